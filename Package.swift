@@ -1,0 +1,44 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+let package = Package(
+    name: "MyStash",
+    platforms: [.macOS(.v13)],
+    products: [
+        .library(name: "ObjectGraph", targets: ["ObjectGraph"]),
+        .library(name: "StashCrypto", targets: ["StashCrypto"]),
+        .library(name: "MyStashKit", targets: ["MyStashKit"]),
+        .executable(name: "mystash", targets: ["mystash"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/groue/GRDB.swift", exact: "7.10.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser", exact: "1.8.2"),
+    ],
+    targets: [
+        .systemLibrary(
+            name: "COpenSSL",
+            pkgConfig: "libcrypto",
+            providers: [.apt(["libssl-dev"])]
+        ),
+        // Linux calls Swift cannot make directly (variadic prctl, raw keyring syscalls).
+        .target(name: "CLinuxSupport"),
+        .target(name: "StashCrypto", dependencies: ["COpenSSL"]),
+        .target(name: "ObjectGraph", dependencies: [.product(name: "GRDB", package: "GRDB.swift")]),
+        .executableTarget(name: "embed-config"),
+        .plugin(name: "EmbedConfig", capability: .buildTool(), dependencies: ["embed-config"]),
+        .target(
+            name: "MyStashKit",
+            dependencies: ["ObjectGraph", "StashCrypto", "CLinuxSupport"],
+            plugins: ["EmbedConfig"]
+        ),
+        .executableTarget(
+            name: "mystash",
+            dependencies: ["MyStashKit", "CLinuxSupport", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
+        .testTarget(name: "ObjectGraphTests", dependencies: ["ObjectGraph"], resources: [.copy("Fixtures")]),
+        .testTarget(name: "StashCryptoTests", dependencies: ["StashCrypto"], resources: [.copy("Vectors")]),
+        .testTarget(name: "MyStashKitTests", dependencies: ["MyStashKit", "StashCrypto", "ObjectGraph"]),
+        .testTarget(name: "MyStashCLITests", dependencies: ["MyStashKit"]),
+    ],
+    swiftLanguageModes: [.v5]
+)

@@ -1,0 +1,283 @@
+import Foundation
+
+/// The identity of a managed object: its entity, store and primary key, or a temporary
+/// identity until its first save, as `NSManagedObjectID`.
+public struct ObjectID: Hashable, CustomStringConvertible, Sendable {
+    public let entityName: String
+    public let storeIdentifier: String?
+    public let primaryKey: Int64?
+    let temporaryNumber: Int?
+
+    public var isTemporaryID: Bool { primaryKey == nil }
+
+    /// `x-coredata://<store UUID>/<Entity>/p<pk>`, or `x-coredata:///<Entity>/t<n>` while temporary.
+    public var uriRepresentation: URL {
+        if let primaryKey, let storeIdentifier {
+            return URL(string: "x-coredata://\(storeIdentifier)/\(entityName)/p\(primaryKey)")!
+        }
+        return URL(string: "x-coredata:///\(entityName)/t\(temporaryNumber ?? 0)")!
+    }
+
+    public var description: String { uriRepresentation.absoluteString }
+}
+
+/// The unresolved destination of a to-one relationship read from a row.
+struct FaultReference {
+    let primaryKey: Int64
+}
+
+/// A protocol for typed classes of an application's entities.
+///
+/// ```swift
+/// final class Note: ManagedObject, ManagedEntity {
+///     static let entityName = "Note"
+///     var title: String? {
+///         get { self["title"] as? String }
+///         set { self["title"] = newValue }
+///     }
+/// }
+/// model.setClass(Note.self, forEntityName: Note.entityName)
+/// let note = context.insert(Note.self)
+/// ```
+public protocol ManagedEntity: ManagedObject {
+    static var entityName: String { get }
+}
+
+/// An object of the graph: one row of a store, with its attributes and relationships,
+/// as `NSManagedObject`.
+///
+/// Read and write properties by key (`object["name"]`), or through a typed subclass.
+/// Setting one side of a relationship updates the inverse side.
+///
+/// - warning: A managed object belongs to its context's thread.
+open class ManagedObject: Hashable, CustomStringConvertible {
+    public let entity: EntityDescription
+    public internal(set) var objectID: ObjectID
+    public internal(set) weak var managedObjectContext: ManagedObjectContext?
+
+    /// Current values: attributes, to-one destinations (object or fault), loaded to-many arrays.
+    var values: [String: Any] = [:]
+    /// Attribute and to-one values as last read from or written to the store.
+    var committedValues: [String: Any] = [:]
+    var loadedToMany: Set<String> = []
+    var changedKeys: Set<String> = []
+    /// `Z_OPT` of the row as this object last saw it.
+    var version: Int64 = 0
+    /// The primary key given during a save, before the save is known to succeed.
+    var pendingPrimaryKey: Int64?
+
+    public required init(entity: EntityDescription) {
+        self.entity = entity
+        self.objectID = ObjectID(entityName: entity.name, storeIdentifier: nil, primaryKey: nil, temporaryNumber: nil)
+    }
+
+    /// Creates an object and inserts it into `context` (when given).
+    public convenience init(entity: EntityDescription, insertInto context: ManagedObjectContext?) {
+        self.init(entity: entity)
+        context?.insert(self)
+    }
+
+    public var isInserted: Bool { managedObjectContext?.insertedSet.contains(self) ?? false }
+    public var isUpdated: Bool { managedObjectContext?.updatedSet.contains(self) ?? false }
+    public var isDeleted: Bool { managedObjectContext?.deletedSet.contains(self) ?? false }
+    public var hasChanges: Bool { isInserted || isUpdated || isDeleted }
+
+    /// The values changed since the last save or fetch, by key.
+    public var changedValues: [String: Any] {
+        var result: [String: Any] = [:]
+        for key in changedKeys { result[key] = self[key] ?? NSNull() }
+        return result
+    }
+
+    // MARK: - Key-value access
+
+    /// The value of an attribute or relationship. A to-many relationship reads as
+    /// `[ManagedObject]`. Assigning updates the inverse relationship.
+    ///
+    /// - precondition: `key` names a property of the entity.
+    public subscript(key: String) -> Any? {
+        get { value(forKey: key) }
+        set { setValue(newValue, forKey: key) }
+    }
+
+    public func value(forKey key: String) -> Any? {
+        if entity.attributesByName[key] != nil { return values[key] }
+        guard let relationship = entity.relationshipsByName[key] else {
+            preconditionFailure("Entity \(entity.name) has no property named '\(key)'")
+        }
+        return relationship.isToMany ? toManyObjects(relationship) : toOneObject(relationship)
+    }
+
+    /// The value for `key` as a `T`, or nil.
+    public func value<T>(forKey key: String, as type: T.Type) -> T? { value(forKey: key) as? T }
+
+    public func setValue(_ value: Any?, forKey key: String) {
+        if let attribute = entity.attributesByName[key] {
+            values[key] = StoredValues.normalized(value, for: attribute, entity: entity.name)
+            markChanged(key)
+            return
+        }
+        guard let relationship = entity.relationshipsByName[key] else {
+            preconditionFailure("Entity \(entity.name) has no property named '\(key)'")
+        }
+        if relationship.isToMany {
+            guard let objects = value as? [ManagedObject] ?? (value == nil ? [] : nil) else {
+                preconditionFailure("To-many relationship \(entity.name).\(key) takes [ManagedObject], not \(type(of: value!))")
+            }
+            replaceToMany(relationship, with: objects)
+        } else {
+            guard value == nil || value is ManagedObject else {
+                preconditionFailure("To-one relationship \(entity.name).\(key) takes a ManagedObject, not \(type(of: value!))")
+            }
+            setToOne(relationship, to: value as? ManagedObject)
+        }
+    }
+
+    /// Adds `object` to a to-many relationship (and this object to its inverse).
+    public func add(_ object: ManagedObject, toRelationship key: String) {
+        let relationship = toManyRelationship(key)
+        guard !toManyObjects(relationship).contains(object) else { return }
+        replaceToMany(relationship, with: toManyObjects(relationship) + [object])
+    }
+
+    /// Removes `object` from a to-many relationship (and this object from its inverse).
+    public func remove(_ object: ManagedObject, fromRelationship key: String) {
+        let relationship = toManyRelationship(key)
+        replaceToMany(relationship, with: toManyObjects(relationship).filter { $0 !== object })
+    }
+
+    /// The value at a dotted key path; through a to-many relationship the result is an array
+    /// of the values found, and `@count` counts.
+    public func value(forKeyPath keyPath: String) -> Any? {
+        value(forKeyPath: keyPath.split(separator: ".").map(String.init)[...])
+    }
+
+    func value(forKeyPath path: ArraySlice<String>) -> Any? {
+        guard let first = path.first else { return self }
+        if first == "SELF" || first == "self" { return value(forKeyPath: path.dropFirst()) }
+        let rest = path.dropFirst()
+        let current = value(forKey: first)
+        if let objects = current as? [ManagedObject] {
+            if rest.first == "@count" { return objects.count }
+            if rest.isEmpty { return objects }
+            return objects.flatMap { object -> [Any] in
+                let found = object.value(forKeyPath: rest)
+                if let many = found as? [Any] { return many }
+                return found.map { [$0] } ?? []
+            }
+        }
+        if rest.isEmpty { return current }
+        return (current as? ManagedObject)?.value(forKeyPath: rest)
+    }
+
+    // MARK: - Relationship plumbing
+
+    private func toManyRelationship(_ key: String) -> RelationshipDescription {
+        guard let relationship = entity.relationshipsByName[key], relationship.isToMany else {
+            preconditionFailure("Entity \(entity.name) has no to-many relationship named '\(key)'")
+        }
+        return relationship
+    }
+
+    func toOneObject(_ relationship: RelationshipDescription) -> ManagedObject? {
+        switch values[relationship.name] {
+        case let object as ManagedObject:
+            return object
+        case let fault as FaultReference:
+            let object = managedObjectContext?.object(primaryKey: fault.primaryKey, destinationOf: relationship)
+            values[relationship.name] = object
+            return object
+        default:
+            return nil
+        }
+    }
+
+    func toManyObjects(_ relationship: RelationshipDescription) -> [ManagedObject] {
+        if !loadedToMany.contains(relationship.name) {
+            values[relationship.name] = managedObjectContext?.loadToMany(relationship, of: self) ?? []
+            loadedToMany.insert(relationship.name)
+        }
+        return values[relationship.name] as? [ManagedObject] ?? []
+    }
+
+    private func inverse(of relationship: RelationshipDescription) -> RelationshipDescription? {
+        guard let name = relationship.inverseName else { return nil }
+        return managedObjectContext?.model.entity(named: relationship.destinationEntityName)?.relationship(named: name)
+    }
+
+    private func setToOne(_ relationship: RelationshipDescription, to newValue: ManagedObject?) {
+        let old = toOneObject(relationship)
+        guard old !== newValue else { return }
+        primitiveSetToOne(relationship, newValue)
+        guard let inverse = inverse(of: relationship) else { return }
+        if let old { old.primitiveUnlink(inverse, from: self) }
+        if let newValue { newValue.primitiveLink(inverse, to: self) }
+    }
+
+    private func replaceToMany(_ relationship: RelationshipDescription, with objects: [ManagedObject]) {
+        let old = toManyObjects(relationship)
+        var seen: Set<ObjectIdentifier> = []
+        let new = objects.filter { seen.insert(ObjectIdentifier($0)).inserted }
+        let newSet = Set(new.map(ObjectIdentifier.init))
+        let oldSet = Set(old.map(ObjectIdentifier.init))
+        values[relationship.name] = new
+        markChanged(relationship.name)
+        guard let inverse = inverse(of: relationship) else { return }
+        for removed in old where !newSet.contains(ObjectIdentifier(removed)) { removed.primitiveUnlink(inverse, from: self) }
+        for added in new where !oldSet.contains(ObjectIdentifier(added)) { added.primitiveLink(inverse, to: self) }
+    }
+
+    private func primitiveSetToOne(_ relationship: RelationshipDescription, _ object: ManagedObject?) {
+        values[relationship.name] = object
+        markChanged(relationship.name)
+    }
+
+    /// Makes `relationship` of this object point at (or contain) `owner`, the object on the
+    /// other side that just changed; a one-to-one's previous partner is released.
+    func primitiveLink(_ relationship: RelationshipDescription, to owner: ManagedObject) {
+        if relationship.isToMany {
+            let current = toManyObjects(relationship)
+            guard !current.contains(owner) else { return }
+            values[relationship.name] = current + [owner]
+            markChanged(relationship.name)
+        } else {
+            let previous = toOneObject(relationship)
+            guard previous !== owner else { return }
+            if let previous, let backwards = inverse(of: relationship) { previous.primitiveUnlink(backwards, from: self) }
+            primitiveSetToOne(relationship, owner)
+        }
+    }
+
+    func primitiveUnlink(_ relationship: RelationshipDescription, from owner: ManagedObject) {
+        if relationship.isToMany {
+            let current = toManyObjects(relationship)
+            guard current.contains(owner) else { return }
+            values[relationship.name] = current.filter { $0 !== owner }
+            markChanged(relationship.name)
+        } else if toOneObject(relationship) === owner {
+            primitiveSetToOne(relationship, nil)
+        }
+    }
+
+    func markChanged(_ key: String) {
+        changedKeys.insert(key)
+        managedObjectContext?.objectDidChange(self)
+    }
+
+    // MARK: - Hooks
+
+    /// Override to add checks to the model's validation; append failures to `errors`.
+    /// Called at save for inserted and updated objects.
+    open func validateForSave(into errors: inout [ValidationError]) {}
+
+    /// Called after the object is inserted into a context; default values are set already.
+    open func awakeFromInsert() {}
+
+    // MARK: - Hashable, description
+
+    public static func == (lhs: ManagedObject, rhs: ManagedObject) -> Bool { lhs === rhs }
+    public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
+
+    /// The entity and identity only: values may be secret.
+    public var description: String { "<\(entity.name) \(objectID)>" }
+}

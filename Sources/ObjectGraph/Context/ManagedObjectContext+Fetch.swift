@@ -1,0 +1,147 @@
+import Foundation
+import GRDB
+
+extension ManagedObjectContext {
+    /// Fetches the objects a request describes.
+    ///
+    /// The parts of the predicate and sort that concern plainly stored attributes run in
+    /// SQL with bound parameters; parts on transformed or transient attributes run in
+    /// memory on decoded values, never on the stored bytes. Unsaved inserted objects are
+    /// included and deleted ones left out, unless `includesPendingChanges` is false.
+    ///
+    /// - throws: ``ObjectGraphError`` for an unknown entity or key, or a store error; a
+    ///   transformer's error when a stored value cannot be decoded.
+    public func fetch<T>(_ request: FetchRequest<T>) throws -> [T] {
+        let plan = try plan(for: request)
+        var objects: [ManagedObject] = []
+        try wrapStoreErrors(.objectNotFound, "cannot fetch \(request.entityName)") {
+            try coordinator.read { db in
+                let cursor = try Row.fetchCursor(db, sql: plan.sql(select: plan.columns, window: !plan.needsMemoryWindow, request: request),
+                                                 arguments: StatementArguments(plan.arguments))
+                while let row = try cursor.next() {
+                    let object = try materialize(row, root: plan.root, store: plan.store)
+                    if request.includesPendingChanges, deletedSet.contains(object) { continue }
+                    if let residual = plan.residual, !PredicateEvaluator.evaluate(residual, on: object) { continue }
+                    objects.append(object)
+                }
+            }
+        }
+        if plan.includesInserted {
+            objects += insertedSet.objects.filter { object in
+                plan.entities.contains { $0 === object.entity } && (request.predicate.map { $0.evaluate(with: object) } ?? true)
+            }
+        }
+        if plan.sortsInMemory || plan.includesInserted { objects = sorted(objects, by: request.sortDescriptors) }
+        if plan.needsMemoryWindow {
+            objects = Array(objects.dropFirst(request.fetchOffset))
+            if request.fetchLimit > 0 { objects = Array(objects.prefix(request.fetchLimit)) }
+        }
+        return try objects.map { object in
+            guard let typed = object as? T else {
+                throw ObjectGraphError(code: .objectNotFound, message: "\(object.entity.name) objects are \(type(of: object)), not \(T.self)")
+            }
+            return typed
+        }
+    }
+
+    /// The number of objects a request would fetch, counted in SQL when it can be.
+    public func count<T>(for request: FetchRequest<T>) throws -> Int {
+        let plan = try plan(for: request)
+        guard plan.needsMemoryWindow else {
+            return try wrapStoreErrors(.objectNotFound, "cannot count \(request.entityName)") {
+                try coordinator.read { db in
+                    try Int.fetchOne(db, sql: plan.sql(select: ["COUNT(*)"], window: true, request: request, ordered: false),
+                                     arguments: StatementArguments(plan.arguments)) ?? 0
+                }
+            }
+        }
+        return try fetch(request).count
+    }
+
+    private struct FetchPlan {
+        var root: EntityDescription
+        var store: PersistentStore
+        var entities: [EntityDescription]
+        var columns: [String]
+        var conditions: [String]
+        var arguments: [DatabaseValue]
+        var orderTerms: [String]
+        var residual: Predicate.Node?
+        var sortsInMemory: Bool
+        var includesInserted: Bool
+        var needsMemoryWindow: Bool
+
+        func sql(select: [String], window: Bool, request: FetchRequest<some ManagedObject>, ordered: Bool = true) -> String {
+            var sql = "SELECT \(select.joined(separator: ", ")) FROM \(store.qualified(root.tableName)) t0"
+            if !conditions.isEmpty { sql += " WHERE " + conditions.joined(separator: " AND ") }
+            if ordered, !orderTerms.isEmpty, !sortsInMemory { sql += " ORDER BY " + orderTerms.joined(separator: ", ") }
+            if window, select.first != "COUNT(*)", request.fetchLimit > 0 || request.fetchOffset > 0 {
+                sql += " LIMIT \(request.fetchLimit > 0 ? request.fetchLimit : -1) OFFSET \(request.fetchOffset)"
+            }
+            if select.first == "COUNT(*)", request.fetchLimit > 0 || request.fetchOffset > 0 {
+                sql = "SELECT COUNT(*) FROM (SELECT 1 FROM \(store.qualified(root.tableName)) t0"
+                    + (conditions.isEmpty ? "" : " WHERE " + conditions.joined(separator: " AND "))
+                    + " LIMIT \(request.fetchLimit > 0 ? request.fetchLimit : -1) OFFSET \(request.fetchOffset))"
+            }
+            return sql
+        }
+    }
+
+    private func plan<T>(for request: FetchRequest<T>) throws -> FetchPlan {
+        processPendingChanges()
+        guard let entity = model.entity(named: request.entityName) else {
+            throw ObjectGraphError(code: .objectNotFound, message: "the model has no entity named '\(request.entityName)'")
+        }
+        let root = entity.rootEntity
+        let store = try coordinator.store(for: entity)
+        let entities = request.includesSubentities ? entity.selfAndDescendants : [entity]
+        var conditions: [String] = []
+        if entities.count != root.selfAndDescendants.count {
+            conditions.append("t0.Z_ENT IN (\(entities.map { String($0.entityNumber) }.joined(separator: ", ")))")
+        }
+        var compiler = PredicateSQLCompiler(model: model, store: store)
+        var residual: [Predicate.Node] = []
+        if let node = request.predicate?.root {
+            let conjuncts: [Predicate.Node]
+            if case .and(let parts) = node { conjuncts = parts } else { conjuncts = [node] }
+            for conjunct in conjuncts {
+                do {
+                    if let sql = try compiler.compile(conjunct, entity: entity, alias: "t0") { conditions.append("(\(sql))") } else { residual.append(conjunct) }
+                } catch PredicateSQLCompiler.CompileError.unknownKey(let key, let entityName) {
+                    throw ObjectGraphError(code: .objectNotFound, message: "keypath '\(key)' not found in entity \(entityName) (predicate '\(request.predicate!.format)')")
+                }
+            }
+        }
+        let orderTerms = request.sortDescriptors.map { compiler.orderTerm($0, entity: entity, alias: "t0") }
+        let sortsInMemory = orderTerms.contains { $0 == nil }
+        let includesInserted = request.includesPendingChanges && insertedSet.objects.contains { object in entities.contains { $0 === object.entity } }
+        let excludesDeleted = request.includesPendingChanges && !deletedSet.isEmpty
+        return FetchPlan(
+            root: root, store: store, entities: entities,
+            columns: root.selectColumns.map { "t0.\($0)" }, conditions: conditions, arguments: compiler.arguments,
+            orderTerms: orderTerms.compactMap { $0 }, residual: residual.isEmpty ? nil : (residual.count == 1 ? residual[0] : .and(residual)),
+            sortsInMemory: sortsInMemory, includesInserted: includesInserted,
+            needsMemoryWindow: !residual.isEmpty || sortsInMemory || includesInserted || excludesDeleted)
+    }
+
+    private func sorted(_ objects: [ManagedObject], by descriptors: [SortDescriptor]) -> [ManagedObject] {
+        guard !descriptors.isEmpty else { return objects }
+        let keys = objects.map { object in descriptors.map { object.value(forKeyPath: $0.key) } }
+        let order = objects.indices.sorted { a, b in
+            for (index, descriptor) in descriptors.enumerated() {
+                let (left, right) = (keys[a][index], keys[b][index])
+                let options: Predicate.Options = descriptor.caseInsensitive ? .caseInsensitive : []
+                let comparison: Int
+                switch (left, right) {
+                case (nil, nil): comparison = 0
+                case (nil, _): comparison = -1
+                case (_, nil): comparison = 1
+                default: comparison = PredicateEvaluator.order(left, right, options) ?? 0
+                }
+                if comparison != 0 { return descriptor.ascending ? comparison < 0 : comparison > 0 }
+            }
+            return a < b
+        }
+        return order.map { objects[$0] }
+    }
+}

@@ -1,0 +1,48 @@
+import Foundation
+
+/// How to order fetched objects: a key path (through to-one relationships), a direction,
+/// and whether letter case matters.
+public struct SortDescriptor: Sendable {
+    public var key: String
+    public var ascending: Bool
+    public var caseInsensitive: Bool
+
+    public init(key: String, ascending: Bool = true, caseInsensitive: Bool = false) {
+        self.key = key
+        self.ascending = ascending
+        self.caseInsensitive = caseInsensitive
+    }
+}
+
+/// What to fetch: an entity, a predicate, an order and a window, as `NSFetchRequest`.
+///
+/// ```swift
+/// var request = FetchRequest<ManagedObject>(entityName: "System")
+/// request.predicate = try Predicate(format: "category.name == %@", "Web Site")
+/// request.sortDescriptors = [SortDescriptor(key: "name")]
+/// request.fetchLimit = 20
+/// let systems = try context.fetch(request)
+/// ```
+public struct FetchRequest<Result: ManagedObject> {
+    public var entityName: String
+    public var predicate: Predicate?
+    public var sortDescriptors: [SortDescriptor] = []
+    /// The most objects to return; 0 for no limit.
+    public var fetchLimit = 0
+    public var fetchOffset = 0
+    public var includesSubentities = true
+    /// Include objects inserted and exclude objects deleted in the context but not yet saved.
+    public var includesPendingChanges = true
+
+    public init(entityName: String, predicate: Predicate? = nil, sortDescriptors: [SortDescriptor] = []) {
+        self.entityName = entityName
+        self.predicate = predicate
+        self.sortDescriptors = sortDescriptors
+    }
+}
+
+extension FetchRequest where Result: ManagedEntity {
+    public init(predicate: Predicate? = nil, sortDescriptors: [SortDescriptor] = []) {
+        self.init(entityName: Result.entityName, predicate: predicate, sortDescriptors: sortDescriptors)
+    }
+}

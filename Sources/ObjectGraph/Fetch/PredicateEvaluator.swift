@@ -1,0 +1,145 @@
+import Foundation
+
+/// Evaluates predicates on objects in memory: for transformed attributes (decoded first),
+/// unsaved objects, and to back the SQL functions so both paths agree.
+enum PredicateEvaluator {
+    static func evaluate(_ node: Predicate.Node, on object: ManagedObject) -> Bool {
+        switch node {
+        case .constant(let value): return value
+        case .and(let nodes): return nodes.allSatisfy { evaluate($0, on: object) }
+        case .or(let nodes): return nodes.contains { evaluate($0, on: object) }
+        case .not(let inner): return !evaluate(inner, on: object)
+        case .comparison(let comparison): return evaluate(comparison, on: object)
+        }
+    }
+
+    private static func value(_ expression: Predicate.Expression, on object: ManagedObject) -> Any? {
+        switch expression {
+        case .keyPath(let path): return object.value(forKeyPath: path[...])
+        case .constant(let value): return value
+        case .list(let items): return items.map { value($0, on: object) }
+        }
+    }
+
+    private static func evaluate(_ comparison: Predicate.Comparison, on object: ManagedObject) -> Bool {
+        let left = value(comparison.left, on: object)
+        let right = value(comparison.right, on: object)
+        // A to-many key path yields an array: ANY unless ALL or NONE says otherwise.
+        if case .keyPath = comparison.left, let many = left as? [Any], !isListOperator(comparison.op) || comparison.modifier != .direct {
+            let test = { (item: Any) in compare(item, comparison.op, right, comparison.options) }
+            switch comparison.modifier {
+            case .direct, .any: return many.contains(where: test)
+            case .all: return many.allSatisfy(test)
+            case .none: return !many.contains(where: test)
+            }
+        }
+        return compare(left, comparison.op, right, comparison.options)
+    }
+
+    private static func isListOperator(_ op: Predicate.Operator) -> Bool { op == .in || op == .contains }
+
+    static func compare(_ left: Any?, _ op: Predicate.Operator, _ right: Any?, _ options: Predicate.Options) -> Bool {
+        switch op {
+        case .equal: return equal(left, right, options)
+        case .notEqual: return !equal(left, right, options)
+        case .less: return order(left, right, options).map { $0 < 0 } ?? false
+        case .lessOrEqual: return order(left, right, options).map { $0 <= 0 } ?? false
+        case .greater: return order(left, right, options).map { $0 > 0 } ?? false
+        case .greaterOrEqual: return order(left, right, options).map { $0 >= 0 } ?? false
+        case .between:
+            guard let bounds = right as? [Any?], bounds.count == 2 else { return false }
+            return (order(left, bounds[0], options).map { $0 >= 0 } ?? false) && (order(left, bounds[1], options).map { $0 <= 0 } ?? false)
+        case .in:
+            if let list = right as? [Any?] { return list.contains { equal(left, $0, options) } }
+            if let text = right as? String, let needle = left as? String { return stringTest(.contains, text, needle, options) }
+            return false
+        case .contains:
+            if let list = left as? [Any?] { return list.contains { equal($0, right, options) } }
+            guard let text = left as? String, let needle = right as? String else { return false }
+            return stringTest(.contains, text, needle, options)
+        case .beginsWith, .endsWith, .like, .matches:
+            guard let text = left as? String, let pattern = right as? String else { return false }
+            return stringTest(op, text, pattern, options)
+        }
+    }
+
+    static func fold(_ text: String, _ options: Predicate.Options) -> String {
+        var foldOptions: String.CompareOptions = []
+        if options.contains(.caseInsensitive) { foldOptions.insert(.caseInsensitive) }
+        if options.contains(.diacriticInsensitive) { foldOptions.insert(.diacriticInsensitive) }
+        return foldOptions.isEmpty ? text : text.folding(options: foldOptions, locale: nil)
+    }
+
+    /// The string operators, shared by the evaluator and the SQL function `OG_STRING_TEST`.
+    static func stringTest(_ op: Predicate.Operator, _ text: String, _ pattern: String, _ options: Predicate.Options) -> Bool {
+        let text = fold(text, options)
+        switch op {
+        case .matches:
+            return Validator.matchesWhole(text, options.isEmpty ? pattern : fold(pattern, options))
+        case .like:
+            return likeMatches(Array(text), Array(fold(pattern, options)))
+        default:
+            let pattern = fold(pattern, options)
+            switch op {
+            case .beginsWith: return text.hasPrefix(pattern)
+            case .endsWith: return text.hasSuffix(pattern)
+            case .contains: return pattern.isEmpty || text.contains(pattern)
+            default: return equal(text, pattern, [])
+            }
+        }
+    }
+
+    /// LIKE with `*` (any run) and `?` (one character); `\` escapes.
+    private static func likeMatches(_ text: [Character], _ pattern: [Character]) -> Bool {
+        var memo: [Int: Bool] = [:]
+        func match(_ t: Int, _ p: Int) -> Bool {
+            let key = t * (pattern.count + 1) + p
+            if let known = memo[key] { return known }
+            let result: Bool
+            if p == pattern.count {
+                result = t == text.count
+            } else if pattern[p] == "*" {
+                result = match(t, p + 1) || (t < text.count && match(t + 1, p))
+            } else if pattern[p] == "\\", p + 1 < pattern.count {
+                result = t < text.count && text[t] == pattern[p + 1] && match(t + 1, p + 2)
+            } else {
+                result = t < text.count && (pattern[p] == "?" || pattern[p] == text[t]) && match(t + 1, p + 1)
+            }
+            memo[key] = result
+            return result
+        }
+        return match(0, 0)
+    }
+
+    static func equal(_ left: Any?, _ right: Any?, _ options: Predicate.Options) -> Bool {
+        switch (left, right) {
+        case (nil, nil): return true
+        case (nil, _), (_, nil): return false
+        case (let l as String, let r as String): return fold(l, options) == fold(r, options)
+        case (let l as ManagedObject, let r as ManagedObject): return l === r
+        case (let l as Date, let r as Date): return l == r
+        case (let l as UUID, let r as UUID): return l == r
+        case (let l as Data, let r as Data): return l == r
+        case (let l as URL, let r as URL): return l == r
+        case (let l as URL, let r as String): return l.absoluteString == r
+        default:
+            if let l = doubleValue(left), let r = doubleValue(right) { return l == r }
+            return false
+        }
+    }
+
+    /// -1, 0 or 1, or nil when the values cannot be ordered. Strings order by UTF-8 bytes,
+    /// as SQLite's BINARY collation does.
+    static func order(_ left: Any?, _ right: Any?, _ options: Predicate.Options) -> Int? {
+        switch (left, right) {
+        case (let l as String, let r as String):
+            let (a, b) = (Array(fold(l, options).utf8), Array(fold(r, options).utf8))
+            return a == b ? 0 : (a.lexicographicallyPrecedes(b) ? -1 : 1)
+        case (let l as Date, let r as Date):
+            return l == r ? 0 : (l < r ? -1 : 1)
+        default:
+            guard let l = doubleValue(left), let r = doubleValue(right) else { return nil }
+            return l == r ? 0 : (l < r ? -1 : 1)
+        }
+    }
+}

@@ -1,0 +1,78 @@
+/// A description of an entity, as `NSEntityDescription`: its attributes, relationships,
+/// place in an inheritance tree, and the number Core Data's SQLite layout gives it.
+///
+/// Build entities in code and hand them to ``ManagedObjectModel/init(entities:configurations:versionIdentifier:)``,
+/// or load them from an `.xcdatamodeld` folder.
+///
+/// For example:
+///
+/// ```swift
+/// let note = EntityDescription(name: "Note", attributes: [
+///     AttributeDescription(name: "title", type: .string, isOptional: false),
+/// ])
+/// ```
+public final class EntityDescription: CustomStringConvertible {
+    public let name: String
+    public let parentName: String?
+    public let isAbstract: Bool
+    /// The attributes and relationships declared on this entity (not inherited).
+    public let declaredAttributes: [AttributeDescription]
+    public let declaredRelationships: [RelationshipDescription]
+    public let userInfo: [String: String]
+    public let managedObjectClassName: String?
+
+    // Set once when the model is assembled.
+    public internal(set) var entityNumber: Int = 0
+    public internal(set) weak var superentity: EntityDescription?
+    public internal(set) var subentities: [EntityDescription] = []
+    public internal(set) var attributes: [AttributeDescription] = []
+    public internal(set) var relationships: [RelationshipDescription] = []
+    var attributesByName: [String: AttributeDescription] = [:]
+    var relationshipsByName: [String: RelationshipDescription] = [:]
+    /// Every attribute and to-one column of this entity and all its sub-entities: the root table's columns.
+    var tableAttributes: [AttributeDescription] = []
+    var tableToOneRelationships: [RelationshipDescription] = []
+    /// The root table's columns in `SELECT` order, and each column's position.
+    var selectColumns: [String] = []
+    var columnIndex: [String: Int] = [:]
+
+    public init(
+        name: String, parent: String? = nil, isAbstract: Bool = false,
+        attributes: [AttributeDescription] = [], relationships: [RelationshipDescription] = [],
+        userInfo: [String: String] = [:], managedObjectClassName: String? = nil
+    ) {
+        self.name = name
+        self.parentName = parent
+        self.isAbstract = isAbstract
+        self.declaredAttributes = attributes
+        self.declaredRelationships = relationships
+        self.userInfo = userInfo
+        self.managedObjectClassName = managedObjectClassName
+    }
+
+    /// The root of this entity's inheritance tree: it owns the table.
+    public var rootEntity: EntityDescription { superentity?.rootEntity ?? self }
+
+    /// The table holding this entity's rows: `Z` + the uppercased root entity name.
+    public var tableName: String { "Z" + rootEntity.name.uppercased() }
+
+    /// This entity and all its sub-entities, depth first.
+    public var selfAndDescendants: [EntityDescription] { [self] + subentities.flatMap(\.selfAndDescendants) }
+
+    public func attribute(named name: String) -> AttributeDescription? { attributesByName[name] }
+    public func relationship(named name: String) -> RelationshipDescription? { relationshipsByName[name] }
+
+    /// The name shown to people for a property: `userInfo["displayName"]` of the property, else its name.
+    public func displayName(forKey key: String) -> String {
+        attributesByName[key]?.userInfo["displayName"] ?? relationshipsByName[key]?.userInfo["displayName"] ?? key
+    }
+
+    /// The name shown to people for this entity: `userInfo["displayName"]`, else its name.
+    public var displayName: String { userInfo["displayName"] ?? name }
+
+    public func isKind(of other: EntityDescription) -> Bool {
+        self === other || (superentity?.isKind(of: other) ?? false)
+    }
+
+    public var description: String { "<Entity \(name) #\(entityNumber)>" }
+}

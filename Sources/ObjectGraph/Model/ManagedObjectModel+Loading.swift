@@ -1,0 +1,184 @@
+import Foundation
+#if canImport(FoundationXML)
+import FoundationXML
+#endif
+
+extension ManagedObjectModel {
+    /// Loads the current version of an Xcode model.
+    ///
+    /// `url` names an `.xcdatamodeld` folder (its `.xccurrentversion` picks the version;
+    /// with a single version that one is used) or a single `.xcdatamodel` folder.
+    ///
+    /// ```swift
+    /// let model = try ManagedObjectModel(contentsOf: URL(fileURLWithPath: "Model.xcdatamodeld"))
+    /// ```
+    ///
+    /// - throws: ``ModelError`` naming the file, entity and property at fault.
+    public convenience init(contentsOf url: URL) throws {
+        let fileManager = FileManager.default
+        try self.init(
+            modelName: url.lastPathComponent,
+            listVersions: { (try? fileManager.contentsOfDirectory(atPath: url.path)) ?? [] },
+            readFile: { try? Data(contentsOf: url.appendingPathComponent($0)) },
+            isSingleVersion: url.pathExtension == "xcdatamodel"
+        )
+    }
+
+    /// Loads the current version of an `.xcdatamodeld` whose files are given in memory,
+    /// keyed by their path inside the folder (`"Model.xcdatamodel/contents"`, `".xccurrentversion"`).
+    public convenience init(xcdatamodeldFiles files: [String: Data], modelName: String) throws {
+        try self.init(
+            modelName: modelName,
+            listVersions: { Set(files.keys.compactMap { $0.split(separator: "/").first.map(String.init) }).sorted() },
+            readFile: { files[$0] },
+            isSingleVersion: false
+        )
+    }
+
+    private convenience init(modelName: String, listVersions: () -> [String], readFile: (String) -> Data?, isSingleVersion: Bool) throws {
+        let versionFolder: String?
+        if isSingleVersion {
+            versionFolder = nil
+        } else if let plistData = readFile(".xccurrentversion") {
+            let plist = try? PropertyListSerialization.propertyList(from: plistData, format: nil) as? [String: Any]
+            guard let name = plist?["_XCCurrentVersionName"] as? String else {
+                throw ModelError(file: "\(modelName)/.xccurrentversion", reason: "no _XCCurrentVersionName key")
+            }
+            versionFolder = name
+        } else {
+            let versions = listVersions().filter { $0.hasSuffix(".xcdatamodel") }
+            guard versions.count == 1 else {
+                throw ModelError(file: modelName, reason: versions.isEmpty
+                    ? "no .xcdatamodel version inside"
+                    : "several versions and no .xccurrentversion to choose one")
+            }
+            versionFolder = versions[0]
+        }
+        let contentsPath = versionFolder.map { "\($0)/contents" } ?? "contents"
+        let fileName = "\(modelName)/\(contentsPath)"
+        guard let xml = readFile(contentsPath) else {
+            throw ModelError(file: fileName, reason: "file not found")
+        }
+        let parsed = try ModelXMLParser.parse(xml, file: fileName)
+        let identifier = (versionFolder ?? modelName).replacingOccurrences(of: ".xcdatamodel", with: "")
+        try self.init(entities: parsed.entities, configurations: parsed.configurations, versionIdentifier: identifier, file: fileName)
+    }
+}
+
+/// Reads Xcode's `contents` XML into entity descriptions.
+private final class ModelXMLParser: NSObject, XMLParserDelegate {
+    struct Result {
+        var entities: [EntityDescription]
+        var configurations: [String: [String]]
+    }
+
+    private let file: String
+    private var failure: ModelError?
+    private var entities: [EntityDescription] = []
+    private var configurations: [String: [String]] = [:]
+    // The entity being read, with its parts.
+    private var entityAttributes: [String: String]?
+    private var attributes: [AttributeDescription] = []
+    private var relationships: [RelationshipDescription] = []
+    private var entityUserInfo: [String: String] = [:]
+    private var currentConfiguration: String?
+    // userInfo entries go to the innermost open element of these kinds.
+    private enum Owner { case entity, attribute, relationship }
+    private var userInfoOwner: Owner?
+    private var ownerStack: [Owner] = []
+
+    private init(file: String) { self.file = file }
+
+    static func parse(_ data: Data, file: String) throws -> Result {
+        let delegate = ModelXMLParser(file: file)
+        let parser = XMLParser(data: data)
+        parser.delegate = delegate
+        let ok = parser.parse()
+        if let failure = delegate.failure { throw failure }
+        guard ok else {
+            throw ModelError(file: file, reason: "malformed XML at line \(parser.lineNumber): \(parser.parserError.map { "\($0)" } ?? "parse error")")
+        }
+        return Result(entities: delegate.entities, configurations: delegate.configurations)
+    }
+
+    private func fail(_ error: ModelError, _ parser: XMLParser) {
+        if failure == nil { failure = error }
+        parser.abortParsing()
+    }
+
+    func parser(_ parser: XMLParser, didStartElement element: String, namespaceURI: String?, qualifiedName: String?, attributes dict: [String: String] = [:]) {
+        switch element {
+        case "entity":
+            guard let name = dict["name"], !name.isEmpty else { return fail(ModelError(file: file, reason: "an entity has no name"), parser) }
+            entityAttributes = dict
+            attributes = []
+            relationships = []
+            entityUserInfo = [:]
+            ownerStack.append(.entity)
+        case "attribute":
+            let entityName = entityAttributes?["name"]
+            guard let name = dict["name"] else { return fail(ModelError(file: file, entity: entityName, reason: "an attribute has no name"), parser) }
+            guard let typeName = dict["attributeType"], let type = AttributeType(rawValue: typeName) else {
+                return fail(ModelError(file: file, entity: entityName, property: name,
+                                       reason: "unknown attribute type '\(dict["attributeType"] ?? "")'"), parser)
+            }
+            attributes.append(AttributeDescription(
+                name: name, type: type, isOptional: isTruthy(dict["optional"]), isTransient: isTruthy(dict["transient"]),
+                isIndexed: isTruthy(dict["indexed"]), defaultValueString: dict["defaultValueString"],
+                minValueString: dict["minValueString"], maxValueString: dict["maxValueString"],
+                regularExpression: dict["regularExpressionString"], valueTransformerName: dict["valueTransformerName"],
+                elementID: dict["elementID"]))
+            ownerStack.append(.attribute)
+        case "relationship":
+            let entityName = entityAttributes?["name"]
+            guard let name = dict["name"] else { return fail(ModelError(file: file, entity: entityName, reason: "a relationship has no name"), parser) }
+            guard let destination = dict["destinationEntity"] else {
+                return fail(ModelError(file: file, entity: entityName, property: name, reason: "no destination entity"), parser)
+            }
+            let ruleName = dict["deletionRule"] ?? "Nullify"
+            guard let rule = DeleteRule(rawValue: ruleName) else {
+                return fail(ModelError(file: file, entity: entityName, property: name, reason: "unknown deletion rule '\(ruleName)'"), parser)
+            }
+            let toMany = isTruthy(dict["toMany"])
+            relationships.append(RelationshipDescription(
+                name: name, destination: destination, inverse: dict["inverseName"], isToMany: toMany, deleteRule: rule,
+                isOptional: isTruthy(dict["optional"]), minCount: Int(dict["minCount"] ?? "") ?? 0,
+                maxCount: Int(dict["maxCount"] ?? "") ?? 0, elementID: dict["elementID"]))
+            ownerStack.append(.relationship)
+        case "entry":
+            guard let key = dict["key"], let value = dict["value"] else { return }
+            switch ownerStack.last {
+            case .entity: entityUserInfo[key] = value
+            case .attribute: attributes[attributes.count - 1].userInfo[key] = value
+            case .relationship: relationships[relationships.count - 1].userInfo[key] = value
+            case nil: break
+            }
+        case "configuration":
+            currentConfiguration = dict["name"]
+            if let name = currentConfiguration { configurations[name, default: []] = configurations[name] ?? [] }
+        case "memberEntity":
+            if let configuration = currentConfiguration, let name = dict["name"] { configurations[configuration, default: []].append(name) }
+        default:
+            break
+        }
+    }
+
+    func parser(_ parser: XMLParser, didEndElement element: String, namespaceURI: String?, qualifiedName: String?) {
+        switch element {
+        case "entity":
+            guard let dict = entityAttributes, let name = dict["name"] else { return }
+            entities.append(EntityDescription(
+                name: name, parent: dict["parentEntity"], isAbstract: isTruthy(dict["isAbstract"]),
+                attributes: attributes, relationships: relationships, userInfo: entityUserInfo,
+                managedObjectClassName: dict["representedClassName"]))
+            entityAttributes = nil
+            ownerStack.removeLast()
+        case "attribute", "relationship":
+            ownerStack.removeLast()
+        case "configuration":
+            currentConfiguration = nil
+        default:
+            break
+        }
+    }
+}

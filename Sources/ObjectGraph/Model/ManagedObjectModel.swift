@@ -1,0 +1,209 @@
+import Foundation
+
+/// A problem that stops a model from loading: it names the file, the entity and the
+/// property at fault.
+public struct ModelError: Error, CustomStringConvertible {
+    public var file: String?
+    public var entity: String?
+    public var property: String?
+    public var reason: String
+
+    public init(file: String? = nil, entity: String? = nil, property: String? = nil, reason: String) {
+        self.file = file
+        self.entity = entity
+        self.property = property
+        self.reason = reason
+    }
+
+    public var description: String {
+        var place: [String] = []
+        if let file { place.append(file) }
+        if let entity { place.append(property.map { "\(entity).\($0)" } ?? entity) }
+        return place.isEmpty ? "invalid model: \(reason)" : "invalid model (\(place.joined(separator: ": "))): \(reason)"
+    }
+}
+
+/// A managed object model, as `NSManagedObjectModel`: entities, and configurations that
+/// split them between persistent stores.
+///
+/// Load one from Xcode's format, or build one in code:
+///
+/// ```swift
+/// let model = try ManagedObjectModel(contentsOf: URL(fileURLWithPath: "Config/MyStash.xcdatamodeld"))
+/// let note = model.entity(named: "Note")!
+/// ```
+public final class ManagedObjectModel {
+    public let entities: [EntityDescription]
+    /// Configuration name → names of its member entities.
+    public let configurations: [String: [String]]
+    /// The version identifier of the model (the `.xcdatamodel` name without extension when loaded).
+    public let versionIdentifier: String
+    private let entitiesByName: [String: EntityDescription]
+    private var classesByEntityName: [String: ManagedObject.Type] = [:]
+
+    /// Assembles a model, resolving inheritance and checking that it is consistent.
+    ///
+    /// - throws: ``ModelError`` naming the entity and property when a destination,
+    ///   inverse or parent is missing, or an entity belongs to no configuration.
+    public init(entities: [EntityDescription], configurations: [String: [String]] = [:],
+                versionIdentifier: String = "1", file: String? = nil) throws {
+        var byName: [String: EntityDescription] = [:]
+        for entity in entities {
+            guard byName[entity.name] == nil else {
+                throw ModelError(file: file, entity: entity.name, reason: "entity is declared twice")
+            }
+            byName[entity.name] = entity
+        }
+        self.entitiesByName = byName
+        self.configurations = configurations
+        self.versionIdentifier = versionIdentifier
+
+        for entity in entities {
+            if let parentName = entity.parentName {
+                guard let parent = byName[parentName] else {
+                    throw ModelError(file: file, entity: entity.name, reason: "parent entity '\(parentName)' does not exist")
+                }
+                entity.superentity = parent
+            }
+            entity.subentities = []
+        }
+        for entity in entities {
+            entity.superentity?.subentities.append(entity)
+            entity.subentities.sort { $0.name < $1.name }
+        }
+        // Entity numbers: roots alphabetically, each followed depth first by its sub-entities.
+        let roots = entities.filter { $0.superentity == nil }.sorted { $0.name < $1.name }
+        guard roots.count > 0 || entities.isEmpty else {
+            throw ModelError(file: file, reason: "entity inheritance forms a cycle")
+        }
+        var ordered: [EntityDescription] = []
+        for root in roots { ordered.append(contentsOf: root.selfAndDescendants) }
+        guard ordered.count == entities.count else {
+            throw ModelError(file: file, reason: "entity inheritance forms a cycle")
+        }
+        for (index, entity) in ordered.enumerated() { entity.entityNumber = index + 1 }
+        self.entities = ordered
+
+        for entity in ordered {
+            entity.attributes = (entity.superentity?.attributes ?? []) + entity.declaredAttributes
+            entity.relationships = (entity.superentity?.relationships ?? []) + entity.declaredRelationships
+            entity.attributesByName = Dictionary(entity.attributes.map { ($0.name, $0) }, uniquingKeysWith: { _, new in new })
+            entity.relationshipsByName = Dictionary(entity.relationships.map { ($0.name, $0) }, uniquingKeysWith: { _, new in new })
+            for attribute in entity.declaredAttributes where entity.relationshipsByName[attribute.name] != nil {
+                throw ModelError(file: file, entity: entity.name, property: attribute.name, reason: "an attribute and a relationship share this name")
+            }
+        }
+        for root in roots {
+            let family = root.selfAndDescendants
+            root.tableAttributes = unique(family.flatMap(\.declaredAttributes).filter { !$0.isTransient }, by: \.name)
+            root.tableToOneRelationships = unique(family.flatMap(\.declaredRelationships).filter { !$0.isToMany }, by: \.name)
+            root.selectColumns = ["Z_PK", "Z_ENT", "Z_OPT"] + root.tableToOneRelationships.map(\.columnName) + root.tableAttributes.map(\.columnName)
+            root.columnIndex = Dictionary(uniqueKeysWithValues: root.selectColumns.enumerated().map { ($1, $0) })
+        }
+        try checkRelationships(file: file)
+        try checkConfigurations(file: file)
+    }
+
+    private func checkRelationships(file: String?) throws {
+        for entity in entities {
+            for relationship in entity.declaredRelationships {
+                guard let destination = entitiesByName[relationship.destinationEntityName] else {
+                    throw ModelError(file: file, entity: entity.name, property: relationship.name,
+                                     reason: "destination entity '\(relationship.destinationEntityName)' does not exist")
+                }
+                if let inverseName = relationship.inverseName {
+                    guard let inverse = destination.relationshipsByName[inverseName] else {
+                        throw ModelError(file: file, entity: entity.name, property: relationship.name,
+                                         reason: "inverse relationship '\(destination.name).\(inverseName)' does not exist")
+                    }
+                    guard entity.isKind(of: entitiesByName[inverse.destinationEntityName]!) || entitiesByName[inverse.destinationEntityName]!.isKind(of: entity) else {
+                        throw ModelError(file: file, entity: entity.name, property: relationship.name,
+                                         reason: "inverse '\(destination.name).\(inverseName)' points to '\(inverse.destinationEntityName)', not back to '\(entity.name)'")
+                    }
+                }
+            }
+            for attribute in entity.declaredAttributes {
+                if attribute.type == .transformable, attribute.valueTransformerName?.isEmpty == true {
+                    throw ModelError(file: file, entity: entity.name, property: attribute.name, reason: "empty value transformer name")
+                }
+                if let pattern = attribute.regularExpression, (try? NSRegularExpression(pattern: pattern)) == nil {
+                    throw ModelError(file: file, entity: entity.name, property: attribute.name, reason: "invalid regular expression '\(pattern)'")
+                }
+            }
+        }
+    }
+
+    private func checkConfigurations(file: String?) throws {
+        guard !configurations.isEmpty else { return }
+        var configured: Set<String> = []
+        for (configuration, members) in configurations.sorted(by: { $0.key < $1.key }) {
+            for member in members {
+                guard entitiesByName[member] != nil else {
+                    throw ModelError(file: file, entity: member, reason: "configuration '\(configuration)' lists an entity that does not exist")
+                }
+                configured.insert(member)
+            }
+        }
+        for entity in entities where !configured.contains(entity.name) {
+            throw ModelError(file: file, entity: entity.name, reason: "entity is in no configuration, but the model uses configurations")
+        }
+    }
+
+    public func entity(named name: String) -> EntityDescription? { entitiesByName[name] }
+
+    /// The entities of a configuration (all entities for nil or an unknown-less model).
+    public func entities(forConfiguration name: String?) -> [EntityDescription] {
+        guard let name, let members = configurations[name] else { return entities }
+        let set = Set(members)
+        return entities.filter { set.contains($0.name) }
+    }
+
+    // MARK: - Classes for typed access
+
+    /// Makes instances of `type` represent `entityName` in every context using this model.
+    public func setClass(_ type: ManagedObject.Type, forEntityName entityName: String) {
+        precondition(entitiesByName[entityName] != nil, "No entity named '\(entityName)' in the model")
+        classesByEntityName[entityName] = type
+    }
+
+    func objectClass(for entity: EntityDescription) -> ManagedObject.Type {
+        var current: EntityDescription? = entity
+        while let candidate = current {
+            if let type = classesByEntityName[candidate.name] { return type }
+            current = candidate.superentity
+        }
+        return ManagedObject.self
+    }
+
+    // MARK: - Version hashes
+
+    /// Per entity, the persisted shape of each property: what a store's layout depends on.
+    /// Validation rules, defaults and user info are left out on purpose.
+    public var entityShapes: [String: [String: String]] {
+        var shapes: [String: [String: String]] = [:]
+        for entity in entities {
+            var shape: [String: String] = ["(entity)": "parent=\(entity.parentName ?? "-") abstract=\(entity.isAbstract)"]
+            for attribute in entity.attributes where !attribute.isTransient {
+                shape[attribute.name] = "attribute \(attribute.type.rawValue)" + (attribute.valueTransformerName.map { " via \($0)" } ?? "")
+            }
+            for relationship in entity.relationships {
+                shape[relationship.name] = "relationship to \(relationship.destinationEntityName) \(relationship.isToMany ? "to-many" : "to-one") inverse \(relationship.inverseName ?? "-")"
+            }
+            shapes[entity.name] = shape
+        }
+        return shapes
+    }
+
+    /// Entity name → SHA-256 of its persisted shape, as `NSManagedObjectModel.entityVersionHashesByName`.
+    public var entityVersionHashesByName: [String: Data] {
+        entityShapes.mapValues { shape in
+            let canonical = shape.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: "\n")
+            return SHA256.hash(Data(canonical.utf8))
+        }
+    }
+}
+
+private func unique<T>(_ items: [T], by key: KeyPath<T, String>) -> [T] {
+    var seen: Set<String> = []
+    return items.filter { seen.insert($0[keyPath: key]).inserted }
+}

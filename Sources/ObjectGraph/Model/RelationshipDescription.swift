@@ -1,0 +1,49 @@
+/// What happens to the destination objects when the source object is deleted.
+public enum DeleteRule: String, Sendable {
+    case nullify = "Nullify"
+    case cascade = "Cascade"
+    case deny = "Deny"
+    case noAction = "No Action"
+}
+
+/// A description of one relationship of an entity, as `NSRelationshipDescription`.
+///
+/// For example:
+///
+/// ```swift
+/// let systems = RelationshipDescription(name: "systems", destination: "System",
+///                                       inverse: "category", isToMany: true, deleteRule: .deny)
+/// ```
+public struct RelationshipDescription: Sendable {
+    public var name: String
+    public var destinationEntityName: String
+    public var inverseName: String?
+    public var isToMany: Bool
+    public var deleteRule: DeleteRule
+    public var isOptional: Bool
+    /// Minimum and maximum number of destination objects (0 = no bound), as Xcode writes them.
+    public var minCount: Int
+    public var maxCount: Int
+    public var userInfo: [String: String]
+    public var elementID: String?
+
+    public init(
+        name: String, destination: String, inverse: String? = nil, isToMany: Bool = false,
+        deleteRule: DeleteRule = .nullify, isOptional: Bool = true, minCount: Int = 0,
+        maxCount: Int = 0, userInfo: [String: String] = [:], elementID: String? = nil
+    ) {
+        self.name = name
+        self.destinationEntityName = destination
+        self.inverseName = inverse
+        self.isToMany = isToMany
+        self.deleteRule = deleteRule
+        self.isOptional = isOptional
+        self.minCount = minCount
+        self.maxCount = isToMany ? maxCount : 1
+        self.userInfo = userInfo
+        self.elementID = elementID
+    }
+
+    /// The foreign-key column of a to-one relationship: `Z` + the uppercased name.
+    public var columnName: String { "Z" + name.uppercased() }
+}

@@ -1,0 +1,65 @@
+import Foundation
+
+/// The kinds of persistent store.
+public enum StoreType: String, Sendable {
+    /// A SQLite file laid out as Core Data lays out its SQLite stores.
+    case sqlite = "SQLite"
+    /// A store that lives in memory only and vanishes with its coordinator.
+    case inMemory = "InMemory"
+}
+
+/// One persistent store of a coordinator: a SQLite file or memory, holding the entities
+/// of one configuration, as `NSPersistentStore`.
+public final class PersistentStore {
+    public let type: StoreType
+    public let url: URL?
+    public let configurationName: String?
+    /// The store's identity (`Z_METADATA.Z_UUID`, `NSStoreUUID`).
+    public internal(set) var identifier: String
+    /// The store's metadata: Core Data's keys plus any the application set.
+    public internal(set) var metadata: [String: Any]
+    /// The entities whose rows this store holds.
+    public let entities: [EntityDescription]
+    /// The schema name of this store on the coordinator's connection (`main` or an attached alias).
+    let schemaName: String
+    var metadataNeedsSaving = false
+
+    init(type: StoreType, url: URL?, configurationName: String?, entities: [EntityDescription], schemaName: String) {
+        self.type = type
+        self.url = url
+        self.configurationName = configurationName
+        self.entities = entities
+        self.schemaName = schemaName
+        self.identifier = ""
+        self.metadata = [:]
+    }
+
+    func qualified(_ table: String) -> String { "\"\(schemaName)\".\"\(table)\"" }
+
+    /// The root entities whose tables live in this store.
+    var rootEntities: [EntityDescription] {
+        var seen: Set<String> = []
+        return entities.map(\.rootEntity).filter { seen.insert($0.name).inserted }
+    }
+}
+
+/// Options for ``PersistentStoreCoordinator/addPersistentStore(type:configuration:at:options:)``.
+public struct StoreOptions: Sendable {
+    /// Permissions of a store file the coordinator creates (owner-only by default).
+    public var fileMode: mode_t = 0o600
+    /// Refuse to create a store that does not exist yet.
+    public var mustExist = false
+    public init() {}
+}
+
+// Core Data's metadata keys.
+public enum StoreMetadataKey {
+    public static let storeType = "NSStoreType"
+    public static let storeUUID = "NSStoreUUID"
+    public static let versionHashes = "NSStoreModelVersionHashes"
+    public static let versionIdentifiers = "NSStoreModelVersionIdentifiers"
+    public static let versionHashesVersion = "NSStoreModelVersionHashesVersion"
+    /// Our addition: per entity, per property, the persisted shape, so an incompatible
+    /// store can be explained property by property.
+    public static let entityShapes = "ObjectGraphEntityShapes"
+}

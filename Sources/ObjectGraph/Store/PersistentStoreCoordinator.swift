@@ -1,0 +1,277 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+import GRDB
+
+/// Holds a model's persistent stores and the one SQLite connection they share, as
+/// `NSPersistentStoreCoordinator`.
+///
+/// Every store is a schema of that connection: the first SQLite file is `main`, the
+/// others are attached. The connection uses a rollback journal, so a transaction that
+/// writes to several stores commits atomically across their files (SQLite's super-journal),
+/// also when the process is killed mid-commit.
+///
+/// For example:
+///
+/// ```swift
+/// let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
+/// try coordinator.addPersistentStore(type: .sqlite, configuration: "Notes", at: notesURL)
+/// try coordinator.addPersistentStore(type: .sqlite, configuration: "Passwords", at: passwordsURL)
+/// let context = ManagedObjectContext(coordinator: coordinator)
+/// ```
+public final class PersistentStoreCoordinator {
+    public let managedObjectModel: ManagedObjectModel
+    public private(set) var persistentStores: [PersistentStore] = []
+    /// Transformers for Transformable attributes; falls back to ``ValueTransformerRegistry/shared``.
+    public let valueTransformers = ValueTransformerRegistry()
+    /// How long a write waits for another process's lock before failing as busy.
+    public var busyTimeout: TimeInterval
+
+    private var connection: DatabaseQueue?
+    /// The connection while a transaction runs, so work inside it does not reenter the queue.
+    private var activeDatabase: Database?
+    private var storeByEntityName: [String: PersistentStore] = [:]
+
+    public init(managedObjectModel: ManagedObjectModel, busyTimeout: TimeInterval = 10) {
+        self.managedObjectModel = managedObjectModel
+        self.busyTimeout = busyTimeout
+    }
+
+    /// Opens (creating it if needed) a store holding the entities of `configuration`.
+    ///
+    /// - throws: ``ObjectGraphError`` with code 134100 when the store was made with a model
+    ///   whose persisted shape differs (the message names the entities and properties),
+    ///   134080 when the file cannot be opened or is not a store.
+    @discardableResult
+    public func addPersistentStore(type: StoreType, configuration: String? = nil, at url: URL? = nil,
+                                   options: StoreOptions = StoreOptions()) throws -> PersistentStore {
+        if let configuration, managedObjectModel.configurations[configuration] == nil {
+            throw ObjectGraphError(code: .storeOpenFailed, message: "the model has no configuration named '\(configuration)'")
+        }
+        let entities = managedObjectModel.entities(forConfiguration: configuration)
+        for entity in entities where storeByEntityName[entity.name] != nil {
+            throw ObjectGraphError(code: .storeOpenFailed, message: "entity '\(entity.name)' is already in another store of this coordinator")
+        }
+        let path: String
+        switch type {
+        case .sqlite:
+            guard let url else { throw ObjectGraphError(code: .storeOpenFailed, message: "a SQLite store needs a file URL") }
+            path = url.path
+            try createFileIfNeeded(path, options: options)
+        case .inMemory:
+            path = ":memory:"
+        }
+        let schemaName = persistentStores.isEmpty ? "main" : "store\(persistentStores.count)"
+        let store = PersistentStore(type: type, url: url, configurationName: configuration, entities: entities, schemaName: schemaName)
+        let name = url?.lastPathComponent ?? "in-memory store"
+        try wrapStoreErrors(.storeOpenFailed, "cannot open '\(name)'") {
+            if let connection {
+                try connection.inDatabase { db in try db.execute(sql: "ATTACH DATABASE ? AS \(schemaName)", arguments: [path]) }
+            } else {
+                connection = try makeConnection(path: path)
+            }
+            try connection!.inDatabase { db in try db.execute(sql: "PRAGMA \(schemaName).secure_delete = ON") }
+            try write { db in try self.prepare(store, name: name, db: db) }
+        }
+        persistentStores.append(store)
+        for entity in entities { storeByEntityName[entity.name] = store }
+        return store
+    }
+
+    private func createFileIfNeeded(_ path: String, options: StoreOptions) throws {
+        guard !FileManager.default.fileExists(atPath: path) else { return }
+        guard !options.mustExist else {
+            throw ObjectGraphError(code: .storeOpenFailed, message: "store '\(path)' does not exist")
+        }
+        // Created with its final permissions from the start, never chmod-ed afterwards.
+        let descriptor = open(path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, options.fileMode)
+        guard descriptor >= 0 else {
+            throw ObjectGraphError(code: .storeOpenFailed, message: "cannot create store '\(path)': \(String(cString: strerror(errno)))")
+        }
+        Glibc.close(descriptor)
+    }
+
+    private func makeConnection(path: String) throws -> DatabaseQueue {
+        var configuration = Configuration()
+        configuration.busyMode = .timeout(busyTimeout)
+        configuration.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA temp_store = MEMORY")
+            SQLFunctions.register(in: db)
+        }
+        return path == ":memory:" ? try DatabaseQueue(configuration: configuration) : try DatabaseQueue(path: path, configuration: configuration)
+    }
+
+    private func prepare(_ store: PersistentStore, name: String, db: Database) throws {
+        let hasMetadata = try Bool.fetchOne(db, sql: "SELECT COUNT(*) > 0 FROM \(store.qualified("sqlite_master")) WHERE name = 'Z_METADATA'") ?? false
+        if !hasMetadata {
+            let tableCount = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM \(store.qualified("sqlite_master"))") ?? 0
+            guard tableCount == 0 else {
+                throw ObjectGraphError(code: .storeOpenFailed, message: "'\(name)' is a SQLite database but not a store (no Z_METADATA table)")
+            }
+            for statement in SQLiteSchema.createStatements(for: store, model: managedObjectModel) {
+                try db.execute(sql: statement)
+            }
+            for entity in store.entities {
+                try db.execute(sql: "INSERT INTO \(store.qualified("Z_PRIMARYKEY")) (Z_ENT, Z_NAME, Z_SUPER, Z_MAX) VALUES (?, ?, ?, 0)",
+                               arguments: [entity.entityNumber, entity.name, entity.superentity?.entityNumber ?? 0])
+            }
+            store.identifier = UUID().uuidString
+            store.metadata = [
+                StoreMetadataKey.storeType: "SQLite",
+                StoreMetadataKey.storeUUID: store.identifier,
+                StoreMetadataKey.versionHashesVersion: 3,
+            ]
+            store.metadata.merge(modelMetadata(for: store)) { _, new in new }
+            try db.execute(sql: "INSERT INTO \(store.qualified("Z_METADATA")) (Z_VERSION, Z_UUID, Z_PLIST) VALUES (1, ?, ?)",
+                           arguments: [store.identifier, try plistData(store.metadata)])
+            return
+        }
+        guard let row = try Row.fetchOne(db, sql: "SELECT Z_UUID, Z_PLIST FROM \(store.qualified("Z_METADATA"))"),
+              let identifier: String = row["Z_UUID"], let plist: Data = row["Z_PLIST"],
+              let metadata = try? PropertyListSerialization.propertyList(from: plist, format: nil) as? [String: Any] else {
+            throw ObjectGraphError(code: .storeOpenFailed, message: "'\(name)' has damaged metadata (Z_METADATA)")
+        }
+        store.identifier = identifier
+        store.metadata = metadata
+        try checkCompatibility(of: store, name: name)
+    }
+
+    private func modelMetadata(for store: PersistentStore) -> [String: Any] {
+        let names = Set(store.entities.map(\.name))
+        return [
+            StoreMetadataKey.versionHashes: managedObjectModel.entityVersionHashesByName.filter { names.contains($0.key) },
+            StoreMetadataKey.versionIdentifiers: [managedObjectModel.versionIdentifier],
+            StoreMetadataKey.entityShapes: managedObjectModel.entityShapes.filter { names.contains($0.key) },
+        ]
+    }
+
+    private func checkCompatibility(of store: PersistentStore, name: String) throws {
+        let recorded = store.metadata[StoreMetadataKey.versionHashes] as? [String: Data] ?? [:]
+        let current = managedObjectModel.entityVersionHashesByName.filter { entity in store.entities.contains { $0.name == entity.key } }
+        guard recorded != current else { return }
+        let recordedShapes = store.metadata[StoreMetadataKey.entityShapes] as? [String: [String: String]] ?? [:]
+        let currentShapes = managedObjectModel.entityShapes
+        var differences: [String] = []
+        for entity in Set(recorded.keys).union(current.keys).sorted() where recorded[entity] != current[entity] {
+            guard let old = recorded[entity] != nil ? recordedShapes[entity] ?? [:] : nil else {
+                differences.append("entity \(entity) is new in the model"); continue
+            }
+            guard current[entity] != nil, let new = currentShapes[entity] else {
+                differences.append("entity \(entity) is in the store but not in the model"); continue
+            }
+            for property in Set(old.keys).union(new.keys).sorted() where old[property] != new[property] {
+                switch (old[property], new[property]) {
+                case (nil, let added?): differences.append("\(entity).\(property) added (\(added))")
+                case (let removed?, nil): differences.append("\(entity).\(property) removed (was \(removed))")
+                case (let before?, let after?): differences.append("\(entity).\(property) changed from \(before) to \(after)")
+                default: break
+                }
+            }
+            if old == new { differences.append("entity \(entity) changed") }
+        }
+        throw ObjectGraphError(code: .incompatibleVersionHash,
+                               message: "the store '\(name)' was made with an incompatible model: \(differences.joined(separator: "; "))")
+    }
+
+    /// Closes the connection; the coordinator cannot be used afterwards.
+    public func close() throws {
+        try connection?.close()
+        connection = nil
+    }
+
+    // MARK: - Metadata
+
+    /// Sets metadata keys of a store (property-list values); they are written by the next
+    /// save, or by ``saveMetadata()``, in the same transaction as the objects.
+    public func setMetadata(_ value: Any?, forKey key: String, in store: PersistentStore) {
+        store.metadata[key] = value
+        store.metadataNeedsSaving = true
+    }
+
+    /// Writes the pending metadata of every store in one transaction, atomic across stores.
+    public func saveMetadata() throws {
+        try wrapStoreErrors(.saveFailed, "cannot save store metadata") {
+            try write { db in try self.writePendingMetadata(db) }
+        }
+    }
+
+    func writePendingMetadata(_ db: Database) throws {
+        for store in persistentStores where store.metadataNeedsSaving {
+            try db.execute(sql: "UPDATE \(store.qualified("Z_METADATA")) SET Z_PLIST = ?", arguments: [try plistData(store.metadata)])
+        }
+    }
+
+    func metadataWasSaved() {
+        for store in persistentStores { store.metadataNeedsSaving = false }
+    }
+
+    /// Re-reads every store's metadata from disk (another process may have changed it).
+    public func reloadMetadata() throws {
+        try read { db in
+            for store in persistentStores {
+                if let plist = try Data.fetchOne(db, sql: "SELECT Z_PLIST FROM \(store.qualified("Z_METADATA"))"),
+                   let metadata = try? PropertyListSerialization.propertyList(from: plist, format: nil) as? [String: Any] {
+                    store.metadata = metadata
+                }
+            }
+        }
+    }
+
+    private func plistData(_ metadata: [String: Any]) throws -> Data {
+        try PropertyListSerialization.data(fromPropertyList: metadata, format: .binary, options: 0)
+    }
+
+    // MARK: - Access
+
+    public func persistentStore(for entity: EntityDescription) -> PersistentStore? { storeByEntityName[entity.name] }
+
+    func store(for entity: EntityDescription) throws -> PersistentStore {
+        guard let store = storeByEntityName[entity.name] else {
+            throw ObjectGraphError(code: .objectNotFound, message: "no store of this coordinator holds entity '\(entity.name)'")
+        }
+        return store
+    }
+
+    /// Runs `body` in a read transaction (or inside the transaction already running).
+    func read<T>(_ body: (Database) throws -> T) throws -> T {
+        if let activeDatabase { return try body(activeDatabase) }
+        guard let connection else { preconditionFailure("The coordinator has no open store") }
+        return try connection.inDatabase { db in
+            activeDatabase = db
+            defer { activeDatabase = nil }
+            var result: T?
+            try db.inTransaction(.deferred) {
+                result = try body(db)
+                return .commit
+            }
+            return result!
+        }
+    }
+
+    /// Runs `body` in an immediate write transaction spanning every store: it commits
+    /// entirely or not at all.
+    func write<T>(_ body: (Database) throws -> T) throws -> T {
+        precondition(activeDatabase == nil, "Write transactions do not nest")
+        guard let connection else { preconditionFailure("The coordinator has no open store") }
+        return try connection.inDatabase { db in
+            activeDatabase = db
+            defer { activeDatabase = nil }
+            var result: T?
+            try db.inTransaction(.immediate) {
+                result = try body(db)
+                return .commit
+            }
+            return result!
+        }
+    }
+
+    /// Takes primary keys for `count` new rows of `root`'s table from `Z_PRIMARYKEY`.
+    func allocatePrimaryKeys(_ db: Database, root: EntityDescription, count: Int) throws -> Int64 {
+        let store = try store(for: root)
+        let table = store.qualified("Z_PRIMARYKEY")
+        try db.execute(sql: "UPDATE \(table) SET Z_MAX = Z_MAX + ? WHERE Z_ENT = ?", arguments: [count, root.entityNumber])
+        let max = try Int64.fetchOne(db, sql: "SELECT Z_MAX FROM \(table) WHERE Z_ENT = ?", arguments: [root.entityNumber]) ?? Int64(count)
+        return max - Int64(count) + 1
+    }
+}

@@ -1,0 +1,77 @@
+import Foundation
+
+/// Where a transformed value lives: enough for an encrypting transformer to bind a
+/// ciphertext to its place, so that a value moved elsewhere is detected.
+public struct ValuePlace: Hashable, Sendable, CustomStringConvertible {
+    public var storeIdentifier: String
+    public var entityName: String
+    public var attributeName: String
+    public var primaryKey: Int64
+
+    public init(storeIdentifier: String, entityName: String, attributeName: String, primaryKey: Int64) {
+        self.storeIdentifier = storeIdentifier
+        self.entityName = entityName
+        self.attributeName = attributeName
+        self.primaryKey = primaryKey
+    }
+
+    public var description: String { "store \(storeIdentifier), \(entityName).\(attributeName), row \(primaryKey)" }
+}
+
+/// Converts a Transformable attribute's value to the bytes stored in its BLOB column
+/// and back, as `NSValueTransformer`, but told where the value lives.
+///
+/// For example:
+///
+/// ```swift
+/// final class Reversed: ValueTransformer {
+///     func transformedValue(_ value: Any, at place: ValuePlace) throws -> Data { Data((value as! String).reversed().utf8) }
+///     func reverseTransformedValue(_ data: Data, at place: ValuePlace) throws -> Any { String(String(decoding: data, as: UTF8.self).reversed()) }
+/// }
+/// ValueTransformerRegistry.shared.register(Reversed(), forName: "Reversed")
+/// ```
+public protocol ValueTransformer: AnyObject {
+    func transformedValue(_ value: Any, at place: ValuePlace) throws -> Data
+    func reverseTransformedValue(_ data: Data, at place: ValuePlace) throws -> Any
+}
+
+/// Transformers by name, as `NSValueTransformer.setValueTransformer(_:forName:)`.
+///
+/// Each coordinator has a registry that falls back to ``shared``, so two vaults open in
+/// one process can each use their own keys under the same transformer name.
+public final class ValueTransformerRegistry {
+    public static let shared = ValueTransformerRegistry(parent: nil)
+    /// The name of the transformer used when a Transformable attribute names none.
+    public static let defaultTransformerName = "ObjectGraphPropertyListTransformer"
+
+    private let parent: ValueTransformerRegistry?
+    private var transformers: [String: ValueTransformer] = [:]
+    private let lock = NSLock()
+
+    public init(parent: ValueTransformerRegistry? = .shared) {
+        self.parent = parent
+        if parent == nil { transformers[Self.defaultTransformerName] = PropertyListTransformer() }
+    }
+
+    public func register(_ transformer: ValueTransformer?, forName name: String) {
+        lock.withLock { transformers[name] = transformer }
+    }
+
+    public func transformer(named name: String) -> ValueTransformer? {
+        lock.withLock { transformers[name] } ?? parent?.transformer(named: name)
+    }
+}
+
+/// Stores property-list values (strings, numbers, dates, data, arrays, dictionaries) as binary plists.
+final class PropertyListTransformer: ValueTransformer {
+    func transformedValue(_ value: Any, at place: ValuePlace) throws -> Data {
+        try PropertyListSerialization.data(fromPropertyList: [value], format: .binary, options: 0)
+    }
+
+    func reverseTransformedValue(_ data: Data, at place: ValuePlace) throws -> Any {
+        guard let array = try PropertyListSerialization.propertyList(from: data, format: nil) as? [Any], let value = array.first else {
+            throw ObjectGraphError(code: .saveFailed, message: "unreadable property list at \(place)")
+        }
+        return value
+    }
+}

@@ -1,0 +1,85 @@
+import Foundation
+
+/// The rule from the model that a value broke: the bound or pattern itself, so that a
+/// message can be written without knowing the model.
+public enum ValidationConstraint: Equatable, Sendable {
+    case required
+    case minimumLength(Int)
+    case maximumLength(Int)
+    case pattern(String)
+    case minimum(Double)
+    case maximum(Double)
+    case earliest(Date)
+    case latest(Date)
+    case minimumCount(Int)
+    case maximumCount(Int)
+    /// The relationship whose delete rule is Deny.
+    case deleteDenied(relationship: String)
+    /// A rule from application code, with its own message.
+    case custom(String)
+}
+
+/// A validation failure found at save, with Core Data's code and meaning.
+///
+/// It carries the object, key, value and the model's constraint. A save that finds
+/// several failures throws one error with code 1560 whose ``errors`` lists them all.
+///
+/// Its `description` never shows the value, which may be secret; see
+/// ``ValidationMessages`` for messages meant for people.
+public struct ValidationError: Error, CustomStringConvertible {
+    public struct Code: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+        public var rawValue: Int
+        public init(rawValue: Int) { self.rawValue = rawValue }
+        public static let generic = Code(rawValue: 1550)
+        public static let multiple = Code(rawValue: 1560)
+        public static let missingMandatoryProperty = Code(rawValue: 1570)
+        public static let relationshipLacksMinimumCount = Code(rawValue: 1580)
+        public static let relationshipExceedsMaximumCount = Code(rawValue: 1590)
+        public static let relationshipDeniedDelete = Code(rawValue: 1600)
+        public static let numberTooLarge = Code(rawValue: 1610)
+        public static let numberTooSmall = Code(rawValue: 1620)
+        public static let dateTooLate = Code(rawValue: 1630)
+        public static let dateTooSoon = Code(rawValue: 1640)
+        public static let stringTooLong = Code(rawValue: 1660)
+        public static let stringTooShort = Code(rawValue: 1670)
+        public static let stringPatternMatching = Code(rawValue: 1680)
+        public var description: String { String(rawValue) }
+    }
+
+    public var code: Code
+    public var object: ManagedObject?
+    public var key: String?
+    public var value: Any?
+    public var constraint: ValidationConstraint?
+    /// For code 1560, the failures it gathers.
+    public var detailedErrors: [ValidationError]
+
+    public init(code: Code, object: ManagedObject?, key: String?, value: Any?, constraint: ValidationConstraint?) {
+        self.code = code
+        self.object = object
+        self.key = key
+        self.value = value
+        self.constraint = constraint
+        self.detailedErrors = []
+    }
+
+    /// One error for a list of failures: the failure itself, or a 1560 gathering them.
+    static func combining(_ errors: [ValidationError]) -> ValidationError {
+        if errors.count == 1 { return errors[0] }
+        var multiple = ValidationError(code: .multiple, object: nil, key: nil, value: nil, constraint: nil)
+        multiple.detailedErrors = errors
+        return multiple
+    }
+
+    /// Every single failure: this one, or those a 1560 gathers.
+    public var errors: [ValidationError] { code == .multiple ? detailedErrors.flatMap(\.errors) : [self] }
+
+    public var description: String {
+        if code == .multiple {
+            return "Multiple validation errors (1560): " + detailedErrors.map(\.description).joined(separator: "; ")
+        }
+        let place = [object?.entity.name, key].compactMap { $0 }.joined(separator: ".")
+        let rule = constraint.map { " (\($0))" } ?? ""
+        return "Validation error \(code.rawValue) on \(place.isEmpty ? "object" : place)\(rule)"
+    }
+}
