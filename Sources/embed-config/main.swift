@@ -21,5 +21,5 @@ for (path, data) in entries {
     let escapedPath = path.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
     source += "        \"\(escapedPath)\": \"" + data.base64EncodedString() + "\",\n"
 }
-source += "    ]\n}\n"
+source += entries.isEmpty ? "        :\n    ]\n}\n" : "    ]\n}\n"
 try source.write(to: URL(fileURLWithPath: arguments[2]), atomically: true, encoding: .utf8)

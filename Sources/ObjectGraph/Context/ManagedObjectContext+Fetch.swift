@@ -124,7 +124,7 @@ extension ManagedObjectContext {
             needsMemoryWindow: !residual.isEmpty || sortsInMemory || includesInserted || excludesDeleted)
     }
 
-    private func sorted(_ objects: [ManagedObject], by descriptors: [SortDescriptor]) -> [ManagedObject] {
+    private func sorted(_ objects: [ManagedObject], by descriptors: [FetchSortDescriptor]) -> [ManagedObject] {
         guard !descriptors.isEmpty else { return objects }
         let keys = objects.map { object in descriptors.map { object.value(forKeyPath: $0.key) } }
         let order = objects.indices.sorted { a, b in

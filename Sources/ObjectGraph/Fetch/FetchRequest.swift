@@ -2,7 +2,7 @@ import Foundation
 
 /// How to order fetched objects: a key path (through to-one relationships), a direction,
 /// and whether letter case matters.
-public struct SortDescriptor: Sendable {
+public struct FetchSortDescriptor: Sendable {
     public var key: String
     public var ascending: Bool
     public var caseInsensitive: Bool
@@ -19,14 +19,14 @@ public struct SortDescriptor: Sendable {
 /// ```swift
 /// var request = FetchRequest<ManagedObject>(entityName: "System")
 /// request.predicate = try Predicate(format: "category.name == %@", "Web Site")
-/// request.sortDescriptors = [SortDescriptor(key: "name")]
+/// request.sortDescriptors = [FetchSortDescriptor(key: "name")]
 /// request.fetchLimit = 20
 /// let systems = try context.fetch(request)
 /// ```
 public struct FetchRequest<Result: ManagedObject> {
     public var entityName: String
     public var predicate: Predicate?
-    public var sortDescriptors: [SortDescriptor] = []
+    public var sortDescriptors: [FetchSortDescriptor] = []
     /// The most objects to return; 0 for no limit.
     public var fetchLimit = 0
     public var fetchOffset = 0
@@ -34,7 +34,7 @@ public struct FetchRequest<Result: ManagedObject> {
     /// Include objects inserted and exclude objects deleted in the context but not yet saved.
     public var includesPendingChanges = true
 
-    public init(entityName: String, predicate: Predicate? = nil, sortDescriptors: [SortDescriptor] = []) {
+    public init(entityName: String, predicate: Predicate? = nil, sortDescriptors: [FetchSortDescriptor] = []) {
         self.entityName = entityName
         self.predicate = predicate
         self.sortDescriptors = sortDescriptors
@@ -42,7 +42,7 @@ public struct FetchRequest<Result: ManagedObject> {
 }
 
 extension FetchRequest where Result: ManagedEntity {
-    public init(predicate: Predicate? = nil, sortDescriptors: [SortDescriptor] = []) {
+    public init(predicate: Predicate? = nil, sortDescriptors: [FetchSortDescriptor] = []) {
         self.init(entityName: Result.entityName, predicate: predicate, sortDescriptors: sortDescriptors)
     }
 }

@@ -141,7 +141,7 @@ struct PredicateSQLCompiler {
     }
 
     /// SQL for sorting by a key path through to-one relationships, or nil (in memory).
-    func orderTerm(_ descriptor: SortDescriptor, entity: EntityDescription, alias: String) -> String? {
+    func orderTerm(_ descriptor: FetchSortDescriptor, entity: EntityDescription, alias: String) -> String? {
         var current = entity
         var expression = alias
         let path = descriptor.key.split(separator: ".").map(String.init)

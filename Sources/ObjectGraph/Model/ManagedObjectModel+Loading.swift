@@ -86,6 +86,7 @@ private final class ModelXMLParser: NSObject, XMLParserDelegate {
     private enum Owner { case entity, attribute, relationship }
     private var userInfoOwner: Owner?
     private var ownerStack: [Owner] = []
+    private var sawModel = false
 
     private init(file: String) { self.file = file }
 
@@ -95,7 +96,7 @@ private final class ModelXMLParser: NSObject, XMLParserDelegate {
         parser.delegate = delegate
         let ok = parser.parse()
         if let failure = delegate.failure { throw failure }
-        guard ok else {
+        guard ok, delegate.ownerStack.isEmpty, delegate.sawModel else {
             throw ModelError(file: file, reason: "malformed XML at line \(parser.lineNumber): \(parser.parserError.map { "\($0)" } ?? "parse error")")
         }
         return Result(entities: delegate.entities, configurations: delegate.configurations)
@@ -108,6 +109,8 @@ private final class ModelXMLParser: NSObject, XMLParserDelegate {
 
     func parser(_ parser: XMLParser, didStartElement element: String, namespaceURI: String?, qualifiedName: String?, attributes dict: [String: String] = [:]) {
         switch element {
+        case "model":
+            sawModel = true
         case "entity":
             guard let name = dict["name"], !name.isEmpty else { return fail(ModelError(file: file, reason: "an entity has no name"), parser) }
             entityAttributes = dict

@@ -67,10 +67,8 @@ public final class ManagedObjectModel {
             }
             entity.subentities = []
         }
-        for entity in entities {
-            entity.superentity?.subentities.append(entity)
-            entity.subentities.sort { $0.name < $1.name }
-        }
+        for entity in entities { entity.superentity?.subentities.append(entity) }
+        for entity in entities { entity.subentities.sort { $0.name < $1.name } }
         // Entity numbers: roots alphabetically, each followed depth first by its sub-entities.
         let roots = entities.filter { $0.superentity == nil }.sorted { $0.name < $1.name }
         guard roots.count > 0 || entities.isEmpty else {

@@ -34,7 +34,7 @@ public final class PersistentStore {
         self.metadata = [:]
     }
 
-    func qualified(_ table: String) -> String { "\"\(schemaName)\".\"\(table)\"" }
+    func qualified(_ table: String) -> String { "\"\(schemaName)\".\(table)" }
 
     /// The root entities whose tables live in this store.
     var rootEntities: [EntityDescription] {

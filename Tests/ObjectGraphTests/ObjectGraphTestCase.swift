@@ -1,0 +1,109 @@
+import Foundation
+import XCTest
+@testable import ObjectGraph
+
+/// Reverses a string's UTF-8 bytes and records every place it was told, so tests can
+/// see that transformed values are stored encoded and bound to their place.
+final class ReversingTransformer: ValueTransformer {
+    var places: [ValuePlace] = []
+
+    func transformedValue(_ value: Any, at place: ValuePlace) throws -> Data {
+        places.append(place)
+        return Data((value as! String).utf8.reversed())
+    }
+
+    func reverseTransformedValue(_ data: Data, at place: ValuePlace) throws -> Any {
+        places.append(place)
+        return String(decoding: data.reversed(), as: UTF8.self)
+    }
+}
+
+enum StoreKind: String, CaseIterable {
+    case sqlite, inMemory
+}
+
+/// Gives each test a temporary directory and stacks over the Shop fixture model, and runs
+/// a test body against both the SQLite and the in-memory store.
+class ObjectGraphTestCase: XCTestCase {
+    var directory: URL!
+
+    override func setUpWithError() throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("og-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    }
+
+    override func tearDownWithError() throws {
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    static var fixturesURL: URL { Bundle.module.url(forResource: "Fixtures", withExtension: nil)! }
+
+    static func shopModel() throws -> ManagedObjectModel {
+        try ManagedObjectModel(contentsOf: fixturesURL.appendingPathComponent("Shop.xcdatamodeld"))
+    }
+
+    struct Stack {
+        let coordinator: PersistentStoreCoordinator
+        let context: ManagedObjectContext
+        let transformer: ReversingTransformer
+        let notes: PersistentStore
+        let passwords: PersistentStore
+    }
+
+    /// A coordinator with the Notes and Passwords configurations in two stores of `kind`.
+    func makeStack(_ kind: StoreKind, model: ManagedObjectModel? = nil, name: String = "shop") throws -> Stack {
+        let model = try model ?? Self.shopModel()
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: model, busyTimeout: 5)
+        let transformer = ReversingTransformer()
+        coordinator.valueTransformers.register(transformer, forName: "TestReversing")
+        let type: StoreType = kind == .sqlite ? .sqlite : .inMemory
+        let notes = try coordinator.addPersistentStore(type: type, configuration: "Notes", at: directory.appendingPathComponent("\(name)-Notes.sqlite"))
+        let passwords = try coordinator.addPersistentStore(type: type, configuration: "Passwords", at: directory.appendingPathComponent("\(name)-Passwords.sqlite"))
+        return Stack(coordinator: coordinator, context: ManagedObjectContext(coordinator: coordinator, notificationCenter: NotificationCenter()),
+                     transformer: transformer, notes: notes, passwords: passwords)
+    }
+
+    /// Runs `body` once per store kind, naming the kind in any failure.
+    func forEachStoreKind(_ body: (StoreKind) throws -> Void, file: StaticString = #filePath, line: UInt = #line) {
+        for kind in StoreKind.allCases {
+            do {
+                try body(kind)
+            } catch {
+                XCTFail("[\(kind)] \(error)", file: file, line: line)
+            }
+        }
+    }
+
+    /// Runs a test helper in a child process: this test binary, running only `ChildProcessEntry`.
+    func spawnChild(action: String, environment: [String: String]) throws -> Process {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+        process.arguments = ["ObjectGraphTests.ChildProcessEntry/testChildProcessEntryPoint"]
+        var env = ProcessInfo.processInfo.environment
+        env["OG_CHILD_ACTION"] = action
+        env["OG_CHILD_DIR"] = directory.path
+        env.merge(environment) { _, new in new }
+        process.environment = env
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        return process
+    }
+}
+
+/// Shorthands for tests.
+extension ManagedObjectContext {
+    func objects(_ entity: String, _ format: String? = nil, _ arguments: Any?..., sort: [FetchSortDescriptor] = []) throws -> [ManagedObject] {
+        var request = FetchRequest<ManagedObject>(entityName: entity)
+        if let format { request.predicate = try Predicate(format: format, argumentArray: arguments) }
+        request.sortDescriptors = sort
+        return try fetch(request)
+    }
+
+    func names(_ entity: String, _ format: String? = nil, _ arguments: Any?...) throws -> [String] {
+        var request = FetchRequest<ManagedObject>(entityName: entity)
+        if let format { request.predicate = try Predicate(format: format, argumentArray: arguments) }
+        request.sortDescriptors = [FetchSortDescriptor(key: "name")]
+        return try fetch(request).map { $0["name"] as? String ?? "<nil>" }
+    }
+}
