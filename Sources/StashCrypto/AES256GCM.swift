@@ -1,0 +1,126 @@
+internal import COpenSSL
+
+/// AES-256-GCM authenticated encryption through OpenSSL's EVP interface.
+///
+/// ```swift
+/// let key = try SecretBytes.random(count: AES256GCM.keySize)
+/// let box = try AES256GCM.seal(Array("hello".utf8), key: key, associatedData: Array("context".utf8))
+/// let plaintext = try AES256GCM.open(box, key: key, associatedData: Array("context".utf8))
+/// ```
+public enum AES256GCM {
+    public static let keySize = 32
+    public static let nonceSize = 12
+    public static let tagSize = 16
+
+    /// A nonce, a ciphertext and its tag.
+    public struct SealedBox: Equatable, Sendable {
+        public var nonce: [UInt8]
+        public var ciphertext: [UInt8]
+        public var tag: [UInt8]
+
+        public init(nonce: [UInt8], ciphertext: [UInt8], tag: [UInt8]) {
+            self.nonce = nonce
+            self.ciphertext = ciphertext
+            self.tag = tag
+        }
+    }
+
+    /// Encrypts and authenticates `plaintext`, and authenticates `associatedData`.
+    ///
+    /// - parameter nonce: 12 bytes, unique per key; a random one when nil (the normal case).
+    public static func seal(_ plaintext: some ContiguousBytesLike, key: SecretBytes, nonce: [UInt8]? = nil, associatedData: [UInt8] = []) throws -> SealedBox {
+        let nonce = try nonce ?? SecureRandom.bytes(count: nonceSize)
+        try checkSizes(key: key, nonce: nonce, tag: nil)
+        let context = try CipherContext()
+        var tag = [UInt8](repeating: 0, count: tagSize)
+        let ciphertext: [UInt8] = try plaintext.withBytes { input in
+            try key.withUnsafeBytes { keyBytes in
+                try check(EVP_EncryptInit_ex(context.pointer, EVP_aes_256_gcm(), nil, nil, nil), "EVP_EncryptInit_ex")
+                try check(EVP_CIPHER_CTX_ctrl(context.pointer, EVP_CTRL_GCM_SET_IVLEN, Int32(nonce.count), nil), "EVP_CTRL_GCM_SET_IVLEN")
+                try check(EVP_EncryptInit_ex(context.pointer, nil, nil, keyBytes.bindMemory(to: UInt8.self).baseAddress, nonce), "EVP_EncryptInit_ex")
+                var length: Int32 = 0
+                if !associatedData.isEmpty {
+                    try check(EVP_EncryptUpdate(context.pointer, nil, &length, associatedData, Int32(associatedData.count)), "EVP_EncryptUpdate(aad)")
+                }
+                var output = [UInt8](repeating: 0, count: input.count + 16)
+                var written: Int32 = 0
+                if input.count > 0 {
+                    try check(EVP_EncryptUpdate(context.pointer, &output, &written, input.bindMemory(to: UInt8.self).baseAddress, Int32(input.count)), "EVP_EncryptUpdate")
+                }
+                var final: Int32 = 0
+                try output.withUnsafeMutableBufferPointer { buffer in
+                    try check(EVP_EncryptFinal_ex(context.pointer, buffer.baseAddress! + Int(written), &final), "EVP_EncryptFinal_ex")
+                }
+                try check(EVP_CIPHER_CTX_ctrl(context.pointer, EVP_CTRL_GCM_GET_TAG, Int32(tagSize), &tag), "EVP_CTRL_GCM_GET_TAG")
+                return Array(output.prefix(Int(written + final)))
+            }
+        }
+        return SealedBox(nonce: nonce, ciphertext: ciphertext, tag: tag)
+    }
+
+    /// Verifies and decrypts a box.
+    ///
+    /// - throws: ``StashCryptoError`` `.authenticationFailed` when the key is wrong or any
+    ///   byte of the box or the associated data changed.
+    public static func open(_ box: SealedBox, key: SecretBytes, associatedData: [UInt8] = []) throws -> SecretBytes {
+        try checkSizes(key: key, nonce: box.nonce, tag: box.tag)
+        let context = try CipherContext()
+        let plaintext = SecretBytes(count: box.ciphertext.count + 16)
+        let length: Int = try key.withUnsafeBytes { keyBytes in
+            try plaintext.withUnsafeMutableBytes { output in
+                let out = output.bindMemory(to: UInt8.self).baseAddress!
+                try check(EVP_DecryptInit_ex(context.pointer, EVP_aes_256_gcm(), nil, nil, nil), "EVP_DecryptInit_ex")
+                try check(EVP_CIPHER_CTX_ctrl(context.pointer, EVP_CTRL_GCM_SET_IVLEN, Int32(box.nonce.count), nil), "EVP_CTRL_GCM_SET_IVLEN")
+                try check(EVP_DecryptInit_ex(context.pointer, nil, nil, keyBytes.bindMemory(to: UInt8.self).baseAddress, box.nonce), "EVP_DecryptInit_ex")
+                var written: Int32 = 0
+                if !associatedData.isEmpty {
+                    try check(EVP_DecryptUpdate(context.pointer, nil, &written, associatedData, Int32(associatedData.count)), "EVP_DecryptUpdate(aad)")
+                }
+                written = 0
+                if !box.ciphertext.isEmpty {
+                    try check(EVP_DecryptUpdate(context.pointer, out, &written, box.ciphertext, Int32(box.ciphertext.count)), "EVP_DecryptUpdate")
+                }
+                var tag = box.tag
+                try check(EVP_CIPHER_CTX_ctrl(context.pointer, EVP_CTRL_GCM_SET_TAG, Int32(tag.count), &tag), "EVP_CTRL_GCM_SET_TAG")
+                var final: Int32 = 0
+                guard EVP_DecryptFinal_ex(context.pointer, out + Int(written), &final) == 1 else {
+                    ERR_clear_error()
+                    throw StashCryptoError(.authenticationFailed, "authentication failed: wrong key or modified data")
+                }
+                return Int(written + final)
+            }
+        }
+        return plaintext.withUnsafeBytes { SecretBytes(copying: $0.prefix(length)) }
+    }
+
+    private static func checkSizes(key: SecretBytes, nonce: [UInt8], tag: [UInt8]?) throws {
+        guard key.count == keySize else { throw StashCryptoError(.invalidInput, "AES-256-GCM needs a 32-byte key, not \(key.count) bytes") }
+        guard nonce.count == nonceSize else { throw StashCryptoError(.invalidInput, "AES-256-GCM needs a 12-byte nonce, not \(nonce.count) bytes") }
+        if let tag, tag.count != tagSize { throw StashCryptoError(.invalidInput, "AES-256-GCM needs a 16-byte tag, not \(tag.count) bytes") }
+    }
+}
+
+/// Owns an `EVP_CIPHER_CTX` and frees it.
+private final class CipherContext {
+    let pointer: OpaquePointer
+
+    init() throws {
+        guard let pointer = EVP_CIPHER_CTX_new() else { throw StashCryptoError.openSSL("EVP_CIPHER_CTX_new") }
+        self.pointer = pointer
+    }
+
+    deinit { EVP_CIPHER_CTX_free(pointer) }
+}
+
+/// Byte containers accepted as plaintext: arrays and secret bytes.
+public protocol ContiguousBytesLike {
+    func withBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R
+}
+
+extension Array: ContiguousBytesLike where Element == UInt8 {
+    public func withBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R { try withUnsafeBytes(body) }
+}
+
+extension SecretBytes: ContiguousBytesLike {
+    public func withBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R { try withUnsafeBytes(body) }
+}

@@ -1,0 +1,75 @@
+import Foundation
+
+/// Where an encrypted field lives; bound into its associated data so that a ciphertext
+/// moved to another store, entity, attribute or row fails to open.
+public struct FieldContext: Equatable, Sendable, CustomStringConvertible {
+    public var storeIdentifier: String
+    public var entity: String
+    public var attribute: String
+    public var primaryKey: Int64
+
+    public init(storeIdentifier: String, entity: String, attribute: String, primaryKey: Int64) {
+        self.storeIdentifier = storeIdentifier
+        self.entity = entity
+        self.attribute = attribute
+        self.primaryKey = primaryKey
+    }
+
+    public var description: String { "\(entity).\(attribute) row \(primaryKey) of store \(storeIdentifier)" }
+
+    /// `"mystash/field/v1" 0x00 lp(store) lp(entity) lp(attribute) i64be(primaryKey)`; see FORMAT.md.
+    var associatedData: [UInt8] {
+        var data = Array("mystash/field/v1".utf8) + [0]
+        for part in [storeIdentifier, entity, attribute] { data += lengthPrefixed(Array(part.utf8)) }
+        data += bigEndianBytes(UInt64(bitPattern: primaryKey))
+        return data
+    }
+}
+
+/// An encrypted field value, format version 1 (see FORMAT.md):
+/// `0x01 || nonce (12) || ciphertext || tag (16)`, AES-256-GCM with the field's context as
+/// associated data.
+///
+/// ```swift
+/// let sealed = try FieldEnvelope.seal("hunter2", key: dataKey, context: context)
+/// let value = try FieldEnvelope.open(sealed, key: dataKey, context: context)
+/// ```
+public enum FieldEnvelope {
+    public static let version: UInt8 = 1
+    static let overhead = 1 + AES256GCM.nonceSize + AES256GCM.tagSize
+
+    public static func seal(_ plaintext: String, key: SecretBytes, context: FieldContext, nonce: [UInt8]? = nil) throws -> [UInt8] {
+        let secret = SecretBytes(copying: plaintext.utf8)
+        let box = try AES256GCM.seal(secret, key: key, nonce: nonce, associatedData: context.associatedData)
+        return [version] + box.nonce + box.ciphertext + box.tag
+    }
+
+    /// - throws: ``StashCryptoError`` `.invalidInput` (truncated), `.unsupportedVersion`,
+    ///   or `.authenticationFailed` (modified, moved, or sealed under another key).
+    public static func open(_ envelope: [UInt8], key: SecretBytes, context: FieldContext) throws -> String {
+        guard envelope.count >= overhead else {
+            throw StashCryptoError(.invalidInput, "encrypted field is truncated (\(envelope.count) bytes, at least \(overhead) expected)")
+        }
+        guard envelope[0] == version else {
+            throw StashCryptoError(.unsupportedVersion, "encrypted field has unknown format version \(envelope[0])")
+        }
+        let nonceEnd = 1 + AES256GCM.nonceSize
+        let box = AES256GCM.SealedBox(nonce: Array(envelope[1..<nonceEnd]), ciphertext: Array(envelope[nonceEnd..<(envelope.count - AES256GCM.tagSize)]),
+                                      tag: Array(envelope.suffix(AES256GCM.tagSize)))
+        let plaintext = try AES256GCM.open(box, key: key, associatedData: context.associatedData)
+        guard let text = plaintext.withUnsafeBytes({ String(validating: $0.bindMemory(to: UInt8.self), as: UTF8.self) }) else {
+            throw StashCryptoError(.invalidInput, "encrypted field does not hold UTF-8 text")
+        }
+        return text
+    }
+}
+
+func lengthPrefixed(_ bytes: [UInt8]) -> [UInt8] { bigEndianBytes(UInt32(bytes.count)) + bytes }
+
+func bigEndianBytes<T: FixedWidthInteger>(_ value: T) -> [UInt8] {
+    withUnsafeBytes(of: value.bigEndian) { Array($0) }
+}
+
+func readBigEndian<T: FixedWidthInteger>(_ bytes: ArraySlice<UInt8>, as type: T.Type) -> T {
+    bytes.reduce(T.zero) { $0 << 8 | T($1) }
+}

@@ -1,0 +1,195 @@
+import Foundation
+import XCTest
+@testable import StashCrypto
+
+/// Loads a JSON vector file from the test bundle.
+func loadVectors(_ path: String) throws -> Any {
+    let url = Bundle.module.url(forResource: "Vectors", withExtension: nil)!.appendingPathComponent(path)
+    return try JSONSerialization.jsonObject(with: Data(contentsOf: url))
+}
+
+func hex(_ text: String) -> [UInt8] {
+    var bytes: [UInt8] = []
+    var index = text.startIndex
+    while index < text.endIndex {
+        let next = text.index(index, offsetBy: 2)
+        bytes.append(UInt8(text[index..<next], radix: 16)!)
+        index = next
+    }
+    return bytes
+}
+
+final class AESGCMKnownAnswerTests: XCTestCase {
+    func testWycheproofAES256GCMVectors() throws {
+        let document = try XCTUnwrap(try loadVectors("wycheproof-aes-256-gcm.json") as? [String: Any])
+        let tests = try XCTUnwrap(document["tests"] as? [[String: Any]])
+        XCTAssertGreaterThan(tests.count, 15)
+        var invalidCount = 0
+        for test in tests {
+            let id = test["tcId"] as! Int
+            let key = SecretBytes(copying: hex(test["key"] as! String))
+            let nonce = hex(test["iv"] as! String), aad = hex(test["aad"] as! String)
+            let message = hex(test["msg"] as! String)
+            let box = AES256GCM.SealedBox(nonce: nonce, ciphertext: hex(test["ct"] as! String), tag: hex(test["tag"] as! String))
+            if test["result"] as! String == "valid" {
+                XCTAssertEqual(try AES256GCM.seal(message, key: key, nonce: nonce, associatedData: aad), box, "tcId \(id) seal")
+                XCTAssertEqual(try AES256GCM.open(box, key: key, associatedData: aad).bytes, message, "tcId \(id) open")
+            } else {
+                invalidCount += 1
+                XCTAssertThrowsError(try AES256GCM.open(box, key: key, associatedData: aad), "tcId \(id) must fail") { error in
+                    XCTAssertEqual((error as? StashCryptoError)?.code, .authenticationFailed)
+                }
+            }
+        }
+        XCTAssertGreaterThan(invalidCount, 10)
+    }
+
+    func testWrongSizesAreRejectedWithAMessage() {
+        XCTAssertThrowsError(try AES256GCM.seal([1], key: SecretBytes(count: 16))) { error in
+            XCTAssertEqual((error as? StashCryptoError)?.code, .invalidInput)
+            XCTAssertTrue("\(error)".contains("32-byte key"))
+        }
+        XCTAssertThrowsError(try AES256GCM.seal([1], key: SecretBytes(count: 32), nonce: [0, 1]))
+    }
+
+    func testSealUsesAFreshNonceEachTime() throws {
+        let key = try SecretBytes.random(count: 32)
+        let a = try AES256GCM.seal(Array("same".utf8), key: key)
+        let b = try AES256GCM.seal(Array("same".utf8), key: key)
+        XCTAssertNotEqual(a.nonce, b.nonce)
+        XCTAssertNotEqual(a.ciphertext, b.ciphertext)
+    }
+}
+
+final class ScryptKnownAnswerTests: XCTestCase {
+    func testRFC7914Vectors() throws {
+        let document = try XCTUnwrap(try loadVectors("rfc7914-scrypt.json") as? [String: Any])
+        for test in try XCTUnwrap(document["tests"] as? [[String: Any]]) {
+            let n = test["N"] as! Int
+            if test["expensive"] as? Bool == true, ProcessInfo.processInfo.environment["MYSTASH_SKIP_EXPENSIVE_SCRYPT"] == "1" {
+                print("Skipping the RFC 7914 N=\(n) vector (1 GiB): MYSTASH_SKIP_EXPENSIVE_SCRYPT=1")
+                continue
+            }
+            let parameters = ScryptParameters(logN: UInt8(n.trailingZeroBitCount), r: UInt32(test["r"] as! Int), p: UInt32(test["p"] as! Int))
+            let derived = try Scrypt.deriveKey(password: Array((test["password"] as! String).utf8), salt: Array((test["salt"] as! String).utf8),
+                                               parameters: parameters, length: test["dkLen"] as! Int)
+            XCTAssertEqual(derived.bytes, hex(test["derived"] as! String), "N=\(n)")
+        }
+    }
+
+    func testParametersBeyondTheCapsAreRefusedWithoutDeriving() {
+        for parameters in [ScryptParameters(logN: 21), ScryptParameters(logN: 20, r: 16), ScryptParameters(logN: 10, r: 33), ScryptParameters(logN: 10, p: 17), ScryptParameters(logN: 0)] {
+            XCTAssertThrowsError(try Scrypt.deriveKey(password: [1], salt: [1], parameters: parameters, length: 32), "\(parameters)") { error in
+                XCTAssertEqual((error as? StashCryptoError)?.code, .parametersRejected)
+            }
+        }
+    }
+}
+
+final class FieldEnvelopeVectorTests: XCTestCase {
+    /// Each file under Vectors/field is one scenario with its expected outcome.
+    func testEveryScenarioFile() throws {
+        let folder = Bundle.module.url(forResource: "Vectors", withExtension: nil)!.appendingPathComponent("field")
+        let files = try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0.hasSuffix(".json") }.sorted()
+        XCTAssertGreaterThanOrEqual(files.count, 12)
+        var outcomes: Set<String> = []
+        for file in files {
+            let vector = try XCTUnwrap(try loadVectors("field/\(file)") as? [String: Any])
+            let expected = vector["expected"] as! String
+            outcomes.insert(expected)
+            let key = SecretBytes(copying: hex(vector["key"] as! String))
+            let context = FieldContext(storeIdentifier: vector["store"] as! String, entity: vector["entity"] as! String,
+                                       attribute: vector["attribute"] as! String, primaryKey: Int64(vector["primaryKey"] as! Int))
+            let envelope = hex(vector["envelope"] as! String)
+            do {
+                let plaintext = try FieldEnvelope.open(envelope, key: key, context: context)
+                XCTAssertEqual(expected, "success", file)
+                XCTAssertEqual(plaintext, vector["plaintext"] as? String, file)
+                // Our own seal with the vector's nonce gives the same bytes.
+                XCTAssertEqual(try FieldEnvelope.seal(plaintext, key: key, context: context, nonce: Array(envelope[1..<13])), envelope, file)
+            } catch let error as StashCryptoError {
+                let codes: [String: StashCryptoError.Code] = ["authentication-failed": .authenticationFailed, "truncated": .invalidInput,
+                                                              "unsupported-version": .unsupportedVersion]
+                XCTAssertEqual(error.code, codes[expected], "\(file): \(error)")
+            }
+        }
+        XCTAssertEqual(outcomes, ["success", "authentication-failed", "truncated", "unsupported-version"])
+    }
+}
+
+final class KeySlotTests: XCTestCase {
+    let cheap = ScryptParameters(logN: 10)
+
+    func testUnlockWithTheRightPasswordOnly() throws {
+        let (slot, dataKey) = try KeySlot.create(password: .password("correct horse"), parameters: cheap)
+        let reread = try KeySlot(serialized: slot.serialized)
+        XCTAssertEqual(try reread.unlock(password: .password("correct horse")), dataKey)
+        XCTAssertThrowsError(try reread.unlock(password: .password("wrong horse"))) { error in
+            XCTAssertEqual((error as? StashCryptoError)?.code, .wrongPassword)
+        }
+    }
+
+    func testPasswordsAreNormalizedToNFC() throws {
+        let (slot, dataKey) = try KeySlot.create(password: .password("caf\u{E9}"), parameters: cheap)
+        XCTAssertEqual(try slot.unlock(password: .password("cafe\u{301}")), dataKey)
+    }
+
+    func testRewrappingKeepsTheDataKeyAndChangesTheSlot() throws {
+        let (slot, dataKey) = try KeySlot.create(password: .password("old"), parameters: cheap)
+        let rewrapped = try KeySlot.wrapping(dataKey, password: .password("new"), parameters: cheap)
+        XCTAssertNotEqual(slot.slotIdentifier, rewrapped.slotIdentifier)
+        XCTAssertNotEqual(slot.salt, rewrapped.salt)
+        XCTAssertEqual(try rewrapped.unlock(password: .password("new")), dataKey)
+        XCTAssertThrowsError(try rewrapped.unlock(password: .password("old")))
+    }
+
+    func testDamageIsToldApartFromAWrongPassword() throws {
+        let (slot, _) = try KeySlot.create(password: .password("pw"), parameters: cheap)
+        for index in [5, 6, 20, 60, 100, 120] {
+            var bytes = slot.serialized
+            bytes[index] ^= 0x40
+            XCTAssertThrowsError(try KeySlot(serialized: bytes), "byte \(index)") { error in
+                XCTAssertEqual((error as? StashCryptoError)?.code, .damagedKeySlot, "byte \(index)")
+            }
+        }
+        XCTAssertThrowsError(try KeySlot(serialized: Array(slot.serialized.dropLast()))) { error in
+            XCTAssertEqual((error as? StashCryptoError)?.code, .damagedKeySlot)
+        }
+    }
+
+    func testAnEditedCostBeyondTheCapsIsRefusedEvenWithAValidChecksum() throws {
+        let (slot, _) = try KeySlot.create(password: .password("pw"), parameters: cheap)
+        var bytes = slot.serialized
+        bytes[6] = 30 // log2(N) = 30: hours and 128 GiB
+        bytes.replaceSubrange(107..<139, with: try SHA256Digest.hash(Array(bytes[0..<107])))
+        XCTAssertThrowsError(try KeySlot(serialized: bytes)) { error in
+            XCTAssertEqual((error as? StashCryptoError)?.code, .parametersRejected)
+        }
+    }
+}
+
+final class SecretBytesTests: XCTestCase {
+    func testConstantTimeEqualityAndRandomness() throws {
+        XCTAssertEqual(SecretBytes(copying: [1, 2, 3]), SecretBytes(copying: [1, 2, 3]))
+        XCTAssertNotEqual(SecretBytes(copying: [1, 2, 3]), SecretBytes(copying: [1, 2, 4]))
+        XCTAssertNotEqual(SecretBytes(copying: [1, 2]), SecretBytes(copying: [1, 2, 3]))
+        XCTAssertNotEqual(try SecretBytes.random(count: 32), try SecretBytes.random(count: 32))
+        XCTAssertEqual(SecretBytes(count: 0).count, 0)
+    }
+
+    func testOpenSSLFailuresCarryOpenSSLsOwnText() {
+        // OpenSSL refuses scrypt when the memory limit is below what N and r need.
+        XCTAssertThrowsError(try Scrypt.derive(password: [1], salt: [1], parameters: ScryptParameters(logN: 14), length: 32, memoryLimit: 1024)) { error in
+            let error = error as? StashCryptoError
+            XCTAssertEqual(error?.code, .library)
+            XCTAssertTrue(error?.message.hasPrefix("EVP_PBE_scrypt failed: error:") ?? false, error?.message ?? "")
+            XCTAssertTrue(error?.message.contains("memory limit exceeded") ?? false, error?.message ?? "")
+        }
+    }
+
+    func testUniformRandomStaysInRange() throws {
+        var seen = Set<UInt32>()
+        for _ in 0..<500 { seen.insert(try SecureRandom.uniform(below: 10)) }
+        XCTAssertEqual(seen, Set(0..<10))
+    }
+}
