@@ -33,7 +33,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "mystash",
-            dependencies: ["MyStashKit", "CLinuxSupport", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+            dependencies: ["MyStashKit", "StashCrypto", "CLinuxSupport", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
         .testTarget(name: "ObjectGraphTests", dependencies: ["ObjectGraph"], resources: [.copy("Fixtures")]),
         .testTarget(name: "StashCryptoTests", dependencies: ["StashCrypto"], resources: [.copy("Vectors")]),

@@ -32,6 +32,7 @@ extension ManagedObjectContext {
             }
         }
         if plan.sortsInMemory || plan.includesInserted { objects = sorted(objects, by: request.sortDescriptors) }
+        try throwDeferredError()
         if plan.needsMemoryWindow {
             objects = Array(objects.dropFirst(request.fetchOffset))
             if request.fetchLimit > 0 { objects = Array(objects.prefix(request.fetchLimit)) }
@@ -112,6 +113,9 @@ extension ManagedObjectContext {
                 }
             }
         }
+        for descriptor in request.sortDescriptors where !entity.resolves(keyPath: descriptor.key) {
+            throw ObjectGraphError(code: .objectNotFound, message: "sort key '\(descriptor.key)' not found in entity \(entity.name)")
+        }
         let orderTerms = request.sortDescriptors.map { compiler.orderTerm($0, entity: entity, alias: "t0") }
         let sortsInMemory = orderTerms.contains { $0 == nil }
         let includesInserted = request.includesPendingChanges && insertedSet.objects.contains { object in entities.contains { $0 === object.entity } }
@@ -143,5 +147,23 @@ extension ManagedObjectContext {
             return a < b
         }
         return order.map { objects[$0] }
+    }
+}
+
+extension EntityDescription {
+    /// True when every step of a dotted key path names a property (through relationships).
+    func resolves(keyPath: String) -> Bool {
+        var current: EntityDescription? = self
+        for key in keyPath.split(separator: ".").map(String.init) {
+            guard let entity = current else { return key == "@count" }
+            if entity.attribute(named: key) != nil {
+                current = nil
+            } else if let relationship = entity.relationship(named: key) {
+                current = entity.destination(of: relationship)
+            } else {
+                return false
+            }
+        }
+        return true
     }
 }

@@ -13,6 +13,7 @@ extension ManagedObjectContext {
     ///   on a merge conflict, or a store error (busy, disk full, read-only).
     public func save() throws {
         processPendingChanges()
+        try throwDeferredError()
         let metadataPending = coordinator.persistentStores.contains { $0.metadataNeedsSaving }
         guard hasChanges || metadataPending else { return }
         propagateDeletes()
@@ -23,6 +24,7 @@ extension ManagedObjectContext {
             failures += Validator.errors(for: object)
         }
         for object in deletedSet.objects { failures += Validator.denyErrors(for: object) }
+        try throwDeferredError()
         if !failures.isEmpty { throw ValidationError.combining(failures) }
 
         let inserted = insertedSet.objects

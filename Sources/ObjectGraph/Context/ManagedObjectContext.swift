@@ -47,6 +47,16 @@ public final class ManagedObjectContext {
     private var unprocessedUpdated = ObjectSet()
     private var unprocessedDeleted = ObjectSet()
     private var temporaryCounter = 0
+    /// A failure while loading a relationship behind a property access (which cannot
+    /// throw); the next save or fetch throws it, so nothing is decided on missing objects.
+    var deferredError: Error?
+
+    func throwDeferredError() throws {
+        if let error = deferredError {
+            deferredError = nil
+            throw error
+        }
+    }
 
     public init(coordinator: PersistentStoreCoordinator, notificationCenter: NotificationCenter = .default) {
         self.coordinator = coordinator
@@ -262,7 +272,12 @@ public final class ManagedObjectContext {
     /// The object with a primary key in a relationship's destination table, or nil when gone.
     func object(primaryKey: Int64, destinationOf relationship: RelationshipDescription) -> ManagedObject? {
         guard let destination = model.entity(named: relationship.destinationEntityName) else { return nil }
-        return try? object(primaryKey: primaryKey, root: destination.rootEntity)
+        do {
+            return try object(primaryKey: primaryKey, root: destination.rootEntity)
+        } catch {
+            if deferredError == nil { deferredError = error }
+            return nil
+        }
     }
 
     func object(primaryKey: Int64, root: EntityDescription) throws -> ManagedObject? {
@@ -286,6 +301,28 @@ public final class ManagedObjectContext {
         return object
     }
 
+    /// The object of an entity (or a sub-entity) with a primary key, or nil when there is none.
+    public func existingObject(entityName: String, primaryKey: Int64) throws -> ManagedObject? {
+        guard let entity = model.entity(named: entityName) else {
+            throw ObjectGraphError(code: .objectNotFound, message: "the model has no entity named '\(entityName)'")
+        }
+        guard let object = try object(primaryKey: primaryKey, root: entity.rootEntity), object.entity.isKind(of: entity) else { return nil }
+        return deletedSet.contains(object) ? nil : object
+    }
+
+    /// The primary keys of every saved row of an entity (and its sub-entities), read
+    /// without decoding any value: for walking a large or damaged store row by row.
+    public func primaryKeys(forEntityName entityName: String) throws -> [Int64] {
+        guard let entity = model.entity(named: entityName) else {
+            throw ObjectGraphError(code: .objectNotFound, message: "the model has no entity named '\(entityName)'")
+        }
+        let store = try coordinator.store(for: entity)
+        let numbers = entity.selfAndDescendants.map { String($0.entityNumber) }.joined(separator: ", ")
+        return try coordinator.read { db in
+            try Int64.fetchAll(db, sql: "SELECT Z_PK FROM \(store.qualified(entity.rootEntity.tableName)) WHERE Z_ENT IN (\(numbers)) ORDER BY Z_PK")
+        }
+    }
+
     /// Reads the destinations of a to-many relationship from the store.
     func loadToMany(_ relationship: RelationshipDescription, of object: ManagedObject) -> [ManagedObject] {
         guard let primaryKey = object.objectID.primaryKey ?? object.pendingPrimaryKey,
@@ -301,9 +338,14 @@ public final class ManagedObjectContext {
             guard let inverse = SQLiteSchema.inverse(of: relationship, in: model) else { return [] }
             sql = "SELECT \(columns) FROM \(store.qualified(root.tableName)) t0 WHERE t0.\(inverse.columnName) = ?"
         }
-        let objects = (try? coordinator.read { db in
-            try Row.fetchAll(db, sql: sql, arguments: [primaryKey]).map { try materialize($0, root: root, store: store) }
-        }) ?? []
-        return objects.filter { $0.entity.isKind(of: destination) }
+        do {
+            let objects = try coordinator.read { db in
+                try Row.fetchAll(db, sql: sql, arguments: [primaryKey]).map { try materialize($0, root: root, store: store) }
+            }
+            return objects.filter { $0.entity.isKind(of: destination) }
+        } catch {
+            if deferredError == nil { deferredError = error }
+            return []
+        }
     }
 }

@@ -70,6 +70,13 @@ public final class EntityDescription: CustomStringConvertible {
     /// The name shown to people for this entity: `userInfo["displayName"]`, else its name.
     public var displayName: String { userInfo["displayName"] ?? name }
 
+    /// The destination entity of one of this entity's relationships.
+    weak var modelReference: ManagedObjectModel?
+
+    func destination(of relationship: RelationshipDescription) -> EntityDescription? {
+        modelReference?.entity(named: relationship.destinationEntityName)
+    }
+
     public func isKind(of other: EntityDescription) -> Bool {
         self === other || (superentity?.isKind(of: other) ?? false)
     }

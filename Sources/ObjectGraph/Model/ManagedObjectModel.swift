@@ -81,6 +81,7 @@ public final class ManagedObjectModel {
         }
         for (index, entity) in ordered.enumerated() { entity.entityNumber = index + 1 }
         self.entities = ordered
+        for entity in ordered { entity.modelReference = self }
 
         for entity in ordered {
             entity.attributes = (entity.superentity?.attributes ?? []) + entity.declaredAttributes

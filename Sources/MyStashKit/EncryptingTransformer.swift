@@ -1,0 +1,42 @@
+import Foundation
+import ObjectGraph
+import StashCrypto
+
+/// Encrypts string attributes with the vault's data key, binding each ciphertext to its
+/// store, entity, attribute and row (FORMAT.md, "Encrypted field").
+final class EncryptingTransformer: ValueTransformer {
+    static let name = "MyStashEncryptedString"
+
+    var dataKey: SecretBytes?
+    /// Store UUID → file name, to name places in errors.
+    var storeNames: [String: String] = [:]
+
+    private func key() throws -> SecretBytes {
+        guard let dataKey else {
+            throw VaultError(.wrongPassword, "the vault is locked", hint: "give the master password (prompt, MYSTASH_PASSWORD) or run 'mystash unlock'")
+        }
+        return dataKey
+    }
+
+    private func context(_ place: ValuePlace) -> FieldContext {
+        FieldContext(storeIdentifier: place.storeIdentifier, entity: place.entityName, attribute: place.attributeName, primaryKey: place.primaryKey)
+    }
+
+    func transformedValue(_ value: Any, at place: ValuePlace) throws -> Data {
+        guard let text = value as? String else {
+            preconditionFailure("\(place.entityName).\(place.attributeName) holds text only")
+        }
+        return Data(try FieldEnvelope.seal(text, key: key(), context: context(place)))
+    }
+
+    func reverseTransformedValue(_ data: Data, at place: ValuePlace) throws -> Any {
+        do {
+            return try FieldEnvelope.open(Array(data), key: key(), context: context(place))
+        } catch let error as StashCryptoError {
+            let store = storeNames[place.storeIdentifier] ?? "store \(place.storeIdentifier)"
+            let what = error.code == .authenticationFailed ? "was modified or moved from another row or field" : error.message
+            throw VaultError(.invalidData, "tampered or damaged data: \(store), \(place.entityName) row \(place.primaryKey), field \(place.attributeName) \(what)",
+                             hint: "restore the vault from a backup; 'mystash check' lists every damaged field")
+        }
+    }
+}

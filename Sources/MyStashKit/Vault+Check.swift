@@ -1,0 +1,55 @@
+import Foundation
+import ObjectGraph
+import StashCrypto
+
+/// A problem `mystash check` found, by store, entity and row.
+public struct CheckProblem: Codable, Equatable, CustomStringConvertible {
+    public var store: String
+    public var entity: String?
+    public var row: Int64?
+    public var problem: String
+
+    public var description: String {
+        var place = store
+        if let entity { place += ", \(entity)" }
+        if let row { place += " row \(row)" }
+        return "\(place): \(problem)"
+    }
+}
+
+extension Vault {
+    /// Decrypts every field, verifies every relationship and both stores' metadata.
+    public func check(progress: Progress? = nil) throws -> [CheckProblem] {
+        var problems: [CheckProblem] = []
+        for store in [notesStore, passwordsStore] {
+            let name = store.url?.lastPathComponent ?? "store"
+            if (store.metadata[Self.keySlotKey] as? Data).map({ Array($0) }) != keySlot.serialized {
+                problems.append(CheckProblem(store: name, problem: "its key slot differs from the one in use"))
+            }
+            if store.metadata[Self.vaultIdentifierKey] as? String != identifier {
+                problems.append(CheckProblem(store: name, problem: "its vault identity differs from the other store's"))
+            }
+        }
+        problems += try Self.wrapErrors { try coordinator.checkIntegrity() }.map {
+            CheckProblem(store: $0.store, entity: $0.entity, row: $0.primaryKey, problem: $0.message)
+        }
+        let entities = [(Note.entityName, Self.notesFileName), (PasswordEntry.entityName, Self.passwordsFileName), (Category.entityName, Self.passwordsFileName)]
+        let keys = try Self.wrapErrors { try entities.map { try context.primaryKeys(forEntityName: $0.0) } }
+        let total = keys.map(\.count).reduce(0, +)
+        var done = 0
+        for ((entity, store), rows) in zip(entities, keys) {
+            for row in rows {
+                do {
+                    _ = try context.existingObject(entityName: entity, primaryKey: row)
+                } catch let error as VaultError {
+                    problems.append(CheckProblem(store: store, entity: entity, row: row, problem: error.message.replacingOccurrences(of: "tampered or damaged data: ", with: "")))
+                } catch {
+                    problems.append(CheckProblem(store: store, entity: entity, row: row, problem: "\(error)"))
+                }
+                done += 1
+                progress?.report(done, of: total)
+            }
+        }
+        return problems
+    }
+}

@@ -1,0 +1,210 @@
+import Foundation
+import ObjectGraph
+import StashCrypto
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A MyStash vault: a directory holding `Notes.sqlite` and `Passwords.sqlite`, one store per
+/// configuration of the model, with secret fields encrypted by the vault's data key.
+///
+/// ```swift
+/// let vault = try Vault.open(at: Vault.defaultDirectory())
+/// try vault.unlock(password: .password("correct horse"))
+/// let id = try vault.addNote(title: "Wi-Fi", text: "the code is on the router")
+/// ```
+public final class Vault {
+    public static let notesFileName = "Notes.sqlite"
+    public static let passwordsFileName = "Passwords.sqlite"
+    static let keySlotKey = "MyStashKeySlot"
+    static let vaultIdentifierKey = "MyStashVaultID"
+
+    public let directory: URL
+    public let coordinator: PersistentStoreCoordinator
+    public let context: ManagedObjectContext
+    let transformer = EncryptingTransformer()
+    let notesStore: PersistentStore
+    let passwordsStore: PersistentStore
+    public private(set) var keySlot: KeySlot
+    /// The vault's identity, the same in both stores; names its keyring session.
+    public let identifier: String
+
+    /// `$XDG_DATA_HOME/mystash`, else `~/.local/share/mystash`.
+    public static func defaultDirectory(environment: [String: String] = ProcessInfo.processInfo.environment) -> URL {
+        if let xdg = environment["XDG_DATA_HOME"], xdg.hasPrefix("/") {
+            return URL(fileURLWithPath: xdg).appendingPathComponent("mystash")
+        }
+        let home = environment["HOME"] ?? NSHomeDirectory()
+        return URL(fileURLWithPath: home).appendingPathComponent(".local/share/mystash")
+    }
+
+    static func busyTimeout(environment: [String: String] = ProcessInfo.processInfo.environment) -> TimeInterval {
+        environment["MYSTASH_BUSY_TIMEOUT"].flatMap(TimeInterval.init) ?? 30
+    }
+
+    /// Opens the stores; with `newSlot`, creates them for a new vault protected by that slot.
+    private init(directory: URL, newSlot: KeySlot?) throws {
+        let creating = newSlot != nil
+        self.directory = directory
+        let model = try Resources.model()
+        coordinator = PersistentStoreCoordinator(managedObjectModel: model, busyTimeout: Self.busyTimeout())
+        coordinator.valueTransformers.register(transformer, forName: EncryptingTransformer.name)
+        var options = StoreOptions()
+        options.mustExist = !creating
+        do {
+            notesStore = try coordinator.addPersistentStore(type: .sqlite, configuration: "Notes", at: directory.appendingPathComponent(Self.notesFileName), options: options)
+            passwordsStore = try coordinator.addPersistentStore(type: .sqlite, configuration: "Passwords", at: directory.appendingPathComponent(Self.passwordsFileName), options: options)
+        } catch let error as ObjectGraphError where error.code == .storeOpenFailed && error.message.contains("does not exist") {
+            throw VaultError(.notFound, "the vault at '\(directory.path)' is incomplete: \(error.message)", hint: "restore the missing file from a backup")
+        }
+        transformer.storeNames = [notesStore.identifier: Self.notesFileName, passwordsStore.identifier: Self.passwordsFileName]
+        context = ManagedObjectContext(coordinator: coordinator)
+        keySlot = try newSlot ?? Self.readKeySlot(notesStore, passwordsStore)
+        identifier = creating ? UUID().uuidString : (passwordsStore.metadata[Self.vaultIdentifierKey] as? String ?? passwordsStore.identifier)
+    }
+
+    private static func readKeySlot(_ notes: PersistentStore, _ passwords: PersistentStore) throws -> KeySlot {
+        guard let a = notes.metadata[keySlotKey] as? Data, let b = passwords.metadata[keySlotKey] as? Data else {
+            throw VaultError(.invalidData, "the vault has no key slot (it was not completely created)", hint: "remove the directory and run 'mystash init' again")
+        }
+        guard a == b else {
+            throw VaultError(.invalidData, "the two stores of the vault hold different key slots", hint: "restore the vault from a backup")
+        }
+        return try KeySlot(serialized: Array(a))
+    }
+
+    // MARK: - Creating and opening
+
+    /// Creates a vault: the directory (0700), both stores (0600), the key slot and the seed data.
+    ///
+    /// - throws: ``VaultError`` `.cannotCreate` (exit 73) when a vault already exists there.
+    public static func create(at directory: URL, password: SecretBytes, parameters: ScryptParameters) throws -> Vault {
+        let fileManager = FileManager.default
+        for name in [notesFileName, passwordsFileName] where fileManager.fileExists(atPath: directory.appendingPathComponent(name).path) {
+            throw VaultError(.cannotCreate, "a vault already exists at '\(directory.path)'", hint: "use it, or choose another directory with --vault")
+        }
+        var createdDirectory = false
+        if !fileManager.fileExists(atPath: directory.path) {
+            try? fileManager.createDirectory(at: directory.deletingLastPathComponent(), withIntermediateDirectories: true)
+            guard mkdir(directory.path, 0o700) == 0 else {
+                throw VaultError(.cannotCreate, "cannot create '\(directory.path)': \(String(cString: strerror(errno)))")
+            }
+            createdDirectory = true
+        }
+        try checkPermissions(directory)
+        do {
+            let (slot, dataKey) = try KeySlot.create(password: password, parameters: parameters)
+            let vault = try wrapErrors { try Vault(directory: directory, newSlot: slot) }
+            vault.transformer.dataKey = dataKey
+            for store in [vault.notesStore, vault.passwordsStore] {
+                vault.coordinator.setMetadata(Data(slot.serialized), forKey: keySlotKey, in: store)
+                vault.coordinator.setMetadata(vault.identifier, forKey: vaultIdentifierKey, in: store)
+            }
+            try wrapErrors {
+                try vault.insertMissingSeeds()
+                try vault.context.save()
+            }
+            return vault
+        } catch {
+            // Leave nothing half-made behind.
+            for name in [notesFileName, passwordsFileName] {
+                for suffix in ["", "-journal"] { try? fileManager.removeItem(at: directory.appendingPathComponent(name + suffix)) }
+            }
+            if createdDirectory { try? fileManager.removeItem(at: directory) }
+            throw VaultError.wrapping(error)
+        }
+    }
+
+    /// Opens an existing vault (still locked), after checking its permissions, and loads
+    /// any seed data newer than the vault's.
+    public static func open(at directory: URL) throws -> Vault {
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: directory.path, isDirectory: &isDirectory), isDirectory.boolValue,
+              FileManager.default.fileExists(atPath: directory.appendingPathComponent(passwordsFileName).path) else {
+            throw VaultError(.notFound, "there is no vault at '\(directory.path)'", hint: "create one with 'mystash init', or name another with --vault or MYSTASH_VAULT")
+        }
+        try checkPermissions(directory)
+        let vault = try wrapErrors { try Vault(directory: directory, newSlot: nil) }
+        try vault.seed()
+        return vault
+    }
+
+    /// Refuses a vault that other users could read or write, as ssh refuses such keys.
+    static func checkPermissions(_ directory: URL) throws {
+        var paths = [directory.path]
+        for name in [notesFileName, passwordsFileName] {
+            for suffix in ["", "-journal"] { paths.append(directory.appendingPathComponent(name + suffix).path) }
+        }
+        for (index, path) in paths.enumerated() {
+            var info = stat()
+            guard stat(path, &info) == 0 else { continue }
+            if info.st_uid != geteuid() {
+                throw VaultError(.permission, "'\(path)' belongs to another user", hint: "a vault must belong to the user who opens it")
+            }
+            let mode = info.st_mode & 0o777
+            if mode & 0o077 != 0 {
+                let wanted = index == 0 ? "700" : "600"
+                throw VaultError(.permission, "'\(path)' can be read or written by other users (mode \(String(mode, radix: 8)))",
+                                 hint: "run: chmod \(wanted) '\(path)'")
+            }
+        }
+    }
+
+    static func wrapErrors<T>(_ body: () throws -> T) throws -> T {
+        do { return try body() } catch { throw VaultError.wrapping(error) }
+    }
+
+    /// Runs a change and saves it; on failure the context is rolled back so nothing lingers.
+    func change<T>(_ body: () throws -> T) throws -> T {
+        do {
+            let result = try body()
+            try context.save()
+            return result
+        } catch {
+            context.rollback()
+            throw VaultError.wrapping(error)
+        }
+    }
+
+    // MARK: - Keys
+
+    public var isUnlocked: Bool { transformer.dataKey != nil }
+
+    /// Derives the key-encryption key from the master password and unwraps the data key.
+    ///
+    /// - throws: ``VaultError`` `.wrongPassword` (exit 77).
+    public func unlock(password: SecretBytes) throws {
+        transformer.dataKey = try Self.wrapErrors { try keySlot.unlock(password: password) }
+    }
+
+    /// Uses a data key from an unlocked session, if it belongs to the vault's current key
+    /// slot; a stale session (the master password changed since) is revoked.
+    @discardableResult
+    public func unlock(session: KeyringSession.Contents) -> Bool {
+        guard session.slotIdentifier == keySlot.slotIdentifier else {
+            KeyringSession.revoke(vaultIdentifier: identifier)
+            return false
+        }
+        transformer.dataKey = session.dataKey
+        return true
+    }
+
+    /// The data key with the slot it came from, to keep in an unlocked session.
+    public func sessionContents() throws -> KeyringSession.Contents {
+        guard let dataKey = transformer.dataKey else { throw VaultError(.wrongPassword, "the vault is locked") }
+        return KeyringSession.Contents(slotIdentifier: keySlot.slotIdentifier, dataKey: dataKey)
+    }
+
+    /// Re-wraps the data key under a new master password, in both stores in one
+    /// transaction; no field is re-encrypted. Unlocked sessions of the old slot become stale.
+    public func changePassword(to newPassword: SecretBytes, parameters: ScryptParameters) throws {
+        guard let dataKey = transformer.dataKey else { throw VaultError(.wrongPassword, "the vault is locked") }
+        let slot = try Self.wrapErrors { try KeySlot.wrapping(dataKey, password: newPassword, parameters: parameters) }
+        for store in [notesStore, passwordsStore] {
+            coordinator.setMetadata(Data(slot.serialized), forKey: Self.keySlotKey, in: store)
+        }
+        try Self.wrapErrors { try coordinator.saveMetadata() }
+        keySlot = slot
+        KeyringSession.revoke(vaultIdentifier: identifier)
+    }
+}

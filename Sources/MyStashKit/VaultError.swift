@@ -1,0 +1,74 @@
+import Foundation
+import ObjectGraph
+import StashCrypto
+
+/// A failure a person can act on: a message, the lines behind it, an optional hint naming
+/// the next step, and the documented exit code.
+public struct VaultError: Error, CustomStringConvertible {
+    public struct Kind: Hashable, Sendable {
+        public let name: String
+        /// The process exit status documented in mystash(1).
+        public let exitCode: Int32
+        public static let usage = Kind(name: "usage", exitCode: 64)
+        public static let invalidData = Kind(name: "invalid data", exitCode: 65)
+        public static let notFound = Kind(name: "not found", exitCode: 66)
+        public static let cannotCreate = Kind(name: "cannot create", exitCode: 73)
+        public static let busy = Kind(name: "busy", exitCode: 75)
+        public static let wrongPassword = Kind(name: "wrong password", exitCode: 77)
+        public static let permission = Kind(name: "permission", exitCode: 77)
+        public static let unexpected = Kind(name: "unexpected", exitCode: 1)
+    }
+
+    public var kind: Kind
+    public var message: String
+    /// Further lines, one per problem (validation failures, ambiguous matches).
+    public var details: [String]
+    public var hint: String?
+
+    public init(_ kind: Kind, _ message: String, details: [String] = [], hint: String? = nil) {
+        self.kind = kind
+        self.message = message
+        self.details = details
+        self.hint = hint
+    }
+
+    public var description: String { ([message] + details).joined(separator: "\n") }
+
+    /// Turns any error from the layers below into one a person can read; never includes a secret value.
+    public static func wrapping(_ error: Error) -> VaultError {
+        switch error {
+        case let error as VaultError:
+            return error
+        case let error as ValidationError:
+            return VaultError(.invalidData, "nothing was saved:", details: ValidationMessages.messages(for: error))
+        case let error as ObjectGraphError:
+            if error.code == .mergeConflict {
+                return VaultError(.busy, "another mystash process changed this item at the same time; nothing was saved",
+                                  hint: "run the command again")
+            }
+            if error.isBusy {
+                return VaultError(.busy, "the vault is locked by another mystash process", hint: "wait for it to finish, or raise MYSTASH_BUSY_TIMEOUT (seconds)")
+            }
+            switch error.sqliteResultCode {
+            case 13?: return VaultError(.cannotCreate, "the disk is full; nothing was saved", hint: "free some space and run the command again")
+            case 8?, 3?, 23?: return VaultError(.permission, "the vault cannot be written: permission denied", hint: "check the owner and permissions of the vault directory")
+            case 11?, 26?: return VaultError(.invalidData, "a store of the vault is corrupt: \(error.message)", hint: "restore it from a backup; 'mystash check' lists what it can read")
+            default: break
+            }
+            if error.code == .incompatibleVersionHash {
+                return VaultError(.invalidData, "this vault was made by an incompatible version of MyStash: \(error.message)",
+                                  hint: "use the version of mystash that created it")
+            }
+            return VaultError(.unexpected, error.message)
+        case let error as StashCryptoError:
+            switch error.code {
+            case .wrongPassword: return VaultError(.wrongPassword, "wrong master password")
+            case .damagedKeySlot, .unsupportedVersion, .parametersRejected:
+                return VaultError(.invalidData, "the vault's key slot cannot be used: \(error.message)", hint: "restore the vault from a backup")
+            default: return VaultError(.unexpected, error.message)
+            }
+        default:
+            return VaultError(.unexpected, "\(error)")
+        }
+    }
+}

@@ -1,0 +1,67 @@
+import ArgumentParser
+import Foundation
+import MyStashKit
+
+struct CategoryCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "category",
+        abstract: "List, add, rename and remove the categories of password entries.",
+        subcommands: [List.self, Add.self, Rename.self, Remove.self]
+    )
+
+    struct List: ParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "list", abstract: "List the categories with their number of entries.", aliases: ["ls"])
+        @OptionGroup var options: VaultOptions
+        @Flag(help: "Print JSON instead of a table.") var json = false
+
+        func run() throws {
+            try reportingErrors {
+                // Category names are stored in plain text: no master password needed.
+                let categories = try options.openVault().categories()
+                if json { return try Output.json(categories) }
+                Output.table(["ID", "ENTRIES", "NAME"], categories.map { [String($0.id), String($0.entries), $0.name] }, empty: "No categories.")
+            }
+        }
+    }
+
+    struct Add: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Add a category.")
+        @OptionGroup var options: VaultOptions
+        @Argument(help: "The category's name: 2 to 40 letters, digits, spaces and hyphens.") var name: String
+
+        func run() throws {
+            try reportingErrors {
+                let id = try options.openVault().addCategory(name)
+                Terminal.printError("Added category \(id).")
+            }
+        }
+    }
+
+    struct Rename: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Rename a category.")
+        @OptionGroup var options: VaultOptions
+        @Argument(help: "The category's ID or current name.") var old: String
+        @Argument(help: "Its new name.") var new: String
+
+        func run() throws {
+            try reportingErrors {
+                try options.openVault().renameCategory(old, to: new)
+                Terminal.printError("Renamed.")
+            }
+        }
+    }
+
+    struct Remove: ParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "rm", abstract: "Remove a category that no entry uses.", aliases: ["remove", "delete"])
+        @OptionGroup var options: VaultOptions
+        @Argument(help: "The category's ID or name.") var name: String
+
+        func run() throws {
+            try reportingErrors {
+                // Deny needs to see the entries that use the category, which are encrypted.
+                try options.openUnlockedVault().removeCategory(name)
+                Terminal.printError("Removed.")
+            }
+        }
+    }
+}

@@ -1,0 +1,110 @@
+import ArgumentParser
+import CLinuxSupport
+import Foundation
+import MyStashKit
+import StashCrypto
+#if canImport(Glibc)
+import Glibc
+#endif
+
+@main
+struct MyStash: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "mystash",
+        abstract: "An encrypted vault for notes and passwords.",
+        discussion: """
+        Notes and password entries live in two SQLite stores in the vault directory; every \
+        title, text, name, user ID, password, URL and note is encrypted with AES-256-GCM under \
+        a key protected by your master password (scrypt).
+
+        Exit status: 0 ok, 1 unexpected, 64 usage, 65 invalid data (nothing saved), \
+        66 not found, 73 cannot create, 75 busy or conflict (retry), 77 wrong master \
+        password or unsafe permissions. See mystash(1).
+        """,
+        version: "1.0.0",
+        subcommands: [Init.self, NoteCommand.self, PasswordCommand.self, CategoryCommand.self, Generate.self,
+                      Passwd.self, Unlock.self, Lock.self, Export.self, Import.self, Check.self, SeedCommand.self]
+    )
+
+    static func main() {
+        // Secrets must never reach a core file, and files we create are private.
+        _ = ms_disable_core_dumps()
+        umask(0o077)
+        do {
+            var command = try parseAsRoot()
+            try command.run()
+        } catch {
+            exit(withError: error)
+        }
+    }
+}
+
+/// Options every vault command takes.
+struct VaultOptions: ParsableArguments {
+    @Option(name: .long, help: ArgumentHelp("Use the vault in this directory (default: $MYSTASH_VAULT, else $XDG_DATA_HOME/mystash, else ~/.local/share/mystash).", valueName: "dir"),
+            completion: .directory)
+    var vault: String?
+
+    var directory: URL {
+        if let vault { return URL(fileURLWithPath: vault) }
+        if let fromEnvironment = ProcessInfo.processInfo.environment["MYSTASH_VAULT"], !fromEnvironment.isEmpty {
+            return URL(fileURLWithPath: fromEnvironment)
+        }
+        return Vault.defaultDirectory()
+    }
+}
+
+/// Reports a failure as `Error: ...` with its details and `hint:` on stderr, and exits
+/// with the documented code.
+func reportingErrors(_ body: () throws -> Void) throws {
+    do {
+        try body()
+    } catch let error as VaultError {
+        Terminal.printError("Error: \(error.message)")
+        for line in error.details { Terminal.printError("  \(line.trimmingCharacters(in: .whitespaces))") }
+        if let hint = error.hint { Terminal.printError("hint: \(hint)") }
+        throw ExitCode(error.kind.exitCode)
+    } catch let error as ExitCode {
+        throw error
+    } catch let error as CleanExit {
+        throw error
+    } catch {
+        let wrapped = VaultError.wrapping(error)
+        try reportingErrors { throw wrapped }
+    }
+}
+
+extension VaultOptions {
+    /// Opens the vault without unlocking it.
+    func openVault() throws -> Vault { try Vault.open(at: directory) }
+
+    /// Opens and unlocks the vault: with an unlocked session, else MYSTASH_PASSWORD, else a
+    /// prompt on the terminal.
+    func openUnlockedVault() throws -> Vault {
+        let vault = try openVault()
+        if let session = KeyringSession.load(vaultIdentifier: vault.identifier), vault.unlock(session: session) {
+            return vault
+        }
+        try vault.unlock(password: try masterPassword(for: vault.directory))
+        return vault
+    }
+
+    func masterPassword(for directory: URL) throws -> SecretBytes {
+        if let password = ProcessInfo.processInfo.environment["MYSTASH_PASSWORD"] { return .password(password) }
+        guard let typed = Terminal.readSecret(prompt: "Master password for \(directory.path): ") else {
+            throw VaultError(.wrongPassword, "no master password: the vault is not unlocked, MYSTASH_PASSWORD is not set, and there is no terminal to ask on",
+                             hint: "run 'mystash unlock' in a terminal first, or set MYSTASH_PASSWORD for scripts")
+        }
+        return typed.withUnsafeBytes { .password(String(decoding: $0, as: UTF8.self)) }
+    }
+}
+
+/// A new master password: MYSTASH_NEW_PASSWORD, else asked twice on the terminal.
+func newMasterPassword() throws -> SecretBytes {
+    if let password = ProcessInfo.processInfo.environment["MYSTASH_NEW_PASSWORD"] {
+        guard !password.isEmpty else { throw VaultError(.usage, "MYSTASH_NEW_PASSWORD is empty") }
+        return .password(password)
+    }
+    let typed = try Terminal.readNewSecret(prompt: "New master password: ", again: "Repeat the new master password: ")
+    return typed.withUnsafeBytes { .password(String(decoding: $0, as: UTF8.self)) }
+}

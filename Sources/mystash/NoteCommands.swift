@@ -1,0 +1,120 @@
+import ArgumentParser
+import Foundation
+import MyStashKit
+
+struct NoteCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "note",
+        abstract: "Add, list, show, edit, remove and search notes.",
+        subcommands: [Add.self, List.self, Show.self, Edit.self, Remove.self, Search.self]
+    )
+
+    struct Add: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Add a note.",
+            discussion: "The text is read from standard input when it is not a terminal; otherwise $EDITOR opens on a private file in /dev/shm that is removed afterwards.")
+        @OptionGroup var options: VaultOptions
+        @Argument(help: "The note's title.") var title: String
+
+        func run() throws {
+            try reportingErrors {
+                let vault = try options.openUnlockedVault()
+                let text = Terminal.stdinIsTerminal ? try Terminal.edit("") : Terminal.readStandardInput()
+                let id = try vault.addNote(title: title, text: text)
+                Terminal.printError("Added note \(id).")
+            }
+        }
+    }
+
+    struct List: ParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "list", abstract: "List the notes.", aliases: ["ls"])
+        @OptionGroup var options: VaultOptions
+        @Flag(help: "Print JSON instead of a table.") var json = false
+
+        func run() throws {
+            try reportingErrors { try printNotes(try options.openUnlockedVault().notes(), json: json) }
+        }
+    }
+
+    struct Show: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Show a note's title and text.", aliases: ["get"])
+        @OptionGroup var options: VaultOptions
+        @Argument(help: "The note's ID or title.") var note: String
+        @Flag(help: "Print JSON.") var json = false
+
+        func run() throws {
+            try reportingErrors {
+                let info = try options.openUnlockedVault().note(note)
+                if json { return try Output.json(info) }
+                Output.line("# \(info.title)")
+                Output.line("")
+                Output.line(info.text ?? "")
+            }
+        }
+    }
+
+    struct Edit: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Change a note's title or text.",
+            discussion: "New text is read from standard input when it is not a terminal. On a terminal without --title, $EDITOR opens on the current text.")
+        @OptionGroup var options: VaultOptions
+        @Argument(help: "The note's ID or title.") var note: String
+        @Option(help: "Give the note this title.") var title: String?
+
+        func run() throws {
+            try reportingErrors {
+                let vault = try options.openUnlockedVault()
+                var text: String?
+                if !Terminal.stdinIsTerminal {
+                    text = Terminal.readStandardInput()
+                } else if title == nil {
+                    text = try Terminal.edit(try vault.note(note).text ?? "")
+                }
+                try vault.editNote(note, title: title, text: text)
+                Terminal.printError("Saved.")
+            }
+        }
+    }
+
+    struct Remove: ParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "rm", abstract: "Remove a note.", aliases: ["remove", "delete"])
+        @OptionGroup var options: VaultOptions
+        @Argument(help: "The note's ID or title.") var note: String
+        @Flag(name: .shortAndLong, help: "Remove without asking.") var force = false
+
+        func run() throws {
+            try reportingErrors {
+                let vault = try options.openUnlockedVault()
+                let info = try vault.note(note)
+                try confirmRemoval("note \(info.id) '\(info.title)'", force: force)
+                try vault.removeNote(String(info.id))
+                Terminal.printError("Removed note \(info.id).")
+            }
+        }
+    }
+
+    struct Search: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Find notes whose title or text contains a word, ignoring case and accents.", aliases: ["find"])
+        @OptionGroup var options: VaultOptions
+        @Argument(help: "The text to look for.") var query: String
+        @Flag(help: "Print JSON instead of a table.") var json = false
+
+        func run() throws {
+            try reportingErrors { try printNotes(try options.openUnlockedVault().searchNotes(query), json: json) }
+        }
+    }
+}
+
+func printNotes(_ notes: [NoteInfo], json: Bool) throws {
+    if json { return try Output.json(notes) }
+    Output.table(["ID", "UPDATED", "TITLE"], notes.map { [String($0.id), Output.date($0.updatedAt), Output.cell($0.title, width: 60)] }, empty: "No notes.")
+}
+
+/// Asks before a removal on a terminal; elsewhere requires --force.
+func confirmRemoval(_ what: String, force: Bool) throws {
+    guard !force else { return }
+    guard Terminal.stdinIsTerminal else {
+        throw VaultError(.usage, "refusing to remove \(what) without confirmation", hint: "add --force")
+    }
+    guard Terminal.confirm("Remove \(what)?") else { throw VaultError(.usage, "nothing was removed") }
+}

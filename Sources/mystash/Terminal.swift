@@ -1,0 +1,130 @@
+import Foundation
+import MyStashKit
+import StashCrypto
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Talking to the person at the terminal: prompts without echo on /dev/tty, so that stdin
+/// stays free for data, and progress on stderr.
+enum Terminal {
+    static var stdinIsTerminal: Bool { isatty(STDIN_FILENO) == 1 }
+    static var stdoutIsTerminal: Bool { isatty(STDOUT_FILENO) == 1 }
+    static var stderrIsTerminal: Bool { isatty(STDERR_FILENO) == 1 }
+
+    /// The terminal settings to restore if the person presses Ctrl-C at a hidden prompt.
+    nonisolated(unsafe) private static var savedSettings = termios()
+    nonisolated(unsafe) private static var savedDescriptor: Int32 = -1
+
+    /// Asks on the controlling terminal without echo; nil when there is no terminal.
+    static func readSecret(prompt: String) -> SecretBytes? {
+        let descriptor = open("/dev/tty", O_RDWR | O_CLOEXEC)
+        guard descriptor >= 0 else { return nil }
+        defer { close(descriptor) }
+        var settings = termios()
+        guard tcgetattr(descriptor, &settings) == 0 else { return nil }
+        savedSettings = settings
+        savedDescriptor = descriptor
+        signal(SIGINT) { _ in
+            tcsetattr(Terminal.savedDescriptor, TCSANOW, &Terminal.savedSettings)
+            _exit(130)
+        }
+        var hidden = settings
+        hidden.c_lflag &= ~tcflag_t(ECHO)
+        hidden.c_lflag |= tcflag_t(ECHONL)
+        tcsetattr(descriptor, TCSANOW, &hidden)
+        defer {
+            tcsetattr(descriptor, TCSANOW, &settings)
+            signal(SIGINT, SIG_DFL)
+        }
+        _ = prompt.withCString { write(descriptor, $0, strlen($0)) }
+        let line = SecretBytes(count: 4096)
+        var length = 0
+        line.withUnsafeMutableBytes { buffer in
+            var byte: UInt8 = 0
+            while length < buffer.count, read(descriptor, &byte, 1) == 1, byte != 10 {
+                buffer[length] = byte
+                length += 1
+            }
+            byte = 0
+        }
+        return line.withUnsafeBytes { SecretBytes(copying: $0.prefix(length).filter { $0 != 13 }) }
+    }
+
+    /// Asks twice and insists the answers match.
+    static func readNewSecret(prompt: String, again: String) throws -> SecretBytes {
+        guard let first = readSecret(prompt: prompt) else {
+            throw VaultError(.usage, "no terminal to ask for the \(prompt.lowercased().trimmingCharacters(in: CharacterSet(charactersIn: ": ")))")
+        }
+        guard let second = readSecret(prompt: again), second == first else {
+            throw VaultError(.usage, "the two entries did not match; nothing was changed")
+        }
+        guard first.count > 0 else { throw VaultError(.usage, "an empty secret is not allowed; nothing was changed") }
+        return first
+    }
+
+    /// Asks a yes/no question on the terminal; false without a terminal.
+    static func confirm(_ question: String) -> Bool {
+        guard let handle = FileHandle(forUpdatingAtPath: "/dev/tty") else { return false }
+        handle.write(Data("\(question) [y/N] ".utf8))
+        var answer = Data()
+        while let byte = try? handle.read(upToCount: 1), let first = byte.first, first != 10 { answer.append(first) }
+        return ["y", "yes"].contains(String(decoding: answer, as: UTF8.self).trimmingCharacters(in: .whitespaces).lowercased())
+    }
+
+    /// Everything on standard input, as text.
+    static func readStandardInput() -> String {
+        String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)
+    }
+
+    static func printError(_ text: String) {
+        FileHandle.standardError.write(Data((text + "\n").utf8))
+    }
+
+    /// Draws `label done/total` on one line of stderr, only when stderr is a terminal.
+    static func progress(_ label: String) -> MyStashKit.Progress? {
+        guard stderrIsTerminal else { return nil }
+        var last = -1
+        return MyStashKit.Progress { done, total in
+            let percent = total == 0 ? 100 : done * 100 / total
+            guard percent != last || done == total else { return }
+            last = percent
+            FileHandle.standardError.write(Data("\r\(label) \(done)/\(total) (\(percent)%)\(done == total ? "\n" : "")".utf8))
+        }
+    }
+
+    /// Opens $EDITOR (else $VISUAL, else vi) on a 0600 file in /dev/shm holding `initial`,
+    /// and returns what was saved. The file is overwritten and removed afterwards, even on error.
+    static func edit(_ initial: String) throws -> String {
+        let directory = "/dev/shm"
+        var template = Array("\(directory)/mystash-XXXXXX".utf8CString)
+        let descriptor = mkstemp(&template)
+        guard descriptor >= 0 else {
+            throw VaultError(.cannotCreate, "cannot create a private file in \(directory) for the editor", hint: "pipe the text on standard input instead")
+        }
+        let path = String(cString: template)
+        defer {
+            if let size = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? nil,
+               let handle = FileHandle(forWritingAtPath: path) {
+                handle.write(Data(count: size))
+                try? handle.synchronize()
+                try? handle.close()
+            }
+            unlink(path)
+        }
+        fchmod(descriptor, 0o600)
+        _ = initial.utf8CString.withUnsafeBufferPointer { write(descriptor, $0.baseAddress, $0.count - 1) }
+        close(descriptor)
+        let environment = ProcessInfo.processInfo.environment
+        let editor = environment["EDITOR"] ?? environment["VISUAL"] ?? "vi"
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/sh")
+        process.arguments = ["-c", "\(editor) \"$1\"", "mystash-editor", path]
+        try process.run()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else {
+            throw VaultError(.unexpected, "the editor '\(editor)' exited with status \(process.terminationStatus); nothing was saved")
+        }
+        return (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
+    }
+}

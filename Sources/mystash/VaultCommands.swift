@@ -1,0 +1,185 @@
+import ArgumentParser
+import Foundation
+import MyStashKit
+import StashCrypto
+
+struct Init: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Create a new vault.",
+        discussion: "Creates the vault directory (mode 0700) with its two stores (mode 0600) and the seed categories. The master password comes from MYSTASH_NEW_PASSWORD, else it is asked twice.")
+    @OptionGroup var options: VaultOptions
+    @Option(help: ArgumentHelp("Set scrypt's cost to 2^N (default: calibrated to about 0.5 s here; at least \(KDFPolicy.minimumLogN)).", valueName: "N"))
+    var kdfCost: Int?
+
+    func run() throws {
+        try reportingErrors {
+            let parameters = try KDFPolicy.parameters(logN: kdfCost)
+            let password = try newMasterPassword()
+            let vault = try Vault.create(at: options.directory, password: password, parameters: parameters)
+            Terminal.printError("Created a vault at \(vault.directory.path) (scrypt \(parameters)).")
+        }
+    }
+}
+
+struct Generate: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Print a random password or passphrase; its entropy goes to stderr.")
+    @OptionGroup var generator: GeneratorOptions
+    @Option(help: "Make a passphrase of this many words (EFF long word list) instead.") var words: Int?
+
+    func run() throws {
+        try reportingErrors {
+            let generated = try words.map { try PasswordGenerator.passphrase(words: $0) } ?? generator.generate()
+            Output.line(generated.value)
+            Terminal.printError(String(format: "Entropy: %.1f bits", generated.entropyBits))
+        }
+    }
+}
+
+struct Passwd: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Change the master password.",
+        discussion: "Re-wraps the vault's data key under the new password in both stores at once; no entry is re-encrypted. The current password is asked for even in an unlocked session; the new one comes from MYSTASH_NEW_PASSWORD, else it is asked twice.")
+    @OptionGroup var options: VaultOptions
+    @Option(help: ArgumentHelp("Set scrypt's cost for the new password to 2^N (default: calibrated).", valueName: "N")) var kdfCost: Int?
+
+    func run() throws {
+        try reportingErrors {
+            let vault = try options.openVault()
+            try vault.unlock(password: try options.masterPassword(for: vault.directory))
+            let parameters = try KDFPolicy.parameters(logN: kdfCost)
+            try vault.changePassword(to: try newMasterPassword(), parameters: parameters)
+            Terminal.printError("Changed the master password.")
+        }
+    }
+}
+
+struct Unlock: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Keep the vault unlocked for a while, so later commands do not ask.",
+        discussion: "The data key (never the password) is kept in the Linux kernel's user keyring, where it expires after the timeout. Nothing is written to disk.")
+    @OptionGroup var options: VaultOptions
+    @Option(help: ArgumentHelp("Stay unlocked this long, such as 90s, 15m, 2h or 1h30m.", valueName: "duration")) var timeout = "15m"
+
+    func validate() throws {
+        guard Unlock.seconds(timeout) != nil else { throw ValidationError("Invalid duration '\(timeout)'; use forms such as 90s, 15m, 2h or 1h30m") }
+    }
+
+    static func seconds(_ text: String) -> UInt32? {
+        if let plain = UInt32(text) { return plain > 0 ? plain : nil }
+        var total: UInt64 = 0
+        var number = ""
+        for character in text {
+            if character.isNumber { number.append(character); continue }
+            let units: [Character: UInt64] = ["s": 1, "m": 60, "h": 3600, "d": 86400]
+            guard let unit = units[character], let value = UInt64(number) else { return nil }
+            total += value * unit
+            number = ""
+        }
+        guard number.isEmpty, total > 0, total <= UInt64(UInt32.max) else { return nil }
+        return UInt32(total)
+    }
+
+    func run() throws {
+        try reportingErrors {
+            let vault = try options.openVault()
+            try vault.unlock(password: try options.masterPassword(for: vault.directory))
+            try KeyringSession.store(try vault.sessionContents(), vaultIdentifier: vault.identifier, timeout: Unlock.seconds(timeout)!)
+            Terminal.printError("Unlocked for \(timeout).")
+        }
+    }
+}
+
+struct Lock: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "End the unlocked session now.")
+    @OptionGroup var options: VaultOptions
+
+    func run() throws {
+        try reportingErrors {
+            let vault = try options.openVault()
+            Terminal.printError(KeyringSession.revoke(vaultIdentifier: vault.identifier) ? "Locked." : "The vault was not unlocked.")
+        }
+    }
+}
+
+struct Export: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Write everything in the vault to stdout, in plaintext.")
+    enum Format: String, ExpressibleByArgument, CaseIterable { case json, csv }
+    @OptionGroup var options: VaultOptions
+    @Option(help: "Write this format: json (mystash-json) or csv.") var format: Format = .json
+
+    func run() throws {
+        try reportingErrors {
+            let vault = try options.openUnlockedVault()
+            Terminal.printError("Warning: the export is plaintext; keep it out of shared and backed-up places, and delete it when done.")
+            switch format {
+            case .json: FileHandle.standardOutput.write(try vault.exportJSON(progress: Terminal.progress("Exporting")) + Data("\n".utf8))
+            case .csv: FileHandle.standardOutput.write(Data(try vault.exportCSV(progress: Terminal.progress("Exporting")).utf8))
+            }
+        }
+    }
+}
+
+struct Import: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Add the notes, passwords and categories of a file, all or nothing.")
+    @OptionGroup var options: VaultOptions
+    @Argument(help: "The file to read ('-' for standard input).", completion: .file()) var file: String
+    @Option(help: "Read this format: mystash-json, bitwarden-json or keepassxc-csv.") var format: String
+
+    func validate() throws {
+        guard ImportFormat(rawValue: format) != nil else {
+            throw ValidationError("Unknown format '\(format)'; use one of \(ImportFormat.allCases.map(\.rawValue).joined(separator: ", "))")
+        }
+    }
+
+    func run() throws {
+        try reportingErrors {
+            let data: Data
+            if file == "-" {
+                data = FileHandle.standardInput.readDataToEndOfFile()
+            } else {
+                guard let contents = FileManager.default.contents(atPath: file) else {
+                    throw VaultError(.notFound, "cannot read '\(file)'", hint: "check the path")
+                }
+                data = contents
+            }
+            let vault = try options.openUnlockedVault()
+            let report = try vault.importItems(data, format: ImportFormat(rawValue: format)!, progress: Terminal.progress("Importing"))
+            Terminal.printError("Imported \(report.notes) notes, \(report.passwords) passwords and \(report.categories) categories.")
+        }
+    }
+}
+
+struct Check: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Decrypt every field and verify every relationship and both stores' metadata.")
+    @OptionGroup var options: VaultOptions
+    @Flag(help: "Print JSON.") var json = false
+
+    func run() throws {
+        try reportingErrors {
+            let problems = try options.openUnlockedVault().check(progress: Terminal.progress("Checking"))
+            if json { try Output.json(problems) } else { problems.forEach { Output.line($0.description) } }
+            guard problems.isEmpty else {
+                throw VaultError(.invalidData, "the vault has \(problems.count) problem\(problems.count == 1 ? "" : "s")", hint: "restore the damaged store from a backup")
+            }
+            if !json { Terminal.printError("All is well.") }
+        }
+    }
+}
+
+struct SeedCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "seed", abstract: "Show the versions of the seed lists.", subcommands: [Status.self])
+
+    struct Status: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Show each seed list's loaded and available versions.")
+        @OptionGroup var options: VaultOptions
+        @Flag(help: "Print JSON instead of a table.") var json = false
+
+        func run() throws {
+            try reportingErrors {
+                let status = try options.openVault().seedStatus()
+                if json { return try Output.json(status) }
+                Output.table(["LIST", "LOADED", "AVAILABLE"], status.map { [$0.list, String($0.loaded), String($0.available)] }, empty: "No seed lists.")
+            }
+        }
+    }
+}
