@@ -1,0 +1,166 @@
+import Foundation
+import XCTest
+@testable import MyStashKit
+import StashCrypto
+
+final class VaultTests: VaultTestCase {
+    func testNotesAndPasswordsGoToTheirOwnStores() throws {
+        let vault = try makeVault()
+        try vault.addNote(title: "n", text: "t")
+        try vault.addEntry(name: "e", password: "p", userId: nil, url: nil, category: "Web Site", notes: nil)
+        XCTAssertEqual(try sqlite("Notes.sqlite", "SELECT COUNT(*) FROM ZNOTE"), "1")
+        XCTAssertEqual(try sqlite("Passwords.sqlite", "SELECT COUNT(*) FROM ZSYSTEM"), "1")
+        XCTAssertEqual(try sqlite("Notes.sqlite", "SELECT COUNT(*) FROM sqlite_master WHERE name IN ('ZSYSTEM', 'ZCATEGORY', 'ZLIST')"), "0")
+        XCTAssertEqual(try sqlite("Passwords.sqlite", "SELECT COUNT(*) FROM sqlite_master WHERE name = 'ZNOTE'"), "0")
+        XCTAssertEqual(try sqlite("Passwords.sqlite", "SELECT typeof(ZNAME) || ' ' || typeof(ZPASSWORD) FROM ZSYSTEM"), "blob blob")
+    }
+
+    func testVaultFilesAreOwnerOnlyFromTheStart() throws {
+        _ = try makeVault()
+        let attributes = { (path: String) in try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int }
+        XCTAssertEqual(try attributes(directory.path), 0o700)
+        XCTAssertEqual(try attributes(directory.appendingPathComponent("Notes.sqlite").path), 0o600)
+        XCTAssertEqual(try attributes(directory.appendingPathComponent("Passwords.sqlite").path), 0o600)
+    }
+
+    func testAVaultOthersCanReadIsRefusedWithAChmodHint() throws {
+        _ = try makeVault()
+        chmod(directory.appendingPathComponent("Passwords.sqlite").path, 0o644)
+        assertVaultError(.permission, { _ = try Vault.open(at: directory) }) { error in
+            XCTAssertEqual(error.kind.exitCode, 77)
+            XCTAssertTrue(error.hint?.contains("chmod 600") ?? false, error.hint ?? "")
+        }
+        chmod(directory.appendingPathComponent("Passwords.sqlite").path, 0o600)
+        chmod(directory.path, 0o755)
+        assertVaultError(.permission, { _ = try Vault.open(at: directory) }) { error in
+            XCTAssertTrue(error.hint?.contains("chmod 700") ?? false)
+        }
+    }
+
+    func testAnExistingVaultIsNotOverwritten() throws {
+        let vault = try makeVault()
+        try vault.addNote(title: "keep", text: "me")
+        assertVaultError(.cannotCreate, { _ = try Vault.create(at: directory, password: .password("other"), parameters: cheap) }) { error in
+            XCTAssertEqual(error.kind.exitCode, 73)
+        }
+        XCTAssertEqual(try reopen().notes().map(\.title), ["keep"])
+    }
+
+    func testAMissingVaultSaysHowToCreateOne() {
+        assertVaultError(.notFound, { _ = try Vault.open(at: directory) }) { error in
+            XCTAssertEqual(error.kind.exitCode, 66)
+            XCTAssertTrue(error.hint?.contains("mystash init") ?? false)
+        }
+    }
+
+    func testWrongPasswordIsToldApartFromADamagedField() throws {
+        let vault = try makeVault()
+        try vault.addEntry(name: "a", password: "p", userId: nil, url: nil, category: nil, notes: nil)
+        assertVaultError(.wrongPassword, { try Vault.open(at: directory).unlock(password: .password("nope")) }) { error in
+            XCTAssertEqual(error.message, "wrong master password")
+        }
+        try sqlite("Passwords.sqlite", "UPDATE ZSYSTEM SET ZPASSWORD = zeroblob(40)")
+        assertVaultError(.invalidData, { _ = try reopen().entry("1", reveal: true) }) { error in
+            XCTAssertTrue(error.message.contains("tampered or damaged"), error.message)
+        }
+    }
+
+    func testValidationGivesOneReadableLinePerProblemAndSavesNothing() throws {
+        let vault = try makeVault()
+        assertVaultError(.invalidData, {
+            try vault.addEntry(name: "", password: "p", userId: String(repeating: "u", count: 300), url: "nope", category: nil, notes: nil)
+        }) { error in
+            XCTAssertEqual(error.kind.exitCode, 65)
+            XCTAssertEqual(Set(error.details), ["name is required", "user ID can't be longer than 254 characters",
+                                                "URL must look like scheme://... (for example https://example.com)"])
+        }
+        assertVaultError(.invalidData, { try vault.addEntry(name: "x", password: "p", userId: "a b", url: nil, category: nil, notes: nil) }) { error in
+            XCTAssertEqual(error.details, ["user ID can't contain whitespace or control characters"])
+        }
+        assertVaultError(.invalidData, { try vault.addNote(title: String(repeating: "t", count: 201), text: "") }) { error in
+            XCTAssertEqual(error.details, ["title can't be longer than 200 characters"])
+        }
+        assertVaultError(.invalidData, { try vault.addCategory("web site") }) { error in
+            XCTAssertEqual(error.details, ["category name 'web site' is already used by another category"])
+        }
+        assertVaultError(.invalidData, { try vault.addCategory("Bad/Name") }) { error in
+            XCTAssertEqual(error.details, ["category name can contain only letters, numbers, spaces and hyphens"])
+        }
+        XCTAssertEqual(try sqlite("Passwords.sqlite", "SELECT COUNT(*) FROM ZSYSTEM"), "0")
+        XCTAssertEqual(try vault.entries().count, 0)
+    }
+
+    func testSearchIgnoresCaseAndAccentsOverTitlesAndTexts() throws {
+        let vault = try makeVault()
+        try vault.addNote(title: "Café list", text: "beans")
+        try vault.addNote(title: "Other", text: "Crème brûlée recipe")
+        try vault.addNote(title: "Unrelated", text: "nothing")
+        XCTAssertEqual(try vault.searchNotes("CAFE").map(\.title), ["Café list"])
+        XCTAssertEqual(try vault.searchNotes("creme BRULEE").map(\.title), ["Other"])
+        try vault.addEntry(name: "Bank", password: "secret-word", userId: "Zoë", url: nil, category: nil, notes: nil)
+        XCTAssertEqual(try vault.searchEntries("zoe").map(\.name), ["Bank"])
+        XCTAssertEqual(try vault.searchEntries("secret-word").count, 0, "passwords are never searched")
+    }
+
+    func testAmbiguousNamesListTheirIDs() throws {
+        let vault = try makeVault()
+        let first = try vault.addEntry(name: "Mail", password: "a", userId: nil, url: nil, category: nil, notes: nil)
+        let second = try vault.addEntry(name: "mail", password: "b", userId: nil, url: nil, category: nil, notes: nil)
+        assertVaultError(.usage, { _ = try vault.entry("MAIL", reveal: false) }) { error in
+            XCTAssertEqual(error.details.map { $0.trimmingCharacters(in: .whitespaces) }, ["ID \(first)", "ID \(second)"])
+        }
+        XCTAssertEqual(try vault.entry(String(second), reveal: true).password, "b")
+    }
+
+    func testDeleteRulesNullifyAndDeny() throws {
+        let vault = try makeVault()
+        try vault.addEntry(name: "a", password: "p", userId: nil, url: nil, category: "Banking", notes: nil)
+        assertVaultError(.invalidData, { try vault.removeCategory("Banking") }) { error in
+            XCTAssertEqual(error.details, ["category can't be deleted while it has entries"])
+        }
+        try vault.removeEntry("a")
+        XCTAssertNoThrow(try vault.removeCategory("Banking"))
+        XCTAssertFalse(try vault.categories().map(\.name).contains("Banking"))
+    }
+
+    func testExportAndImportRoundTripAllOrNothing() throws {
+        let vault = try makeVault()
+        try vault.addNote(title: "n1", text: "text one")
+        try vault.addCategory("Games")
+        try vault.addEntry(name: "Steam", password: "pw1", userId: "gamer", url: "https://store.example", category: "Games", notes: "n")
+        let exported = try vault.exportJSON()
+
+        let other = directory.appendingPathComponent("../copy-\(UUID().uuidString)").standardizedFileURL
+        defer { try? FileManager.default.removeItem(at: other) }
+        let copy = try Vault.create(at: other, password: password, parameters: cheap)
+        let report = try copy.importItems(exported, format: .mystashJSON)
+        XCTAssertEqual(report, ImportReport(notes: 1, passwords: 1, categories: 1))
+        XCTAssertEqual(try copy.entry("Steam", reveal: true).password, "pw1")
+        XCTAssertEqual(try copy.entry("Steam", reveal: false).category, "Games")
+
+        let bad = Data(#"{"format":"mystash-json","version":1,"categories":[],"notes":[{"title":"ok"}],"passwords":[{"name":"","password":"x"},{"name":"y","password":"z","url":"bad"}]}"#.utf8)
+        assertVaultError(.invalidData, { _ = try copy.importItems(bad, format: .mystashJSON) }) { error in
+            XCTAssertEqual(Set(error.details), ["password 1: name is required", "password 2: URL must look like scheme://... (for example https://example.com)"])
+        }
+        XCTAssertEqual(try copy.notes().count, 1, "the valid note of the bad file was not imported either")
+    }
+
+    func testImportsBitwardenAndKeePassXCExports() throws {
+        let vault = try makeVault()
+        let bitwarden = Data(#"""
+        {"folders":[{"id":"f1","name":"Work"}],"items":[
+          {"type":1,"name":"Jira","folderId":"f1","notes":null,"login":{"username":"ada","password":"pw","uris":[{"uri":"https://jira.example"}]}},
+          {"type":2,"name":"Door","notes":"code 4711","folderId":null}]}
+        """#.utf8)
+        XCTAssertEqual(try vault.importItems(bitwarden, format: .bitwardenJSON), ImportReport(notes: 1, passwords: 1, categories: 1))
+        XCTAssertEqual(try vault.entry("Jira", reveal: true).userId, "ada")
+        XCTAssertEqual(try vault.note("Door").text, "code 4711")
+        let keepass = Data("\"Group\",\"Title\",\"Username\",\"Password\",\"URL\",\"Notes\"\n\"Root/Banking\",\"Bank, main\",\"me\",\"p\"\"w\",\"https://bank.example\",\"two\nlines\"\n".utf8)
+        XCTAssertEqual(try vault.importItems(keepass, format: .keepassxcCSV), ImportReport(notes: 0, passwords: 1, categories: 0))
+        let bank = try vault.entry("Bank, main", reveal: true)
+        XCTAssertEqual(bank.password, "p\"w")
+        XCTAssertEqual(bank.notes, "two\nlines")
+        XCTAssertEqual(bank.category, "Banking")
+        assertVaultError(.invalidData, { _ = try vault.importItems(Data("{}".utf8), format: .bitwardenJSON) })
+    }
+}
