@@ -42,7 +42,10 @@ extension Vault {
                 do {
                     _ = try context.existingObject(entityName: entity, primaryKey: row)
                 } catch let error as VaultError {
-                    problems.append(CheckProblem(store: store, entity: entity, row: row, problem: error.message.replacingOccurrences(of: "tampered or damaged data: ", with: "")))
+                    // The message names the place again; keep only what is wrong there.
+                    let message = error.message
+                    let problem = message.range(of: "row \(row), ").map { String(message[$0.upperBound...]) } ?? message
+                    problems.append(CheckProblem(store: store, entity: entity, row: row, problem: problem))
                 } catch {
                     problems.append(CheckProblem(store: store, entity: entity, row: row, problem: "\(error)"))
                 }

@@ -1,0 +1,139 @@
+import Foundation
+import XCTest
+
+/// Runs the built `mystash` binary in a temporary HOME with a clean environment.
+class CLITestCase: XCTestCase {
+    var home: URL!
+    var vaultDirectory: URL { home.appendingPathComponent(".local/share/mystash") }
+
+    struct Result {
+        var status: Int32
+        var stdout: String
+        var stderr: String
+    }
+
+    static var binary: URL {
+        URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent().appendingPathComponent("mystash")
+    }
+
+    override func setUpWithError() throws {
+        home = FileManager.default.temporaryDirectory.appendingPathComponent("home-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: home, withIntermediateDirectories: true)
+        guard FileManager.default.isExecutableFile(atPath: Self.binary.path) else {
+            throw XCTSkip("mystash is not built beside the tests (run 'swift build' first)")
+        }
+    }
+
+    override func tearDownWithError() throws {
+        try? FileManager.default.removeItem(at: home)
+    }
+
+    /// The environment every run gets: nothing from the caller's vault settings.
+    var baseEnvironment: [String: String] {
+        ["HOME": home.path, "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8",
+         "MYSTASH_TEST_ALLOW_WEAK_KDF": "1", "MYSTASH_PASSWORD": "pw", "MYSTASH_NEW_PASSWORD": "pw"]
+    }
+
+    func process(_ arguments: [String], environment: [String: String] = [:], removing: [String] = []) -> Process {
+        let process = Process()
+        process.executableURL = Self.binary
+        process.arguments = arguments
+        var env = baseEnvironment.merging(environment) { _, new in new }
+        removing.forEach { env[$0] = nil }
+        process.environment = env
+        return process
+    }
+
+    @discardableResult
+    func run(_ arguments: [String], stdin: String? = nil, environment: [String: String] = [:], removing: [String] = []) throws -> Result {
+        let process = process(arguments, environment: environment, removing: removing)
+        let (out, err) = (Pipe(), Pipe())
+        process.standardOutput = out
+        process.standardError = err
+        let input = Pipe()
+        process.standardInput = stdin == nil ? FileHandle.nullDevice : input
+        try process.run()
+        if let stdin {
+            input.fileHandleForWriting.write(Data(stdin.utf8))
+            try input.fileHandleForWriting.close()
+        }
+        // Read both pipes fully before waiting, so a large output cannot block the child.
+        var errData = Data()
+        let group = DispatchGroup()
+        group.enter()
+        DispatchQueue.global().async {
+            errData = err.fileHandleForReading.readDataToEndOfFile()
+            group.leave()
+        }
+        let outData = out.fileHandleForReading.readDataToEndOfFile()
+        group.wait()
+        process.waitUntilExit()
+        return Result(status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self), stderr: String(decoding: errData, as: UTF8.self))
+    }
+
+    @discardableResult
+    func runOK(_ arguments: [String], stdin: String? = nil, environment: [String: String] = [:], file: StaticString = #filePath, line: UInt = #line) throws -> Result {
+        let result = try run(arguments, stdin: stdin, environment: environment)
+        XCTAssertEqual(result.status, 0, "mystash \(arguments.joined(separator: " ")): \(result.stderr)", file: file, line: line)
+        return result
+    }
+
+    func initVault() throws {
+        try runOK(["init", "--kdf-cost", "10"])
+    }
+
+    func json(_ text: String) throws -> Any {
+        try JSONSerialization.jsonObject(with: Data(text.utf8))
+    }
+}
+
+/// A command on a pseudo-terminal (util-linux `script`), answered at its prompts.
+final class TerminalSession {
+    private let process = Process()
+    private let input = Pipe()
+    private let output = Pipe()
+    private var buffer = ""
+    private let lock = NSLock()
+    private let arrived = DispatchSemaphore(value: 0)
+
+    init(_ arguments: [String], environment: [String: String]) throws {
+        let command = ([CLITestCase.binary.path] + arguments).map { "'" + $0.replacingOccurrences(of: "'", with: "'\\''") + "'" }.joined(separator: " ")
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/script")
+        process.arguments = ["-qfec", command, "/dev/null"]
+        process.environment = environment
+        process.standardInput = input
+        process.standardOutput = output
+        process.standardError = output
+        output.fileHandleForReading.readabilityHandler = { [weak self] handle in
+            let data = handle.availableData
+            guard let self, !data.isEmpty else { return }
+            self.lock.withLock { self.buffer += String(decoding: data, as: UTF8.self) }
+            self.arrived.signal()
+        }
+        try process.run()
+    }
+
+    /// Waits (up to `timeout` seconds) until `text` has appeared on the terminal.
+    func expect(_ text: String, timeout: TimeInterval = 20, file: StaticString = #filePath, line: UInt = #line) {
+        let deadline = Date().addingTimeInterval(timeout)
+        while !lock.withLock({ buffer.contains(text) }) {
+            if arrived.wait(timeout: .now() + max(0, deadline.timeIntervalSinceNow)) == .timedOut {
+                XCTFail("'\(text)' did not appear; the terminal shows: \(transcript)", file: file, line: line)
+                return
+            }
+        }
+    }
+
+    func send(_ line: String) {
+        input.fileHandleForWriting.write(Data((line + "\n").utf8))
+    }
+
+    var transcript: String { lock.withLock { buffer } }
+
+    /// Waits for the command to end and returns its exit status.
+    func wait() -> Int32 {
+        process.waitUntilExit()
+        output.fileHandleForReading.readabilityHandler = nil
+        return process.terminationStatus
+    }
+}

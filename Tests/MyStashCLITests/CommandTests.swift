@@ -1,0 +1,219 @@
+import Foundation
+import XCTest
+
+final class CommandTests: CLITestCase {
+    func testInitCreatesAPrivateVaultAndRefusesASecondOne() throws {
+        let result = try runOK(["init", "--kdf-cost", "10"])
+        XCTAssertTrue(result.stderr.contains("Created a vault at \(vaultDirectory.path)"), result.stderr)
+        let mode = { (path: String) in try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int }
+        XCTAssertEqual(try mode(vaultDirectory.path), 0o700)
+        XCTAssertEqual(try mode(vaultDirectory.appendingPathComponent("Notes.sqlite").path), 0o600)
+        XCTAssertEqual(try mode(vaultDirectory.appendingPathComponent("Passwords.sqlite").path), 0o600)
+
+        let again = try run(["init", "--kdf-cost", "10"])
+        XCTAssertEqual(again.status, 73)
+        XCTAssertTrue(again.stderr.hasPrefix("Error: a vault already exists"), again.stderr)
+        XCTAssertTrue(again.stderr.contains("hint: "), again.stderr)
+    }
+
+    func testTheVaultLocationFollowsOptionsAndEnvironment() throws {
+        let custom = home.appendingPathComponent("elsewhere")
+        try runOK(["init", "--kdf-cost", "10", "--vault", custom.path])
+        XCTAssertTrue(FileManager.default.fileExists(atPath: custom.appendingPathComponent("Passwords.sqlite").path))
+        try runOK(["init", "--kdf-cost", "10"], environment: ["XDG_DATA_HOME": home.appendingPathComponent("xdg").path])
+        XCTAssertTrue(FileManager.default.fileExists(atPath: home.appendingPathComponent("xdg/mystash/Notes.sqlite").path))
+        XCTAssertEqual(try runOK(["category", "list", "--json"], environment: ["MYSTASH_VAULT": custom.path]).status, 0)
+        let missing = try run(["note", "list"])
+        XCTAssertEqual(missing.status, 66)
+        XCTAssertTrue(missing.stderr.contains("hint: create one with 'mystash init'"), missing.stderr)
+    }
+
+    func testKDFCostBelowTheFloorIsRefusedWithoutTheTestSwitch() throws {
+        let result = try run(["init", "--kdf-cost", "10"], removing: ["MYSTASH_TEST_ALLOW_WEAK_KDF"])
+        XCTAssertEqual(result.status, 64)
+        XCTAssertTrue(result.stderr.contains("--kdf-cost must be between 15 and 20"), result.stderr)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: vaultDirectory.path), "nothing was created")
+    }
+
+    func testNotes() throws {
+        try initVault()
+        XCTAssertTrue(try runOK(["note", "add", "Café order"], stdin: "two crème brûlées\n").stderr.contains("Added note 1"))
+        try runOK(["note", "add", "Other"], stdin: "nothing here")
+        let list = try XCTUnwrap(try json(try runOK(["note", "list", "--json"]).stdout) as? [[String: Any]])
+        XCTAssertEqual(list.map { $0["title"] as? String }, ["Café order", "Other"])
+        XCTAssertNil(list.first?["text"], "lists do not carry texts")
+        let table = try runOK(["note", "ls"]).stdout
+        XCTAssertTrue(table.hasPrefix("ID  UPDATED"), table)
+        XCTAssertEqual(try runOK(["note", "show", "café ORDER"]).stdout, "# Café order\n\ntwo crème brûlées\n\n")
+        let found = try XCTUnwrap(try json(try runOK(["note", "search", "CREME BRULEE", "--json"]).stdout) as? [[String: Any]])
+        XCTAssertEqual(found.map { $0["id"] as? Int }, [1])
+        try runOK(["note", "edit", "1", "--title", "Coffee"], stdin: "new text")
+        let shown = try XCTUnwrap(try json(try runOK(["note", "show", "Coffee", "--json"]).stdout) as? [String: Any])
+        XCTAssertEqual(shown["text"] as? String, "new text")
+
+        let refused = try run(["note", "rm", "Coffee"])
+        XCTAssertEqual(refused.status, 64)
+        XCTAssertTrue(refused.stderr.contains("hint: add --force"))
+        try runOK(["note", "rm", "Coffee", "--force"])
+        let gone = try run(["note", "show", "Coffee"])
+        XCTAssertEqual(gone.status, 66)
+        XCTAssertTrue(gone.stderr.contains("Error: no note named 'Coffee'"), gone.stderr)
+    }
+
+    func testPasswords() throws {
+        try initVault()
+        try runOK(["password", "add", "GitHub", "--user", "ada", "--url", "https://github.com", "--category", "web site", "--notes", "2FA on"], stdin: "hunter2\n")
+        let generated = try runOK(["password", "add", "Router", "--generate", "--length", "32", "--no-symbols", "--category", "Wi-Fi"])
+        XCTAssertTrue(generated.stderr.contains("Generated a password of 191 bits"), generated.stderr)
+
+        let shown = try runOK(["password", "show", "github"]).stdout
+        XCTAssertTrue(shown.contains("Password: ********"), shown)
+        XCTAssertFalse(shown.contains("hunter2"))
+        let revealed = try XCTUnwrap(try json(try runOK(["password", "show", "GitHub", "--reveal", "--json"]).stdout) as? [String: Any])
+        XCTAssertEqual(revealed["password"] as? String, "hunter2")
+        XCTAssertEqual(revealed["category"] as? String, "Web Site")
+        XCTAssertEqual(revealed["notes"] as? String, "2FA on")
+        let router = try XCTUnwrap(try json(try runOK(["password", "show", "Router", "--reveal", "--json"]).stdout) as? [String: Any])
+        let routerPassword = try XCTUnwrap(router["password"] as? String)
+        XCTAssertEqual(routerPassword.count, 32)
+        XCTAssertTrue(routerPassword.allSatisfy { $0.isLetter || $0.isNumber })
+
+        let wifi = try XCTUnwrap(try json(try runOK(["password", "list", "--category", "Wi-Fi", "--json"]).stdout) as? [[String: Any]])
+        XCTAssertEqual(wifi.map { $0["name"] as? String }, ["Router"])
+        XCTAssertNil(wifi.first?["password"], "lists never carry passwords")
+        XCTAssertEqual((try json(try runOK(["password", "search", "ADA", "--json"]).stdout) as? [[String: Any]])?.count, 1)
+        XCTAssertEqual((try json(try runOK(["password", "search", "hunter2", "--json"]).stdout) as? [[String: Any]])?.count, 0)
+
+        try runOK(["password", "edit", "GitHub", "--name", "GitHub.com", "--user", "", "--category", "", "--new-password"], stdin: "hunter3\n")
+        let edited = try XCTUnwrap(try json(try runOK(["password", "show", "GitHub.com", "--reveal", "--json"]).stdout) as? [String: Any])
+        XCTAssertEqual(edited["password"] as? String, "hunter3")
+        XCTAssertNil(edited["userId"])
+        XCTAssertNil(edited["category"])
+        let both = try run(["password", "edit", "GitHub.com", "--new-password", "--generate"])
+        XCTAssertEqual(both.status, 64)
+
+        try runOK(["password", "add", "github.COM"], stdin: "x")
+        let ambiguous = try run(["password", "show", "GITHUB.com"])
+        XCTAssertEqual(ambiguous.status, 64)
+        XCTAssertTrue(ambiguous.stderr.contains("matches 2 entries; give one of their IDs:\n  ID 1\n  ID 3"), ambiguous.stderr)
+        try runOK(["password", "rm", "3", "--force"])
+        XCTAssertEqual(try run(["password", "show", "3"]).status, 66)
+    }
+
+    func testOneCommandWithThreeInvalidFieldsGivesThreeLinesAndSavesNothing() throws {
+        try initVault()
+        let result = try run(["password", "add", "", "--user", String(repeating: "u", count: 300), "--url", "not a url"], stdin: "pw")
+        XCTAssertEqual(result.status, 65)
+        let lines = result.stderr.split(separator: "\n").map(String.init)
+        XCTAssertEqual(lines.first, "Error: nothing was saved:")
+        XCTAssertEqual(Set(lines.dropFirst()), ["  name is required", "  user ID can't be longer than 254 characters",
+                                               "  URL must look like scheme://... (for example https://example.com)"])
+        XCTAssertEqual(try runOK(["password", "list", "--json"]).stdout, "[\n\n]\n")
+    }
+
+    func testCategories() throws {
+        try initVault()
+        // Category names are plain: no master password needed to list them.
+        let listed = try run(["category", "list", "--json"], removing: ["MYSTASH_PASSWORD"])
+        XCTAssertEqual(listed.status, 0, listed.stderr)
+        let names = try XCTUnwrap(try json(listed.stdout) as? [[String: Any]]).compactMap { $0["name"] as? String }
+        XCTAssertTrue(Set(names).isSuperset(of: ["Web Site", "Desktop Software", "Credit Card PIN"]))
+        try runOK(["category", "add", "Games"])
+        XCTAssertEqual(try run(["category", "add", "games"]).status, 65)
+        try runOK(["category", "rename", "Games", "Video Games"])
+        try runOK(["password", "add", "Steam", "--category", "Video Games"], stdin: "pw")
+        let denied = try run(["category", "rm", "Video Games"])
+        XCTAssertEqual(denied.status, 65)
+        XCTAssertTrue(denied.stderr.contains("category can't be deleted while it has entries"), denied.stderr)
+        XCTAssertTrue(denied.stderr.contains("hint: move or remove its entries first"), denied.stderr)
+        let counts = try XCTUnwrap(try json(try runOK(["category", "list", "--json"]).stdout) as? [[String: Any]])
+        XCTAssertEqual(counts.first { $0["name"] as? String == "Video Games" }?["entries"] as? Int, 1)
+        try runOK(["password", "rm", "Steam", "--force"])
+        try runOK(["category", "rm", "Video Games"])
+        let status = try XCTUnwrap(try json(try runOK(["seed", "status", "--json"]).stdout) as? [[String: Any]])
+        XCTAssertEqual(status.first?["list"] as? String, "category")
+        XCTAssertEqual(status.first?["loaded"] as? Int, status.first?["available"] as? Int)
+    }
+
+    func testGenerate() throws {
+        let password = try runOK(["generate", "--length", "16"])
+        XCTAssertEqual(password.stdout.trimmingCharacters(in: .newlines).count, 16)
+        XCTAssertTrue(password.stderr.contains("Entropy: 10"), password.stderr)
+        let phrase = try runOK(["generate", "--words", "6"])
+        XCTAssertEqual(phrase.stdout.split(separator: " ").count, 6)
+        XCTAssertTrue(phrase.stderr.contains("Entropy: 77.5 bits"), phrase.stderr)
+        XCTAssertNotEqual(try runOK(["generate"]).stdout, try runOK(["generate"]).stdout)
+        XCTAssertEqual(try run(["generate", "--length", "2"]).status, 64)
+    }
+
+    func testExportImportAndCheck() throws {
+        try initVault()
+        try runOK(["note", "add", "n"], stdin: "text")
+        try runOK(["password", "add", "e", "--category", "Banking"], stdin: "pw")
+        let exported = try runOK(["export"])
+        XCTAssertTrue(exported.stderr.contains("plaintext"), exported.stderr)
+        let csv = try runOK(["export", "--format", "csv"]).stdout
+        XCTAssertTrue(csv.hasPrefix("kind,name,user,password,url,notes,category\npassword,e,,pw,,,Banking\n"), csv)
+        let file = home.appendingPathComponent("export.json")
+        try exported.stdout.write(to: file, atomically: true, encoding: .utf8)
+        let other = home.appendingPathComponent("other").path
+        try runOK(["init", "--kdf-cost", "10", "--vault", other])
+        let imported = try runOK(["import", file.path, "--format", "mystash-json", "--vault", other])
+        XCTAssertTrue(imported.stderr.contains("Imported 1 notes, 1 passwords and 0 categories."), imported.stderr)
+        XCTAssertEqual(try run(["import", file.path, "--format", "pass"]).status, 64)
+        XCTAssertEqual(try run(["import", "/nonexistent", "--format", "mystash-json"]).status, 66)
+
+        XCTAssertTrue(try runOK(["check"]).stderr.contains("All is well."))
+        let sqlite = Process()
+        sqlite.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
+        sqlite.arguments = [vaultDirectory.appendingPathComponent("Notes.sqlite").path, "UPDATE ZNOTE SET ZTEXT = ZTITLE"]
+        try sqlite.run()
+        sqlite.waitUntilExit()
+        let check = try run(["check"])
+        XCTAssertEqual(check.status, 65)
+        XCTAssertTrue(check.stdout.contains("Notes.sqlite, Note row 1: field text was modified or moved"), check.stdout)
+    }
+
+    func testPasswordProblemsExitWith77() throws {
+        try initVault()
+        let wrong = try run(["note", "list"], environment: ["MYSTASH_PASSWORD": "nope"])
+        XCTAssertEqual(wrong.status, 77)
+        XCTAssertEqual(wrong.stderr, "Error: wrong master password\n")
+        let none = try run(["note", "list"], removing: ["MYSTASH_PASSWORD"])
+        XCTAssertEqual(none.status, 77)
+        XCTAssertTrue(none.stderr.contains("hint: run 'mystash unlock' in a terminal first, or set MYSTASH_PASSWORD"), none.stderr)
+    }
+
+    func testAVaultOthersCanReadIsRefused() throws {
+        try initVault()
+        chmod(vaultDirectory.path, 0o755)
+        let result = try run(["note", "list"])
+        XCTAssertEqual(result.status, 77)
+        XCTAssertTrue(result.stderr.contains("hint: run: chmod 700"), result.stderr)
+    }
+
+    func testUnlockedSessionsSpareThePasswordUntilLocked() throws {
+        try initVault()
+        let unlocked = try run(["unlock", "--timeout", "2m"])
+        guard unlocked.status == 0 else {
+            XCTAssertTrue(unlocked.stderr.contains("keyring is unavailable"), unlocked.stderr)
+            throw XCTSkip("no kernel keyring here: \(unlocked.stderr)")
+        }
+        defer { _ = try? run(["lock"]) }
+        XCTAssertEqual(try run(["note", "list"], removing: ["MYSTASH_PASSWORD"]).status, 0, "the session unlocks")
+        XCTAssertEqual(try run(["unlock", "--timeout", "soon"]).status, 64)
+        XCTAssertTrue(try runOK(["lock"]).stderr.contains("Locked."))
+        XCTAssertEqual(try run(["note", "list"], removing: ["MYSTASH_PASSWORD"]).status, 77, "locked again")
+        // passwd elsewhere makes a session stale.
+        try runOK(["unlock"])
+        try runOK(["passwd", "--kdf-cost", "10"], environment: ["MYSTASH_NEW_PASSWORD": "pw2"])
+        XCTAssertEqual(try run(["note", "list"], removing: ["MYSTASH_PASSWORD"]).status, 77)
+    }
+
+    func testCompletionScriptsForEveryShell() throws {
+        for shell in ["bash", "zsh", "fish"] {
+            let script = try runOK(["--generate-completion-script", shell]).stdout
+            XCTAssertTrue(script.contains("password") && script.contains("category") && script.contains("--reveal"), shell)
+        }
+    }
+}
