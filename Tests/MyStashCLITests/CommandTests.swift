@@ -217,3 +217,55 @@ final class CommandTests: CLITestCase {
         }
     }
 }
+
+final class OperationalErrorTests: CLITestCase {
+    func testAVaultLockedByAnotherWriterBeyondTheTimeoutIsBusy() throws {
+        try initVault()
+        // sqlite3 holds an exclusive lock on the passwords store until its stdin closes.
+        let holder = Process()
+        holder.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
+        holder.arguments = [vaultDirectory.appendingPathComponent("Passwords.sqlite").path]
+        let input = Pipe()
+        let output = Pipe()
+        holder.standardInput = input
+        holder.standardOutput = output
+        try holder.run()
+        input.fileHandleForWriting.write(Data("BEGIN EXCLUSIVE;\nSELECT 'locked';\n".utf8))
+        // Wait until sqlite3 confirms it holds the lock.
+        var seen = Data()
+        while !String(decoding: seen, as: UTF8.self).contains("locked") {
+            let chunk = output.fileHandleForReading.availableData
+            if chunk.isEmpty { break }
+            seen += chunk
+        }
+        let result = try run(["password", "add", "x"], stdin: "pw", environment: ["MYSTASH_BUSY_TIMEOUT": "1"])
+        try input.fileHandleForWriting.close()
+        holder.waitUntilExit()
+        XCTAssertEqual(result.status, 75)
+        XCTAssertTrue(result.stderr.contains("Error: the vault is locked by another mystash process"), result.stderr)
+        XCTAssertTrue(result.stderr.contains("hint: wait for it to finish"), result.stderr)
+        try runOK(["password", "add", "x"], stdin: "pw")
+    }
+
+    func testACorruptStoreIsReportedWithoutAStackTrace() throws {
+        try initVault()
+        let store = vaultDirectory.appendingPathComponent("Notes.sqlite")
+        let handle = try FileHandle(forWritingTo: store)
+        try handle.write(contentsOf: Data(repeating: 0x5A, count: 4096))
+        try handle.close()
+        let result = try run(["note", "list"])
+        XCTAssertEqual(result.status, 65, result.stderr)
+        XCTAssertTrue(result.stderr.hasPrefix("Error: a store of the vault is corrupt"), result.stderr)
+        XCTAssertTrue(result.stderr.contains("hint: restore it from a backup"), result.stderr)
+        XCTAssertFalse(result.stderr.contains("Backtrace") || result.stderr.contains("Fatal error"), result.stderr)
+    }
+
+    func testAMissingStoreIsNamed() throws {
+        try initVault()
+        try FileManager.default.removeItem(at: vaultDirectory.appendingPathComponent("Notes.sqlite"))
+        let result = try run(["note", "list"])
+        XCTAssertEqual(result.status, 66, result.stderr)
+        XCTAssertTrue(result.stderr.contains("is incomplete"), result.stderr)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: vaultDirectory.appendingPathComponent("Notes.sqlite").path), "nothing was recreated")
+    }
+}

@@ -129,3 +129,30 @@ final class ValidationTests: ObjectGraphTestCase {
         }
     }
 }
+
+final class RelationshipCountTests: ObjectGraphTestCase {
+    func testTooFewDestinationsIs1580() {
+        forEachStoreKind { kind in
+            let model = try ManagedObjectModel(entities: [
+                EntityDescription(name: "Team", relationships: [RelationshipDescription(name: "members", destination: "Person", inverse: "team", isToMany: true, minCount: 2, maxCount: 3)]),
+                EntityDescription(name: "Person", relationships: [RelationshipDescription(name: "team", destination: "Team", inverse: "members", isOptional: false)]),
+            ])
+            let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
+            try coordinator.addPersistentStore(type: kind == .sqlite ? .sqlite : .inMemory, at: directory.appendingPathComponent("teams-\(kind).sqlite"))
+            let context = ManagedObjectContext(coordinator: coordinator)
+            let team = context.insertNewObject(forEntityName: "Team")
+            let lonely = context.insertNewObject(forEntityName: "Person")
+            lonely["team"] = team
+            let stray = context.insertNewObject(forEntityName: "Person")
+            XCTAssertThrowsError(try context.save()) { error in
+                let errors = (error as? ValidationError)?.errors ?? []
+                XCTAssertEqual(Set(errors.map(\.code)), [.relationshipLacksMinimumCount, .missingMandatoryProperty])
+                XCTAssertEqual(errors.first { $0.code == .relationshipLacksMinimumCount }?.constraint, .minimumCount(2))
+                XCTAssertTrue(errors.first { $0.code == .missingMandatoryProperty }?.object === stray)
+                XCTAssertEqual(ValidationMessages.messages(for: error as! ValidationError).sorted(), ["members must have at least 2 items", "team is required"])
+            }
+            stray["team"] = team
+            XCTAssertNoThrow(try context.save())
+        }
+    }
+}
