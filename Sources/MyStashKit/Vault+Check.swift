@@ -3,19 +3,7 @@ import ObjectGraph
 import StashCrypto
 
 /// A problem `mystash check` found, by store, entity and row.
-public struct CheckProblem: Codable, Equatable, CustomStringConvertible {
-    public var store: String
-    public var entity: String?
-    public var row: Int64?
-    public var problem: String
-
-    public var description: String {
-        var place = store
-        if let entity { place += ", \(entity)" }
-        if let row { place += " row \(row)" }
-        return "\(place): \(problem)"
-    }
-}
+public typealias CheckProblem = IntegrityProblem
 
 extension Vault {
     /// Decrypts every field, verifies every relationship and both stores' metadata.
@@ -24,15 +12,13 @@ extension Vault {
         for store in [notesStore, passwordsStore] {
             let name = store.url?.lastPathComponent ?? "store"
             if (store.metadata[Self.keySlotKey] as? Data).map({ Array($0) }) != keySlot.serialized {
-                problems.append(CheckProblem(store: name, problem: "its key slot differs from the one in use"))
+                problems.append(CheckProblem(store: name, message: "its key slot differs from the one in use"))
             }
             if store.metadata[Self.vaultIdentifierKey] as? String != identifier {
-                problems.append(CheckProblem(store: name, problem: "its vault identity differs from the other store's"))
+                problems.append(CheckProblem(store: name, message: "its vault identity differs from the other store's"))
             }
         }
-        problems += try Self.wrapErrors { try coordinator.checkIntegrity() }.map {
-            CheckProblem(store: $0.store, entity: $0.entity, row: $0.primaryKey, problem: $0.message)
-        }
+        problems += try Self.wrapErrors { try coordinator.checkIntegrity() }
         let entities = [(Note.entityName, Self.notesFileName), (PasswordEntry.entityName, Self.passwordsFileName), (Category.entityName, Self.passwordsFileName)]
         let keys = try Self.wrapErrors { try entities.map { try context.primaryKeys(forEntityName: $0.0) } }
         let total = keys.map(\.count).reduce(0, +)
@@ -45,9 +31,9 @@ extension Vault {
                     // The message names the place again; keep only what is wrong there.
                     let message = error.message
                     let problem = message.range(of: "row \(row), ").map { String(message[$0.upperBound...]) } ?? message
-                    problems.append(CheckProblem(store: store, entity: entity, row: row, problem: problem))
+                    problems.append(CheckProblem(store: store, entity: entity, primaryKey: row, message: problem))
                 } catch {
-                    problems.append(CheckProblem(store: store, entity: entity, row: row, problem: "\(error)"))
+                    problems.append(CheckProblem(store: store, entity: entity, primaryKey: row, message: "\(error)"))
                 }
                 done += 1
                 progress?.report(done, of: total)

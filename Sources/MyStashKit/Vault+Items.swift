@@ -137,18 +137,31 @@ extension Vault {
 
     @discardableResult
     public func addEntry(name: String, password: String, userId: String?, url: String?, category: String?, notes: String?) throws -> Int64 {
-        let categoryObject = try category.map { try find(Category.self, $0, nameKey: "name", noun: "category", listCommand: "mystash category list") }
+        let changes = EntryChanges(name: name, userId: userId, url: url, category: category, password: password, notes: notes)
+        let categoryObject = try self.category(for: changes)
         let entry = try change {
             let entry = context.insert(PasswordEntry.self)
-            entry["name"] = name
-            entry["password"] = password
-            entry["userId"] = userId.flatMap { $0.isEmpty ? nil : $0 }
-            entry["url"] = url.flatMap { $0.isEmpty ? nil : $0 }
-            entry["notes"] = notes.flatMap { $0.isEmpty ? nil : $0 }
-            entry["category"] = categoryObject
+            apply(changes, category: categoryObject, to: entry)
             return entry
         }
         return entry.id
+    }
+
+    /// The category an entry change names, looked up before the change begins.
+    private func category(for changes: EntryChanges) throws -> Category? {
+        try changes.category.flatMap { $0.isEmpty ? nil : $0 }.map {
+            try find(Category.self, $0, nameKey: "name", noun: "category", listCommand: "mystash category list")
+        }
+    }
+
+    /// Sets the fields a change names; "" clears an optional field.
+    private func apply(_ changes: EntryChanges, category: Category?, to entry: PasswordEntry) {
+        if let name = changes.name { entry["name"] = name }
+        if let password = changes.password { entry["password"] = password }
+        if let userId = changes.userId { entry["userId"] = userId.isEmpty ? nil : userId }
+        if let url = changes.url { entry["url"] = url.isEmpty ? nil : url }
+        if let notes = changes.notes { entry["notes"] = notes.isEmpty ? nil : notes }
+        if changes.category != nil { entry["category"] = category }
     }
 
     public func entries(category: String? = nil) throws -> [EntryInfo] {
@@ -166,16 +179,9 @@ extension Vault {
 
     public func editEntry(_ reference: String, _ changes: EntryChanges) throws {
         let entry = try find(PasswordEntry.self, reference, nameKey: "name", noun: "entry", listCommand: "mystash password list")
-        let category = try changes.category.flatMap { $0.isEmpty ? nil : $0 }.map {
-            try find(Category.self, $0, nameKey: "name", noun: "category", listCommand: "mystash category list")
-        }
+        let category = try self.category(for: changes)
         try change {
-            if let name = changes.name { entry["name"] = name }
-            if let password = changes.password { entry["password"] = password }
-            if let userId = changes.userId { entry["userId"] = userId.isEmpty ? nil : userId }
-            if let url = changes.url { entry["url"] = url.isEmpty ? nil : url }
-            if let notes = changes.notes { entry["notes"] = notes.isEmpty ? nil : notes }
-            if changes.category != nil { entry["category"] = category }
+            apply(changes, category: category, to: entry)
             entry["updatedAt"] = Date()
         }
     }

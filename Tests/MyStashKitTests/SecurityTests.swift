@@ -50,8 +50,8 @@ final class SecurityTests: VaultTestCase {
         }
         let checked = try reopen()
         let problems = try checked.check()
-        XCTAssertEqual(problems.map { "\($0.store) \($0.entity ?? "") \($0.row ?? 0)" }, ["Passwords.sqlite System 1"], "\(problems)")
-        XCTAssertTrue(problems.first?.problem.contains("field userId") ?? false)
+        XCTAssertEqual(problems.map { "\($0.store) \($0.entity ?? "") \($0.primaryKey ?? 0)" }, ["Passwords.sqlite System 1"], "\(problems)")
+        XCTAssertTrue(problems.first?.message.contains("field userId") ?? false)
     }
 
     func testAnotherVaultsCiphertextDoesNotOpen() throws {

@@ -2,11 +2,18 @@ import Foundation
 import GRDB
 
 /// A problem found by ``PersistentStoreCoordinator/checkIntegrity()``.
-public struct IntegrityProblem: CustomStringConvertible, Sendable {
+public struct IntegrityProblem: CustomStringConvertible, Codable, Equatable, Sendable {
     public var store: String
     public var entity: String?
     public var primaryKey: Int64?
     public var message: String
+
+    public init(store: String, entity: String? = nil, primaryKey: Int64? = nil, message: String) {
+        self.store = store
+        self.entity = entity
+        self.primaryKey = primaryKey
+        self.message = message
+    }
 
     public var description: String {
         var place = store
