@@ -35,6 +35,10 @@ let package = Package(
             name: "mystash",
             dependencies: ["MyStashKit", "StashCrypto", "CLinuxSupport", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
+        .executableTarget(
+            name: "stash-bench",
+            dependencies: ["ObjectGraph", "MyStashKit", "StashCrypto", .product(name: "GRDB", package: "GRDB.swift")]
+        ),
         .testTarget(name: "ObjectGraphTests", dependencies: ["ObjectGraph"], resources: [.copy("Fixtures")]),
         .testTarget(name: "StashCryptoTests", dependencies: ["StashCrypto"], resources: [.copy("Vectors")]),
         .testTarget(name: "MyStashKitTests", dependencies: ["MyStashKit", "StashCrypto", "ObjectGraph"]),

@@ -24,6 +24,9 @@ public enum PasswordGenerator {
         return Generated(value: String(characters), entropyBits: Double(length) * log2(Double(alphabet.count)))
     }
 
+    /// The EFF long word list the passphrases are drawn from.
+    public static var words: [String] { Resources.wordList }
+
     /// A passphrase of `count` words from the EFF long list (7776 words, 12.9 bits each).
     public static func passphrase(words count: Int) throws -> Generated {
         guard (3...64).contains(count) else {

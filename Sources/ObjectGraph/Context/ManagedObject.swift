@@ -63,6 +63,8 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     var changedKeys: Set<String> = []
     /// `Z_OPT` of the row as this object last saw it.
     var version: Int64 = 0
+    /// True from insertion until the first save: such an object needs no change tracking.
+    var isPendingInsert = false
     /// The primary key given during a save, before the save is known to succeed.
     var pendingPrimaryKey: Int64?
 
@@ -84,6 +86,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
 
     /// The values changed since the last save or fetch, by key.
     public var changedValues: [String: Any] {
+        if isPendingInsert { return values }
         var result: [String: Any] = [:]
         for key in changedKeys { result[key] = self[key] ?? NSNull() }
         return result
@@ -260,6 +263,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     }
 
     func markChanged(_ key: String) {
+        guard !isPendingInsert else { return }
         changedKeys.insert(key)
         managedObjectContext?.objectDidChange(self)
     }

@@ -31,7 +31,7 @@ extension ManagedObjectContext {
         let updated = updatedSet.objects.filter { !deletedSet.contains($0) }
         let deleted = deletedSet.objects
         // Many-to-many rows are rewritten from the changed objects before the deleted ones go.
-        let joinChanges = (inserted + updated).filter { !$0.changedKeys.isEmpty || inserted.contains($0) }
+        let joinChanges = (inserted + updated.filter { !$0.changedKeys.isEmpty }).filter { $0.entity.hasJoinTables }
         var rowsUpdated: Set<ObjectIdentifier> = []
         do {
             try wrapStoreErrors(.saveFailed, "cannot save") {
@@ -100,48 +100,38 @@ extension ManagedObjectContext {
 
     private func primaryKey(of object: ManagedObject) -> Int64? { object.objectID.primaryKey ?? object.pendingPrimaryKey }
 
-    /// The stored value of a persisted property: encoded attribute or destination key.
-    private func storedValue(of object: ManagedObject, key: String, store: PersistentStore, primaryKey: Int64) throws -> (column: String, value: DatabaseValue)? {
-        if let attribute = object.entity.attribute(named: key) {
-            guard !attribute.isTransient else { return nil }
-            guard attribute.type == .transformable else {
-                return (attribute.columnName, StoredValues.databaseValue(object.values[key], type: attribute.type))
-            }
-            guard let value = object.values[key] else { return (attribute.columnName, .null) }
-            let place = ValuePlace(storeIdentifier: store.identifier, entityName: object.entity.name, attributeName: key, primaryKey: primaryKey)
-            let data = try transformer(for: attribute, entity: object.entity).transformedValue(value, at: place)
-            return (attribute.columnName, data.databaseValue)
-        }
-        guard let relationship = object.entity.relationship(named: key), !relationship.isToMany else { return nil }
-        switch object.values[key] {
-        case let destination as ManagedObject:
-            guard let destinationKey = self.primaryKey(of: destination) else { return (relationship.columnName, .null) }
-            return (relationship.columnName, destinationKey.databaseValue)
-        case let fault as FaultReference:
-            return (relationship.columnName, fault.primaryKey.databaseValue)
-        default:
-            return (relationship.columnName, .null)
-        }
+    /// The stored value of an attribute: encoded by its transformer when Transformable.
+    private func storedValue(of object: ManagedObject, _ attribute: AttributeDescription, store: PersistentStore, primaryKey: Int64) throws -> DatabaseValue {
+        guard attribute.type == .transformable else { return StoredValues.databaseValue(object.values[attribute.name], type: attribute.type) }
+        guard let value = object.values[attribute.name] else { return .null }
+        let place = ValuePlace(storeIdentifier: store.identifier, entityName: object.entity.name, attributeName: attribute.name, primaryKey: primaryKey)
+        return try transformer(for: attribute, entity: object.entity).transformedValue(value, at: place).databaseValue
     }
 
-    private var persistedKeys: (EntityDescription) -> [String] {
-        { entity in entity.attributes.filter { !$0.isTransient }.map(\.name) + entity.relationships.filter { !$0.isToMany }.map(\.name) }
+    /// The stored value of a to-one relationship: the destination's primary key.
+    private func storedValue(of object: ManagedObject, _ relationship: RelationshipDescription) -> DatabaseValue {
+        switch object.values[relationship.name] {
+        case let destination as ManagedObject: return primaryKey(of: destination)?.databaseValue ?? .null
+        case let fault as FaultReference: return fault.primaryKey.databaseValue
+        default: return .null
+        }
     }
 
     private func insertRow(of object: ManagedObject, _ db: Database) throws {
-        let root = object.entity.rootEntity
-        let store = try coordinator.store(for: root)
+        let entity = object.entity
+        let store = try coordinator.store(for: entity.rootEntity)
         let primaryKey = object.pendingPrimaryKey!
-        var columns = ["Z_PK", "Z_ENT", "Z_OPT"]
-        var arguments: [DatabaseValue] = [primaryKey.databaseValue, object.entity.entityNumber.databaseValue, 1.databaseValue]
-        for key in persistedKeys(object.entity) {
-            guard let (column, value) = try storedValue(of: object, key: key, store: store, primaryKey: primaryKey) else { continue }
-            columns.append(column)
-            arguments.append(value)
-        }
-        let placeholders = Array(repeating: "?", count: columns.count).joined(separator: ", ")
-        try db.execute(sql: "INSERT INTO \(store.qualified(root.tableName)) (\(columns.joined(separator: ", "))) VALUES (\(placeholders))",
-                       arguments: StatementArguments(arguments))
+        var arguments: [DatabaseValue] = [primaryKey.databaseValue, entity.entityNumber.databaseValue, 1.databaseValue]
+        arguments.reserveCapacity(3 + entity.storedAttributes.count + entity.storedToOne.count)
+        for (attribute, _) in entity.storedAttributes { arguments.append(try storedValue(of: object, attribute, store: store, primaryKey: primaryKey)) }
+        for (relationship, _) in entity.storedToOne { arguments.append(storedValue(of: object, relationship)) }
+        let sql = insertSQL[entity.name] ?? {
+            let columns = ["Z_PK", "Z_ENT", "Z_OPT"] + entity.storedAttributes.map(\.attribute.columnName) + entity.storedToOne.map(\.relationship.columnName)
+            let sql = "INSERT INTO \(store.qualified(entity.rootEntity.tableName)) (\(columns.joined(separator: ", "))) VALUES (\(Array(repeating: "?", count: columns.count).joined(separator: ", ")))"
+            insertSQL[entity.name] = sql
+            return sql
+        }()
+        try db.cachedStatement(sql: sql).execute(arguments: StatementArguments(arguments))
     }
 
     /// Writes an updated object's changed columns if the row is still at the version this
@@ -152,10 +142,13 @@ extension ManagedObjectContext {
         let primaryKey = object.objectID.primaryKey!
         var assignments: [String] = []
         var arguments: [DatabaseValue] = []
-        for key in persistedKeys(object.entity) where object.changedKeys.contains(key) {
-            guard let (column, value) = try storedValue(of: object, key: key, store: store, primaryKey: primaryKey) else { continue }
-            assignments.append("\(column) = ?")
-            arguments.append(value)
+        for (attribute, _) in object.entity.storedAttributes where object.changedKeys.contains(attribute.name) {
+            assignments.append("\(attribute.columnName) = ?")
+            arguments.append(try storedValue(of: object, attribute, store: store, primaryKey: primaryKey))
+        }
+        for (relationship, _) in object.entity.storedToOne where object.changedKeys.contains(relationship.name) {
+            assignments.append("\(relationship.columnName) = ?")
+            arguments.append(storedValue(of: object, relationship))
         }
         guard !assignments.isEmpty else { return false }
         arguments += [(object.version + 1).databaseValue, primaryKey.databaseValue, object.version.databaseValue]
@@ -216,10 +209,11 @@ extension ManagedObjectContext {
         }
         for object in updated where rowsUpdated.contains(ObjectIdentifier(object)) { object.version += 1 }
         for object in inserted + updated {
-            object.committedValues = object.values.filter { key, _ in
-                object.entity.attribute(named: key) != nil || object.entity.relationship(named: key)?.isToMany == false
-            }
+            var committed = object.values
+            for name in object.entity.toManyRelationshipNames { committed[name] = nil }
+            object.committedValues = committed
             object.changedKeys = []
+            object.isPendingInsert = false
         }
         for object in deleted {
             if let primaryKey = object.objectID.primaryKey {

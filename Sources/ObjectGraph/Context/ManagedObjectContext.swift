@@ -50,6 +50,8 @@ public final class ManagedObjectContext {
     /// A failure while loading a relationship behind a property access (which cannot
     /// throw); the next save or fetch throws it, so nothing is decided on missing objects.
     var deferredError: Error?
+    /// INSERT statements by entity name, built once.
+    var insertSQL: [String: String] = [:]
 
     func throwDeferredError() throws {
         if let error = deferredError {
@@ -112,6 +114,7 @@ public final class ManagedObjectContext {
         }
         insertedSet.insert(object)
         unprocessedInserted.insert(object)
+        object.isPendingInsert = true
         object.awakeFromInsert()
     }
 
@@ -123,6 +126,7 @@ public final class ManagedObjectContext {
             unprocessedInserted.remove(object)
             detachRelationships(of: object)
             object.managedObjectContext = nil
+            object.isPendingInsert = false
             return
         }
         if deletedSet.insert(object) { unprocessedDeleted.insert(object) }
@@ -164,7 +168,10 @@ public final class ManagedObjectContext {
     /// Forgets every unsaved change: inserted objects leave the context, updated and
     /// deleted ones return to their last saved state.
     public func rollback() {
-        for object in insertedSet.objects { object.managedObjectContext = nil }
+        for object in insertedSet.objects {
+            object.managedObjectContext = nil
+            object.isPendingInsert = false
+        }
         for object in updatedSet.objects + deletedSet.objects { revertToCommitted(object) }
         insertedSet.removeAll()
         updatedSet.removeAll()
@@ -222,7 +229,7 @@ public final class ManagedObjectContext {
             return object
         }
         let entityNumber: Int = row[1]
-        let entity = root.selfAndDescendants.first { $0.entityNumber == entityNumber } ?? root
+        let entity = model.entity(number: entityNumber).flatMap { $0.rootEntity === root ? $0 : nil } ?? root
         let object = model.objectClass(for: entity).init(entity: entity)
         object.objectID = ObjectID(entityName: entity.name, storeIdentifier: store.identifier, primaryKey: primaryKey, temporaryNumber: nil)
         object.managedObjectContext = self
@@ -233,25 +240,23 @@ public final class ManagedObjectContext {
 
     /// Fills an object's values from its row, decoding transformed attributes in place.
     func load(_ row: Row, into object: ManagedObject, root: EntityDescription, store: PersistentStore) throws {
-        var values: [String: Any] = [:]
+        let entity = object.entity
+        var values: [String: Any] = Dictionary(minimumCapacity: entity.storedAttributes.count + entity.storedToOne.count)
         let primaryKey: Int64 = row[0]
-        for attribute in object.entity.attributes where !attribute.isTransient {
-            guard let index = root.columnIndex[attribute.columnName] else { continue }
+        for (attribute, index) in entity.storedAttributes {
             let dbValue = row[index] as DatabaseValue
             guard attribute.type == .transformable else {
                 if let value = StoredValues.value(dbValue, type: attribute.type) { values[attribute.name] = value }
                 continue
             }
             guard case .blob(let data) = dbValue.storage else { continue }
-            let place = ValuePlace(storeIdentifier: store.identifier, entityName: object.entity.name, attributeName: attribute.name, primaryKey: primaryKey)
-            values[attribute.name] = try transformer(for: attribute, entity: object.entity).reverseTransformedValue(data, at: place)
+            let place = ValuePlace(storeIdentifier: store.identifier, entityName: entity.name, attributeName: attribute.name, primaryKey: primaryKey)
+            values[attribute.name] = try transformer(for: attribute, entity: entity).reverseTransformedValue(data, at: place)
         }
-        for relationship in object.entity.relationships where !relationship.isToMany {
-            if let index = root.columnIndex[relationship.columnName], let destination = row[index] as Int64? {
-                values[relationship.name] = FaultReference(primaryKey: destination)
-            }
+        for (relationship, index) in entity.storedToOne {
+            if let destination = row[index] as Int64? { values[relationship.name] = FaultReference(primaryKey: destination) }
         }
-        for attribute in object.entity.attributes where attribute.isTransient {
+        for attribute in entity.transientAttributes {
             if let value = object.values[attribute.name] { values[attribute.name] = value }
         }
         object.values = values

@@ -56,7 +56,9 @@ public enum AttributeType: String, Sendable, CaseIterable {
 ///                                   regularExpression: "[A-Za-z0-9]*")
 /// ```
 public struct AttributeDescription: Sendable {
-    public var name: String
+    public var name: String {
+        didSet { columnName = "Z" + name.uppercased() }
+    }
     public var type: AttributeType
     public var isOptional: Bool
     public var isTransient: Bool
@@ -77,6 +79,7 @@ public struct AttributeDescription: Sendable {
         userInfo: [String: String] = [:], elementID: String? = nil
     ) {
         self.name = name
+        self.columnName = "Z" + name.uppercased()
         self.type = type
         self.isOptional = isOptional
         self.isTransient = isTransient
@@ -90,8 +93,8 @@ public struct AttributeDescription: Sendable {
         self.elementID = elementID
     }
 
-    /// The column holding this attribute: `Z` + the uppercased name.
-    public var columnName: String { "Z" + name.uppercased() }
+    /// The column holding this attribute: `Z` + the uppercased name (kept, not recomputed: it is on every row's path).
+    public private(set) var columnName: String
 
     /// True when the model marks the attribute secret (`userInfo` key `secret` = YES):
     /// its values never appear in error descriptions or messages.

@@ -32,6 +32,17 @@ public final class EntityDescription: CustomStringConvertible {
     /// Every attribute and to-one column of this entity and all its sub-entities: the root table's columns.
     var tableAttributes: [AttributeDescription] = []
     var tableToOneRelationships: [RelationshipDescription] = []
+    /// Stored attributes and to-one relationships, with their column positions in the root
+    /// table's `SELECT`: computed once, used for every row read or written.
+    var storedAttributes: [(attribute: AttributeDescription, column: Int)] = []
+    var storedToOne: [(relationship: RelationshipDescription, column: Int)] = []
+    var transientAttributes: [AttributeDescription] = []
+    /// Per attribute (same order as `attributes`): whether validation has more to check than presence.
+    var attributeHasValueRules: [Bool] = []
+    var toManyRelationshipNames: [String] = []
+    /// Whether any relationship of this entity is stored in a join table.
+    var hasJoinTables = false
+    var objectClass: ManagedObject.Type = ManagedObject.self
     /// The root table's columns in `SELECT` order, and each column's position.
     var selectColumns: [String] = []
     var columnIndex: [String: Int] = [:]

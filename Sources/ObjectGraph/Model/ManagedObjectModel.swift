@@ -99,8 +99,23 @@ public final class ManagedObjectModel {
             root.selectColumns = ["Z_PK", "Z_ENT", "Z_OPT"] + root.tableToOneRelationships.map(\.columnName) + root.tableAttributes.map(\.columnName)
             root.columnIndex = Dictionary(uniqueKeysWithValues: root.selectColumns.enumerated().map { ($1, $0) })
         }
+        for entity in ordered {
+            let root = entity.rootEntity
+            entity.storedAttributes = entity.attributes.filter { !$0.isTransient }.compactMap { attribute in
+                root.columnIndex[attribute.columnName].map { (attribute, $0) }
+            }
+            entity.storedToOne = entity.relationships.filter { !$0.isToMany }.compactMap { relationship in
+                root.columnIndex[relationship.columnName].map { (relationship, $0) }
+            }
+            entity.transientAttributes = entity.attributes.filter(\.isTransient)
+            entity.attributeHasValueRules = entity.attributes.map {
+                $0.minValueString != nil || $0.maxValueString != nil || $0.regularExpression != nil || $0.type == .integer16 || $0.type == .integer32
+            }
+            entity.toManyRelationshipNames = entity.relationships.filter(\.isToMany).map(\.name)
+        }
         try checkRelationships(file: file)
         try checkConfigurations(file: file)
+        for entity in ordered { entity.hasJoinTables = entity.relationships.contains { SQLiteSchema.usesJoinTable($0, in: self) } }
     }
 
     private func checkRelationships(file: String?) throws {
@@ -161,17 +176,19 @@ public final class ManagedObjectModel {
 
     /// Makes instances of `type` represent `entityName` in every context using this model.
     public func setClass(_ type: ManagedObject.Type, forEntityName entityName: String) {
-        precondition(entitiesByName[entityName] != nil, "No entity named '\(entityName)' in the model")
+        guard let entity = entitiesByName[entityName] else { preconditionFailure("No entity named '\(entityName)' in the model") }
         classesByEntityName[entityName] = type
+        // Sub-entities without a class of their own inherit this one.
+        for descendant in entity.selfAndDescendants where descendant === entity || classesByEntityName[descendant.name] == nil {
+            descendant.objectClass = type
+        }
     }
 
-    func objectClass(for entity: EntityDescription) -> ManagedObject.Type {
-        var current: EntityDescription? = entity
-        while let candidate = current {
-            if let type = classesByEntityName[candidate.name] { return type }
-            current = candidate.superentity
-        }
-        return ManagedObject.self
+    func objectClass(for entity: EntityDescription) -> ManagedObject.Type { entity.objectClass }
+
+    /// Entities by their number, for reading `Z_ENT`.
+    func entity(number: Int) -> EntityDescription? {
+        number >= 1 && number <= entities.count ? entities[number - 1] : nil
     }
 
     // MARK: - Version hashes

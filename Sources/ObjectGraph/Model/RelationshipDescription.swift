@@ -15,7 +15,9 @@ public enum DeleteRule: String, Sendable {
 ///                                       inverse: "category", isToMany: true, deleteRule: .deny)
 /// ```
 public struct RelationshipDescription: Sendable {
-    public var name: String
+    public var name: String {
+        didSet { columnName = "Z" + name.uppercased() }
+    }
     public var destinationEntityName: String
     public var inverseName: String?
     public var isToMany: Bool
@@ -33,6 +35,7 @@ public struct RelationshipDescription: Sendable {
         maxCount: Int = 0, userInfo: [String: String] = [:], elementID: String? = nil
     ) {
         self.name = name
+        self.columnName = "Z" + name.uppercased()
         self.destinationEntityName = destination
         self.inverseName = inverse
         self.isToMany = isToMany
@@ -45,5 +48,5 @@ public struct RelationshipDescription: Sendable {
     }
 
     /// The foreign-key column of a to-one relationship: `Z` + the uppercased name.
-    public var columnName: String { "Z" + name.uppercased() }
+    public private(set) var columnName: String
 }

@@ -7,11 +7,15 @@ enum Validator {
         func fail(_ code: ValidationError.Code, _ key: String, _ value: Any?, _ constraint: ValidationConstraint) {
             errors.append(ValidationError(code: code, object: object, key: key, value: value, constraint: constraint))
         }
-        for attribute in object.entity.attributes {
-            guard let value = object.values[attribute.name] else {
-                if !attribute.isOptional { fail(.missingMandatoryProperty, attribute.name, nil, .required) }
+        let entity = object.entity
+        for index in entity.attributes.indices {
+            guard let value = object.values[entity.attributes[index].name] else {
+                if !entity.attributes[index].isOptional { fail(.missingMandatoryProperty, entity.attributes[index].name, nil, .required) }
                 continue
             }
+            // Most attributes have no rule beyond being present: skip them cheaply.
+            guard entity.attributeHasValueRules[index] else { continue }
+            let attribute = entity.attributes[index]
             if let text = value as? String, attribute.type == .string || attribute.type == .transformable {
                 let length = text.count
                 if let minimum = attribute.minValueString.flatMap({ Int($0) }), length < minimum {
@@ -48,7 +52,7 @@ enum Validator {
                 }
             }
         }
-        for relationship in object.entity.relationships {
+        for relationship in entity.relationships {
             if relationship.isToMany {
                 let count = object.toManyObjects(relationship).filter { !$0.isDeleted }.count
                 let minimum = max(relationship.minCount, relationship.isOptional ? 0 : 1)
