@@ -36,9 +36,9 @@ extension NoteInfo {
 }
 
 extension EntryInfo {
-    init(_ entry: PasswordEntry, reveal: Bool) {
+    init(_ entry: PasswordEntry, reveal: Bool, withNotes: Bool = true) {
         self.init(id: entry.id, name: entry.name, userId: entry.userId, url: entry.url, category: entry.category?.name,
-                  password: reveal ? entry.password : nil, notes: entry.notes, createdAt: entry.createdAt, updatedAt: entry.updatedAt)
+                  password: reveal ? entry.password : nil, notes: withNotes ? entry.notes : nil, createdAt: entry.createdAt, updatedAt: entry.updatedAt)
     }
 }
 
@@ -71,13 +71,18 @@ extension Vault {
     func find<T: ManagedEntity>(_ type: T.Type, _ reference: String, nameKey: String, noun: String, listCommand: String) throws -> T {
         try Self.wrapErrors {
             if let id = Int64(reference), let object = try context.existingObject(entityName: T.entityName, primaryKey: id) as? T {
+                try context.decodeValues(of: object)
                 return object
             }
-            let matches = try context.fetch(FetchRequest<T>(predicate: try Predicate(format: "%K ==[c] %@", nameKey, reference)))
+            // Only the names are decrypted to find the match; then all of its fields are.
+            var request = FetchRequest<T>(predicate: try Predicate(format: "%K ==[c] %@", nameKey, reference))
+            request.propertiesToFetch = [nameKey]
+            let matches = try context.fetch(request)
             switch matches.count {
             case 0:
                 throw VaultError(.notFound, "no \(noun) named '\(reference)'", hint: "'\(listCommand)' shows them with their IDs")
             case 1:
+                try context.decodeValues(of: matches[0])
                 return matches[0]
             default:
                 let plural = noun.hasSuffix("y") ? noun.dropLast() + "ies" : noun + "s"
@@ -102,7 +107,9 @@ extension Vault {
 
     public func notes() throws -> [NoteInfo] {
         try Self.wrapErrors {
-            try context.fetch(FetchRequest<Note>(sortDescriptors: [FetchSortDescriptor(key: "title", caseInsensitive: true)])).map { NoteInfo($0, withText: false) }
+            var request = FetchRequest<Note>(sortDescriptors: [FetchSortDescriptor(key: "title", caseInsensitive: true)])
+            request.propertiesToFetch = ["title"]
+            return try context.fetch(request).map { NoteInfo($0, withText: false) }
         }
     }
 
@@ -167,9 +174,12 @@ extension Vault {
     public func entries(category: String? = nil) throws -> [EntryInfo] {
         let filter = try category.map { try find(Category.self, $0, nameKey: "name", noun: "category", listCommand: "mystash category list") }
         return try Self.wrapErrors {
+            try prefetchCategories()
             var request = FetchRequest<PasswordEntry>(sortDescriptors: [FetchSortDescriptor(key: "name", caseInsensitive: true)])
             if let filter { request.predicate = try Predicate(format: "category == %@", filter) }
-            return try context.fetch(request).map { EntryInfo($0, reveal: false) }
+            // What a list shows: never the password or the notes.
+            request.propertiesToFetch = ["name", "userId", "url"]
+            return try context.fetch(request).map { EntryInfo($0, reveal: false, withNotes: false) }
         }
     }
 
@@ -195,11 +205,17 @@ extension Vault {
     /// ignoring case and diacritics.
     public func searchEntries(_ query: String) throws -> [EntryInfo] {
         try Self.wrapErrors {
+            try prefetchCategories()
             let predicate = try Predicate(format: "name CONTAINS[cd] %@ OR userId CONTAINS[cd] %@ OR url CONTAINS[cd] %@ OR notes CONTAINS[cd] %@ OR category.name CONTAINS[cd] %@",
                                           query, query, query, query, query)
             return try context.fetch(FetchRequest<PasswordEntry>(predicate: predicate, sortDescriptors: [FetchSortDescriptor(key: "name", caseInsensitive: true)]))
                 .map { EntryInfo($0, reveal: false) }
         }
+    }
+
+    /// Registers every category, so entries' category faults resolve without a query each.
+    private func prefetchCategories() throws {
+        _ = try context.fetch(FetchRequest<Category>())
     }
 
     // MARK: - Categories

@@ -63,9 +63,14 @@ public enum AES256GCM {
     /// - throws: ``StashCryptoError`` `.authenticationFailed` when the key is wrong or any
     ///   byte of the box or the associated data changed.
     public static func open(_ box: SealedBox, key: SecretBytes, associatedData: [UInt8] = []) throws -> SecretBytes {
+        try open(box, key: key, associatedData: associatedData, lockingMemory: true)
+    }
+
+    static func open(_ box: SealedBox, key: SecretBytes, associatedData: [UInt8], lockingMemory: Bool) throws -> SecretBytes {
         try checkSizes(key: key, nonce: box.nonce, tag: box.tag)
         let context = try CipherContext()
-        let plaintext = SecretBytes(count: box.ciphertext.count + 16)
+        // GCM's output is exactly as long as its input.
+        let plaintext = SecretBytes(count: box.ciphertext.count, lockingMemory: lockingMemory)
         let length: Int = try key.withUnsafeBytes { keyBytes in
             try plaintext.withUnsafeMutableBytes { output in
                 let out = output.bindMemory(to: UInt8.self).baseAddress!
@@ -90,7 +95,8 @@ public enum AES256GCM {
                 return Int(written + final)
             }
         }
-        return plaintext.withUnsafeBytes { SecretBytes(copying: $0.prefix(length)) }
+        guard length == plaintext.count else { throw StashCryptoError(.library, "AES-256-GCM returned \(length) bytes for \(plaintext.count)") }
+        return plaintext
     }
 
     private static func checkSizes(key: SecretBytes, nonce: [UInt8], tag: [UInt8]?) throws {

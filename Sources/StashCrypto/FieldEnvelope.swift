@@ -39,7 +39,8 @@ public enum FieldEnvelope {
     static let overhead = 1 + AES256GCM.nonceSize + AES256GCM.tagSize
 
     public static func seal(_ plaintext: String, key: SecretBytes, context: FieldContext, nonce: [UInt8]? = nil) throws -> [UInt8] {
-        let secret = SecretBytes(copying: plaintext.utf8)
+        // The value is an ordinary string already; the copy is cleared, not locked.
+        let secret = SecretBytes(copying: Array(plaintext.utf8), lockingMemory: false)
         let box = try AES256GCM.seal(secret, key: key, nonce: nonce, associatedData: context.associatedData)
         return [version] + box.nonce + box.ciphertext + box.tag
     }
@@ -56,7 +57,7 @@ public enum FieldEnvelope {
         let nonceEnd = 1 + AES256GCM.nonceSize
         let box = AES256GCM.SealedBox(nonce: Array(envelope[1..<nonceEnd]), ciphertext: Array(envelope[nonceEnd..<(envelope.count - AES256GCM.tagSize)]),
                                       tag: Array(envelope.suffix(AES256GCM.tagSize)))
-        let plaintext = try AES256GCM.open(box, key: key, associatedData: context.associatedData)
+        let plaintext = try AES256GCM.open(box, key: key, associatedData: context.associatedData, lockingMemory: false)
         guard let text = plaintext.withUnsafeBytes({ String(validating: $0.bindMemory(to: UInt8.self), as: UTF8.self) }) else {
             throw StashCryptoError(.invalidInput, "encrypted field does not hold UTF-8 text")
         }

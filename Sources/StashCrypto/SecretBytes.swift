@@ -17,19 +17,24 @@ public final class SecretBytes: Equatable, @unchecked Sendable {
     private let buffer: UnsafeMutableRawBufferPointer
     public let count: Int
 
+    private let locked: Bool
+
     /// Zero-filled secret bytes.
-    public init(count: Int) {
+    ///
+    /// - parameter lockingMemory: keep the bytes out of swap (`mlock`); false for short-lived
+    ///   buffers on hot paths whose contents become ordinary strings anyway.
+    public init(count: Int, lockingMemory: Bool = true) {
         self.count = count
+        self.locked = lockingMemory
         buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(count, 1), alignment: 16)
         buffer.initializeMemory(as: UInt8.self, repeating: 0)
-        _ = mlock(buffer.baseAddress, buffer.count)
+        if lockingMemory { _ = mlock(buffer.baseAddress, buffer.count) }
     }
 
     /// Copies `bytes`; the caller remains responsible for clearing its own copy.
-    public convenience init<Bytes: Sequence>(copying bytes: Bytes) where Bytes.Element == UInt8 {
-        let array = Array(bytes)
-        self.init(count: array.count)
-        for (index, byte) in array.enumerated() { buffer[index] = byte }
+    public convenience init<Bytes: Collection>(copying bytes: Bytes, lockingMemory: Bool = true) where Bytes.Element == UInt8 {
+        self.init(count: bytes.count, lockingMemory: lockingMemory)
+        for (index, byte) in bytes.enumerated() { buffer[index] = byte }
     }
 
     /// Fresh bytes from OpenSSL's CSPRNG.
@@ -41,7 +46,7 @@ public final class SecretBytes: Equatable, @unchecked Sendable {
 
     deinit {
         OPENSSL_cleanse(buffer.baseAddress, buffer.count)
-        _ = munlock(buffer.baseAddress, buffer.count)
+        if locked { _ = munlock(buffer.baseAddress, buffer.count) }
         buffer.deallocate()
     }
 

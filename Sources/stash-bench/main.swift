@@ -1,4 +1,6 @@
 import Foundation
+import MyStashKit
+import StashCrypto
 
 // stash-bench: ObjectGraph against GRDB and raw SQLite, the vault against pass, gopass and
 // keepassxc-cli, measured side by side in one run and reported as ratios.
@@ -11,17 +13,25 @@ import Foundation
 let arguments = CommandLine.arguments
 let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path
 
-if arguments.count >= 6, arguments[1] == "--child" {
-    let (name, implementation, directory, size) = (arguments[2], arguments[3], arguments[4], Int(arguments[5])!)
+if arguments.count >= 7, arguments[1] == "--child" {
+    let (name, implementation, directory, size, output) = (arguments[2], arguments[3], arguments[4], Int(arguments[5])!, arguments[6])
     do {
-        let seconds = try LibraryCases.run(name, implementation: implementation, directory: directory, size: size)
-        let result = try JSONEncoder().encode(Measurement(seconds: seconds, rssKiB: peakRSSKiB()))
-        FileHandle.standardOutput.write(result)
+        let seconds = name == "prepare"
+            ? try time { try LibraryCases.prepare(path: "\(directory)/fetch.sqlite", rows: size) }
+            : try LibraryCases.run(name, implementation: implementation, directory: directory, size: size)
+        try String(seconds).write(toFile: output, atomically: true, encoding: .utf8)
         exit(0)
     } catch {
         log("\(name) \(implementation): \(error)")
         exit(1)
     }
+}
+
+if arguments.count >= 5, arguments[1] == "--kdf" {
+    let vault = try Vault.open(at: URL(fileURLWithPath: arguments[2]))
+    let seconds = try time { _ = try vault.keySlot.unlock(password: .password(arguments[3])) }
+    try String(seconds).write(toFile: arguments[4], atomically: true, encoding: .utf8)
+    exit(0)
 }
 
 let quick = arguments.contains("--quick")
@@ -34,18 +44,14 @@ defer { try? FileManager.default.removeItem(at: work) }
 
 func selected(_ name: String) -> Bool { only.map { name.hasPrefix($0) } ?? true }
 
-/// Runs a library case in a child process and reads back its measurement.
+/// Runs a library case in a child process: its seconds (measured inside) and peak RSS.
 func child(_ name: String, _ implementation: String, size: Int) throws -> Measurement {
-    let output = work.appendingPathComponent("child-output")
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: executable)
-    process.arguments = ["--child", name, implementation, work.path, String(size)]
-    FileManager.default.createFile(atPath: output.path, contents: nil)
-    process.standardOutput = try FileHandle(forWritingTo: output)
-    try process.run()
-    process.waitUntilExit()
-    guard process.terminationStatus == 0 else { throw BenchError("\(name) \(implementation) failed") }
-    return try JSONDecoder().decode(Measurement.self, from: Data(contentsOf: output))
+    let output = work.appendingPathComponent("child-output").path
+    let (measurement, status, stderr) = try runTimed(executable, ["--child", name, implementation, work.path, String(size), output], environment: ProcessInfo.processInfo.environment)
+    guard status == 0, let seconds = Double(try String(contentsOfFile: output, encoding: .utf8)) else {
+        throw BenchError("\(name) \(implementation) failed: \(stderr)")
+    }
+    return Measurement(seconds: seconds, rssKiB: measurement.rssKiB)
 }
 
 var results: [CaseResult] = []
@@ -55,7 +61,7 @@ let libraryCases = [("objectgraph.insert50k", insertSize), ("objectgraph.fetch20
                     ("objectgraph.fetchPredicate", fetchSize), ("objectgraph.update1k", fetchSize)].filter { selected($0.0) }
 if !libraryCases.isEmpty {
     log("preparing \(fetchSize) rows with ObjectGraph")
-    try LibraryCases.prepare(path: work.appendingPathComponent("fetch.sqlite").path, rows: fetchSize)
+    _ = try child("prepare", "ours", size: fetchSize)
 }
 for (name, size) in libraryCases {
     var medians: [String: (Double, Int)] = [:]

@@ -54,3 +54,44 @@ final class TransformerTests: ObjectGraphTestCase {
         }
     }
 }
+
+/// Fails to decode any value stored as "bad".
+final class PickyTransformer: ValueTransformer {
+    struct Refused: Error {}
+    var decodes = 0
+    func transformedValue(_ value: Any, at place: ValuePlace) throws -> Data { Data((value as! String).utf8) }
+    func reverseTransformedValue(_ data: Data, at place: ValuePlace) throws -> Any {
+        decodes += 1
+        guard data != Data("bad".utf8) else { throw Refused() }
+        return String(decoding: data, as: UTF8.self)
+    }
+}
+
+final class PropertiesToFetchTests: ObjectGraphTestCase {
+    func testUnrequestedTransformedValuesDecodeOnFirstReadAndFailuresAreReported() {
+        forEachStoreKind { kind in
+            let stack = try makeStack(kind)
+            let picky = PickyTransformer()
+            stack.coordinator.valueTransformers.register(picky, forName: "TestReversing")
+            for (user, password) in [("one", "fine"), ("two", "bad")] {
+                let system = stack.context.insertNewObject(forEntityName: "System")
+                system["userId"] = user
+                system["password"] = password
+            }
+            try stack.context.save()
+            let context = ManagedObjectContext(coordinator: stack.coordinator)
+            var request = FetchRequest<ManagedObject>(entityName: "System", sortDescriptors: [FetchSortDescriptor(key: "userId")])
+            request.propertiesToFetch = []
+            picky.decodes = 0
+            let systems = try context.fetch(request)
+            XCTAssertEqual(picky.decodes, 0, "nothing was decoded while fetching")
+            XCTAssertEqual(systems[0]["password"] as? String, "fine")
+            XCTAssertEqual(picky.decodes, 1)
+            XCTAssertNoThrow(try context.decodeValues(of: systems[0]))
+            XCTAssertThrowsError(try context.decodeValues(of: systems[1]), "an explicit decode reports the failure")
+            XCTAssertNil(systems[1]["password"])
+            XCTAssertThrowsError(try context.fetch(request), "a failed read is reported by the next fetch")
+            XCTAssertNoThrow(try context.fetch(request))
+        }
+    }
+}

@@ -21,6 +21,12 @@ public struct ObjectID: Hashable, CustomStringConvertible, Sendable {
     public var description: String { uriRepresentation.absoluteString }
 }
 
+/// A Transformable value read from a row but not decoded yet.
+struct EncodedValue {
+    let data: Data
+    let place: ValuePlace
+}
+
 /// The unresolved destination of a to-one relationship read from a row.
 struct FaultReference {
     let primaryKey: Int64
@@ -104,7 +110,10 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     }
 
     public func value(forKey key: String) -> Any? {
-        if entity.attributesByName[key] != nil { return values[key] }
+        if entity.attributesByName[key] != nil {
+            guard let encoded = values[key] as? EncodedValue else { return values[key] }
+            return decoded(key, encoded)
+        }
         guard let relationship = entity.relationshipsByName[key] else {
             preconditionFailure("Entity \(entity.name) has no property named '\(key)'")
         }
@@ -171,6 +180,21 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         }
         if rest.isEmpty { return current }
         return (current as? ManagedObject)?.value(forKeyPath: rest)
+    }
+
+    /// Decodes a value left encoded by a fetch; a failure is kept for the context's next
+    /// fetch or save to throw (a property read cannot throw).
+    private func decoded(_ key: String, _ encoded: EncodedValue) -> Any? {
+        guard let context = managedObjectContext else { return nil }
+        do {
+            let value = try context.decode(encoded, attribute: entity.attributesByName[key]!, entity: entity)
+            values[key] = value
+            if committedValues[key] is EncodedValue { committedValues[key] = value }
+            return value
+        } catch {
+            if context.deferredError == nil { context.deferredError = error }
+            return nil
+        }
     }
 
     // MARK: - Relationship plumbing

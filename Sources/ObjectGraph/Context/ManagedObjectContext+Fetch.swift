@@ -19,7 +19,7 @@ extension ManagedObjectContext {
                 let cursor = try Row.fetchCursor(db, sql: plan.sql(select: plan.columns, window: !plan.needsMemoryWindow, request: request),
                                                  arguments: StatementArguments(plan.arguments))
                 while let row = try cursor.next() {
-                    let object = try materialize(row, root: plan.root, store: plan.store)
+                    let object = try materialize(row, root: plan.root, store: plan.store, decoding: request.propertiesToFetch)
                     if request.includesPendingChanges, deletedSet.contains(object) { continue }
                     if let residual = plan.residual, !PredicateEvaluator.evaluate(residual, on: object) { continue }
                     objects.append(object)

@@ -104,6 +104,7 @@ extension ManagedObjectContext {
     private func storedValue(of object: ManagedObject, _ attribute: AttributeDescription, store: PersistentStore, primaryKey: Int64) throws -> DatabaseValue {
         guard attribute.type == .transformable else { return StoredValues.databaseValue(object.values[attribute.name], type: attribute.type) }
         guard let value = object.values[attribute.name] else { return .null }
+        if let encoded = value as? EncodedValue { return encoded.data.databaseValue }
         let place = ValuePlace(storeIdentifier: store.identifier, entityName: object.entity.name, attributeName: attribute.name, primaryKey: primaryKey)
         return try transformer(for: attribute, entity: object.entity).transformedValue(value, at: place).databaseValue
     }

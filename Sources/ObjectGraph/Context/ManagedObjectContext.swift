@@ -219,12 +219,12 @@ public final class ManagedObjectContext {
 
     /// The registered object for a row, updated from `row` unless it has unsaved changes,
     /// or a new object made from `row`.
-    func materialize(_ row: Row, root: EntityDescription, store: PersistentStore) throws -> ManagedObject {
+    func materialize(_ row: Row, root: EntityDescription, store: PersistentStore, decoding: Set<String>? = nil) throws -> ManagedObject {
         let primaryKey: Int64 = row[0]
         let key = ObjectKey(rootEntityNumber: root.entityNumber, primaryKey: primaryKey)
         if let object = registered[key] {
             if !object.hasChanges, object.version != row[2] as Int64 {
-                try load(row, into: object, root: root, store: store)
+                try load(row, into: object, root: root, store: store, decoding: decoding)
             }
             return object
         }
@@ -233,13 +233,13 @@ public final class ManagedObjectContext {
         let object = model.objectClass(for: entity).init(entity: entity)
         object.objectID = ObjectID(entityName: entity.name, storeIdentifier: store.identifier, primaryKey: primaryKey, temporaryNumber: nil)
         object.managedObjectContext = self
-        try load(row, into: object, root: root, store: store)
+        try load(row, into: object, root: root, store: store, decoding: decoding)
         registered[key] = object
         return object
     }
 
     /// Fills an object's values from its row, decoding transformed attributes in place.
-    func load(_ row: Row, into object: ManagedObject, root: EntityDescription, store: PersistentStore) throws {
+    func load(_ row: Row, into object: ManagedObject, root: EntityDescription, store: PersistentStore, decoding: Set<String>? = nil) throws {
         let entity = object.entity
         var values: [String: Any] = Dictionary(minimumCapacity: entity.storedAttributes.count + entity.storedToOne.count)
         let primaryKey: Int64 = row[0]
@@ -251,7 +251,9 @@ public final class ManagedObjectContext {
             }
             guard case .blob(let data) = dbValue.storage else { continue }
             let place = ValuePlace(storeIdentifier: store.identifier, entityName: entity.name, attributeName: attribute.name, primaryKey: primaryKey)
-            values[attribute.name] = try transformer(for: attribute, entity: entity).reverseTransformedValue(data, at: place)
+            let encoded = EncodedValue(data: data, place: place)
+            values[attribute.name] = decoding.map { $0.contains(attribute.name) } ?? true
+                ? try decode(encoded, attribute: attribute, entity: entity) : encoded
         }
         for (relationship, index) in entity.storedToOne {
             if let destination = row[index] as Int64? { values[relationship.name] = FaultReference(primaryKey: destination) }
@@ -264,6 +266,22 @@ public final class ManagedObjectContext {
         object.loadedToMany = []
         object.changedKeys = []
         object.version = row[2]
+    }
+
+    func decode(_ encoded: EncodedValue, attribute: AttributeDescription, entity: EntityDescription) throws -> Any {
+        try transformer(for: attribute, entity: entity).reverseTransformedValue(encoded.data, at: encoded.place)
+    }
+
+    /// Decodes every value of `object` a fetch left encoded (see `propertiesToFetch`).
+    ///
+    /// - throws: the transformer's error for the first value that cannot be decoded.
+    public func decodeValues(of object: ManagedObject) throws {
+        for (key, value) in object.values {
+            guard let encoded = value as? EncodedValue, let attribute = object.entity.attribute(named: key) else { continue }
+            let decoded = try decode(encoded, attribute: attribute, entity: object.entity)
+            object.values[key] = decoded
+            if object.committedValues[key] is EncodedValue { object.committedValues[key] = decoded }
+        }
     }
 
     func transformer(for attribute: AttributeDescription, entity: EntityDescription) throws -> ValueTransformer {

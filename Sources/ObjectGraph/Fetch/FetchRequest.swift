@@ -33,6 +33,10 @@ public struct FetchRequest<Result: ManagedObject> {
     public var includesSubentities = true
     /// Include objects inserted and exclude objects deleted in the context but not yet saved.
     public var includesPendingChanges = true
+    /// The Transformable attributes to decode while fetching (nil: all of them), as Core
+    /// Data's `propertiesToFetch`. The others stay encoded until first read, or until
+    /// ``ManagedObjectContext/decodeValues(of:)`` decodes them and reports any failure.
+    public var propertiesToFetch: Set<String>?
 
     public init(entityName: String, predicate: Predicate? = nil, sortDescriptors: [FetchSortDescriptor] = []) {
         self.entityName = entityName
