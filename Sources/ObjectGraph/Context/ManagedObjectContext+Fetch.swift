@@ -130,11 +130,18 @@ extension ManagedObjectContext {
 
     private func sorted(_ objects: [ManagedObject], by descriptors: [FetchSortDescriptor]) -> [ManagedObject] {
         guard !descriptors.isEmpty else { return objects }
-        let keys = objects.map { object in descriptors.map { object.value(forKeyPath: $0.key) } }
+        // Each key is read (and case-folded) once, not at every comparison.
+        let keys = objects.map { object in
+            descriptors.map { descriptor -> Any? in
+                let value = object.value(forKeyPath: descriptor.key)
+                if descriptor.caseInsensitive, let text = value as? String { return PredicateEvaluator.fold(text, .caseInsensitive) }
+                return value
+            }
+        }
         let order = objects.indices.sorted { a, b in
             for (index, descriptor) in descriptors.enumerated() {
                 let (left, right) = (keys[a][index], keys[b][index])
-                let options: Predicate.Options = descriptor.caseInsensitive ? .caseInsensitive : []
+                let options: Predicate.Options = []
                 let comparison: Int
                 switch (left, right) {
                 case (nil, nil): comparison = 0

@@ -78,6 +78,9 @@ enum PredicateEvaluator {
 
     /// The string operators, shared by the evaluator and the SQL function `OG_STRING_TEST`.
     static func stringTest(_ op: Predicate.Operator, _ text: String, _ pattern: String, _ options: Predicate.Options) -> Bool {
+        if op == .contains || op == .beginsWith || op == .endsWith, let result = asciiTest(op, text, pattern, ignoringCase: options.contains(.caseInsensitive)) {
+            return result
+        }
         let text = fold(text, options)
         switch op {
         case .matches:
@@ -89,8 +92,35 @@ enum PredicateEvaluator {
             switch op {
             case .beginsWith: return text.hasPrefix(pattern)
             case .endsWith: return text.hasSuffix(pattern)
-            case .contains: return pattern.isEmpty || text.utf8.firstRange(of: pattern.utf8) != nil
+            case .contains: return pattern.isEmpty || text.contains(pattern)
             default: return equal(text, pattern, [])
+            }
+        }
+    }
+
+    /// CONTAINS, BEGINSWITH and ENDSWITH on ASCII text, compared byte by byte (folding case
+    /// on the fly, no copies); nil when either string is not ASCII.
+    private static func asciiTest(_ op: Predicate.Operator, _ text: String, _ pattern: String, ignoringCase: Bool) -> Bool? {
+        var text = text
+        var pattern = pattern
+        return text.withUTF8 { haystack -> Bool? in
+            pattern.withUTF8 { needle -> Bool? in
+                guard !haystack.contains(where: { $0 >= 0x80 }), !needle.contains(where: { $0 >= 0x80 }) else { return nil }
+                guard needle.count <= haystack.count else { return false }
+                guard !needle.isEmpty else { return true }
+                @inline(__always) func folded(_ byte: UInt8) -> UInt8 { ignoringCase && byte >= 65 && byte <= 90 ? byte | 0x20 : byte }
+                func matches(at start: Int) -> Bool {
+                    for index in 0..<needle.count where folded(haystack[start + index]) != folded(needle[index]) { return false }
+                    return true
+                }
+                switch op {
+                case .beginsWith: return matches(at: 0)
+                case .endsWith: return matches(at: haystack.count - needle.count)
+                default:
+                    let first = folded(needle[0])
+                    for start in 0...(haystack.count - needle.count) where folded(haystack[start]) == first && matches(at: start) { return true }
+                    return false
+                }
             }
         }
     }
