@@ -16,6 +16,9 @@ enum ItemModel {
         return (coordinator, ManagedObjectContext(coordinator: coordinator))
     }
 
+    /// The attribute names, made once as an app's typed accessors would.
+    static let keys = (0..<10).map { "i\($0)" }
+
     /// The value of attribute `column` for row `row`: deterministic, spread out.
     static func value(_ row: Int, _ column: Int) -> Int { (row &* 7919 &+ column &* 104_729) % 1_000_003 }
 }
@@ -44,7 +47,7 @@ enum LibraryCases {
         let (_, context) = try ItemModel.stack(at: path)
         for row in 0..<rows {
             let item = context.insertNewObject(forEntityName: "Item")
-            for column in 0..<10 { item["i\(column)"] = ItemModel.value(row, column) }
+            for column in 0..<10 { item[ItemModel.keys[column]] = ItemModel.value(row, column) }
         }
         try context.save()
     }
@@ -57,7 +60,7 @@ enum LibraryCases {
             return try time {
                 for row in 0..<size {
                     let item = context.insertNewObject(forEntityName: "Item")
-                    for column in 0..<10 { item["i\(column)"] = ItemModel.value(row, column) }
+                    for column in 0..<10 { item[ItemModel.keys[column]] = ItemModel.value(row, column) }
                 }
                 try context.save()
             }
@@ -93,7 +96,7 @@ enum LibraryCases {
             var sum = 0
             let seconds = try time {
                 for item in try context.fetch(FetchRequest<ManagedObject>(entityName: "Item")) {
-                    for column in 0..<10 { sum &+= item["i\(column)"] as! Int }
+                    for column in 0..<10 { sum &+= item[ItemModel.keys[column]] as! Int }
                 }
             }
             try check(sum, rows: size)

@@ -62,9 +62,9 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     public internal(set) weak var managedObjectContext: ManagedObjectContext?
 
     /// Current values: attributes, to-one destinations (object or fault), loaded to-many arrays.
-    var values: [String: Any] = [:]
+    var values = PropertyValues()
     /// Attribute and to-one values as last read from or written to the store.
-    var committedValues: [String: Any] = [:]
+    var committedValues = PropertyValues()
     var loadedToMany: Set<String> = []
     var changedKeys: Set<String> = []
     /// `Z_OPT` of the row as this object last saw it.
@@ -92,7 +92,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
 
     /// The values changed since the last save or fetch, by key.
     public var changedValues: [String: Any] {
-        if isPendingInsert { return values }
+        if isPendingInsert { return Dictionary(values.map { ($0.key, $0.value) }, uniquingKeysWith: { _, new in new }) }
         var result: [String: Any] = [:]
         for key in changedKeys { result[key] = self[key] ?? NSNull() }
         return result
@@ -110,8 +110,9 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     }
 
     public func value(forKey key: String) -> Any? {
-        if entity.attributesByName[key] != nil {
-            guard let encoded = values[key] as? EncodedValue else { return values[key] }
+        if let type = entity.attributeType(of: key) {
+            let value = values[key]
+            guard type == .transformable, let encoded = value as? EncodedValue else { return value }
             return decoded(key, encoded)
         }
         guard let relationship = entity.relationshipsByName[key] else {
@@ -124,8 +125,8 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     public func value<T>(forKey key: String, as type: T.Type) -> T? { value(forKey: key) as? T }
 
     public func setValue(_ value: Any?, forKey key: String) {
-        if let attribute = entity.attributesByName[key] {
-            values[key] = StoredValues.normalized(value, for: attribute, entity: entity.name)
+        if let type = entity.attributeType(of: key) {
+            values[key] = StoredValues.normalized(value, type: type, key: key, entity: entity.name)
             markChanged(key)
             return
         }
@@ -187,7 +188,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     private func decoded(_ key: String, _ encoded: EncodedValue) -> Any? {
         guard let context = managedObjectContext else { return nil }
         do {
-            let value = try context.decode(encoded, attribute: entity.attributesByName[key]!, entity: entity)
+            let value = try context.decode(encoded, transformerName: entity.attributesByName[key]?.valueTransformerName, entity: entity, key: key)
             values[key] = value
             if committedValues[key] is EncodedValue { committedValues[key] = value }
             return value

@@ -101,12 +101,12 @@ extension ManagedObjectContext {
     private func primaryKey(of object: ManagedObject) -> Int64? { object.objectID.primaryKey ?? object.pendingPrimaryKey }
 
     /// The stored value of an attribute: encoded by its transformer when Transformable.
-    private func storedValue(of object: ManagedObject, _ attribute: AttributeDescription, store: PersistentStore, primaryKey: Int64) throws -> DatabaseValue {
-        guard attribute.type == .transformable else { return StoredValues.databaseValue(object.values[attribute.name], type: attribute.type) }
-        guard let value = object.values[attribute.name] else { return .null }
+    private func storedValue(of object: ManagedObject, _ column: StoredColumn, store: PersistentStore, primaryKey: Int64) throws -> DatabaseValue {
+        guard column.type == .transformable else { return StoredValues.databaseValue(object.values[column.name], type: column.type) }
+        guard let value = object.values[column.name] else { return .null }
         if let encoded = value as? EncodedValue { return encoded.data.databaseValue }
-        let place = ValuePlace(storeIdentifier: store.identifier, entityName: object.entity.name, attributeName: attribute.name, primaryKey: primaryKey)
-        return try transformer(for: attribute, entity: object.entity).transformedValue(value, at: place).databaseValue
+        let place = ValuePlace(storeIdentifier: store.identifier, entityName: object.entity.name, attributeName: column.name, primaryKey: primaryKey)
+        return try transformer(named: column.transformerName, entity: object.entity, key: column.name).transformedValue(value, at: place).databaseValue
     }
 
     /// The stored value of a to-one relationship: the destination's primary key.
@@ -123,11 +123,11 @@ extension ManagedObjectContext {
         let store = try coordinator.store(for: entity.rootEntity)
         let primaryKey = object.pendingPrimaryKey!
         var arguments: [DatabaseValue] = [primaryKey.databaseValue, entity.entityNumber.databaseValue, 1.databaseValue]
-        arguments.reserveCapacity(3 + entity.storedAttributes.count + entity.storedToOne.count)
-        for (attribute, _) in entity.storedAttributes { arguments.append(try storedValue(of: object, attribute, store: store, primaryKey: primaryKey)) }
+        arguments.reserveCapacity(3 + entity.storedColumns.count + entity.storedToOne.count)
+        for column in entity.storedColumns { arguments.append(try storedValue(of: object, column, store: store, primaryKey: primaryKey)) }
         for (relationship, _) in entity.storedToOne { arguments.append(storedValue(of: object, relationship)) }
         let sql = insertSQL[entity.name] ?? {
-            let columns = ["Z_PK", "Z_ENT", "Z_OPT"] + entity.storedAttributes.map(\.attribute.columnName) + entity.storedToOne.map(\.relationship.columnName)
+            let columns = ["Z_PK", "Z_ENT", "Z_OPT"] + entity.storedColumns.map(\.columnName) + entity.storedToOne.map(\.relationship.columnName)
             let sql = "INSERT INTO \(store.qualified(entity.rootEntity.tableName)) (\(columns.joined(separator: ", "))) VALUES (\(Array(repeating: "?", count: columns.count).joined(separator: ", ")))"
             insertSQL[entity.name] = sql
             return sql
@@ -143,9 +143,9 @@ extension ManagedObjectContext {
         let primaryKey = object.objectID.primaryKey!
         var assignments: [String] = []
         var arguments: [DatabaseValue] = []
-        for (attribute, _) in object.entity.storedAttributes where object.changedKeys.contains(attribute.name) {
-            assignments.append("\(attribute.columnName) = ?")
-            arguments.append(try storedValue(of: object, attribute, store: store, primaryKey: primaryKey))
+        for column in object.entity.storedColumns where object.changedKeys.contains(column.name) {
+            assignments.append("\(column.columnName) = ?")
+            arguments.append(try storedValue(of: object, column, store: store, primaryKey: primaryKey))
         }
         for (relationship, _) in object.entity.storedToOne where object.changedKeys.contains(relationship.name) {
             assignments.append("\(relationship.columnName) = ?")

@@ -201,9 +201,9 @@ public final class ManagedObjectContext {
             throw ObjectGraphError(code: .objectNotFound, message: "\(object.entity.name) row \(primaryKey) no longer exists", objects: [object])
         }
         let kept = mergeChanges ? object.changedKeys : []
-        let keptValues = object.values.filter { kept.contains($0.key) }
+        let keptValues = object.values.filter { kept.contains($0) }
         try load(row, into: object, root: root, store: store)
-        object.values.merge(keptValues) { _, mine in mine }
+        object.values.merge(keptValues)
         object.changedKeys = kept
         if kept.isEmpty { updatedSet.remove(object); unprocessedUpdated.remove(object) }
     }
@@ -241,19 +241,19 @@ public final class ManagedObjectContext {
     /// Fills an object's values from its row, decoding transformed attributes in place.
     func load(_ row: Row, into object: ManagedObject, root: EntityDescription, store: PersistentStore, decoding: Set<String>? = nil) throws {
         let entity = object.entity
-        var values: [String: Any] = Dictionary(minimumCapacity: entity.storedAttributes.count + entity.storedToOne.count)
+        var values = PropertyValues(minimumCapacity: entity.storedColumns.count + entity.storedToOne.count)
         let primaryKey: Int64 = row[0]
-        for (attribute, index) in entity.storedAttributes {
-            let dbValue = row[index] as DatabaseValue
-            guard attribute.type == .transformable else {
-                if let value = StoredValues.value(dbValue, type: attribute.type) { values[attribute.name] = value }
+        for column in entity.storedColumns {
+            let dbValue = row[column.index] as DatabaseValue
+            guard column.type == .transformable else {
+                if let value = StoredValues.value(dbValue, type: column.type) { values[column.name] = value }
                 continue
             }
             guard case .blob(let data) = dbValue.storage else { continue }
-            let place = ValuePlace(storeIdentifier: store.identifier, entityName: entity.name, attributeName: attribute.name, primaryKey: primaryKey)
+            let place = ValuePlace(storeIdentifier: store.identifier, entityName: entity.name, attributeName: column.name, primaryKey: primaryKey)
             let encoded = EncodedValue(data: data, place: place)
-            values[attribute.name] = decoding.map { $0.contains(attribute.name) } ?? true
-                ? try decode(encoded, attribute: attribute, entity: entity) : encoded
+            values[column.name] = decoding.map { $0.contains(column.name) } ?? true
+                ? try decode(encoded, transformerName: column.transformerName, entity: entity, key: column.name) : encoded
         }
         for (relationship, index) in entity.storedToOne {
             if let destination = row[index] as Int64? { values[relationship.name] = FaultReference(primaryKey: destination) }
@@ -268,8 +268,8 @@ public final class ManagedObjectContext {
         object.version = row[2]
     }
 
-    func decode(_ encoded: EncodedValue, attribute: AttributeDescription, entity: EntityDescription) throws -> Any {
-        try transformer(for: attribute, entity: entity).reverseTransformedValue(encoded.data, at: encoded.place)
+    func decode(_ encoded: EncodedValue, transformerName: String?, entity: EntityDescription, key: String) throws -> Any {
+        try transformer(named: transformerName, entity: entity, key: key).reverseTransformedValue(encoded.data, at: encoded.place)
     }
 
     /// Decodes every value of `object` a fetch left encoded (see `propertiesToFetch`).
@@ -278,16 +278,16 @@ public final class ManagedObjectContext {
     public func decodeValues(of object: ManagedObject) throws {
         for (key, value) in object.values {
             guard let encoded = value as? EncodedValue, let attribute = object.entity.attribute(named: key) else { continue }
-            let decoded = try decode(encoded, attribute: attribute, entity: object.entity)
+            let decoded = try decode(encoded, transformerName: attribute.valueTransformerName, entity: object.entity, key: key)
             object.values[key] = decoded
             if object.committedValues[key] is EncodedValue { object.committedValues[key] = decoded }
         }
     }
 
-    func transformer(for attribute: AttributeDescription, entity: EntityDescription) throws -> ValueTransformer {
-        let name = attribute.valueTransformerName ?? ValueTransformerRegistry.defaultTransformerName
+    func transformer(named transformerName: String?, entity: EntityDescription, key: String) throws -> ValueTransformer {
+        let name = transformerName ?? ValueTransformerRegistry.defaultTransformerName
         guard let transformer = coordinator.valueTransformers.transformer(named: name) else {
-            throw ObjectGraphError(code: .saveFailed, message: "no value transformer named '\(name)' is registered (for \(entity.name).\(attribute.name))")
+            throw ObjectGraphError(code: .saveFailed, message: "no value transformer named '\(name)' is registered (for \(entity.name).\(key))")
         }
         return transformer
     }

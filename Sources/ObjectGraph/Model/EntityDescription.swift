@@ -32,9 +32,17 @@ public final class EntityDescription: CustomStringConvertible {
     /// Every attribute and to-one column of this entity and all its sub-entities: the root table's columns.
     var tableAttributes: [AttributeDescription] = []
     var tableToOneRelationships: [RelationshipDescription] = []
-    /// Stored attributes and to-one relationships, with their column positions in the root
-    /// table's `SELECT`: computed once, used for every row read or written.
-    var storedAttributes: [(attribute: AttributeDescription, column: Int)] = []
+    /// Stored attributes (lean) and to-one relationships, with their column positions in the
+    /// root table's `SELECT`: computed once, used for every row read or written.
+    var storedColumns: [StoredColumn] = []
+    /// Attribute names and types, for key-value access without hashing or copying descriptions.
+    var attributeNames: [String] = []
+    var attributeTypeList: [AttributeType] = []
+
+    @inline(__always)
+    func attributeType(of key: String) -> AttributeType? {
+        attributeNames.firstIndex(of: key).map { attributeTypeList[$0] }
+    }
     var storedToOne: [(relationship: RelationshipDescription, column: Int)] = []
     var transientAttributes: [AttributeDescription] = []
     /// Per attribute (same order as `attributes`): whether validation has more to check than presence.
@@ -93,4 +101,13 @@ public final class EntityDescription: CustomStringConvertible {
     }
 
     public var description: String { "<Entity \(name) #\(entityNumber)>" }
+}
+
+/// One stored attribute of an entity, as reading and writing rows needs it.
+struct StoredColumn {
+    let name: String
+    let columnName: String
+    let type: AttributeType
+    let index: Int
+    let transformerName: String
 }

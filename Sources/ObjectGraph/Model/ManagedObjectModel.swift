@@ -101,9 +101,14 @@ public final class ManagedObjectModel {
         }
         for entity in ordered {
             let root = entity.rootEntity
-            entity.storedAttributes = entity.attributes.filter { !$0.isTransient }.compactMap { attribute in
-                root.columnIndex[attribute.columnName].map { (attribute, $0) }
+            entity.storedColumns = entity.attributes.filter { !$0.isTransient }.compactMap { attribute in
+                root.columnIndex[attribute.columnName].map {
+                    StoredColumn(name: attribute.name, columnName: attribute.columnName, type: attribute.type, index: $0,
+                                 transformerName: attribute.valueTransformerName ?? ValueTransformerRegistry.defaultTransformerName)
+                }
             }
+            entity.attributeNames = entity.attributes.map(\.name)
+            entity.attributeTypeList = entity.attributes.map(\.type)
             entity.storedToOne = entity.relationships.filter { !$0.isToMany }.compactMap { relationship in
                 root.columnIndex[relationship.columnName].map { (relationship, $0) }
             }

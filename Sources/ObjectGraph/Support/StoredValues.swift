@@ -86,12 +86,15 @@ enum StoredValues {
 
     /// Converts what a caller assigned into the attribute's canonical Swift type, or traps
     /// on a type mismatch (a programmer error, as in Core Data).
-    static func normalized(_ value: Any?, for attribute: AttributeDescription, entity: String) -> Any? {
-        guard let value, !(value is NSNull) else { return nil }
+    static func normalized(_ value: Any?, type attributeType: AttributeType, key: String, entity: String) -> Any? {
+        guard let value else { return nil }
+        // The common case first: an Int for an integer attribute.
+        if attributeType.isInteger, let integer = value as? Int { return integer }
+        if value is NSNull { return nil }
         func mismatch() -> Never {
-            preconditionFailure("Unacceptable type of value for attribute \(entity).\(attribute.name): \(type(of: value)) is not \(attribute.type.rawValue)")
+            preconditionFailure("Unacceptable type of value for attribute \(entity).\(key): \(type(of: value)) is not \(attributeType.rawValue)")
         }
-        switch attribute.type {
+        switch attributeType {
         case .integer16, .integer32, .integer64:
             switch value {
             case let v as Int: return v
