@@ -46,7 +46,6 @@ public final class Category: ManagedObject, ManagedEntity {
     public static let entityName = "Category"
     public var id: Int64 { objectID.primaryKey ?? 0 }
     public var name: String { self["name"] as? String ?? "" }
-    public var entries: [PasswordEntry] { (self["systems"] as? [ManagedObject] ?? []).compactMap { $0 as? PasswordEntry } }
 
     public override func validateForSave(into errors: inout [ValidationError]) {
         guard let context = managedObjectContext, changedValues["name"] != nil || isInserted else { return }

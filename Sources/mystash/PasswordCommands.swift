@@ -44,7 +44,7 @@ struct PasswordCommand: ParsableCommand {
         @Option(name: .customLong("user"), help: "Record this user ID or login name.") var userId: String?
         @Option(help: "Record this address (scheme://...).") var url: String?
         @Option(help: "File the entry under this category.") var category: String?
-        @Option(help: "Record these notes with the entry.") var notes: String?
+        @Flag(help: "Write the entry's notes in $EDITOR, on a private file in /dev/shm (notes are never arguments).") var editNotes = false
         @Flag(help: "Generate a random password instead of reading one.") var generate = false
         @OptionGroup var generator: GeneratorOptions
 
@@ -52,6 +52,7 @@ struct PasswordCommand: ParsableCommand {
             try reportingErrors {
                 let vault = try options.openUnlockedVault()
                 let password = try readEntryPassword(generate: generate, generator: generator)
+                let notes = editNotes ? try Terminal.edit("") : nil
                 let id = try vault.addEntry(name: name, password: password, userId: userId, url: url, category: category, notes: notes)
                 Terminal.printError("Added entry \(id).")
             }
@@ -95,7 +96,7 @@ struct PasswordCommand: ParsableCommand {
         @Option(name: .customLong("user"), help: "Change the user ID ('' clears it).") var userId: String?
         @Option(help: "Change the address ('' clears it).") var url: String?
         @Option(help: "Move the entry to this category ('' for none).") var category: String?
-        @Option(help: "Change the notes ('' clears them).") var notes: String?
+        @Flag(help: "Change the notes in $EDITOR, on a private file in /dev/shm (emptying them clears them).") var editNotes = false
         @Flag(help: "Read a new password (standard input, else asked twice).") var newPassword = false
         @Flag(help: "Generate a new random password.") var generate = false
         @OptionGroup var generator: GeneratorOptions
@@ -108,6 +109,7 @@ struct PasswordCommand: ParsableCommand {
             try reportingErrors {
                 let vault = try options.openUnlockedVault()
                 let password = newPassword || generate ? try readEntryPassword(generate: generate, generator: generator) : nil
+                let notes = editNotes ? try Terminal.edit(try vault.entry(entry, reveal: false).notes ?? "") : nil
                 try vault.editEntry(entry, EntryChanges(name: name, userId: userId, url: url, category: category, password: password, notes: notes))
                 Terminal.printError("Saved.")
             }

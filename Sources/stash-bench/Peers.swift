@@ -145,9 +145,7 @@ struct PassLike: Peer {
 
     func list() throws -> Measurement { try run(["ls"]) }
     func show(name: String) throws -> Measurement { try run(["show", "Passwords/\(name)"]) }
-    func search(_ word: String) throws -> Measurement {
-        name == "gopass" ? try run(["grep", word]) : try run(["grep", word])
-    }
+    func search(_ word: String) throws -> Measurement { try run(["grep", word]) }
     func unlock() throws -> Measurement? { nil }
 }
 

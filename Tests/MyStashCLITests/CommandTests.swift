@@ -62,7 +62,9 @@ final class CommandTests: CLITestCase {
 
     func testPasswords() throws {
         try initVault()
-        try runOK(["password", "add", "GitHub", "--user", "ada", "--url", "https://github.com", "--category", "web site", "--notes", "2FA on"], stdin: "hunter2\n")
+        // Notes come from $EDITOR, never from the command line; this "editor" writes them.
+        try runOK(["password", "add", "GitHub", "--user", "ada", "--url", "https://github.com", "--category", "web site", "--edit-notes"],
+                  stdin: "hunter2\n", environment: ["EDITOR": "printf '2FA on' >"])
         let generated = try runOK(["password", "add", "Router", "--generate", "--length", "32", "--no-symbols", "--category", "Wi-Fi"])
         XCTAssertTrue(generated.stderr.contains("Generated a password of 191 bits"), generated.stderr)
 
