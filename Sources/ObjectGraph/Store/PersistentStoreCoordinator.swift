@@ -72,7 +72,7 @@ public final class PersistentStoreCoordinator {
                 connection = try makeConnection(path: path)
             }
             try connection!.inDatabase { db in try db.execute(sql: "PRAGMA \(schemaName).secure_delete = ON") }
-            try write { db in try self.prepare(store, name: name, db: db) }
+            try write { db in try self.prepare(store, name: name, options: options, db: db) }
         }
         persistentStores.append(store)
         for entity in entities { storeByEntityName[entity.name] = store }
@@ -102,7 +102,7 @@ public final class PersistentStoreCoordinator {
         return path == ":memory:" ? try DatabaseQueue(configuration: configuration) : try DatabaseQueue(path: path, configuration: configuration)
     }
 
-    private func prepare(_ store: PersistentStore, name: String, db: Database) throws {
+    private func prepare(_ store: PersistentStore, name: String, options: StoreOptions, db: Database) throws {
         let hasMetadata = try Bool.fetchOne(db, sql: "SELECT COUNT(*) > 0 FROM \(store.qualified("sqlite_master")) WHERE name = 'Z_METADATA'") ?? false
         if !hasMetadata {
             let tableCount = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM \(store.qualified("sqlite_master"))") ?? 0
@@ -134,7 +134,22 @@ public final class PersistentStoreCoordinator {
         }
         store.identifier = identifier
         store.metadata = metadata
-        try checkCompatibility(of: store, name: name)
+        guard !options.ignoresVersioning else { return }
+        if metadata[StoreMetadataKey.entityShapes] == nil {
+            try checkStructuralCompatibility(of: store, name: name, db: db)
+        } else {
+            try checkCompatibility(of: store, name: name)
+        }
+    }
+
+    /// A store without ObjectGraph's shape metadata (one written by Apple's Core Data) is
+    /// checked by what it holds: see ``StoreShape`` for the rule.
+    private func checkStructuralCompatibility(of store: PersistentStore, name: String, db: Database) throws {
+        let differences = try StoreShape(db, schema: store.schemaName).differences(from: managedObjectModel, entities: store.entities)
+        guard !differences.isEmpty else { return }
+        throw ObjectGraphError(code: .incompatibleVersionHash,
+                               message: "the store '\(name)' does not fit the model '\(managedObjectModel.versionIdentifier)': "
+                                   + differences.map(\.description).joined(separator: "; "))
     }
 
     private func modelMetadata(for store: PersistentStore) -> [String: Any] {
