@@ -236,9 +236,7 @@ final class StoreMigration {
 
     private func checkBeforeWriting() throws {
         var refusals: [String] = []
-        for (key, pairs) in links.sorted(by: {
-            ($0.key.entity, $0.key.relationship) < ($1.key.entity, $1.key.relationship)
-        }) {
+        for (key, pairs) in sortedLinks {
             guard let entity = destination.entity(named: key.entity),
                 let relationship = entity.relationship(named: key.relationship)
             else { continue }
@@ -441,8 +439,14 @@ final class StoreMigration {
         }
     }
 
+    /// Links sorted, so that a migration writes the same rows in the same order every time.
+    private var sortedLinks: [(key: LinkKey, pairs: [Link])] {
+        links.sorted { ($0.key.entity, $0.key.relationship) < ($1.key.entity, $1.key.relationship) }
+            .map { ($0.key, $0.value.sorted { ($0.owner, $0.target) < ($1.owner, $1.target) }) }
+    }
+
     private func writeLinks() throws {
-        for (key, pairs) in links {
+        for (key, pairs) in sortedLinks {
             guard let entity = destination.entity(named: key.entity),
                 let relationship = entity.relationship(named: key.relationship),
                 let target = destination.entity(named: relationship.destinationEntityName)
