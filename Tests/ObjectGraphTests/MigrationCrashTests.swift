@@ -7,35 +7,63 @@ import XCTest
 /// two entities under a new parent and turns a to-one into a many-to-many.
 enum CrashTrialModels {
     static func version1() throws -> ManagedObjectModel {
-        try ManagedObjectModel(entities: [
-            EntityDescription(name: "Folder", attributes: [AttributeDescription(name: "name", type: .string)],
-                              relationships: [RelationshipDescription(name: "cards", destination: "Card", inverse: "folder",
-                                                                      isToMany: true)]),
-            EntityDescription(name: "Card", attributes: [
-                AttributeDescription(name: "title", type: .string),
-                AttributeDescription(name: "secret", type: .transformable, valueTransformerName: PlaceBoundTransformer.name),
-                AttributeDescription(name: "legacy", type: .string),
-            ], relationships: [RelationshipDescription(name: "folder", destination: "Folder", inverse: "cards")]),
-            EntityDescription(name: "Memo", attributes: [AttributeDescription(name: "title", type: .string),
-                                                         AttributeDescription(name: "text", type: .string)]),
-        ], versionIdentifier: "V1")
+        try ManagedObjectModel(
+            entities: [
+                EntityDescription(
+                    name: "Folder", attributes: [AttributeDescription(name: "name", type: .string)],
+                    relationships: [
+                        RelationshipDescription(
+                            name: "cards", destination: "Card", inverse: "folder",
+                            isToMany: true)
+                    ]),
+                EntityDescription(
+                    name: "Card",
+                    attributes: [
+                        AttributeDescription(name: "title", type: .string),
+                        AttributeDescription(
+                            name: "secret", type: .transformable, valueTransformerName: PlaceBoundTransformer.name),
+                        AttributeDescription(name: "legacy", type: .string),
+                    ],
+                    relationships: [RelationshipDescription(name: "folder", destination: "Folder", inverse: "cards")]),
+                EntityDescription(
+                    name: "Memo",
+                    attributes: [
+                        AttributeDescription(name: "title", type: .string),
+                        AttributeDescription(name: "text", type: .string),
+                    ]),
+            ], versionIdentifier: "V1")
     }
 
     static func version2() throws -> ManagedObjectModel {
-        try ManagedObjectModel(entities: [
-            EntityDescription(name: "Folder", attributes: [AttributeDescription(name: "name", type: .string)],
-                              relationships: [RelationshipDescription(name: "cards", destination: "Login", inverse: "folders",
-                                                                      isToMany: true)]),
-            EntityDescription(name: "Item", isAbstract: true, attributes: [AttributeDescription(name: "title", type: .string)]),
-            EntityDescription(name: "Login", parent: "Item", attributes: [
-                AttributeDescription(name: "password", type: .transformable, valueTransformerName: PlaceBoundTransformer.name,
-                                     elementID: "secret"),
-                AttributeDescription(name: "favourite", type: .boolean, isOptional: false, defaultValueString: "NO"),
-            ], relationships: [RelationshipDescription(name: "folders", destination: "Folder", inverse: "cards",
-                                                       isToMany: true, elementID: "folder")],
-            elementID: "Card"),
-            EntityDescription(name: "Memo", parent: "Item", attributes: [AttributeDescription(name: "text", type: .string)]),
-        ], versionIdentifier: "V2")
+        try ManagedObjectModel(
+            entities: [
+                EntityDescription(
+                    name: "Folder", attributes: [AttributeDescription(name: "name", type: .string)],
+                    relationships: [
+                        RelationshipDescription(
+                            name: "cards", destination: "Login", inverse: "folders",
+                            isToMany: true)
+                    ]),
+                EntityDescription(
+                    name: "Item", isAbstract: true, attributes: [AttributeDescription(name: "title", type: .string)]),
+                EntityDescription(
+                    name: "Login", parent: "Item",
+                    attributes: [
+                        AttributeDescription(
+                            name: "password", type: .transformable, valueTransformerName: PlaceBoundTransformer.name,
+                            elementID: "secret"),
+                        AttributeDescription(
+                            name: "favourite", type: .boolean, isOptional: false, defaultValueString: "NO"),
+                    ],
+                    relationships: [
+                        RelationshipDescription(
+                            name: "folders", destination: "Folder", inverse: "cards",
+                            isToMany: true, elementID: "folder")
+                    ],
+                    elementID: "Card"),
+                EntityDescription(
+                    name: "Memo", parent: "Item", attributes: [AttributeDescription(name: "text", type: .string)]),
+            ], versionIdentifier: "V2")
     }
 
     static var versions: ModelVersions {
@@ -62,7 +90,8 @@ final class MigrationChildEntry: MigrationTestCase {
 final class MigrationCrashTests: MigrationTestCase {
     /// Every table but `Z_METADATA` (its property list's key order varies), as `sqlite3 .dump` prints it.
     func dump(_ url: URL) throws -> [String] {
-        let tables = try sqlite3(url, "SELECT name FROM sqlite_master WHERE type = 'table' AND name != 'Z_METADATA' ORDER BY name")
+        let tables = try sqlite3(
+            url, "SELECT name FROM sqlite_master WHERE type = 'table' AND name != 'Z_METADATA' ORDER BY name")
         return try tables.flatMap { try sqlite3(url, ".dump \($0)") }
     }
 
@@ -97,7 +126,8 @@ final class MigrationCrashTests: MigrationTestCase {
         let traceFile = directory.appendingPathComponent("trace-\(UUID().uuidString).txt")
         var arguments = ["-f", "-qq", "-o", traceFile.path, "-e", "trace=\(syscall)"]
         if let when { arguments += ["-e", "inject=\(syscall):signal=KILL:when=\(when)"] }
-        process.arguments = arguments + [testBinary.path, "ObjectGraphTests.MigrationChildEntry/testMigrationChildEntryPoint"]
+        process.arguments =
+            arguments + [testBinary.path, "ObjectGraphTests.MigrationChildEntry/testMigrationChildEntryPoint"]
         var environment = ProcessInfo.processInfo.environment
         environment["OG_MIGRATE_STORE"] = store.path
         process.environment = environment
@@ -119,7 +149,9 @@ final class MigrationCrashTests: MigrationTestCase {
     }
 
     func testAMigrationKilledAtAnyWriteLeavesTheOldOrTheNewStoreNeverAMix() throws {
-        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/strace") else { throw XCTSkip("strace is not installed") }
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/strace") else {
+            throw XCTSkip("strace is not installed")
+        }
         let pristine = directory.appendingPathComponent("pristine.sqlite")
         try makeTrialStore(pristine)
         let oldDump = try dump(pristine)
@@ -131,7 +163,8 @@ final class MigrationCrashTests: MigrationTestCase {
         let full = try runChild(store: store, syscall: kinds.joined(separator: ","), when: nil)
         XCTAssertTrue(full.finished, "the migration did not finish when nothing killed it")
         let lines = full.trace.split(separator: "\n").filter { !$0.contains("resumed>") }
-        let calls = Dictionary(uniqueKeysWithValues: kinds.map { kind in (kind, lines.filter { $0.contains(" \(kind)(") }.count) })
+        let calls = Dictionary(
+            uniqueKeysWithValues: kinds.map { kind in (kind, lines.filter { $0.contains(" \(kind)(") }.count) })
         XCTAssertGreaterThan(calls["pwrite64"] ?? 0, 30)
         let newDump = try dump(store)
         XCTAssertNotEqual(newDump, oldDump)
@@ -141,7 +174,8 @@ final class MigrationCrashTests: MigrationTestCase {
         // lock calls too, some of which come after the commit.
         let environment = ProcessInfo.processInfo.environment
         let writeTrials = environment["OG_MIGRATION_SWEEP"] != nil ? calls["pwrite64"] ?? 0 : 32
-        let points = spread(writeTrials, over: calls["pwrite64"] ?? 0).map { ("pwrite64", $0) }
+        let points =
+            spread(writeTrials, over: calls["pwrite64"] ?? 0).map { ("pwrite64", $0) }
             + spread(6, over: calls["fdatasync"] ?? 0).map { ("fdatasync", $0) }
             + spread(12, over: calls["fcntl"] ?? 0).map { ("fcntl", $0) }
         var (kills, old, new) = (0, 0, 0)
@@ -157,10 +191,14 @@ final class MigrationCrashTests: MigrationTestCase {
             } else if after == newDump {
                 new += 1
             } else {
-                XCTFail("killed at \(syscall) \(point) of \(calls[syscall] ?? 0): the store is neither the old nor the new one")
+                XCTFail(
+                    "killed at \(syscall) \(point) of \(calls[syscall] ?? 0): "
+                        + "the store is neither the old nor the new one"
+                )
             }
             XCTAssertEqual(try sqlite3(store, "PRAGMA integrity_check"), ["ok"], "\(syscall) \(point)")
-            for name in try FileManager.default.contentsOfDirectory(atPath: directory.path) where name.hasPrefix("store.sqlite-") {
+            for name in try FileManager.default.contentsOfDirectory(atPath: directory.path)
+            where name.hasPrefix("store.sqlite-") {
                 try FileManager.default.removeItem(at: directory.appendingPathComponent(name))
             }
         }
