@@ -32,6 +32,8 @@ public final class PersistentStoreCoordinator {
     /// The connection while a transaction runs, so work inside it does not reenter the queue.
     private var activeDatabase: Database?
     private var storeByEntityName: [String: PersistentStore] = [:]
+    /// How many reads ran, so tests can see that prefetched relationships need none.
+    var readCount = 0
 
     public init(managedObjectModel: ManagedObjectModel, busyTimeout: TimeInterval = 10) {
         self.managedObjectModel = managedObjectModel
@@ -250,6 +252,7 @@ public final class PersistentStoreCoordinator {
 
     /// Runs `body` in a read transaction (or inside the transaction already running).
     func read<T>(_ body: (Database) throws -> T) throws -> T {
+        readCount += 1
         if let activeDatabase { return try body(activeDatabase) }
         guard let connection else { preconditionFailure("The coordinator has no open store") }
         return try connection.inDatabase { db in
