@@ -9,6 +9,7 @@ let package = Package(
         .library(name: "StashCrypto", targets: ["StashCrypto"]),
         .library(name: "MyStashKit", targets: ["MyStashKit"]),
         .executable(name: "mystash", targets: ["mystash"]),
+        .executable(name: "objectgraph", targets: ["objectgraph"]),
     ],
     dependencies: [
         .package(url: "https://github.com/groue/GRDB.swift", exact: "7.10.0"),
@@ -36,6 +37,10 @@ let package = Package(
         .executableTarget(
             name: "mystash",
             dependencies: ["MyStashKit", "StashCrypto", "CLinuxSupport", "TerminalUI", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
+        .executableTarget(
+            name: "objectgraph",
+            dependencies: ["ObjectGraph", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
         .executableTarget(
             name: "stash-bench",
