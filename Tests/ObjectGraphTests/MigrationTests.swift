@@ -416,6 +416,127 @@ final class MigrationTests: MigrationTestCase {
         XCTAssertEqual(Set(try context.objects("Entry").compactMap(\.objectID.primaryKey)).count, 6)
     }
 
+    func testEntitiesLeavingTheirParentGetTablesOfTheirOwn() throws {
+        let inherited = try tasks("A", inherited: true)
+        let url = try makeStore(inherited) { context in
+            let project = context.insertNewObject(forEntityName: "Project")
+            project["name"] = "garden"
+            let task = context.insertNewObject(forEntityName: "Task")
+            task["title"] = "mow"
+            task["project"] = project
+            context.insertNewObject(forEntityName: "Note")["title"] = "seeds"
+        }
+        let flat = try tasks("B", inherited: false)
+        let (coordinator, context) = try openMigrating(url, ModelVersions(versions: [inherited], current: flat))
+        XCTAssertEqual(try context.objects("Note").compactMap { $0["title"] as? String }, ["seeds"])
+        let task = try XCTUnwrap(try context.objects("Task").first)
+        XCTAssertEqual(task["title"] as? String, "mow")
+        XCTAssertEqual((task["project"] as? ManagedObject)?["name"] as? String, "garden")
+        XCTAssertTrue(
+            coordinator.migrationReports[0].hops[0].changes.map(\.description).contains(
+                "remove entity Entry and its objects"))
+        try coordinator.close()
+        XCTAssertEqual(
+            try sqlite3(url, "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'Z%' ORDER BY name"),
+            ["ZNOTE", "ZPROJECT", "ZTASK", "Z_METADATA", "Z_PRIMARYKEY"])
+    }
+
+    func testAVersionThatOnlyMakesAnAttributeRequiredIsFoundByTheRecordedIdentifier() throws {
+        let optional = try model(
+            "V1", [EntityDescription(name: "Item", attributes: [AttributeDescription(name: "name", type: .string)])])
+        let required = try model(
+            "V2",
+            [
+                EntityDescription(
+                    name: "Item",
+                    attributes: [
+                        AttributeDescription(
+                            name: "name", type: .string, isOptional: false, defaultValueString: "unnamed")
+                    ])
+            ])
+        // Their stores look the same; the identifier recorded in the store tells them apart.
+        XCTAssertEqual(optional.entityVersionHashesByName, required.entityVersionHashesByName)
+        let url = try makeStore(optional) { context in
+            context.insertNewObject(forEntityName: "Item")["name"] = "kept"
+            context.insertNewObject(forEntityName: "Item")
+        }
+        let (coordinator, context) = try openMigrating(url, ModelVersions(versions: [optional], current: required))
+        XCTAssertEqual(Set(try context.objects("Item").compactMap { $0["name"] as? String }), ["kept", "unnamed"])
+        XCTAssertEqual(
+            coordinator.migrationReports.first?.hops.first?.changes.map(\.description),
+            ["make Item.name required, empty values become unnamed"])
+    }
+
+    func testStoresOfTwoConfigurationsMigrateOnOneCoordinator() throws {
+        func shop(_ version: String, renamed: Bool) throws -> ManagedObjectModel {
+            try ManagedObjectModel(
+                entities: [
+                    EntityDescription(
+                        name: "Note",
+                        attributes: [
+                            AttributeDescription(
+                                name: renamed ? "body" : "text", type: .transformable,
+                                valueTransformerName: PlaceBoundTransformer.name, elementID: renamed ? "text" : nil)
+                        ]),
+                    EntityDescription(
+                        name: "Entry",
+                        attributes: [
+                            AttributeDescription(
+                                name: "password", type: .transformable,
+                                valueTransformerName: PlaceBoundTransformer.name)
+                        ]
+                            + (renamed
+                                ? [
+                                    AttributeDescription(
+                                        name: "uses", type: .integer32, isOptional: false, defaultValueString: "0")
+                                ] : [])),
+                ], configurations: ["Notes": ["Note"], "Passwords": ["Entry"]], versionIdentifier: version)
+        }
+        let v1 = try shop("V1", renamed: false)
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: v1)
+        coordinator.valueTransformers.register(PlaceBoundTransformer(), forName: PlaceBoundTransformer.name)
+        let notes = directory.appendingPathComponent("Notes.sqlite"),
+            passwords = directory.appendingPathComponent("Passwords.sqlite")
+        try coordinator.addPersistentStore(type: .sqlite, configuration: "Notes", at: notes)
+        try coordinator.addPersistentStore(type: .sqlite, configuration: "Passwords", at: passwords)
+        let context = ManagedObjectContext(coordinator: coordinator, notificationCenter: NotificationCenter())
+        context.insertNewObject(forEntityName: "Note")["text"] = "door code"
+        context.insertNewObject(forEntityName: "Entry")["password"] = "hunter2"
+        try context.save()
+        try coordinator.close()
+
+        let migrating = PersistentStoreCoordinator(
+            modelVersions: ModelVersions(versions: [v1], current: try shop("V2", renamed: true)))
+        migrating.valueTransformers.register(PlaceBoundTransformer(), forName: PlaceBoundTransformer.name)
+        var options = StoreOptions()
+        options.migratesAutomatically = true
+        options.infersMappingModel = true
+        try migrating.addPersistentStore(type: .sqlite, configuration: "Notes", at: notes, options: options)
+        // The second store is attached to the first one's connection: its migration runs there.
+        try migrating.addPersistentStore(type: .sqlite, configuration: "Passwords", at: passwords, options: options)
+        XCTAssertEqual(migrating.migrationReports.map(\.storeName), ["Notes.sqlite", "Passwords.sqlite"])
+        let migrated = ManagedObjectContext(coordinator: migrating, notificationCenter: NotificationCenter())
+        XCTAssertEqual(try migrated.objects("Note").first?["body"] as? String, "door code")
+        let entry = try XCTUnwrap(try migrated.objects("Entry").first)
+        XCTAssertEqual(entry["password"] as? String, "hunter2")
+        XCTAssertEqual(entry["uses"] as? Int, 0)
+        try migrating.close()
+        XCTAssertEqual(try sqlite3(notes, "SELECT name FROM sqlite_master WHERE name = 'ZENTRY'"), [])
+        XCTAssertEqual(try sqlite3(passwords, "SELECT name FROM sqlite_master WHERE name = 'ZNOTE'"), [])
+    }
+
+    func testRowsOfNoKnownEntityAreReportedDropped() throws {
+        let url = try makeStore(try itemV1(), fill: fillItems)
+        _ = try sqlite3(url, "UPDATE ZITEM SET Z_ENT = 42 WHERE ZNAME = 'b'")
+        let (coordinator, context) = try openMigrating(
+            url, ModelVersions(versions: [try itemV1()], current: try itemV2()))
+        XCTAssertEqual(try context.objects("Item").count, 2)
+        XCTAssertTrue(
+            coordinator.migrationReports[0].dropped.contains(
+                "1 rows of ZITEM (no entity of the model has their Z_ENT)"),
+            "\(coordinator.migrationReports[0].dropped)")
+    }
+
     // MARK: - Versions from an .xcdatamodeld, Apple's stores, custom steps
 
     static var wibosco: URL { fixturesURL.appendingPathComponent("CoreData/wibosco-migration-example") }

@@ -89,10 +89,19 @@ final class StoreMigration {
         for root in sourceRoots where try tableExists(root.tableName) {
             oldTables.append(root.tableName)
             var rows: [Int64: Int] = [:]
+            var unknown = 0
             for row in try Row.fetchAll(db, sql: "SELECT Z_PK, Z_ENT FROM \(qualified(root.tableName))") {
-                rows[row[0]] = row[1]
+                // A damaged row (no key, or an entity number the old model lacks) belongs to no entity.
+                guard let key: Int64 = row[0], let number: Int = row[1], source.entity(number: number) != nil else {
+                    unknown += 1
+                    continue
+                }
+                rows[key] = number
             }
             entityOfRow[root.name] = rows
+            if unknown > 0 {
+                report.dropped.append("\(unknown) rows of \(root.tableName) (no entity of the model has their Z_ENT)")
+            }
         }
         for entity in plan.sourceEntities {
             for relationship in entity.declaredRelationships where SQLiteSchema.usesJoinTable(relationship, in: source)
@@ -188,7 +197,7 @@ final class StoreMigration {
                     db,
                     sql:
                         "SELECT Z_PK, \(old.columnName) FROM \(ownerTable)"
-                            + " WHERE Z_ENT = ? AND \(old.columnName) IS NOT NULL",
+                        + " WHERE Z_ENT = ? AND \(old.columnName) IS NOT NULL",
                     arguments: [owners.entityNumber])
             } else if SQLiteSchema.usesJoinTable(old, in: source) {
                 let join = SQLiteSchema.joinTable(for: old, of: owners, in: source)
@@ -213,9 +222,9 @@ final class StoreMigration {
             let targetRoot = oldTarget.rootEntity.name
             var dropped = 0
             for pair in pairs {
-                let (owner, target): (Int64, Int64) = (pair[0], pair[1])
                 // The target must still exist, as an entity the new relationship may point to.
-                guard let number = entityOfRow[targetRoot]?[target], let oldEntity = source.entity(number: number),
+                guard let owner: Int64 = pair[0], let target: Int64 = pair[1],
+                    let number = entityOfRow[targetRoot]?[target], let oldEntity = source.entity(number: number),
                     let targetMapping = plan.mappings.first(where: { $0.source === oldEntity }),
                     targetMapping.destination.isKind(of: newTarget)
                 else {
@@ -402,7 +411,7 @@ final class StoreMigration {
                 code: .migrationFailed,
                 message:
                     "\(entity).\(attribute.name) of object \(primaryKey): a \(type(of: value)) value cannot be"
-                        + " stored as \(attribute.type.rawValue)"
+                    + " stored as \(attribute.type.rawValue)"
             )
         }
         return stored
@@ -432,7 +441,7 @@ final class StoreMigration {
                     try db.execute(
                         sql:
                             "UPDATE \(qualified(entity.tableName)) SET \(attribute.columnName) = ?"
-                                + " WHERE Z_ENT = ? AND \(attribute.columnName) IS NULL",
+                            + " WHERE Z_ENT = ? AND \(attribute.columnName) IS NULL",
                         arguments: [StoredValues.databaseValue(fill, type: attribute.type), entity.entityNumber])
                 }
             }
@@ -458,7 +467,7 @@ final class StoreMigration {
                     try db.execute(
                         sql:
                             "INSERT OR IGNORE INTO \(qualified(join.name)) (\(join.sourceColumn),"
-                                + " \(join.destinationColumn)) VALUES (?, ?)",
+                            + " \(join.destinationColumn)) VALUES (?, ?)",
                         arguments: [link.owner, link.target])
                 }
                 continue
@@ -539,14 +548,14 @@ final class StoreMigration {
                         db,
                         sql:
                             "SELECT COUNT(*) FROM \(qualified(entity.tableName))"
-                                + " WHERE Z_ENT = ? AND \(attribute.columnName) IS NULL",
+                            + " WHERE Z_ENT = ? AND \(attribute.columnName) IS NULL",
                         arguments: [entity.entityNumber]) ?? 0
                 if missing > 0 {
                     throw ObjectGraphError(
                         code: .migrationFailed,
                         message:
                             "\(entity.name).\(attribute.name) is required, but the custom step left \(missing)"
-                                + " objects without a value"
+                            + " objects without a value"
                     )
                 }
             }
@@ -589,7 +598,7 @@ final class StoreMigration {
                 code: .migrationFailed,
                 message:
                     "a migration step sets '\(key)', which is no stored attribute or to-one relationship of"
-                        + " \(entity.name)"
+                    + " \(entity.name)"
             )
         }
         try db.execute(
