@@ -147,7 +147,7 @@ public struct MigrationPlan {
                 code: .migrationCannotBeInferred,
                 message:
                     "cannot infer a migration from model '\(source.versionIdentifier)' "
-                        + "to '\(destination.versionIdentifier)': "
+                    + "to '\(destination.versionIdentifier)': "
                     + refusals.joined(separator: "; ")
                     + "; register a custom migration step for the entity, or change the model")
         }
@@ -257,6 +257,17 @@ public struct MigrationPlan {
         return EntityMapping(
             destination: entity, source: old, attributes: attributes,
             relationships: relationshipPairs, customSteps: steps)
+    }
+
+    /// True when the store's tables stay exactly as they are: nothing changes but the
+    /// recorded version (every entity keeps its name and number).
+    var keepsLayout: Bool {
+        changes.isEmpty && removedEntities.isEmpty && mappings.count == destinationEntities.count
+            && mappings.allSatisfy { mapping in
+                mapping.source.name == mapping.destination.name
+                    && mapping.source.entityNumber == mapping.destination.entityNumber
+                    && mapping.customSteps.isEmpty
+            }
     }
 
     enum Conversion { case copy, convert(reason: String?), impossible }

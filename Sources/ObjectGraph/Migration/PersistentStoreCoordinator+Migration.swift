@@ -53,7 +53,7 @@ extension PersistentStoreCoordinator {
                 code: .migrationCannotBeInferred,
                 message:
                     "the store '\(name)' was made with model version '\(source.versionIdentifier)', "
-                        + "which is newer than "
+                    + "which is newer than "
                     + "the current '\(current.versionIdentifier)'; migrations only go forward")
         }
         var plans: [MigrationPlan] = []

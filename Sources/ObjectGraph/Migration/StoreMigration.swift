@@ -48,6 +48,15 @@ final class StoreMigration {
     func run(metadata: [String: Any]) throws -> [String: Any] {
         try readOldStore()
         try checkBeforeWriting()
+        var newMetadata = metadata
+        newMetadata.merge(
+            PersistentStoreCoordinator.modelMetadata(of: destination, entities: plan.destinationEntities)
+        ) { _, new in new }
+        let plist = try PropertyListSerialization.data(fromPropertyList: newMetadata, format: .binary, options: 0)
+        if plan.keepsLayout {
+            try db.execute(sql: "UPDATE \(qualified("Z_METADATA")) SET Z_PLIST = ?", arguments: [plist])
+            return newMetadata
+        }
         try setOldTablesAside()
         let store = PersistentStore(
             type: .sqlite, url: nil, configurationName: plan.configuration,
@@ -61,12 +70,7 @@ final class StoreMigration {
         try runCustomSteps()
         try fillEntityColumns()
         try writePrimaryKeys()
-        var newMetadata = metadata
-        newMetadata.merge(
-            PersistentStoreCoordinator.modelMetadata(of: destination, entities: plan.destinationEntities)
-        ) { _, new in new }
         try db.execute(sql: "INSERT INTO \(qualified("Z_METADATA")) SELECT * FROM \(aside("Z_METADATA"))")
-        let plist = try PropertyListSerialization.data(fromPropertyList: newMetadata, format: .binary, options: 0)
         try db.execute(sql: "UPDATE \(qualified("Z_METADATA")) SET Z_PLIST = ?", arguments: [plist])
         for table in oldTables { try db.execute(sql: "DROP TABLE \(aside(table))") }
         return newMetadata
