@@ -135,7 +135,8 @@ final class VaultFixtureMigrationTests: XCTestCase {
             .replacingOccurrences(
                 of: "<relationship name=\"category\"",
                 with: """
-                    <attribute name="favorite" attributeType="Boolean" defaultValueString="NO" usesScalarValueType="YES"/>
+                    <attribute name="favorite" attributeType="Boolean" defaultValueString="NO"
+                        usesScalarValueType="YES"/>
                     <relationship name="category"
                     """)
         XCTAssertNotEqual(first, second)
