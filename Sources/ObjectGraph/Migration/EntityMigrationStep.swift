@@ -97,12 +97,17 @@ public final class MigrationWriter {
 public struct MigrationReport: Sendable, CustomStringConvertible {
     /// One migration between two consecutive versions.
     public struct Hop: Sendable {
+        /// The version migrated from.
         public var from: String
+        /// The version migrated to.
         public var to: String
+        /// What the step changed, in the model's words.
         public var changes: [MigrationChange]
     }
 
+    /// The store's file name.
     public var storeName: String
+    /// The migrations run, oldest version first.
     public var hops: [Hop] = []
     /// Entity (newer name) → objects carried over from the store.
     public var carried: [String: Int] = [:]

@@ -14,7 +14,9 @@ import GRDB
 public struct StoreSummary: Sendable, Equatable {
     /// One entity of the store.
     public struct Entity: Sendable, Equatable {
+        /// The name `Z_PRIMARYKEY` gives the entity.
         public var name: String
+        /// The entity number (`Z_ENT`).
         public var number: Int
         /// The parent's name, nil for a root entity.
         public var parentName: String?
