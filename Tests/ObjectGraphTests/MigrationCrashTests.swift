@@ -81,7 +81,10 @@ final class MigrationChildEntry: MigrationTestCase {
         }
         let url = URL(fileURLWithPath: path)
         directory = url.deletingLastPathComponent()
-        let (coordinator, _) = try openMigrating(url, try CrashTrialModels.versions)
+        let (coordinator, _) =
+            ProcessInfo.processInfo.environment["OG_MIGRATE_WIBOSCO"] != nil
+            ? try openMigrating(url, try MigrationTests.wiboscoVersions(), steps: [MigrationTests.sectionsFromContent])
+            : try openMigrating(url, try CrashTrialModels.versions)
         try coordinator.close()
         FileHandle.standardOutput.write(Data("MIGRATED\n".utf8))
     }
@@ -120,7 +123,9 @@ final class MigrationCrashTests: MigrationTestCase {
 
     /// Runs the child under strace, killed with SIGKILL at the `when`-th call of `syscall`
     /// (never when nil); returns whether it finished the migration, and strace's output.
-    func runChild(store: URL, syscall: String, when: Int?) throws -> (finished: Bool, trace: String) {
+    func runChild(
+        store: URL, syscall: String, when: Int?, wibosco: Bool = false
+    ) throws -> (finished: Bool, trace: String) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/strace")
         let traceFile = directory.appendingPathComponent("trace-\(UUID().uuidString).txt")
@@ -130,6 +135,7 @@ final class MigrationCrashTests: MigrationTestCase {
             arguments + [testBinary.path, "ObjectGraphTests.MigrationChildEntry/testMigrationChildEntryPoint"]
         var environment = ProcessInfo.processInfo.environment
         environment["OG_MIGRATE_STORE"] = store.path
+        environment["OG_MIGRATE_WIBOSCO"] = wibosco ? "1" : nil
         process.environment = environment
         let pipe = Pipe()
         process.standardOutput = pipe
@@ -148,52 +154,50 @@ final class MigrationCrashTests: MigrationTestCase {
         return Set((0..<trials).map { 1 + $0 * (count - 1) / max(trials - 1, 1) } + [count]).sorted()
     }
 
-    func testAMigrationKilledAtAnyWriteLeavesTheOldOrTheNewStoreNeverAMix() throws {
-        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/strace") else {
-            throw XCTSkip("strace is not installed")
-        }
-        let pristine = directory.appendingPathComponent("pristine.sqlite")
-        try makeTrialStore(pristine)
+    struct Trials {
+        var calls: [String: Int] = [:]
+        var newDump: [String] = []
+        var kills = 0, old = 0, new = 0
+    }
+
+    /// Migrates copies of `pristine` in a child killed at spread calls of writes, syncs and
+    /// lock calls (some of which come after the commit); after each kill, the store must be
+    /// exactly the old one or exactly the one a migration nobody killed makes.
+    func killTrials(_ pristine: URL, writes: Int?, syncs: Int, locks: Int, wibosco: Bool = false) throws -> Trials {
         let oldDump = try dump(pristine)
         let store = directory.appendingPathComponent("store.sqlite")
-
-        // A migration nobody kills: the new state, and how often it makes each call.
+        try? FileManager.default.removeItem(at: store)
         try FileManager.default.copyItem(at: pristine, to: store)
         let kinds = ["pwrite64", "fdatasync", "fcntl"]
-        let full = try runChild(store: store, syscall: kinds.joined(separator: ","), when: nil)
+        let full = try runChild(store: store, syscall: kinds.joined(separator: ","), when: nil, wibosco: wibosco)
         XCTAssertTrue(full.finished, "the migration did not finish when nothing killed it")
         let lines = full.trace.split(separator: "\n").filter { !$0.contains("resumed>") }
-        let calls = Dictionary(
+        var trials = Trials()
+        trials.calls = Dictionary(
             uniqueKeysWithValues: kinds.map { kind in (kind, lines.filter { $0.contains(" \(kind)(") }.count) })
-        XCTAssertGreaterThan(calls["pwrite64"] ?? 0, 30)
-        let newDump = try dump(store)
-        XCTAssertNotEqual(newDump, oldDump)
-        XCTAssertEqual(try StoreShape(contentsOf: store).differences(from: try CrashTrialModels.version2()), [])
-
-        // Every write's kill point when asked (a sweep), else a spread over them; syncs and
-        // lock calls too, some of which come after the commit.
-        let environment = ProcessInfo.processInfo.environment
-        let writeTrials = environment["OG_MIGRATION_SWEEP"] != nil ? calls["pwrite64"] ?? 0 : 32
+        trials.newDump = try dump(store)
+        XCTAssertNotEqual(trials.newDump, oldDump)
         let points =
-            spread(writeTrials, over: calls["pwrite64"] ?? 0).map { ("pwrite64", $0) }
-            + spread(6, over: calls["fdatasync"] ?? 0).map { ("fdatasync", $0) }
-            + spread(12, over: calls["fcntl"] ?? 0).map { ("fcntl", $0) }
-        var (kills, old, new) = (0, 0, 0)
+            spread(writes ?? trials.calls["pwrite64"] ?? 0, over: trials.calls["pwrite64"] ?? 0).map {
+                ("pwrite64", $0)
+            }
+            + spread(syncs, over: trials.calls["fdatasync"] ?? 0).map { ("fdatasync", $0) }
+            + spread(locks, over: trials.calls["fcntl"] ?? 0).map { ("fcntl", $0) }
         for (syscall, point) in points {
             try? FileManager.default.removeItem(at: store)
             try FileManager.default.copyItem(at: pristine, to: store)
-            let run = try runChild(store: store, syscall: syscall, when: point)
-            if !run.finished { kills += 1 }
+            if !(try runChild(store: store, syscall: syscall, when: point, wibosco: wibosco)).finished {
+                trials.kills += 1
+            }
             // sqlite3 rolls back a hot journal left by the kill, as any reader would.
             let after = try dump(store)
             if after == oldDump {
-                old += 1
-            } else if after == newDump {
-                new += 1
+                trials.old += 1
+            } else if after == trials.newDump {
+                trials.new += 1
             } else {
                 XCTFail(
-                    "killed at \(syscall) \(point) of \(calls[syscall] ?? 0): "
-                        + "the store is neither the old nor the new one"
+                    "killed at \(syscall) \(point) of \(trials.calls[syscall] ?? 0): neither the old nor the new store"
                 )
             }
             XCTAssertEqual(try sqlite3(store, "PRAGMA integrity_check"), ["ok"], "\(syscall) \(point)")
@@ -202,17 +206,48 @@ final class MigrationCrashTests: MigrationTestCase {
                 try FileManager.default.removeItem(at: directory.appendingPathComponent(name))
             }
         }
-        XCTAssertGreaterThanOrEqual(kills, 30, "kills: \(kills), old: \(old), new: \(new)")
-        XCTAssertGreaterThan(old, 0)
-        print("migration kill trials: \(kills) kills (calls \(calls)); old store after \(old), new store after \(new)")
+        print(
+            "migration kill trials: \(trials.kills) kills (calls \(trials.calls)); "
+                + "old store after \(trials.old), new store after \(trials.new)")
+        return trials
+    }
+
+    func testAMigrationKilledAtAnyWriteLeavesTheOldOrTheNewStoreNeverAMix() throws {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/strace") else {
+            throw XCTSkip("strace is not installed")
+        }
+        let pristine = directory.appendingPathComponent("pristine.sqlite")
+        try makeTrialStore(pristine)
+        // Every write's kill point when asked (a sweep), else a spread over them.
+        let sweep = ProcessInfo.processInfo.environment["OG_MIGRATION_SWEEP"] != nil
+        let trials = try killTrials(pristine, writes: sweep ? nil : 32, syncs: 6, locks: 12)
+        XCTAssertGreaterThan(trials.calls["pwrite64"] ?? 0, 30)
+        XCTAssertGreaterThanOrEqual(trials.kills, 30, "kills: \(trials.kills), old: \(trials.old), new: \(trials.new)")
+        XCTAssertGreaterThan(trials.old, 0)
+        XCTAssertGreaterThan(trials.new, 0)
 
         // After a kill the store still migrates, to the same new state.
+        let store = directory.appendingPathComponent("store.sqlite")
         try? FileManager.default.removeItem(at: store)
         try FileManager.default.copyItem(at: pristine, to: store)
-        _ = try runChild(store: store, syscall: "pwrite64", when: (calls["pwrite64"] ?? 0) / 2)
+        _ = try runChild(store: store, syscall: "pwrite64", when: (trials.calls["pwrite64"] ?? 0) / 2)
+        XCTAssertEqual(try StoreShape(contentsOf: store).differences(from: try CrashTrialModels.version1()), [])
         let (coordinator, context) = try openMigrating(store, try CrashTrialModels.versions)
         XCTAssertEqual(try context.objects("Login").count, 300)
         try coordinator.close()
-        XCTAssertEqual(try dump(store), newDump)
+        XCTAssertEqual(try dump(store), trials.newDump)
+        XCTAssertEqual(try StoreShape(contentsOf: store).differences(from: try CrashTrialModels.version2()), [])
+    }
+
+    func testTheWiboscoChainOfThreeMigrationsIsOneTransactionUnderKills() throws {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/strace") else {
+            throw XCTSkip("strace is not installed")
+        }
+        let pristine = directory.appendingPathComponent("pristine.sqlite")
+        try FileManager.default.copyItem(
+            at: MigrationTests.wibosco.appendingPathComponent("CoreDataMigration_Example_1.sqlite"), to: pristine)
+        let trials = try killTrials(pristine, writes: 12, syncs: 2, locks: 4, wibosco: true)
+        XCTAssertGreaterThanOrEqual(trials.kills, 14)
+        XCTAssertGreaterThan(trials.old, 0)
     }
 }

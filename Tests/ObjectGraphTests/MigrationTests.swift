@@ -541,6 +541,10 @@ final class MigrationTests: MigrationTestCase {
 
     static var wibosco: URL { fixturesURL.appendingPathComponent("CoreData/wibosco-migration-example") }
 
+    static func wiboscoVersions() throws -> ModelVersions {
+        try ModelVersions(contentsOf: wibosco.appendingPathComponent("CoreDataMigration_Example.xcdatamodeld"))
+    }
+
     /// The example app's own v2→v3 step: each paragraph of a post's content becomes a Section.
     static let sectionsFromContent = EntityMigrationStep(entity: "Post", from: "CoreDataMigration_Example 2") {
         post, writer in
