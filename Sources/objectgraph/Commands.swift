@@ -130,7 +130,7 @@ struct Migrate: ParsableCommand {
 
     @OptionGroup var modelOption: ModelOption
     @OptionGroup var storeArgument: StoreArgument
-    @Flag(name: .long, help: "Print the inferred steps without changing the store.")
+    @Flag(name: .long, help: "Print the inferred steps and rehearse them on a copy, without changing the store.")
     var dryRun = false
 
     func run() throws {
@@ -149,17 +149,29 @@ struct Migrate: ParsableCommand {
                     for change in plan.changes { say("  \(change)") }
                     if plan.changes.isEmpty { say("  (no change to the stored data)") }
                 }
+                // A rehearsal on a private copy runs the checks that need the data, and counts.
+                try storeArgument.withPrivateCopy { copy in
+                    let rehearsal = PersistentStoreCoordinator(modelVersions: versions)
+                    try migrate(copy, with: rehearsal)
+                    say("On a copy of the store, the migration would have:")
+                    for report in rehearsal.migrationReports { report.accounting.forEach { say("  \($0)") } }
+                }
                 return
             }
-            var options = StoreOptions()
-            options.mustExist = true
-            options.migratesAutomatically = true
-            options.infersMappingModel = true
-            try coordinator.addPersistentStore(type: .sqlite, at: storeArgument.url, options: options)
-            try coordinator.close()
+            try migrate(storeArgument.url, with: coordinator)
             for report in coordinator.migrationReports { say("\(report)") }
         }
     }
+}
+
+/// Adds the store at `url` to `coordinator`, migrating it, and closes it.
+private func migrate(_ url: URL, with coordinator: PersistentStoreCoordinator) throws {
+    var options = StoreOptions()
+    options.mustExist = true
+    options.migratesAutomatically = true
+    options.infersMappingModel = true
+    try coordinator.addPersistentStore(type: .sqlite, at: url, options: options)
+    try coordinator.close()
 }
 
 struct Check: ParsableCommand {

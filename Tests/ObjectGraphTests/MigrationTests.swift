@@ -356,6 +356,39 @@ final class MigrationTests: MigrationTestCase {
             naming: ["Book.author is to-one but object 3 has several"])
     }
 
+    func testANewRequiredToOneRelationshipIsRefusedWhileObjectsWouldPointNowhere() throws {
+        let v1 = try model(
+            "V1",
+            [
+                EntityDescription(name: "Author", attributes: [AttributeDescription(name: "name", type: .string)]),
+                EntityDescription(name: "Book", attributes: [AttributeDescription(name: "title", type: .string)]),
+            ])
+        let v2 = try model(
+            "V2",
+            [
+                EntityDescription(
+                    name: "Author", attributes: [AttributeDescription(name: "name", type: .string)],
+                    relationships: [
+                        RelationshipDescription(
+                            name: "books", destination: "Book", inverse: "author",
+                            isToMany: true)
+                    ]),
+                EntityDescription(
+                    name: "Book", attributes: [AttributeDescription(name: "title", type: .string)],
+                    relationships: [
+                        RelationshipDescription(
+                            name: "author", destination: "Author", inverse: "books",
+                            isOptional: false)
+                    ]),
+            ])
+        let url = try makeStore(v1) { context in
+            for title in ["Notes", "Engine"] { context.insertNewObject(forEntityName: "Book")["title"] = title }
+        }
+        try assertRefused(
+            url, ModelVersions(versions: [v1], current: v2),
+            naming: ["Book.author is required, but 2 objects would point nowhere"])
+    }
+
     private func tasks(_ version: String, inherited: Bool) throws -> ManagedObjectModel {
         let title = AttributeDescription(name: "title", type: .string)
         let done = AttributeDescription(name: "done", type: .boolean)

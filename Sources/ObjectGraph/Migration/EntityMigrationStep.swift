@@ -116,12 +116,17 @@ public struct MigrationReport: Sendable, CustomStringConvertible {
     /// What was left behind, each with its reason ("Post.content removed from the model: 3 values").
     public var dropped: [String] = []
 
+    /// Where every object went: carried over, inserted by custom steps, or dropped with the reason.
+    public var accounting: [String] {
+        carried.filter { $0.value > 0 }.sorted { $0.key < $1.key }.map { "carried \($0.value) \($0.key)" }
+            + inserted.sorted { $0.key < $1.key }.map { "inserted \($0.value) \($0.key)" }
+            + dropped.map { "dropped \($0)" }
+    }
+
     public var description: String {
         var lines = ["migrated \(storeName): " + hops.map { "\($0.from) → \($0.to)" }.joined(separator: ", ")]
         for hop in hops { lines += hop.changes.map { "  \(hop.to): \($0)" } }
-        lines += carried.sorted { $0.key < $1.key }.map { "  carried \($0.value) \($0.key)" }
-        lines += inserted.sorted { $0.key < $1.key }.map { "  inserted \($0.value) \($0.key)" }
-        lines += dropped.map { "  dropped \($0)" }
+        lines += accounting.map { "  \($0)" }
         return lines.joined(separator: "\n")
     }
 }

@@ -286,6 +286,7 @@ final class StoreMigration {
                             + "but \(missing) objects would have none")
                 }
             }
+            refusals += try missingRequiredLinks(mapping)
         }
         guard refusals.isEmpty else {
             throw ObjectGraphError(
@@ -295,6 +296,27 @@ final class StoreMigration {
                     + refusals.joined(separator: "; ")
                     + "; register a custom migration step for the entity, or change the model")
         }
+    }
+
+    /// A to-one relationship that is new or newly required must point somewhere for every object.
+    private func missingRequiredLinks(_ mapping: MigrationPlan.EntityMapping) throws -> [String] {
+        let offset = offsets[mapping.source.rootEntity.name] ?? 0
+        let objects = (entityOfRow[mapping.source.rootEntity.name] ?? [:])
+            .filter { $0.value == mapping.source.entityNumber }.keys.map { $0 + offset }
+        var refusals: [String] = []
+        for relationship in mapping.destination.relationships where !relationship.isToMany && !relationship.isOptional
+        {
+            if let old = mapping.relationships[relationship.name], !old.isOptional { continue }
+            let (key, isCanonical) = linkKey(relationship, of: mapping.destination)
+            let linked = Set((links[key] ?? []).map { isCanonical ? $0.owner : $0.target })
+            let missing = objects.filter { !linked.contains($0) }.count
+            if missing > 0 {
+                refusals.append(
+                    "\(mapping.destination.name).\(relationship.name) is required, "
+                        + "but \(missing) objects would point nowhere")
+            }
+        }
+        return refusals
     }
 
     private func duplicated(_ keys: [Int64]) -> Int64? {
