@@ -251,4 +251,18 @@ final class MigrationCrashTests: MigrationTestCase {
         XCTAssertGreaterThanOrEqual(trials.kills, 14)
         XCTAssertGreaterThan(trials.old, 0)
     }
+
+    func testAStoreInWALModeMigratesAsOneTransactionUnderKills() throws {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/strace") else {
+            throw XCTSkip("strace is not installed")
+        }
+        let pristine = directory.appendingPathComponent("pristine.sqlite")
+        try FileManager.default.copyItem(
+            at: MigrationTests.wibosco.appendingPathComponent("CoreDataMigration_Example_2.sqlite"), to: pristine)
+        XCTAssertEqual(try sqlite3(pristine, "PRAGMA journal_mode"), ["wal"])
+        let sweep = ProcessInfo.processInfo.environment["OG_MIGRATION_SWEEP"] != nil
+        let trials = try killTrials(pristine, writes: sweep ? nil : 12, syncs: 2, locks: 4, wibosco: true)
+        XCTAssertGreaterThanOrEqual(trials.kills, 14)
+        XCTAssertGreaterThan(trials.old, 0)
+    }
 }

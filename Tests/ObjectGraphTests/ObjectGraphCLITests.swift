@@ -65,6 +65,19 @@ final class ObjectGraphCLITests: ObjectGraphTestCase {
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: directory.path), ["store-3.sqlite"])
     }
 
+    func testInfoAsJSONWithoutAModelGivesTheRowsSqlite3Counts() throws {
+        let url = try store(2)
+        let result = try run("info", "--json", url.path)
+        XCTAssertEqual(result.status, 0, result.stderr)
+        let info = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
+        XCTAssertEqual(info["type"] as? String, "SQLite")
+        XCTAssertEqual(info["uuid"] as? String, try sqlite3(url, "SELECT Z_UUID FROM Z_METADATA").first)
+        XCTAssertNil(info["modelVersion"])
+        let entities = try XCTUnwrap(info["entities"] as? [[String: Any]])
+        XCTAssertEqual(entities.map { $0["name"] as? String }, ["Post"])
+        XCTAssertEqual(entities.first?["rows"] as? Int, Int(try sqlite3(url, "SELECT COUNT(*) FROM ZPOST")[0]))
+    }
+
     func testDumpPrintsEveryObjectDecodedThroughTheModelAsSqlite3ShowsIt() throws {
         let url = try store(3)
         let result = try run("dump", "--model", model, "--json", url.path)
