@@ -71,31 +71,54 @@ enum CrashTrialModels {
     }
 }
 
-/// The process a crash trial kills: it migrates the store named by the environment.
+/// What a crash trial's child migrates.
+enum CrashTrialMode: String {
+    /// One store of ``CrashTrialModels`` version 1 to version 2.
+    case oneStore
+    /// A wibosco store through the example's versions, with its custom step.
+    case wibosco
+    /// ``TwoStoreModels``' two stores in one transaction (`migrateStores`).
+    case twoStores
+}
+
+/// The process a crash trial kills: it migrates the stores named by the environment.
 final class MigrationChildEntry: MigrationTestCase {
     override func tearDownWithError() throws {}
 
     func testMigrationChildEntryPoint() throws {
-        guard let path = ProcessInfo.processInfo.environment["OG_MIGRATE_STORE"] else {
+        let environment = ProcessInfo.processInfo.environment
+        guard let paths = environment["OG_MIGRATE_STORES"],
+            let mode = environment["OG_MIGRATE_MODE"].flatMap(CrashTrialMode.init)
+        else {
             throw XCTSkip("helper for the migration crash trials; runs only as their child process")
         }
-        let url = URL(fileURLWithPath: path)
-        directory = url.deletingLastPathComponent()
-        let (coordinator, _) =
-            ProcessInfo.processInfo.environment["OG_MIGRATE_WIBOSCO"] != nil
-            ? try openMigrating(url, try MigrationTests.wiboscoVersions(), steps: [MigrationTests.sectionsFromContent])
-            : try openMigrating(url, try CrashTrialModels.versions)
-        try coordinator.close()
+        let urls = paths.split(separator: ":").map { URL(fileURLWithPath: String($0)) }
+        directory = urls[0].deletingLastPathComponent()
+        switch mode {
+        case .oneStore:
+            try openMigrating(urls[0], try CrashTrialModels.versions).0.close()
+        case .wibosco:
+            try openMigrating(
+                urls[0], try MigrationTests.wiboscoVersions(), steps: [MigrationTests.sectionsFromContent]
+            ).0.close()
+        case .twoStores:
+            let coordinator = PersistentStoreCoordinator(modelVersions: try TwoStoreModels.versions)
+            coordinator.valueTransformers.register(PlaceBoundTransformer(), forName: PlaceBoundTransformer.name)
+            try coordinator.migrateStores([("Notes", urls[0]), ("Passwords", urls[1])])
+        }
         FileHandle.standardOutput.write(Data("MIGRATED\n".utf8))
     }
 }
 
 final class MigrationCrashTests: MigrationTestCase {
-    /// Every table but `Z_METADATA` (its property list's key order varies), as `sqlite3 .dump` prints it.
-    func dump(_ url: URL) throws -> [String] {
-        let tables = try sqlite3(
-            url, "SELECT name FROM sqlite_master WHERE type = 'table' AND name != 'Z_METADATA' ORDER BY name")
-        return try tables.flatMap { try sqlite3(url, ".dump \($0)") }
+    /// Every table but `Z_METADATA` (its property list's key order varies) of every store,
+    /// as `sqlite3 .dump` prints it.
+    func dump(_ urls: [URL]) throws -> [String] {
+        try urls.flatMap { url in
+            let tables = try sqlite3(
+                url, "SELECT name FROM sqlite_master WHERE type = 'table' AND name != 'Z_METADATA' ORDER BY name")
+            return ["-- \(url.lastPathComponent)"] + (try tables.flatMap { try sqlite3(url, ".dump \($0)") })
+        }
     }
 
     private func makeTrialStore(_ url: URL) throws {
@@ -124,7 +147,7 @@ final class MigrationCrashTests: MigrationTestCase {
     /// Runs the child under strace, killed with SIGKILL at the `when`-th call of `syscall`
     /// (never when nil); returns whether it finished the migration, and strace's output.
     func runChild(
-        store: URL, syscall: String, when: Int?, wibosco: Bool = false
+        _ stores: [URL], mode: CrashTrialMode, syscall: String, when: Int?
     ) throws -> (finished: Bool, trace: String) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/strace")
@@ -134,8 +157,8 @@ final class MigrationCrashTests: MigrationTestCase {
         process.arguments =
             arguments + [testBinary.path, "ObjectGraphTests.MigrationChildEntry/testMigrationChildEntryPoint"]
         var environment = ProcessInfo.processInfo.environment
-        environment["OG_MIGRATE_STORE"] = store.path
-        environment["OG_MIGRATE_WIBOSCO"] = wibosco ? "1" : nil
+        environment["OG_MIGRATE_STORES"] = stores.map(\.path).joined(separator: ":")
+        environment["OG_MIGRATE_MODE"] = mode.rawValue
         process.environment = environment
         let pipe = Pipe()
         process.standardOutput = pipe
@@ -160,22 +183,36 @@ final class MigrationCrashTests: MigrationTestCase {
         var kills = 0, old = 0, new = 0
     }
 
-    /// Migrates copies of `pristine` in a child killed at spread calls of writes, syncs and
-    /// lock calls (some of which come after the commit); after each kill, the store must be
-    /// exactly the old one or exactly the one a migration nobody killed makes.
-    func killTrials(_ pristine: URL, writes: Int?, syncs: Int, locks: Int, wibosco: Bool = false) throws -> Trials {
-        let oldDump = try dump(pristine)
-        let store = directory.appendingPathComponent("store.sqlite")
-        try? FileManager.default.removeItem(at: store)
-        try FileManager.default.copyItem(at: pristine, to: store)
+    /// The working stores a trial migrates, beside their pristine copies.
+    func workingCopies(of pristines: [URL]) -> [URL] {
+        pristines.map { directory.appendingPathComponent("work-" + $0.lastPathComponent) }
+    }
+
+    private func restore(_ pristines: [URL]) throws {
+        let fileManager = FileManager.default
+        for name in try fileManager.contentsOfDirectory(atPath: directory.path) where name.hasPrefix("work-") {
+            try fileManager.removeItem(at: directory.appendingPathComponent(name))
+        }
+        for (pristine, work) in zip(pristines, workingCopies(of: pristines)) {
+            try fileManager.copyItem(at: pristine, to: work)
+        }
+    }
+
+    /// Migrates copies of `pristines` in a child killed at spread calls of writes, syncs and
+    /// lock calls (some of which come after the commit); after each kill, the stores must be
+    /// exactly the old ones or exactly what a migration nobody killed makes.
+    func killTrials(_ pristines: [URL], mode: CrashTrialMode, writes: Int?, syncs: Int, locks: Int) throws -> Trials {
+        let stores = workingCopies(of: pristines)
+        try restore(pristines)
+        let oldDump = try dump(stores)
         let kinds = ["pwrite64", "fdatasync", "fcntl"]
-        let full = try runChild(store: store, syscall: kinds.joined(separator: ","), when: nil, wibosco: wibosco)
+        let full = try runChild(stores, mode: mode, syscall: kinds.joined(separator: ","), when: nil)
         XCTAssertTrue(full.finished, "the migration did not finish when nothing killed it")
         let lines = full.trace.split(separator: "\n").filter { !$0.contains("resumed>") }
         var trials = Trials()
         trials.calls = Dictionary(
             uniqueKeysWithValues: kinds.map { kind in (kind, lines.filter { $0.contains(" \(kind)(") }.count) })
-        trials.newDump = try dump(store)
+        trials.newDump = try dump(stores)
         XCTAssertNotEqual(trials.newDump, oldDump)
         let points =
             spread(writes ?? trials.calls["pwrite64"] ?? 0, over: trials.calls["pwrite64"] ?? 0).map {
@@ -184,85 +221,94 @@ final class MigrationCrashTests: MigrationTestCase {
             + spread(syncs, over: trials.calls["fdatasync"] ?? 0).map { ("fdatasync", $0) }
             + spread(locks, over: trials.calls["fcntl"] ?? 0).map { ("fcntl", $0) }
         for (syscall, point) in points {
-            try? FileManager.default.removeItem(at: store)
-            try FileManager.default.copyItem(at: pristine, to: store)
-            if !(try runChild(store: store, syscall: syscall, when: point, wibosco: wibosco)).finished {
-                trials.kills += 1
-            }
+            try restore(pristines)
+            if !(try runChild(stores, mode: mode, syscall: syscall, when: point)).finished { trials.kills += 1 }
             // sqlite3 rolls back a hot journal left by the kill, as any reader would.
-            let after = try dump(store)
+            let after = try dump(stores)
             if after == oldDump {
                 trials.old += 1
             } else if after == trials.newDump {
                 trials.new += 1
             } else {
                 XCTFail(
-                    "killed at \(syscall) \(point) of \(trials.calls[syscall] ?? 0): neither the old nor the new store"
+                    "killed at \(syscall) \(point) of \(trials.calls[syscall] ?? 0): "
+                        + "neither the old nor the new stores"
                 )
             }
-            XCTAssertEqual(try sqlite3(store, "PRAGMA integrity_check"), ["ok"], "\(syscall) \(point)")
-            for name in try FileManager.default.contentsOfDirectory(atPath: directory.path)
-            where name.hasPrefix("store.sqlite-") {
-                try FileManager.default.removeItem(at: directory.appendingPathComponent(name))
+            for store in stores {
+                XCTAssertEqual(try sqlite3(store, "PRAGMA integrity_check"), ["ok"], "\(syscall) \(point)")
             }
         }
         print(
-            "migration kill trials: \(trials.kills) kills (calls \(trials.calls)); "
-                + "old store after \(trials.old), new store after \(trials.new)")
+            "migration kill trials (\(mode)): \(trials.kills) kills (calls \(trials.calls)); "
+                + "old stores after \(trials.old), new stores after \(trials.new)")
         return trials
     }
 
-    func testAMigrationKilledAtAnyWriteLeavesTheOldOrTheNewStoreNeverAMix() throws {
+    private var sweep: Bool { ProcessInfo.processInfo.environment["OG_MIGRATION_SWEEP"] != nil }
+
+    private func requireStrace() throws {
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/strace") else {
             throw XCTSkip("strace is not installed")
         }
+    }
+
+    func testAMigrationKilledAtAnyWriteLeavesTheOldOrTheNewStoreNeverAMix() throws {
+        try requireStrace()
         let pristine = directory.appendingPathComponent("pristine.sqlite")
         try makeTrialStore(pristine)
         // Every write's kill point when asked (a sweep), else a spread over them.
-        let sweep = ProcessInfo.processInfo.environment["OG_MIGRATION_SWEEP"] != nil
-        let trials = try killTrials(pristine, writes: sweep ? nil : 32, syncs: 6, locks: 12)
+        let trials = try killTrials([pristine], mode: .oneStore, writes: sweep ? nil : 32, syncs: 6, locks: 12)
         XCTAssertGreaterThan(trials.calls["pwrite64"] ?? 0, 30)
         XCTAssertGreaterThanOrEqual(trials.kills, 30, "kills: \(trials.kills), old: \(trials.old), new: \(trials.new)")
         XCTAssertGreaterThan(trials.old, 0)
         XCTAssertGreaterThan(trials.new, 0)
 
         // After a kill the store still migrates, to the same new state.
-        let store = directory.appendingPathComponent("store.sqlite")
-        try? FileManager.default.removeItem(at: store)
-        try FileManager.default.copyItem(at: pristine, to: store)
-        _ = try runChild(store: store, syscall: "pwrite64", when: (trials.calls["pwrite64"] ?? 0) / 2)
+        let store = workingCopies(of: [pristine])[0]
+        try restore([pristine])
+        _ = try runChild([store], mode: .oneStore, syscall: "pwrite64", when: (trials.calls["pwrite64"] ?? 0) / 2)
         XCTAssertEqual(try StoreShape(contentsOf: store).differences(from: try CrashTrialModels.version1()), [])
         let (coordinator, context) = try openMigrating(store, try CrashTrialModels.versions)
         XCTAssertEqual(try context.objects("Login").count, 300)
         try coordinator.close()
-        XCTAssertEqual(try dump(store), trials.newDump)
+        XCTAssertEqual(try dump([store]), trials.newDump)
         XCTAssertEqual(try StoreShape(contentsOf: store).differences(from: try CrashTrialModels.version2()), [])
     }
 
     func testTheWiboscoChainOfThreeMigrationsIsOneTransactionUnderKills() throws {
-        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/strace") else {
-            throw XCTSkip("strace is not installed")
-        }
+        try requireStrace()
         let pristine = directory.appendingPathComponent("pristine.sqlite")
         try FileManager.default.copyItem(
             at: MigrationTests.wibosco.appendingPathComponent("CoreDataMigration_Example_1.sqlite"), to: pristine)
-        let sweep = ProcessInfo.processInfo.environment["OG_MIGRATION_SWEEP"] != nil
-        let trials = try killTrials(pristine, writes: sweep ? nil : 12, syncs: 2, locks: 4, wibosco: true)
+        let trials = try killTrials([pristine], mode: .wibosco, writes: sweep ? nil : 12, syncs: 2, locks: 4)
         XCTAssertGreaterThanOrEqual(trials.kills, 14)
         XCTAssertGreaterThan(trials.old, 0)
     }
 
     func testAStoreInWALModeMigratesAsOneTransactionUnderKills() throws {
-        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/strace") else {
-            throw XCTSkip("strace is not installed")
-        }
+        try requireStrace()
         let pristine = directory.appendingPathComponent("pristine.sqlite")
         try FileManager.default.copyItem(
             at: MigrationTests.wibosco.appendingPathComponent("CoreDataMigration_Example_2.sqlite"), to: pristine)
         XCTAssertEqual(try sqlite3(pristine, "PRAGMA journal_mode"), ["wal"])
-        let sweep = ProcessInfo.processInfo.environment["OG_MIGRATION_SWEEP"] != nil
-        let trials = try killTrials(pristine, writes: sweep ? nil : 12, syncs: 2, locks: 4, wibosco: true)
+        let trials = try killTrials([pristine], mode: .wibosco, writes: sweep ? nil : 12, syncs: 2, locks: 4)
         XCTAssertGreaterThanOrEqual(trials.kills, 14)
         XCTAssertGreaterThan(trials.old, 0)
+    }
+
+    func testTwoStoresMigratedTogetherAreBothOldOrBothNewUnderKills() throws {
+        try requireStrace()
+        let (notes, passwords) = try makeTwoStores(entries: 40)
+        let pristines = [
+            directory.appendingPathComponent("pristine-Notes.sqlite"),
+            directory.appendingPathComponent("pristine-Passwords.sqlite"),
+        ]
+        try FileManager.default.moveItem(at: notes, to: pristines[0])
+        try FileManager.default.moveItem(at: passwords, to: pristines[1])
+        let trials = try killTrials(pristines, mode: .twoStores, writes: sweep ? nil : 12, syncs: 4, locks: 6)
+        XCTAssertGreaterThanOrEqual(trials.kills, 14)
+        XCTAssertGreaterThan(trials.old, 0)
+        XCTAssertGreaterThan(trials.new, 0)
     }
 }

@@ -77,6 +77,36 @@ class MigrationTestCase: ObjectGraphTestCase {
         return (coordinator, ManagedObjectContext(coordinator: coordinator, notificationCenter: NotificationCenter()))
     }
 
+    /// Notes.sqlite (one note) and Passwords.sqlite (`entries` entries) of ``TwoStoreModels`` version 1.
+    func makeTwoStores(entries: Int) throws -> (notes: URL, passwords: URL) {
+        let coordinator = PersistentStoreCoordinator(
+            managedObjectModel: try TwoStoreModels.model("V1", renamed: false))
+        coordinator.valueTransformers.register(PlaceBoundTransformer(), forName: PlaceBoundTransformer.name)
+        let notes = directory.appendingPathComponent("Notes.sqlite")
+        let passwords = directory.appendingPathComponent("Passwords.sqlite")
+        try coordinator.addPersistentStore(type: .sqlite, configuration: "Notes", at: notes)
+        try coordinator.addPersistentStore(type: .sqlite, configuration: "Passwords", at: passwords)
+        let context = ManagedObjectContext(coordinator: coordinator, notificationCenter: NotificationCenter())
+        context.insertNewObject(forEntityName: "Note")["text"] = "door code"
+        for index in 0..<entries { context.insertNewObject(forEntityName: "Entry")["password"] = "hunter\(index)" }
+        try context.save()
+        try coordinator.close()
+        return (notes, passwords)
+    }
+
+    func assertTwoStoresMigrated(
+        _ coordinator: PersistentStoreCoordinator, entries: Int,
+        file: StaticString = #filePath, line: UInt = #line
+    ) throws {
+        let context = ManagedObjectContext(coordinator: coordinator, notificationCenter: NotificationCenter())
+        XCTAssertEqual(try context.objects("Note").first?["body"] as? String, "door code", file: file, line: line)
+        let stored = try context.objects("Entry")
+        XCTAssertEqual(
+            Set(stored.compactMap { $0["secret"] as? String }), Set((0..<entries).map { "hunter\($0)" }),
+            file: file, line: line)
+        XCTAssertTrue(stored.allSatisfy { $0["uses"] as? Int == 0 }, file: file, line: line)
+    }
+
     func assertRefused(
         _ url: URL, _ versions: ModelVersions, code: ObjectGraphError.Code = .migrationCannotBeInferred,
         naming expected: [String], file: StaticString = #filePath, line: UInt = #line
@@ -501,45 +531,8 @@ final class MigrationTests: MigrationTestCase {
     }
 
     func testStoresOfTwoConfigurationsMigrateOnOneCoordinator() throws {
-        func shop(_ version: String, renamed: Bool) throws -> ManagedObjectModel {
-            try ManagedObjectModel(
-                entities: [
-                    EntityDescription(
-                        name: "Note",
-                        attributes: [
-                            AttributeDescription(
-                                name: renamed ? "body" : "text", type: .transformable,
-                                valueTransformerName: PlaceBoundTransformer.name, elementID: renamed ? "text" : nil)
-                        ]),
-                    EntityDescription(
-                        name: "Entry",
-                        attributes: [
-                            AttributeDescription(
-                                name: "password", type: .transformable,
-                                valueTransformerName: PlaceBoundTransformer.name)
-                        ]
-                            + (renamed
-                                ? [
-                                    AttributeDescription(
-                                        name: "uses", type: .integer32, isOptional: false, defaultValueString: "0")
-                                ] : [])),
-                ], configurations: ["Notes": ["Note"], "Passwords": ["Entry"]], versionIdentifier: version)
-        }
-        let v1 = try shop("V1", renamed: false)
-        let coordinator = PersistentStoreCoordinator(managedObjectModel: v1)
-        coordinator.valueTransformers.register(PlaceBoundTransformer(), forName: PlaceBoundTransformer.name)
-        let notes = directory.appendingPathComponent("Notes.sqlite"),
-            passwords = directory.appendingPathComponent("Passwords.sqlite")
-        try coordinator.addPersistentStore(type: .sqlite, configuration: "Notes", at: notes)
-        try coordinator.addPersistentStore(type: .sqlite, configuration: "Passwords", at: passwords)
-        let context = ManagedObjectContext(coordinator: coordinator, notificationCenter: NotificationCenter())
-        context.insertNewObject(forEntityName: "Note")["text"] = "door code"
-        context.insertNewObject(forEntityName: "Entry")["password"] = "hunter2"
-        try context.save()
-        try coordinator.close()
-
-        let migrating = PersistentStoreCoordinator(
-            modelVersions: ModelVersions(versions: [v1], current: try shop("V2", renamed: true)))
+        let (notes, passwords) = try makeTwoStores(entries: 1)
+        let migrating = PersistentStoreCoordinator(modelVersions: try TwoStoreModels.versions)
         migrating.valueTransformers.register(PlaceBoundTransformer(), forName: PlaceBoundTransformer.name)
         var options = StoreOptions()
         options.migratesAutomatically = true
@@ -548,14 +541,39 @@ final class MigrationTests: MigrationTestCase {
         // The second store is attached to the first one's connection: its migration runs there.
         try migrating.addPersistentStore(type: .sqlite, configuration: "Passwords", at: passwords, options: options)
         XCTAssertEqual(migrating.migrationReports.map(\.storeName), ["Notes.sqlite", "Passwords.sqlite"])
-        let migrated = ManagedObjectContext(coordinator: migrating, notificationCenter: NotificationCenter())
-        XCTAssertEqual(try migrated.objects("Note").first?["body"] as? String, "door code")
-        let entry = try XCTUnwrap(try migrated.objects("Entry").first)
-        XCTAssertEqual(entry["password"] as? String, "hunter2")
-        XCTAssertEqual(entry["uses"] as? Int, 0)
-        try migrating.close()
+        try assertTwoStoresMigrated(migrating, entries: 1)
         XCTAssertEqual(try sqlite3(notes, "SELECT name FROM sqlite_master WHERE name = 'ZENTRY'"), [])
         XCTAssertEqual(try sqlite3(passwords, "SELECT name FROM sqlite_master WHERE name = 'ZNOTE'"), [])
+    }
+
+    func testStoresThatBelongTogetherMigrateInOneTransaction() throws {
+        let (notes, passwords) = try makeTwoStores(entries: 3)
+        let coordinator = PersistentStoreCoordinator(modelVersions: try TwoStoreModels.versions)
+        coordinator.valueTransformers.register(PlaceBoundTransformer(), forName: PlaceBoundTransformer.name)
+        let reports = try coordinator.migrateStores([("Notes", notes), ("Passwords", passwords)])
+        XCTAssertEqual(reports.map(\.storeName), ["Notes.sqlite", "Passwords.sqlite"])
+        XCTAssertEqual(reports.map(\.carried), [["Note": 1], ["Entry": 3]])
+        // Both fit the current version now: adding them needs no migration.
+        try coordinator.addPersistentStore(type: .sqlite, configuration: "Notes", at: notes)
+        try coordinator.addPersistentStore(type: .sqlite, configuration: "Passwords", at: passwords)
+        try assertTwoStoresMigrated(coordinator, entries: 3)
+        XCTAssertEqual(try coordinator.migrateStores([("Notes", notes), ("Passwords", passwords)]).count, 0)
+    }
+
+    func testWhenOneStoreCannotBeMigratedNeitherIs() throws {
+        let (notes, passwords) = try makeTwoStores(entries: 2)
+        _ = try sqlite3(
+            passwords, "UPDATE ZENTRY SET ZPASSWORD = CAST('Entry.password#9|moved' AS BLOB) WHERE Z_PK = 2")
+        let before = (try Data(contentsOf: notes), try Data(contentsOf: passwords))
+        let coordinator = PersistentStoreCoordinator(modelVersions: try TwoStoreModels.versions)
+        coordinator.valueTransformers.register(PlaceBoundTransformer(), forName: PlaceBoundTransformer.name)
+        XCTAssertThrowsError(try coordinator.migrateStores([("Notes", notes), ("Passwords", passwords)])) { error in
+            XCTAssertEqual((error as? ObjectGraphError)?.code, .migrationFailed, "\(error)")
+            XCTAssertTrue("\(error)".contains("cannot decode Entry.password of object 2"), "\(error)")
+        }
+        XCTAssertEqual(try Data(contentsOf: notes), before.0)
+        XCTAssertEqual(try Data(contentsOf: passwords), before.1)
+        XCTAssertEqual(coordinator.migrationReports.count, 0)
     }
 
     func testRowsOfNoKnownEntityAreReportedDropped() throws {
@@ -665,5 +683,31 @@ extension ManagedObjectContext {
     /// The objects of a to-many relationship.
     func relatedObjects(_ object: ManagedObject, _ key: String) throws -> [ManagedObject] {
         object[key] as? [ManagedObject] ?? []
+    }
+}
+
+/// A model split in two configurations, as MyStash's: version 2 renames the notes' encoded
+/// text and the entries' encoded password, and adds a required attribute to the entries.
+enum TwoStoreModels {
+    static func model(_ version: String, renamed: Bool) throws -> ManagedObjectModel {
+        /// An encoded attribute named `old` in version 1 and `new` after.
+        func encoded(_ old: String, _ new: String) -> AttributeDescription {
+            AttributeDescription(
+                name: renamed ? new : old, type: .transformable, valueTransformerName: PlaceBoundTransformer.name,
+                elementID: renamed ? old : nil)
+        }
+        let uses = AttributeDescription(name: "uses", type: .integer32, isOptional: false, defaultValueString: "0")
+        return try ManagedObjectModel(
+            entities: [
+                EntityDescription(name: "Note", attributes: [encoded("text", "body")]),
+                EntityDescription(
+                    name: "Entry", attributes: [encoded("password", "secret")] + (renamed ? [uses] : [])),
+            ], configurations: ["Notes": ["Note"], "Passwords": ["Entry"]], versionIdentifier: version)
+    }
+
+    static var versions: ModelVersions {
+        get throws {
+            ModelVersions(versions: [try model("V1", renamed: false)], current: try model("V2", renamed: true))
+        }
     }
 }
