@@ -136,28 +136,32 @@ struct Migrate: ParsableCommand {
     func run() throws {
         try reportingErrors {
             let versions = try modelOption.versions()
-            try storeArgument.requireStore()
-            let coordinator = PersistentStoreCoordinator(modelVersions: versions)
-            let plans = try coordinator.migrationPlans(forStoreAt: storeArgument.url)
-            guard !plans.isEmpty else {
-                say("The store already fits '\(versions.current.versionIdentifier)'; nothing to migrate.")
-                return
-            }
-            guard !dryRun else {
+            // Planning and the rehearsal read a private copy: a store that needs nothing, or
+            // only a dry run, is not touched, not even by SQLite's side files.
+            let needed = try storeArgument.withPrivateCopy { copy -> Bool in
+                let plans = try PersistentStoreCoordinator(modelVersions: versions).migrationPlans(forStoreAt: copy)
+                guard !plans.isEmpty else {
+                    say("The store already fits '\(versions.current.versionIdentifier)'; nothing to migrate.")
+                    return false
+                }
+                guard dryRun else { return true }
                 for plan in plans {
                     say("\(plan.source.versionIdentifier) → \(plan.destination.versionIdentifier):")
                     for change in plan.changes { say("  \(change)") }
                     if plan.changes.isEmpty { say("  (no change to the stored data)") }
                 }
-                // A rehearsal on a private copy runs the checks that need the data, and counts.
-                try storeArgument.withPrivateCopy { copy in
-                    let rehearsal = PersistentStoreCoordinator(modelVersions: versions)
-                    try migrate(copy, with: rehearsal)
-                    say("On a copy of the store, the migration would have:")
-                    for report in rehearsal.migrationReports { report.accounting.forEach { say("  \($0)") } }
+                // The rehearsal runs the checks that need the data, and counts.
+                let rehearsal = PersistentStoreCoordinator(modelVersions: versions)
+                try migrate(copy, with: rehearsal)
+                say("On a copy of the store, the migration would have:")
+                let accounting = rehearsal.migrationReports.flatMap(\.accounting)
+                for line in accounting.isEmpty ? ["nothing to carry over: the store is empty"] : accounting {
+                    say("  \(line)")
                 }
-                return
+                return false
             }
+            guard needed else { return }
+            let coordinator = PersistentStoreCoordinator(modelVersions: versions)
             try migrate(storeArgument.url, with: coordinator)
             for report in coordinator.migrationReports { say("\(report)") }
         }

@@ -160,6 +160,21 @@ final class ObjectGraphCLITests: ObjectGraphTestCase {
         XCTAssertEqual(again.lines, ["The store already fits 'CoreDataMigration_Example 4'; nothing to migrate."])
     }
 
+    func testADryRunOnAStoreInWALModeLeavesNoFileBehind() throws {
+        let url = try store(2)
+        XCTAssertEqual(try sqlite3(url, "PRAGMA journal_mode"), ["wal"])
+        for name in try FileManager.default.contentsOfDirectory(atPath: directory.path)
+        where name != url.lastPathComponent {
+            try FileManager.default.removeItem(at: directory.appendingPathComponent(name))
+        }
+        let before = try Data(contentsOf: url)
+        let result = try run("migrate", "--dry-run", "--model", model, url.path)
+        XCTAssertEqual(result.status, 0, result.stderr)
+        XCTAssertTrue(result.lines.contains("  carried 10 Post"), result.stdout)
+        XCTAssertEqual(try Data(contentsOf: url), before)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: directory.path), [url.lastPathComponent])
+    }
+
     func testAMigrationThatCannotBeInferredExitsWith65AndLeavesTheStore() throws {
         // The model with a fifth version that turns postID into a date.
         let folder = directory.appendingPathComponent("Model.xcdatamodeld")

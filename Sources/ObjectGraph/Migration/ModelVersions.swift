@@ -120,6 +120,7 @@ public final class ModelVersions {
     /// versions that fit, the one the store's metadata names wins, else the newest.
     ///
     /// - returns: nil when no version fits.
+    /// - note: reading a store in WAL mode makes SQLite create its `-wal` and `-shm` files beside it.
     public func sourceVersion(ofStoreAt url: URL, configuration: String? = nil) throws -> ManagedObjectModel? {
         try StoreMetadataReader.reading(url) { db in
             let metadata = try StoreMetadataReader.metadata(db, schema: "main")

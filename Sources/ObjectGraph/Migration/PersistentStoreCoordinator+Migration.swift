@@ -7,6 +7,7 @@ extension PersistentStoreCoordinator {
     /// needs before it can add the store (a wrapped key for its transformers).
     ///
     /// - throws: ``ObjectGraphError`` 134080 when the file is not a SQLite database.
+    /// - note: reading a store in WAL mode makes SQLite create its `-wal` and `-shm` files beside it.
     public static func metadataForPersistentStore(at url: URL) throws -> [String: Any] {
         try StoreMetadataReader.reading(url) { db in try StoreMetadataReader.metadata(db, schema: "main") }
     }
@@ -16,6 +17,7 @@ extension PersistentStoreCoordinator {
     ///
     /// - throws: ``ObjectGraphError`` 134190 when no version fits the store or a change
     ///   cannot be inferred, naming it.
+    /// - note: reading a store in WAL mode makes SQLite create its `-wal` and `-shm` files beside it.
     public func migrationPlans(forStoreAt url: URL, configuration: String? = nil) throws -> [MigrationPlan] {
         try StoreMetadataReader.reading(url) { db in
             let metadata = try StoreMetadataReader.metadata(db, schema: "main")

@@ -36,6 +36,7 @@ public struct StoreSummary: Sendable, Equatable {
     /// Reads the summary of the store at `url` through a read-only connection.
     ///
     /// - throws: ``ObjectGraphError`` 134080 when the file is not a SQLite store.
+    /// - note: reading a store in WAL mode makes SQLite create its `-wal` and `-shm` files beside it.
     public init(contentsOf url: URL) throws {
         self = try StoreMetadataReader.reading(url) { db in
             let metadata = try StoreMetadataReader.metadata(db, schema: "main")
