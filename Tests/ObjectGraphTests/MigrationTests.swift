@@ -419,6 +419,49 @@ final class MigrationTests: MigrationTestCase {
             naming: ["Book.author is required, but 2 objects would point nowhere"])
     }
 
+    func testACustomStepSeesToManyRelationshipsAndCoversARequiredAttributeWithoutDefault() throws {
+        let v1 = try library("V1", manyAuthors: false)
+        let url = try makeStore(v1) { context in
+            for (name, count) in [("Ada", 2), ("Alan", 1), ("Grace", 0)] {
+                let author = context.insertNewObject(forEntityName: "Author")
+                author["name"] = name
+                for index in 0..<count {
+                    let book = context.insertNewObject(forEntityName: "Book")
+                    book["title"] = "\(name) \(index)"
+                    book["author"] = author
+                }
+            }
+        }
+        let v2 = try model(
+            "V2",
+            [
+                EntityDescription(
+                    name: "Author",
+                    attributes: [
+                        AttributeDescription(name: "name", type: .string),
+                        AttributeDescription(name: "bookCount", type: .integer32, isOptional: false),
+                    ],
+                    relationships: [
+                        RelationshipDescription(name: "books", destination: "Book", inverse: "author", isToMany: true)
+                    ]),
+                EntityDescription(
+                    name: "Book", attributes: [AttributeDescription(name: "title", type: .string)],
+                    relationships: [RelationshipDescription(name: "author", destination: "Author", inverse: "books")]),
+            ])
+        let versions = ModelVersions(versions: [v1], current: v2)
+        try assertRefused(
+            url, versions, naming: ["Author.bookCount is required and has no default value, but 3 objects"])
+        let count = EntityMigrationStep(entity: "Author", from: "V1") { author, _ in
+            author["bookCount"] = (author.sourceValues["books"] as? [Int64])?.count
+        }
+        let (_, context) = try openMigrating(url, versions, steps: [count])
+        let counts = Dictionary(
+            uniqueKeysWithValues: try context.objects("Author").map {
+                ($0["name"] as? String ?? "", $0["bookCount"] as? Int)
+            })
+        XCTAssertEqual(counts, ["Ada": 2, "Alan": 1, "Grace": 0])
+    }
+
     private func tasks(_ version: String, inherited: Bool) throws -> ManagedObjectModel {
         let title = AttributeDescription(name: "title", type: .string)
         let done = AttributeDescription(name: "done", type: .boolean)

@@ -46,7 +46,8 @@ public final class MigratingObject {
     /// The entity's name in the older version.
     public let sourceEntityName: String
     /// The object's values in the older version: attributes decoded (through their transformer
-    /// at their old place), to-one relationships as primary keys.
+    /// at their old place), relationships as the primary keys their objects have in the migrated
+    /// store (to-one: an `Int64`; to-many: a sorted `[Int64]`).
     public let sourceValues: [String: Any]
     /// The object's values in the newer version as the inferred mapping left them; assign
     /// through the subscript to change them.

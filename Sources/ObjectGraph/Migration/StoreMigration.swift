@@ -560,8 +560,7 @@ final class StoreMigration {
             for key in keys {
                 let object = MigratingObject(
                     entityName: entity.name, primaryKey: key, sourceEntityName: mapping.source.name,
-                    sourceValues: try values(
-                        of: mapping.source, table: aside(mapping.source.tableName), primaryKey: key - offset),
+                    sourceValues: try sourceValues(of: mapping.source, primaryKey: key - offset),
                     values: try values(of: entity, table: qualified(entity.tableName), primaryKey: key))
                 for step in mapping.customSteps { try step.body(object, writer) }
                 for name in object.changedKeys.sorted() {
@@ -601,6 +600,35 @@ final class StoreMigration {
         }
         for relationship in entity.relationships where !relationship.isToMany {
             if let key = row[relationship.columnName] as Int64? { values[relationship.name] = key }
+        }
+        return values
+    }
+
+    /// An object's values in the old store, relationships given as the keys their objects
+    /// have in the migrated store: to-one as one key, to-many as a sorted array of keys.
+    private func sourceValues(of entity: EntityDescription, primaryKey: Int64) throws -> [String: Any] {
+        var values = try self.values(of: entity, table: aside(entity.tableName), primaryKey: primaryKey)
+        for relationship in entity.relationships {
+            guard let target = source.entity(named: relationship.destinationEntityName) else { continue }
+            let offset = offsets[target.rootEntity.name] ?? 0
+            if !relationship.isToMany {
+                if let key = values[relationship.name] as? Int64 { values[relationship.name] = key + offset }
+                continue
+            }
+            var keys: [Int64] = []
+            if SQLiteSchema.usesJoinTable(relationship, in: source) {
+                let join = SQLiteSchema.joinTable(for: relationship, of: entity, in: source)
+                keys = try Int64.fetchAll(
+                    db,
+                    sql: """
+                        SELECT \(join.destinationColumn) FROM \(aside(join.name)) WHERE \(join.sourceColumn) = ?
+                        """, arguments: [primaryKey])
+            } else if let inverse = SQLiteSchema.inverse(of: relationship, in: source) {
+                keys = try Int64.fetchAll(
+                    db, sql: "SELECT Z_PK FROM \(aside(target.tableName)) WHERE \(inverse.columnName) = ?",
+                    arguments: [primaryKey])
+            }
+            values[relationship.name] = keys.map { $0 + offset }.sorted()
         }
         return values
     }
