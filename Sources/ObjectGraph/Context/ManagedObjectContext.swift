@@ -246,7 +246,12 @@ public final class ManagedObjectContext {
         for column in entity.storedColumns {
             let dbValue = row[column.index] as DatabaseValue
             guard column.type == .transformable else {
-                if let value = StoredValues.value(dbValue, type: column.type) { values[column.name] = value }
+                do {
+                    if let value = try StoredValues.value(dbValue, type: column.type) { values[column.name] = value }
+                } catch {
+                    throw ObjectGraphError.undecodable(
+                        error, store: store, entity: entity.name, attribute: column.name, primaryKey: primaryKey)
+                }
                 continue
             }
             guard case .blob(let data) = dbValue.storage else { continue }
@@ -268,8 +273,23 @@ public final class ManagedObjectContext {
         object.version = row[2]
     }
 
+    /// - throws: ``ObjectGraphError`` 134060 naming the store, entity, attribute and row when
+    ///   a built-in transformer cannot decode the bytes; an application's transformer's own
+    ///   error unchanged (it was told the place).
     func decode(_ encoded: EncodedValue, transformerName: String?, entity: EntityDescription, key: String) throws -> Any {
-        try transformer(named: transformerName, entity: entity, key: key).reverseTransformedValue(encoded.data, at: encoded.place)
+        let transformer = try transformer(named: transformerName, entity: entity, key: key)
+        do {
+            return try transformer.reverseTransformedValue(encoded.data, at: encoded.place)
+        } catch let error as UndecodableTransformedValue {
+            let place = encoded.place
+            guard let store = coordinator.persistentStores.first(where: { $0.identifier == place.storeIdentifier })
+            else {
+                throw error
+            }
+            throw ObjectGraphError.undecodable(
+                error, store: store, entity: place.entityName, attribute: place.attributeName,
+                primaryKey: place.primaryKey)
+        }
     }
 
     /// Decodes every value of `object` a fetch left encoded (see `propertiesToFetch`).

@@ -40,7 +40,7 @@ extension ManagedObjectModel {
         if isSingleVersion {
             versionFolder = nil
         } else if let plistData = readFile(".xccurrentversion") {
-            let plist = try? PropertyListSerialization.propertyList(from: plistData, format: nil) as? [String: Any]
+            let plist = try? BinaryPropertyList.foundationPropertyList(from: plistData) as? [String: Any]
             guard let name = plist?["_XCCurrentVersionName"] as? String else {
                 throw ModelError(file: "\(modelName)/.xccurrentversion", reason: "no _XCCurrentVersionName key")
             }

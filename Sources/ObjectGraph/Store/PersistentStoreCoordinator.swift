@@ -143,7 +143,7 @@ public final class PersistentStoreCoordinator {
         }
         guard let row = try Row.fetchOne(db, sql: "SELECT Z_UUID, Z_PLIST FROM \(store.qualified("Z_METADATA"))"),
               let identifier: String = row["Z_UUID"], let plist: Data = row["Z_PLIST"],
-              let metadata = try? PropertyListSerialization.propertyList(from: plist, format: nil) as? [String: Any] else {
+              let metadata = try? BinaryPropertyList.foundationPropertyList(from: plist) as? [String: Any] else {
             throw ObjectGraphError(code: .storeOpenFailed, message: "'\(name)' has damaged metadata (Z_METADATA)")
         }
         store.identifier = identifier
@@ -246,7 +246,7 @@ public final class PersistentStoreCoordinator {
         try read { db in
             for store in persistentStores {
                 if let plist = try Data.fetchOne(db, sql: "SELECT Z_PLIST FROM \(store.qualified("Z_METADATA"))"),
-                   let metadata = try? PropertyListSerialization.propertyList(from: plist, format: nil) as? [String: Any] {
+                   let metadata = try? BinaryPropertyList.foundationPropertyList(from: plist) as? [String: Any] {
                     store.metadata = metadata
                 }
             }
