@@ -312,15 +312,26 @@ public final class ManagedObjectContext {
         return transformer
     }
 
-    /// The object with a primary key in a relationship's destination table, or nil when gone.
-    func object(primaryKey: Int64, destinationOf relationship: RelationshipDescription) -> ManagedObject? {
-        guard let destination = model.entity(named: relationship.destinationEntityName) else { return nil }
-        do {
-            return try object(primaryKey: primaryKey, root: destination.rootEntity)
-        } catch {
-            if deferredError == nil { deferredError = error }
-            return nil
+    /// The destination of a to-one relationship of `source`, stored as `primaryKey`.
+    ///
+    /// - throws: ``ObjectGraphError`` 133000 when no row of the destination entity has that
+    ///   primary key (Core Data's unfulfillable fault); the store's error when it cannot be read.
+    func destination(
+        primaryKey: Int64, of relationship: RelationshipDescription, source: ManagedObject
+    ) throws -> ManagedObject {
+        let place = "\(source.entity.name).\(relationship.name) of row \(source.objectID.primaryKey ?? 0)"
+        guard let destination = model.entity(named: relationship.destinationEntityName) else {
+            throw ObjectGraphError(
+                code: .objectNotFound, message: "\(place): the model has no entity \(relationship.destinationEntityName)")
         }
+        guard let object = try object(primaryKey: primaryKey, root: destination.rootEntity),
+              object.entity.isKind(of: destination) else {
+            throw ObjectGraphError(
+                code: .objectNotFound,
+                message: "\(place) refers to \(destination.name) row \(primaryKey), which does not exist",
+                objects: [source])
+        }
+        return object
     }
 
     func object(primaryKey: Int64, root: EntityDescription) throws -> ManagedObject? {
@@ -367,11 +378,18 @@ public final class ManagedObjectContext {
     }
 
     /// Reads the destinations of a to-many relationship from the store.
-    func loadToMany(_ relationship: RelationshipDescription, of object: ManagedObject) -> [ManagedObject] {
-        guard let primaryKey = object.objectID.primaryKey ?? object.pendingPrimaryKey,
-              let destination = model.entity(named: relationship.destinationEntityName) else { return [] }
+    ///
+    /// - throws: the store's error, or a destination's value that cannot be read.
+    func loadToMany(_ relationship: RelationshipDescription, of object: ManagedObject) throws -> [ManagedObject] {
+        guard let primaryKey = object.objectID.primaryKey ?? object.pendingPrimaryKey else { return [] }
+        guard let destination = model.entity(named: relationship.destinationEntityName) else {
+            throw ObjectGraphError(
+                code: .objectNotFound,
+                message: "\(object.entity.name).\(relationship.name): "
+                    + "the model has no entity \(relationship.destinationEntityName)")
+        }
         let root = destination.rootEntity
-        guard let store = try? coordinator.store(for: root) else { return [] }
+        let store = try coordinator.store(for: root)
         let columns = root.selectColumns.map { "t0.\($0)" }.joined(separator: ", ")
         let sql: String
         if SQLiteSchema.usesJoinTable(relationship, in: model) {
@@ -381,14 +399,9 @@ public final class ManagedObjectContext {
             guard let inverse = SQLiteSchema.inverse(of: relationship, in: model) else { return [] }
             sql = "SELECT \(columns) FROM \(store.qualified(root.tableName)) t0 WHERE t0.\(inverse.columnName) = ?"
         }
-        do {
-            let objects = try coordinator.read { db in
-                try Row.fetchAll(db, sql: sql, arguments: [primaryKey]).map { try materialize($0, root: root, store: store) }
-            }
-            return objects.filter { $0.entity.isKind(of: destination) }
-        } catch {
-            if deferredError == nil { deferredError = error }
-            return []
+        let objects = try coordinator.read { db in
+            try Row.fetchAll(db, sql: sql, arguments: [primaryKey]).map { try materialize($0, root: root, store: store) }
         }
+        return objects.filter { $0.entity.isKind(of: destination) }
     }
 }

@@ -196,5 +196,5 @@ struct UndecodableStoredValue: Error, CustomStringConvertible {
     var found: String
     var expected: AttributeType
 
-    var description: String { "\(found) where a \(expected.rawValue) value belongs" }
+    var description: String { "\(found), not a value of type \(expected.rawValue)" }
 }
