@@ -135,7 +135,12 @@ public final class ManagedObjectModel {
                         throw ModelError(file: file, entity: entity.name, property: relationship.name,
                                          reason: "inverse relationship '\(destination.name).\(inverseName)' does not exist")
                     }
-                    guard entity.isKind(of: entitiesByName[inverse.destinationEntityName]!) || entitiesByName[inverse.destinationEntityName]!.isKind(of: entity) else {
+                    guard let back = entitiesByName[inverse.destinationEntityName] else {
+                        throw ModelError(
+                            file: file, entity: destination.name, property: inverse.name,
+                            reason: "destination entity '\(inverse.destinationEntityName)' does not exist")
+                    }
+                    guard entity.isKind(of: back) || back.isKind(of: entity) else {
                         throw ModelError(file: file, entity: entity.name, property: relationship.name,
                                          reason: "inverse '\(destination.name).\(inverseName)' points to '\(inverse.destinationEntityName)', not back to '\(entity.name)'")
                     }

@@ -1,0 +1,97 @@
+import Foundation
+import XCTest
+
+@testable import ObjectGraph
+
+/// Bad models and predicates are thrown errors naming the file, entity and property or the
+/// predicate's position; none crashes the process.
+final class BadInputTests: ObjectGraphTestCase {
+    func model(_ entities: String) throws -> ManagedObjectModel {
+        let xml = """
+            <?xml version="1.0" encoding="UTF-8" standalone="yes"?>
+            <model type="com.apple.IDECoreDataModeler.DataModel" documentVersion="1.0">\(entities)</model>
+            """
+        return try ManagedObjectModel(
+            xcdatamodeldFiles: ["Blog.xcdatamodel/contents": Data(xml.utf8)], modelName: "Blog.xcdatamodeld")
+    }
+
+    static let blog = """
+        <entity name="Post">
+            <attribute name="title" optional="YES" attributeType="String"/>
+            <attribute name="tags" optional="YES" attributeType="Transformable"/>
+            <relationship name="sections" toMany="YES" deletionRule="Cascade" destinationEntity="Section" inverseName="post"/>
+        </entity>
+        <entity name="Section">
+            <attribute name="index" optional="YES" attributeType="Integer 16"/>
+            <relationship name="post" optional="YES" maxCount="1" deletionRule="Nullify" destinationEntity="Post" inverseName="sections"/>
+        </entity>
+        """
+
+    func assertModelError(_ entities: String, _ expected: String, line: UInt = #line) {
+        XCTAssertThrowsError(try model(entities), line: line) { error in
+            XCTAssertEqual("\(error)", expected, line: line)
+        }
+    }
+
+    func testDanglingDestinationsAndInversesNameFileEntityAndProperty() {
+        let file = "Blog.xcdatamodeld/Blog.xcdatamodel/contents"
+        assertModelError(
+            Self.blog.replacingOccurrences(of: "destinationEntity=\"Section\"", with: "destinationEntity=\"Chapter\""),
+            "invalid model (\(file): Post.sections): destination entity 'Chapter' does not exist")
+        assertModelError(
+            Self.blog.replacingOccurrences(of: "inverseName=\"post\"", with: "inverseName=\"article\""),
+            "invalid model (\(file): Post.sections): inverse relationship 'Section.article' does not exist")
+        // The inverse exists but its own destination does not: checked before it is followed.
+        assertModelError(
+            Self.blog.replacingOccurrences(of: "destinationEntity=\"Post\"", with: "destinationEntity=\"Article\""),
+            "invalid model (\(file): Section.post): destination entity 'Article' does not exist")
+    }
+
+    func fetch(_ format: String, entity: String = "Post", kind: StoreKind) throws -> [ManagedObject] {
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: try model(Self.blog))
+        try coordinator.addPersistentStore(
+            type: kind == .sqlite ? .sqlite : .inMemory, at: directory.appendingPathComponent("\(UUID()).sqlite"))
+        let context = ManagedObjectContext(coordinator: coordinator)
+        let post = context.insertNewObject(forEntityName: "Post")
+        post["title"] = "Hello"
+        post["tags"] = ["a", "b"]
+        let section = context.insertNewObject(forEntityName: "Section")
+        section["post"] = post
+        try context.save()
+        return try context.fetch(
+            FetchRequest<ManagedObject>(entityName: entity, predicate: try Predicate(format: format)))
+    }
+
+    func assertFetchError(_ format: String, entity: String = "Post", _ expected: String, line: UInt = #line) {
+        for kind in StoreKind.allCases {
+            XCTAssertThrowsError(try fetch(format, entity: entity, kind: kind), "[\(kind)] \(format)", line: line) {
+                error in
+                XCTAssertTrue("\(error)".contains(expected), "[\(kind)] \(error)", line: line)
+            }
+        }
+    }
+
+    func testUnknownKeysOnEitherSideAreErrors() {
+        assertFetchError("author == 'x'", "keypath 'author' not found in entity Post")
+        assertFetchError(
+            "title == author", "keypath 'author' not found in entity Post (predicate 'title == author' at position 10)"
+        )
+        // A transformed attribute is compared in memory: the unknown key is still found first.
+        assertFetchError("tags == author", "keypath 'author' not found in entity Post")
+        assertFetchError("post.author == 'x'", entity: "Section", "keypath 'post.author' not found in entity Section")
+    }
+
+    func testAToManyWhereAToOneIsNeededIsAnError() {
+        assertFetchError(
+            "title == 'x' OR sections.index == 1",
+            "invalid predicate at position 17: to-many key 'sections' not allowed here")
+    }
+
+    func testValidPredicatesStillWork() throws {
+        for kind in StoreKind.allCases {
+            XCTAssertEqual(try fetch("ANY sections.index == 0 OR title == 'Hello'", kind: kind).count, 1)
+            XCTAssertEqual(try fetch("sections.@count == 1", kind: kind).count, 1)
+            XCTAssertEqual(try fetch("post.title == 'Hello'", entity: "Section", kind: kind).count, 1)
+        }
+    }
+}
