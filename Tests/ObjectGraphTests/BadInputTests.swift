@@ -95,3 +95,32 @@ final class BadInputTests: ObjectGraphTestCase {
         }
     }
 }
+
+/// Rows whose bookkeeping columns (Z_ENT, Z_OPT, a to-one's key) hold what Core Data never
+/// writes, made with sqlite3: fetching them is an error naming the row, never a trap.
+final class DamagedRowTests: ObjectGraphTestCase {
+    func testDamagedBookkeepingColumnsAreErrors() throws {
+        let damages = [
+            "Z_ENT = NULL", "Z_ENT = 'x'", "Z_ENT = 99", "Z_OPT = NULL", "Z_OPT = 'x'", "Z_OPT = X'00'", "ZPOST = 'x'",
+            "ZPOST = 1.5", "ZPOST = X'01'",
+        ]
+        let source = Self.fixturesURL.appendingPathComponent(
+            "CoreData/wibosco-migration-example/CoreDataMigration_Example_3.sqlite")
+        let model = try ManagedObjectModel(contentsOf: Self.fixturesURL.appendingPathComponent(
+            "CoreData/wibosco-migration-example/CoreDataMigration_Example.xcdatamodeld/"
+                + "CoreDataMigration_Example 3.xcdatamodel"))
+        for damage in damages {
+            let url = directory.appendingPathComponent("\(UUID().uuidString).sqlite")
+            try FileManager.default.copyItem(at: source, to: url)
+            _ = try runSQLite3([url.path, "UPDATE ZSECTION SET \(damage) WHERE Z_PK = 2"])
+            let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
+            try coordinator.addPersistentStore(type: .sqlite, at: url)
+            let context = ManagedObjectContext(coordinator: coordinator)
+            let request = FetchRequest<ManagedObject>(entityName: "Section")
+            XCTAssertThrowsError(try context.fetch(request), damage) { error in
+                XCTAssertTrue("\(error)".contains("of row 2 in store"), "\(damage): \(error)")
+                XCTAssertFalse("\(error)".contains("Demesne"), "no stored value in the message")
+            }
+        }
+    }
+}

@@ -220,16 +220,20 @@ public final class ManagedObjectContext {
     /// The registered object for a row, updated from `row` unless it has unsaved changes,
     /// or a new object made from `row`.
     func materialize(_ row: Row, root: EntityDescription, store: PersistentStore, decoding: Set<String>? = nil) throws -> ManagedObject {
-        let primaryKey: Int64 = row[0]
+        let primaryKey = try Self.integer(row, 0, "Z_PK", root: root, store: store)
         let key = ObjectKey(rootEntityNumber: root.entityNumber, primaryKey: primaryKey)
         if let object = registered[key] {
-            if !object.hasChanges, object.version != row[2] as Int64 {
+            if !object.hasChanges, try object.version != Self.integer(row, 2, "Z_OPT", root: root, store: store) {
                 try load(row, into: object, root: root, store: store, decoding: decoding)
             }
             return object
         }
-        let entityNumber: Int = row[1]
-        let entity = model.entity(number: entityNumber).flatMap { $0.rootEntity === root ? $0 : nil } ?? root
+        let entityNumber = try Self.integer(row, 1, "Z_ENT", root: root, store: store)
+        guard let entity = Int(exactly: entityNumber).flatMap(model.entity(number:)), entity.rootEntity === root else {
+            throw ObjectGraphError.undecodable(
+                "\(entityNumber) is not the number of \(root.name) or of one of its sub-entities", store: store,
+                entity: root.name, attribute: "Z_ENT", primaryKey: primaryKey)
+        }
         let object = model.objectClass(for: entity).init(entity: entity)
         object.objectID = ObjectID(entityName: entity.name, storeIdentifier: store.identifier, primaryKey: primaryKey, temporaryNumber: nil)
         object.managedObjectContext = self
@@ -238,11 +242,29 @@ public final class ManagedObjectContext {
         return object
     }
 
+    /// A bookkeeping column of a row (Z_PK, Z_ENT, Z_OPT) as an integer; GRDB's typed
+    /// subscript would trap, printing the row, on a NULL or a value of another type.
+    static func integer(
+        _ row: Row, _ index: Int, _ column: String, root: EntityDescription, store: PersistentStore
+    ) throws -> Int64 {
+        let value = row[index] as DatabaseValue
+        switch value.storage {
+        case .int64(let integer): return integer
+        case .double(let number) where Int64(exactly: number) != nil: return Int64(number)
+        default:
+            let primaryKey: Int64
+            if case .int64(let key) = (row[0] as DatabaseValue).storage { primaryKey = key } else { primaryKey = 0 }
+            throw ObjectGraphError.undecodable(
+                "\(value.isNull ? "NULL" : "a value of another type"), not an integer", store: store,
+                entity: root.name, attribute: column, primaryKey: primaryKey)
+        }
+    }
+
     /// Fills an object's values from its row, decoding transformed attributes in place.
     func load(_ row: Row, into object: ManagedObject, root: EntityDescription, store: PersistentStore, decoding: Set<String>? = nil) throws {
         let entity = object.entity
         var values = PropertyValues(minimumCapacity: entity.storedColumns.count + entity.storedToOne.count)
-        let primaryKey: Int64 = row[0]
+        let primaryKey = try Self.integer(row, 0, "Z_PK", root: root, store: store)
         for column in entity.storedColumns {
             let dbValue = row[column.index] as DatabaseValue
             guard column.type == .transformable else {
@@ -260,8 +282,9 @@ public final class ManagedObjectContext {
             values[column.name] = decoding.map { $0.contains(column.name) } ?? true
                 ? try decode(encoded, transformerName: column.transformerName, entity: entity, key: column.name) : encoded
         }
-        for (relationship, index) in entity.storedToOne {
-            if let destination = row[index] as Int64? { values[relationship.name] = FaultReference(primaryKey: destination) }
+        for (relationship, index) in entity.storedToOne where !(row[index] as DatabaseValue).isNull {
+            let destination = try Self.integer(row, index, relationship.columnName, root: root, store: store)
+            values[relationship.name] = FaultReference(primaryKey: destination)
         }
         for attribute in entity.transientAttributes {
             if let value = object.values[attribute.name] { values[attribute.name] = value }
@@ -270,7 +293,7 @@ public final class ManagedObjectContext {
         object.committedValues = values
         object.loadedToMany = []
         object.changedKeys = []
-        object.version = row[2]
+        object.version = try Self.integer(row, 2, "Z_OPT", root: root, store: store)
     }
 
     /// - throws: ``ObjectGraphError`` 134060 naming the store, entity, attribute and row when
