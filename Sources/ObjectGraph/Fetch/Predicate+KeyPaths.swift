@@ -5,7 +5,8 @@ extension Predicate {
     /// so a wrong key is an error rather than a trap deep in an in-memory comparison.
     ///
     /// A key path may pass through a to-many relationship only under `ANY`, `ALL` or `NONE`,
-    /// before `@count`, at its end (comparing the collection), or on the right of `IN`.
+    /// before a collection operator (`@count`, `@sum`...), at its end (comparing the
+    /// collection), or on the right of `IN`.
     ///
     /// - throws: ``ObjectGraphError`` 133000 for a key the entity does not have;
     ///   ``PredicateSyntaxError`` for a to-many key where a to-one is needed.
@@ -49,15 +50,16 @@ extension Predicate {
                 if key == "@count" { continue }
                 throw unknown(path, entity, position)
             }
-            if key == "@count", passedToMany {
-                current = nil
+            // A collection operator (@count, @sum, @avg, @min, @max) after a to-many key.
+            if key.hasPrefix("@"), passedToMany {
+                if key == "@count" { current = nil }
                 continue
             }
             if here.attribute(named: key) != nil {
                 current = nil
             } else if let relationship = here.relationship(named: key) {
                 let isLast = index == keys.count - 1
-                if relationship.isToMany, !isLast, keys[index + 1] != "@count", !allowsToMany || passedToMany {
+                if relationship.isToMany, !isLast, !keys[index + 1].hasPrefix("@"), !allowsToMany || passedToMany {
                     throw PredicateSyntaxError(
                         format: format, position: position ?? 0,
                         reason: "to-many key '\(key)' not allowed here (use ANY, ALL or NONE, or @count)")
