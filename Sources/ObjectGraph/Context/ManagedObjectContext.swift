@@ -286,8 +286,9 @@ public final class ManagedObjectContext {
             let destination = try Self.integer(row, index, relationship.columnName, root: root, store: store)
             values[relationship.name] = FaultReference(primaryKey: destination)
         }
+        // A transient keeps what was set on the object, or starts at its default as on insert.
         for attribute in entity.transientAttributes {
-            if let value = object.values[attribute.name] { values[attribute.name] = value }
+            if let value = object.values[attribute.name] ?? attribute.defaultValue { values[attribute.name] = value }
         }
         object.values = values
         object.committedValues = values
