@@ -36,9 +36,11 @@ extension ManagedObjectContext {
         do {
             try wrapStoreErrors(.saveFailed, "cannot save") {
                 try coordinator.write { db in
+                    try checkUniquenessConstraints(inserted: inserted, updated: updated, deleted: deleted, db)
                     try assignPrimaryKeys(inserted, db)
-                    for object in inserted { try insertRow(of: object, db) }
+                    // Updates first: a row moving off unique values frees them for a new row.
                     for object in updated where try updateRow(of: object, db) { rowsUpdated.insert(ObjectIdentifier(object)) }
+                    for object in inserted { try insertRow(of: object, db) }
                     for object in joinChanges { try writeJoinRows(of: object, db) }
                     for object in deleted { try deleteRow(of: object, db) }
                     try coordinator.writePendingMetadata(db)

@@ -22,6 +22,9 @@ public final class EntityDescription: CustomStringConvertible {
     public let managedObjectClassName: String?
     /// The entity's renaming identifier (Xcode's `elementID`): its name in an older model version.
     public let elementID: String?
+    /// Sets of attribute names whose values no two objects of this entity (and its
+    /// sub-entities) may share, as Xcode's `<uniquenessConstraints>`; checked at save.
+    public let uniquenessConstraints: [[String]]
 
     // Set once when the model is assembled.
     public internal(set) var entityNumber: Int = 0
@@ -60,9 +63,11 @@ public final class EntityDescription: CustomStringConvertible {
     public init(
         name: String, parent: String? = nil, isAbstract: Bool = false,
         attributes: [AttributeDescription] = [], relationships: [RelationshipDescription] = [],
-        userInfo: [String: String] = [:], managedObjectClassName: String? = nil, elementID: String? = nil
+        userInfo: [String: String] = [:], managedObjectClassName: String? = nil, elementID: String? = nil,
+        uniquenessConstraints: [[String]] = []
     ) {
         self.elementID = elementID
+        self.uniquenessConstraints = uniquenessConstraints
         self.name = name
         self.parentName = parent
         self.isAbstract = isAbstract

@@ -146,6 +146,14 @@ public final class ManagedObjectModel {
                     }
                 }
             }
+            for name in entity.uniquenessConstraints.joined() {
+                guard let attribute = entity.attributesByName[name],
+                      !attribute.isTransient, attribute.type != .transformable else {
+                    throw ModelError(
+                        file: file, entity: entity.name, property: name,
+                        reason: "a uniqueness constraint names no stored, untransformed attribute '\(name)'")
+                }
+            }
             for attribute in entity.declaredAttributes {
                 if attribute.type == .transformable, attribute.valueTransformerName?.isEmpty == true {
                     throw ModelError(file: file, entity: entity.name, property: attribute.name, reason: "empty value transformer name")

@@ -17,6 +17,9 @@ public struct ObjectGraphError: Error, CustomStringConvertible {
         public static let storeOpenFailed = Code(rawValue: 134080)
         public static let saveFailed = Code(rawValue: 134030)
         public static let objectNotFound = Code(rawValue: 133000)
+        /// Objects share the values of a uniqueness constraint (Core Data's
+        /// `NSManagedObjectConstraintMergeError`).
+        public static let constraintConflict = Code(rawValue: 133021)
         /// A stored value cannot be read as its attribute's type, or its transformer failed
         /// (Core Data's general error code).
         public static let undecodableValue = Code(rawValue: 134060)
