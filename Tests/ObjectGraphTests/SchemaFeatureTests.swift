@@ -123,3 +123,58 @@ final class SchemaFeatureTests: ObjectGraphTestCase {
         XCTAssertEqual(try journalMode(tags), "wal")
     }
 }
+
+/// `Z<n>_<REL>` entity columns beside to-one relationships into entity hierarchies.
+final class EntityColumnTests: ObjectGraphTestCase {
+    func model() throws -> ManagedObjectModel {
+        let xml = """
+            <?xml version="1.0" encoding="UTF-8" standalone="yes"?>
+            <model type="com.apple.IDECoreDataModeler.DataModel" documentVersion="1.0">
+                <entity name="Car">
+                    <attribute name="plate" optional="YES" attributeType="String"/>
+                    <relationship name="driver" optional="YES" maxCount="1" deletionRule="Nullify"
+                        destinationEntity="Person" inverseName="car"/>
+                </entity>
+                <entity name="SportCar" parentEntity="Car"/>
+                <entity name="Person">
+                    <attribute name="name" optional="YES" attributeType="String"/>
+                    <relationship name="car" optional="YES" maxCount="1" deletionRule="Nullify"
+                        destinationEntity="Car" inverseName="driver"/>
+                </entity>
+            </model>
+            """
+        return try ManagedObjectModel(
+            xcdatamodeldFiles: ["M.xcdatamodel/contents": Data(xml.utf8)], modelName: "M.xcdatamodeld")
+    }
+
+    func testEntityColumnsAreWrittenAndReadAsCoreDataDoes() throws {
+        let url = directory.appendingPathComponent("cars.sqlite")
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: try model())
+        try coordinator.addPersistentStore(type: .sqlite, at: url)
+        let context = ManagedObjectContext(coordinator: coordinator)
+        let person = context.insertNewObject(forEntityName: "Person")
+        let sport = context.insertNewObject(forEntityName: "SportCar")
+        person["car"] = sport
+        try context.save()
+        func row() throws -> String {
+            String(decoding: try runSQLite3([url.path, "SELECT ZCAR, Z3_CAR FROM ZPERSON"]), as: UTF8.self)
+        }
+        // Car 1, SportCar 2, Person 3: the column holds the destination's entity number.
+        XCTAssertEqual(try row(), "1|2\n")
+        let plain = context.insertNewObject(forEntityName: "Car")
+        person["car"] = plain
+        try context.save()
+        XCTAssertEqual(try row(), "2|1\n")
+        person["car"] = nil
+        try context.save()
+        XCTAssertEqual(try row(), "|\n")
+        // A row written by another tool with the column set reads through to the right sub-entity.
+        _ = try runSQLite3([url.path, "UPDATE ZPERSON SET ZCAR = 1, Z3_CAR = 2, Z_OPT = Z_OPT + 1"])
+        try coordinator.close()
+        let reopened = PersistentStoreCoordinator(managedObjectModel: try model())
+        try reopened.addPersistentStore(type: .sqlite, at: url)
+        let fresh = ManagedObjectContext(coordinator: reopened)
+        let read = try XCTUnwrap(try fresh.fetch(FetchRequest<ManagedObject>(entityName: "Person")).first)
+        XCTAssertEqual((try read.loadedValue(forKey: "car") as? ManagedObject)?.entity.name, "SportCar")
+    }
+}

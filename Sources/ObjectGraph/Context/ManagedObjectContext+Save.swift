@@ -128,8 +128,10 @@ extension ManagedObjectContext {
         arguments.reserveCapacity(3 + entity.storedColumns.count + entity.storedToOne.count)
         for column in entity.storedColumns { arguments.append(try storedValue(of: object, column, store: store, primaryKey: primaryKey)) }
         for (relationship, _) in entity.storedToOne { arguments.append(storedValue(of: object, relationship)) }
+        arguments += try entityColumnValues(of: object, db).map(\.value)
         let sql = insertSQL[entity.name] ?? {
-            let columns = ["Z_PK", "Z_ENT", "Z_OPT"] + entity.storedColumns.map(\.columnName) + entity.storedToOne.map(\.relationship.columnName)
+            let columns = ["Z_PK", "Z_ENT", "Z_OPT"] + entity.storedColumns.map(\.columnName)
+                + entity.storedToOne.map(\.relationship.columnName) + entity.storedToOneEntityColumns.compactMap { $0 }
             let sql = "INSERT INTO \(store.qualified(entity.rootEntity.tableName)) (\(columns.joined(separator: ", "))) VALUES (\(Array(repeating: "?", count: columns.count).joined(separator: ", ")))"
             insertSQL[entity.name] = sql
             return sql
@@ -152,6 +154,10 @@ extension ManagedObjectContext {
         for (relationship, _) in object.entity.storedToOne where object.changedKeys.contains(relationship.name) {
             assignments.append("\(relationship.columnName) = ?")
             arguments.append(storedValue(of: object, relationship))
+        }
+        for (column, value) in try entityColumnValues(of: object, db, changedOnly: true) {
+            assignments.append("\(column) = ?")
+            arguments.append(value)
         }
         guard !assignments.isEmpty else { return false }
         arguments += [(object.version + 1).databaseValue, primaryKey.databaseValue, object.version.databaseValue]

@@ -49,6 +49,8 @@ public final class EntityDescription: CustomStringConvertible {
         attributeNames.firstIndex(of: key).map { attributeTypeList[$0] }
     }
     var storedToOne: [(relationship: RelationshipDescription, column: Int)] = []
+    /// Per `storedToOne` relationship: its `Z<n>_<REL>` entity column, when its destination has sub-entities.
+    var storedToOneEntityColumns: [String?] = []
     var transientAttributes: [AttributeDescription] = []
     /// Per attribute (same order as `attributes`): whether validation has more to check than presence.
     var attributeHasValueRules: [Bool] = []

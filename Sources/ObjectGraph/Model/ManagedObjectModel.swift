@@ -121,6 +121,11 @@ public final class ManagedObjectModel {
         try checkRelationships(file: file)
         try checkConfigurations(file: file)
         for entity in ordered { entity.hasJoinTables = entity.relationships.contains { SQLiteSchema.usesJoinTable($0, in: self) } }
+        for entity in ordered {
+            entity.storedToOneEntityColumns = entity.storedToOne.map {
+                SQLiteSchema.entityColumnName(of: $0.relationship, in: entity.rootEntity, model: self)
+            }
+        }
     }
 
     private func checkRelationships(file: String?) throws {
