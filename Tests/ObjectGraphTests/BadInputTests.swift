@@ -6,14 +6,7 @@ import XCTest
 /// Bad models and predicates are thrown errors naming the file, entity and property or the
 /// predicate's position; none crashes the process.
 final class BadInputTests: ObjectGraphTestCase {
-    func model(_ entities: String) throws -> ManagedObjectModel {
-        let xml = """
-            <?xml version="1.0" encoding="UTF-8" standalone="yes"?>
-            <model type="com.apple.IDECoreDataModeler.DataModel" documentVersion="1.0">\(entities)</model>
-            """
-        return try ManagedObjectModel(
-            xcdatamodeldFiles: ["Blog.xcdatamodel/contents": Data(xml.utf8)], modelName: "Blog.xcdatamodeld")
-    }
+    func model(_ entities: String) throws -> ManagedObjectModel { try xmlModel(entities, name: "Blog") }
 
     static let blog = """
         <entity name="Post">
@@ -45,6 +38,20 @@ final class BadInputTests: ObjectGraphTestCase {
         assertModelError(
             Self.blog.replacingOccurrences(of: "destinationEntity=\"Post\"", with: "destinationEntity=\"Article\""),
             "invalid model (\(file): Section.post): destination entity 'Article' does not exist")
+    }
+
+    func testAUniquenessConstraintOnAnUnknownAttributeNamesIt() {
+        // The constraint goes at the end of Post, the first entity.
+        var constrained = Self.blog
+        if let end = constrained.range(of: "</entity>") {
+            constrained.replaceSubrange(
+                end, with: "<uniquenessConstraints><uniquenessConstraint><constraint value=\"slug\"/>"
+                    + "</uniquenessConstraint></uniquenessConstraints></entity>")
+        }
+        XCTAssertNotEqual(constrained, Self.blog)
+        assertModelError(
+            constrained, "invalid model (Blog.xcdatamodeld/Blog.xcdatamodel/contents: Post.slug): "
+                + "a uniqueness constraint names no stored, untransformed attribute 'slug'")
     }
 
     func fetch(_ format: String, entity: String = "Post", kind: StoreKind) throws -> [ManagedObject] {
@@ -122,5 +129,17 @@ final class DamagedRowTests: ObjectGraphTestCase {
                 XCTAssertFalse("\(error)".contains("Demesne"), "no stored value in the message")
             }
         }
+    }
+}
+
+extension ObjectGraphTestCase {
+    /// A one-version model from the XML of its entities and configurations.
+    func xmlModel(_ body: String, name: String = "M") throws -> ManagedObjectModel {
+        let xml = """
+            <?xml version="1.0" encoding="UTF-8" standalone="yes"?>
+            <model type="com.apple.IDECoreDataModeler.DataModel" documentVersion="1.0">\(body)</model>
+            """
+        return try ManagedObjectModel(
+            xcdatamodeldFiles: ["\(name).xcdatamodel/contents": Data(xml.utf8)], modelName: "\(name).xcdatamodeld")
     }
 }

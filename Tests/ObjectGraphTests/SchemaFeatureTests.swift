@@ -8,9 +8,8 @@ import XCTest
 /// in a coordinator with several stores.
 final class SchemaFeatureTests: ObjectGraphTestCase {
     func model() throws -> ManagedObjectModel {
-        let xml = """
-            <?xml version="1.0" encoding="UTF-8" standalone="yes"?>
-            <model type="com.apple.IDECoreDataModeler.DataModel" documentVersion="1.0">
+        try xmlModel(
+            """
                 <entity name="Note">
                     <attribute name="text" optional="YES" attributeType="String"/>
                     <attribute name="isSelected" optional="YES" transient="YES" attributeType="Boolean"
@@ -23,10 +22,7 @@ final class SchemaFeatureTests: ObjectGraphTestCase {
                 </entity>
                 <configuration name="Notes"><memberEntity name="Note"/></configuration>
                 <configuration name="Tags"><memberEntity name="Tag"/></configuration>
-            </model>
-            """
-        return try ManagedObjectModel(
-            xcdatamodeldFiles: ["M.xcdatamodel/contents": Data(xml.utf8)], modelName: "M.xcdatamodeld")
+            """)
     }
 
     func testTransientAttributesHaveTheirDefaultsOnFetchedObjects() throws {
@@ -127,9 +123,8 @@ final class SchemaFeatureTests: ObjectGraphTestCase {
 /// `Z<n>_<REL>` entity columns beside to-one relationships into entity hierarchies.
 final class EntityColumnTests: ObjectGraphTestCase {
     func model() throws -> ManagedObjectModel {
-        let xml = """
-            <?xml version="1.0" encoding="UTF-8" standalone="yes"?>
-            <model type="com.apple.IDECoreDataModeler.DataModel" documentVersion="1.0">
+        try xmlModel(
+            """
                 <entity name="Car">
                     <attribute name="plate" optional="YES" attributeType="String"/>
                     <relationship name="driver" optional="YES" maxCount="1" deletionRule="Nullify"
@@ -141,10 +136,7 @@ final class EntityColumnTests: ObjectGraphTestCase {
                     <relationship name="car" optional="YES" maxCount="1" deletionRule="Nullify"
                         destinationEntity="Car" inverseName="driver"/>
                 </entity>
-            </model>
-            """
-        return try ManagedObjectModel(
-            xcdatamodeldFiles: ["M.xcdatamodel/contents": Data(xml.utf8)], modelName: "M.xcdatamodeld")
+            """)
     }
 
     func testEntityColumnsAreWrittenAndReadAsCoreDataDoes() throws {
