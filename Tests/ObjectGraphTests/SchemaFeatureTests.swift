@@ -170,3 +170,68 @@ final class EntityColumnTests: ObjectGraphTestCase {
         XCTAssertEqual((try read.loadedValue(forKey: "car") as? ManagedObject)?.entity.name, "SportCar")
     }
 }
+
+/// Derived attributes of Apple's stores: the triggers Core Data creates for them (written here
+/// with sqlite3 as Core Data writes them) call SQL functions ObjectGraph provides.
+final class DerivedAttributeTests: ObjectGraphTestCase {
+    static let triggers = """
+        CREATE TRIGGER Z_DA_ZITEM_Item_createdAt_INSERT AFTER INSERT ON ZITEM FOR EACH ROW BEGIN
+        UPDATE ZITEM SET ZCREATEDAT = NSCoreDataNow() WHERE Z_PK = NEW.Z_PK;
+        SELECT NSCoreDataDATriggerInsertUpdatedAffectedObjectValue('ZITEM', Z_ENT, Z_PK, 'createdAt', ZCREATEDAT)
+        FROM ZITEM WHERE Z_PK = NEW.Z_PK; END;
+        CREATE TRIGGER Z_DA_ZITEM_Item_attachmentCount_INSERT AFTER INSERT ON ZATTACHMENT FOR EACH ROW BEGIN
+        UPDATE ZITEM SET ZATTACHMENTCOUNT = (SELECT IFNULL(COUNT(Z_PK), 0) FROM ZATTACHMENT WHERE ZITEM = NEW.ZITEM)
+        WHERE Z_PK = NEW.ZITEM;
+        SELECT NSCoreDataDATriggerUpdatedAffectedObjectValue('ZITEM', Z_ENT, Z_PK, 'attachmentCount', ZATTACHMENTCOUNT)
+        FROM ZITEM WHERE Z_PK = NEW.ZITEM; END;
+        """
+
+    func testInsertsIntoAStoreWithDerivedAttributeTriggersWorkAndObjectsSeeTheDerivedValues() throws {
+        let model = try xmlModel(
+            """
+            <entity name="Attachment">
+                <relationship name="item" optional="YES" maxCount="1" deletionRule="Nullify"
+                    destinationEntity="Item" inverseName="attachments"/>
+            </entity>
+            <entity name="Item">
+                <attribute name="name" optional="YES" attributeType="String"/>
+                <attribute name="createdAt" optional="YES" attributeType="Date" derived="YES"
+                    derivationExpression="now()"/>
+                <attribute name="attachmentCount" optional="YES" attributeType="Integer 64" derived="YES"
+                    derivationExpression="attachments.@count"/>
+                <relationship name="attachments" optional="YES" toMany="YES" deletionRule="Cascade"
+                    destinationEntity="Attachment" inverseName="item"/>
+            </entity>
+            """)
+        let url = directory.appendingPathComponent("items.sqlite")
+        do {
+            let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
+            try coordinator.addPersistentStore(type: .sqlite, at: url)
+            try coordinator.close()
+        }
+        _ = try runSQLite3([url.path, Self.triggers])
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
+        try coordinator.addPersistentStore(type: .sqlite, at: url)
+        let context = ManagedObjectContext(coordinator: coordinator)
+        let before = Date()
+        let item = context.insertNewObject(forEntityName: "Item")
+        item["name"] = "a"
+        for _ in 0..<2 { context.insertNewObject(forEntityName: "Attachment")["item"] = item }
+        try context.save()
+        let stored = String(
+            decoding: try runSQLite3([url.path, "SELECT ZATTACHMENTCOUNT, ZCREATEDAT FROM ZITEM"]), as: UTF8.self)
+        let fields = stored.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: "|")
+        XCTAssertEqual(fields.first, "2")
+        let created = try XCTUnwrap(fields.last.flatMap { Double($0) })
+        XCTAssertEqual(created, before.timeIntervalSinceReferenceDate, accuracy: 60)
+        // The object saved sees what the triggers derived, without a refetch.
+        XCTAssertEqual(item["attachmentCount"] as? Int, 2)
+        // (sqlite3 prints 15 significant digits)
+        let derived = try XCTUnwrap(item["createdAt"] as? Date)
+        XCTAssertEqual(derived.timeIntervalSinceReferenceDate, created, accuracy: 0.001)
+        XCTAssertFalse(item.hasChanges)
+        context.insertNewObject(forEntityName: "Attachment")["item"] = item
+        try context.save()
+        XCTAssertEqual(item["attachmentCount"] as? Int, 3)
+    }
+}

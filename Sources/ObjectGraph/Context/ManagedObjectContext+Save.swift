@@ -33,6 +33,7 @@ extension ManagedObjectContext {
         // Many-to-many rows are rewritten from the changed objects before the deleted ones go.
         let joinChanges = (inserted + updated.filter { !$0.changedKeys.isEmpty }).filter { $0.entity.hasJoinTables }
         var rowsUpdated: Set<ObjectIdentifier> = []
+        _ = coordinator.triggerReports.take()
         do {
             try wrapStoreErrors(.saveFailed, "cannot save") {
                 try coordinator.write { db in
@@ -52,6 +53,7 @@ extension ManagedObjectContext {
         }
         coordinator.metadataWasSaved()
         didCommit(inserted: inserted, updated: updated, deleted: deleted, rowsUpdated: rowsUpdated)
+        applyTriggerReports(coordinator.triggerReports.take())
     }
 
     // MARK: - Delete rules

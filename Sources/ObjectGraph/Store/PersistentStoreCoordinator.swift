@@ -49,6 +49,8 @@ public final class PersistentStoreCoordinator {
     /// mode when a second store is added (see the type's discussion). Turned off, WAL files stay
     /// in WAL and such a save is atomic per store file only.
     public var atomicSavesAcrossStores = true
+    /// Values that triggers of Core Data's derived attributes reported (see ``CoreDataTriggerFunctions``).
+    let triggerReports = TriggerReports()
     /// How many reads ran, so tests can see that prefetched relationships need none.
     var readCount = 0
 
@@ -153,10 +155,12 @@ public final class PersistentStoreCoordinator {
 
     private func makeConnection(path: String) throws -> DatabaseQueue {
         var configuration = Configuration()
+        let reports = triggerReports
         configuration.busyMode = .timeout(busyTimeout)
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA temp_store = MEMORY")
             SQLFunctions.register(in: db)
+            CoreDataTriggerFunctions.register(in: db, reports: reports)
         }
         return path == ":memory:" ? try DatabaseQueue(configuration: configuration) : try DatabaseQueue(path: path, configuration: configuration)
     }
