@@ -143,3 +143,34 @@ extension ObjectGraphTestCase {
             xcdatamodeldFiles: ["\(name).xcdatamodel/contents": Data(xml.utf8)], modelName: "\(name).xcdatamodeld")
     }
 }
+
+/// A store whose metadata or Z_PRIMARYKEY rows hold what Core Data never writes is refused
+/// with an error when it is opened, never a trap.
+final class DamagedStoreTests: ObjectGraphTestCase {
+    func testDamagedMetadataAndPrimaryKeyRowsAreRefused() throws {
+        let folder = "CoreData/wibosco-migration-example/"
+        let source = Self.fixturesURL.appendingPathComponent(folder + "CoreDataMigration_Example_3.sqlite")
+        let model = try ManagedObjectModel(contentsOf: Self.fixturesURL.appendingPathComponent(
+            folder + "CoreDataMigration_Example.xcdatamodeld/CoreDataMigration_Example 3.xcdatamodel"))
+        let damages = [
+            "UPDATE Z_METADATA SET Z_UUID = 5", "UPDATE Z_METADATA SET Z_UUID = NULL",
+            "UPDATE Z_METADATA SET Z_PLIST = X'62706C6973743030FFFF'", "UPDATE Z_METADATA SET Z_PLIST = 'text'",
+            "UPDATE Z_PRIMARYKEY SET Z_SUPER = 'x'", "UPDATE Z_PRIMARYKEY SET Z_NAME = NULL WHERE Z_NAME = 'Post'",
+            "UPDATE Z_PRIMARYKEY SET Z_NAME = 7", "DELETE FROM Z_METADATA",
+        ]
+        var refused = 0
+        for damage in damages {
+            let url = directory.appendingPathComponent("\(UUID().uuidString).sqlite")
+            try FileManager.default.copyItem(at: source, to: url)
+            _ = try runSQLite3([url.path, damage])
+            let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
+            do {
+                try coordinator.addPersistentStore(type: .sqlite, at: url)
+            } catch let error as ObjectGraphError {
+                XCTAssertTrue([.storeOpenFailed, .incompatibleVersionHash].contains(error.code), "\(damage): \(error)")
+                refused += 1
+            }
+        }
+        XCTAssertGreaterThanOrEqual(refused, 6)
+    }
+}
