@@ -189,16 +189,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// Decodes a value left encoded by a fetch; a failure is kept for the context's next
     /// fetch or save to throw (a property read cannot throw).
     private func decoded(_ key: String, _ encoded: EncodedValue) -> Any? {
-        guard let context = managedObjectContext else { return nil }
-        do {
-            let value = try context.decode(encoded, transformerName: entity.attributesByName[key]?.valueTransformerName, entity: entity, key: key)
-            values[key] = value
-            if committedValues[key] is EncodedValue { committedValues[key] = value }
-            return value
-        } catch {
-            if context.deferredError == nil { context.deferredError = error }
-            return nil
-        }
+        deferringErrors { try loadedValue(forKey: key) }
     }
 
     // MARK: - Relationship plumbing
@@ -210,12 +201,32 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         return relationship
     }
 
+    /// The destination of a to-one relationship; a failure to load it is kept for the
+    /// context's next fetch or save to throw (see ``loadedValue(forKey:)`` to get it at once).
     func toOneObject(_ relationship: RelationshipDescription) -> ManagedObject? {
+        deferringErrors { try loadedToOneObject(relationship) }
+    }
+
+    func toManyObjects(_ relationship: RelationshipDescription) -> [ManagedObject] {
+        deferringErrors { try loadedToManyObjects(relationship) } ?? []
+    }
+
+    private func deferringErrors<T>(_ body: () throws -> T?) -> T? {
+        do {
+            return try body()
+        } catch {
+            if let context = managedObjectContext, context.deferredError == nil { context.deferredError = error }
+            return nil
+        }
+    }
+
+    func loadedToOneObject(_ relationship: RelationshipDescription) throws -> ManagedObject? {
         switch values[relationship.name] {
         case let object as ManagedObject:
             return object
         case let fault as FaultReference:
-            let object = managedObjectContext?.object(primaryKey: fault.primaryKey, destinationOf: relationship)
+            guard let context = managedObjectContext else { return nil }
+            let object = try context.destination(primaryKey: fault.primaryKey, of: relationship, source: self)
             values[relationship.name] = object
             return object
         default:
@@ -223,12 +234,36 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         }
     }
 
-    func toManyObjects(_ relationship: RelationshipDescription) -> [ManagedObject] {
+    func loadedToManyObjects(_ relationship: RelationshipDescription) throws -> [ManagedObject] {
         if !loadedToMany.contains(relationship.name) {
-            values[relationship.name] = managedObjectContext?.loadToMany(relationship, of: self) ?? []
+            values[relationship.name] = try managedObjectContext?.loadToMany(relationship, of: self) ?? []
             loadedToMany.insert(relationship.name)
         }
         return values[relationship.name] as? [ManagedObject] ?? []
+    }
+
+    /// The value of an attribute or relationship, loading what it needs from the store and
+    /// throwing when that fails, where ``value(forKey:)`` (which cannot throw) leaves the error
+    /// to the context's next fetch or save.
+    ///
+    /// - throws: ``ObjectGraphError`` 133000 for a relationship whose destination row does not
+    ///   exist or an unknown key, 134060 for a stored value that cannot be decoded, or the
+    ///   store's error.
+    public func loadedValue(forKey key: String) throws -> Any? {
+        if let type = entity.attributeType(of: key) {
+            guard type == .transformable, let encoded = values[key] as? EncodedValue else { return values[key] }
+            guard let context = managedObjectContext else { return nil }
+            let value = try context.decode(
+                encoded, transformerName: entity.attributesByName[key]?.valueTransformerName, entity: entity, key: key)
+            values[key] = value
+            if committedValues[key] is EncodedValue { committedValues[key] = value }
+            return value
+        }
+        guard let relationship = entity.relationshipsByName[key] else {
+            throw ObjectGraphError(
+                code: .objectNotFound, message: "entity \(entity.name) has no property named '\(key)'")
+        }
+        return relationship.isToMany ? try loadedToManyObjects(relationship) : try loadedToOneObject(relationship)
     }
 
     private func inverse(of relationship: RelationshipDescription) -> RelationshipDescription? {

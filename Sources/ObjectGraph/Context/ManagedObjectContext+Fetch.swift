@@ -96,6 +96,7 @@ extension ManagedObjectContext {
         guard let entity = model.entity(named: request.entityName) else {
             throw ObjectGraphError(code: .objectNotFound, message: "the model has no entity named '\(request.entityName)'")
         }
+        try request.predicate?.checkKeyPaths(against: entity)
         let root = entity.rootEntity
         let store = try coordinator.store(for: entity)
         let entities = request.includesSubentities ? entity.selfAndDescendants : [entity]

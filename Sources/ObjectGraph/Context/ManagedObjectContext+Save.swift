@@ -33,12 +33,15 @@ extension ManagedObjectContext {
         // Many-to-many rows are rewritten from the changed objects before the deleted ones go.
         let joinChanges = (inserted + updated.filter { !$0.changedKeys.isEmpty }).filter { $0.entity.hasJoinTables }
         var rowsUpdated: Set<ObjectIdentifier> = []
+        _ = coordinator.triggerReports.take()
         do {
             try wrapStoreErrors(.saveFailed, "cannot save") {
                 try coordinator.write { db in
+                    try checkUniquenessConstraints(inserted: inserted, updated: updated, deleted: deleted, db)
                     try assignPrimaryKeys(inserted, db)
-                    for object in inserted { try insertRow(of: object, db) }
+                    // Updates first: a row moving off unique values frees them for a new row.
                     for object in updated where try updateRow(of: object, db) { rowsUpdated.insert(ObjectIdentifier(object)) }
+                    for object in inserted { try insertRow(of: object, db) }
                     for object in joinChanges { try writeJoinRows(of: object, db) }
                     for object in deleted { try deleteRow(of: object, db) }
                     try coordinator.writePendingMetadata(db)
@@ -50,6 +53,7 @@ extension ManagedObjectContext {
         }
         coordinator.metadataWasSaved()
         didCommit(inserted: inserted, updated: updated, deleted: deleted, rowsUpdated: rowsUpdated)
+        applyTriggerReports(coordinator.triggerReports.take())
     }
 
     // MARK: - Delete rules
@@ -126,8 +130,10 @@ extension ManagedObjectContext {
         arguments.reserveCapacity(3 + entity.storedColumns.count + entity.storedToOne.count)
         for column in entity.storedColumns { arguments.append(try storedValue(of: object, column, store: store, primaryKey: primaryKey)) }
         for (relationship, _) in entity.storedToOne { arguments.append(storedValue(of: object, relationship)) }
+        arguments += try entityColumnValues(of: object, db).map(\.value)
         let sql = insertSQL[entity.name] ?? {
-            let columns = ["Z_PK", "Z_ENT", "Z_OPT"] + entity.storedColumns.map(\.columnName) + entity.storedToOne.map(\.relationship.columnName)
+            let columns = ["Z_PK", "Z_ENT", "Z_OPT"] + entity.storedColumns.map(\.columnName)
+                + entity.storedToOne.map(\.relationship.columnName) + entity.storedToOneEntityColumns.compactMap { $0 }
             let sql = "INSERT INTO \(store.qualified(entity.rootEntity.tableName)) (\(columns.joined(separator: ", "))) VALUES (\(Array(repeating: "?", count: columns.count).joined(separator: ", ")))"
             insertSQL[entity.name] = sql
             return sql
@@ -150,6 +156,10 @@ extension ManagedObjectContext {
         for (relationship, _) in object.entity.storedToOne where object.changedKeys.contains(relationship.name) {
             assignments.append("\(relationship.columnName) = ?")
             arguments.append(storedValue(of: object, relationship))
+        }
+        for (column, value) in try entityColumnValues(of: object, db, changedOnly: true) {
+            assignments.append("\(column) = ?")
+            arguments.append(value)
         }
         guard !assignments.isEmpty else { return false }
         arguments += [(object.version + 1).databaseValue, primaryKey.databaseValue, object.version.databaseValue]

@@ -220,16 +220,20 @@ public final class ManagedObjectContext {
     /// The registered object for a row, updated from `row` unless it has unsaved changes,
     /// or a new object made from `row`.
     func materialize(_ row: Row, root: EntityDescription, store: PersistentStore, decoding: Set<String>? = nil) throws -> ManagedObject {
-        let primaryKey: Int64 = row[0]
+        let primaryKey = try Self.integer(row, 0, "Z_PK", root: root, store: store)
         let key = ObjectKey(rootEntityNumber: root.entityNumber, primaryKey: primaryKey)
         if let object = registered[key] {
-            if !object.hasChanges, object.version != row[2] as Int64 {
+            if !object.hasChanges, try object.version != Self.integer(row, 2, "Z_OPT", root: root, store: store) {
                 try load(row, into: object, root: root, store: store, decoding: decoding)
             }
             return object
         }
-        let entityNumber: Int = row[1]
-        let entity = model.entity(number: entityNumber).flatMap { $0.rootEntity === root ? $0 : nil } ?? root
+        let entityNumber = try Self.integer(row, 1, "Z_ENT", root: root, store: store)
+        guard let entity = Int(exactly: entityNumber).flatMap(model.entity(number:)), entity.rootEntity === root else {
+            throw ObjectGraphError.undecodable(
+                "\(entityNumber) is not the number of \(root.name) or of one of its sub-entities", store: store,
+                entity: root.name, attribute: "Z_ENT", primaryKey: primaryKey)
+        }
         let object = model.objectClass(for: entity).init(entity: entity)
         object.objectID = ObjectID(entityName: entity.name, storeIdentifier: store.identifier, primaryKey: primaryKey, temporaryNumber: nil)
         object.managedObjectContext = self
@@ -238,15 +242,38 @@ public final class ManagedObjectContext {
         return object
     }
 
+    /// A bookkeeping column of a row (Z_PK, Z_ENT, Z_OPT) as an integer; GRDB's typed
+    /// subscript would trap, printing the row, on a NULL or a value of another type.
+    static func integer(
+        _ row: Row, _ index: Int, _ column: String, root: EntityDescription, store: PersistentStore
+    ) throws -> Int64 {
+        let value = row[index] as DatabaseValue
+        switch value.storage {
+        case .int64(let integer): return integer
+        case .double(let number) where Int64(exactly: number) != nil: return Int64(number)
+        default:
+            let primaryKey: Int64
+            if case .int64(let key) = (row[0] as DatabaseValue).storage { primaryKey = key } else { primaryKey = 0 }
+            throw ObjectGraphError.undecodable(
+                "\(value.isNull ? "NULL" : "a value of another type"), not an integer", store: store,
+                entity: root.name, attribute: column, primaryKey: primaryKey)
+        }
+    }
+
     /// Fills an object's values from its row, decoding transformed attributes in place.
     func load(_ row: Row, into object: ManagedObject, root: EntityDescription, store: PersistentStore, decoding: Set<String>? = nil) throws {
         let entity = object.entity
         var values = PropertyValues(minimumCapacity: entity.storedColumns.count + entity.storedToOne.count)
-        let primaryKey: Int64 = row[0]
+        let primaryKey = try Self.integer(row, 0, "Z_PK", root: root, store: store)
         for column in entity.storedColumns {
             let dbValue = row[column.index] as DatabaseValue
             guard column.type == .transformable else {
-                if let value = StoredValues.value(dbValue, type: column.type) { values[column.name] = value }
+                do {
+                    if let value = try StoredValues.value(dbValue, type: column.type) { values[column.name] = value }
+                } catch {
+                    throw ObjectGraphError.undecodable(
+                        error, store: store, entity: entity.name, attribute: column.name, primaryKey: primaryKey)
+                }
                 continue
             }
             guard case .blob(let data) = dbValue.storage else { continue }
@@ -255,21 +282,38 @@ public final class ManagedObjectContext {
             values[column.name] = decoding.map { $0.contains(column.name) } ?? true
                 ? try decode(encoded, transformerName: column.transformerName, entity: entity, key: column.name) : encoded
         }
-        for (relationship, index) in entity.storedToOne {
-            if let destination = row[index] as Int64? { values[relationship.name] = FaultReference(primaryKey: destination) }
+        for (relationship, index) in entity.storedToOne where !(row[index] as DatabaseValue).isNull {
+            let destination = try Self.integer(row, index, relationship.columnName, root: root, store: store)
+            values[relationship.name] = FaultReference(primaryKey: destination)
         }
+        // A transient keeps what was set on the object, or starts at its default as on insert.
         for attribute in entity.transientAttributes {
-            if let value = object.values[attribute.name] { values[attribute.name] = value }
+            if let value = object.values[attribute.name] ?? attribute.defaultValue { values[attribute.name] = value }
         }
         object.values = values
         object.committedValues = values
         object.loadedToMany = []
         object.changedKeys = []
-        object.version = row[2]
+        object.version = try Self.integer(row, 2, "Z_OPT", root: root, store: store)
     }
 
+    /// - throws: ``ObjectGraphError`` 134060 naming the store, entity, attribute and row when
+    ///   a built-in transformer cannot decode the bytes; an application's transformer's own
+    ///   error unchanged (it was told the place).
     func decode(_ encoded: EncodedValue, transformerName: String?, entity: EntityDescription, key: String) throws -> Any {
-        try transformer(named: transformerName, entity: entity, key: key).reverseTransformedValue(encoded.data, at: encoded.place)
+        let transformer = try transformer(named: transformerName, entity: entity, key: key)
+        do {
+            return try transformer.reverseTransformedValue(encoded.data, at: encoded.place)
+        } catch let error as UndecodableTransformedValue {
+            let place = encoded.place
+            guard let store = coordinator.persistentStores.first(where: { $0.identifier == place.storeIdentifier })
+            else {
+                throw error
+            }
+            throw ObjectGraphError.undecodable(
+                error, store: store, entity: place.entityName, attribute: place.attributeName,
+                primaryKey: place.primaryKey)
+        }
     }
 
     /// Decodes every value of `object` a fetch left encoded (see `propertiesToFetch`).
@@ -292,15 +336,26 @@ public final class ManagedObjectContext {
         return transformer
     }
 
-    /// The object with a primary key in a relationship's destination table, or nil when gone.
-    func object(primaryKey: Int64, destinationOf relationship: RelationshipDescription) -> ManagedObject? {
-        guard let destination = model.entity(named: relationship.destinationEntityName) else { return nil }
-        do {
-            return try object(primaryKey: primaryKey, root: destination.rootEntity)
-        } catch {
-            if deferredError == nil { deferredError = error }
-            return nil
+    /// The destination of a to-one relationship of `source`, stored as `primaryKey`.
+    ///
+    /// - throws: ``ObjectGraphError`` 133000 when no row of the destination entity has that
+    ///   primary key (Core Data's unfulfillable fault); the store's error when it cannot be read.
+    func destination(
+        primaryKey: Int64, of relationship: RelationshipDescription, source: ManagedObject
+    ) throws -> ManagedObject {
+        let place = "\(source.entity.name).\(relationship.name) of row \(source.objectID.primaryKey ?? 0)"
+        guard let destination = model.entity(named: relationship.destinationEntityName) else {
+            throw ObjectGraphError(
+                code: .objectNotFound, message: "\(place): the model has no entity \(relationship.destinationEntityName)")
         }
+        guard let object = try object(primaryKey: primaryKey, root: destination.rootEntity),
+              object.entity.isKind(of: destination) else {
+            throw ObjectGraphError(
+                code: .objectNotFound,
+                message: "\(place) refers to \(destination.name) row \(primaryKey), which does not exist",
+                objects: [source])
+        }
+        return object
     }
 
     func object(primaryKey: Int64, root: EntityDescription) throws -> ManagedObject? {
@@ -347,11 +402,18 @@ public final class ManagedObjectContext {
     }
 
     /// Reads the destinations of a to-many relationship from the store.
-    func loadToMany(_ relationship: RelationshipDescription, of object: ManagedObject) -> [ManagedObject] {
-        guard let primaryKey = object.objectID.primaryKey ?? object.pendingPrimaryKey,
-              let destination = model.entity(named: relationship.destinationEntityName) else { return [] }
+    ///
+    /// - throws: the store's error, or a destination's value that cannot be read.
+    func loadToMany(_ relationship: RelationshipDescription, of object: ManagedObject) throws -> [ManagedObject] {
+        guard let primaryKey = object.objectID.primaryKey ?? object.pendingPrimaryKey else { return [] }
+        guard let destination = model.entity(named: relationship.destinationEntityName) else {
+            throw ObjectGraphError(
+                code: .objectNotFound,
+                message: "\(object.entity.name).\(relationship.name): "
+                    + "the model has no entity \(relationship.destinationEntityName)")
+        }
         let root = destination.rootEntity
-        guard let store = try? coordinator.store(for: root) else { return [] }
+        let store = try coordinator.store(for: root)
         let columns = root.selectColumns.map { "t0.\($0)" }.joined(separator: ", ")
         let sql: String
         if SQLiteSchema.usesJoinTable(relationship, in: model) {
@@ -361,14 +423,9 @@ public final class ManagedObjectContext {
             guard let inverse = SQLiteSchema.inverse(of: relationship, in: model) else { return [] }
             sql = "SELECT \(columns) FROM \(store.qualified(root.tableName)) t0 WHERE t0.\(inverse.columnName) = ?"
         }
-        do {
-            let objects = try coordinator.read { db in
-                try Row.fetchAll(db, sql: sql, arguments: [primaryKey]).map { try materialize($0, root: root, store: store) }
-            }
-            return objects.filter { $0.entity.isKind(of: destination) }
-        } catch {
-            if deferredError == nil { deferredError = error }
-            return []
+        let objects = try coordinator.read { db in
+            try Row.fetchAll(db, sql: sql, arguments: [primaryKey]).map { try materialize($0, root: root, store: store) }
         }
+        return objects.filter { $0.entity.isKind(of: destination) }
     }
 }

@@ -15,7 +15,10 @@ extension ManagedObjectContext {
         return try wrapStoreErrors(.objectNotFound, "cannot fetch \(request.entityName)") {
             try coordinator.read { db in
                 try Row.fetchAll(db, sql: sql, arguments: StatementArguments(plan.arguments)).map { row in
-                    objectID(primaryKey: row[0], entityNumber: row[1], root: plan.root, store: plan.store)
+                    try objectID(
+                        primaryKey: Self.integer(row, 0, "Z_PK", root: plan.root, store: plan.store),
+                        entityNumber: Int(clamping: Self.integer(row, 1, "Z_ENT", root: plan.root, store: plan.store)),
+                        root: plan.root, store: plan.store)
                 }
             }
         }
@@ -109,7 +112,14 @@ extension ManagedObjectContext {
                     var result: [String: Any] = [:]
                     for (index, property) in properties.enumerated() {
                         let value = row[index] as DatabaseValue
-                        result[property.name] = StoredValues.value(value, type: columns[index].type ?? .binary)
+                        do {
+                            result[property.name] = try StoredValues.value(value, type: columns[index].type ?? .binary)
+                        } catch {
+                            throw ObjectGraphError(
+                                code: .undecodableValue,
+                                message: "cannot read \(property.name) of \(request.entityName) "
+                                    + "in store '\(plan.store.displayName)': \(error)")
+                        }
                     }
                     return result
                 }

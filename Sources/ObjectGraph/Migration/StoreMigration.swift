@@ -394,7 +394,16 @@ final class StoreMigration {
     func decode(
         _ value: DatabaseValue, _ attribute: AttributeDescription, entity: String, primaryKey: Int64
     ) throws -> Any? {
-        guard attribute.type == .transformable else { return StoredValues.value(value, type: attribute.type) }
+        guard attribute.type == .transformable else {
+            do {
+                return try StoredValues.value(value, type: attribute.type)
+            } catch {
+                throw ObjectGraphError(
+                    code: .migrationFailed,
+                    message: "cannot read \(entity).\(attribute.name) of object \(primaryKey) "
+                        + "(store \(storeIdentifier)): \(error)", underlyingError: error)
+            }
+        }
         guard case .blob(let data) = value.storage else { return nil }
         let place = ValuePlace(
             storeIdentifier: storeIdentifier, entityName: entity, attributeName: attribute.name, primaryKey: primaryKey

@@ -22,6 +22,9 @@ public final class EntityDescription: CustomStringConvertible {
     public let managedObjectClassName: String?
     /// The entity's renaming identifier (Xcode's `elementID`): its name in an older model version.
     public let elementID: String?
+    /// Sets of attribute names whose values no two objects of this entity (and its
+    /// sub-entities) may share, as Xcode's `<uniquenessConstraints>`; checked at save.
+    public let uniquenessConstraints: [[String]]
 
     // Set once when the model is assembled.
     public internal(set) var entityNumber: Int = 0
@@ -46,6 +49,8 @@ public final class EntityDescription: CustomStringConvertible {
         attributeNames.firstIndex(of: key).map { attributeTypeList[$0] }
     }
     var storedToOne: [(relationship: RelationshipDescription, column: Int)] = []
+    /// Per `storedToOne` relationship: its `Z<n>_<REL>` entity column, when its destination has sub-entities.
+    var storedToOneEntityColumns: [String?] = []
     var transientAttributes: [AttributeDescription] = []
     /// Per attribute (same order as `attributes`): whether validation has more to check than presence.
     var attributeHasValueRules: [Bool] = []
@@ -60,9 +65,11 @@ public final class EntityDescription: CustomStringConvertible {
     public init(
         name: String, parent: String? = nil, isAbstract: Bool = false,
         attributes: [AttributeDescription] = [], relationships: [RelationshipDescription] = [],
-        userInfo: [String: String] = [:], managedObjectClassName: String? = nil, elementID: String? = nil
+        userInfo: [String: String] = [:], managedObjectClassName: String? = nil, elementID: String? = nil,
+        uniquenessConstraints: [[String]] = []
     ) {
         self.elementID = elementID
+        self.uniquenessConstraints = uniquenessConstraints
         self.name = name
         self.parentName = parent
         self.isAbstract = isAbstract

@@ -34,6 +34,9 @@ public final class PersistentStore {
         self.metadata = [:]
     }
 
+    /// The store's file name, as messages name it.
+    var displayName: String { url?.lastPathComponent ?? "in-memory store" }
+
     func qualified(_ table: String) -> String { "\"\(schemaName)\".\(table)" }
 
     /// The root entities whose tables live in this store.

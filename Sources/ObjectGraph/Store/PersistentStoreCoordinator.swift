@@ -12,6 +12,12 @@ import GRDB
 /// writes to several stores commits atomically across their files (SQLite's super-journal),
 /// also when the process is killed mid-commit.
 ///
+/// A file in WAL mode (as Apple's Core Data writes them) is atomic on its own only: SQLite
+/// commits each WAL file separately, so a crash mid-save could keep one store's half of the
+/// save and lose the other's. While ``atomicSavesAcrossStores`` is on (the default), adding a
+/// second store therefore switches every WAL file of the coordinator to a rollback journal,
+/// and refuses the store (134080) when that cannot be done; a single store keeps its WAL.
+///
 /// For example:
 ///
 /// ```swift
@@ -39,6 +45,12 @@ public final class PersistentStoreCoordinator {
     public var migrationSteps: [EntityMigrationStep] = []
     /// What each migration made while adding stores did, in order.
     public internal(set) var migrationReports: [MigrationReport] = []
+    /// Makes a save across several stores all or nothing by switching their files out of WAL
+    /// mode when a second store is added (see the type's discussion). Turned off, WAL files stay
+    /// in WAL and such a save is atomic per store file only.
+    public var atomicSavesAcrossStores = true
+    /// Values that triggers of Core Data's derived attributes reported (see ``CoreDataTriggerFunctions``).
+    let triggerReports = TriggerReports()
     /// How many reads ran, so tests can see that prefetched relationships need none.
     var readCount = 0
 
@@ -82,17 +94,50 @@ public final class PersistentStoreCoordinator {
         let store = PersistentStore(type: type, url: url, configurationName: configuration, entities: entities, schemaName: schemaName)
         let name = url?.lastPathComponent ?? "in-memory store"
         try wrapStoreErrors(.storeOpenFailed, "cannot open '\(name)'") {
+            let isFirst = connection == nil
             if let connection {
                 try connection.inDatabase { db in try db.execute(sql: "ATTACH DATABASE ? AS \(schemaName)", arguments: [path]) }
             } else {
                 connection = try makeConnection(path: path)
             }
-            try connection!.inDatabase { db in try db.execute(sql: "PRAGMA \(schemaName).secure_delete = ON") }
-            try write { db in try self.prepare(store, name: name, options: options, db: db) }
+            do {
+                try connection!.inDatabase { db in
+                    try db.execute(sql: "PRAGMA \(schemaName).secure_delete = ON")
+                    try self.leaveWriteAheadLogIfNeeded(adding: store, db: db)
+                }
+                try write { db in try self.prepare(store, name: name, options: options, db: db) }
+            } catch {
+                // A refused store leaves the coordinator as it was, so another can be added.
+                if isFirst {
+                    connection = nil
+                } else {
+                    try? connection?.inDatabase { db in try db.execute(sql: "DETACH DATABASE \(schemaName)") }
+                }
+                throw error
+            }
         }
         persistentStores.append(store)
         for entity in entities { storeByEntityName[entity.name] = store }
         return store
+    }
+
+    /// Switches every WAL file of the coordinator to a rollback journal once it holds several
+    /// SQLite stores, when ``atomicSavesAcrossStores`` asks for it.
+    private func leaveWriteAheadLogIfNeeded(adding store: PersistentStore, db: Database) throws {
+        let stores = (persistentStores + [store]).filter { $0.type == .sqlite }
+        guard atomicSavesAcrossStores, stores.count > 1 else { return }
+        for each in stores {
+            let current = try String.fetchOne(db, sql: "PRAGMA \(each.schemaName).journal_mode")
+            guard current?.lowercased() == "wal" else { continue }
+            let mode = try? String.fetchOne(db, sql: "PRAGMA \(each.schemaName).journal_mode = DELETE")
+            guard mode?.lowercased() == "delete" else {
+                throw ObjectGraphError(
+                    code: .storeOpenFailed,
+                    message: "'\(each.displayName)' is in WAL mode and another connection has it open, so it cannot "
+                        + "be switched to a rollback journal; a save across this coordinator's stores would be atomic "
+                        + "per file only. Close the other users of the file, or turn off atomicSavesAcrossStores")
+            }
+        }
     }
 
     private func createFileIfNeeded(_ path: String, options: StoreOptions) throws {
@@ -110,10 +155,12 @@ public final class PersistentStoreCoordinator {
 
     private func makeConnection(path: String) throws -> DatabaseQueue {
         var configuration = Configuration()
+        let reports = triggerReports
         configuration.busyMode = .timeout(busyTimeout)
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA temp_store = MEMORY")
             SQLFunctions.register(in: db)
+            CoreDataTriggerFunctions.register(in: db, reports: reports)
         }
         return path == ":memory:" ? try DatabaseQueue(configuration: configuration) : try DatabaseQueue(path: path, configuration: configuration)
     }
@@ -145,7 +192,7 @@ public final class PersistentStoreCoordinator {
         }
         guard let row = try Row.fetchOne(db, sql: "SELECT Z_UUID, Z_PLIST FROM \(store.qualified("Z_METADATA"))"),
               let identifier: String = row["Z_UUID"], let plist: Data = row["Z_PLIST"],
-              let metadata = try? PropertyListSerialization.propertyList(from: plist, format: nil) as? [String: Any] else {
+              let metadata = try? BinaryPropertyList.foundationPropertyList(from: plist) as? [String: Any] else {
             throw ObjectGraphError(code: .storeOpenFailed, message: "'\(name)' has damaged metadata (Z_METADATA)")
         }
         store.identifier = identifier
@@ -248,7 +295,7 @@ public final class PersistentStoreCoordinator {
         try read { db in
             for store in persistentStores {
                 if let plist = try Data.fetchOne(db, sql: "SELECT Z_PLIST FROM \(store.qualified("Z_METADATA"))"),
-                   let metadata = try? PropertyListSerialization.propertyList(from: plist, format: nil) as? [String: Any] {
+                   let metadata = try? BinaryPropertyList.foundationPropertyList(from: plist) as? [String: Any] {
                     store.metadata = metadata
                 }
             }
