@@ -1,11 +1,16 @@
 import Foundation
 import GRDB
 
-/// An atomic store in one binary property list (store type ``StoreType/binary``): the
-/// metadata and every object, read whole when the store is added and rewritten whole at
-/// each save.
+/// An atomic store in one binary file (store type ``StoreType/binary``): the metadata and
+/// every object, read whole when the store is added and rewritten whole at each save.
+///
+/// The format is ObjectGraph's own, little-endian and length-prefixed: the magic
+/// `OGBSTORE`, a version byte (1), the metadata as an XML property list, then each object's
+/// entity, identity, attributes (kind byte: 0 integer, 1 real, 2 text, 3 bytes) and
+/// relationships (lists of identities). Foundation's binary property-list reader is not
+/// used: on Linux it crashes on some damaged files, and a damaged file must only be refused.
 public final class BinaryStore: AtomicStore {
-    static let format = "ObjectGraph binary store"
+    static let magic = Array("OGBSTORE".utf8)
 
     public override func load() throws {
         let data: Data
@@ -14,70 +19,117 @@ public final class BinaryStore: AtomicStore {
         } catch {
             throw damaged("cannot be read (\(error.localizedDescription))")
         }
-        let root: Any
+        var reader = Reader(bytes: [UInt8](data))
+        guard (try? reader.bytes(Self.magic.count)) == Self.magic, (try? reader.byte()) == 1 else {
+            throw damaged("not a binary store of version 1")
+        }
         do {
-            root = try PropertyListSerialization.propertyList(from: data, format: nil)
-        } catch {
-            throw damaged("not a property list")
-        }
-        guard let top = root as? [String: Any], top["format"] as? String == Self.format else {
-            throw damaged("not a property list written by \(Self.self)")
-        }
-        guard let metadata = top["metadata"] as? [String: Any], let objects = top["objects"] as? [Any] else {
-            throw damaged("the metadata or the object list is missing")
-        }
-        self.metadata = metadata
-        try addCacheNodes(from: objects.enumerated().map { index, object in
-            guard let object = object as? [String: Any], let entity = object["entity"] as? String, let identity = object["id"] as? String,
-                  let attributes = object["attributes"] as? [String: Any], let relationships = object["relationships"] as? [String: Any] else {
-                throw damaged("object \(index + 1) is malformed")
+            let metadataBytes = try reader.blob()
+            guard let metadata = try? PropertyListSerialization.propertyList(from: Data(metadataBytes), format: nil) as? [String: Any] else {
+                throw damaged("its metadata is not a property list")
             }
-            var record = AtomicRecord(entityName: entity, identity: identity, attributes: [:], relationships: [:])
-            for (name, value) in attributes {
-                guard let stored = Self.databaseValue(value) else { throw damaged("\(identity).\(name) has a value of unknown kind") }
-                record.attributes[name] = stored
+            self.metadata = metadata
+            var records: [AtomicRecord] = []
+            for _ in 0..<(try reader.count()) {
+                var record = AtomicRecord(entityName: try reader.string(), identity: try reader.string(), attributes: [:], relationships: [:])
+                for _ in 0..<(try reader.count()) {
+                    let name = try reader.string()
+                    switch try reader.byte() {
+                    case 0: record.attributes[name] = Int64(bitPattern: try reader.word()).databaseValue
+                    case 1: record.attributes[name] = Double(bitPattern: try reader.word()).databaseValue
+                    case 2: record.attributes[name] = try reader.string().databaseValue
+                    case 3: record.attributes[name] = Data(try reader.blob()).databaseValue
+                    default: throw damaged("\(record.identity).\(name) has a value of unknown kind")
+                    }
+                }
+                for _ in 0..<(try reader.count()) {
+                    let name = try reader.string()
+                    record.relationships[name] = try (0..<(try reader.count())).map { _ in try reader.string() }
+                }
+                records.append(record)
             }
-            for (name, value) in relationships {
-                guard let identities = value as? [String] else { throw damaged("\(identity).\(name) is not a list of identities") }
-                record.relationships[name] = identities
-            }
-            return record
-        })
+            guard reader.isAtEnd else { throw damaged("unexpected bytes after the last object") }
+            try addCacheNodes(from: records)
+        } catch is Reader.Truncated {
+            throw damaged("truncated at byte \(reader.offset)")
+        }
     }
 
     public override func save() throws {
-        let objects: [[String: Any]] = records().map { record in
-            ["entity": record.entityName, "id": record.identity,
-             "attributes": record.attributes.compactMapValues(Self.propertyListValue), "relationships": record.relationships]
-        }
-        let top: [String: Any] = ["format": Self.format, "version": 1, "metadata": metadata, "objects": objects]
-        let data: Data
+        var writer = Writer()
+        writer.bytes += Self.magic + [1]
         do {
-            data = try PropertyListSerialization.data(fromPropertyList: top, format: .binary, options: 0)
+            writer.blob([UInt8](try PropertyListSerialization.data(fromPropertyList: metadata, format: .xml, options: 0)))
         } catch {
-            throw ObjectGraphError(code: .saveFailed, message: "cannot encode '\(url.lastPathComponent)': \(error.localizedDescription)")
+            throw ObjectGraphError(code: .saveFailed, message: "cannot encode the metadata of '\(url.lastPathComponent)': \(error.localizedDescription)")
         }
-        try writeAtomically(data, to: url)
+        let records = records()
+        writer.count(records.count)
+        for record in records {
+            writer.string(record.entityName)
+            writer.string(record.identity)
+            writer.count(record.attributes.count)
+            for (name, value) in record.attributes.sorted(by: { $0.key < $1.key }) {
+                writer.string(name)
+                switch value.storage {
+                case .int64(let number): writer.bytes.append(0); writer.word(UInt64(bitPattern: number))
+                case .double(let number): writer.bytes.append(1); writer.word(number.bitPattern)
+                case .string(let text): writer.bytes.append(2); writer.string(text)
+                case .blob(let data): writer.bytes.append(3); writer.blob([UInt8](data))
+                case .null: writer.bytes.append(3); writer.blob([])
+                }
+            }
+            writer.count(record.relationships.count)
+            for (name, identities) in record.relationships.sorted(by: { $0.key < $1.key }) {
+                writer.string(name)
+                writer.count(identities.count)
+                for identity in identities { writer.string(identity) }
+            }
+        }
+        try writeAtomically(Data(writer.bytes), to: url)
     }
 
-    static func propertyListValue(_ value: DatabaseValue) -> Any? {
-        switch value.storage {
-        case .null: return nil
-        case .int64(let number): return Int(number)
-        case .double(let number): return number
-        case .string(let text): return text
-        case .blob(let data): return data
-        }
+    private struct Writer {
+        var bytes: [UInt8] = []
+        mutating func word(_ value: UInt64) { for shift in stride(from: 0, to: 64, by: 8) { bytes.append(UInt8(truncatingIfNeeded: value >> UInt64(shift))) } }
+        mutating func count(_ value: Int) { for shift in stride(from: 0, to: 32, by: 8) { bytes.append(UInt8(truncatingIfNeeded: value >> shift)) } }
+        mutating func blob(_ value: [UInt8]) { count(value.count); bytes += value }
+        mutating func string(_ value: String) { blob(Array(value.utf8)) }
     }
 
-    static func databaseValue(_ value: Any) -> DatabaseValue? {
-        switch value {
-        case let data as Data: return data.databaseValue
-        case let text as String: return text.databaseValue
-        // A real written as 2.0 may read back as an integer; the attribute's type settles it.
-        case let integer as Int64: return integer.databaseValue
-        case let real as Double: return real.databaseValue
-        default: return nil
+    /// Reads with every length checked against what is left, so no damaged length can trap
+    /// or allocate more than the file holds.
+    private struct Reader {
+        struct Truncated: Error {}
+        let bytes: [UInt8]
+        var offset = 0
+        var isAtEnd: Bool { offset == bytes.count }
+
+        mutating func bytes(_ count: Int) throws -> [UInt8] {
+            guard count >= 0, count <= bytes.count - offset else { throw Truncated() }
+            defer { offset += count }
+            return Array(bytes[offset..<offset + count])
+        }
+
+        mutating func byte() throws -> UInt8 { try bytes(1)[0] }
+
+        mutating func word() throws -> UInt64 {
+            try bytes(8).enumerated().reduce(0) { $0 | UInt64($1.element) << UInt64($1.offset * 8) }
+        }
+
+        /// A count of following items; each takes at least one byte, so a larger one is damage.
+        mutating func count() throws -> Int {
+            let value = try bytes(4).enumerated().reduce(0) { $0 | Int($1.element) << ($1.offset * 8) }
+            guard value <= bytes.count - offset else { throw Truncated() }
+            return value
+        }
+
+        mutating func blob() throws -> [UInt8] { try bytes(try count()) }
+
+        mutating func string() throws -> String {
+            let raw = try blob()
+            guard let text = String(validating: raw, as: UTF8.self) else { throw Truncated() }
+            return text
         }
     }
 }
