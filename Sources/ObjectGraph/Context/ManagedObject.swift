@@ -77,6 +77,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     public required init(entity: EntityDescription) {
         self.entity = entity
         self.objectID = ObjectID(entityName: entity.name, storeIdentifier: nil, primaryKey: nil, temporaryNumber: nil)
+        self.values = PropertyValues(layout: entity.propertyLayout)
     }
 
     /// Creates an object and inserts it into `context` (when given).
@@ -110,9 +111,9 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     }
 
     public func value(forKey key: String) -> Any? {
-        if let type = entity.attributeType(of: key) {
-            let value = values[key]
-            guard type == .transformable, let encoded = value as? EncodedValue else { return value }
+        if let index = entity.attributeNames.firstIndex(of: key) {
+            let value = values.layout === entity.propertyLayout ? values[slot: index] : values[key]
+            guard entity.attributeTypeList[index] == .transformable, let encoded = value as? EncodedValue else { return value }
             return decoded(key, encoded)
         }
         guard let relationship = entity.relationshipsByName[key] else {

@@ -16,12 +16,11 @@ extension ManagedObjectContext {
         var objects: [ManagedObject] = []
         try wrapStoreErrors(.objectNotFound, "cannot fetch \(request.entityName)") {
             try coordinator.read { db in
-                let cursor = try Row.fetchCursor(db, sql: plan.sql(select: plan.columns, window: !plan.needsMemoryWindow, request: request),
-                                                 arguments: StatementArguments(plan.arguments))
-                while let row = try cursor.next() {
+                let sql = plan.sql(select: plan.columns, window: !plan.needsMemoryWindow, request: request)
+                try db.forEachRow(sql: sql, arguments: plan.arguments) { row in
                     let object = try materialize(row, root: plan.root, store: plan.store, decoding: request.propertiesToFetch)
-                    if request.includesPendingChanges, deletedSet.contains(object) { continue }
-                    if let residual = plan.residual, !PredicateEvaluator.evaluate(residual, on: object) { continue }
+                    if request.includesPendingChanges, deletedSet.contains(object) { return }
+                    if let residual = plan.residual, !PredicateEvaluator.evaluate(residual, on: object) { return }
                     objects.append(object)
                 }
             }

@@ -219,16 +219,16 @@ public final class ManagedObjectContext {
 
     /// The registered object for a row, updated from `row` unless it has unsaved changes,
     /// or a new object made from `row`.
-    func materialize(_ row: Row, root: EntityDescription, store: PersistentStore, decoding: Set<String>? = nil) throws -> ManagedObject {
-        let primaryKey: Int64 = row[0]
+    func materialize(_ row: some StoredRow, root: EntityDescription, store: PersistentStore, decoding: Set<String>? = nil) throws -> ManagedObject {
+        let primaryKey = row.int64(at: 0) ?? 0
         let key = ObjectKey(rootEntityNumber: root.entityNumber, primaryKey: primaryKey)
         if let object = registered[key] {
-            if !object.hasChanges, object.version != row[2] as Int64 {
+            if !object.hasChanges, object.version != row.int64(at: 2) ?? 0 {
                 try load(row, into: object, root: root, store: store, decoding: decoding)
             }
             return object
         }
-        let entityNumber: Int = row[1]
+        let entityNumber = Int(truncatingIfNeeded: row.int64(at: 1) ?? 0)
         let entity = model.entity(number: entityNumber).flatMap { $0.rootEntity === root ? $0 : nil } ?? root
         let object = model.objectClass(for: entity).init(entity: entity)
         object.objectID = ObjectID(entityName: entity.name, storeIdentifier: store.identifier, primaryKey: primaryKey, temporaryNumber: nil)
@@ -239,12 +239,17 @@ public final class ManagedObjectContext {
     }
 
     /// Fills an object's values from its row, decoding transformed attributes in place.
-    func load(_ row: Row, into object: ManagedObject, root: EntityDescription, store: PersistentStore, decoding: Set<String>? = nil) throws {
+    func load(_ row: some StoredRow, into object: ManagedObject, root: EntityDescription, store: PersistentStore,
+              decoding: Set<String>? = nil) throws {
         let entity = object.entity
-        var values = PropertyValues(minimumCapacity: entity.storedColumns.count + entity.storedToOne.count)
-        let primaryKey: Int64 = row[0]
-        for column in entity.storedColumns {
-            let dbValue = row[column.index] as DatabaseValue
+        var values = PropertyValues(layout: entity.propertyLayout)
+        let primaryKey = row.int64(at: 0) ?? 0
+        for (position, column) in entity.storedColumns.enumerated() {
+            if let slot = row.plainSlot(at: column.index, type: column.type) {
+                values.setSlot(entity.storedColumnSlots[position], slot)
+                continue
+            }
+            let dbValue = row.databaseValue(at: column.index)
             guard column.type == .transformable else {
                 if let value = StoredValues.value(dbValue, type: column.type) { values[column.name] = value }
                 continue
@@ -256,7 +261,7 @@ public final class ManagedObjectContext {
                 ? try decode(encoded, transformerName: column.transformerName, entity: entity, key: column.name) : encoded
         }
         for (relationship, index) in entity.storedToOne {
-            if let destination = row[index] as Int64? { values[relationship.name] = FaultReference(primaryKey: destination) }
+            if let destination = row.int64(at: index) { values[relationship.name] = FaultReference(primaryKey: destination) }
         }
         for attribute in entity.transientAttributes {
             if let value = object.values[attribute.name] { values[attribute.name] = value }
@@ -265,7 +270,7 @@ public final class ManagedObjectContext {
         object.committedValues = values
         object.loadedToMany = []
         object.changedKeys = []
-        object.version = row[2]
+        object.version = row.int64(at: 2) ?? 0
     }
 
     func decode(_ encoded: EncodedValue, transformerName: String?, entity: EntityDescription, key: String) throws -> Any {
