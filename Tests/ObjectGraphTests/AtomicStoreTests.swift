@@ -89,9 +89,9 @@ final class CustomStore: AtomicStore {
     }
 }
 
-/// Binds each encoded value to its place and refuses to decode it anywhere else, as the
+/// Binds each encoded value to its place, store identity included, and refuses to decode it anywhere else, as the
 /// vault's encrypting transformer does.
-final class PlaceBoundTransformer: ValueTransformer {
+final class StoreBoundTransformer: ValueTransformer {
     func transformedValue(_ value: Any, at place: ValuePlace) throws -> Data {
         Data("\(place)|\(value as! String)".utf8)
     }
@@ -113,7 +113,7 @@ final class AtomicStoreTests: ObjectGraphTestCase {
 
     private func coordinator(_ model: ManagedObjectModel? = nil) throws -> PersistentStoreCoordinator {
         let coordinator = PersistentStoreCoordinator(managedObjectModel: try model ?? Self.shopModel(), busyTimeout: 5)
-        coordinator.valueTransformers.register(PlaceBoundTransformer(), forName: "TestReversing")
+        coordinator.valueTransformers.register(StoreBoundTransformer(), forName: "TestReversing")
         return coordinator
     }
 
