@@ -126,8 +126,9 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     public func value<T>(forKey key: String, as type: T.Type) -> T? { value(forKey: key) as? T }
 
     public func setValue(_ value: Any?, forKey key: String) {
-        if let type = entity.attributeType(of: key) {
-            values[key] = StoredValues.normalized(value, type: type, key: key, entity: entity.name)
+        if let index = entity.attributeNames.firstIndex(of: key) {
+            let normalized = StoredValues.normalized(value, type: entity.attributeTypeList[index], key: key, entity: entity.name)
+            if values.layout === entity.propertyLayout { values[slot: index] = normalized } else { values[key] = normalized }
             markChanged(key)
             return
         }

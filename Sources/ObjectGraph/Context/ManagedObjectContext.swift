@@ -105,8 +105,8 @@ public final class ManagedObjectContext {
         temporaryCounter += 1
         object.objectID = ObjectID(entityName: object.entity.name, storeIdentifier: nil, primaryKey: nil, temporaryNumber: temporaryCounter)
         object.managedObjectContext = self
-        for attribute in object.entity.attributes where object.values[attribute.name] == nil {
-            if let value = attribute.defaultValue { object.values[attribute.name] = value }
+        for attribute in object.entity.attributes where attribute.defaultValue != nil && object.values[attribute.name] == nil {
+            object.values[attribute.name] = attribute.defaultValue
         }
         for relationship in object.entity.relationships where relationship.isToMany {
             if object.values[relationship.name] == nil { object.values[relationship.name] = [ManagedObject]() }

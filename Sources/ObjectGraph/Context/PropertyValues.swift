@@ -93,6 +93,9 @@ struct PropertyValues: Sequence {
         set { slots[index] = newValue.map(PropertySlot.init) ?? .absent }
     }
 
+    /// The slot at a position of `layout`, read without building an `Any`.
+    func slot(_ index: Int) -> PropertySlot { slots[index] }
+
     /// Sets a slot directly, skipping the dynamic casts of `PropertySlot.init`.
     mutating func setSlot(_ index: Int, _ slot: PropertySlot) { slots[index] = slot }
 

@@ -57,3 +57,30 @@ extension Database {
         }
     }
 }
+
+// SQLite's SQLITE_TRANSIENT: it copies bound text and blobs before the call returns.
+private let transient = unsafeBitCast(OpaquePointer(bitPattern: -1), to: sqlite3_destructor_type.self)
+
+extension Database {
+    /// Runs an insert, update or delete through a cached statement, binding `values` directly.
+    func executeCached(sql: String, values: [DatabaseValue]) throws {
+        let handle = try cachedStatement(sql: sql).sqliteStatement
+        defer { sqlite3_reset(handle) }
+        sqlite3_reset(handle)
+        for (offset, value) in values.enumerated() {
+            let index = CInt(offset + 1)
+            switch value.storage {
+            case .null: sqlite3_bind_null(handle, index)
+            case .int64(let number): sqlite3_bind_int64(handle, index, number)
+            case .double(let number): sqlite3_bind_double(handle, index, number)
+            case .string(let text): sqlite3_bind_text(handle, index, text, -1, transient)
+            case .blob(let data):
+                data.withUnsafeBytes { bytes in _ = sqlite3_bind_blob(handle, index, bytes.baseAddress, CInt(bytes.count), transient) }
+            }
+        }
+        let code = sqlite3_step(handle)
+        guard code == SQLITE_DONE || code == SQLITE_ROW else {
+            throw DatabaseError(resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(sqliteConnection)), sql: sql)
+        }
+    }
+}
