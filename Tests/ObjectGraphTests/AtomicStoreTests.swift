@@ -1,9 +1,11 @@
 import Foundation
 import XCTest
+
+@testable import ObjectGraph
+
 #if canImport(FoundationXML)
 import FoundationXML
 #endif
-@testable import ObjectGraph
 
 /// The book's CustomStore (chapter 3 of Pro Core Data for iOS) on the public atomic-store
 /// API: objects in a `.txt` file, one per line, and the metadata in a `.plist` beside it.
@@ -17,7 +19,8 @@ final class CustomStore: AtomicStore {
 
     override func load() throws {
         guard let plist = try? Data(contentsOf: metadataURL),
-              let metadata = try? PropertyListSerialization.propertyList(from: plist, format: nil) as? [String: Any] else {
+            let metadata = try? PropertyListSerialization.propertyList(from: plist, format: nil) as? [String: Any]
+        else {
             throw damaged("no readable metadata in \(metadataURL.lastPathComponent)")
         }
         self.metadata = metadata
@@ -26,11 +29,15 @@ final class CustomStore: AtomicStore {
         for (number, line) in lines.enumerated() {
             // Entity <TAB> reference <TAB> key=value <TAB> ...
             let fields = line.split(separator: "\t", omittingEmptySubsequences: false).map(String.init)
-            guard fields.count >= 2, let entity = entity(named: fields[0]) else { throw damaged("line \(number + 1) names no entity") }
+            guard fields.count >= 2, let entity = entity(named: fields[0]) else {
+                throw damaged("line \(number + 1) names no entity")
+            }
             let node = AtomicStoreCacheNode(objectID: objectID(for: entity, referenceObject: AnyHashable(fields[1])))
             var links: [String: String] = [:]
             for field in fields.dropFirst(2) {
-                guard let separator = field.firstIndex(of: "="), let value = String(field[field.index(after: separator)...]).removingPercentEncoding else {
+                guard let separator = field.firstIndex(of: "="),
+                    let value = String(field[field.index(after: separator)...]).removingPercentEncoding
+                else {
                     throw damaged("line \(number + 1) has a field without '='")
                 }
                 let key = String(field[..<separator])
@@ -81,7 +88,8 @@ final class CustomStore: AtomicStore {
             lines.append(fields.joined(separator: "\t"))
         }
         try writeAtomically(Data((lines.joined(separator: "\n") + "\n").utf8), to: url)
-        try writeAtomically(try PropertyListSerialization.data(fromPropertyList: metadata, format: .xml, options: 0), to: metadataURL)
+        try writeAtomically(
+            try PropertyListSerialization.data(fromPropertyList: metadata, format: .xml, options: 0), to: metadataURL)
     }
 
     private func link(_ node: AtomicStoreCacheNode) -> String {
@@ -98,7 +106,9 @@ final class StoreBoundTransformer: ValueTransformer {
 
     func reverseTransformedValue(_ data: Data, at place: ValuePlace) throws -> Any {
         let text = String(decoding: data, as: UTF8.self)
-        guard text.hasPrefix("\(place)|") else { throw ObjectGraphError(code: .objectNotFound, message: "value moved from its place") }
+        guard text.hasPrefix("\(place)|") else {
+            throw ObjectGraphError(code: .objectNotFound, message: "value moved from its place")
+        }
         return String(text.dropFirst("\(place)|".count))
     }
 }
@@ -117,7 +127,8 @@ final class AtomicStoreTests: ObjectGraphTestCase {
         return coordinator
     }
 
-    /// Categories, systems with secrets, tags (many-to-many); notes with attachments; dogs and cats; every attribute type.
+    /// Categories, systems with secrets, tags (many-to-many); notes with attachments; dogs and cats; every attribute
+    /// type.
     private func populate(_ context: ManagedObjectContext) throws {
         var tags: [ManagedObject] = []
         for name in ["red", "blue", "green"] {
@@ -140,25 +151,37 @@ final class AtomicStoreTests: ObjectGraphTestCase {
         }
         let orphan = context.insertNewObject(forEntityName: "System")
         orphan["userId"] = "orphan"
-        guard context.model.entity(named: "Note").flatMap(context.coordinator.persistentStore(for:)) != nil else { try context.save(); return }
+        guard context.model.entity(named: "Note").flatMap(context.coordinator.persistentStore(for:)) != nil else {
+            try context.save()
+            return
+        }
         for title in ["first", "  spaced  ", "line\nbreak\u{1}ctrl", ""] {
             let note = context.insertNewObject(forEntityName: "Note")
             note["title"] = title
             note["body"] = "body of \(title)"
-            for byte in 0..<2 { context.insertNewObject(forEntityName: "Attachment").setValues(["data": Data([UInt8(byte), 0, 255]), "note": note]) }
+            for byte in 0..<2 {
+                context.insertNewObject(forEntityName: "Attachment").setValues([
+                    "data": Data([UInt8(byte), 0, 255]), "note": note,
+                ])
+            }
         }
         let dog = context.insertNewObject(forEntityName: "Dog")
         dog["name"] = "Rex"
         dog["breed"] = "collie"
         context.insertNewObject(forEntityName: "Cat")["name"] = "Tom"
         let everything = context.insertNewObject(forEntityName: "Everything")
-        everything.setValues(["int16": 100, "int32": Int(Int32.min), "int64": Int.max, "decimal": Decimal(string: "12345.678901234567890")!,
-                              "double": 0.1 + 0.2, "float": Float(1.25), "string": "", "flag": false,
-                              "date": Date(timeIntervalSinceReferenceDate: 123_456_789.125), "blob": Data(),
-                              "uuid": UUID(uuidString: "E621E1F8-C36C-495A-93FC-0C247A3E6E5F")!,
-                              "uri": URL(string: "https://example.com/a?b=c#d")!, "list": ["a", "b"], "scratch": "not stored"])
+        everything.setValues([
+            "int16": 100, "int32": Int(Int32.min), "int64": Int.max,
+            "decimal": Decimal(string: "12345.678901234567890")!,
+            "double": 0.1 + 0.2, "float": Float(1.25), "string": "", "flag": false,
+            "date": Date(timeIntervalSinceReferenceDate: 123_456_789.125), "blob": Data(),
+            "uuid": UUID(uuidString: "E621E1F8-C36C-495A-93FC-0C247A3E6E5F")!,
+            "uri": URL(string: "https://example.com/a?b=c#d")!, "list": ["a", "b"], "scratch": "not stored",
+        ])
         let empty = context.insertNewObject(forEntityName: "Everything")
-        empty.setValues(["int16": nil, "int32": nil, "decimal": nil, "double": -1e308, "float": nil, "string": nil, "flag": nil])
+        empty.setValues([
+            "int16": nil, "int32": nil, "decimal": nil, "double": -1e308, "float": nil, "string": nil, "flag": nil,
+        ])
         try context.save()
     }
 
@@ -170,14 +193,22 @@ final class AtomicStoreTests: ObjectGraphTestCase {
             for entity in store.entities where entity.superentity == nil {
                 for object in try context.fetch(FetchRequest<ManagedObject>(entityName: entity.name)) {
                     var fields: [String] = [object.entity.name]
-                    for attribute in object.entity.attributes.sorted(by: { $0.name < $1.name }) where !attribute.isTransient {
+                    for attribute in object.entity.attributes.sorted(by: { $0.name < $1.name })
+                    where !attribute.isTransient {
                         let value = object[attribute.name]
-                        fields.append("\(attribute.name)=" + ((value as? Data)?.base64EncodedString() ?? value.map { "\($0)" } ?? "nil"))
+                        fields.append(
+                            "\(attribute.name)="
+                                + ((value as? Data)?.base64EncodedString() ?? value.map { "\($0)" } ?? "nil"))
                     }
                     for relationship in object.entity.relationships.sorted(by: { $0.name < $1.name }) {
-                        let destinations = relationship.isToMany ? object[relationship.name] as! [ManagedObject]
+                        let destinations =
+                            relationship.isToMany
+                            ? object[relationship.name] as! [ManagedObject]
                             : (object[relationship.name] as? ManagedObject).map { [$0] } ?? []
-                        fields.append("\(relationship.name)->" + destinations.map(\.objectID.uriRepresentation.absoluteString).sorted().joined(separator: ","))
+                        fields.append(
+                            "\(relationship.name)->"
+                                + destinations.map(\.objectID.uriRepresentation.absoluteString).sorted().joined(
+                                    separator: ","))
                     }
                     result[object.objectID.uriRepresentation.absoluteString] = fields.joined(separator: "; ")
                 }
@@ -201,15 +232,19 @@ final class AtomicStoreTests: ObjectGraphTestCase {
         XCTAssertEqual(text.split(separator: "\n").count, 13, "one line per object")
         XCTAssertTrue(text.contains("name=Wi-Fi"))
         XCTAssertFalse(text.contains("pw 1"), "Transformable values are stored encoded")
-        let plist = try PropertyListSerialization.propertyList(from: Data(contentsOf: directory.appendingPathComponent("Passwords.plist")),
-                                                               format: nil) as? [String: Any]
+        let plist =
+            try PropertyListSerialization.propertyList(
+                from: Data(contentsOf: directory.appendingPathComponent("Passwords.plist")),
+                format: nil) as? [String: Any]
         XCTAssertEqual(plist?[StoreMetadataKey.storeType] as? String, "CustomStore")
         XCTAssertEqual(plist?[StoreMetadataKey.storeUUID] as? String, store.identifier)
         XCTAssertNotNil(plist?[StoreMetadataKey.versionHashes])
         first.setMetadata("3.1", forKey: "AppVersion", in: store)
         try first.saveMetadata()
-        let written = try PropertyListSerialization.propertyList(from: Data(contentsOf: directory.appendingPathComponent("Passwords.plist")),
-                                                                 format: nil) as? [String: Any]
+        let written =
+            try PropertyListSerialization.propertyList(
+                from: Data(contentsOf: directory.appendingPathComponent("Passwords.plist")),
+                format: nil) as? [String: Any]
         XCTAssertEqual(written?["AppVersion"] as? String, "3.1")
 
         // Reopened: the same objects, IDs, relationships and metadata; queries run as on SQLite.
@@ -218,7 +253,9 @@ final class AtomicStoreTests: ObjectGraphTestCase {
         XCTAssertEqual(reopened.metadata["AppVersion"] as? String, "3.1")
         XCTAssertEqual(try dump(second), expected)
         let other = ManagedObjectContext(coordinator: second)
-        XCTAssertEqual(try other.names("System", "category.name == 'Wi-Fi' AND ANY tags.name == 'green'"), ["Wi-Fi 2 \u{e9}\u{1F511}\ttab"])
+        XCTAssertEqual(
+            try other.names("System", "category.name == 'Wi-Fi' AND ANY tags.name == 'green'"),
+            ["Wi-Fi 2 \u{e9}\u{1F511}\ttab"])
         XCTAssertEqual(try other.names("Category", "systems.@sum.rank > 30"), ["Wi-Fi"])
 
         // Changes rewrite the file; a new object gets a UUID reference like the others.
@@ -233,11 +270,14 @@ final class AtomicStoreTests: ObjectGraphTestCase {
         XCTAssertTrue(lines.contains { $0.hasPrefix("Tag\t") && $0.contains("name=new") })
         XCTAssertTrue(lines.allSatisfy { UUID(uuidString: String($0.split(separator: "\t")[1])) != nil })
         XCTAssertFalse(lines.contains { $0.contains("orphan") })
-        XCTAssertEqual(try ManagedObjectContext(coordinator: try {
-            let third = try coordinator()
-            try third.addPersistentStore(type: Self.customType, configuration: "Passwords", at: url)
-            return third
-        }()).names("Category"), ["Desktop", "Web Sites", "Wi-Fi"])
+        XCTAssertEqual(
+            try ManagedObjectContext(
+                coordinator: try {
+                    let third = try coordinator()
+                    try third.addPersistentStore(type: Self.customType, configuration: "Passwords", at: url)
+                    return third
+                }()
+            ).names("Category"), ["Desktop", "Web Sites", "Wi-Fi"])
     }
 
     func testAFailedFileWriteSavesNothingAndKeepsTheChanges() throws {
@@ -266,10 +306,14 @@ final class AtomicStoreTests: ObjectGraphTestCase {
         try coordinator.addPersistentStore(type: Self.customType, configuration: "Passwords", at: url)
         try populate(ManagedObjectContext(coordinator: coordinator))
         let good = try String(contentsOf: url, encoding: .utf8)
-        for (bad, reason) in [(good + "Planet\tx\n", "line 14"), (good.replacingOccurrences(of: "rank=", with: "colour="), "colour"),
-                              (good + "Tag\tz\tname\n", "without '='")] {
+        for (bad, reason) in [
+            (good + "Planet\tx\n", "line 14"), (good.replacingOccurrences(of: "rank=", with: "colour="), "colour"),
+            (good + "Tag\tz\tname\n", "without '='"),
+        ] {
             try Data(bad.utf8).write(to: url)
-            XCTAssertThrowsError(try self.coordinator().addPersistentStore(type: Self.customType, configuration: "Passwords", at: url)) { error in
+            XCTAssertThrowsError(
+                try self.coordinator().addPersistentStore(type: Self.customType, configuration: "Passwords", at: url)
+            ) { error in
                 XCTAssertEqual((error as? ObjectGraphError)?.code, .storeOpenFailed)
                 XCTAssertTrue("\(error)".contains(reason) && "\(error)".contains("Passwords.txt"), "\(error)")
             }
@@ -292,7 +336,8 @@ final class AtomicStoreTests: ObjectGraphTestCase {
             try second.addPersistentStore(type: type, configuration: "Notes", at: notes)
             try second.addPersistentStore(type: type, configuration: "Passwords", at: passwords)
             XCTAssertEqual(try dump(second), expected, "\(type)")
-            let everything = try ManagedObjectContext(coordinator: second).objects("Everything", "int64 == %@", Int.max)
+            let everything = try ManagedObjectContext(coordinator: second).objects(
+                "Everything", "int64 == %@", Int.max)
             XCTAssertEqual(everything.first?["list"] as? [String], ["a", "b"], "\(type)")
             XCTAssertEqual(everything.first?["double"] as? Double, 0.1 + 0.2, "\(type)")
             let attributes = try FileManager.default.attributesOfItem(atPath: passwords.path)
@@ -318,7 +363,9 @@ final class AtomicStoreTests: ObjectGraphTestCase {
                 switch random.next(3) {
                 case 0: bytes.removeLast(1 + random.next(bytes.count - 1))
                 case 1: for _ in 0..<(1 + random.next(4)) { bytes[random.next(bytes.count)] = UInt8(random.next(256)) }
-                default: bytes.insert(contentsOf: Array("<object entity=\"Tag\" id=\"Tag/p1\"/>".utf8), at: random.next(bytes.count))
+                default:
+                    bytes.insert(
+                        contentsOf: Array("<object entity=\"Tag\" id=\"Tag/p1\"/>".utf8), at: random.next(bytes.count))
                 }
                 try Data(bytes).write(to: url)
                 do {
@@ -327,7 +374,9 @@ final class AtomicStoreTests: ObjectGraphTestCase {
                     _ = try dump(fresh)
                     counts[type.rawValue, default: (0, 0)].opened += 1
                 } catch let error as ObjectGraphError {
-                    XCTAssertTrue("\(error)".contains("Passwords-\(type.rawValue)") || error.code != .storeOpenFailed, "\(error)")
+                    XCTAssertTrue(
+                        "\(error)".contains("Passwords-\(type.rawValue)") || error.code != .storeOpenFailed, "\(error)"
+                    )
                     counts[type.rawValue, default: (0, 0)].refused += 1
                 } catch {
                     counts[type.rawValue, default: (0, 0)].refused += 1
@@ -343,9 +392,11 @@ final class AtomicStoreTests: ObjectGraphTestCase {
 
     func testMigrateRoundTripSQLiteBinaryXMLSQLiteKeepsEveryObjectAndRelationship() throws {
         let coordinator = try coordinator()
-        var notes = try coordinator.addPersistentStore(type: .sqlite, configuration: "Notes", at: directory.appendingPathComponent("Notes.sqlite"))
-        var passwords = try coordinator.addPersistentStore(type: .sqlite, configuration: "Passwords",
-                                                           at: directory.appendingPathComponent("Passwords.sqlite"))
+        var notes = try coordinator.addPersistentStore(
+            type: .sqlite, configuration: "Notes", at: directory.appendingPathComponent("Notes.sqlite"))
+        var passwords = try coordinator.addPersistentStore(
+            type: .sqlite, configuration: "Passwords",
+            at: directory.appendingPathComponent("Passwords.sqlite"))
         let context = ManagedObjectContext(coordinator: coordinator)
         try populate(context)
         coordinator.setMetadata("kept", forKey: "AppKey", in: passwords)
@@ -357,8 +408,9 @@ final class AtomicStoreTests: ObjectGraphTestCase {
         for (type, suffix) in steps {
             let url = type == .inMemory ? nil : directory.appendingPathComponent("Passwords-2.\(suffix)")
             passwords = try coordinator.migratePersistentStore(passwords, to: url, type: type)
-            notes = try coordinator.migratePersistentStore(notes, to: url.map { _ in directory.appendingPathComponent("Notes-2.\(suffix)") },
-                                                           type: type)
+            notes = try coordinator.migratePersistentStore(
+                notes, to: url.map { _ in directory.appendingPathComponent("Notes-2.\(suffix)") },
+                type: type)
             XCTAssertEqual(passwords.type, type)
             XCTAssertEqual(try dump(coordinator), expected, "after migrating to \(type)")
             XCTAssertEqual(passwords.metadata["AppKey"] as? String, "kept")
@@ -372,25 +424,31 @@ final class AtomicStoreTests: ObjectGraphTestCase {
 
         // A fresh coordinator on the final SQLite files sees everything, secrets decoded in place.
         let reopened = try self.coordinator()
-        try reopened.addPersistentStore(type: .sqlite, configuration: "Notes", at: directory.appendingPathComponent("Notes-2.sqlite"))
-        let final = try reopened.addPersistentStore(type: .sqlite, configuration: "Passwords", at: directory.appendingPathComponent("Passwords-2.sqlite"))
+        try reopened.addPersistentStore(
+            type: .sqlite, configuration: "Notes", at: directory.appendingPathComponent("Notes-2.sqlite"))
+        let final = try reopened.addPersistentStore(
+            type: .sqlite, configuration: "Passwords", at: directory.appendingPathComponent("Passwords-2.sqlite"))
         XCTAssertEqual(final.metadata["AppKey"] as? String, "kept")
         XCTAssertEqual(final.metadata[StoreMetadataKey.storeType] as? String, "SQLite")
         var wanted = expected
         let key = system.objectID.uriRepresentation.absoluteString
         wanted[key] = wanted[key]?.replacingOccurrences(of: "name=nil", with: "name=renamed")
         XCTAssertEqual(try dump(reopened), wanted)
-        XCTAssertEqual(try ManagedObjectContext(coordinator: reopened).objects("System", "rank == 21").first?["password"] as? String, "pw 2/1 <&>")
+        XCTAssertEqual(
+            try ManagedObjectContext(coordinator: reopened).objects("System", "rank == 21").first?["password"]
+                as? String, "pw 2/1 <&>")
 
         // Migrating onto an existing file is refused and leaves the store in place.
-        XCTAssertThrowsError(try coordinator.migratePersistentStore(passwords, to: directory.appendingPathComponent("Passwords.sqlite"), type: .xml))
+        XCTAssertThrowsError(
+            try coordinator.migratePersistentStore(
+                passwords, to: directory.appendingPathComponent("Passwords.sqlite"), type: .xml))
         XCTAssertTrue(coordinator.persistentStores.contains { $0 === passwords })
         XCTAssertEqual(try dump(coordinator).count, expected.count)
     }
 }
 
-private extension ManagedObject {
-    func setValues(_ values: [String: Any?]) {
+extension ManagedObject {
+    fileprivate func setValues(_ values: [String: Any?]) {
         for (key, value) in values { self[key] = value ?? nil }
     }
 }

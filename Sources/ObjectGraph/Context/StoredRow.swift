@@ -51,7 +51,9 @@ extension Database {
             let code = sqlite3_step(handle)
             if code == SQLITE_DONE { return }
             guard code == SQLITE_ROW else {
-                throw DatabaseError(resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(sqliteConnection)), sql: sql)
+                throw DatabaseError(
+                    resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(sqliteConnection)),
+                    sql: sql)
             }
             try body(StatementRow(handle: handle))
         }
@@ -75,12 +77,16 @@ extension Database {
             case .double(let number): sqlite3_bind_double(handle, index, number)
             case .string(let text): sqlite3_bind_text(handle, index, text, -1, transient)
             case .blob(let data):
-                data.withUnsafeBytes { bytes in _ = sqlite3_bind_blob(handle, index, bytes.baseAddress, CInt(bytes.count), transient) }
+                data.withUnsafeBytes { bytes in
+                    _ = sqlite3_bind_blob(handle, index, bytes.baseAddress, CInt(bytes.count), transient)
+                }
             }
         }
         let code = sqlite3_step(handle)
         guard code == SQLITE_DONE || code == SQLITE_ROW else {
-            throw DatabaseError(resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(sqliteConnection)), sql: sql)
+            throw DatabaseError(
+                resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(sqliteConnection)),
+                sql: sql)
         }
     }
 }

@@ -20,15 +20,19 @@ extension AtomicStore {
     func records() -> [AtomicRecord] {
         cacheNodes().compactMap { node in
             guard let entity = model.entity(named: node.objectID.entityName) else { return nil }
-            var record = AtomicRecord(entityName: entity.name, identity: Self.identity(of: node.objectID), attributes: [:], relationships: [:])
+            var record = AtomicRecord(
+                entityName: entity.name, identity: Self.identity(of: node.objectID), attributes: [:],
+                relationships: [:])
             for attribute in entity.attributes where !attribute.isTransient {
                 let value = StoredValues.databaseValue(node.propertyCache[attribute.name], type: attribute.type)
                 if !value.isNull { record.attributes[attribute.name] = value }
             }
             for relationship in entity.relationships {
                 switch node.propertyCache[relationship.name] {
-                case let destination as AtomicStoreCacheNode: record.relationships[relationship.name] = [Self.identity(of: destination.objectID)]
-                case let destinations as [AtomicStoreCacheNode]: record.relationships[relationship.name] = destinations.map { Self.identity(of: $0.objectID) }
+                case let destination as AtomicStoreCacheNode:
+                    record.relationships[relationship.name] = [Self.identity(of: destination.objectID)]
+                case let destinations as [AtomicStoreCacheNode]:
+                    record.relationships[relationship.name] = destinations.map { Self.identity(of: $0.objectID) }
                 default: break
                 }
             }
@@ -43,10 +47,13 @@ extension AtomicStore {
         var byIdentity: [String: AtomicStoreCacheNode] = [:]
         var nodes: [(AtomicStoreCacheNode, EntityDescription, AtomicRecord)] = []
         for record in records {
-            guard let entity = entity(named: record.entityName) else { throw damaged("unknown entity '\(record.entityName)'") }
+            guard let entity = entity(named: record.entityName) else {
+                throw damaged("unknown entity '\(record.entityName)'")
+            }
             let prefix = "\(entity.name)/p"
             guard record.identity.hasPrefix(prefix), let key = Int64(record.identity.dropFirst(prefix.count)), key > 0,
-                  byIdentity[record.identity] == nil else {
+                byIdentity[record.identity] == nil
+            else {
                 throw damaged("object identity '\(record.identity)' is malformed or repeated")
             }
             let node = AtomicStoreCacheNode(objectID: objectID(for: entity, referenceObject: AnyHashable(key)))
@@ -61,7 +68,9 @@ extension AtomicStore {
         }
         for (node, entity, record) in nodes {
             for (name, identities) in record.relationships {
-                guard let relationship = entity.relationship(named: name) else { throw damaged("\(entity.name) has no relationship '\(name)'") }
+                guard let relationship = entity.relationship(named: name) else {
+                    throw damaged("\(entity.name) has no relationship '\(name)'")
+                }
                 let destinations = try identities.map { identity -> AtomicStoreCacheNode in
                     guard let destination = byIdentity[identity] else {
                         throw damaged("\(record.identity).\(name) points at '\(identity)', which is not in the file")

@@ -1,4 +1,5 @@
 import Foundation
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -9,9 +10,12 @@ import Glibc
 /// values stay encoded, as `Data`, exactly as a SQLite store keeps them), a to-one
 /// destination as its node, a to-many one as `[AtomicStoreCacheNode]`. Nil values are absent.
 public final class AtomicStoreCacheNode {
+    /// The object this node stands for.
     public let objectID: ObjectID
+    /// The object's values by property name (see above).
     public var propertyCache: [String: Any]
 
+    /// A node for `objectID` with the given values.
     public init(objectID: ObjectID, propertyCache: [String: Any] = [:]) {
         self.objectID = objectID
         self.propertyCache = propertyCache
@@ -39,8 +43,11 @@ public final class AtomicStoreCacheNode {
 /// place (an encrypting one) needs them. A save spanning an atomic store and another store
 /// is atomic per file only.
 open class AtomicStore {
+    /// The store's file.
     public let url: URL
+    /// The model whose entities the file holds.
     public let model: ManagedObjectModel
+    /// The configuration naming those entities (nil: all).
     public let configurationName: String?
     /// The entities this store holds.
     public let entities: [EntityDescription]
@@ -53,6 +60,7 @@ open class AtomicStore {
     private var keysByReference: [Int: [AnyHashable: Int64]] = [:]
     private var referencesByKey: [Int: [Int64: AnyHashable]] = [:]
 
+    /// A store for the file at `url`; the coordinator makes these and then calls ``load()``.
     public required init(url: URL, model: ManagedObjectModel, configurationName: String?) {
         self.url = url
         self.model = model
@@ -109,8 +117,9 @@ open class AtomicStore {
             keysByReference[root, default: [:]][referenceObject] = key
             referencesByKey[root, default: [:]][key] = referenceObject
         }
-        return ObjectID(entityName: entity.name, storeIdentifier: metadata[StoreMetadataKey.storeUUID] as? String,
-                        primaryKey: key, temporaryNumber: nil)
+        return ObjectID(
+            entityName: entity.name, storeIdentifier: metadata[StoreMetadataKey.storeUUID] as? String,
+            primaryKey: key, temporaryNumber: nil)
     }
 
     /// The reference object the file uses for an object ID of this store.
@@ -145,7 +154,9 @@ open class AtomicStore {
         let directory = url.deletingLastPathComponent().path
         let temporary = "\(directory)/.\(url.lastPathComponent).\(UUID().uuidString).tmp"
         func failure(_ what: String) -> ObjectGraphError {
-            ObjectGraphError(code: .saveFailed, message: "cannot \(what) '\(url.lastPathComponent)': \(String(cString: strerror(errno)))")
+            ObjectGraphError(
+                code: .saveFailed,
+                message: "cannot \(what) '\(url.lastPathComponent)': \(String(cString: strerror(errno)))")
         }
         let descriptor = open(temporary, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, fileMode)
         guard descriptor >= 0 else { throw failure("create a new copy of") }
@@ -153,21 +164,36 @@ open class AtomicStore {
         let ok = data.withUnsafeBytes { buffer -> Bool in
             while written < buffer.count {
                 let result = Glibc.write(descriptor, buffer.baseAddress! + written, buffer.count - written)
-                if result < 0 { if errno == EINTR { continue }; return false }
+                if result < 0 {
+                    if errno == EINTR { continue }
+                    return false
+                }
                 written += result
             }
             return fsync(descriptor) == 0
         }
         let error = failure("write")
         Glibc.close(descriptor)
-        guard ok else { unlink(temporary); throw error }
-        guard rename(temporary, url.path) == 0 else { let error = failure("replace"); unlink(temporary); throw error }
+        guard ok else {
+            unlink(temporary)
+            throw error
+        }
+        guard rename(temporary, url.path) == 0 else {
+            let error = failure("replace")
+            unlink(temporary)
+            throw error
+        }
         let directoryDescriptor = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        if directoryDescriptor >= 0 { _ = fsync(directoryDescriptor); Glibc.close(directoryDescriptor) }
+        if directoryDescriptor >= 0 {
+            _ = fsync(directoryDescriptor)
+            Glibc.close(directoryDescriptor)
+        }
     }
 
     /// An error for a file that is not a store of this kind, naming the file and the problem.
     public func damaged(_ problem: String) -> ObjectGraphError {
-        ObjectGraphError(code: .storeOpenFailed, message: "'\(url.lastPathComponent)' is not a readable \(type(of: self)) file: \(problem)")
+        ObjectGraphError(
+            code: .storeOpenFailed,
+            message: "'\(url.lastPathComponent)' is not a readable \(type(of: self)) file: \(problem)")
     }
 }

@@ -12,6 +12,7 @@ import GRDB
 public final class BinaryStore: AtomicStore {
     static let magic = Array("OGBSTORE".utf8)
 
+    /// Reads the whole file; a damaged one is refused with the byte where it went wrong.
     public override func load() throws {
         let data: Data
         do {
@@ -25,13 +26,18 @@ public final class BinaryStore: AtomicStore {
         }
         do {
             let metadataBytes = try reader.blob()
-            guard let metadata = try? PropertyListSerialization.propertyList(from: Data(metadataBytes), format: nil) as? [String: Any] else {
+            guard
+                let metadata = try? PropertyListSerialization.propertyList(from: Data(metadataBytes), format: nil)
+                    as? [String: Any]
+            else {
                 throw damaged("its metadata is not a property list")
             }
             self.metadata = metadata
             var records: [AtomicRecord] = []
             for _ in 0..<(try reader.count()) {
-                var record = AtomicRecord(entityName: try reader.string(), identity: try reader.string(), attributes: [:], relationships: [:])
+                var record = AtomicRecord(
+                    entityName: try reader.string(), identity: try reader.string(), attributes: [:], relationships: [:]
+                )
                 for _ in 0..<(try reader.count()) {
                     let name = try reader.string()
                     switch try reader.byte() {
@@ -55,13 +61,17 @@ public final class BinaryStore: AtomicStore {
         }
     }
 
+    /// Writes the whole file atomically.
     public override func save() throws {
         var writer = Writer()
         writer.bytes += Self.magic + [1]
         do {
-            writer.blob([UInt8](try PropertyListSerialization.data(fromPropertyList: metadata, format: .xml, options: 0)))
+            writer.blob(
+                [UInt8](try PropertyListSerialization.data(fromPropertyList: metadata, format: .xml, options: 0)))
         } catch {
-            throw ObjectGraphError(code: .saveFailed, message: "cannot encode the metadata of '\(url.lastPathComponent)': \(error.localizedDescription)")
+            throw ObjectGraphError(
+                code: .saveFailed,
+                message: "cannot encode the metadata of '\(url.lastPathComponent)': \(error.localizedDescription)")
         }
         let records = records()
         writer.count(records.count)
@@ -72,11 +82,21 @@ public final class BinaryStore: AtomicStore {
             for (name, value) in record.attributes.sorted(by: { $0.key < $1.key }) {
                 writer.string(name)
                 switch value.storage {
-                case .int64(let number): writer.bytes.append(0); writer.word(UInt64(bitPattern: number))
-                case .double(let number): writer.bytes.append(1); writer.word(number.bitPattern)
-                case .string(let text): writer.bytes.append(2); writer.string(text)
-                case .blob(let data): writer.bytes.append(3); writer.blob([UInt8](data))
-                case .null: writer.bytes.append(3); writer.blob([])
+                case .int64(let number):
+                    writer.bytes.append(0)
+                    writer.word(UInt64(bitPattern: number))
+                case .double(let number):
+                    writer.bytes.append(1)
+                    writer.word(number.bitPattern)
+                case .string(let text):
+                    writer.bytes.append(2)
+                    writer.string(text)
+                case .blob(let data):
+                    writer.bytes.append(3)
+                    writer.blob([UInt8](data))
+                case .null:
+                    writer.bytes.append(3)
+                    writer.blob([])
                 }
             }
             writer.count(record.relationships.count)
@@ -91,9 +111,18 @@ public final class BinaryStore: AtomicStore {
 
     private struct Writer {
         var bytes: [UInt8] = []
-        mutating func word(_ value: UInt64) { for shift in stride(from: 0, to: 64, by: 8) { bytes.append(UInt8(truncatingIfNeeded: value >> UInt64(shift))) } }
-        mutating func count(_ value: Int) { for shift in stride(from: 0, to: 32, by: 8) { bytes.append(UInt8(truncatingIfNeeded: value >> shift)) } }
-        mutating func blob(_ value: [UInt8]) { count(value.count); bytes += value }
+        mutating func word(_ value: UInt64) {
+            for shift in stride(from: 0, to: 64, by: 8) {
+                bytes.append(UInt8(truncatingIfNeeded: value >> UInt64(shift)))
+            }
+        }
+        mutating func count(_ value: Int) {
+            for shift in stride(from: 0, to: 32, by: 8) { bytes.append(UInt8(truncatingIfNeeded: value >> shift)) }
+        }
+        mutating func blob(_ value: [UInt8]) {
+            count(value.count)
+            bytes += value
+        }
         mutating func string(_ value: String) { blob(Array(value.utf8)) }
     }
 

@@ -28,9 +28,12 @@ extension PersistentStoreCoordinator {
             }
         }()
         guard let storeClass else {
-            throw ObjectGraphError(code: .storeOpenFailed, message: "no store class is registered for store type '\(type.rawValue)'")
+            throw ObjectGraphError(
+                code: .storeOpenFailed, message: "no store class is registered for store type '\(type.rawValue)'")
         }
-        guard let url else { throw ObjectGraphError(code: .storeOpenFailed, message: "a \(type.rawValue) store needs a file URL") }
+        guard let url else {
+            throw ObjectGraphError(code: .storeOpenFailed, message: "a \(type.rawValue) store needs a file URL")
+        }
         if options.mustExist, !FileManager.default.fileExists(atPath: url.path) {
             throw ObjectGraphError(code: .storeOpenFailed, message: "store '\(url.path)' does not exist")
         }
@@ -38,13 +41,16 @@ extension PersistentStoreCoordinator {
     }
 
     /// Reads an atomic store's file into its fresh schema, or creates the file.
-    func openAtomicStore(_ store: PersistentStore, storeClass: AtomicStore.Type, url: URL, options: StoreOptions) throws {
+    func openAtomicStore(
+        _ store: PersistentStore, storeClass: AtomicStore.Type, url: URL, options: StoreOptions
+    ) throws {
         let atomic = storeClass.init(url: url, model: managedObjectModel, configurationName: store.configurationName)
         atomic.fileMode = options.fileMode
         do {
             if FileManager.default.fileExists(atPath: url.path) {
                 try atomic.load()
-                guard let identifier = atomic.metadata[StoreMetadataKey.storeUUID] as? String, !identifier.isEmpty else {
+                guard let identifier = atomic.metadata[StoreMetadataKey.storeUUID] as? String, !identifier.isEmpty
+                else {
                     throw atomic.damaged("its metadata has no \(StoreMetadataKey.storeUUID)")
                 }
                 store.identifier = identifier
@@ -77,48 +83,75 @@ extension PersistentStoreCoordinator {
     // MARK: - Rows and nodes
 
     /// Every row of a store as cache nodes, relationships included.
-    func cacheNodes(of store: PersistentStore, _ db: Database, references: AtomicStore?) throws -> [AtomicStoreCacheNode] {
+    func cacheNodes(
+        of store: PersistentStore, _ db: Database, references: AtomicStore?
+    ) throws -> [AtomicStoreCacheNode] {
         var nodes: [AtomicStoreCacheNode] = []
         var byKey: [Int: [Int64: AtomicStoreCacheNode]] = [:]
         var pending: [(AtomicStoreCacheNode, EntityDescription, [(RelationshipDescription, Int64)])] = []
         for root in store.rootEntities {
-            let rows = try Row.fetchAll(db, sql: "SELECT \(root.selectColumns.joined(separator: ", ")) FROM \(store.qualified(root.tableName)) ORDER BY Z_PK")
+            let rows = try Row.fetchAll(
+                db,
+                sql:
+                    "SELECT \(root.selectColumns.joined(separator: ", ")) FROM "
+                        + "\(store.qualified(root.tableName)) ORDER BY Z_PK"
+            )
             for row in rows {
                 let primaryKey: Int64 = row[0]
-                let entity = managedObjectModel.entity(number: row[1]).flatMap { $0.rootEntity === root ? $0 : nil } ?? root
+                let entity =
+                    managedObjectModel.entity(number: row[1]).flatMap { $0.rootEntity === root ? $0 : nil } ?? root
                 if let references { _ = references.referenceObject(for: entity, primaryKey: primaryKey) }
-                let node = AtomicStoreCacheNode(objectID: ObjectID(entityName: entity.name, storeIdentifier: store.identifier,
-                                                                   primaryKey: primaryKey, temporaryNumber: nil))
+                let node = AtomicStoreCacheNode(
+                    objectID: ObjectID(
+                        entityName: entity.name, storeIdentifier: store.identifier,
+                        primaryKey: primaryKey, temporaryNumber: nil))
                 for column in entity.storedColumns {
-                    if let value = StoredValues.value(row[column.index], type: column.type) { node.propertyCache[column.name] = value }
+                    if let value = StoredValues.value(row[column.index], type: column.type) {
+                        node.propertyCache[column.name] = value
+                    }
                 }
-                for relationship in entity.relationships where relationship.isToMany { node.propertyCache[relationship.name] = [AtomicStoreCacheNode]() }
-                pending.append((node, entity, entity.storedToOne.compactMap { pair in (row[pair.1] as Int64?).map { (pair.0, $0) } }))
+                for relationship in entity.relationships where relationship.isToMany {
+                    node.propertyCache[relationship.name] = [AtomicStoreCacheNode]()
+                }
+                pending.append(
+                    (
+                        node, entity,
+                        entity.storedToOne.compactMap { pair in (row[pair.1] as Int64?).map { (pair.0, $0) } }
+                    ))
                 byKey[root.entityNumber, default: [:]][primaryKey] = node
                 nodes.append(node)
             }
         }
         func node(_ key: Int64, of relationship: RelationshipDescription) -> AtomicStoreCacheNode? {
-            managedObjectModel.entity(named: relationship.destinationEntityName).flatMap { byKey[$0.rootEntity.entityNumber]?[key] }
+            managedObjectModel.entity(named: relationship.destinationEntityName).flatMap {
+                byKey[$0.rootEntity.entityNumber]?[key]
+            }
         }
         for (source, _, toOnes) in pending {
             for (relationship, key) in toOnes {
                 guard let destination = node(key, of: relationship) else { continue }
                 source.propertyCache[relationship.name] = destination
                 if let inverse = SQLiteSchema.inverse(of: relationship, in: managedObjectModel), inverse.isToMany {
-                    destination.propertyCache[inverse.name] = (destination.propertyCache[inverse.name] as? [AtomicStoreCacheNode] ?? []) + [source]
+                    destination.propertyCache[inverse.name] =
+                        (destination.propertyCache[inverse.name] as? [AtomicStoreCacheNode] ?? []) + [source]
                 }
             }
         }
         // Many-to-many (and inverse-less to-many) links, once per declaring entity and relationship.
         for entity in store.entities {
-            for relationship in entity.declaredRelationships where SQLiteSchema.usesJoinTable(relationship, in: managedObjectModel) {
+            for relationship in entity.declaredRelationships
+            where SQLiteSchema.usesJoinTable(relationship, in: managedObjectModel) {
                 let join = SQLiteSchema.joinTable(for: relationship, of: entity, in: managedObjectModel)
-                let links = try Row.fetchAll(db, sql: "SELECT \(join.sourceColumn), \(join.destinationColumn) FROM \(store.qualified(join.name))")
+                let links = try Row.fetchAll(
+                    db,
+                    sql: "SELECT \(join.sourceColumn), \(join.destinationColumn) FROM \(store.qualified(join.name))")
                 for link in links {
-                    guard let source = byKey[entity.rootEntity.entityNumber]?[link[0]], let destination = node(link[1], of: relationship),
-                          managedObjectModel.entity(named: source.objectID.entityName)?.isKind(of: entity) == true else { continue }
-                    source.propertyCache[relationship.name] = (source.propertyCache[relationship.name] as? [AtomicStoreCacheNode] ?? []) + [destination]
+                    guard let source = byKey[entity.rootEntity.entityNumber]?[link[0]],
+                        let destination = node(link[1], of: relationship),
+                        managedObjectModel.entity(named: source.objectID.entityName)?.isKind(of: entity) == true
+                    else { continue }
+                    source.propertyCache[relationship.name] =
+                        (source.propertyCache[relationship.name] as? [AtomicStoreCacheNode] ?? []) + [destination]
                 }
             }
         }
@@ -129,56 +162,82 @@ extension PersistentStoreCoordinator {
     ///
     /// - throws: ``ObjectGraphError`` naming the object and property when a node does not
     ///   fit the model (an unknown entity, a value of the wrong type, a dangling reference).
-    func insert(_ nodes: [AtomicStoreCacheNode], into store: PersistentStore, _ db: Database, from file: String) throws {
+    func insert(_ nodes: [AtomicStoreCacheNode], into store: PersistentStore, _ db: Database, from file: String) throws
+    {
         func damaged(_ problem: String) -> ObjectGraphError {
             ObjectGraphError(code: .storeOpenFailed, message: "'\(file)' does not fit the model: \(problem)")
         }
         var keys: [ObjectIdentifier: Int64] = [:]
         var seen: Set<String> = []
         for node in nodes {
-            guard let entity = managedObjectModel.entity(named: node.objectID.entityName), store.entities.contains(where: { $0 === entity }),
-                  !entity.isAbstract else {
-                throw damaged("an object of entity '\(node.objectID.entityName)', which this store's configuration does not hold")
+            guard let entity = managedObjectModel.entity(named: node.objectID.entityName),
+                store.entities.contains(where: { $0 === entity }),
+                !entity.isAbstract
+            else {
+                throw damaged(
+                    "an object of entity '\(node.objectID.entityName)', which this store's configuration does not hold"
+                )
             }
-            guard let key = node.objectID.primaryKey, key > 0, seen.insert("\(entity.rootEntity.entityNumber)/\(key)").inserted else {
+            guard let key = node.objectID.primaryKey, key > 0,
+                seen.insert("\(entity.rootEntity.entityNumber)/\(key)").inserted
+            else {
                 throw damaged("\(entity.name) object \(node.objectID) has no identity of its own")
             }
             keys[ObjectIdentifier(node)] = key
         }
-        func key(_ value: Any?, _ relationship: RelationshipDescription, of node: AtomicStoreCacheNode) throws -> Int64? {
+        func key(
+            _ value: Any?, _ relationship: RelationshipDescription, of node: AtomicStoreCacheNode
+        ) throws -> Int64? {
             guard let value else { return nil }
             guard let destination = value as? AtomicStoreCacheNode, let key = keys[ObjectIdentifier(destination)],
-                  let entity = managedObjectModel.entity(named: destination.objectID.entityName),
-                  entity.isKind(of: managedObjectModel.entity(named: relationship.destinationEntityName) ?? entity) else {
-                throw damaged("\(node.objectID.entityName).\(relationship.name) of \(node.objectID) points at no \(relationship.destinationEntityName) object of the store")
+                let entity = managedObjectModel.entity(named: destination.objectID.entityName),
+                entity.isKind(of: managedObjectModel.entity(named: relationship.destinationEntityName) ?? entity)
+            else {
+                throw damaged(
+                    "\(node.objectID.entityName).\(relationship.name) of \(node.objectID) points at no "
+                        + "\(relationship.destinationEntityName) object of the store"
+                )
             }
             return key
         }
         for node in nodes {
-            guard let entity = managedObjectModel.entity(named: node.objectID.entityName), let primaryKey = keys[ObjectIdentifier(node)] else { continue }
-            for name in node.propertyCache.keys where entity.attribute(named: name) == nil && entity.relationship(named: name) == nil {
+            guard let entity = managedObjectModel.entity(named: node.objectID.entityName),
+                let primaryKey = keys[ObjectIdentifier(node)]
+            else { continue }
+            for name in node.propertyCache.keys
+            where entity.attribute(named: name) == nil && entity.relationship(named: name) == nil {
                 throw damaged("\(entity.name) has no property '\(name)' (object \(node.objectID))")
             }
-            var arguments: [DatabaseValue] = [primaryKey.databaseValue, entity.entityNumber.databaseValue, 1.databaseValue]
+            var arguments: [DatabaseValue] = [
+                primaryKey.databaseValue, entity.entityNumber.databaseValue, 1.databaseValue,
+            ]
             for column in entity.storedColumns {
                 let value = node.propertyCache[column.name]
                 let stored = StoredValues.databaseValue(value, type: column.type)
                 if stored.isNull, let value, !(value is NSNull) {
-                    throw damaged("\(entity.name).\(column.name) of \(node.objectID) is not a \(column.type.rawValue) value")
+                    throw damaged(
+                        "\(entity.name).\(column.name) of \(node.objectID) is not a \(column.type.rawValue) value")
                 }
                 arguments.append(stored)
             }
             for (relationship, _) in entity.storedToOne {
-                arguments.append(try key(node.propertyCache[relationship.name], relationship, of: node)?.databaseValue ?? .null)
+                arguments.append(
+                    try key(node.propertyCache[relationship.name], relationship, of: node)?.databaseValue ?? .null)
             }
-            let columns = ["Z_PK", "Z_ENT", "Z_OPT"] + entity.storedColumns.map(\.columnName) + entity.storedToOne.map(\.0.columnName)
-            try db.execute(sql: "INSERT INTO \(store.qualified(entity.rootEntity.tableName)) (\(columns.joined(separator: ", "))) "
-                               + "VALUES (\(Array(repeating: "?", count: columns.count).joined(separator: ", ")))",
-                           arguments: StatementArguments(arguments))
+            let columns =
+                ["Z_PK", "Z_ENT", "Z_OPT"] + entity.storedColumns.map(\.columnName)
+                + entity.storedToOne.map(\.0.columnName)
+            try db.execute(
+                sql:
+                    "INSERT INTO \(store.qualified(entity.rootEntity.tableName)) (\(columns.joined(separator: ", "))) "
+                    + "VALUES (\(Array(repeating: "?", count: columns.count).joined(separator: ", ")))",
+                arguments: StatementArguments(arguments))
         }
         // To-many sides: join rows, and the to-one column when only the to-many side was given.
         for node in nodes {
-            guard let entity = managedObjectModel.entity(named: node.objectID.entityName), let primaryKey = keys[ObjectIdentifier(node)] else { continue }
+            guard let entity = managedObjectModel.entity(named: node.objectID.entityName),
+                let primaryKey = keys[ObjectIdentifier(node)]
+            else { continue }
             for relationship in entity.relationships where relationship.isToMany {
                 guard let value = node.propertyCache[relationship.name] else { continue }
                 guard let destinations = value as? [AtomicStoreCacheNode] else {
@@ -188,21 +247,31 @@ extension PersistentStoreCoordinator {
                 if SQLiteSchema.usesJoinTable(relationship, in: managedObjectModel) {
                     let join = SQLiteSchema.joinTable(for: relationship, of: entity, in: managedObjectModel)
                     for destinationKey in destinationKeys {
-                        try db.execute(sql: "INSERT OR IGNORE INTO \(store.qualified(join.name)) (\(join.sourceColumn), \(join.destinationColumn)) VALUES (?, ?)",
-                                       arguments: [primaryKey, destinationKey])
+                        try db.execute(
+                            sql:
+                                "INSERT OR IGNORE INTO \(store.qualified(join.name)) (\(join.sourceColumn), "
+                                    + "\(join.destinationColumn)) VALUES (?, ?)",
+                            arguments: [primaryKey, destinationKey])
                     }
                 } else if let inverse = SQLiteSchema.inverse(of: relationship, in: managedObjectModel),
-                          let destination = managedObjectModel.entity(named: relationship.destinationEntityName) {
+                    let destination = managedObjectModel.entity(named: relationship.destinationEntityName)
+                {
                     for destinationKey in destinationKeys {
-                        try db.execute(sql: "UPDATE \(store.qualified(destination.rootEntity.tableName)) SET \(inverse.columnName) = ? WHERE Z_PK = ?",
-                                       arguments: [primaryKey, destinationKey])
+                        try db.execute(
+                            sql:
+                                "UPDATE \(store.qualified(destination.rootEntity.tableName)) SET "
+                                    + "\(inverse.columnName) = ? WHERE Z_PK = ?",
+                            arguments: [primaryKey, destinationKey])
                     }
                 }
             }
         }
         for root in store.rootEntities {
-            try db.execute(sql: "UPDATE \(store.qualified("Z_PRIMARYKEY")) SET Z_MAX = MAX(Z_MAX, (SELECT COALESCE(MAX(Z_PK), 0) FROM "
-                               + "\(store.qualified(root.tableName)))) WHERE Z_ENT = ?", arguments: [root.entityNumber])
+            try db.execute(
+                sql:
+                    "UPDATE \(store.qualified("Z_PRIMARYKEY")) SET Z_MAX = MAX(Z_MAX, (SELECT "
+                        + "COALESCE(MAX(Z_PK), 0) FROM "
+                    + "\(store.qualified(root.tableName)))) WHERE Z_ENT = ?", arguments: [root.entityNumber])
         }
     }
 
@@ -229,13 +298,17 @@ extension PersistentStoreCoordinator {
     /// - throws: ``ObjectGraphError`` when the destination file exists already or cannot be
     ///   written; the old store then stays in place.
     @discardableResult
-    public func migratePersistentStore(_ store: PersistentStore, to url: URL?, type: StoreType,
-                                       options: StoreOptions = StoreOptions()) throws -> PersistentStore {
+    public func migratePersistentStore(
+        _ store: PersistentStore, to url: URL?, type: StoreType,
+        options: StoreOptions = StoreOptions()
+    ) throws -> PersistentStore {
         guard persistentStores.contains(where: { $0 === store }) else {
-            throw ObjectGraphError(code: .storeOpenFailed, message: "the store to migrate is not one of this coordinator's")
+            throw ObjectGraphError(
+                code: .storeOpenFailed, message: "the store to migrate is not one of this coordinator's")
         }
         if let url, type != .inMemory, FileManager.default.fileExists(atPath: url.path) {
-            throw ObjectGraphError(code: .storeOpenFailed, message: "cannot migrate to '\(url.path)': the file exists already")
+            throw ObjectGraphError(
+                code: .storeOpenFailed, message: "cannot migrate to '\(url.path)': the file exists already")
         }
         let nodes = try wrapStoreErrors(.storeOpenFailed, "cannot read the store to migrate") {
             try read { db in try cacheNodes(of: store, db, references: nil) }
@@ -243,7 +316,8 @@ extension PersistentStoreCoordinator {
         unregister(store)
         let migrated: PersistentStore
         do {
-            migrated = try addPersistentStore(type: type, configuration: store.configurationName, at: url, options: options)
+            migrated = try addPersistentStore(
+                type: type, configuration: store.configurationName, at: url, options: options)
         } catch {
             register(store)
             throw error
@@ -256,7 +330,9 @@ extension PersistentStoreCoordinator {
             try wrapStoreErrors(.saveFailed, "cannot migrate the store") {
                 try write { db in
                     try insert(nodes, into: migrated, db, from: url?.lastPathComponent ?? "in-memory store")
-                    try db.execute(sql: "UPDATE \(migrated.qualified("Z_METADATA")) SET Z_UUID = ?", arguments: [migrated.identifier])
+                    try db.execute(
+                        sql: "UPDATE \(migrated.qualified("Z_METADATA")) SET Z_UUID = ?",
+                        arguments: [migrated.identifier])
                     try writePendingMetadata(db)
                 }
             }
