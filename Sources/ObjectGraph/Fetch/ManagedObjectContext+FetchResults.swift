@@ -199,10 +199,9 @@ extension ManagedObjectContext {
                 + "WHERE t0.Z_PK IN (\(Array(repeating: "?", count: chunk.count).joined(separator: ",")))"
             try wrapStoreErrors(.objectNotFound, "cannot read \(root.name) rows") {
                 try coordinator.read { db in
-                    let cursor = try Row.fetchCursor(
-                        db, sql: sql, arguments: StatementArguments(chunk.map(\.databaseValue)))
-                    while let row = try cursor.next() {
-                        found[row[0]] = try materialize(row, root: root, store: store, decoding: decoding)
+                    try db.forEachRow(sql: sql, arguments: chunk.map(\.databaseValue)) { row in
+                        let object = try materialize(row, root: root, store: store, decoding: decoding)
+                        found[row.int64(at: 0) ?? 0] = object
                     }
                 }
             }
@@ -290,12 +289,11 @@ extension ManagedObjectContext {
             let sql = from + "(\(Array(repeating: "?", count: chunk.count).joined(separator: ",")))"
             try wrapStoreErrors(.objectNotFound, "cannot prefetch \(sourceEntity.name).\(key)") {
                 try coordinator.read { db in
-                    let cursor = try Row.fetchCursor(
-                        db, sql: sql, arguments: StatementArguments(chunk.map(\.databaseValue)))
-                    while let row = try cursor.next() {
+                    try db.forEachRow(sql: sql, arguments: chunk.map(\.databaseValue)) { row in
                         let object = try materialize(row, root: root, store: store)
-                        guard object.entity.isKind(of: destination) else { continue }
-                        found[row[root.selectColumns.count], default: []].append(object)
+                        guard object.entity.isKind(of: destination),
+                              let source = row.int64(at: root.selectColumns.count) else { return }
+                        found[source, default: []].append(object)
                     }
                 }
             }
