@@ -251,6 +251,9 @@ final class AtomicStoreTests: ObjectGraphTestCase {
         let second = try coordinator()
         let reopened = try second.addPersistentStore(type: Self.customType, configuration: "Passwords", at: url)
         XCTAssertEqual(reopened.metadata["AppVersion"] as? String, "3.1")
+        try second.reloadMetadata()
+        XCTAssertEqual(reopened.metadata["AppVersion"] as? String, "3.1")
+        XCTAssertEqual(reopened.identifier, store.identifier)
         XCTAssertEqual(try dump(second), expected)
         let other = ManagedObjectContext(coordinator: second)
         XCTAssertEqual(

@@ -57,7 +57,13 @@ extension PersistentStoreCoordinator {
                 store.metadata = atomic.metadata
                 if !options.ignoresVersioning { try checkCompatibility(of: store, name: url.lastPathComponent) }
                 let nodes = atomic.cacheNodes()
-                try write { db in try insert(nodes, into: store, db, from: url.lastPathComponent) }
+                // The schema's Z_METADATA mirrors the file's, so reloadMetadata() reads the same.
+                let plist = try PropertyListSerialization.data(fromPropertyList: store.metadata, format: .binary, options: 0)
+                try write { db in
+                    try insert(nodes, into: store, db, from: url.lastPathComponent)
+                    try db.execute(sql: "UPDATE \(store.qualified("Z_METADATA")) SET Z_UUID = ?, Z_PLIST = ?",
+                                   arguments: [identifier, plist])
+                }
             } else {
                 store.metadata[StoreMetadataKey.storeType] = store.type.rawValue
                 atomic.metadata = store.metadata
