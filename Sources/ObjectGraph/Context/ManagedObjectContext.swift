@@ -37,6 +37,20 @@ public final class ManagedObjectContext {
     struct ObjectKey: Hashable {
         let rootEntityNumber: Int
         let primaryKey: Int64
+
+        func hash(into hasher: inout Hasher) {
+            hasher.combine(primaryKey ^ Int64(truncatingIfNeeded: rootEntityNumber) << 48)
+        }
+
+        /// Every fetched row looks its key up and registers it: a seeded splitmix64 mix of one
+        /// word instead of a full `Hasher` (a third of a 200k-row fetch's time went there).
+        func _rawHashValue(seed: Int) -> Int {
+            var bits = UInt64(bitPattern: primaryKey ^ Int64(truncatingIfNeeded: rootEntityNumber) << 48)
+                ^ UInt64(bitPattern: Int64(seed))
+            bits = (bits ^ (bits >> 30)) &* 0xbf58476d1ce4e5b9
+            bits = (bits ^ (bits >> 27)) &* 0x94d049bb133111eb
+            return Int(truncatingIfNeeded: bits ^ (bits >> 31))
+        }
     }
 
     var registered: [ObjectKey: ManagedObject] = [:]

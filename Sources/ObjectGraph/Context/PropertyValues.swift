@@ -68,19 +68,27 @@ struct PropertyValues: Sequence {
         slots = []
     }
 
+    /// Values in `layout`'s order; the slots are allocated at the first value set.
     init(layout: PropertyLayout) {
         self.layout = layout
-        slots = ContiguousArray(repeating: .absent, count: layout.keys.count)
+        slots = []
+    }
+
+    private mutating func ensureSlots() {
+        guard slots.count < layout.keys.count else { return }
+        slots.append(contentsOf: repeatElement(.absent, count: layout.keys.count - slots.count))
     }
 
     var isEmpty: Bool { !slots.contains { !$0.isAbsent } }
 
     subscript(key: String) -> Any? {
-        get { layout.index(of: key).flatMap { slots[$0].value } }
+        get { layout.index(of: key).flatMap { $0 < slots.count ? slots[$0].value : nil } }
         set {
             if let index = layout.index(of: key) {
+                ensureSlots()
                 slots[index] = newValue.map(PropertySlot.init) ?? .absent
             } else if let newValue {
+                ensureSlots()
                 layout = layout.appending(key)
                 slots.append(PropertySlot(newValue))
             }
@@ -89,15 +97,21 @@ struct PropertyValues: Sequence {
 
     /// The value at a position of `layout` (for callers that looked the key up once).
     subscript(slot index: Int) -> Any? {
-        get { slots[index].value }
-        set { slots[index] = newValue.map(PropertySlot.init) ?? .absent }
+        get { index < slots.count ? slots[index].value : nil }
+        set {
+            ensureSlots()
+            slots[index] = newValue.map(PropertySlot.init) ?? .absent
+        }
     }
 
     /// The slot at a position of `layout`, read without building an `Any`.
-    func slot(_ index: Int) -> PropertySlot { slots[index] }
+    func slot(_ index: Int) -> PropertySlot { index < slots.count ? slots[index] : .absent }
 
     /// Sets a slot directly, skipping the dynamic casts of `PropertySlot.init`.
-    mutating func setSlot(_ index: Int, _ slot: PropertySlot) { slots[index] = slot }
+    mutating func setSlot(_ index: Int, _ slot: PropertySlot) {
+        ensureSlots()
+        slots[index] = slot
+    }
 
     func makeIterator() -> AnyIterator<(key: String, value: Any)> {
         var index = 0
@@ -112,7 +126,7 @@ struct PropertyValues: Sequence {
 
     func filter(_ isIncluded: (String) -> Bool) -> PropertyValues {
         var result = PropertyValues(layout: layout)
-        for index in slots.indices where isIncluded(layout.keys[index]) { result.slots[index] = slots[index] }
+        for index in slots.indices where isIncluded(layout.keys[index]) { result.setSlot(index, slots[index]) }
         return result
     }
 
