@@ -391,6 +391,46 @@ final class AtomicStoreTests: ObjectGraphTestCase {
         print("damaged atomic files:", counts)
     }
 
+    func testExtremeIdentitiesAndNullColumnsDoNotTrap() throws {
+        // Two sibling entities (one table, one key space) both named with the largest key.
+        let url = directory.appendingPathComponent("Notes.xml")
+        let first = try coordinator()
+        try first.addPersistentStore(type: .xml, configuration: "Notes", at: url)
+        let context = ManagedObjectContext(coordinator: first)
+        context.insertNewObject(forEntityName: "Dog")["name"] = "Rex"
+        context.insertNewObject(forEntityName: "Cat")["name"] = "Tom"
+        try context.save()
+        let largest = String(Int64.max)
+        let text = try String(contentsOf: url, encoding: .utf8)
+            .replacingOccurrences(of: "\"Dog/p1\"", with: "\"Dog/p\(largest)\"")
+            .replacingOccurrences(of: "\"Cat/p2\"", with: "\"Cat/p\(largest)\"")
+        XCTAssertEqual(text.components(separatedBy: largest).count, 3)
+        try Data(text.utf8).write(to: url)
+        let second = try coordinator()
+        try second.addPersistentStore(type: .xml, configuration: "Notes", at: url)
+        XCTAssertEqual(try ManagedObjectContext(coordinator: second).names("Animal"), ["Rex", "Tom"])
+
+        // A SQLite row whose entity column is NULL is read as the root entity, never trapped on.
+        let sqliteURL = directory.appendingPathComponent("Passwords.sqlite")
+        let third = try coordinator()
+        try third.addPersistentStore(type: .sqlite, configuration: "Passwords", at: sqliteURL)
+        try populate(ManagedObjectContext(coordinator: third))
+        try third.close()
+        let sqlite = Process()
+        sqlite.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
+        sqlite.arguments = [sqliteURL.path, "UPDATE ZTAG SET Z_ENT = NULL; UPDATE Z_8TAGS SET Z_9TAGS = NULL WHERE rowid = 1"]
+        try sqlite.run()
+        sqlite.waitUntilExit()
+        XCTAssertEqual(sqlite.terminationStatus, 0)
+        let fourth = try coordinator()
+        let store = try fourth.addPersistentStore(type: .sqlite, configuration: "Passwords", at: sqliteURL)
+        let other = ManagedObjectContext(coordinator: fourth)
+        XCTAssertEqual(try other.fetchObjectIDs(FetchRequest<ManagedObject>(entityName: "Tag")).count, 3)
+        XCTAssertEqual(try other.execute(BatchUpdateRequest(entityName: "Tag", propertiesToUpdate: ["name": "x"])).count, 3)
+        try fourth.migratePersistentStore(store, to: directory.appendingPathComponent("Passwords.bin"), type: .binary)
+        XCTAssertEqual(try ManagedObjectContext(coordinator: fourth).objects("Tag").count, 3)
+    }
+
     // MARK: - Migrating between store types
 
     func testMigrateRoundTripSQLiteBinaryXMLSQLiteKeepsEveryObjectAndRelationship() throws {

@@ -166,7 +166,7 @@ extension ManagedObjectContext {
                             + "WHERE Z_PK = ?"
                 )
                 for row in rows {
-                    let primaryKey: Int64 = row[0]
+                    let primaryKey: Int64 = row[0] as Int64? ?? 0
                     var values: [DatabaseValue] = []
                     for (column, value) in assignments {
                         if column.type == .transformable, let value {
@@ -182,7 +182,9 @@ extension ManagedObjectContext {
                     }
                     try statement.execute(arguments: StatementArguments(values + [primaryKey.databaseValue]))
                 }
-                return rows.map { objectID(primaryKey: $0[0], entityNumber: $0[1], root: root, store: store) }
+                return rows.map { row in
+                    objectID(primaryKey: row[0] as Int64? ?? 0, entityNumber: row[1] as Int? ?? 0, root: root, store: store)
+                }
             }
         }
         for id in ids {
@@ -211,7 +213,7 @@ extension ManagedObjectContext {
                     db, sql: "SELECT Z_PK, Z_ENT FROM \(store.qualified(entity.rootEntity.tableName)) t0\(conditions)",
                     arguments: StatementArguments(arguments))
                 var deleted: [ObjectID] = []
-                try deleteRows(rows.map { ($0[0], $0[1]) }, root: entity.rootEntity, db, into: &deleted)
+                try deleteRows(rows.map { ($0[0] as Int64? ?? 0, $0[1] as Int? ?? 0) }, root: entity.rootEntity, db, into: &deleted)
                 return deleted
             }
         }
@@ -318,7 +320,7 @@ extension ManagedObjectContext {
                 continue
             }
             result += try Row.fetchAll(db, sql: sql, arguments: StatementArguments(chunk.map(\.databaseValue))).map {
-                ($0[0], $0[1])
+                ($0[0] as Int64? ?? 0, $0[1] as Int? ?? 0)
             }
         }
         return result

@@ -15,7 +15,7 @@ extension ManagedObjectContext {
         return try wrapStoreErrors(.objectNotFound, "cannot fetch \(request.entityName)") {
             try coordinator.read { db in
                 try Row.fetchAll(db, sql: sql, arguments: StatementArguments(plan.arguments)).map { row in
-                    objectID(primaryKey: row[0], entityNumber: row[1], root: plan.root, store: plan.store)
+                    objectID(primaryKey: row[0] as Int64? ?? 0, entityNumber: row[1] as Int? ?? 0, root: plan.root, store: plan.store)
                 }
             }
         }

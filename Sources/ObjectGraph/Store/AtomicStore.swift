@@ -57,8 +57,10 @@ open class AtomicStore {
     public var fileMode: mode_t = 0o600
 
     private var nodes: [AtomicStoreCacheNode] = []
-    private var keysByReference: [Int: [AnyHashable: Int64]] = [:]
+    /// Reference objects are unique per entity; keys per root entity (one table).
+    private var keysByReference: [String: [AnyHashable: Int64]] = [:]
     private var referencesByKey: [Int: [Int64: AnyHashable]] = [:]
+    private var highestKey: [Int: Int64] = [:]
 
     /// A store for the file at `url`; the coordinator makes these and then calls ``load()``.
     public required init(url: URL, model: ManagedObjectModel, configurationName: String?) {
@@ -105,21 +107,31 @@ open class AtomicStore {
     public func objectID(for entity: EntityDescription, referenceObject: AnyHashable) -> ObjectID {
         let root = entity.rootEntity.entityNumber
         let key: Int64
-        if let known = keysByReference[root]?[referenceObject] {
+        if let known = keysByReference[entity.name]?[referenceObject] {
             key = known
         } else {
             let taken = referencesByKey[root] ?? [:]
             if let number = Self.integer(referenceObject), number > 0, taken[number] == nil {
                 key = number
             } else {
-                key = (taken.keys.max() ?? 0) + 1
+                key = freeKey(root: root, taken: taken)
             }
-            keysByReference[root, default: [:]][referenceObject] = key
+            keysByReference[entity.name, default: [:]][referenceObject] = key
             referencesByKey[root, default: [:]][key] = referenceObject
+            highestKey[root] = max(highestKey[root] ?? 0, key)
         }
         return ObjectID(
             entityName: entity.name, storeIdentifier: metadata[StoreMetadataKey.storeUUID] as? String,
             primaryKey: key, temporaryNumber: nil)
+    }
+
+    /// The next key above every key taken, or (when a file used the largest) the first free one.
+    private func freeKey(root: Int, taken: [Int64: AnyHashable]) -> Int64 {
+        let (next, overflow) = (highestKey[root] ?? 0).addingReportingOverflow(1)
+        if !overflow { return next }
+        var candidate: Int64 = 1
+        while taken[candidate] != nil { candidate += 1 }
+        return candidate
     }
 
     /// The reference object the file uses for an object ID of this store.
@@ -133,8 +145,9 @@ open class AtomicStore {
         let root = entity.rootEntity.entityNumber
         if let known = referencesByKey[root]?[primaryKey] { return known }
         let reference = newReferenceObject(for: entity, primaryKey: primaryKey)
-        keysByReference[root, default: [:]][reference] = primaryKey
+        keysByReference[entity.name, default: [:]][reference] = primaryKey
         referencesByKey[root, default: [:]][primaryKey] = reference
+        highestKey[root] = max(highestKey[root] ?? 0, primaryKey)
         return reference
     }
 

@@ -103,9 +103,9 @@ extension PersistentStoreCoordinator {
                         + "\(store.qualified(root.tableName)) ORDER BY Z_PK"
             )
             for row in rows {
-                let primaryKey: Int64 = row[0]
+                let primaryKey: Int64 = row[0] as Int64? ?? 0
                 let entity =
-                    managedObjectModel.entity(number: row[1]).flatMap { $0.rootEntity === root ? $0 : nil } ?? root
+                    managedObjectModel.entity(number: row[1] as Int? ?? 0).flatMap { $0.rootEntity === root ? $0 : nil } ?? root
                 if let references { _ = references.referenceObject(for: entity, primaryKey: primaryKey) }
                 let node = AtomicStoreCacheNode(
                     objectID: ObjectID(
@@ -152,8 +152,8 @@ extension PersistentStoreCoordinator {
                     db,
                     sql: "SELECT \(join.sourceColumn), \(join.destinationColumn) FROM \(store.qualified(join.name))")
                 for link in links {
-                    guard let source = byKey[entity.rootEntity.entityNumber]?[link[0]],
-                        let destination = node(link[1], of: relationship),
+                    guard let source = byKey[entity.rootEntity.entityNumber]?[link[0] as Int64? ?? 0],
+                        let destination = node(link[1] as Int64? ?? 0, of: relationship),
                         managedObjectModel.entity(named: source.objectID.entityName)?.isKind(of: entity) == true
                     else { continue }
                     source.propertyCache[relationship.name] =
