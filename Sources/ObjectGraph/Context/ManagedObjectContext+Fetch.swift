@@ -17,12 +17,17 @@ extension ManagedObjectContext {
         try wrapStoreErrors(.objectNotFound, "cannot fetch \(request.entityName)") {
             try coordinator.read { db in
                 let sql = plan.sql(select: plan.columns, window: !plan.needsMemoryWindow, request: request)
+                // New objects are registered after the last row, in a registry grown once; only a
+                // predicate evaluated in memory could look them up before.
+                let defersRegistration = plan.residual == nil
                 try db.forEachRow(sql: sql, arguments: plan.arguments) { row in
-                    let object = try materialize(row, root: plan.root, store: plan.store, decoding: request.propertiesToFetch)
+                    let object = try materialize(row, root: plan.root, store: plan.store, decoding: request.propertiesToFetch,
+                                                 registering: !defersRegistration)
                     if request.includesPendingChanges, deletedSet.contains(object) { return }
                     if let residual = plan.residual, !PredicateEvaluator.evaluate(residual, on: object) { return }
                     objects.append(object)
                 }
+                if defersRegistration { register(objects, root: plan.root) }
             }
         }
         if plan.includesInserted {

@@ -233,7 +233,8 @@ public final class ManagedObjectContext {
 
     /// The registered object for a row, updated from `row` unless it has unsaved changes,
     /// or a new object made from `row`.
-    func materialize(_ row: some StoredRow, root: EntityDescription, store: PersistentStore, decoding: Set<String>? = nil) throws -> ManagedObject {
+    func materialize(_ row: some StoredRow, root: EntityDescription, store: PersistentStore, decoding: Set<String>? = nil,
+                     registering: Bool = true) throws -> ManagedObject {
         let primaryKey = row.int64(at: 0) ?? 0
         let key = ObjectKey(rootEntityNumber: root.entityNumber, primaryKey: primaryKey)
         if let object = registered[key] {
@@ -248,7 +249,7 @@ public final class ManagedObjectContext {
         object.objectID = ObjectID(entityName: entity.name, storeIdentifier: store.identifier, primaryKey: primaryKey, temporaryNumber: nil)
         object.managedObjectContext = self
         try load(row, into: object, root: root, store: store, decoding: decoding)
-        registered[key] = object
+        if registering { registered[key] = object }
         return object
     }
 

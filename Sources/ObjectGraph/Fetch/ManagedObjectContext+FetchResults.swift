@@ -209,6 +209,15 @@ extension ManagedObjectContext {
         return keys.compactMap { found[$0] }
     }
 
+    /// Registers fetched objects; one already registered is the same instance, set again.
+    func register(_ objects: [ManagedObject], root: EntityDescription) {
+        registered.reserveCapacity(registered.count + objects.count)
+        for object in objects {
+            guard let primaryKey = object.objectID.primaryKey else { continue }
+            registered[ObjectKey(rootEntityNumber: root.entityNumber, primaryKey: primaryKey)] = object
+        }
+    }
+
     /// Lets go of registered objects nothing else holds and that have no unsaved change.
     func releaseUnreferencedObjects(_ keys: [ObjectKey]) {
         for key in keys {
