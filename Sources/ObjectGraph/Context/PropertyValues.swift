@@ -1,6 +1,6 @@
 /// The names of an entity's properties in a fixed order (attributes as in
 /// `EntityDescription.attributes`, then relationships), shared by all its objects' values.
-final class PropertyLayout {
+final class PropertyLayout: Sendable {
     let keys: [String]
 
     init(keys: [String]) { self.keys = keys }
