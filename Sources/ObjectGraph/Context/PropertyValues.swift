@@ -58,67 +58,93 @@ enum PropertySlot {
 }
 
 /// An object's property values by name, stored in the order of a shared ``PropertyLayout``:
-/// building one per fetched row allocates only its slots.
+/// building one per fetched row allocates only its words.
+///
+/// Each position is one 8-byte word: 0 when absent, an integer of 63 bits shifted left with
+/// the low bit set, or (index + 1) << 1 into `others` for any other value. A row of integer
+/// attributes so costs 8 bytes a value and no second allocation.
 struct PropertyValues: Sequence {
     private(set) var layout: PropertyLayout
-    private var slots: ContiguousArray<PropertySlot>
+    private var words: ContiguousArray<UInt64>
+    private var others: ContiguousArray<PropertySlot>
 
     init() {
         layout = .empty
-        slots = []
+        words = []
+        others = []
     }
 
-    /// Values in `layout`'s order; the slots are allocated at the first value set.
+    /// Values in `layout`'s order; the words are allocated at the first value set.
     init(layout: PropertyLayout) {
         self.layout = layout
-        slots = []
+        words = []
+        others = []
     }
 
-    private mutating func ensureSlots() {
-        guard slots.count < layout.keys.count else { return }
-        slots.append(contentsOf: repeatElement(.absent, count: layout.keys.count - slots.count))
+    private mutating func ensureWords() {
+        guard words.count < layout.keys.count else { return }
+        words.append(contentsOf: repeatElement(0, count: layout.keys.count - words.count))
     }
 
-    var isEmpty: Bool { !slots.contains { !$0.isAbsent } }
+    var isEmpty: Bool { !words.contains { $0 != 0 } }
 
     subscript(key: String) -> Any? {
-        get { layout.index(of: key).flatMap { $0 < slots.count ? slots[$0].value : nil } }
+        get { layout.index(of: key).flatMap { slot($0).value } }
         set {
             if let index = layout.index(of: key) {
-                ensureSlots()
-                slots[index] = newValue.map(PropertySlot.init) ?? .absent
+                setSlot(index, newValue.map(PropertySlot.init) ?? .absent)
             } else if let newValue {
-                ensureSlots()
+                ensureWords()
                 layout = layout.appending(key)
-                slots.append(PropertySlot(newValue))
+                words.append(0)
+                setSlot(words.count - 1, PropertySlot(newValue))
             }
         }
     }
 
     /// The value at a position of `layout` (for callers that looked the key up once).
     subscript(slot index: Int) -> Any? {
-        get { index < slots.count ? slots[index].value : nil }
-        set {
-            ensureSlots()
-            slots[index] = newValue.map(PropertySlot.init) ?? .absent
-        }
+        get { slot(index).value }
+        set { setSlot(index, newValue.map(PropertySlot.init) ?? .absent) }
     }
 
     /// The slot at a position of `layout`, read without building an `Any`.
-    func slot(_ index: Int) -> PropertySlot { index < slots.count ? slots[index] : .absent }
+    func slot(_ index: Int) -> PropertySlot {
+        guard index < words.count else { return .absent }
+        let word = words[index]
+        if word == 0 { return .absent }
+        if word & 1 == 1 { return .int(Int(truncatingIfNeeded: Int64(bitPattern: word) >> 1)) }
+        return others[Int(word >> 1) - 1]
+    }
 
     /// Sets a slot directly, skipping the dynamic casts of `PropertySlot.init`.
     mutating func setSlot(_ index: Int, _ slot: PropertySlot) {
-        ensureSlots()
-        slots[index] = slot
+        ensureWords()
+        let old = words[index]
+        let otherIndex = old != 0 && old & 1 == 0 ? Int(old >> 1) - 1 : nil
+        switch slot {
+        case .absent:
+            if let otherIndex { others[otherIndex] = .absent }
+            words[index] = 0
+        case .int(let number) where number >= Int.min >> 1 && number <= Int.max >> 1:
+            if let otherIndex { others[otherIndex] = .absent }
+            words[index] = UInt64(bitPattern: Int64(number) << 1) | 1
+        default:
+            if let otherIndex {
+                others[otherIndex] = slot
+            } else {
+                others.append(slot)
+                words[index] = UInt64(others.count) << 1
+            }
+        }
     }
 
     func makeIterator() -> AnyIterator<(key: String, value: Any)> {
         var index = 0
         return AnyIterator {
-            while index < slots.count {
+            while index < words.count {
                 defer { index += 1 }
-                if let value = slots[index].value { return (layout.keys[index], value) }
+                if let value = slot(index).value { return (layout.keys[index], value) }
             }
             return nil
         }
@@ -126,7 +152,7 @@ struct PropertyValues: Sequence {
 
     func filter(_ isIncluded: (String) -> Bool) -> PropertyValues {
         var result = PropertyValues(layout: layout)
-        for index in slots.indices where isIncluded(layout.keys[index]) { result.setSlot(index, slots[index]) }
+        for index in words.indices where isIncluded(layout.keys[index]) { result.setSlot(index, slot(index)) }
         return result
     }
 
