@@ -12,8 +12,8 @@ final class PropertyLayout: Sendable {
     func appending(_ key: String) -> PropertyLayout { PropertyLayout(keys: keys + [key]) }
 }
 
-/// One property value in 16 bytes: numbers and objects inline, anything else boxed. Reading
-/// 200k rows keeps 10 of these per object instead of 10 keys and 10 32-byte `Any`s.
+/// One property value in 16 bytes: numbers and objects inline, anything else boxed; what
+/// ``PropertyValues`` keeps beside its words for values that are not small integers.
 enum PropertySlot {
     case absent
     case int(Int)
