@@ -56,9 +56,9 @@ final class ConcurrencyTests: ObjectGraphTestCase {
             // Kill after a varied number of committed saves, wherever the next one has got to.
             let savesBeforeKill = Int.random(in: 2...6)
             var output = Data()
-            // Only SAVED lines count: XCTest prints its own lines to the same stdout.
-            while output.split(separator: UInt8(ascii: "\n")).filter({ $0.elementsEqual("SAVED".utf8) }).count
-                < savesBeforeKill {
+            // Only the child's SAVED lines count: XCTest prints its own banner lines first.
+            let savedLines = { output.split(separator: UInt8(ascii: "\n")).filter { $0.elementsEqual("SAVED".utf8) }.count }
+            while savedLines() < savesBeforeKill {
                 let chunk = pipe.fileHandleForReading.availableData
                 if chunk.isEmpty { break }
                 output += chunk

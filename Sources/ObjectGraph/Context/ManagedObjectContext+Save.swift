@@ -105,7 +105,16 @@ extension ManagedObjectContext {
     private func primaryKey(of object: ManagedObject) -> Int64? { object.objectID.primaryKey ?? object.pendingPrimaryKey }
 
     /// The stored value of an attribute: encoded by its transformer when Transformable.
-    private func storedValue(of object: ManagedObject, _ column: StoredColumn, store: PersistentStore, primaryKey: Int64) throws -> DatabaseValue {
+    private func storedValue(of object: ManagedObject, _ column: StoredColumn, slot: Int, store: PersistentStore,
+                             primaryKey: Int64) throws -> DatabaseValue {
+        if object.values.layout === object.entity.propertyLayout {
+            switch (object.values.slot(slot), column.type) {
+            case (.absent, _): return .null
+            case (.int(let number), .integer16), (.int(let number), .integer32), (.int(let number), .integer64): return number.databaseValue
+            case (.double(let number), .double): return number.databaseValue
+            default: break
+            }
+        }
         guard column.type == .transformable else { return StoredValues.databaseValue(object.values[column.name], type: column.type) }
         guard let value = object.values[column.name] else { return .null }
         if let encoded = value as? EncodedValue { return encoded.data.databaseValue }
@@ -128,7 +137,9 @@ extension ManagedObjectContext {
         let primaryKey = object.pendingPrimaryKey!
         var arguments: [DatabaseValue] = [primaryKey.databaseValue, entity.entityNumber.databaseValue, 1.databaseValue]
         arguments.reserveCapacity(3 + entity.storedColumns.count + entity.storedToOne.count)
-        for column in entity.storedColumns { arguments.append(try storedValue(of: object, column, store: store, primaryKey: primaryKey)) }
+        for (position, column) in entity.storedColumns.enumerated() {
+            arguments.append(try storedValue(of: object, column, slot: entity.storedColumnSlots[position], store: store, primaryKey: primaryKey))
+        }
         for (relationship, _) in entity.storedToOne { arguments.append(storedValue(of: object, relationship)) }
         arguments += try entityColumnValues(of: object, db).map(\.value)
         let sql = insertSQL[entity.name] ?? {
@@ -138,7 +149,7 @@ extension ManagedObjectContext {
             insertSQL[entity.name] = sql
             return sql
         }()
-        try db.cachedStatement(sql: sql).execute(arguments: StatementArguments(arguments))
+        try db.executeCached(sql: sql, values: arguments)
     }
 
     /// Writes an updated object's changed columns if the row is still at the version this
@@ -149,9 +160,9 @@ extension ManagedObjectContext {
         let primaryKey = object.objectID.primaryKey!
         var assignments: [String] = []
         var arguments: [DatabaseValue] = []
-        for column in object.entity.storedColumns where object.changedKeys.contains(column.name) {
+        for (position, column) in object.entity.storedColumns.enumerated() where object.changedKeys.contains(column.name) {
             assignments.append("\(column.columnName) = ?")
-            arguments.append(try storedValue(of: object, column, store: store, primaryKey: primaryKey))
+            arguments.append(try storedValue(of: object, column, slot: object.entity.storedColumnSlots[position], store: store, primaryKey: primaryKey))
         }
         for (relationship, _) in object.entity.storedToOne where object.changedKeys.contains(relationship.name) {
             assignments.append("\(relationship.columnName) = ?")
@@ -163,8 +174,8 @@ extension ManagedObjectContext {
         }
         guard !assignments.isEmpty else { return false }
         arguments += [(object.version + 1).databaseValue, primaryKey.databaseValue, object.version.databaseValue]
-        try db.execute(sql: "UPDATE \(store.qualified(root.tableName)) SET \(assignments.joined(separator: ", ")), Z_OPT = ? WHERE Z_PK = ? AND Z_OPT = ?",
-                       arguments: StatementArguments(arguments))
+        try db.executeCached(sql: "UPDATE \(store.qualified(root.tableName)) SET \(assignments.joined(separator: ", ")), Z_OPT = ? WHERE Z_PK = ? AND Z_OPT = ?",
+                             values: arguments)
         if db.changesCount == 0 { throw conflict(object, db, store: store) }
         return true
     }

@@ -43,6 +43,10 @@ public final class EntityDescription: CustomStringConvertible {
     /// Attribute names and types, for key-value access without hashing or copying descriptions.
     var attributeNames: [String] = []
     var attributeTypeList: [AttributeType] = []
+    /// Where each property's value sits in its objects' values: attributes, then relationships.
+    var propertyLayout = PropertyLayout.empty
+    /// For each of `storedColumns`, its position in `propertyLayout`.
+    var storedColumnSlots: [Int] = []
 
     @inline(__always)
     func attributeType(of key: String) -> AttributeType? {

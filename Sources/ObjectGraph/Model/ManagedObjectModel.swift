@@ -109,6 +109,8 @@ public final class ManagedObjectModel {
             }
             entity.attributeNames = entity.attributes.map(\.name)
             entity.attributeTypeList = entity.attributes.map(\.type)
+            entity.propertyLayout = PropertyLayout(keys: entity.attributeNames + entity.relationships.map(\.name))
+            entity.storedColumnSlots = entity.storedColumns.map { column in entity.attributeNames.firstIndex(of: column.name) ?? 0 }
             entity.storedToOne = entity.relationships.filter { !$0.isToMany }.compactMap { relationship in
                 root.columnIndex[relationship.columnName].map { (relationship, $0) }
             }

@@ -38,6 +38,8 @@ public final class PersistentStoreCoordinator {
     /// The connection while a transaction runs, so work inside it does not reenter the queue.
     private var activeDatabase: Database?
     private var storeByEntityName: [String: PersistentStore] = [:]
+    /// Schemas attached so far; each new one gets a fresh alias, also after a store is removed.
+    private var attachedSchemaCount = 0
     /// Every version of the model, searched for a store's version when a store is added with
     /// ``StoreOptions/migratesAutomatically``; by default the current model alone.
     public var modelVersions: ModelVersions
@@ -82,6 +84,7 @@ public final class PersistentStoreCoordinator {
             throw ObjectGraphError(code: .storeOpenFailed, message: "entity '\(entity.name)' is already in another store of this coordinator")
         }
         let path: String
+        var atomicClass: AtomicStore.Type?
         switch type {
         case .sqlite:
             guard let url else { throw ObjectGraphError(code: .storeOpenFailed, message: "a SQLite store needs a file URL") }
@@ -89,14 +92,18 @@ public final class PersistentStoreCoordinator {
             try createFileIfNeeded(path, options: options)
         case .inMemory:
             path = ":memory:"
+        default:
+            atomicClass = try Self.atomicStoreClass(for: type, url: url, options: options)
+            path = ":memory:"
         }
-        let schemaName = persistentStores.isEmpty ? "main" : "store\(persistentStores.count)"
+        let schemaName = connection == nil ? "main" : "store\(attachedSchemaCount + 1)"
         let store = PersistentStore(type: type, url: url, configurationName: configuration, entities: entities, schemaName: schemaName)
         let name = url?.lastPathComponent ?? "in-memory store"
         try wrapStoreErrors(.storeOpenFailed, "cannot open '\(name)'") {
             let isFirst = connection == nil
             if let connection {
                 try connection.inDatabase { db in try db.execute(sql: "ATTACH DATABASE ? AS \(schemaName)", arguments: [path]) }
+                attachedSchemaCount += 1
             } else {
                 connection = try makeConnection(path: path)
             }
@@ -116,6 +123,7 @@ public final class PersistentStoreCoordinator {
                 throw error
             }
         }
+        if let atomicClass, let url { try openAtomicStore(store, storeClass: atomicClass, url: url, options: options) }
         persistentStores.append(store)
         for entity in entities { storeByEntityName[entity.name] = store }
         return store
@@ -230,7 +238,7 @@ public final class PersistentStoreCoordinator {
         ]
     }
 
-    private func checkCompatibility(of store: PersistentStore, name: String) throws {
+    func checkCompatibility(of store: PersistentStore, name: String) throws {
         let recorded = store.metadata[StoreMetadataKey.versionHashes] as? [String: Data] ?? [:]
         let current = managedObjectModel.entityVersionHashesByName.filter { entity in store.entities.contains { $0.name == entity.key } }
         guard recorded != current else { return }
@@ -256,6 +264,24 @@ public final class PersistentStoreCoordinator {
         }
         throw ObjectGraphError(code: .incompatibleVersionHash,
                                message: "the store '\(name)' was made with an incompatible model: \(differences.joined(separator: "; "))")
+    }
+
+    /// Takes a store out of the coordinator's maps (its schema stays attached).
+    func unregister(_ store: PersistentStore) {
+        persistentStores.removeAll { $0 === store }
+        for entity in store.entities where storeByEntityName[entity.name] === store { storeByEntityName[entity.name] = nil }
+    }
+
+    /// Puts a store back into the coordinator's maps.
+    func register(_ store: PersistentStore) {
+        persistentStores.append(store)
+        for entity in store.entities { storeByEntityName[entity.name] = store }
+    }
+
+    /// Detaches a removed store's schema; the first store's (`main`) stays open until ``close()``.
+    func detach(_ store: PersistentStore) throws {
+        guard store.schemaName != "main", let connection else { return }
+        try connection.inDatabase { db in try db.execute(sql: "DETACH DATABASE \(store.schemaName)") }
     }
 
     /// Closes the connection; the coordinator cannot be used afterwards.
@@ -344,7 +370,10 @@ public final class PersistentStoreCoordinator {
             defer { activeDatabase = nil }
             var result: T?
             try db.inTransaction(.immediate) {
+                let changes = db.totalChangesCount
                 result = try body(db)
+                // Atomic stores write their files before the commit, so a failed write saves nothing.
+                if db.totalChangesCount != changes { try saveAtomicStores(db) }
                 return .commit
             }
             return result!
