@@ -162,6 +162,13 @@ final class CompatibilityTests: ObjectGraphTestCase {
 }
 
 final class NotificationTests: ObjectGraphTestCase {
+    /// The object lists of a notification (it also carries object IDs).
+    static func objectLists(_ note: Notification) -> [String: [ManagedObject]] {
+        var lists: [String: [ManagedObject]] = [:]
+        for case let (key as String, objects as [ManagedObject]) in note.userInfo ?? [:] { lists[key] = objects }
+        return lists
+    }
+
     func testDidChangeAndDidSaveCarryTheObjectsToEveryObserver() {
         forEachStoreKind { kind in
             let stack = try makeStack(kind)
@@ -172,10 +179,10 @@ final class NotificationTests: ObjectGraphTestCase {
             let center = context.notificationCenter
             let tokens = [
                 center.addObserver(forName: ManagedObjectContext.objectsDidChangeNotification, object: context, queue: nil) { note in
-                    changes.append(note.userInfo as! [String: [ManagedObject]])
+                    changes.append(Self.objectLists(note))
                 },
                 center.addObserver(forName: ManagedObjectContext.didSaveNotification, object: context, queue: nil) { note in
-                    saves.append(note.userInfo as! [String: [ManagedObject]])
+                    saves.append(Self.objectLists(note))
                 },
                 center.addObserver(forName: ManagedObjectContext.didSaveNotification, object: context, queue: nil) { _ in
                     secondObserverSaves += 1

@@ -288,7 +288,11 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     }
 
     func markChanged(_ key: String) {
-        guard !isPendingInsert else { return }
+        guard !isPendingInsert else {
+            // Nothing to track for the save, but observers still hear of the change.
+            managedObjectContext?.insertedObjectDidChange(self)
+            return
+        }
         changedKeys.insert(key)
         managedObjectContext?.objectDidChange(self)
     }

@@ -229,6 +229,9 @@ extension ManagedObjectContext {
             Self.insertedObjectsKey: inserted,
             Self.updatedObjectsKey: updated,
             Self.deletedObjectsKey: deleted,
+            Self.insertedObjectIDsKey: inserted.map(\.objectID),
+            Self.updatedObjectIDsKey: updated.map(\.objectID),
+            Self.deletedObjectIDsKey: deleted.map(\.objectID),
         ])
     }
 }

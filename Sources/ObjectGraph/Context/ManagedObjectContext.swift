@@ -30,6 +30,11 @@ public final class ManagedObjectContext {
     public static let insertedObjectsKey = "inserted"
     public static let updatedObjectsKey = "updated"
     public static let deletedObjectsKey = "deleted"
+    /// In ``didSaveNotification``: the saved objects' IDs (`[ObjectID]`), safe to read on any
+    /// queue, for ``mergeChanges(fromContextDidSave:)``.
+    public static let insertedObjectIDsKey = "insertedObjectIDs"
+    public static let updatedObjectIDsKey = "updatedObjectIDs"
+    public static let deletedObjectIDsKey = "deletedObjectIDs"
 
     /// The notification center this context posts to.
     public let notificationCenter: NotificationCenter
@@ -52,6 +57,8 @@ public final class ManagedObjectContext {
     var deferredError: Error?
     /// INSERT statements by entity name, built once.
     var insertSQL: [String: String] = [:]
+    /// The stores' `data_version`s when this context last looked (see `mergeExternalChanges()`).
+    var knownExternalChangeToken: [Int]?
 
     func throwDeferredError() throws {
         if let error = deferredError {
@@ -144,7 +151,23 @@ public final class ManagedObjectContext {
 
     func objectDidChange(_ object: ManagedObject) {
         guard !insertedSet.contains(object), !deletedSet.contains(object) else { return }
-        if updatedSet.insert(object) { unprocessedUpdated.insert(object) }
+        updatedSet.insert(object)
+        // Announced again when it changes again after a processPendingChanges().
+        unprocessedUpdated.insert(object)
+    }
+
+    /// An object inserted since the last save changed: announced as updated, unless its
+    /// insertion is not announced yet.
+    func insertedObjectDidChange(_ object: ManagedObject) {
+        guard insertedSet.contains(object), !unprocessedInserted.contains(object) else { return }
+        unprocessedUpdated.insert(object)
+    }
+
+    /// Leaves an object out of the next ``objectsDidChangeNotification``.
+    func discardUnprocessed(_ object: ManagedObject) {
+        unprocessedInserted.remove(object)
+        unprocessedUpdated.remove(object)
+        unprocessedDeleted.remove(object)
     }
 
     // MARK: - Notifications
