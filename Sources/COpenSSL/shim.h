@@ -7,4 +7,5 @@
 #include <openssl/kdf.h>
 #include <openssl/core_names.h>
 #include <openssl/params.h>
+#include <openssl/hmac.h>
 #endif
