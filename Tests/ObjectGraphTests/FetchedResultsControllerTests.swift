@@ -174,6 +174,20 @@ final class FetchedResultsControllerTests: ObjectGraphTestCase {
         return group
     }
 
+    /// A controller over Items in sections by group name, with a mirroring delegate.
+    func observe(_ context: ManagedObjectContext, where predicate: ObjectGraph.Predicate? = nil) throws
+        -> (FetchedResultsController<ManagedObject>, MirroringDelegate) {
+        var request = Self.groupedRequest
+        request.predicate = predicate
+        let controller = FetchedResultsController(fetchRequest: request, managedObjectContext: context,
+                                                  sectionNameKeyPath: "group.name")
+        let delegate = MirroringDelegate()
+        controller.delegate = delegate
+        try controller.performFetch()
+        delegate.start(from: controller)
+        return (controller, delegate)
+    }
+
     /// The sections worked out by the test alone: every Item the context fetches, filtered by
     /// `predicate` in memory, ordered by group name (nil first) then name, grouped.
     func expectedSections(_ context: ManagedObjectContext, where predicate: ObjectGraph.Predicate?) throws -> [MirroringDelegate.Section] {
@@ -296,12 +310,7 @@ final class FetchedResultsControllerTests: ObjectGraphTestCase {
             let a1 = item(context, "a1", group: alpha), a2 = item(context, "a2", group: alpha), a3 = item(context, "a3", group: alpha)
             let b1 = item(context, "b1", group: beta)
             try context.save()
-            let controller = FetchedResultsController(fetchRequest: Self.groupedRequest, managedObjectContext: context,
-                                                      sectionNameKeyPath: "group.name")
-            let delegate = MirroringDelegate()
-            controller.delegate = delegate
-            try controller.performFetch()
-            delegate.start(from: controller)
+            let (controller, delegate) = try observe(context)
 
             a2["rank"] = 5                                   // update in place
             try context.save()
@@ -351,13 +360,7 @@ final class FetchedResultsControllerTests: ObjectGraphTestCase {
                 for _ in 0..<20 { item(context, newName(), rank: Int.random(in: 0...5, using: &random), group: groups.randomElement(using: &random)) }
                 try context.save()
                 let predicate = try Predicate(format: "rank >= %@", 2)
-                var request = Self.groupedRequest
-                request.predicate = predicate
-                let controller = FetchedResultsController(fetchRequest: request, managedObjectContext: context, sectionNameKeyPath: "group.name")
-                let delegate = MirroringDelegate()
-                controller.delegate = delegate
-                try controller.performFetch()
-                delegate.start(from: controller)
+                let (controller, delegate) = try observe(context, where: predicate)
                 XCTAssertEqual(delegate.mirror, try expectedSections(context, where: predicate))
 
                 for step in 0..<60 {
@@ -399,12 +402,7 @@ final class FetchedResultsControllerTests: ObjectGraphTestCase {
             let alpha = group(context, "alpha")
             for name in ["a", "b", "c"] { item(context, name, group: alpha) }
             try context.save()
-            let controller = FetchedResultsController(fetchRequest: Self.groupedRequest, managedObjectContext: context,
-                                                      sectionNameKeyPath: "group.name")
-            let delegate = MirroringDelegate()
-            controller.delegate = delegate
-            try controller.performFetch()
-            delegate.start(from: controller)
+            let (controller, delegate) = try observe(context)
 
             let other = ManagedObjectContext(coordinator: context.coordinator, notificationCenter: NotificationCenter())
             let token = other.notificationCenter.addObserver(forName: ManagedObjectContext.didSaveNotification, object: other, queue: nil) { note in
@@ -452,11 +450,7 @@ final class FetchedResultsControllerTests: ObjectGraphTestCase {
         let a = item(context, "a", group: alpha)
         item(context, "b", group: alpha)
         try context.save()
-        let controller = FetchedResultsController(fetchRequest: Self.groupedRequest, managedObjectContext: context, sectionNameKeyPath: "group.name")
-        let delegate = MirroringDelegate()
-        controller.delegate = delegate
-        try controller.performFetch()
-        delegate.start(from: controller)
+        let (controller, delegate) = try observe(context)
 
         let sql = """
             UPDATE ZITEM SET ZNAME = 'c', Z_OPT = Z_OPT + 1 WHERE Z_PK = \(a.objectID.primaryKey!);
@@ -487,13 +481,7 @@ final class FetchedResultsControllerTests: ObjectGraphTestCase {
         for name in ["g0", "g1", "g2"] { _ = group(context, name) }
         try context.save()
         let predicate = try Predicate(format: "rank >= %@", 2)
-        var request = Self.groupedRequest
-        request.predicate = predicate
-        let controller = FetchedResultsController(fetchRequest: request, managedObjectContext: context, sectionNameKeyPath: "group.name")
-        let delegate = MirroringDelegate()
-        controller.delegate = delegate
-        try controller.performFetch()
-        delegate.start(from: controller)
+        let (controller, delegate) = try observe(context, where: predicate)
 
         let input = Pipe(), output = Pipe()
         let child = try spawnChild(action: "boardOps", environment: [:],

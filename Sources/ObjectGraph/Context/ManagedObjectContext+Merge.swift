@@ -120,7 +120,8 @@ extension ManagedObjectContext {
     /// Drops a saved object from the context, changes and all (its row is gone).
     func forget(_ object: ManagedObject) {
         if let primaryKey = object.objectID.primaryKey {
-            registered[ObjectKey(rootEntityNumber: object.entity.rootEntity.entityNumber, primaryKey: primaryKey)] = nil
+            let key = ObjectKey(rootEntityNumber: object.entity.rootEntity.entityNumber, primaryKey: primaryKey)
+            registered[key] = nil
         }
         updatedSet.remove(object)
         deletedSet.remove(object)
@@ -146,10 +147,13 @@ extension ManagedObjectContext {
             let keys = Array(group.keys)
             for start in stride(from: 0, to: keys.count, by: 500) {
                 let chunk = keys[start..<min(start + 500, keys.count)]
-                let sql = "SELECT \(root.selectColumns.joined(separator: ", ")) FROM \(store.qualified(root.tableName))"
+                let sql = "SELECT \(root.selectColumns.joined(separator: ", "))"
+                    + " FROM \(store.qualified(root.tableName))"
                     + " WHERE Z_PK IN (\(chunk.map { _ in "?" }.joined(separator: ", ")))"
                 let rows = try wrapStoreErrors(.objectNotFound, "cannot re-read \(root.name) rows") {
-                    try coordinator.read { db in try Row.fetchAll(db, sql: sql, arguments: StatementArguments(Array(chunk))) }
+                    try coordinator.read { db in
+                        try Row.fetchAll(db, sql: sql, arguments: StatementArguments(Array(chunk)))
+                    }
                 }
                 for row in rows {
                     let primaryKey: Int64 = row[0]
@@ -174,7 +178,8 @@ extension ManagedObjectContext {
     }
 
     private func postMerged(_ merged: MergedChanges, invalidatesAll: Bool = false) {
-        guard invalidatesAll || !(merged.inserted.isEmpty && merged.updated.isEmpty && merged.deleted.isEmpty) else { return }
+        let isEmpty = merged.inserted.isEmpty && merged.updated.isEmpty && merged.deleted.isEmpty
+        guard invalidatesAll || !isEmpty else { return }
         // Inverse to-many arrays may now miss or hold objects whose to-one moved: re-read on access.
         for object in registered.values where !object.hasChanges { object.loadedToMany = [] }
         // Pending local changes go out first, in their own notification.

@@ -19,8 +19,10 @@ struct SectionCache: Codable, Equatable {
             guard !context.hasChanges else { return nil }
             self.request = [
                 request.entityName, request.predicate?.canonicalDescription ?? "",
-                request.sortDescriptors.map { "\($0.key) \($0.ascending) \($0.caseInsensitive)" }.joined(separator: ","),
-                sectionNameKeyPath ?? "", "\(request.includesSubentities) \(request.fetchLimit) \(request.fetchOffset)",
+                request.sortDescriptors.map { "\($0.key) \($0.ascending) \($0.caseInsensitive)" }
+                    .joined(separator: ","),
+                sectionNameKeyPath ?? "",
+                "\(request.includesSubentities) \(request.fetchLimit) \(request.fetchOffset)",
             ].joined(separator: "|")
             self.contents = try context.coordinator.contentFingerprint()
         }
@@ -39,7 +41,8 @@ struct SectionCache: Codable, Equatable {
     /// Writes the cache owner-only, replacing the old file by rename.
     static func write(_ cache: SectionCache, to url: URL) throws {
         let directory = url.deletingLastPathComponent()
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true,
+                                                attributes: [.posixPermissions: 0o700])
         let data = try JSONEncoder().encode(cache)
         let temporary = directory.appendingPathComponent(".\(UUID().uuidString).tmp")
         let descriptor = open(temporary.path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0o600)
@@ -62,10 +65,13 @@ extension PersistentStoreCoordinator {
                 try persistentStores.map { store in
                     var parts = [store.identifier]
                     for root in store.rootEntities {
-                        let row = try Row.fetchOne(db, sql: "SELECT COUNT(*), TOTAL(Z_OPT), MAX(Z_PK) FROM \(store.qualified(root.tableName))")
-                        parts.append("\(root.tableName) \(row?[0] as Int64? ?? 0) \(row?[1] as Double? ?? 0) \(row?[2] as Int64? ?? 0)")
+                        let sql = "SELECT COUNT(*), TOTAL(Z_OPT), MAX(Z_PK) FROM \(store.qualified(root.tableName))"
+                        let row = try Row.fetchOne(db, sql: sql)
+                        let count: Int64 = row?[0] ?? 0, versions: Double = row?[1] ?? 0, largest: Int64 = row?[2] ?? 0
+                        parts.append("\(root.tableName) \(count) \(versions) \(largest)")
                     }
-                    let keys = try Row.fetchAll(db, sql: "SELECT Z_ENT, Z_MAX FROM \(store.qualified("Z_PRIMARYKEY")) ORDER BY Z_ENT")
+                    let keys = try Row.fetchAll(db, sql: "SELECT Z_ENT, Z_MAX FROM \(store.qualified("Z_PRIMARYKEY"))"
+                                                    + " ORDER BY Z_ENT")
                     parts.append(keys.map { "\($0[0] as Int64? ?? 0):\($0[1] as Int64? ?? 0)" }.joined(separator: ","))
                     return parts.joined(separator: ";")
                 }
@@ -86,8 +92,8 @@ extension Predicate {
         case .or(let parts): return "(" + parts.map(describe).joined(separator: " OR ") + ")"
         case .not(let inner): return "NOT " + describe(inner)
         case .comparison(let comparison):
-            return "\(comparison.modifier) \(describe(comparison.left)) \(comparison.op.rawValue)[\(comparison.options.rawValue)] "
-                + describe(comparison.right)
+            let op = "\(comparison.op.rawValue)[\(comparison.options.rawValue)]"
+            return "\(comparison.modifier) \(describe(comparison.left)) \(op) \(describe(comparison.right))"
         }
     }
 

@@ -53,14 +53,16 @@ public protocol FetchedResultsControllerDelegate: AnyObject {
     /// An object was inserted (`newIndexPath`), deleted (`indexPath`), moved (both) or
     /// updated in place (both: where it was and where it is now).
     func controller(_ controller: any FetchedResultsControlling, didChange object: ManagedObject,
-                    at indexPath: FetchedIndexPath?, for type: FetchedResultsChangeType, newIndexPath: FetchedIndexPath?)
+                    at indexPath: FetchedIndexPath?, for type: FetchedResultsChangeType,
+                    newIndexPath: FetchedIndexPath?)
     /// A section was inserted (index in the new results) or deleted (index in the old ones).
     func controller(_ controller: any FetchedResultsControlling, didChange section: FetchedResultsSection,
                     atSectionIndex sectionIndex: Int, for type: FetchedResultsChangeType)
     /// Called after the last change of a batch.
     func controllerDidChangeContent(_ controller: any FetchedResultsControlling)
     /// The index title of a section; nil keeps the default (the name's capitalised first letter).
-    func controller(_ controller: any FetchedResultsControlling, sectionIndexTitleForSectionName sectionName: String) -> String?
+    func controller(_ controller: any FetchedResultsControlling,
+                    sectionIndexTitleForSectionName sectionName: String) -> String?
     /// Following a change failed (the store could not be read); the results are unchanged.
     func controller(_ controller: any FetchedResultsControlling, didFailWith error: Error)
 }
@@ -68,13 +70,13 @@ public protocol FetchedResultsControllerDelegate: AnyObject {
 extension FetchedResultsControllerDelegate {
     public func controllerWillChangeContent(_ controller: any FetchedResultsControlling) {}
     public func controller(_ controller: any FetchedResultsControlling, didChange object: ManagedObject,
-                           at indexPath: FetchedIndexPath?, for type: FetchedResultsChangeType, newIndexPath: FetchedIndexPath?) {}
+                           at indexPath: FetchedIndexPath?, for type: FetchedResultsChangeType,
+                           newIndexPath: FetchedIndexPath?) {}
     public func controller(_ controller: any FetchedResultsControlling, didChange section: FetchedResultsSection,
                            atSectionIndex sectionIndex: Int, for type: FetchedResultsChangeType) {}
     public func controllerDidChangeContent(_ controller: any FetchedResultsControlling) {}
-    public func controller(_ controller: any FetchedResultsControlling, sectionIndexTitleForSectionName sectionName: String) -> String? {
-        nil
-    }
+    public func controller(_ controller: any FetchedResultsControlling,
+                           sectionIndexTitleForSectionName sectionName: String) -> String? { nil }
     public func controller(_ controller: any FetchedResultsControlling, didFailWith error: Error) {}
 }
 
@@ -170,17 +172,21 @@ public final class FetchedResultsController<Result: ManagedObject>: FetchedResul
     ///   134060 when the objects are not ordered by the section key path.
     public func performFetch() throws {
         guard let entity = managedObjectContext.model.entity(named: fetchRequest.entityName) else {
-            throw ObjectGraphError(code: .objectNotFound, message: "the model has no entity named '\(fetchRequest.entityName)'")
+            throw ObjectGraphError(code: .objectNotFound,
+                                   message: "the model has no entity named '\(fetchRequest.entityName)'")
         }
         if let sectionNameKeyPath, !entity.resolves(keyPath: sectionNameKeyPath) {
-            throw ObjectGraphError(code: .objectNotFound, message: "section key path '\(sectionNameKeyPath)' not found in entity \(entity.name)")
+            throw ObjectGraphError(code: .objectNotFound,
+                                   message: "section key path '\(sectionNameKeyPath)' not found in entity "
+                                       + entity.name)
         }
         relevantEntityNames = relevantEntities(of: entity)
         // The baseline for outside changes is taken before reading, so none falls in between.
         try managedObjectContext.mergeExternalChanges()
         let objects = try currentObjects()
         let cache = try cacheName.flatMap { _ in
-            try SectionCache.Key(request: fetchRequest, sectionNameKeyPath: sectionNameKeyPath, context: managedObjectContext)
+            try SectionCache.Key(request: fetchRequest, sectionNameKeyPath: sectionNameKeyPath,
+                                 context: managedObjectContext)
         }
         if let cache, let cached = loadCache(cache), cached.counts.reduce(0, +) == objects.count {
             sections = slice(objects, into: cached)
@@ -203,7 +209,8 @@ public final class FetchedResultsController<Result: ManagedObject>: FetchedResul
         // The store matched and sorted stored values; unsaved updates may change both.
         let entity = context.model.entity(named: fetchRequest.entityName)
         let pending = context.updatedSet.objects.compactMap { object -> Result? in
-            guard let entity, fetchRequest.includesSubentities ? object.entity.isKind(of: entity) : object.entity === entity,
+            guard let entity,
+                  fetchRequest.includesSubentities ? object.entity.isKind(of: entity) : object.entity === entity,
                   !context.deletedSet.contains(object) else { return nil }
             return object as? Result
         }
@@ -212,7 +219,9 @@ public final class FetchedResultsController<Result: ManagedObject>: FetchedResul
             let predicate = fetchRequest.predicate
             objects.removeAll { pendingIDs.contains(ObjectIdentifier($0)) && !(predicate?.evaluate(with: $0) ?? true) }
             let present = Set(objects.map(ObjectIdentifier.init))
-            objects += pending.filter { !present.contains(ObjectIdentifier($0)) && (predicate?.evaluate(with: $0) ?? true) }
+            objects += pending.filter {
+                !present.contains(ObjectIdentifier($0)) && (predicate?.evaluate(with: $0) ?? true)
+            }
         }
         return context.sorted(objects, by: fetchRequest.sortDescriptors).compactMap { $0 as? Result }
     }
@@ -262,7 +271,9 @@ public final class FetchedResultsController<Result: ManagedObject>: FetchedResul
     }
 
     private func makeSections(_ objects: [Result]) throws -> [FetchedResultsSection] {
-        guard sectionNameKeyPath != nil else { return [FetchedResultsSection(name: "", indexTitle: nil, objects: objects)] }
+        guard sectionNameKeyPath != nil else {
+            return [FetchedResultsSection(name: "", indexTitle: nil, objects: objects)]
+        }
         var sections: [FetchedResultsSection] = []
         var names: [String] = []
         var members: [[ManagedObject]] = []
@@ -272,15 +283,18 @@ public final class FetchedResultsController<Result: ManagedObject>: FetchedResul
                 members[members.count - 1].append(object)
             } else {
                 guard !names.contains(name) else {
-                    throw ObjectGraphError(code: .invalidRequest, message: "the objects are not ordered by the section key path "
-                        + "'\(sectionNameKeyPath ?? "")': section '\(name)' comes twice; sort by it first")
+                    throw ObjectGraphError(code: .invalidRequest,
+                                           message: "the objects are not ordered by the section key path '"
+                                               + (sectionNameKeyPath ?? "")
+                                               + "': section '\(name)' comes twice; sort by it first")
                 }
                 names.append(name)
                 members.append([object])
             }
         }
         for (name, objects) in zip(names, members) {
-            sections.append(FetchedResultsSection(name: name, indexTitle: sectionIndexTitle(forSectionName: name), objects: objects))
+            sections.append(FetchedResultsSection(name: name, indexTitle: sectionIndexTitle(forSectionName: name),
+                                                  objects: objects))
         }
         return sections
     }
@@ -301,7 +315,8 @@ public final class FetchedResultsController<Result: ManagedObject>: FetchedResul
     ///
     /// - precondition: the index path is within ``sections``.
     public func object(at indexPath: FetchedIndexPath) -> Result {
-        precondition(sections.indices.contains(indexPath.section) && sections[indexPath.section].objects.indices.contains(indexPath.item),
+        precondition(sections.indices.contains(indexPath.section)
+                     && sections[indexPath.section].objects.indices.contains(indexPath.item),
                      "Index path \(indexPath) is outside the fetched results")
         // Sections hold only objects fetched as Result.
         return sections[indexPath.section].objects[indexPath.item] as! Result
@@ -355,7 +370,8 @@ public final class FetchedResultsController<Result: ManagedObject>: FetchedResul
 
     private func contextDidChange(_ notification: Notification) {
         let info = notification.userInfo ?? [:]
-        let changed = [ManagedObjectContext.insertedObjectsKey, ManagedObjectContext.updatedObjectsKey, ManagedObjectContext.deletedObjectsKey]
+        typealias Keys = ManagedObjectContext
+        let changed = [Keys.insertedObjectsKey, Keys.updatedObjectsKey, Keys.deletedObjectsKey]
             .flatMap { info[$0] as? [ManagedObject] ?? [] }
         let invalidated = info[ManagedObjectContext.invalidatedAllObjectsKey] != nil
         guard invalidated || changed.contains(where: { relevantEntityNames.contains($0.entity.name) }) else { return }
@@ -390,10 +406,15 @@ public final class FetchedResultsController<Result: ManagedObject>: FetchedResul
         if let cacheName { try? FileManager.default.removeItem(at: cacheURL(cacheName)) }
         guard !changes.isEmpty, let delegate else { return }
         delegate.controllerWillChangeContent(self)
-        for (index, section) in changes.deletedSections { delegate.controller(self, didChange: section, atSectionIndex: index, for: .delete) }
-        for (index, section) in changes.insertedSections { delegate.controller(self, didChange: section, atSectionIndex: index, for: .insert) }
+        for (index, section) in changes.deletedSections {
+            delegate.controller(self, didChange: section, atSectionIndex: index, for: .delete)
+        }
+        for (index, section) in changes.insertedSections {
+            delegate.controller(self, didChange: section, atSectionIndex: index, for: .insert)
+        }
         for change in changes.objects {
-            delegate.controller(self, didChange: change.object, at: change.old, for: change.type, newIndexPath: change.new)
+            delegate.controller(self, didChange: change.object, at: change.old, for: change.type,
+                                newIndexPath: change.new)
         }
         delegate.controllerDidChangeContent(self)
     }
@@ -431,7 +452,9 @@ public final class FetchedResultsController<Result: ManagedObject>: FetchedResul
         var start = 0
         return zip(cache.names, zip(cache.indexTitles, cache.counts)).map { name, rest in
             defer { start += rest.1 }
-            return FetchedResultsSection(name: name, indexTitle: rest.0, objects: Array(objects[start..<start + rest.1]))
+            let (indexTitle, count) = rest
+            return FetchedResultsSection(name: name, indexTitle: indexTitle,
+                                         objects: Array(objects[start..<start + count]))
         }
     }
 }

@@ -19,14 +19,23 @@ struct FetchedResultsDiff {
     /// - parameter updated: objects whose values changed; those that stay put are reported as updates.
     init(old: [FetchedResultsSection], new: [FetchedResultsSection], oldPaths: [ObjectIdentifier: FetchedIndexPath],
          updated: Set<ObjectIdentifier>) {
-        let oldSectionIndex = Dictionary(old.enumerated().map { ($1.name, $0) }, uniquingKeysWith: { first, _ in first })
+        let oldSectionIndex = Dictionary(old.enumerated().map { ($1.name, $0) },
+                                         uniquingKeysWith: { first, _ in first })
         // Sections present before and after whose relative order holds stay; the others go and come.
-        let common = new.enumerated().compactMap { newIndex, section in oldSectionIndex[section.name].map { (newIndex, $0) } }
+        let common = new.enumerated().compactMap { newIndex, section in
+            oldSectionIndex[section.name].map { (newIndex, $0) }
+        }
         let keptSections = Set(Self.longestIncreasingRun(common.map(\.1)).map { common[$0].0 })
         var keptOldSections: Set<Int> = []
-        for newIndex in keptSections { if let oldIndex = oldSectionIndex[new[newIndex].name] { keptOldSections.insert(oldIndex) } }
-        for (index, section) in old.enumerated() where !keptOldSections.contains(index) { deletedSections.append((index, section)) }
-        for (index, section) in new.enumerated() where !keptSections.contains(index) { insertedSections.append((index, section)) }
+        for newIndex in keptSections {
+            if let oldIndex = oldSectionIndex[new[newIndex].name] { keptOldSections.insert(oldIndex) }
+        }
+        for (index, section) in old.enumerated() where !keptOldSections.contains(index) {
+            deletedSections.append((index, section))
+        }
+        for (index, section) in new.enumerated() where !keptSections.contains(index) {
+            insertedSections.append((index, section))
+        }
 
         var present: Set<ObjectIdentifier> = []
         var inserts: [ObjectChange] = []
@@ -63,7 +72,8 @@ struct FetchedResultsDiff {
         var deletes: [ObjectChange] = []
         for (sectionIndex, section) in old.enumerated() {
             for (item, object) in section.objects.enumerated() where !present.contains(ObjectIdentifier(object)) {
-                deletes.append(ObjectChange(object: object, type: .delete, old: FetchedIndexPath(item: item, section: sectionIndex), new: nil))
+                let path = FetchedIndexPath(item: item, section: sectionIndex)
+                deletes.append(ObjectChange(object: object, type: .delete, old: path, new: nil))
             }
         }
         objects = deletes + inserts + moves + updates
