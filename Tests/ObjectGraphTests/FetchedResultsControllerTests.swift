@@ -135,7 +135,8 @@ final class MirroringDelegate: FetchedResultsControllerDelegate {
     }
 }
 
-final class FetchedResultsControllerTests: ObjectGraphTestCase {
+/// Items in groups over one store, and the ways the tests look at them.
+class BoardTestCase: ObjectGraphTestCase {
     /// Items in groups: the book's systems in categories, without validation rules in the way.
     static func boardModel() throws -> ManagedObjectModel {
         try ManagedObjectModel(entities: [
@@ -231,7 +232,9 @@ final class FetchedResultsControllerTests: ObjectGraphTestCase {
     func described(_ sections: [MirroringDelegate.Section], _ delegate: MirroringDelegate) -> [[String]] {
         sections.map { ["#" + $0.name] + $0.objects.map { delegate.objectsByID[$0]?.objectID.description ?? "?" } }
     }
+}
 
+final class FetchedResultsControllerTests: BoardTestCase {
     // MARK: - Sections
 
     func testSectionsNamesCountsIndexTitlesAndLookups() {
@@ -587,7 +590,7 @@ final class BoardChildProcessEntry: ObjectGraphTestCase {
         guard environment["OG_CHILD_ACTION"] == "boardOps", let path = environment["OG_CHILD_DIR"] else {
             throw XCTSkip("helper for the cross-process controller test; runs only as its child process")
         }
-        let coordinator = PersistentStoreCoordinator(managedObjectModel: try FetchedResultsControllerTests.boardModel(), busyTimeout: 30)
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: try BoardTestCase.boardModel(), busyTimeout: 30)
         try coordinator.addPersistentStore(type: .sqlite, at: URL(fileURLWithPath: path).appendingPathComponent("board.sqlite"))
         let context = ManagedObjectContext(coordinator: coordinator, notificationCenter: NotificationCenter())
         func group(_ name: String) throws -> ManagedObject {

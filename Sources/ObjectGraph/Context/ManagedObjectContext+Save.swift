@@ -225,6 +225,8 @@ extension ManagedObjectContext {
         insertedSet.removeAll()
         updatedSet.removeAll()
         deletedSet.removeAll()
+        // Undo covers unsaved changes only.
+        undoManager?.removeAllActions()
         notificationCenter.post(name: Self.didSaveNotification, object: self, userInfo: [
             Self.insertedObjectsKey: inserted,
             Self.updatedObjectsKey: updated,

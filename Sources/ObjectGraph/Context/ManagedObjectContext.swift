@@ -38,6 +38,8 @@ public final class ManagedObjectContext {
 
     /// The notification center this context posts to.
     public let notificationCenter: NotificationCenter
+    /// Records changes for ``undo()`` and ``redo()``; nil (the default) records nothing.
+    public var undoManager: ContextUndoManager?
 
     struct ObjectKey: Hashable {
         let rootEntityNumber: Int
@@ -48,9 +50,9 @@ public final class ManagedObjectContext {
     var insertedSet = ObjectSet()
     var updatedSet = ObjectSet()
     var deletedSet = ObjectSet()
-    private var unprocessedInserted = ObjectSet()
-    private var unprocessedUpdated = ObjectSet()
-    private var unprocessedDeleted = ObjectSet()
+    var unprocessedInserted = ObjectSet()
+    var unprocessedUpdated = ObjectSet()
+    var unprocessedDeleted = ObjectSet()
     private var temporaryCounter = 0
     /// A failure while loading a relationship behind a property access (which cannot
     /// throw); the next save or fetch throws it, so nothing is decided on missing objects.
@@ -105,8 +107,7 @@ public final class ManagedObjectContext {
         precondition(object.managedObjectContext == nil || object.managedObjectContext === self, "The object belongs to another context")
         guard !insertedSet.contains(object) else { return }
         if deletedSet.contains(object) {
-            deletedSet.remove(object)
-            unprocessedDeleted.remove(object)
+            undelete(object)
             return
         }
         temporaryCounter += 1
@@ -122,6 +123,7 @@ public final class ManagedObjectContext {
         insertedSet.insert(object)
         unprocessedInserted.insert(object)
         object.isPendingInsert = true
+        undoManager?.register { [weak self] in self?.undoInsert(object) }
         object.awakeFromInsert()
     }
 
@@ -129,6 +131,7 @@ public final class ManagedObjectContext {
     public func delete(_ object: ManagedObject) {
         precondition(object.managedObjectContext === self, "The object does not belong to this context")
         if insertedSet.contains(object) {
+            undoManager?.register { [weak self] in self?.reinsert(object) }
             insertedSet.remove(object)
             unprocessedInserted.remove(object)
             detachRelationships(of: object)
@@ -136,7 +139,9 @@ public final class ManagedObjectContext {
             object.isPendingInsert = false
             return
         }
-        if deletedSet.insert(object) { unprocessedDeleted.insert(object) }
+        guard deletedSet.insert(object) else { return }
+        unprocessedDeleted.insert(object)
+        undoManager?.register { [weak self] in self?.undelete(object) }
     }
 
     /// Removes a never-saved object from the other side of each of its relationships.
@@ -174,6 +179,7 @@ public final class ManagedObjectContext {
 
     /// Posts ``objectsDidChangeNotification`` for the changes made since the last call.
     public func processPendingChanges() {
+        undoManager?.endEventGroup()
         guard !(unprocessedInserted.isEmpty && unprocessedUpdated.isEmpty && unprocessedDeleted.isEmpty) else { return }
         let userInfo: [String: Any] = [
             Self.insertedObjectsKey: unprocessedInserted.objects,
@@ -191,6 +197,7 @@ public final class ManagedObjectContext {
     /// Forgets every unsaved change: inserted objects leave the context, updated and
     /// deleted ones return to their last saved state.
     public func rollback() {
+        undoManager?.removeAllActions()
         for object in insertedSet.objects {
             object.managedObjectContext = nil
             object.isPendingInsert = false
