@@ -33,9 +33,10 @@ extension ManagedObjectContext {
     // MARK: - Changes saved by another context
 
     /// Brings the changes another context saved into this one, as Core Data's
-    /// `mergeChanges(fromContextDidSave:)`: registered objects it updated are re-read (this
-    /// context's unsaved changes to them are kept on top), objects it deleted leave this
-    /// context, objects it inserted are read in. Posts ``objectsDidChangeNotification`` with
+    /// `mergeChanges(fromContextDidSave:)`: registered objects it updated are re-read,
+    /// objects it deleted leave this context, objects it inserted are read in. Where this
+    /// context has unsaved changes to such an object, ``mergePolicy`` settles them (with
+    /// `.error` the object is left as it is, and its save will conflict). Posts ``objectsDidChangeNotification`` with
     /// what changed here, so fetched results controllers follow.
     ///
     /// The notification may come from a context on another queue: only its object IDs are read.
@@ -52,7 +53,8 @@ extension ManagedObjectContext {
     public func mergeChanges(inserted: [ObjectID], updated: [ObjectID], deleted: [ObjectID]) throws {
         var merged = MergedChanges()
         for objectID in deleted {
-            guard let object = registeredObject(for: objectID) else { continue }
+            guard let object = registeredObject(for: objectID),
+                  !(object.hasChanges && mergePolicy == .error) else { continue }
             forget(object)
             merged.deleted.append(object)
         }
@@ -159,17 +161,18 @@ extension ManagedObjectContext {
                     let primaryKey: Int64 = row[0]
                     seen.insert(primaryKey)
                     guard let object = group[primaryKey], object.version != row[2] as Int64 else { continue }
-                    let kept = object.changedKeys
-                    let keptValues = object.values.filter { kept.contains($0) }
-                    let keptToMany = object.loadedToMany.intersection(kept)
-                    try load(row, into: object, root: root, store: store)
-                    object.values.merge(keptValues)
-                    object.loadedToMany.formUnion(keptToMany)
-                    object.changedKeys = kept
+                    if object.changedKeys.isEmpty && !deletedSet.contains(object) {
+                        try load(row, into: object, root: root, store: store)
+                    } else {
+                        // Unsaved changes meet a newer row: the merge policy decides (or the save will).
+                        guard mergePolicy != .error, !deletedSet.contains(object) else { continue }
+                        try resolveConflict(object, storedRow: row, root: root, store: store)
+                    }
                     reloaded.append(object)
                 }
             }
             for (primaryKey, object) in group where !seen.contains(primaryKey) {
+                if object.hasChanges && mergePolicy == .error { continue }
                 forget(object)
                 gone.append(object)
             }

@@ -38,6 +38,8 @@ public final class ManagedObjectContext {
 
     /// The notification center this context posts to.
     public let notificationCenter: NotificationCenter
+    /// How conflicts with changes saved elsewhere are settled at save and merge (`.error` by default).
+    public var mergePolicy = MergePolicy.error
     /// Records changes for ``undo()`` and ``redo()``; nil (the default) records nothing.
     public var undoManager: ContextUndoManager?
 
