@@ -31,6 +31,10 @@ extension ManagedObjectContext {
         let inserted = insertedSet.objects
         let updated = updatedSet.objects.filter { !deletedSet.contains($0) }
         let deleted = deletedSet.objects
+        if let parent {
+            try push(to: parent, inserted: inserted, updated: updated, deleted: deleted)
+            return
+        }
         // Many-to-many rows are rewritten from the changed objects before the deleted ones go.
         let joinChanges = (inserted + updated.filter { !$0.changedKeys.isEmpty }).filter { $0.entity.hasJoinTables }
         var rowsUpdated: Set<ObjectIdentifier> = []
@@ -231,6 +235,12 @@ extension ManagedObjectContext {
             registered[ObjectKey(rootEntityNumber: root.entityNumber, primaryKey: primaryKey)] = object
         }
         for object in updated where rowsUpdated.contains(ObjectIdentifier(object)) { object.version += 1 }
+        finishSave(inserted: inserted, updated: updated, deleted: deleted)
+    }
+
+    /// Marks what a save wrote (to the stores or into the parent) as committed, forgets the
+    /// deleted objects and announces the save.
+    func finishSave(inserted: [ManagedObject], updated: [ManagedObject], deleted: [ManagedObject]) {
         for object in inserted + updated {
             var committed = object.values
             for name in object.entity.toManyRelationshipNames { committed[name] = nil }

@@ -71,15 +71,44 @@ public final class ManagedObjectContext {
         }
     }
 
-    public init(coordinator: PersistentStoreCoordinator, notificationCenter: NotificationCenter = .default) {
+    /// The queue ``perform(_:)`` and ``performAndWait(_:)`` run on.
+    public let concurrencyType: ConcurrencyType
+    let queue: DispatchQueue
+    /// The context whose save this context's save pushes into, or nil when it saves to the stores.
+    public let parent: ManagedObjectContext?
+    /// The objects this child inserted and pushed, with the parent's object for each.
+    var pushedInserts: [ObjectIdentifier: (child: ManagedObject, parent: ManagedObject)] = [:]
+
+    /// A context over a coordinator's stores.
+    ///
+    /// - parameter concurrencyType: the queue its ``perform(_:)`` blocks run on: a private
+    ///   serial queue (the default) or the main queue.
+    public init(coordinator: PersistentStoreCoordinator, notificationCenter: NotificationCenter = .default,
+                concurrencyType: ConcurrencyType = .privateQueue) {
         self.coordinator = coordinator
         self.notificationCenter = notificationCenter
+        self.concurrencyType = concurrencyType
+        self.parent = nil
+        self.queue = Self.makeQueue(concurrencyType)
+    }
+
+    /// A child context: it reads through its parent's coordinator, and its ``save()`` pushes
+    /// its changes into `parent` (as unsaved changes there) instead of writing the stores.
+    public init(parent: ManagedObjectContext, concurrencyType: ConcurrencyType = .privateQueue) {
+        self.coordinator = parent.coordinator
+        self.notificationCenter = parent.notificationCenter
+        self.concurrencyType = concurrencyType
+        self.parent = parent
+        self.queue = Self.makeQueue(concurrencyType)
     }
 
     public var insertedObjects: [ManagedObject] { insertedSet.objects }
     public var updatedObjects: [ManagedObject] { updatedSet.objects }
     public var deletedObjects: [ManagedObject] { deletedSet.objects }
-    public var registeredObjects: [ManagedObject] { Array(registered.values) + insertedSet.objects }
+    public var registeredObjects: [ManagedObject] {
+        let pushed = pushedInserts.values.map(\.child).filter { $0.managedObjectContext === self }
+        return Array(registered.values) + insertedSet.objects + pushed
+    }
     public var hasChanges: Bool { !insertedSet.isEmpty || !updatedSet.isEmpty || !deletedSet.isEmpty }
 
     // MARK: - Inserting and deleting
