@@ -4,7 +4,8 @@ import XCTest
 
 /// Contexts on private and main queues, perform in its three forms, contexts on several
 /// queues sharing one coordinator, and child contexts.
-final class ContextQueueTests: BoardTestCase {
+// Its helpers are called from perform blocks, one at a time: the tests wait for each.
+final class ContextQueueTests: BoardTestCase, @unchecked Sendable {
     func makeCoordinator(_ kind: StoreKind = .sqlite) throws -> PersistentStoreCoordinator {
         try makeBoard(kind).coordinator
     }

@@ -617,8 +617,7 @@ final class BoardChildProcessEntry: ObjectGraphTestCase {
             }
             let changes = context.hasChanges
             try context.save()
-            print("done \(step)\(changes ? "" : " unchanged")")
-            fflush(stdout)
+            FileHandle.standardOutput.write(Data("done \(step)\(changes ? "" : " unchanged")\n".utf8))
             step += 1
         }
     }

@@ -361,10 +361,12 @@ public final class FetchedResultsController<Result: ManagedObject>: FetchedResul
 
     private func startObserving() {
         guard observer == nil else { return }
+        // Posted synchronously on the context's queue, where the controller lives too.
+        nonisolated(unsafe) weak var controller = self
         observer = managedObjectContext.notificationCenter.addObserver(
             forName: ManagedObjectContext.objectsDidChangeNotification, object: managedObjectContext, queue: nil
-        ) { [weak self] notification in
-            self?.contextDidChange(notification)
+        ) { notification in
+            controller?.contextDidChange(notification)
         }
     }
 
