@@ -94,6 +94,9 @@ public final class ManagedObjectContext {
 
     /// A child context: it reads through its parent's coordinator, and its ``save()`` pushes
     /// its changes into `parent` (as unsaved changes there) instead of writing the stores.
+    ///
+    /// A child reads what the stores hold: objects the parent inserted or changed but has not
+    /// saved yet are not visible in it. Use it as a scratch pad over saved objects.
     public init(parent: ManagedObjectContext, concurrencyType: ConcurrencyType = .privateQueue) {
         self.coordinator = parent.coordinator
         self.notificationCenter = parent.notificationCenter
