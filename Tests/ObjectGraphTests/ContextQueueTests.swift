@@ -10,8 +10,10 @@ final class ContextQueueTests: BoardTestCase, @unchecked Sendable {
         try makeBoard(kind).coordinator
     }
 
-    func makeContext(_ kind: StoreKind = .sqlite, _ type: ConcurrencyType = .privateQueue) throws -> ManagedObjectContext {
-        ManagedObjectContext(coordinator: try makeCoordinator(kind), notificationCenter: NotificationCenter(), concurrencyType: type)
+    func makeContext(_ kind: StoreKind = .sqlite, _ type: ConcurrencyType = .privateQueue) throws
+        -> ManagedObjectContext {
+        ManagedObjectContext(coordinator: try makeCoordinator(kind), notificationCenter: NotificationCenter(),
+                             concurrencyType: type)
     }
 
     func testPerformRunsOnThePrivateQueueAndPerformAndWaitNests() throws {

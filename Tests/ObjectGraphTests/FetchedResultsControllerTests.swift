@@ -37,7 +37,7 @@ final class MirroringDelegate: FetchedResultsControllerDelegate {
 
     func start(from controller: any FetchedResultsControlling) {
         mirror = controller.sections.map { Section(name: $0.name, objects: $0.objects.map(ObjectIdentifier.init)) }
-        for section in controller.sections { for object in section.objects { objectsByID[ObjectIdentifier(object)] = object } }
+        for object in controller.sections.flatMap(\.objects) { objectsByID[ObjectIdentifier(object)] = object }
     }
 
     func controllerWillChangeContent(_ controller: any FetchedResultsControlling) {
@@ -47,7 +47,8 @@ final class MirroringDelegate: FetchedResultsControllerDelegate {
     }
 
     func controller(_ controller: any FetchedResultsControlling, didChange object: ManagedObject,
-                    at indexPath: FetchedIndexPath?, for type: FetchedResultsChangeType, newIndexPath: FetchedIndexPath?) {
+                    at indexPath: FetchedIndexPath?, for type: FetchedResultsChangeType,
+                    newIndexPath: FetchedIndexPath?) {
         if !inBatch { problems.append("object change outside a batch") }
         objectsByID[ObjectIdentifier(object)] = object
         events.append(.object(type, indexPath, newIndexPath, ObjectIdentifier(object)))
@@ -65,68 +66,75 @@ final class MirroringDelegate: FetchedResultsControllerDelegate {
         apply(events)
     }
 
+    private static func holds(_ sections: [Section], _ path: FetchedIndexPath?, _ id: ObjectIdentifier) -> Bool {
+        guard let path, sections.indices.contains(path.section),
+              sections[path.section].objects.indices.contains(path.item) else { return false }
+        return sections[path.section].objects[path.item] == id
+    }
+
     private func apply(_ events: [Event]) {
         let old = mirror
         var removedPaths: Set<FetchedIndexPath> = []
         var removedSections: Set<Int> = []
         var insertedSections: [(Int, String)] = []
         var insertedObjects: [(FetchedIndexPath, ObjectIdentifier)] = []
-        var updates: [(FetchedIndexPath, FetchedIndexPath, ObjectIdentifier)] = []
+        var updates: [(FetchedIndexPath, ObjectIdentifier)] = []
         for event in events {
             switch event {
             case .section(.delete, let index, let name):
-                guard old.indices.contains(index), old[index].name == name else { problems.append("bad section delete \(index) \(name)"); continue }
+                guard old.indices.contains(index), old[index].name == name else {
+                    problems.append("bad section delete \(index) \(name)")
+                    continue
+                }
                 removedSections.insert(index)
             case .section(.insert, let index, let name):
                 insertedSections.append((index, name))
             case .section(let type, _, _):
                 problems.append("unexpected section change \(type)")
             case .object(let type, let from, let to, let id):
-                if type == .delete || type == .move || type == .update {
-                    guard let from, old.indices.contains(from.section), old[from.section].objects.indices.contains(from.item),
-                          old[from.section].objects[from.item] == id else { problems.append("bad old path \(type) \(String(describing: from))"); continue }
+                if type != .insert, !Self.holds(old, from, id) {
+                    problems.append("bad old path \(type) \(String(describing: from))")
+                    continue
                 }
-                switch type {
-                case .delete, .move:
-                    if !removedPaths.insert(from!).inserted { problems.append("old path \(from!) used twice") }
-                    if type == .move, let to { insertedObjects.append((to, id)) } else if type == .move { problems.append("move without new path") }
-                case .insert:
-                    guard let to else { problems.append("insert without new path"); continue }
-                    insertedObjects.append((to, id))
-                case .update:
-                    guard let to else { problems.append("update without new path"); continue }
-                    updates.append((from!, to, id))
+                if type != .delete, to == nil { problems.append("\(type) without a new path") }
+                if type == .delete || type == .move, let from, !removedPaths.insert(from).inserted {
+                    problems.append("old path \(from) used twice")
                 }
+                if type == .insert || type == .move, let to { insertedObjects.append((to, id)) }
+                if type == .update, let to { updates.append((to, id)) }
             }
         }
-        for path in removedPaths { if removedSections.contains(path.section) { continue } }
         var next: [Section] = []
         for (index, section) in old.enumerated() {
-            let kept = section.objects.enumerated().filter { !removedPaths.contains(FetchedIndexPath(item: $0.offset, section: index)) }
+            let kept = section.objects.enumerated().filter {
+                !removedPaths.contains(FetchedIndexPath(item: $0.offset, section: index))
+            }
             if removedSections.contains(index) {
-                if !kept.isEmpty { problems.append("deleted section \(section.name) still holds \(kept.count) objects") }
+                if !kept.isEmpty { problems.append("deleted section \(section.name) still holds \(kept.count)") }
                 continue
             }
             next.append(Section(name: section.name, objects: kept.map(\.element)))
         }
         for (index, name) in insertedSections.sorted(by: { $0.0 < $1.0 }) {
-            guard index <= next.count else { problems.append("section insert \(index) out of range"); continue }
+            guard index <= next.count else {
+                problems.append("section insert \(index) out of range")
+                continue
+            }
             next.insert(Section(name: name, objects: []), at: index)
         }
         for (path, id) in insertedObjects.sorted(by: { $0.0 < $1.0 }) {
             guard next.indices.contains(path.section), path.item <= next[path.section].objects.count else {
-                problems.append("insert at \(path) out of range"); continue
+                problems.append("insert at \(path) out of range")
+                continue
             }
             next[path.section].objects.insert(id, at: path.item)
         }
-        for (_, to, id) in updates where !(next.indices.contains(to.section) && next[to.section].objects.indices.contains(to.item)
-                                           && next[to.section].objects[to.item] == id) {
+        for (to, id) in updates where !Self.holds(next, to, id) {
             problems.append("update's new path \(to) does not hold the object")
         }
         mirror = next
     }
 
-    var updatedCount: Int { events.filter { if case .object(.update, _, _, _) = $0 { return true } else { return false } }.count }
     func count(_ type: FetchedResultsChangeType) -> Int {
         events.filter { if case .object(type, _, _, _) = $0 { return true } else { return false } }.count
     }
@@ -140,7 +148,8 @@ class BoardTestCase: ObjectGraphTestCase {
     /// Items in groups: the book's systems in categories, without validation rules in the way.
     static func boardModel() throws -> ManagedObjectModel {
         try ManagedObjectModel(entities: [
-            EntityDescription(name: "Group", attributes: [AttributeDescription(name: "name", type: .string)], relationships: [
+            EntityDescription(name: "Group", attributes: [AttributeDescription(name: "name", type: .string)],
+                              relationships: [
                 RelationshipDescription(name: "items", destination: "Item", inverse: "group", isToMany: true),
             ]),
             EntityDescription(name: "Item", attributes: [
@@ -152,12 +161,14 @@ class BoardTestCase: ObjectGraphTestCase {
 
     func makeBoard(_ kind: StoreKind, name: String = "board") throws -> ManagedObjectContext {
         let coordinator = PersistentStoreCoordinator(managedObjectModel: try Self.boardModel(), busyTimeout: 30)
-        try coordinator.addPersistentStore(type: kind == .sqlite ? .sqlite : .inMemory, at: directory.appendingPathComponent("\(name).sqlite"))
+        try coordinator.addPersistentStore(type: kind == .sqlite ? .sqlite : .inMemory,
+                                           at: directory.appendingPathComponent("\(name).sqlite"))
         return ManagedObjectContext(coordinator: coordinator, notificationCenter: NotificationCenter())
     }
 
     static var groupedRequest: FetchRequest<ManagedObject> {
-        FetchRequest(entityName: "Item", sortDescriptors: [FetchSortDescriptor(key: "group.name"), FetchSortDescriptor(key: "name")])
+        FetchRequest(entityName: "Item", sortDescriptors: [FetchSortDescriptor(key: "group.name"),
+                                                           FetchSortDescriptor(key: "name")])
     }
 
     @discardableResult
@@ -191,9 +202,11 @@ class BoardTestCase: ObjectGraphTestCase {
 
     /// The sections worked out by the test alone: every Item the context fetches, filtered by
     /// `predicate` in memory, ordered by group name (nil first) then name, grouped.
-    func expectedSections(_ context: ManagedObjectContext, where predicate: ObjectGraph.Predicate?) throws -> [MirroringDelegate.Section] {
+    func expectedSections(_ context: ManagedObjectContext,
+                          where predicate: ObjectGraph.Predicate?) throws -> [MirroringDelegate.Section] {
         let items = try context.objects("Item").filter { predicate?.evaluate(with: $0) ?? true }
-        let keyed = items.map { (group: $0.value(forKeyPath: "group.name") as? String, name: $0["name"] as? String ?? "", object: $0) }
+        let keyed = items.map { (group: $0.value(forKeyPath: "group.name") as? String,
+                                 name: $0["name"] as? String ?? "", object: $0) }
         let sorted = keyed.sorted { a, b in
             switch (a.group, b.group) {
             case let (x?, y?) where x != y: return x < y
@@ -215,7 +228,8 @@ class BoardTestCase: ObjectGraphTestCase {
     }
 
     /// Section names and object IDs as a fresh context reads them from the store.
-    func storedSections(_ coordinator: PersistentStoreCoordinator, where predicate: ObjectGraph.Predicate?) throws -> [[String]] {
+    func storedSections(_ coordinator: PersistentStoreCoordinator,
+                        where predicate: ObjectGraph.Predicate?) throws -> [[String]] {
         let fresh = ManagedObjectContext(coordinator: coordinator, notificationCenter: NotificationCenter())
         var request = Self.groupedRequest
         request.predicate = predicate
@@ -242,7 +256,8 @@ final class FetchedResultsControllerTests: BoardTestCase {
             let context = try makeBoard(kind)
             let beta = group(context, "beta"), alpha = group(context, "alpha"), banana = group(context, "banana")
             let a2 = item(context, "a2", group: alpha), a1 = item(context, "a1", group: alpha)
-            let b1 = item(context, "b1", group: beta), n1 = item(context, "n1", group: banana), loose = item(context, "loose", group: nil)
+            let b1 = item(context, "b1", group: beta), n1 = item(context, "n1", group: banana)
+            let loose = item(context, "loose", group: nil)
             try context.save()
 
             let controller = FetchedResultsController(fetchRequest: Self.groupedRequest, managedObjectContext: context,
@@ -271,14 +286,16 @@ final class FetchedResultsControllerTests: BoardTestCase {
 
     func testTheDelegateCanNameIndexTitles() throws {
         final class Titles: FetchedResultsControllerDelegate {
-            func controller(_ controller: any FetchedResultsControlling, sectionIndexTitleForSectionName name: String) -> String? {
+            func controller(_ controller: any FetchedResultsControlling,
+                            sectionIndexTitleForSectionName name: String) -> String? {
                 String(name.reversed())
             }
         }
         let context = try makeBoard(.inMemory)
         item(context, "x", group: group(context, "abc"))
         try context.save()
-        let controller = FetchedResultsController(fetchRequest: Self.groupedRequest, managedObjectContext: context, sectionNameKeyPath: "group.name")
+        let controller = FetchedResultsController(fetchRequest: Self.groupedRequest, managedObjectContext: context,
+                                                  sectionNameKeyPath: "group.name")
         let titles = Titles()
         controller.delegate = titles
         try controller.performFetch()
@@ -292,13 +309,16 @@ final class FetchedResultsControllerTests: BoardTestCase {
         item(context, "2", group: b)
         item(context, "3", group: a)
         try context.save()
-        let request = FetchRequest<ManagedObject>(entityName: "Item", sortDescriptors: [FetchSortDescriptor(key: "name")])
-        let controller = FetchedResultsController(fetchRequest: request, managedObjectContext: context, sectionNameKeyPath: "group.name")
+        let request = FetchRequest<ManagedObject>(entityName: "Item",
+                                                  sortDescriptors: [FetchSortDescriptor(key: "name")])
+        let controller = FetchedResultsController(fetchRequest: request, managedObjectContext: context,
+                                                  sectionNameKeyPath: "group.name")
         XCTAssertThrowsError(try controller.performFetch()) { error in
             XCTAssertEqual((error as? ObjectGraphError)?.code, .invalidRequest)
             XCTAssertTrue("\(error)".contains("section 'a' comes twice"), "\(error)")
         }
-        let wrongPath = FetchedResultsController(fetchRequest: request, managedObjectContext: context, sectionNameKeyPath: "group.colour")
+        let wrongPath = FetchedResultsController(fetchRequest: request, managedObjectContext: context,
+                                                 sectionNameKeyPath: "group.colour")
         XCTAssertThrowsError(try wrongPath.performFetch()) { error in
             XCTAssertTrue("\(error)".contains("'group.colour' not found"), "\(error)")
         }
@@ -310,30 +330,35 @@ final class FetchedResultsControllerTests: BoardTestCase {
         forEachStoreKind { kind in
             let context = try makeBoard(kind)
             let alpha = group(context, "alpha"), beta = group(context, "beta")
-            let a1 = item(context, "a1", group: alpha), a2 = item(context, "a2", group: alpha), a3 = item(context, "a3", group: alpha)
+            let a1 = item(context, "a1", group: alpha), a2 = item(context, "a2", group: alpha)
+            let a3 = item(context, "a3", group: alpha)
             let b1 = item(context, "b1", group: beta)
             try context.save()
             let (controller, delegate) = try observe(context)
 
             a2["rank"] = 5                                   // update in place
             try context.save()
-            XCTAssertEqual(delegate.events, [.object(.update, FetchedIndexPath(item: 1, section: 0), FetchedIndexPath(item: 1, section: 0),
+            XCTAssertEqual(delegate.events, [.object(.update, FetchedIndexPath(item: 1, section: 0),
+                                                     FetchedIndexPath(item: 1, section: 0),
                                                      ObjectIdentifier(a2))])
             a1["name"] = "a9"                                 // moves to the end of its section
             context.processPendingChanges()
-            XCTAssertEqual(delegate.events, [.object(.move, FetchedIndexPath(item: 0, section: 0), FetchedIndexPath(item: 2, section: 0),
+            XCTAssertEqual(delegate.events, [.object(.move, FetchedIndexPath(item: 0, section: 0),
+                                                     FetchedIndexPath(item: 2, section: 0),
                                                      ObjectIdentifier(a1))])
             let c1 = item(context, "c1", group: group(context, "gamma"))   // new section
             try context.save()
             XCTAssertEqual(delegate.events, [.section(.insert, 2, "gamma"),
-                                             .object(.insert, nil, FetchedIndexPath(item: 0, section: 2), ObjectIdentifier(c1))])
+                                             .object(.insert, nil, FetchedIndexPath(item: 0, section: 2),
+                                                     ObjectIdentifier(c1))])
             b1["group"] = alpha                               // its section empties and goes
             try context.save()
             XCTAssertEqual(delegate.sectionCount(.delete), 1)
             XCTAssertEqual(delegate.count(.move), 1)
             context.delete(a3)
             try context.save()
-            XCTAssertEqual(delegate.events, [.object(.delete, FetchedIndexPath(item: 1, section: 0), nil, ObjectIdentifier(a3))])
+            XCTAssertEqual(delegate.events, [.object(.delete, FetchedIndexPath(item: 1, section: 0), nil,
+                                                     ObjectIdentifier(a3))])
             alpha["name"] = "zeta"                            // a related object's change moves a whole section
             try context.save()
             XCTAssertEqual(delegate.sectionCount(.delete), 1)
@@ -359,8 +384,12 @@ final class FetchedResultsControllerTests: BoardTestCase {
                 let context = try makeBoard(kind, name: "random\(seed)")
                 var groups = (0..<4).map { group(context, "g\($0)") }
                 var counter = 0
-                func newName() -> String { counter += 1; return "n\(String(format: "%04d", Int.random(in: 0..<10_000, using: &random)))-\(counter)" }
-                for _ in 0..<20 { item(context, newName(), rank: Int.random(in: 0...5, using: &random), group: groups.randomElement(using: &random)) }
+                func newName() -> String {
+                    counter += 1
+                    return "n\(String(format: "%04d", Int.random(in: 0..<10_000, using: &random)))-\(counter)"
+                }
+                for _ in 0..<20 { item(context, newName(), rank: Int.random(in: 0...5, using: &random),
+                                       group: groups.randomElement(using: &random)) }
                 try context.save()
                 let predicate = try Predicate(format: "rank >= %@", 2)
                 let (controller, delegate) = try observe(context, where: predicate)
@@ -370,12 +399,17 @@ final class FetchedResultsControllerTests: BoardTestCase {
                     for _ in 0..<Int.random(in: 1...4, using: &random) {
                         let items = try context.objects("Item")
                         switch Int.random(in: 0..<10, using: &random) {
-                        case 0, 1: item(context, newName(), rank: Int.random(in: 0...5, using: &random), group: groups.randomElement(using: &random))
+                        case 0, 1: item(context, newName(), rank: Int.random(in: 0...5, using: &random),
+                                        group: groups.randomElement(using: &random))
                         case 2: if let victim = items.randomElement(using: &random) { context.delete(victim) }
                         case 3, 4: items.randomElement(using: &random)?["name"] = newName()
                         case 5, 6: items.randomElement(using: &random)?["rank"] = Int.random(in: 0...5, using: &random)
-                        case 7: items.randomElement(using: &random)?["group"] = Bool.random(using: &random) ? groups.randomElement(using: &random) : nil
-                        case 8: groups.randomElement(using: &random)?["name"] = "g\(Int.random(in: 0..<9, using: &random))-\(step)"
+                        case 7:
+                            let destination = Bool.random(using: &random) ? groups.randomElement(using: &random) : nil
+                            items.randomElement(using: &random)?["group"] = destination
+                        case 8:
+                            let number = Int.random(in: 0..<9, using: &random)
+                            groups.randomElement(using: &random)?["name"] = "g\(number)-\(step)"
                         default: groups.append(group(context, "g-new-\(step)"))
                         }
                     }
@@ -385,9 +419,11 @@ final class FetchedResultsControllerTests: BoardTestCase {
                     XCTAssertEqual(delegate.mirror, controller.sections.map {
                         MirroringDelegate.Section(name: $0.name, objects: $0.objects.map(ObjectIdentifier.init))
                     }, "seed \(seed) step \(step)")
-                    XCTAssertEqual(delegate.mirror, try expectedSections(context, where: predicate), "seed \(seed) step \(step)")
+                    XCTAssertEqual(delegate.mirror, try expectedSections(context, where: predicate),
+                                   "seed \(seed) step \(step)")
                     if saves {
-                        XCTAssertEqual(described(delegate.mirror, delegate), try storedSections(context.coordinator, where: predicate),
+                        XCTAssertEqual(described(delegate.mirror, delegate),
+                                       try storedSections(context.coordinator, where: predicate),
                                        "seed \(seed) step \(step)")
                     }
                     delegate.problems = []
@@ -407,8 +443,10 @@ final class FetchedResultsControllerTests: BoardTestCase {
             try context.save()
             let (controller, delegate) = try observe(context)
 
-            let other = ManagedObjectContext(coordinator: context.coordinator, notificationCenter: NotificationCenter())
-            let token = other.notificationCenter.addObserver(forName: ManagedObjectContext.didSaveNotification, object: other, queue: nil) { note in
+            let other = ManagedObjectContext(coordinator: context.coordinator,
+                                             notificationCenter: NotificationCenter())
+            let token = other.notificationCenter.addObserver(forName: ManagedObjectContext.didSaveNotification,
+                                                             object: other, queue: nil) { note in
                 do { try context.mergeChanges(fromContextDidSave: note) } catch { XCTFail("\(error)") }
             }
             defer { other.notificationCenter.removeObserver(token) }
@@ -488,7 +526,8 @@ final class FetchedResultsControllerTests: BoardTestCase {
 
         let input = Pipe(), output = Pipe()
         let child = try spawnChild(action: "boardOps", environment: [:],
-                                   entryPoint: "ObjectGraphTests.BoardChildProcessEntry/testBoardChildProcessEntryPoint",
+                                   entryPoint: "ObjectGraphTests.BoardChildProcessEntry/"
+                                       + "testBoardChildProcessEntryPoint",
                                    input: input, output: output)
         defer { if child.isRunning { child.terminate() } }
         var random = SeededGenerator(seed: 42)
@@ -499,11 +538,14 @@ final class FetchedResultsControllerTests: BoardTestCase {
             switch names.isEmpty ? 0 : Int.random(in: 0..<6, using: &random) {
             case 0, 1:
                 names.append("i\(step)")
-                command = "insert \(names.last!) \(Int.random(in: 0...5, using: &random)) g\(Int.random(in: 0...3, using: &random))"
+                let rank = Int.random(in: 0...5, using: &random), group = Int.random(in: 0...3, using: &random)
+                command = "insert \(names.last!) \(rank) g\(group)"
             case 2: command = "delete \(names.remove(at: Int.random(in: 0..<names.count, using: &random)))"
             case 3: command = "rank \(names.randomElement(using: &random)!) \(Int.random(in: 0...5, using: &random))"
             case 4: command = "group \(names.randomElement(using: &random)!) g\(Int.random(in: 0...3, using: &random))"
-            default: command = "renameGroup g\(Int.random(in: 0...3, using: &random)) g\(Int.random(in: 0...3, using: &random))"
+            default:
+                let from = Int.random(in: 0...3, using: &random), to = Int.random(in: 0...3, using: &random)
+                command = "renameGroup g\(from) g\(to)"
             }
             input.fileHandleForWriting.write(Data((command + "\n").utf8))
             while !String(decoding: acknowledged, as: UTF8.self).contains("done \(step)") {
@@ -517,8 +559,10 @@ final class FetchedResultsControllerTests: BoardTestCase {
             }
             XCTAssertTrue(try controller.waitForExternalChanges(timeout: 30), "step \(step): \(command)")
             XCTAssertEqual(delegate.problems, [], "step \(step): \(command)")
-            XCTAssertEqual(delegate.mirror, try expectedSections(context, where: predicate), "step \(step): \(command)")
-            XCTAssertEqual(described(delegate.mirror, delegate), try storedSections(context.coordinator, where: predicate), "step \(step)")
+            XCTAssertEqual(delegate.mirror, try expectedSections(context, where: predicate),
+                           "step \(step): \(command)")
+            XCTAssertEqual(described(delegate.mirror, delegate),
+                           try storedSections(context.coordinator, where: predicate), "step \(step)")
             delegate.problems = []
         }
         input.fileHandleForWriting.closeFile()
@@ -536,8 +580,10 @@ final class FetchedResultsControllerTests: BoardTestCase {
         item(context, "c", rank: 3, group: group(context, "beta"))
         try context.save()
         let cacheDirectory = directory.appendingPathComponent("cache")
-        func controller(_ request: FetchRequest<ManagedObject> = Self.groupedRequest) throws -> FetchedResultsController<ManagedObject> {
-            let controller = FetchedResultsController(fetchRequest: request, managedObjectContext: context, sectionNameKeyPath: "group.name",
+        func controller(_ request: FetchRequest<ManagedObject> = Self.groupedRequest) throws
+            -> FetchedResultsController<ManagedObject> {
+            let controller = FetchedResultsController(fetchRequest: request, managedObjectContext: context,
+                                                      sectionNameKeyPath: "group.name",
                                                       cacheName: "Items/all", cacheDirectory: cacheDirectory)
             try controller.performFetch()
             return controller
@@ -545,7 +591,9 @@ final class FetchedResultsControllerTests: BoardTestCase {
         let first = try controller()
         XCTAssertFalse(first.sectionsCameFromCache)
         let file = try XCTUnwrap(FileManager.default.contentsOfDirectory(atPath: cacheDirectory.path).first)
-        let mode = try FileManager.default.attributesOfItem(atPath: cacheDirectory.appendingPathComponent(file).path)[.posixPermissions] as? Int
+        let cacheFile = cacheDirectory.appendingPathComponent(file).path
+        let attributes = try FileManager.default.attributesOfItem(atPath: cacheFile)
+        let mode = attributes[.posixPermissions] as? Int
         XCTAssertEqual(mode, 0o600)
 
         let second = try controller()
@@ -590,8 +638,10 @@ final class BoardChildProcessEntry: ObjectGraphTestCase {
         guard environment["OG_CHILD_ACTION"] == "boardOps", let path = environment["OG_CHILD_DIR"] else {
             throw XCTSkip("helper for the cross-process controller test; runs only as its child process")
         }
-        let coordinator = PersistentStoreCoordinator(managedObjectModel: try BoardTestCase.boardModel(), busyTimeout: 30)
-        try coordinator.addPersistentStore(type: .sqlite, at: URL(fileURLWithPath: path).appendingPathComponent("board.sqlite"))
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: try BoardTestCase.boardModel(),
+                                                     busyTimeout: 30)
+        try coordinator.addPersistentStore(type: .sqlite,
+                                           at: URL(fileURLWithPath: path).appendingPathComponent("board.sqlite"))
         let context = ManagedObjectContext(coordinator: coordinator, notificationCenter: NotificationCenter())
         func group(_ name: String) throws -> ManagedObject {
             if let group = try context.objects("Group", "name == %@", name).first { return group }

@@ -263,7 +263,8 @@ final class UndoTests: BoardTestCase {
                         case 3: items.randomElement(using: &random)?["rank"] = step
                         case 4: items.randomElement(using: &random)?["group"] = groups.randomElement(using: &random)
                         case 5:
-                            if let group = groups.randomElement(using: &random), let item = items.randomElement(using: &random) {
+                            if let group = groups.randomElement(using: &random),
+                               let item = items.randomElement(using: &random) {
                                 group.remove(item, fromRelationship: "items")
                             }
                         default: all.append(group(context, "group\(step)"))

@@ -188,7 +188,8 @@ extension ManagedObjectContext {
                 try load(row, into: object, root: root, store: store)
                 return false
             }
-            try db.execute(sql: "DELETE FROM \(store.qualified(root.tableName)) WHERE Z_PK = ?", arguments: [primaryKey])
+            try db.execute(sql: "DELETE FROM \(store.qualified(root.tableName)) WHERE Z_PK = ?",
+                           arguments: [primaryKey])
         }
         for relationship in object.entity.relationships where SQLiteSchema.usesJoinTable(relationship, in: model) {
             let join = SQLiteSchema.joinTable(for: relationship, of: object.entity, in: model)
