@@ -145,6 +145,9 @@ final class MirroringDelegate: FetchedResultsControllerDelegate {
 
 /// Items in groups over one store, and the ways the tests look at them.
 class BoardTestCase: ObjectGraphTestCase {
+    /// How many times more random seeds and steps to run: `OG_SWEEP_SCALE=20` for a long sweep.
+    static var sweepScale: Int { max(1, Int(ProcessInfo.processInfo.environment["OG_SWEEP_SCALE"] ?? "") ?? 1) }
+
     /// Items in groups: the book's systems in categories, without validation rules in the way.
     static func boardModel() throws -> ManagedObjectModel {
         try ManagedObjectModel(entities: [
@@ -379,7 +382,7 @@ final class FetchedResultsControllerTests: BoardTestCase {
     /// each batch of callbacks applied to a mirror and compared with a re-fetch.
     func testRandomizedChangesMatchARefetch() {
         forEachStoreKind { kind in
-            for seed: UInt64 in [1, 2, 3] {
+            for seed in UInt64(1)...UInt64(3 * Self.sweepScale) {
                 var random = SeededGenerator(seed: seed)
                 let context = try makeBoard(kind, name: "random\(seed)")
                 var groups = (0..<4).map { group(context, "g\($0)") }
@@ -533,7 +536,7 @@ final class FetchedResultsControllerTests: BoardTestCase {
         var random = SeededGenerator(seed: 42)
         var names: [String] = []
         var acknowledged = Data()
-        for step in 0..<40 {
+        for step in 0..<40 * Self.sweepScale {
             let command: String
             switch names.isEmpty ? 0 : Int.random(in: 0..<6, using: &random) {
             case 0, 1:

@@ -230,7 +230,7 @@ final class UndoTests: BoardTestCase {
     /// states, redoing walks forward again, and the final state saves as it reads.
     func testRandomizedUndoAndRedoRetraceEveryState() {
         forEachStoreKind { kind in
-            for seed: UInt64 in [7, 8, 9, 10, 11] {
+            for seed in UInt64(7)...UInt64(6 + 5 * Self.sweepScale) {
                 var random = SeededGenerator(seed: seed)
                 let context = try makeBoard(kind, name: "undo\(seed)")
                 context.undoManager = ContextUndoManager()
