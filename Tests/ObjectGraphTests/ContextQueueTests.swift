@@ -176,4 +176,28 @@ final class ContextQueueTests: BoardTestCase, @unchecked Sendable {
         XCTAssertFalse(parent.hasChanges)
         XCTAssertEqual(category["name"] as? String, "Web")
     }
+
+    func testAChildSaveOverAnObjectGoneFromTheStoreChangesNothingInTheParent() throws {
+        let parent = try makeContext(.sqlite)
+        let doomed: ObjectID = try parent.performAndWait {
+            let doomed = item(parent, "doomed", group: nil)
+            try parent.save()
+            return doomed.objectID
+        }
+        let child = ManagedObjectContext(parent: parent)
+        try child.performAndWait {
+            let mine = try child.existingObject(with: doomed)
+            let other = ManagedObjectContext(coordinator: parent.coordinator)
+            other.delete(try other.existingObject(with: doomed))
+            try other.save()
+            parent.performAndWait { parent.reset() }   // the parent forgets what it had read
+            mine["name"] = "edited"
+            item(child, "new", group: nil)
+            XCTAssertThrowsError(try child.save()) { error in
+                XCTAssertEqual((error as? ObjectGraphError)?.code, .objectNotFound, "\(error)")
+            }
+            XCTAssertTrue(child.hasChanges, "the child keeps its changes")
+        }
+        parent.performAndWait { XCTAssertFalse(parent.hasChanges, "nothing half-pushed") }
+    }
 }

@@ -43,24 +43,30 @@ extension ManagedObjectContext {
         let entityNames = inserted.map(\.entity.name)
 
         let (created, createdIDs): ([ManagedObject], [ObjectID]) = try parent.performAndWait {
+            // Every saved object is found before anything changes, so a missing one changes nothing.
+            var existing: [ObjectID: ManagedObject] = [:]
+            let references = changes.flatMap { [$0.target] + $0.relationships.flatMap(\.1) } + deletions
+            for case .objectID(let objectID) in references where existing[objectID] == nil {
+                existing[objectID] = try parent.existingObject(with: objectID)
+            }
             let created = entityNames.map { parent.insertNewObject(forEntityName: $0) }
-            func resolve(_ reference: ParentReference) throws -> ManagedObject {
+            func resolve(_ reference: ParentReference) -> ManagedObject {
                 switch reference {
                 case .inserted(let index): return created[index]
                 case .object(let object): return object
-                case .objectID(let objectID): return try parent.existingObject(with: objectID)
+                case .objectID(let objectID): return existing[objectID]!  // all found above
                 }
             }
             for change in changes {
-                let target = try resolve(change.target)
+                let target = resolve(change.target)
                 for (key, value) in change.attributes { target.setValue(value, forKey: key) }
                 for (relationship, references) in change.relationships {
-                    let objects = try references.map(resolve)
+                    let objects = references.map(resolve)
                     target.setValue(relationship.isToMany ? objects : objects.first, forKey: relationship.name)
                 }
             }
             for deletion in deletions {
-                let object = try resolve(deletion)
+                let object = resolve(deletion)
                 if object.managedObjectContext === parent { parent.delete(object) }
             }
             return (created, created.map(\.objectID))
