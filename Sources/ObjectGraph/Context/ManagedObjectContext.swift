@@ -17,7 +17,9 @@ import GRDB
 /// try context.save()
 /// ```
 ///
-/// - warning: A context and its objects are confined to the thread that uses them, as in Core Data.
+/// - warning: A context and its objects belong to its queue, as in Core Data: use them inside
+///   ``perform(_:)`` or ``performAndWait(_:)`` (or on the main thread for a main-queue context),
+///   and pass ``ObjectID``s, never objects, between contexts.
 public final class ManagedObjectContext {
     public let coordinator: PersistentStoreCoordinator
     public var model: ManagedObjectModel { coordinator.managedObjectModel }
