@@ -78,6 +78,8 @@ public final class ManagedObjectContext {
     let queue: DispatchQueue
     /// The context whose save this context's save pushes into, or nil when it saves to the stores.
     public let parent: ManagedObjectContext?
+    /// Objects a child read whose rows its parent deleted without saving yet: fetches leave them out.
+    var deletedInParent: Set<ObjectIdentifier> = []
     /// The objects this child inserted and pushed, with the parent's object for each.
     var pushedInserts: [ObjectIdentifier: (child: ManagedObject, parent: ManagedObject)] = [:]
 
@@ -97,8 +99,10 @@ public final class ManagedObjectContext {
     /// A child context: it reads through its parent's coordinator, and its ``save()`` pushes
     /// its changes into `parent` (as unsaved changes there) instead of writing the stores.
     ///
-    /// A child reads what the stores hold: objects the parent inserted or changed but has not
-    /// saved yet are not visible in it. Use it as a scratch pad over saved objects.
+    /// A child reads what the stores hold, with the parent's unsaved changes to those objects'
+    /// attributes and to-one relationships on top, and without the objects the parent deleted.
+    /// Objects the parent inserted and has not saved are not visible in it (nor are to-many
+    /// changes seen from the other side): use it as a scratch pad over saved objects.
     public init(parent: ManagedObjectContext, concurrencyType: ConcurrencyType = .privateQueue) {
         self.coordinator = parent.coordinator
         self.notificationCenter = parent.notificationCenter
@@ -291,6 +295,7 @@ public final class ManagedObjectContext {
         if let object = registered[key] {
             if !object.hasChanges, object.version != row[2] as Int64 {
                 try load(row, into: object, root: root, store: store, decoding: decoding)
+                adoptParentState(of: object, key: key)
             }
             return object
         }
@@ -301,6 +306,7 @@ public final class ManagedObjectContext {
         object.managedObjectContext = self
         try load(row, into: object, root: root, store: store, decoding: decoding)
         registered[key] = object
+        adoptParentState(of: object, key: key)
         return object
     }
 
