@@ -57,7 +57,9 @@ public final class ManagedObjectContext {
     var unprocessedInserted = ObjectSet()
     var unprocessedUpdated = ObjectSet()
     var unprocessedDeleted = ObjectSet()
-    private var temporaryCounter = 0
+    var temporaryCounter = 0
+    /// Counts saves, so undo knows whether a recorded state predates one.
+    var saveGeneration = 0
     /// A failure while loading a relationship behind a property access (which cannot
     /// throw); the next save or fetch throws it, so nothing is decided on missing objects.
     var deferredError: Error?
@@ -219,6 +221,9 @@ public final class ManagedObjectContext {
 
     /// Posts ``objectsDidChangeNotification`` for the changes made since the last call.
     public func processPendingChanges() {
+        // As in Core Data, delete rules apply at the end of the event, in its undo group.
+        let deletions = unprocessedDeleted.objects.filter { deletedSet.contains($0) }
+        if !deletions.isEmpty { propagateDeletes(of: deletions) }
         undoManager?.endEventGroup()
         guard !(unprocessedInserted.isEmpty && unprocessedUpdated.isEmpty && unprocessedDeleted.isEmpty) else { return }
         let userInfo: [String: Any] = [
