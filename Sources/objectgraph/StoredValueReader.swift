@@ -45,11 +45,7 @@ enum StoredValueReader {
         return values
     }
 
-    private static let dateFormatter: ISO8601DateFormatter = {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return formatter
-    }()
+    private static let dateStyle = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
 
     /// A value as JSON can hold it: dates in ISO 8601, data in base64, decimals as exact strings.
     static func json(_ value: Any?) -> Any {
@@ -61,7 +57,7 @@ enum StoredValueReader {
         case let value as Double: return value.isFinite ? value : "\(value)"
         case let value as Float: return value.isFinite ? Double(value) : "\(value)"
         case let value as Decimal: return "\(value)"
-        case let value as Date: return dateFormatter.string(from: value)
+        case let value as Date: return value.formatted(dateStyle)
         case let value as Data: return value.base64EncodedString()
         case let value as UUID: return value.uuidString
         case let value as URL: return value.absoluteString

@@ -640,7 +640,7 @@ final class MigrationTests: MigrationTestCase {
     }
 
     /// The example app's own v2→v3 step: each paragraph of a post's content becomes a Section.
-    static let sectionsFromContent = EntityMigrationStep(entity: "Post", from: "CoreDataMigration_Example 2") {
+    nonisolated(unsafe) static let sectionsFromContent = EntityMigrationStep(entity: "Post", from: "CoreDataMigration_Example 2") {
         post, writer in
         guard let content = post.sourceValues["content"] as? String else { return }
         let paragraphs = content.components(separatedBy: "\n\n").filter {

@@ -150,6 +150,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     public func setValue(_ value: Any?, forKey key: String) {
         if let index = entity.attributeNames.firstIndex(of: key) {
             let normalized = StoredValues.normalized(value, type: entity.attributeTypeList[index], key: key, entity: entity.name)
+            registerUndo(forKey: key)
             if values.layout === entity.propertyLayout { values[slot: index] = normalized } else { values[key] = normalized }
             markChanged(key)
             return
@@ -310,6 +311,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         let new = objects.filter { seen.insert(ObjectIdentifier($0)).inserted }
         let newSet = Set(new.map(ObjectIdentifier.init))
         let oldSet = Set(old.map(ObjectIdentifier.init))
+        registerUndo(forKey: relationship.name)
         values[relationship.name] = new
         markChanged(relationship.name)
         guard let inverse = inverse(of: relationship) else { return }
@@ -318,6 +320,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     }
 
     private func primitiveSetToOne(_ relationship: RelationshipDescription, _ object: ManagedObject?) {
+        registerUndo(forKey: relationship.name)
         values[relationship.name] = object
         markChanged(relationship.name)
     }
@@ -328,6 +331,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         if relationship.isToMany {
             let current = toManyObjects(relationship)
             guard !current.contains(owner) else { return }
+            registerUndo(forKey: relationship.name)
             values[relationship.name] = current + [owner]
             markChanged(relationship.name)
         } else {
@@ -342,6 +346,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         if relationship.isToMany {
             let current = toManyObjects(relationship)
             guard current.contains(owner) else { return }
+            registerUndo(forKey: relationship.name)
             values[relationship.name] = current.filter { $0 !== owner }
             markChanged(relationship.name)
         } else if toOneObject(relationship) === owner {
@@ -350,7 +355,11 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     }
 
     func markChanged(_ key: String) {
-        guard !isPendingInsert else { return }
+        guard !isPendingInsert else {
+            // Nothing to track for the save, but observers still hear of the change.
+            managedObjectContext?.insertedObjectDidChange(self)
+            return
+        }
         changedKeys.insert(key)
         managedObjectContext?.objectDidChange(self)
     }

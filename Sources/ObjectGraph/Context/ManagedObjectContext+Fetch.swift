@@ -24,6 +24,7 @@ extension ManagedObjectContext {
                     let object = try materialize(row, root: plan.root, store: plan.store, decoding: request.propertiesToFetch,
                                                  registering: !defersRegistration)
                     if request.includesPendingChanges, deletedSet.contains(object) { return }
+                    if deletedInParent.contains(ObjectIdentifier(object)) { return }
                     if let residual = plan.residual, !PredicateEvaluator.evaluate(residual, on: object) { return }
                     objects.append(object)
                 }
@@ -138,7 +139,7 @@ extension ManagedObjectContext {
             needsMemoryWindow: !residual.isEmpty || sortsInMemory || includesInserted || excludesDeleted)
     }
 
-    private func sorted(_ objects: [ManagedObject], by descriptors: [FetchSortDescriptor]) -> [ManagedObject] {
+    func sorted(_ objects: [ManagedObject], by descriptors: [FetchSortDescriptor]) -> [ManagedObject] {
         guard !descriptors.isEmpty else { return objects }
         // Each key is read (and case-folded) once, not at every comparison.
         let keys = objects.map { object in

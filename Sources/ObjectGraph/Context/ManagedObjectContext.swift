@@ -17,7 +17,9 @@ import GRDB
 /// try context.save()
 /// ```
 ///
-/// - warning: A context and its objects are confined to the thread that uses them, as in Core Data.
+/// - warning: A context and its objects belong to its queue, as in Core Data: use them inside
+///   ``perform(_:)`` or ``performAndWait(_:)`` (or on the main thread for a main-queue context),
+///   and pass ``ObjectID``s, never objects, between contexts.
 public final class ManagedObjectContext {
     public let coordinator: PersistentStoreCoordinator
     public var model: ManagedObjectModel { coordinator.managedObjectModel }
@@ -30,9 +32,18 @@ public final class ManagedObjectContext {
     public static let insertedObjectsKey = "inserted"
     public static let updatedObjectsKey = "updated"
     public static let deletedObjectsKey = "deleted"
+    /// In ``didSaveNotification``: the saved objects' IDs (`[ObjectID]`), safe to read on any
+    /// queue, for ``mergeChanges(fromContextDidSave:)``.
+    public static let insertedObjectIDsKey = "insertedObjectIDs"
+    public static let updatedObjectIDsKey = "updatedObjectIDs"
+    public static let deletedObjectIDsKey = "deletedObjectIDs"
 
     /// The notification center this context posts to.
     public let notificationCenter: NotificationCenter
+    /// How conflicts with changes saved elsewhere are settled at save and merge (`.error` by default).
+    public var mergePolicy = MergePolicy.error
+    /// Records changes for ``undo()`` and ``redo()``; nil (the default) records nothing.
+    public var undoManager: ContextUndoManager?
 
     struct ObjectKey: Hashable {
         let rootEntityNumber: Int
@@ -57,15 +68,19 @@ public final class ManagedObjectContext {
     var insertedSet = ObjectSet()
     var updatedSet = ObjectSet()
     var deletedSet = ObjectSet()
-    private var unprocessedInserted = ObjectSet()
-    private var unprocessedUpdated = ObjectSet()
-    private var unprocessedDeleted = ObjectSet()
-    private var temporaryCounter = 0
+    var unprocessedInserted = ObjectSet()
+    var unprocessedUpdated = ObjectSet()
+    var unprocessedDeleted = ObjectSet()
+    var temporaryCounter = 0
+    /// Counts saves, so undo knows whether a recorded state predates one.
+    var saveGeneration = 0
     /// A failure while loading a relationship behind a property access (which cannot
     /// throw); the next save or fetch throws it, so nothing is decided on missing objects.
     var deferredError: Error?
     /// INSERT statements by entity name, built once.
     var insertSQL: [String: String] = [:]
+    /// The stores' `data_version`s when this context last looked (see `mergeExternalChanges()`).
+    var knownExternalChangeToken: [Int]?
 
     func throwDeferredError() throws {
         if let error = deferredError {
@@ -74,15 +89,51 @@ public final class ManagedObjectContext {
         }
     }
 
-    public init(coordinator: PersistentStoreCoordinator, notificationCenter: NotificationCenter = .default) {
+    /// The queue ``perform(_:)`` and ``performAndWait(_:)`` run on.
+    public let concurrencyType: ConcurrencyType
+    let queue: DispatchQueue
+    /// The context whose save this context's save pushes into, or nil when it saves to the stores.
+    public let parent: ManagedObjectContext?
+    /// Objects a child read whose rows its parent deleted without saving yet: fetches leave them out.
+    var deletedInParent: Set<ObjectIdentifier> = []
+    /// The objects this child inserted and pushed, with the parent's object for each.
+    var pushedInserts: [ObjectIdentifier: (child: ManagedObject, parent: ManagedObject)] = [:]
+
+    /// A context over a coordinator's stores.
+    ///
+    /// - parameter concurrencyType: the queue its ``perform(_:)`` blocks run on: a private
+    ///   serial queue (the default) or the main queue.
+    public init(coordinator: PersistentStoreCoordinator, notificationCenter: NotificationCenter = .default,
+                concurrencyType: ConcurrencyType = .privateQueue) {
         self.coordinator = coordinator
         self.notificationCenter = notificationCenter
+        self.concurrencyType = concurrencyType
+        self.parent = nil
+        self.queue = Self.makeQueue(concurrencyType)
+    }
+
+    /// A child context: it reads through its parent's coordinator, and its ``save()`` pushes
+    /// its changes into `parent` (as unsaved changes there) instead of writing the stores.
+    ///
+    /// A child reads what the stores hold, with the parent's unsaved changes to those objects'
+    /// attributes and to-one relationships on top, and without the objects the parent deleted.
+    /// Objects the parent inserted and has not saved are not visible in it (nor are to-many
+    /// changes seen from the other side): use it as a scratch pad over saved objects.
+    public init(parent: ManagedObjectContext, concurrencyType: ConcurrencyType = .privateQueue) {
+        self.coordinator = parent.coordinator
+        self.notificationCenter = parent.notificationCenter
+        self.concurrencyType = concurrencyType
+        self.parent = parent
+        self.queue = Self.makeQueue(concurrencyType)
     }
 
     public var insertedObjects: [ManagedObject] { insertedSet.objects }
     public var updatedObjects: [ManagedObject] { updatedSet.objects }
     public var deletedObjects: [ManagedObject] { deletedSet.objects }
-    public var registeredObjects: [ManagedObject] { Array(registered.values) + insertedSet.objects }
+    public var registeredObjects: [ManagedObject] {
+        let pushed = pushedInserts.values.map(\.child).filter { $0.managedObjectContext === self }
+        return Array(registered.values) + insertedSet.objects + pushed
+    }
     public var hasChanges: Bool { !insertedSet.isEmpty || !updatedSet.isEmpty || !deletedSet.isEmpty }
 
     // MARK: - Inserting and deleting
@@ -112,8 +163,7 @@ public final class ManagedObjectContext {
         precondition(object.managedObjectContext == nil || object.managedObjectContext === self, "The object belongs to another context")
         guard !insertedSet.contains(object) else { return }
         if deletedSet.contains(object) {
-            deletedSet.remove(object)
-            unprocessedDeleted.remove(object)
+            undelete(object)
             return
         }
         temporaryCounter += 1
@@ -129,6 +179,7 @@ public final class ManagedObjectContext {
         insertedSet.insert(object)
         unprocessedInserted.insert(object)
         object.isPendingInsert = true
+        undoManager?.register { [weak self] in self?.undoInsert(object) }
         object.awakeFromInsert()
     }
 
@@ -136,6 +187,7 @@ public final class ManagedObjectContext {
     public func delete(_ object: ManagedObject) {
         precondition(object.managedObjectContext === self, "The object does not belong to this context")
         if insertedSet.contains(object) {
+            undoManager?.register { [weak self] in self?.reinsert(object) }
             insertedSet.remove(object)
             unprocessedInserted.remove(object)
             detachRelationships(of: object)
@@ -143,7 +195,9 @@ public final class ManagedObjectContext {
             object.isPendingInsert = false
             return
         }
-        if deletedSet.insert(object) { unprocessedDeleted.insert(object) }
+        guard deletedSet.insert(object) else { return }
+        unprocessedDeleted.insert(object)
+        undoManager?.register { [weak self] in self?.undelete(object) }
     }
 
     /// Removes a never-saved object from the other side of each of its relationships.
@@ -158,13 +212,33 @@ public final class ManagedObjectContext {
 
     func objectDidChange(_ object: ManagedObject) {
         guard !insertedSet.contains(object), !deletedSet.contains(object) else { return }
-        if updatedSet.insert(object) { unprocessedUpdated.insert(object) }
+        updatedSet.insert(object)
+        // Announced again when it changes again after a processPendingChanges().
+        unprocessedUpdated.insert(object)
+    }
+
+    /// An object inserted since the last save changed: announced as updated, unless its
+    /// insertion is not announced yet.
+    func insertedObjectDidChange(_ object: ManagedObject) {
+        guard insertedSet.contains(object), !unprocessedInserted.contains(object) else { return }
+        unprocessedUpdated.insert(object)
+    }
+
+    /// Leaves an object out of the next ``objectsDidChangeNotification``.
+    func discardUnprocessed(_ object: ManagedObject) {
+        unprocessedInserted.remove(object)
+        unprocessedUpdated.remove(object)
+        unprocessedDeleted.remove(object)
     }
 
     // MARK: - Notifications
 
     /// Posts ``objectsDidChangeNotification`` for the changes made since the last call.
     public func processPendingChanges() {
+        // As in Core Data, delete rules apply at the end of the event, in its undo group.
+        let deletions = unprocessedDeleted.objects.filter { deletedSet.contains($0) }
+        if !deletions.isEmpty { propagateDeletes(of: deletions) }
+        undoManager?.endEventGroup()
         guard !(unprocessedInserted.isEmpty && unprocessedUpdated.isEmpty && unprocessedDeleted.isEmpty) else { return }
         let userInfo: [String: Any] = [
             Self.insertedObjectsKey: unprocessedInserted.objects,
@@ -182,6 +256,7 @@ public final class ManagedObjectContext {
     /// Forgets every unsaved change: inserted objects leave the context, updated and
     /// deleted ones return to their last saved state.
     public func rollback() {
+        undoManager?.removeAllActions()
         for object in insertedSet.objects {
             object.managedObjectContext = nil
             object.isPendingInsert = false
@@ -240,6 +315,7 @@ public final class ManagedObjectContext {
         if let object = registered[key] {
             if !object.hasChanges, try object.version != Self.integer(row, 2, "Z_OPT", root: root, store: store) {
                 try load(row, into: object, root: root, store: store, decoding: decoding)
+                adoptParentState(of: object, key: key)
             }
             return object
         }
@@ -254,6 +330,7 @@ public final class ManagedObjectContext {
         object.managedObjectContext = self
         try load(row, into: object, root: root, store: store, decoding: decoding)
         if registering { registered[key] = object }
+        adoptParentState(of: object, key: key)
         return object
     }
 
