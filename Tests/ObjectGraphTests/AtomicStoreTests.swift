@@ -410,24 +410,34 @@ final class AtomicStoreTests: ObjectGraphTestCase {
         try second.addPersistentStore(type: .xml, configuration: "Notes", at: url)
         XCTAssertEqual(try ManagedObjectContext(coordinator: second).names("Animal"), ["Rex", "Tom"])
 
-        // A SQLite row whose entity column is NULL is read as the root entity, never trapped on.
+        // A SQLite row whose entity column or link is NULL is named as damaged, never trapped on
+        // and never read as something it does not say.
         let sqliteURL = directory.appendingPathComponent("Passwords.sqlite")
         let third = try coordinator()
         try third.addPersistentStore(type: .sqlite, configuration: "Passwords", at: sqliteURL)
         try populate(ManagedObjectContext(coordinator: third))
         try third.close()
-        let sqlite = Process()
-        sqlite.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
-        sqlite.arguments = [sqliteURL.path, "UPDATE ZTAG SET Z_ENT = NULL; UPDATE Z_8TAGS SET Z_9TAGS = NULL WHERE rowid = 1"]
-        try sqlite.run()
-        sqlite.waitUntilExit()
-        XCTAssertEqual(sqlite.terminationStatus, 0)
+        _ = try runSQLite3([sqliteURL.path, "UPDATE ZTAG SET Z_ENT = NULL WHERE Z_PK = 1; UPDATE Z_8TAGS SET Z_9TAGS = NULL WHERE Z_8SYSTEMS = 1"])
+        XCTAssertEqual(try runSQLite3([sqliteURL.path, "SELECT count(*) FROM Z_8TAGS WHERE Z_9TAGS IS NULL"]), Data("1\n".utf8))
         let fourth = try coordinator()
         let store = try fourth.addPersistentStore(type: .sqlite, configuration: "Passwords", at: sqliteURL)
         let other = ManagedObjectContext(coordinator: fourth)
-        XCTAssertEqual(try other.fetchObjectIDs(FetchRequest<ManagedObject>(entityName: "Tag")).count, 3)
+        XCTAssertThrowsError(try other.fetchObjectIDs(FetchRequest<ManagedObject>(entityName: "Tag"))) { error in
+            XCTAssertEqual((error as? ObjectGraphError)?.code, .undecodableValue)
+            XCTAssertTrue("\(error)".contains("Tag.Z_ENT of row 1"), "\(error)")
+        }
         XCTAssertEqual(try other.execute(BatchUpdateRequest(entityName: "Tag", propertiesToUpdate: ["name": "x"])).count, 3)
-        try fourth.migratePersistentStore(store, to: directory.appendingPathComponent("Passwords.bin"), type: .binary)
+        let binaryURL = directory.appendingPathComponent("Passwords.bin")
+        XCTAssertThrowsError(try fourth.migratePersistentStore(store, to: binaryURL, type: .binary)) { error in
+            XCTAssertTrue("\(error)".contains("Tag.Z_ENT of row 1"), "\(error)")
+        }
+        _ = try runSQLite3([sqliteURL.path, "UPDATE ZTAG SET Z_ENT = (SELECT Z_ENT FROM Z_PRIMARYKEY WHERE Z_NAME = 'Tag')"])
+        XCTAssertEqual(try other.fetchObjectIDs(FetchRequest<ManagedObject>(entityName: "Tag")).count, 3)
+        XCTAssertThrowsError(try fourth.migratePersistentStore(store, to: binaryURL, type: .binary)) { error in
+            XCTAssertTrue("\(error)".contains("Z_9TAGS"), "\(error)")
+        }
+        _ = try runSQLite3([sqliteURL.path, "DELETE FROM Z_8TAGS WHERE Z_9TAGS IS NULL"])
+        try fourth.migratePersistentStore(store, to: binaryURL, type: .binary)
         XCTAssertEqual(try ManagedObjectContext(coordinator: fourth).objects("Tag").count, 3)
     }
 
