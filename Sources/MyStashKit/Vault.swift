@@ -124,6 +124,7 @@ public final class Vault {
             throw VaultError(.notFound, "there is no vault at '\(directory.path)'", hint: "create one with 'mystash init', or name another with --vault or MYSTASH_VAULT")
         }
         try checkPermissions(directory)
+        Recovery.recover(in: directory)
         let vault = try wrapErrors { try Vault(directory: directory, newSlot: nil) }
         try vault.seed()
         return vault

@@ -35,7 +35,7 @@ extension ManagedObjectContext {
         var rowsUpdated: Set<ObjectIdentifier> = []
         do {
             try wrapStoreErrors(.saveFailed, "cannot save") {
-                try coordinator.write { db in
+                try coordinator.write(stores: try storesWritten(inserted + updated + deleted)) { db in
                     try assignPrimaryKeys(inserted, db)
                     for object in inserted { try insertRow(of: object, db) }
                     for object in updated where try updateRow(of: object, db) { rowsUpdated.insert(ObjectIdentifier(object)) }
@@ -50,6 +50,16 @@ extension ManagedObjectContext {
         }
         coordinator.metadataWasSaved()
         didCommit(inserted: inserted, updated: updated, deleted: deleted, rowsUpdated: rowsUpdated)
+    }
+
+    /// The stores a save changes: those of its objects and those with pending metadata.
+    private func storesWritten(_ objects: [ManagedObject]) throws -> [PersistentStore] {
+        var stores = coordinator.persistentStores.filter(\.metadataNeedsSaving)
+        for object in objects {
+            let store = try coordinator.store(for: object.entity.rootEntity)
+            if !stores.contains(where: { $0 === store }) { stores.append(store) }
+        }
+        return stores
     }
 
     // MARK: - Delete rules

@@ -88,7 +88,8 @@ public final class PersistentStoreCoordinator {
                 connection = try makeConnection(path: path)
             }
             try connection!.inDatabase { db in try db.execute(sql: "PRAGMA \(schemaName).secure_delete = ON") }
-            try write { db in try self.prepare(store, name: name, options: options, db: db) }
+            // Locks only what it creates or migrates: opening an existing store writes nothing.
+            try write(stores: []) { db in try self.prepare(store, name: name, options: options, db: db) }
         }
         persistentStores.append(store)
         for entity in entities { storeByEntityName[entity.name] = store }
@@ -229,7 +230,7 @@ public final class PersistentStoreCoordinator {
     /// Writes the pending metadata of every store in one transaction, atomic across stores.
     public func saveMetadata() throws {
         try wrapStoreErrors(.saveFailed, "cannot save store metadata") {
-            try write { db in try self.writePendingMetadata(db) }
+            try write(stores: persistentStores.filter(\.metadataNeedsSaving)) { db in try self.writePendingMetadata(db) }
         }
     }
 
@@ -287,16 +288,24 @@ public final class PersistentStoreCoordinator {
         }
     }
 
-    /// Runs `body` in an immediate write transaction spanning every store: it commits
-    /// entirely or not at all.
-    func write<T>(_ body: (Database) throws -> T) throws -> T {
+    /// Runs `body` in a write transaction holding the write lock of `stores` (every store
+    /// when nil; others are locked when first written) from its start: it commits entirely
+    /// or not at all.
+    ///
+    /// A transaction locking one store commits that store alone, with its own rollback journal;
+    /// only one locking several goes through SQLite's super-journal.
+    func write<T>(stores: [PersistentStore]? = nil, _ body: (Database) throws -> T) throws -> T {
         precondition(activeDatabase == nil, "Write transactions do not nest")
         guard let connection else { preconditionFailure("The coordinator has no open store") }
         return try connection.inDatabase { db in
             activeDatabase = db
             defer { activeDatabase = nil }
             var result: T?
-            try db.inTransaction(.immediate) {
+            try db.inTransaction(stores == nil ? .immediate : .deferred) {
+                for store in stores ?? [] {
+                    // Takes this store's write lock now without changing a row.
+                    try db.execute(sql: "DELETE FROM \(store.qualified("Z_PRIMARYKEY")) WHERE 0")
+                }
                 result = try body(db)
                 return .commit
             }
