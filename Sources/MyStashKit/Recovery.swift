@@ -14,7 +14,8 @@ import Glibc
 /// - present: the commit did not happen; the pointer is cut off the store journals, which
 ///   SQLite then rolls back each on its own, and the super-journal is removed last;
 /// - absent: the commit happened; the store journals are dead and removed.
-/// Super-journals no journal names are dead too. Nothing is done while another process
+/// Super-journals no journal names are dead too, and so is a store journal whose header was
+/// never completed (SQLite leaves those behind). Nothing is done while another process
 /// holds a store's write lock: its journals are live.
 public enum Recovery {
     /// What the vault directory holds besides the stores.
@@ -54,6 +55,13 @@ public enum Recovery {
             } else {
                 guard unlink(journal.path) == 0 else { return touched }
             }
+            touched.append(journal.lastPathComponent)
+        }
+        for store in storeNames {
+            // A journal whose header was never completed had no page of the store written under it.
+            let journal = directory.appendingPathComponent(store + "-journal")
+            guard FileManager.default.fileExists(atPath: journal.path), !hasCompleteHeader(journal.path) else { continue }
+            guard unlink(journal.path) == 0 else { return touched }
             touched.append(journal.lastPathComponent)
         }
         // Every journal naming a super-journal has been settled above: none is needed any more.
@@ -113,6 +121,15 @@ public enum Recovery {
         let sum = name.reduce(UInt32(0)) { $0 &+ UInt32(bitPattern: Int32(Int8(bitPattern: $1))) }
         guard sum == checksum else { return nil }
         return (String(decoding: name, as: UTF8.self), off_t(size - 20 - length))
+    }
+
+    /// Whether a rollback journal's header carries SQLite's magic, written only once the
+    /// journal is synced and before any page of the store is overwritten.
+    static func hasCompleteHeader(_ path: String) -> Bool {
+        guard let handle = FileHandle(forReadingAtPath: path) else { return true }
+        defer { try? handle.close() }
+        guard let header = try? handle.read(upToCount: 8) else { return false }
+        return Array(header) == journalMagic
     }
 
     private static func syncFile(_ path: String) -> Bool {
