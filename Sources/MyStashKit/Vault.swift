@@ -25,7 +25,7 @@ public final class Vault {
     let transformer = EncryptingTransformer()
     let notesStore: PersistentStore
     let passwordsStore: PersistentStore
-    public private(set) var keySlot: KeySlot
+    public internal(set) var keySlot: KeySlot
     /// The vault's identity, the same in both stores; names its keyring session.
     public let identifier: String
 
