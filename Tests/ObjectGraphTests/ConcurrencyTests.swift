@@ -56,7 +56,8 @@ final class ConcurrencyTests: ObjectGraphTestCase {
             // Kill after a varied number of committed saves, wherever the next one has got to.
             let savesBeforeKill = Int.random(in: 2...6)
             var output = Data()
-            while output.split(separator: UInt8(ascii: "\n")).count < savesBeforeKill {
+            // Only SAVED lines count: XCTest prints its own lines on the same stdout.
+            while output.split(separator: UInt8(ascii: "\n")).filter({ $0.elementsEqual("SAVED".utf8) }).count < savesBeforeKill {
                 let chunk = pipe.fileHandleForReading.availableData
                 if chunk.isEmpty { break }
                 output += chunk
