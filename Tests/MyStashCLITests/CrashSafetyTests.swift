@@ -94,6 +94,40 @@ final class CrashSafetyTests: CLITestCase {
         }
     }
 
+    func testStaleJournalFilesAreRemovedByTheNextOpenOrReportedByCheck() throws {
+        try makeVault()
+        let stale = ["Notes.sqlite-mj0123AB9CD": Data("Passwords.sqlite-journal\0".utf8),
+                     "Passwords.sqlite-journal": Data(count: 512)]
+        for (name, contents) in stale {
+            XCTAssertTrue(FileManager.default.createFile(atPath: vaultDirectory.appendingPathComponent(name).path, contents: contents,
+                                                        attributes: [.posixPermissions: 0o600]))
+        }
+        // Where they cannot be removed, check names them.
+        var wrapper: [String] = []
+        if geteuid() == 0 {
+            let chown = Process()
+            chown.executableURL = URL(fileURLWithPath: "/bin/chown")
+            chown.arguments = ["-R", "65534:65534", home.path]
+            try chown.run()
+            chown.waitUntilExit()
+            wrapper = ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
+        }
+        try FileManager.default.setAttributes([.posixPermissions: 0o500], ofItemAtPath: vaultDirectory.path)
+        let checker = process(["check"])
+        if !wrapper.isEmpty {
+            checker.executableURL = URL(fileURLWithPath: wrapper[0])
+            checker.arguments = Array(wrapper.dropFirst()) + [Self.binary.path, "check"]
+        }
+        let reported = try run(checker, stdin: nil)
+        XCTAssertEqual(reported.status, 65, reported.stdout + reported.stderr)
+        for name in stale.keys { XCTAssertTrue((reported.stdout + reported.stderr).contains(name), reported.stdout + reported.stderr) }
+        // The next open that can write removes them: neither was ever needed by a store.
+        try FileManager.default.setAttributes([.posixPermissions: 0o700], ofItemAtPath: vaultDirectory.path)
+        try runOK(["note", "list"])
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: vaultDirectory.path).sorted(), ["Notes.sqlite", "Passwords.sqlite"])
+        try runOK(["check"])
+    }
+
     // MARK: - Item 5: reading never writes
 
     func testReadingCommandsWorkOnAFullDiskAndWriteNothing() throws {
