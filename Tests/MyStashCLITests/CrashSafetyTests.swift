@@ -75,6 +75,15 @@ final class CrashSafetyTests: CLITestCase {
         return try String(contentsOf: trace, encoding: .utf8).split(separator: "\n").filter { $0.hasPrefix(syscall + "(") }.count
     }
 
+    func changeOwner(of directory: URL, to owner: String) throws {
+        let chown = Process()
+        chown.executableURL = URL(fileURLWithPath: "/bin/chown")
+        chown.arguments = ["-R", owner, directory.path]
+        try chown.run()
+        chown.waitUntilExit()
+        XCTAssertEqual(chown.terminationStatus, 0)
+    }
+
     // MARK: - Item 1: a sample of scripts/crash-sweep (the full sweep is the script alone)
 
     func testSampleOfTheCrashSweepKillsAtWritesAndVaultsRecoverInPlaceAndMoved() throws {
@@ -105,11 +114,7 @@ final class CrashSafetyTests: CLITestCase {
         // Where they cannot be removed, check names them.
         var wrapper: [String] = []
         if geteuid() == 0 {
-            let chown = Process()
-            chown.executableURL = URL(fileURLWithPath: "/bin/chown")
-            chown.arguments = ["-R", "65534:65534", home.path]
-            try chown.run()
-            chown.waitUntilExit()
+            try changeOwner(of: home, to: "65534:65534")
             wrapper = ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
         }
         try FileManager.default.setAttributes([.posixPermissions: 0o500], ofItemAtPath: vaultDirectory.path)
@@ -123,6 +128,7 @@ final class CrashSafetyTests: CLITestCase {
         for name in stale.keys { XCTAssertTrue((reported.stdout + reported.stderr).contains(name), reported.stdout + reported.stderr) }
         // The next open that can write removes them: neither was ever needed by a store.
         try FileManager.default.setAttributes([.posixPermissions: 0o700], ofItemAtPath: vaultDirectory.path)
+        if geteuid() == 0 { try changeOwner(of: home, to: "0:0") }
         try runOK(["note", "list"])
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: vaultDirectory.path).sorted(), ["Notes.sqlite", "Passwords.sqlite"])
         try runOK(["check"])
@@ -151,11 +157,7 @@ final class CrashSafetyTests: CLITestCase {
         var wrapper: [String] = []
         if geteuid() == 0 {
             // Root writes anywhere: the vault goes to an unprivileged user who then reads it.
-            let chown = Process()
-            chown.executableURL = URL(fileURLWithPath: "/bin/chown")
-            chown.arguments = ["-R", "65534:65534", home.path]
-            try chown.run()
-            chown.waitUntilExit()
+            try changeOwner(of: home, to: "65534:65534")
             wrapper = ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
         }
         for store in [".", "Notes.sqlite", "Passwords.sqlite"] {
