@@ -33,7 +33,9 @@ public enum Recovery {
     /// The files of an interrupted commit (`-journal`, `-mj…`) in `directory`.
     static func journalFiles(in directory: URL) -> [String] {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
-        return names.filter { name in storeNames.contains { name.hasPrefix($0 + "-journal") || name.hasPrefix($0 + "-mj") } }.sorted()
+        return names.filter { name in
+            storeNames.contains { name.hasPrefix($0 + "-journal") || name.hasPrefix($0 + "-mj") }
+        }.sorted()
     }
 
     /// Settles interrupted commits; returns the files it removed or changed. Silent when the
@@ -60,7 +62,8 @@ public enum Recovery {
         for store in storeNames {
             // A journal whose header was never completed had no page of the store written under it.
             let journal = directory.appendingPathComponent(store + "-journal")
-            guard FileManager.default.fileExists(atPath: journal.path), !hasCompleteHeader(journal.path) else { continue }
+            guard FileManager.default.fileExists(atPath: journal.path),
+                  !hasCompleteHeader(journal.path) else { continue }
             guard unlink(journal.path) == 0 else { return touched }
             touched.append(journal.lastPathComponent)
         }
@@ -76,9 +79,11 @@ public enum Recovery {
     public static func leftovers(in directory: URL) -> [Leftover] {
         journalFiles(in: directory).map { name in
             if name.hasSuffix("-journal") {
-                return Leftover(fileName: name, reason: "is the journal of an unfinished save; the next command that can write the vault rolls it back")
+                return Leftover(fileName: name, reason: "is the journal of an unfinished save; "
+                                    + "the next command that can write the vault rolls it back")
             }
-            return Leftover(fileName: name, reason: "is the super-journal of an unfinished save; the next command that can write the vault settles it")
+            return Leftover(fileName: name, reason: "is the super-journal of an unfinished save; "
+                                + "the next command that can write the vault settles it")
         }
     }
 
@@ -117,7 +122,8 @@ public enum Recovery {
         let checksum = trailer[4..<8].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
         guard length > 0, length < 4096, length + 20 <= size else { return nil }
         try? handle.seek(toOffset: size - 16 - length)
-        guard let name = try? handle.read(upToCount: Int(length)), name.count == Int(length), !name.contains(0) else { return nil }
+        guard let name = try? handle.read(upToCount: Int(length)), name.count == Int(length),
+              !name.contains(0) else { return nil }
         let sum = name.reduce(UInt32(0)) { $0 &+ UInt32(bitPattern: Int32(Int8(bitPattern: $1))) }
         guard sum == checksum else { return nil }
         return (String(decoding: name, as: UTF8.self), off_t(size - 20 - length))

@@ -15,12 +15,16 @@ extension Vault {
             // Every value is decrypted under the old key before any is encrypted under the new one.
             var plaintexts: [(ManagedObject, String, Any)] = []
             for entity in coordinator.managedObjectModel.entities where !entity.isAbstract {
-                let encrypted = entity.declaredAttributes.filter { $0.valueTransformerName == EncryptingTransformer.name }
+                let encrypted = entity.declaredAttributes.filter {
+                    $0.valueTransformerName == EncryptingTransformer.name
+                }
                 guard !encrypted.isEmpty else { continue }
                 for primaryKey in try context.primaryKeys(forEntityName: entity.name) {
-                    guard let object = try context.existingObject(entityName: entity.name, primaryKey: primaryKey) else { continue }
+                    guard let object = try context.existingObject(entityName: entity.name,
+                                                                  primaryKey: primaryKey) else { continue }
                     for attribute in encrypted {
-                        if let value = object.value(forKey: attribute.name) { plaintexts.append((object, attribute.name, value)) }
+                        guard let value = object.value(forKey: attribute.name) else { continue }
+                        plaintexts.append((object, attribute.name, value))
                     }
                 }
             }

@@ -5,11 +5,12 @@ import XCTest
 /// vault it cannot write: a crash leaves the vault as it was or as the command made it, also
 /// once moved; reading never writes; a full disk fails with 73 and changes nothing.
 final class CrashSafetyTests: CLITestCase {
-    static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    static let repository = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
     static let strace = ["/usr/bin/strace", "/bin/strace"].first { FileManager.default.isExecutableFile(atPath: $0) }
-    static let readingCommands = [["note", "list"], ["note", "show", "Wi-Fi"], ["note", "search", "router"], ["password", "list"],
-                                  ["password", "show", "mail"], ["password", "search", "mail"], ["category", "list"],
-                                  ["export"], ["check"]]
+    static let readingCommands = [["note", "list"], ["note", "show", "Wi-Fi"], ["note", "search", "router"],
+                                  ["password", "list"], ["password", "show", "mail"], ["password", "search", "mail"],
+                                  ["category", "list"], ["export"], ["check"]]
 
     override func setUpWithError() throws {
         try super.setUpWithError()
@@ -72,7 +73,8 @@ final class CrashSafetyTests: CLITestCase {
         traced.executableURL = URL(fileURLWithPath: Self.strace!)
         traced.arguments = ["-qq", "-o", trace.path, "-e", "trace=\(syscall)", Self.binary.path] + arguments
         XCTAssertEqual(try run(traced, stdin: stdin).status, 0)
-        return try String(contentsOf: trace, encoding: .utf8).split(separator: "\n").filter { $0.hasPrefix(syscall + "(") }.count
+        let lines = try String(contentsOf: trace, encoding: .utf8).split(separator: "\n")
+        return lines.filter { $0.hasPrefix(syscall + "(") }.count
     }
 
     func changeOwner(of directory: URL, to owner: String) throws {
@@ -96,7 +98,8 @@ final class CrashSafetyTests: CLITestCase {
         let summaries = result.stdout.split(separator: "\n").filter { $0.contains("injections") }
         XCTAssertEqual(summaries.count, 6, result.stdout)
         for line in summaries {
-            let numbers = line.components(separatedBy: "injections ").last!.split(whereSeparator: { !$0.isNumber }).compactMap { Int($0) }
+            let counts = line.components(separatedBy: "injections ").last ?? ""
+            let numbers = counts.split(whereSeparator: { !$0.isNumber }).compactMap { Int($0) }
             XCTAssertGreaterThan(numbers[0], 2, String(line))
             XCTAssertEqual(numbers[0], numbers[1], "every injection killed mystash: \(line)")
             XCTAssertEqual(numbers.last, 0, String(line))
@@ -108,8 +111,8 @@ final class CrashSafetyTests: CLITestCase {
         let stale = ["Notes.sqlite-mj0123AB9CD": Data("Passwords.sqlite-journal\0".utf8),
                      "Passwords.sqlite-journal": Data(count: 512)]
         for (name, contents) in stale {
-            XCTAssertTrue(FileManager.default.createFile(atPath: vaultDirectory.appendingPathComponent(name).path, contents: contents,
-                                                        attributes: [.posixPermissions: 0o600]))
+            let path = vaultDirectory.appendingPathComponent(name).path
+            XCTAssertTrue(FileManager.default.createFile(atPath: path, contents: contents, attributes: [.posixPermissions: 0o600]))
         }
         // Where they cannot be removed, check names them.
         var wrapper: [String] = []
@@ -125,12 +128,14 @@ final class CrashSafetyTests: CLITestCase {
         }
         let reported = try run(checker, stdin: nil)
         XCTAssertEqual(reported.status, 65, reported.stdout + reported.stderr)
-        for name in stale.keys { XCTAssertTrue((reported.stdout + reported.stderr).contains(name), reported.stdout + reported.stderr) }
+        let report = reported.stdout + reported.stderr
+        for name in stale.keys { XCTAssertTrue(report.contains(name), report) }
         // The next open that can write removes them: neither was ever needed by a store.
         try FileManager.default.setAttributes([.posixPermissions: 0o700], ofItemAtPath: vaultDirectory.path)
         if geteuid() == 0 { try changeOwner(of: home, to: "0:0") }
         try runOK(["note", "list"])
-        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: vaultDirectory.path).sorted(), ["Notes.sqlite", "Passwords.sqlite"])
+        let remaining = try FileManager.default.contentsOfDirectory(atPath: vaultDirectory.path).sorted()
+        XCTAssertEqual(remaining, ["Notes.sqlite", "Passwords.sqlite"])
         try runOK(["check"])
     }
 
@@ -140,7 +145,8 @@ final class CrashSafetyTests: CLITestCase {
         try makeVault()
         let before = try snapshot()
         let full = ["-e", "trace=pwrite64,fdatasync,fsync,ftruncate,fallocate,rename,unlink",
-                    "-e", "inject=pwrite64,ftruncate,fallocate:error=ENOSPC", "-e", "inject=fdatasync,fsync:error=ENOSPC"]
+                    "-e", "inject=pwrite64,ftruncate,fallocate:error=ENOSPC",
+                    "-e", "inject=fdatasync,fsync:error=ENOSPC"]
         for command in Self.readingCommands {
             let expected = try runOK(command)
             let result = try runTraced(full, command)
@@ -162,7 +168,8 @@ final class CrashSafetyTests: CLITestCase {
         }
         for store in [".", "Notes.sqlite", "Passwords.sqlite"] {
             let mode = store == "." ? 0o500 : 0o400
-            try FileManager.default.setAttributes([.posixPermissions: mode], ofItemAtPath: vaultDirectory.appendingPathComponent(store).path)
+            let path = vaultDirectory.appendingPathComponent(store).path
+            try FileManager.default.setAttributes([.posixPermissions: mode], ofItemAtPath: path)
         }
         defer { try? FileManager.default.setAttributes([.posixPermissions: 0o700], ofItemAtPath: vaultDirectory.path) }
         for (command, output) in zip(Self.readingCommands, expected) {
@@ -189,7 +196,8 @@ final class CrashSafetyTests: CLITestCase {
     func testWritesOnAFullDiskFailWith73AtEveryWriteAndChangeNothing() throws {
         try makeVault()
         let before = try runOK(["export"]).stdout
-        let cases: [([String], String?)] = [(["note", "add", "Third"], "text\n"), (["password", "edit", "mail", "--user", "other"], nil),
+        let cases: [([String], String?)] = [(["note", "add", "Third"], "text\n"),
+                                           (["password", "edit", "mail", "--user", "other"], nil),
                                            (["passwd", "--rekey", "--kdf-cost", "10"], nil)]
         var injections = 0
         for (command, stdin) in cases {
@@ -200,7 +208,8 @@ final class CrashSafetyTests: CLITestCase {
             let writes = try count("pwrite64", command + ["--vault", copy.path], stdin: stdin)
             XCTAssertGreaterThan(writes, 0)
             for call in 1...writes {
-                let result = try runTraced(["-e", "trace=pwrite64", "-e", "inject=pwrite64:error=ENOSPC:when=\(call)"], command, stdin: stdin)
+                let injection = ["-e", "trace=pwrite64", "-e", "inject=pwrite64:error=ENOSPC:when=\(call)"]
+                let result = try runTraced(injection, command, stdin: stdin)
                 XCTAssertEqual(result.status, 73, "\(command), write \(call) failing: \(result.stderr)")
                 XCTAssertTrue(result.stderr.contains("the disk is full; nothing was saved"), result.stderr)
                 XCTAssertEqual(try runOK(["export"]).stdout, before, "\(command), write \(call) failing")

@@ -8,7 +8,8 @@ final class RekeyTests: VaultTestCase {
         let vault = try makeVault()
         _ = try vault.addNote(title: "Wi-Fi", text: "the code is on the router")
         _ = try vault.addNote(title: "Empty", text: "")
-        _ = try vault.addEntry(name: "mail", password: "hunter2", userId: "me", url: "https://mail.example", category: "E-mail", notes: "old account")
+        _ = try vault.addEntry(name: "mail", password: "hunter2", userId: "me", url: "https://mail.example",
+                               category: "E-mail", notes: "old account")
         let before = try vault.exportJSON()
         let oldSession = try vault.sessionContents()
         let ciphertextsBefore = try sqlite(Vault.notesFileName, "SELECT hex(ZTITLE) || hex(ZTEXT) FROM ZNOTE")
