@@ -6,7 +6,7 @@ import StashCrypto
 struct Init: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Create a new vault.",
-        discussion: "Creates the vault directory (mode 0700) with its two stores (mode 0600) and the seed categories. The master password comes from MYSTASH_NEW_PASSWORD, else it is asked twice.")
+        discussion: "Creates the vault directory (mode 0700) with its two stores (mode 0600) and the seed categories, built beside it and renamed into place (it must be new or empty). The master password comes from MYSTASH_NEW_PASSWORD, else it is asked twice.")
     @OptionGroup var options: VaultOptions
     @Option(help: ArgumentHelp("Set scrypt's cost to 2^N (default: calibrated to about 0.5 s here; at least \(KDFPolicy.minimumLogN)).", valueName: "N"))
     var kdfCost: Int?
