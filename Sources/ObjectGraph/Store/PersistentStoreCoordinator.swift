@@ -10,7 +10,10 @@ import GRDB
 /// Every store is a schema of that connection: the first SQLite file is `main`, the
 /// others are attached. The connection uses a rollback journal, so a transaction that
 /// writes to several stores commits atomically across their files (SQLite's super-journal),
-/// also when the process is killed mid-commit.
+/// also when the process is killed mid-commit. A save locks and writes only the stores it
+/// changes, so one changing a single store commits it alone. The super-journal records
+/// absolute paths: an application whose store directory may move after a crash settles
+/// interrupted commits before adding its stores (as MyStash's `Recovery` does).
 ///
 /// For example:
 ///
