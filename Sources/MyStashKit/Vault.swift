@@ -152,7 +152,11 @@ public final class Vault {
         try checkPermissions(directory)
         Recovery.recover(in: directory)
         let vault = try wrapErrors { try Vault(directory: directory, newSlot: nil) }
-        try vault.seed()
+        do {
+            try vault.seed()
+        } catch let error as VaultError where error.kind == .permission || error.kind == .cannotCreate {
+            // A vault that cannot be written (read-only, disk full) is still read; a later open seeds it.
+        }
         return vault
     }
 
