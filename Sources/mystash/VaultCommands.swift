@@ -6,7 +6,7 @@ import StashCrypto
 struct Init: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Create a new vault.",
-        discussion: "Creates the vault directory (mode 0700) with its two stores (mode 0600) and the seed categories. The master password comes from MYSTASH_NEW_PASSWORD, else it is asked twice.")
+        discussion: "Creates the vault directory (mode 0700) with its two stores (mode 0600) and the seed categories, built beside it and renamed into place (it must be new or empty). The master password comes from MYSTASH_NEW_PASSWORD, else it is asked twice.")
     @OptionGroup var options: VaultOptions
     @Option(help: ArgumentHelp("Set scrypt's cost to 2^N (default: calibrated to about 0.5 s here; at least \(KDFPolicy.minimumLogN)).", valueName: "N"))
     var kdfCost: Int?
@@ -38,17 +38,23 @@ struct Generate: ParsableCommand {
 struct Passwd: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Change the master password.",
-        discussion: "Re-wraps the vault's data key under the new password in both stores at once; no entry is re-encrypted. The current password is asked for even in an unlocked session; the new one comes from MYSTASH_NEW_PASSWORD, else it is asked twice.")
+        discussion: "Re-wraps the vault's data key under the new password in both stores at once; no entry is re-encrypted. With --rekey, every field is re-encrypted under a new data key in the same single transaction, so a data key copied earlier (from an unlocked session) decrypts nothing afterwards. The current password is asked for even in an unlocked session; the new one comes from MYSTASH_NEW_PASSWORD, else it is asked twice.")
     @OptionGroup var options: VaultOptions
     @Option(help: ArgumentHelp("Set scrypt's cost for the new password to 2^N (default: calibrated).", valueName: "N")) var kdfCost: Int?
+    @Flag(help: "Also replace the data key: re-encrypt every field under a new one, in one transaction.") var rekey = false
 
     func run() throws {
         try reportingErrors {
             let vault = try options.openVault()
             try vault.unlock(password: try options.masterPassword(for: vault.directory))
             let parameters = try KDFPolicy.parameters(logN: kdfCost)
-            try vault.changePassword(to: try newMasterPassword(), parameters: parameters)
-            Terminal.printError("Changed the master password.")
+            if rekey {
+                try vault.rekey(to: try newMasterPassword(), parameters: parameters)
+                Terminal.printError("Changed the master password and re-encrypted every field under a new data key.")
+            } else {
+                try vault.changePassword(to: try newMasterPassword(), parameters: parameters)
+                Terminal.printError("Changed the master password.")
+            }
         }
     }
 }

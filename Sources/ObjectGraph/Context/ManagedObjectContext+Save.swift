@@ -41,7 +41,7 @@ extension ManagedObjectContext {
         _ = coordinator.triggerReports.take()
         do {
             try wrapStoreErrors(.saveFailed, "cannot save") {
-                try coordinator.write { db in
+                try coordinator.write(stores: try storesWritten(inserted + updated + deleted)) { db in
                     try checkUniquenessConstraints(inserted: inserted, updated: updated, deleted: deleted, db)
                     try assignPrimaryKeys(inserted, db)
                     // Updates first: a row moving off unique values frees them for a new row.
@@ -61,6 +61,16 @@ extension ManagedObjectContext {
         didCommit(inserted: inserted, updated: updated.filter { $0.managedObjectContext === self },
                   deleted: deleted.filter { deletedSet.contains($0) }, rowsUpdated: rowsUpdated)
         applyTriggerReports(coordinator.triggerReports.take())
+    }
+
+    /// The stores a save changes: those of its objects and those with pending metadata.
+    private func storesWritten(_ objects: [ManagedObject]) throws -> [PersistentStore] {
+        var stores = coordinator.persistentStores.filter(\.metadataNeedsSaving)
+        for object in objects {
+            let store = try coordinator.store(for: object.entity.rootEntity)
+            if !stores.contains(where: { $0 === store }) { stores.append(store) }
+        }
+        return stores
     }
 
     // MARK: - Delete rules

@@ -101,7 +101,7 @@ extension ManagedObjectContext {
                 + "Z_OPT\(columns.map { ", \($0.columnName)" }.joined())) "
             + "VALUES (?, ?, 1\(String(repeating: ", ?", count: columns.count)))"
         let keys = try wrapStoreErrors(.saveFailed, "cannot batch insert \(entity.name)") {
-            try coordinator.write { db -> [Int64] in
+            try coordinator.write(stores: [store]) { db -> [Int64] in
                 guard !rows.isEmpty else { return [] }
                 let first = try coordinator.allocatePrimaryKeys(db, root: root, count: rows.count)
                 for (index, column, value) in pending {
@@ -155,7 +155,7 @@ extension ManagedObjectContext {
         let (conditions, arguments) = try batchConditions(entity, request.predicate, store: store)
         let table = store.qualified(root.tableName)
         let ids = try wrapStoreErrors(.saveFailed, "cannot batch update \(entity.name)") {
-            try coordinator.write { db -> [ObjectID] in
+            try coordinator.write(stores: [store]) { db -> [ObjectID] in
                 let rows = try Row.fetchAll(
                     db, sql: "SELECT Z_PK, Z_ENT FROM \(table) t0\(conditions)",
                     arguments: StatementArguments(arguments))
@@ -208,7 +208,7 @@ extension ManagedObjectContext {
         let store = try coordinator.store(for: entity)
         let (conditions, arguments) = try batchConditions(entity, request.predicate, store: store)
         let ids = try wrapStoreErrors(.saveFailed, "cannot batch delete \(entity.name)") {
-            try coordinator.write { db -> [ObjectID] in
+            try coordinator.write(stores: [store]) { db -> [ObjectID] in
                 let rows = try Row.fetchAll(
                     db, sql: "SELECT Z_PK, Z_ENT FROM \(store.qualified(entity.rootEntity.tableName)) t0\(conditions)",
                     arguments: StatementArguments(arguments))

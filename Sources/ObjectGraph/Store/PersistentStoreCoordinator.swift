@@ -10,7 +10,10 @@ import GRDB
 /// Every store is a schema of that connection: the first SQLite file is `main`, the
 /// others are attached. The connection uses a rollback journal, so a transaction that
 /// writes to several stores commits atomically across their files (SQLite's super-journal),
-/// also when the process is killed mid-commit.
+/// also when the process is killed mid-commit. A save locks and writes only the stores it
+/// changes, so one changing a single store commits it alone. The super-journal records
+/// absolute paths: an application whose store directory may move after a crash settles
+/// interrupted commits before adding its stores (as MyStash's `Recovery` does).
 ///
 /// A file in WAL mode (as Apple's Core Data writes them) is atomic on its own only: SQLite
 /// commits each WAL file separately, so a crash mid-save could keep one store's half of the
@@ -114,7 +117,8 @@ public final class PersistentStoreCoordinator {
                     try db.execute(sql: "PRAGMA \(schemaName).secure_delete = ON")
                     try self.leaveWriteAheadLogIfNeeded(adding: store, db: db)
                 }
-                try write { db in try self.prepare(store, name: name, options: options, db: db) }
+                // Locks only what it creates or migrates: opening an existing store writes nothing.
+                try write(stores: []) { db in try self.prepare(store, name: name, options: options, db: db) }
             } catch {
                 // A refused store leaves the coordinator as it was, so another can be added.
                 if isFirst {
@@ -304,7 +308,7 @@ public final class PersistentStoreCoordinator {
     /// Writes the pending metadata of every store in one transaction, atomic across stores.
     public func saveMetadata() throws {
         try wrapStoreErrors(.saveFailed, "cannot save store metadata") {
-            try write { db in try self.writePendingMetadata(db) }
+            try write(stores: persistentStores.filter(\.metadataNeedsSaving)) { db in try self.writePendingMetadata(db) }
         }
     }
 
@@ -365,9 +369,13 @@ public final class PersistentStoreCoordinator {
         }
     }
 
-    /// Runs `body` in an immediate write transaction spanning every store: it commits
-    /// entirely or not at all.
-    func write<T>(_ body: (Database) throws -> T) throws -> T {
+    /// Runs `body` in a write transaction holding the write lock of `stores` (every store
+    /// when nil; others are locked when first written) from its start: it commits entirely
+    /// or not at all.
+    ///
+    /// A transaction locking one store commits that store alone, with its own rollback journal;
+    /// only one locking several goes through SQLite's super-journal.
+    func write<T>(stores: [PersistentStore]? = nil, _ body: (Database) throws -> T) throws -> T {
         lock.lock()
         defer { lock.unlock() }
         precondition(activeDatabase == nil, "Write transactions do not nest")
@@ -376,7 +384,11 @@ public final class PersistentStoreCoordinator {
             activeDatabase = db
             defer { activeDatabase = nil }
             var result: T?
-            try db.inTransaction(.immediate) {
+            try db.inTransaction(stores == nil ? .immediate : .deferred) {
+                for store in stores ?? [] {
+                    // Takes this store's write lock now without changing a row.
+                    try db.execute(sql: "DELETE FROM \(store.qualified("Z_PRIMARYKEY")) WHERE 0")
+                }
                 let changes = db.totalChangesCount
                 result = try body(db)
                 // Atomic stores write their files before the commit, so a failed write saves nothing.
