@@ -19,13 +19,7 @@ extension ManagedObjectContext {
         propagateDeletes()
         processPendingChanges()
 
-        var failures: [ValidationError] = []
-        for object in insertedSet.objects + updatedSet.objects where !deletedSet.contains(object) {
-            failures += Validator.errors(for: object)
-        }
-        for object in deletedSet.objects { failures += Validator.denyErrors(for: object) }
-        try throwDeferredError()
-        if !failures.isEmpty { throw ValidationError.combining(failures) }
+        try validateChanges()
 
         let inserted = insertedSet.objects
         let updated = updatedSet.objects.filter { !deletedSet.contains($0) }
