@@ -23,6 +23,8 @@ let package = Package(
         // Linux calls Swift cannot make directly (variadic prctl, raw keyring syscalls).
         .target(name: "CLinuxSupport"),
         .target(name: "StashCrypto", dependencies: ["COpenSSL"]),
+        // The terminal under `mystash browse`: raw mode, keys, resizes, width-aware drawing.
+        .target(name: "TerminalUI"),
         .target(name: "ObjectGraph", dependencies: [.product(name: "GRDB", package: "GRDB.swift")]),
         .executableTarget(name: "embed-config"),
         .plugin(name: "EmbedConfig", capability: .buildTool(), dependencies: ["embed-config"]),
@@ -33,7 +35,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "mystash",
-            dependencies: ["MyStashKit", "StashCrypto", "CLinuxSupport", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+            dependencies: ["MyStashKit", "StashCrypto", "CLinuxSupport", "TerminalUI", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
         .executableTarget(
             name: "stash-bench",
@@ -43,6 +45,7 @@ let package = Package(
         .testTarget(name: "StashCryptoTests", dependencies: ["StashCrypto"], resources: [.copy("Vectors")]),
         .testTarget(name: "MyStashKitTests", dependencies: ["MyStashKit", "StashCrypto", "ObjectGraph"], resources: [.copy("Fixtures")]),
         .testTarget(name: "MyStashCLITests", dependencies: ["MyStashKit"]),
+        .testTarget(name: "TerminalUITests", dependencies: ["TerminalUI"]),
     ],
     swiftLanguageModes: [.v5]
 )

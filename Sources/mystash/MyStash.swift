@@ -23,7 +23,8 @@ struct MyStash: ParsableCommand {
         """,
         version: "1.0.0",
         subcommands: [Init.self, NoteCommand.self, PasswordCommand.self, CategoryCommand.self, Generate.self,
-                      Passwd.self, Unlock.self, Lock.self, Export.self, Import.self, Check.self, SeedCommand.self]
+                      Passwd.self, Unlock.self, Lock.self, Export.self, Import.self, Check.self, SeedCommand.self,
+                      Browse.self]
     )
 
     static func main() {
@@ -60,9 +61,7 @@ func reportingErrors(_ body: () throws -> Void) throws {
     do {
         try body()
     } catch let error as VaultError {
-        Terminal.printError("Error: \(error.message)")
-        for line in error.details { Terminal.printError("  \(line.trimmingCharacters(in: .whitespaces))") }
-        if let hint = error.hint { Terminal.printError("hint: \(hint)") }
+        errorLines(error).forEach(Terminal.printError)
         throw ExitCode(error.kind.exitCode)
     } catch let error as ExitCode {
         throw error
@@ -72,6 +71,13 @@ func reportingErrors(_ body: () throws -> Void) throws {
         let wrapped = VaultError.wrapping(error)
         try reportingErrors { throw wrapped }
     }
+}
+
+/// A failure as the CLI words it: `Error: ...`, the lines behind it, `hint: ...`.
+func errorLines(_ error: Error) -> [String] {
+    let error = VaultError.wrapping(error)
+    return ["Error: \(error.message)"] + error.details.map { "  " + $0.trimmingCharacters(in: .whitespaces) }
+        + (error.hint.map { ["hint: \($0)"] } ?? [])
 }
 
 extension VaultOptions {

@@ -20,6 +20,8 @@ public final class EntityDescription: CustomStringConvertible {
     public let declaredRelationships: [RelationshipDescription]
     public let userInfo: [String: String]
     public let managedObjectClassName: String?
+    /// The entity's renaming identifier (Xcode's `elementID`): its name in an older model version.
+    public let elementID: String?
 
     // Set once when the model is assembled.
     public internal(set) var entityNumber: Int = 0
@@ -58,8 +60,9 @@ public final class EntityDescription: CustomStringConvertible {
     public init(
         name: String, parent: String? = nil, isAbstract: Bool = false,
         attributes: [AttributeDescription] = [], relationships: [RelationshipDescription] = [],
-        userInfo: [String: String] = [:], managedObjectClassName: String? = nil
+        userInfo: [String: String] = [:], managedObjectClassName: String? = nil, elementID: String? = nil
     ) {
+        self.elementID = elementID
         self.name = name
         self.parentName = parent
         self.isAbstract = isAbstract

@@ -66,7 +66,7 @@ extension ManagedObjectModel {
 }
 
 /// Reads Xcode's `contents` XML into entity descriptions.
-private final class ModelXMLParser: NSObject, XMLParserDelegate {
+final class ModelXMLParser: NSObject, XMLParserDelegate {
     struct Result {
         var entities: [EntityDescription]
         var configurations: [String: [String]]
@@ -173,7 +173,7 @@ private final class ModelXMLParser: NSObject, XMLParserDelegate {
             entities.append(EntityDescription(
                 name: name, parent: dict["parentEntity"], isAbstract: isTruthy(dict["isAbstract"]),
                 attributes: attributes, relationships: relationships, userInfo: entityUserInfo,
-                managedObjectClassName: dict["representedClassName"]))
+                managedObjectClassName: dict["representedClassName"], elementID: dict["elementID"]))
             entityAttributes = nil
             ownerStack.removeLast()
         case "attribute", "relationship":

@@ -49,6 +49,16 @@ public struct StoreOptions: Sendable {
     public var fileMode: mode_t = 0o600
     /// Refuse to create a store that does not exist yet.
     public var mustExist = false
+    /// Opens the store even when it does not fit the model, as Core Data's
+    /// `NSIgnorePersistentStoreVersioningOption`: no version or structural check is made, and
+    /// a missing table or column fails later, when an object is read or saved.
+    public var ignoresVersioning = false
+    /// Migrates a store made with an older version of the model in place, as Core Data's
+    /// `NSMigratePersistentStoresAutomaticallyOption` (see ``PersistentStoreCoordinator/modelVersions``).
+    public var migratesAutomatically = false
+    /// Infers the migration from the two versions, as `NSInferMappingModelAutomaticallyOption`;
+    /// needed with ``migratesAutomatically``.
+    public var infersMappingModel = false
     public init() {}
 }
 

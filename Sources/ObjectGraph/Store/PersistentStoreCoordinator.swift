@@ -32,10 +32,26 @@ public final class PersistentStoreCoordinator {
     /// The connection while a transaction runs, so work inside it does not reenter the queue.
     private var activeDatabase: Database?
     private var storeByEntityName: [String: PersistentStore] = [:]
+    /// Every version of the model, searched for a store's version when a store is added with
+    /// ``StoreOptions/migratesAutomatically``; by default the current model alone.
+    public var modelVersions: ModelVersions
+    /// Custom steps run by migrations, beside what is inferred.
+    public var migrationSteps: [EntityMigrationStep] = []
+    /// What each migration made while adding stores did, in order.
+    public internal(set) var migrationReports: [MigrationReport] = []
+    /// How many reads ran, so tests can see that prefetched relationships need none.
+    var readCount = 0
 
     public init(managedObjectModel: ManagedObjectModel, busyTimeout: TimeInterval = 10) {
         self.managedObjectModel = managedObjectModel
         self.busyTimeout = busyTimeout
+        self.modelVersions = ModelVersions(versions: [], current: managedObjectModel)
+    }
+
+    /// A coordinator for the current version of `modelVersions`, able to migrate stores made with the others.
+    public convenience init(modelVersions: ModelVersions, busyTimeout: TimeInterval = 10) {
+        self.init(managedObjectModel: modelVersions.current, busyTimeout: busyTimeout)
+        self.modelVersions = modelVersions
     }
 
     /// Opens (creating it if needed) a store holding the entities of `configuration`.
@@ -72,7 +88,7 @@ public final class PersistentStoreCoordinator {
                 connection = try makeConnection(path: path)
             }
             try connection!.inDatabase { db in try db.execute(sql: "PRAGMA \(schemaName).secure_delete = ON") }
-            try write { db in try self.prepare(store, name: name, db: db) }
+            try write { db in try self.prepare(store, name: name, options: options, db: db) }
         }
         persistentStores.append(store)
         for entity in entities { storeByEntityName[entity.name] = store }
@@ -102,7 +118,7 @@ public final class PersistentStoreCoordinator {
         return path == ":memory:" ? try DatabaseQueue(configuration: configuration) : try DatabaseQueue(path: path, configuration: configuration)
     }
 
-    private func prepare(_ store: PersistentStore, name: String, db: Database) throws {
+    private func prepare(_ store: PersistentStore, name: String, options: StoreOptions, db: Database) throws {
         let hasMetadata = try Bool.fetchOne(db, sql: "SELECT COUNT(*) > 0 FROM \(store.qualified("sqlite_master")) WHERE name = 'Z_METADATA'") ?? false
         if !hasMetadata {
             let tableCount = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM \(store.qualified("sqlite_master"))") ?? 0
@@ -134,15 +150,36 @@ public final class PersistentStoreCoordinator {
         }
         store.identifier = identifier
         store.metadata = metadata
-        try checkCompatibility(of: store, name: name)
+        guard !options.ignoresVersioning else { return }
+        if options.migratesAutomatically { try migrateIfNeeded(store, name: name, options: options, db: db) }
+        if metadata[StoreMetadataKey.entityShapes] == nil {
+            try checkStructuralCompatibility(of: store, name: name, db: db)
+        } else {
+            try checkCompatibility(of: store, name: name)
+        }
+    }
+
+    /// A store without ObjectGraph's shape metadata (one written by Apple's Core Data) is
+    /// checked by what it holds: see ``StoreShape`` for the rule.
+    private func checkStructuralCompatibility(of store: PersistentStore, name: String, db: Database) throws {
+        let differences = try StoreShape(db, schema: store.schemaName).differences(from: managedObjectModel, entities: store.entities)
+        guard !differences.isEmpty else { return }
+        throw ObjectGraphError(code: .incompatibleVersionHash,
+                               message: "the store '\(name)' does not fit the model '\(managedObjectModel.versionIdentifier)': "
+                                   + differences.map(\.description).joined(separator: "; "))
     }
 
     private func modelMetadata(for store: PersistentStore) -> [String: Any] {
-        let names = Set(store.entities.map(\.name))
+        Self.modelMetadata(of: managedObjectModel, entities: store.entities)
+    }
+
+    /// The metadata keys describing `model` for a store holding `entities`.
+    static func modelMetadata(of model: ManagedObjectModel, entities: [EntityDescription]) -> [String: Any] {
+        let names = Set(entities.map(\.name))
         return [
-            StoreMetadataKey.versionHashes: managedObjectModel.entityVersionHashesByName.filter { names.contains($0.key) },
-            StoreMetadataKey.versionIdentifiers: [managedObjectModel.versionIdentifier],
-            StoreMetadataKey.entityShapes: managedObjectModel.entityShapes.filter { names.contains($0.key) },
+            StoreMetadataKey.versionHashes: model.entityVersionHashesByName.filter { names.contains($0.key) },
+            StoreMetadataKey.versionIdentifiers: [model.versionIdentifier],
+            StoreMetadataKey.entityShapes: model.entityShapes.filter { names.contains($0.key) },
         ]
     }
 
@@ -235,6 +272,7 @@ public final class PersistentStoreCoordinator {
 
     /// Runs `body` in a read transaction (or inside the transaction already running).
     func read<T>(_ body: (Database) throws -> T) throws -> T {
+        readCount += 1
         if let activeDatabase { return try body(activeDatabase) }
         guard let connection else { preconditionFailure("The coordinator has no open store") }
         return try connection.inDatabase { db in

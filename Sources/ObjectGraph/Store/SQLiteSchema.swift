@@ -32,9 +32,11 @@ enum SQLiteSchema {
         var isOwner: Bool
     }
 
+    /// - note: the model checked every destination when it was assembled; a destination
+    ///   that is missing anyway is named after the relationship's own entity so nothing traps.
     static func joinTable(for relationship: RelationshipDescription, of entity: EntityDescription, in model: ManagedObjectModel) -> JoinTable {
         let source = declaringEntity(of: relationship, from: entity)
-        let destination = model.entity(named: relationship.destinationEntityName)!
+        let destination = model.entity(named: relationship.destinationEntityName) ?? source
         guard let inverse = inverse(of: relationship, in: model) else {
             let name = "Z_\(source.entityNumber)\(relationship.name.uppercased())"
             return JoinTable(name: name, sourceColumn: "Z_\(source.entityNumber)\(source.name.uppercased())",
@@ -52,13 +54,67 @@ enum SQLiteSchema {
                          destinationColumn: isOwner ? otherColumn : ownerColumn, isOwner: isOwner)
     }
 
+    /// The entity column Core Data adds beside a to-one relationship whose destination has
+    /// sub-entities: `Z<n>_<REL>`, `n` the number of the entity declaring the relationship.
+    /// It holds the destination's `Z_ENT`.
+    static func entityColumnName(of relationship: RelationshipDescription, in root: EntityDescription,
+                                 model: ManagedObjectModel) -> String? {
+        guard !relationship.isToMany, let destination = model.entity(named: relationship.destinationEntityName),
+              !destination.subentities.isEmpty else { return nil }
+        let declaring = root.selfAndDescendants.first { entity in entity.declaredRelationships.contains { $0.name == relationship.name } } ?? root
+        return "Z\(declaring.entityNumber)_\(relationship.name.uppercased())"
+    }
+
+    /// The columns of a root entity's table, in the order a new store creates them.
+    static func columns(of root: EntityDescription, in model: ManagedObjectModel) -> [(name: String, type: String)] {
+        var columns: [(name: String, type: String)] = [("Z_PK", "INTEGER"), ("Z_ENT", "INTEGER"), ("Z_OPT", "INTEGER")]
+        for relationship in root.tableToOneRelationships {
+            columns.append((relationship.columnName, "INTEGER"))
+            if let entityColumn = entityColumnName(of: relationship, in: root, model: model) { columns.append((entityColumn, "INTEGER")) }
+        }
+        columns += root.tableAttributes.map { ($0.columnName, $0.type.columnType) }
+        return columns
+    }
+
+    /// Which entity and property each column of a root entity's table stores, with a short
+    /// description of the property's persisted shape.
+    static func columnOwners(of root: EntityDescription, in model: ManagedObjectModel) -> [String: (entity: String, property: String, shape: String)] {
+        var owners: [String: (entity: String, property: String, shape: String)] = [:]
+        for entity in root.selfAndDescendants.reversed() {
+            for attribute in entity.declaredAttributes where !attribute.isTransient {
+                owners[attribute.columnName] = (entity.name, attribute.name, "attribute \(attribute.type.rawValue)")
+            }
+            for relationship in entity.declaredRelationships where !relationship.isToMany {
+                let shape = "to-one relationship to \(relationship.destinationEntityName)"
+                owners[relationship.columnName] = (entity.name, relationship.name, shape)
+                if let entityColumn = entityColumnName(of: relationship, in: root, model: model) {
+                    owners[entityColumn] = (entity.name, relationship.name, shape + ", entity column")
+                }
+            }
+        }
+        return owners
+    }
+
+    /// The property a column would store, by Core Data's naming (`ZFIRSTNAME` → `firstname`).
+    static func propertyName(ofColumn column: String) -> String? {
+        guard column.hasPrefix("Z"), !column.hasPrefix("Z_") else { return nil }
+        return String(column.dropFirst()).lowercased()
+    }
+
+    /// Declared column types compare by SQLite affinity family, ignoring a length (`VARCHAR(255)`).
+    static func sameColumnType(_ stored: String, _ wanted: String) -> Bool {
+        func base(_ type: String) -> String {
+            String(type.uppercased().prefix { $0 != "(" }).trimmingCharacters(in: .whitespaces)
+        }
+        return base(stored) == base(wanted)
+    }
+
     /// The statements creating the tables and indexes of `store`.
     static func createStatements(for store: PersistentStore, model: ManagedObjectModel) -> [String] {
         var statements: [String] = []
         for root in store.rootEntities {
-            var columns = ["Z_PK INTEGER PRIMARY KEY", "Z_ENT INTEGER", "Z_OPT INTEGER"]
-            columns += root.tableToOneRelationships.map { "\($0.columnName) INTEGER" }
-            columns += root.tableAttributes.map { "\($0.columnName) \($0.type.columnType)" }
+            var columns = columns(of: root, in: model).map { "\($0.name) \($0.type)" }
+            columns[0] = "Z_PK INTEGER PRIMARY KEY"
             statements.append("CREATE TABLE \(store.qualified(root.tableName)) ( \(columns.joined(separator: ", ")) )")
             for relationship in root.tableToOneRelationships {
                 statements.append("CREATE INDEX \(store.qualified("\(root.tableName)_\(relationship.columnName)_INDEX")) ON \(root.tableName) (\(relationship.columnName))")

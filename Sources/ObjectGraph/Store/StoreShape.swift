@@ -1,0 +1,239 @@
+import Foundation
+import GRDB
+
+/// What a SQLite store holds, read from its schema alone: the entities its `Z_PRIMARYKEY`
+/// table names, and the columns of its tables (`PRAGMA table_info`).
+///
+/// This is how a store that ObjectGraph did not write (one made by Apple's Core Data, whose
+/// metadata holds Apple's private version hashes) is checked against a model. The rule is
+/// ObjectGraph's own and structural, not Apple's hash:
+///
+/// - every entity of the model (or of the store's configuration) is listed in `Z_PRIMARYKEY`
+///   with the same entity number and the same parent, and the store lists no other entity;
+///   an entity may be listed under its renaming identifier (`elementID`), as Core Data leaves
+///   the old name there when a migration renames an entity;
+/// - each root entity's table exists and has exactly the columns the model would create:
+///   `Z_PK`, `Z_ENT`, `Z_OPT`, one column per stored attribute (with Core Data's column type),
+///   one per to-one relationship, and a `Z<n>_<REL>` entity column for a to-one relationship
+///   whose destination has sub-entities;
+/// - each many-to-many (or inverse-less to-many) relationship has its join table with its two columns.
+///
+/// What the schema cannot show is not compared: integer widths (all `INTEGER`), optionality,
+/// defaults, validation rules, delete rules and transformer names.
+///
+/// For example, to find which version of a model a store was made with:
+///
+/// ```swift
+/// let shape = try StoreShape(contentsOf: storeURL)
+/// let version = versions.first { shape.differences(from: $0).isEmpty }
+/// ```
+public struct StoreShape: Sendable, Equatable {
+    /// One entity as `Z_PRIMARYKEY` lists it.
+    public struct Entity: Sendable, Equatable {
+        public var name: String
+        public var number: Int
+        /// The parent's entity number, 0 for a root entity.
+        public var parentNumber: Int
+    }
+
+    /// One column of a table, with the type it was declared with (`VARCHAR`, `INTEGER`, ...).
+    public struct Column: Sendable, Equatable {
+        public var name: String
+        public var type: String
+    }
+
+    /// Entities by name.
+    public var entities: [String: Entity]
+    /// Tables by name (only ObjectGraph's and Core Data's `Z` tables), each with its columns in order.
+    public var tables: [String: [Column]]
+
+    public init(entities: [String: Entity], tables: [String: [Column]]) {
+        self.entities = entities
+        self.tables = tables
+    }
+
+    /// Reads the shape of the store at `url` without changing it.
+    ///
+    /// - throws: ``ObjectGraphError`` 134080 when the file is not a SQLite database.
+    public init(contentsOf url: URL) throws {
+        var configuration = Configuration()
+        configuration.readonly = true
+        self = try wrapStoreErrors(.storeOpenFailed, "cannot read '\(url.lastPathComponent)'") {
+            let queue = try DatabaseQueue(path: url.path, configuration: configuration)
+            defer { try? queue.close() }
+            return try queue.read { db in try StoreShape(db, schema: "main") }
+        }
+    }
+
+    /// Reads the shape of the store attached as `schema` on `db`.
+    init(_ db: Database, schema: String) throws {
+        let quoted = "\"\(schema)\""
+        let names = try String.fetchAll(db, sql: "SELECT name FROM \(quoted).sqlite_master WHERE type = 'table' AND name LIKE 'Z%'")
+        var tables: [String: [Column]] = [:]
+        for name in names {
+            let rows = try Row.fetchAll(db, sql: "PRAGMA \(quoted).table_info(\"\(name)\")")
+            tables[name] = rows.map { Column(name: $0["name"] ?? "", type: ($0["type"] as String? ?? "").uppercased()) }
+        }
+        var entities: [String: Entity] = [:]
+        if tables["Z_PRIMARYKEY"] != nil {
+            for row in try Row.fetchAll(db, sql: "SELECT Z_ENT, Z_NAME, Z_SUPER FROM \(quoted).Z_PRIMARYKEY") {
+                guard let name: String = row["Z_NAME"], let number: Int = row["Z_ENT"] else { continue }
+                entities[name] = Entity(name: name, number: number, parentNumber: row["Z_SUPER"] ?? 0)
+            }
+        }
+        self.init(entities: entities, tables: tables)
+    }
+
+    /// The shape `model` would give a new store holding the entities of `configuration`
+    /// (all entities when nil).
+    public init(model: ManagedObjectModel, configuration: String? = nil) {
+        self.init(model: model, entities: model.entities(forConfiguration: configuration))
+    }
+
+    init(model: ManagedObjectModel, entities members: [EntityDescription]) {
+        var entities: [String: Entity] = [:]
+        for entity in members {
+            entities[entity.name] = Entity(name: entity.name, number: entity.entityNumber, parentNumber: entity.superentity?.entityNumber ?? 0)
+        }
+        var tables: [String: [Column]] = [:]
+        var seenRoots: Set<String> = []
+        for root in members.map(\.rootEntity) where seenRoots.insert(root.name).inserted {
+            tables[root.tableName] = SQLiteSchema.columns(of: root, in: model).map { Column(name: $0.name, type: $0.type) }
+        }
+        for entity in members {
+            for relationship in entity.declaredRelationships where SQLiteSchema.usesJoinTable(relationship, in: model) {
+                let join = SQLiteSchema.joinTable(for: relationship, of: entity, in: model)
+                guard join.isOwner else { continue }
+                tables[join.name] = [Column(name: join.sourceColumn, type: "INTEGER"), Column(name: join.destinationColumn, type: "INTEGER")]
+            }
+        }
+        tables["Z_PRIMARYKEY"] = [Column(name: "Z_ENT", type: "INTEGER"), Column(name: "Z_NAME", type: "VARCHAR"),
+                                  Column(name: "Z_SUPER", type: "INTEGER"), Column(name: "Z_MAX", type: "INTEGER")]
+        tables["Z_METADATA"] = [Column(name: "Z_VERSION", type: "INTEGER"), Column(name: "Z_UUID", type: "VARCHAR(255)"),
+                                Column(name: "Z_PLIST", type: "BLOB")]
+        self.init(entities: entities, tables: tables)
+    }
+
+    // MARK: - Comparing
+
+    /// How this store differs from what `model` would create for `configuration`; empty
+    /// when the store fits the model.
+    public func differences(from model: ManagedObjectModel, configuration: String? = nil) -> [StoreShapeDifference] {
+        differences(from: model, entities: model.entities(forConfiguration: configuration))
+    }
+
+    func differences(from model: ManagedObjectModel, entities members: [EntityDescription]) -> [StoreShapeDifference] {
+        let expected = StoreShape(model: model, entities: members)
+        var found: [StoreShapeDifference] = []
+        var matched: Set<String> = []
+        for entity in members.sorted(by: { $0.name < $1.name }) {
+            // Core Data keeps an entity's old name in Z_PRIMARYKEY when a migration renames it.
+            guard let stored = entities[entity.name] ?? entity.elementID.flatMap({ entities[$0] }),
+                  let wanted = expected.entities[entity.name] else {
+                found.append(StoreShapeDifference(entity: entity.name, kind: .entityOnlyInModel))
+                continue
+            }
+            matched.insert(stored.name)
+            if stored.number != wanted.number || stored.parentNumber != wanted.parentNumber {
+                found.append(StoreShapeDifference(entity: entity.name, kind: .entityPlaceDiffers(
+                    store: "number \(stored.number), parent \(stored.parentNumber)",
+                    model: "number \(wanted.number), parent \(wanted.parentNumber)")))
+            }
+        }
+        for name in entities.keys.sorted() where !matched.contains(name) {
+            found.append(StoreShapeDifference(entity: name, kind: .entityOnlyInStore))
+        }
+        var seenRoots: Set<String> = []
+        for root in members.map(\.rootEntity) where seenRoots.insert(root.name).inserted {
+            found += tableDifferences(root, expected: expected, model: model)
+        }
+        for entity in members {
+            for relationship in entity.declaredRelationships where SQLiteSchema.usesJoinTable(relationship, in: model) {
+                let join = SQLiteSchema.joinTable(for: relationship, of: entity, in: model)
+                guard join.isOwner else { continue }
+                let columns = Set((tables[join.name] ?? []).map(\.name))
+                if !columns.isSuperset(of: [join.sourceColumn, join.destinationColumn]) {
+                    found.append(StoreShapeDifference(entity: entity.name, property: relationship.name,
+                                                      kind: .propertyOnlyInModel("many-to-many join table \(join.name)")))
+                }
+            }
+        }
+        return found
+    }
+
+    private func tableDifferences(_ root: EntityDescription, expected: StoreShape, model: ManagedObjectModel) -> [StoreShapeDifference] {
+        guard let stored = tables[root.tableName] else {
+            // An entity already reported missing from Z_PRIMARYKEY needs no second line.
+            let listed = entities[root.name] ?? root.elementID.flatMap { entities[$0] }
+            return listed == nil ? [] : [StoreShapeDifference(entity: root.name, kind: .tableMissing(root.tableName))]
+        }
+        let wanted = expected.tables[root.tableName] ?? []
+        let storedByName = Dictionary(stored.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
+        let wantedByName = Dictionary(wanted.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
+        let owners = SQLiteSchema.columnOwners(of: root, in: model)
+        var found: [StoreShapeDifference] = []
+        for column in wanted {
+            let owner = owners[column.name]
+            guard let actual = storedByName[column.name] else {
+                found.append(StoreShapeDifference(entity: owner?.entity ?? root.name, property: owner?.property,
+                                                  kind: .propertyOnlyInModel(owner?.shape ?? "column \(column.name)")))
+                continue
+            }
+            if !SQLiteSchema.sameColumnType(actual.type, column.type) {
+                found.append(StoreShapeDifference(entity: owner?.entity ?? root.name, property: owner?.property,
+                                                  kind: .columnTypeDiffers(column: column.name, store: actual.type, model: column.type)))
+            }
+        }
+        for column in stored where wantedByName[column.name] == nil {
+            found.append(StoreShapeDifference(entity: root.name, property: SQLiteSchema.propertyName(ofColumn: column.name),
+                                              kind: .propertyOnlyInStore(column: column.name, table: root.tableName)))
+        }
+        return found
+    }
+}
+
+/// One way a store differs from a model, naming the entity and property.
+public struct StoreShapeDifference: Sendable, Equatable, CustomStringConvertible {
+    public enum Kind: Sendable, Equatable {
+        /// The model has the entity; the store does not.
+        case entityOnlyInModel
+        /// The store lists the entity; the model does not have it.
+        case entityOnlyInStore
+        /// Both have the entity, with another number or parent.
+        case entityPlaceDiffers(store: String, model: String)
+        /// `Z_PRIMARYKEY` lists the entity but its table is missing.
+        case tableMissing(String)
+        /// The model has the property (described); the store has no column or table for it.
+        case propertyOnlyInModel(String)
+        /// The store has a column the model would not create.
+        case propertyOnlyInStore(column: String, table: String)
+        /// Both have the column, declared with different types.
+        case columnTypeDiffers(column: String, store: String, model: String)
+    }
+
+    public var entity: String
+    /// The property concerned (for a column only in the store, the lowercased column name without `Z`).
+    public var property: String?
+    public var kind: Kind
+
+    public init(entity: String, property: String? = nil, kind: Kind) {
+        self.entity = entity
+        self.property = property
+        self.kind = kind
+    }
+
+    public var description: String {
+        let place = property.map { "\(entity).\($0)" } ?? "entity \(entity)"
+        switch kind {
+        case .entityOnlyInModel: return "entity \(entity) is in the model but not in the store"
+        case .entityOnlyInStore: return "entity \(entity) is in the store but not in the model"
+        case .entityPlaceDiffers(let store, let model): return "entity \(entity) is \(store) in the store but \(model) in the model"
+        case .tableMissing(let table): return "entity \(entity) has no table \(table) in the store"
+        case .propertyOnlyInModel(let shape): return "\(place) is in the model (\(shape)) but not in the store"
+        case .propertyOnlyInStore(let column, let table):
+            return "\(place) is in the store (column \(column) of \(table)) but not in the model"
+        case .columnTypeDiffers(let column, let store, let model):
+            return "\(place) is stored as \(store) (column \(column)) but the model makes it \(model)"
+        }
+    }
+}

@@ -1,0 +1,44 @@
+import ArgumentParser
+import Foundation
+import MyStashKit
+import TerminalUI
+
+struct Browse: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Browse, search and edit the vault in a full-screen view.",
+        discussion: """
+        Two tabs, Notes and Passwords; type to filter, F1 for the keys. The view follows \
+        changes other mystash processes make, and locks itself after a spell without a key \
+        press. It draws on the terminal's alternate screen, so nothing it showed stays in \
+        the scrollback after it exits.
+        """)
+
+    enum StartTab: String, ExpressibleByArgument, CaseIterable {
+        case notes, passwords
+    }
+
+    @OptionGroup var options: VaultOptions
+    @Option(help: "Open on this tab (notes or passwords).") var tab: StartTab = .passwords
+    @Option(name: .customLong("idle-lock"), help: ArgumentHelp("Lock the view after this many seconds without a key press (0: never).", valueName: "seconds"))
+    var idleLock = 300
+
+    func validate() throws {
+        if idleLock < 0 { throw ValidationError("'--idle-lock' must be 0 or a number of seconds, not '\(idleLock)'") }
+    }
+
+    func run() throws {
+        try reportingErrors {
+            let vault = try options.openUnlockedVault()
+            let screen: TerminalScreen
+            do {
+                screen = try TerminalScreen()
+            } catch let error as TerminalError {
+                throw VaultError(.usage, error.description, hint: "run 'mystash browse' in a terminal; scripts can use the other commands")
+            }
+            defer { screen.restore() }
+            let browser = Browser(vault: vault, screen: screen, tab: tab == .notes ? .notes : .passwords,
+                                  idleLimit: idleLock == 0 ? nil : TimeInterval(idleLock), environment: ProcessInfo.processInfo.environment)
+            try browser.run()
+        }
+    }
+}

@@ -1,0 +1,375 @@
+import Foundation
+import MyStashKit
+import StashCrypto
+import TerminalUI
+
+/// `mystash browse`: the vault's notes and passwords in one full-screen view, kept in step
+/// with the vault, locked after a spell of idleness.
+final class Browser {
+    enum Tab: Int, CaseIterable {
+        case notes, passwords
+
+        var title: String { self == .notes ? "Notes" : "Passwords" }
+        var noun: String { self == .notes ? "note" : "entry" }
+    }
+
+    enum Mode {
+        case list
+        case form(BrowseForm)
+        case help
+        case confirmDelete(BrowseRow)
+        case locked
+    }
+
+    /// The selected item with every field decrypted, for the detail pane.
+    enum Detail {
+        case note(NoteInfo)
+        case entry(EntryInfo)
+
+        var id: Int64 {
+            switch self {
+            case .note(let note): return note.id
+            case .entry(let entry): return entry.id
+            }
+        }
+    }
+
+    let vault: Vault
+    let screen: TerminalScreen
+    var renderer: Renderer
+    /// Seconds without a key press before the view locks; nil never locks.
+    let idleLimit: TimeInterval?
+    private let environment: [String: String]
+
+    var tab: Tab
+    var lists: [Tab: BrowseList] = [.notes: BrowseList(), .passwords: BrowseList()]
+    var scrollTop: [Tab: Int] = [.notes: 0, .passwords: 0]
+    var mode = Mode.list
+    var detail: Detail?
+    var revealed = false
+    var status: (text: String, isError: Bool, until: Date)?
+    var lockPrompt: [UInt8] = []
+    var lockMessage: String?
+    private var lastInput = Date()
+    private var running = true
+
+    init(vault: Vault, screen: TerminalScreen, tab: Tab, idleLimit: TimeInterval?, environment: [String: String]) {
+        self.vault = vault
+        self.screen = screen
+        self.tab = tab
+        self.idleLimit = idleLimit
+        self.environment = environment
+        renderer = Renderer(environment: environment)
+    }
+
+    var list: BrowseList {
+        get { lists[tab] ?? BrowseList() }
+        set { lists[tab] = newValue }
+    }
+
+    // MARK: - The loop
+
+    /// Draws, then waits for keys, resizes and ticks until the person quits.
+    func run() throws {
+        try load(tab)
+        paint()
+        while running {
+            let events = screen.readEvents(timeout: 0.25)
+            for event in events {
+                lastInput = Date()
+                try handle(event)
+                if !running { break }
+            }
+            tick()
+            paint()
+        }
+    }
+
+    /// What happens without a key press: idle locking, status messages running out.
+    private func tick() {
+        if let idleLimit, !isLocked, Date().timeIntervalSince(lastInput) >= idleLimit {
+            lock(reason: "locked after \(Self.duration(idleLimit)) without a key press")
+        }
+        if let status, status.until < Date() { self.status = nil }
+    }
+
+    func paint() {
+        var canvas = Canvas(rows: screen.size.rows, columns: screen.size.columns)
+        draw(on: &canvas)
+        screen.write(renderer.update(to: canvas))
+    }
+
+    func say(_ text: String, isError: Bool = false, seconds: TimeInterval = 5) {
+        status = (text, isError, Date().addingTimeInterval(seconds))
+    }
+
+    // MARK: - Loading
+
+    /// Reads a tab's items from the vault; the selection stays on its item where it can.
+    func load(_ tab: Tab) throws {
+        var list = lists[tab] ?? BrowseList()
+        switch tab {
+        case .notes:
+            let days = DaySections()
+            list.replaceRows(try vault.notesForBrowsing().map { note in
+                BrowseRow(id: note.id, title: note.title, subtitle: days.time(note.updatedAt),
+                          section: days.section(note.updatedAt), searchable: [note.title, note.text])
+            })
+        case .passwords:
+            // Sections by category, uncategorized last; the vault's name order within each.
+            let entries = try vault.entries()
+            let categories = Set(entries.compactMap(\.category)).sorted { $0.lowercased() < $1.lowercased() }
+            let rank = Dictionary(uniqueKeysWithValues: categories.enumerated().map { ($1, $0) })
+            let ordered = entries.enumerated().sorted { a, b in
+                let (x, y) = (a.element.category.flatMap { rank[$0] } ?? Int.max, b.element.category.flatMap { rank[$0] } ?? Int.max)
+                return x != y ? x < y : a.offset < b.offset
+            }
+            list.replaceRows(ordered.map(\.element).map { entry in
+                BrowseRow(id: entry.id, title: entry.name, subtitle: entry.userId ?? "", section: entry.category ?? "No category",
+                          searchable: [entry.name, entry.userId, entry.url, entry.category])
+            })
+        }
+        lists[tab] = list
+        detail = nil
+    }
+
+    /// The selected item's fields, decrypted when first needed.
+    func selectedDetail() -> Detail? {
+        guard let row = list.selectedRow else { return nil }
+        if let detail, detail.id == row.id, detail.matches(tab) { return detail }
+        do {
+            switch tab {
+            case .notes: detail = .note(try vault.note(String(row.id)))
+            case .passwords: detail = .entry(try vault.entry(String(row.id), reveal: true))
+            }
+        } catch {
+            detail = nil
+            say(errorLines(error).first ?? "\(error)", isError: true)
+        }
+        return detail
+    }
+
+    // MARK: - Keys
+
+    func handle(_ event: TerminalScreen.Event) throws {
+        switch event {
+        case .resized, .resumed:
+            renderer.invalidate()
+            return
+        default: break
+        }
+        switch mode {
+        case .locked: try handleLocked(event)
+        case .help: mode = .list
+        case .form(var form):
+            switch form.handle(event) {
+            case .stay: mode = .form(form)
+            case .cancel: mode = .list
+            case .save: try save(form)
+            }
+        case .confirmDelete(let row):
+            mode = .list
+            if case .key(.character(let answer)) = event, answer == "y" || answer == "Y" { try delete(row) }
+        case .list:
+            try handleList(event)
+        }
+    }
+
+    private func handleList(_ event: TerminalScreen.Event) throws {
+        let key: Key
+        switch event {
+        case .paste(let text):
+            list.setFilter(list.filter + text.replacingOccurrences(of: "\n", with: " "))
+            return
+        case .key(let pressed): key = pressed
+        default: return
+        }
+        let previous = list.selectedRow?.id
+        let page = max(1, screen.size.rows - 5)
+        switch key {
+        case .up: list.move(by: -1)
+        case .down: list.move(by: 1)
+        case .pageUp: list.move(by: -page)
+        case .pageDown: list.move(by: page)
+        case .home: list.move(by: -list.visibleRows.count)
+        case .end: list.move(by: list.visibleRows.count)
+        case .tab, .backTab, .left, .right: try switchTab()
+        case .character("?") where list.filter.isEmpty: mode = .help
+        case .function(1): mode = .help
+        case .character(let character): list.setFilter(list.filter + String(character))
+        case .backspace:
+            if !list.filter.isEmpty { list.setFilter(String(list.filter.dropLast())) }
+        case .escape, .control("u"): list.setFilter("")
+        case .enter, .control("r"): revealed.toggle()
+        case .control("n"): mode = .form(tab == .notes ? .note() : .entry())
+        case .control("e"): editSelected()
+        case .control("d"), .delete:
+            if let row = list.selectedRow { mode = .confirmDelete(row) }
+        case .control("l"): lock(reason: "locked")
+        case .control("c"), .control("q"): running = false
+        default: break
+        }
+        if list.selectedRow?.id != previous { revealed = false }
+    }
+
+    private func switchTab() throws {
+        tab = tab == .notes ? .passwords : .notes
+        revealed = false
+        detail = nil
+        if !list.isLoaded { try load(tab) }
+    }
+
+    private func editSelected() {
+        guard list.selectedRow != nil, let detail = selectedDetail() else { return }
+        switch detail {
+        case .note(let note): mode = .form(.note(title: note.title, text: note.text ?? "", id: note.id))
+        case .entry(let entry): mode = .form(.entry(entry))
+        }
+    }
+
+    // MARK: - Changes
+
+    /// Saves a form through the vault; a refusal stays on the form with the vault's messages.
+    private func save(_ form: BrowseForm) throws {
+        var form = form
+        func optional(_ index: Int) -> String? { form.value(index).isEmpty ? nil : form.value(index) }
+        do {
+            let id: Int64
+            switch form.purpose {
+            case .addEntry:
+                id = try vault.addEntry(name: form.value(0), password: form.value(2), userId: optional(1), url: optional(3),
+                                        category: optional(4), notes: optional(5))
+            case .editEntry(let entryID):
+                id = entryID
+                try vault.editEntry(String(id), EntryChanges(name: form.value(0), userId: form.value(1), url: form.value(3),
+                                                             category: form.value(4), password: optional(2), notes: form.value(5)))
+            case .addNote:
+                id = try vault.addNote(title: form.value(0), text: form.value(1))
+            case .editNote(let noteID):
+                id = noteID
+                try vault.editNote(String(id), title: form.value(0), text: form.value(1))
+            }
+            mode = .list
+            try load(tab)
+            list.setFilter("")
+            list.select(id: id)
+            say(form.purpose == .addEntry || form.purpose == .addNote ? "Added \(tab.noun) \(id)." : "Saved \(tab.noun) \(id).")
+        } catch {
+            form.errors = errorLines(error)
+            mode = .form(form)
+        }
+    }
+
+    private func delete(_ row: BrowseRow) throws {
+        do {
+            switch tab {
+            case .notes: try vault.removeNote(String(row.id))
+            case .passwords: try vault.removeEntry(String(row.id))
+            }
+            try load(tab)
+            say("Removed \(tab.noun) \(row.id).")
+        } catch {
+            say(errorLines(error).joined(separator: " "), isError: true)
+        }
+    }
+
+    // MARK: - Locking
+
+    var isLocked: Bool {
+        if case .locked = mode { return true }
+        return false
+    }
+
+    /// Drops every decrypted value (lists, detail, form, what the renderer remembers of the
+    /// screen) and the data key, and asks for the master password.
+    func lock(reason: String) {
+        vault.lock()
+        for tab in Tab.allCases { lists[tab]?.clear() }
+        detail = nil
+        revealed = false
+        status = nil
+        renderer.invalidate()
+        lockMessage = reason
+        lockPrompt.resetBytes(in: 0..<lockPrompt.count)
+        lockPrompt = []
+        mode = .locked
+    }
+
+    var hasSession: Bool { KeyringSession.load(vaultIdentifier: vault.identifier) != nil }
+
+    private func handleLocked(_ event: TerminalScreen.Event) throws {
+        guard case .key(let key) = event else {
+            if case .paste(let text) = event { lockPrompt += Array(text.utf8) }
+            return
+        }
+        switch key {
+        case .character(let character): lockPrompt += Array(String(character).utf8)
+        case .backspace:
+            if !lockPrompt.isEmpty { lockPrompt.removeLast() }
+        case .control("u"), .escape: lockPrompt.resetBytes(in: 0..<lockPrompt.count); lockPrompt = []
+        case .control("c"), .control("q"): running = false
+        case .enter: try unlock()
+        default: break
+        }
+    }
+
+    private func unlock() throws {
+        defer {
+            lockPrompt.resetBytes(in: 0..<lockPrompt.count)
+            lockPrompt = []
+        }
+        if lockPrompt.isEmpty {
+            guard let session = KeyringSession.load(vaultIdentifier: vault.identifier), vault.unlock(session: session) else {
+                lockMessage = "type the master password, then Enter"
+                return
+            }
+        } else {
+            do {
+                try vault.unlock(password: SecretBytes(copying: lockPrompt))
+            } catch {
+                lockMessage = errorLines(error).first ?? "wrong master password"
+                return
+            }
+        }
+        mode = .list
+        lockMessage = nil
+        try load(tab)
+    }
+
+    // MARK: - Words
+
+    static func duration(_ seconds: TimeInterval) -> String {
+        seconds >= 120 ? "\(Int(seconds / 60)) minutes" : "\(Int(seconds)) seconds"
+    }
+}
+
+/// Notes fall into sections by the day they last changed: Today, Yesterday, then dates.
+struct DaySections {
+    private let today = Calendar.current.startOfDay(for: Date())
+    private let yesterday: Date
+    private let dayFormatter = DateFormatter()
+    private let timeFormatter = DateFormatter()
+
+    init() {
+        yesterday = Calendar.current.date(byAdding: .day, value: -1, to: today) ?? today
+        dayFormatter.dateFormat = "EEEE d MMMM yyyy"
+        timeFormatter.dateFormat = "HH:mm"
+    }
+
+    func section(_ date: Date) -> String {
+        if date >= today { return "Today" }
+        if date >= yesterday { return "Yesterday" }
+        return dayFormatter.string(from: date)
+    }
+
+    func time(_ date: Date) -> String { timeFormatter.string(from: date) }
+}
+
+extension Browser.Detail {
+    func matches(_ tab: Browser.Tab) -> Bool {
+        switch self {
+        case .note: return tab == .notes
+        case .entry: return tab == .passwords
+        }
+    }
+}
