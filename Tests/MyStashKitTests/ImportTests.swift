@@ -109,6 +109,9 @@ final class ImportTests: VaultTestCase {
                   {"type":1,"name":"Bad\u001b[2J","login":{"username":"a\u0007b","password":"y"}},
                   {"type":1,"name":"","login":{"password":"z"}}]}
         """#.utf8)
+        assertVaultError(.invalidData, { _ = try vault.importItems(bad, format: .bitwardenJSON, dryRun: true) }) { error in
+            XCTAssertEqual(error.details.count, 3, "a dry run finds the same problems")
+        }
         assertVaultError(.invalidData, { _ = try vault.importItems(bad, format: .bitwardenJSON) }) { error in
             XCTAssertEqual(Set(error.details), ["entry 'Bad\u{1B}[2J': name must be one line without control characters",
                                                 "entry 'Bad\u{1B}[2J': user ID must be one line without control characters",
