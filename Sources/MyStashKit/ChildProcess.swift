@@ -1,4 +1,5 @@
 import Foundation
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -27,21 +28,29 @@ public enum ChildProcess {
     /// The path of `program` on PATH, if it is there.
     public static func find(_ program: String) -> String? {
         let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin"
-        return path.split(separator: ":").map { "\($0)/\(program)" }.first { FileManager.default.isExecutableFile(atPath: $0) }
+        return path.split(separator: ":").map { "\($0)/\(program)" }.first {
+            FileManager.default.isExecutableFile(atPath: $0)
+        }
     }
 
     /// Runs `arguments` with `input` on stdin; returns its stdout, or nil if it failed.
     @discardableResult
     public static func run(_ arguments: [String], input: Data = Data(), captureOutput: Bool = false) -> Data? {
-        guard let result = execute(arguments, input: input, captureOutput: captureOutput), result.status == 0 else { return nil }
+        guard let result = execute(arguments, input: input, captureOutput: captureOutput), result.status == 0 else {
+            return nil
+        }
         return result.output
     }
 
     /// Runs `arguments` to the end; nil when the program cannot be started. Output not
     /// captured goes to /dev/null, so a daemon the program leaves cannot hold our pipes open.
     public static func execute(_ arguments: [String], input: Data = Data(), captureOutput: Bool = true) -> Result? {
-        guard let first = arguments.first, let executable = first.hasPrefix("/") ? first : find(first) else { return nil }
-        var stdinPipe: [Int32] = [-1, -1], stdoutPipe: [Int32] = [-1, -1], stderrPipe: [Int32] = [-1, -1]
+        guard let first = arguments.first, let executable = first.hasPrefix("/") ? first : find(first) else {
+            return nil
+        }
+        var stdinPipe: [Int32] = [-1, -1]
+        var stdoutPipe: [Int32] = [-1, -1]
+        var stderrPipe: [Int32] = [-1, -1]
         guard privatePipe(&stdinPipe) else { return nil }
         defer { [stdinPipe[0], stdinPipe[1]].filter { $0 >= 0 }.forEach { close($0) } }
         if captureOutput {
@@ -66,10 +75,13 @@ public enum ChildProcess {
         var pid: pid_t = 0
         guard posix_spawn(&pid, executable, &actions, nil, argv, envp) == 0 else { return nil }
 
-        close(stdinPipe[0]); stdinPipe[0] = -1
+        close(stdinPipe[0])
+        stdinPipe[0] = -1
         if captureOutput {
-            close(stdoutPipe[1]); stdoutPipe[1] = -1
-            close(stderrPipe[1]); stderrPipe[1] = -1
+            close(stdoutPipe[1])
+            stdoutPipe[1] = -1
+            close(stderrPipe[1])
+            stderrPipe[1] = -1
         }
         // A program that exits without reading its input must not kill us with SIGPIPE.
         let previous = signal(SIGPIPE, SIG_IGN)
@@ -83,9 +95,11 @@ public enum ChildProcess {
             }
         }
         signal(SIGPIPE, previous)
-        close(stdinPipe[1]); stdinPipe[1] = -1
+        close(stdinPipe[1])
+        stdinPipe[1] = -1
 
-        var output = Data(), errors = Data()
+        var output = Data()
+        var errors = Data()
         if captureOutput { readBoth(stdoutPipe[0], into: &output, stderrPipe[0], into: &errors) }
         var status: Int32 = 0
         while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
@@ -101,15 +115,23 @@ public enum ChildProcess {
     }
 
     /// Reads two descriptors to their ends at once, so neither can fill up and block the child.
-    private static func readBoth(_ first: Int32, into firstData: inout Data, _ second: Int32, into secondData: inout Data) {
-        var fds = [pollfd(fd: first, events: Int16(POLLIN), revents: 0), pollfd(fd: second, events: Int16(POLLIN), revents: 0)]
+    private static func readBoth(
+        _ first: Int32, into firstData: inout Data, _ second: Int32, into secondData: inout Data
+    ) {
+        var fds = [
+            pollfd(fd: first, events: Int16(POLLIN), revents: 0), pollfd(fd: second, events: Int16(POLLIN), revents: 0),
+        ]
         var buffer = [UInt8](repeating: 0, count: 65536)
         while fds.contains(where: { $0.fd >= 0 }) {
             guard poll(&fds, nfds_t(fds.count), -1) >= 0 || errno == EINTR else { return }
             for index in fds.indices where fds[index].fd >= 0 && fds[index].revents != 0 {
                 let count = read(fds[index].fd, &buffer, buffer.count)
                 if count > 0 {
-                    if index == 0 { firstData.append(contentsOf: buffer[0..<count]) } else { secondData.append(contentsOf: buffer[0..<count]) }
+                    if index == 0 {
+                        firstData.append(contentsOf: buffer[0..<count])
+                    } else {
+                        secondData.append(contentsOf: buffer[0..<count])
+                    }
                 } else if count == 0 || errno != EINTR {
                     fds[index].fd = -1
                 }

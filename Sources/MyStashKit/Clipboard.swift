@@ -31,17 +31,20 @@ public enum Clipboard {
     /// The first tool that can reach a running display.
     public static func tool(environment: [String: String] = ProcessInfo.processInfo.environment) -> Tool? {
         if environment["WAYLAND_DISPLAY"].map({ !$0.isEmpty }) == true, ChildProcess.find("wl-copy") != nil,
-           ChildProcess.find("wl-paste") != nil {
+            ChildProcess.find("wl-paste") != nil
+        {
             return Tool(copy: ["wl-copy"], paste: ["wl-paste", "--no-newline"], clear: ["wl-copy", "--clear"])
         }
         guard environment["DISPLAY"].map({ !$0.isEmpty }) == true else { return nil }
         if ChildProcess.find("xclip") != nil {
-            return Tool(copy: ["xclip", "-selection", "clipboard", "-in"], paste: ["xclip", "-selection", "clipboard", "-out"],
-                        clear: ["xclip", "-selection", "clipboard", "-in"])
+            return Tool(
+                copy: ["xclip", "-selection", "clipboard", "-in"], paste: ["xclip", "-selection", "clipboard", "-out"],
+                clear: ["xclip", "-selection", "clipboard", "-in"])
         }
         if ChildProcess.find("xsel") != nil {
-            return Tool(copy: ["xsel", "--clipboard", "--input"], paste: ["xsel", "--clipboard", "--output"],
-                        clear: ["xsel", "--clipboard", "--clear"])
+            return Tool(
+                copy: ["xsel", "--clipboard", "--input"], paste: ["xsel", "--clipboard", "--output"],
+                clear: ["xsel", "--clipboard", "--clear"])
         }
         return nil
     }
@@ -75,7 +78,8 @@ public enum Clipboard {
     /// Returns whether it did.
     @discardableResult
     public static func clear(ifDigest expected: String) -> Bool {
-        guard let tool = tool(), let current = contents(), ConstantTime.equal(Array(digest(current).utf8), Array(expected.utf8))
+        guard let tool = tool(), let current = contents(),
+            ConstantTime.equal(Array(digest(current).utf8), Array(expected.utf8))
         else { return false }
         return ChildProcess.run(tool.clear) != nil
     }
@@ -84,10 +88,12 @@ public enum Clipboard {
     /// clipboard if it still holds that value. Returns false on input it cannot read.
     @discardableResult
     public static func runClearHelper(input: FileHandle = .standardInput) -> Bool {
-        let line = String(decoding: input.readDataToEndOfFile(), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        let line = String(decoding: input.readDataToEndOfFile(), as: UTF8.self).trimmingCharacters(
+            in: .whitespacesAndNewlines)
         let parts = line.split(separator: " ")
         guard parts.count == 2, let seconds = Int(parts[0]), (0...maximumClearSeconds).contains(seconds),
-              parts[1].count == 64 else { return false }
+            parts[1].count == 64
+        else { return false }
         Thread.sleep(forTimeInterval: TimeInterval(seconds))
         clear(ifDigest: String(parts[1]))
         return true
@@ -97,7 +103,8 @@ public enum Clipboard {
     private static func copyThroughTerminal(_ value: String) throws {
         let term = ProcessInfo.processInfo.environment["TERM"] ?? ""
         guard !term.isEmpty, term != "dumb", let tty = FileHandle(forWritingAtPath: "/dev/tty") else {
-            throw VaultError(.notFound, "there is no clipboard: no display for wl-copy, xclip or xsel, and no terminal for OSC 52")
+            throw VaultError(
+                .notFound, "there is no clipboard: no display for wl-copy, xclip or xsel, and no terminal for OSC 52")
         }
         tty.write(Data("\u{1B}]52;c;\(Data(value.utf8).base64EncodedString())\u{07}".utf8))
         try? tty.close()
@@ -111,8 +118,11 @@ public enum Clipboard {
     /// Starts `command` through `setsid -f` (a new session, not our child) with `input` on its
     /// stdin, our environment without secrets, and no output of ours.
     private static func startDetached(_ command: [String], input: String) throws {
-        guard !command.isEmpty, ChildProcess.execute(["setsid", "-f"] + command, input: Data(input.utf8),
-                                                      captureOutput: false)?.status == 0 else {
+        guard !command.isEmpty,
+            ChildProcess.execute(
+                ["setsid", "-f"] + command, input: Data(input.utf8),
+                captureOutput: false)?.status == 0
+        else {
             throw VaultError(.unexpected, "cannot start the helper that clears the clipboard")
         }
     }

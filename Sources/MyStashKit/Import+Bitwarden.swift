@@ -14,8 +14,10 @@ enum BitwardenReader {
             throw source.invalid(.bitwardenJSON, "expected a JSON object")
         }
         if root["encrypted"] as? Bool == true {
-            throw VaultError(.invalidData, "this Bitwarden export is encrypted (with the account key or a password); its items cannot be read",
-                             hint: "export again from Bitwarden choosing the format '.json' (not '.json (Encrypted)')")
+            throw VaultError(
+                .invalidData,
+                "this Bitwarden export is encrypted (with the account key or a password); its items cannot be read",
+                hint: "export again from Bitwarden choosing the format '.json' (not '.json (Encrypted)')")
         }
         guard let items = root["items"] as? [[String: Any]] else {
             throw source.invalid(.bitwardenJSON, "expected an object with an \"items\" array")
@@ -36,21 +38,26 @@ enum BitwardenReader {
             let itemCollections = (item["collectionIds"] as? [String] ?? []).compactMap { collections[$0] }
             var fields = customFields(item["fields"])
             if itemCollections.count > 1 {
-                fields.append(FieldInfo(name: "Collections", value: itemCollections.joined(separator: ", "), hidden: false))
+                fields.append(
+                    FieldInfo(name: "Collections", value: itemCollections.joined(separator: ", "), hidden: false))
             }
             let place = folder ?? itemCollections.first
-            var entry = ExportDocument.Entry(name: name, password: "", notes: string(item["notes"]), category: place,
-                                             createdAt: date(item["creationDate"]), updatedAt: date(item["revisionDate"]))
+            var entry = ExportDocument.Entry(
+                name: name, password: "", notes: string(item["notes"]), category: place,
+                createdAt: date(item["creationDate"]), updatedAt: date(item["revisionDate"]))
             entry.favorite = item["favorite"] as? Bool == true ? true : nil
             entry.history = (item["passwordHistory"] as? [[String: Any]])?.compactMap { old in
                 guard let password = string(old["password"]) else { return nil }
-                return HistoryInfo(password: password, replacedAt: date(old["lastUsedDate"]) ?? Date(timeIntervalSince1970: 0))
+                return HistoryInfo(
+                    password: password, replacedAt: date(old["lastUsedDate"]) ?? Date(timeIntervalSince1970: 0))
             }
             func kindEntry(_ category: String, _ object: Any?, _ keys: [(String, String, Bool)]) {
                 let values = object as? [String: Any] ?? [:]
                 var kindFields: [FieldInfo] = []
                 for (key, label, hidden) in keys {
-                    if let value = string(values[key]), !value.isEmpty { kindFields.append(FieldInfo(name: label, value: value, hidden: hidden)) }
+                    if let value = string(values[key]), !value.isEmpty {
+                        kindFields.append(FieldInfo(name: label, value: value, hidden: hidden))
+                    }
                 }
                 if let place { kindFields.append(FieldInfo(name: "Folder", value: place, hidden: false)) }
                 entry.category = category
@@ -62,7 +69,9 @@ enum BitwardenReader {
                 let login = item["login"] as? [String: Any] ?? [:]
                 entry.userId = string(login["username"])
                 entry.password = string(login["password"]) ?? ""
-                let uris = (login["uris"] as? [[String: Any]] ?? []).compactMap { string($0["uri"]) }.filter { !$0.isEmpty }
+                let uris = (login["uris"] as? [[String: Any]] ?? []).compactMap { string($0["uri"]) }.filter {
+                    !$0.isEmpty
+                }
                 entry.url = uris.first
                 entry.moreURLs = uris.count > 1 ? Array(uris.dropFirst()) : nil
                 entry.fields = fields
@@ -71,38 +80,63 @@ enum BitwardenReader {
                         entry.totp = totp
                     } else {
                         entry.fields = fields + [FieldInfo(name: "TOTP", value: totp, hidden: true)]
-                        source.warnings.append(.init(kind: "entry", title: title,
-                                                     reason: "its TOTP secret is not a standard one (kept as the hidden field 'TOTP')"))
+                        source.warnings.append(
+                            .init(
+                                kind: "entry", title: title,
+                                reason: "its TOTP secret is not a standard one (kept as the hidden field 'TOTP')"))
                     }
                 }
                 if let fido = login["fido2Credentials"] as? [Any], !fido.isEmpty {
-                    source.warnings.append(.init(kind: "entry", title: title, reason: "its passkey cannot be carried over (Bitwarden exports only its metadata)"))
+                    source.warnings.append(
+                        .init(
+                            kind: "entry", title: title,
+                            reason: "its passkey cannot be carried over (Bitwarden exports only its metadata)"))
                 }
             case 2?:
                 var text = string(item["notes"]) ?? ""
                 if !fields.isEmpty {
-                    text += (text.isEmpty ? "" : "\n\n") + fields.map { "\($0.name): \($0.value ?? "")" }.joined(separator: "\n")
+                    text +=
+                        (text.isEmpty ? "" : "\n\n")
+                        + fields.map { "\($0.name): \($0.value ?? "")" }.joined(separator: "\n")
                 }
-                source.document.notes.append(.init(title: name, folder: place, text: text,
-                                                   createdAt: entry.createdAt, updatedAt: entry.updatedAt))
+                source.document.notes.append(
+                    .init(
+                        title: name, folder: place, text: text,
+                        createdAt: entry.createdAt, updatedAt: entry.updatedAt))
                 continue
             case 3?:
-                kindEntry(cardCategory, item["card"], [("cardholderName", "Cardholder", false), ("brand", "Brand", false),
-                                                        ("number", "Number", true), ("expMonth", "Expiry month", false),
-                                                        ("expYear", "Expiry year", false), ("code", "Security code", true)])
+                kindEntry(
+                    cardCategory, item["card"],
+                    [
+                        ("cardholderName", "Cardholder", false), ("brand", "Brand", false),
+                        ("number", "Number", true), ("expMonth", "Expiry month", false),
+                        ("expYear", "Expiry year", false), ("code", "Security code", true),
+                    ])
             case 4?:
-                kindEntry(identityCategory, item["identity"], [
-                    ("title", "Title", false), ("firstName", "First name", false), ("middleName", "Middle name", false),
-                    ("lastName", "Last name", false), ("company", "Company", false), ("email", "E-mail", false),
-                    ("phone", "Phone", false), ("address1", "Address 1", false), ("address2", "Address 2", false),
-                    ("address3", "Address 3", false), ("city", "City", false), ("state", "State", false),
-                    ("postalCode", "Postal code", false), ("country", "Country", false), ("ssn", "Social security number", true),
-                    ("passportNumber", "Passport number", true), ("licenseNumber", "License number", true)])
+                kindEntry(
+                    identityCategory, item["identity"],
+                    [
+                        ("title", "Title", false), ("firstName", "First name", false),
+                        ("middleName", "Middle name", false),
+                        ("lastName", "Last name", false), ("company", "Company", false), ("email", "E-mail", false),
+                        ("phone", "Phone", false), ("address1", "Address 1", false), ("address2", "Address 2", false),
+                        ("address3", "Address 3", false), ("city", "City", false), ("state", "State", false),
+                        ("postalCode", "Postal code", false), ("country", "Country", false),
+                        ("ssn", "Social security number", true),
+                        ("passportNumber", "Passport number", true), ("licenseNumber", "License number", true),
+                    ])
             case 5?:
-                kindEntry(sshKeyCategory, item["sshKey"], [("privateKey", "Private key", true), ("publicKey", "Public key", false),
-                                                          ("keyFingerprint", "Fingerprint", false)])
+                kindEntry(
+                    sshKeyCategory, item["sshKey"],
+                    [
+                        ("privateKey", "Private key", true), ("publicKey", "Public key", false),
+                        ("keyFingerprint", "Fingerprint", false),
+                    ])
             case let type:
-                source.skipped.append(.init(kind: "item", title: title, reason: "unknown Bitwarden item type \(type.map(String.init) ?? "(none)")"))
+                source.skipped.append(
+                    .init(
+                        kind: "item", title: title,
+                        reason: "unknown Bitwarden item type \(type.map(String.init) ?? "(none)")"))
                 continue
             }
             source.document.passwords.append(entry)
@@ -112,10 +146,11 @@ enum BitwardenReader {
 
     /// Folders or collections: id → name.
     private static func names(_ value: Any?) -> [String: String] {
-        Dictionary((value as? [[String: Any]] ?? []).compactMap { object -> (String, String)? in
-            guard let id = string(object["id"]), let name = string(object["name"]) else { return nil }
-            return (id, name)
-        }, uniquingKeysWith: { a, _ in a })
+        Dictionary(
+            (value as? [[String: Any]] ?? []).compactMap { object -> (String, String)? in
+                guard let id = string(object["id"]), let name = string(object["name"]) else { return nil }
+                return (id, name)
+            }, uniquingKeysWith: { a, _ in a })
     }
 
     /// Custom fields: type 0 text, 1 hidden, 2 boolean, 3 linked (to another field of the item).

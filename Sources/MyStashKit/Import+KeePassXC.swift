@@ -1,4 +1,5 @@
 import Foundation
+
 #if canImport(FoundationXML)
 import FoundationXML
 #endif
@@ -15,25 +16,33 @@ enum KeePassXCReader {
         text = text.replacingOccurrences(of: "\r\n", with: "\n")
         let rows = CSV.parse(text)
         guard let header = rows.first?.map({ $0.trimmingCharacters(in: .whitespaces).lowercased() }),
-              let title = header.firstIndex(of: "title"), let password = header.firstIndex(of: "password") else {
+            let title = header.firstIndex(of: "title"), let password = header.firstIndex(of: "password")
+        else {
             throw source.invalid(.keepassxcCSV, "expected a header with \"Title\" and \"Password\" columns")
         }
         func column(_ name: String) -> Int? { header.firstIndex(of: name) }
-        let columns = (group: column("group"), user: column("username"), url: column("url"), notes: column("notes"),
-                       totp: column("totp"), modified: column("last modified"), created: column("created"))
+        let columns = (
+            group: column("group"), user: column("username"), url: column("url"), notes: column("notes"),
+            totp: column("totp"), modified: column("last modified"), created: column("created")
+        )
         let dates = ISO8601DateFormatter()
         for (number, row) in rows.dropFirst().enumerated() {
-            func value(_ index: Int?) -> String? { index.flatMap { $0 < row.count ? row[$0] : nil }.flatMap { $0.isEmpty ? nil : $0 } }
+            func value(_ index: Int?) -> String? {
+                index.flatMap { $0 < row.count ? row[$0] : nil }.flatMap { $0.isEmpty ? nil : $0 }
+            }
             let name = value(title) ?? ""
             let path = value(columns.group).map(groupPath) ?? (category: nil, inRecycleBin: false)
             if path.inRecycleBin {
-                source.skipped.append(.init(kind: "entry", title: name.isEmpty ? "row \(number + 2)" : name, reason: "in the recycle bin"))
+                source.skipped.append(
+                    .init(kind: "entry", title: name.isEmpty ? "row \(number + 2)" : name, reason: "in the recycle bin")
+                )
                 continue
             }
-            var entry = ExportDocument.Entry(name: name, userId: value(columns.user), password: value(password) ?? "",
-                                             url: value(columns.url), notes: value(columns.notes), category: path.category,
-                                             createdAt: value(columns.created).flatMap(dates.date(from:)),
-                                             updatedAt: value(columns.modified).flatMap(dates.date(from:)))
+            var entry = ExportDocument.Entry(
+                name: name, userId: value(columns.user), password: value(password) ?? "",
+                url: value(columns.url), notes: value(columns.notes), category: path.category,
+                createdAt: value(columns.created).flatMap(dates.date(from:)),
+                updatedAt: value(columns.modified).flatMap(dates.date(from:)))
             addTOTP(value(columns.totp), to: &entry, source: &source)
             source.document.passwords.append(entry)
         }
@@ -58,13 +67,18 @@ enum KeePassXCReader {
                 let halves = pair.split(separator: "=", maxSplits: 1).map(String.init)
                 if halves.count == 2 { parts[halves[0]] = halves[1] }
             }
-            totp = "otpauth://totp/x?secret=\(parts["key"] ?? "")&period=\(parts["step"] ?? "30")&digits=\(parts["size"] ?? "6")"
+            totp =
+                "otpauth://totp/x?secret=\(parts["key"] ?? "")"
+                + "&period=\(parts["step"] ?? "30")&digits=\(parts["size"] ?? "6")"
         }
         if (try? TOTP(parsing: totp)) != nil {
             entry.totp = totp
         } else {
             entry.fields = (entry.fields ?? []) + [FieldInfo(name: "TOTP", value: value, hidden: true)]
-            source.warnings.append(.init(kind: "entry", title: entry.name, reason: "its TOTP setting is not a standard one (kept as the hidden field 'TOTP')"))
+            source.warnings.append(
+                .init(
+                    kind: "entry", title: entry.name,
+                    reason: "its TOTP setting is not a standard one (kept as the hidden field 'TOTP')"))
         }
     }
 
@@ -74,11 +88,15 @@ enum KeePassXCReader {
         let reader = KeePassXMLTreeBuilder()
         parser.delegate = reader
         guard parser.parse(), let root = reader.root, root.name == "KeePassFile" else {
-            let reason = parser.parserError.map { "\($0.localizedDescription) at line \(parser.lineNumber)" } ?? "no <KeePassFile> element"
+            let reason =
+                parser.parserError.map { "\($0.localizedDescription) at line \(parser.lineNumber)" }
+                ?? "no <KeePassFile> element"
             throw source.invalid(.keepassxcXML, reason)
         }
         let recycleBin = root.child("Meta")?.child("RecycleBinUUID")?.text
-        guard let top = root.child("Root")?.child("Group") else { throw source.invalid(.keepassxcXML, "no <Root><Group>") }
+        guard let top = root.child("Root")?.child("Group") else {
+            throw source.invalid(.keepassxcXML, "no <Root><Group>")
+        }
         let dates = ISO8601DateFormatter()
         func walk(_ group: XMLNode, path: [String]) {
             let inRecycleBin = group.child("UUID")?.text == recycleBin && recycleBin != "AAAAAAAAAAAAAAAAAAAAAA=="
@@ -94,21 +112,32 @@ enum KeePassXCReader {
                 let standard: Set<String> = ["Title", "UserName", "Password", "URL", "Notes", "otp"]
                 var fields = attributes.filter { !standard.contains($0.key) }.sorted { $0.key < $1.key }
                     .map { FieldInfo(name: $0.key, value: $0.value.value, hidden: $0.value.protected) }
-                if let tags = element.child("Tags")?.text, !tags.isEmpty { fields.append(FieldInfo(name: "Tags", value: tags, hidden: false)) }
+                if let tags = element.child("Tags")?.text, !tags.isEmpty {
+                    fields.append(FieldInfo(name: "Tags", value: tags, hidden: false))
+                }
                 entry.fields = (entry.fields ?? []) + fields
                 // Each history version's password was replaced when the next version was saved.
-                let versions = element.child("History")?.children.filter { $0.name == "Entry" }.map { entryValues($0, dates: dates) } ?? []
+                let versions =
+                    element.child("History")?.children.filter { $0.name == "Entry" }.map {
+                        entryValues($0, dates: dates)
+                    } ?? []
                 var history: [HistoryInfo] = []
                 for (index, version) in versions.enumerated() {
                     let next = index + 1 < versions.count ? versions[index + 1] : entry
                     if version.password != next.password {
-                        history.append(HistoryInfo(password: version.password, replacedAt: next.updatedAt ?? version.updatedAt ?? Date(timeIntervalSince1970: 0)))
+                        history.append(
+                            HistoryInfo(
+                                password: version.password,
+                                replacedAt: next.updatedAt ?? version.updatedAt ?? Date(timeIntervalSince1970: 0)))
                     }
                 }
                 entry.history = history.isEmpty ? nil : history
                 let attachments = element.children.filter { $0.name == "Binary" }.count
                 if attachments > 0 {
-                    source.warnings.append(.init(kind: "entry", title: entry.name, reason: "\(attachments) attachment(s) not carried over (MyStash keeps no files)"))
+                    source.warnings.append(
+                        .init(
+                            kind: "entry", title: entry.name,
+                            reason: "\(attachments) attachment(s) not carried over (MyStash keeps no files)"))
                 }
                 source.document.passwords.append(entry)
             }
@@ -135,10 +164,11 @@ enum KeePassXCReader {
         let values = strings(element)
         func value(_ key: String) -> String? { values[key].flatMap { $0.value.isEmpty ? nil : $0.value } }
         let times = element.child("Times")
-        return ExportDocument.Entry(name: value("Title") ?? "", userId: value("UserName"), password: values["Password"]?.value ?? "",
-                                    url: value("URL"), notes: value("Notes"),
-                                    createdAt: times?.child("CreationTime")?.text.flatMap(dates.date(from:)),
-                                    updatedAt: times?.child("LastModificationTime")?.text.flatMap(dates.date(from:)))
+        return ExportDocument.Entry(
+            name: value("Title") ?? "", userId: value("UserName"), password: values["Password"]?.value ?? "",
+            url: value("URL"), notes: value("Notes"),
+            createdAt: times?.child("CreationTime")?.text.flatMap(dates.date(from:)),
+            updatedAt: times?.child("LastModificationTime")?.text.flatMap(dates.date(from:)))
     }
 }
 
@@ -162,8 +192,10 @@ final class KeePassXMLTreeBuilder: NSObject, XMLParserDelegate {
     var root: XMLNode?
     private var stack: [XMLNode] = []
 
-    func parser(_ parser: XMLParser, didStartElement name: String, namespaceURI: String?, qualifiedName: String?,
-                attributes: [String: String] = [:]) {
+    func parser(
+        _ parser: XMLParser, didStartElement name: String, namespaceURI: String?, qualifiedName: String?,
+        attributes: [String: String] = [:]
+    ) {
         let node = XMLNode(name: name, attributes: attributes)
         if let parent = stack.last { parent.children.append(node) } else { root = node }
         stack.append(node)

@@ -8,16 +8,23 @@ enum PassStoreReader {
     static func read(_ directory: URL) throws -> ImportSource {
         var source = ImportSource()
         var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: directory.path, isDirectory: &isDirectory), isDirectory.boolValue else {
+        guard FileManager.default.fileExists(atPath: directory.path, isDirectory: &isDirectory), isDirectory.boolValue
+        else {
             throw VaultError(.notFound, "there is no password store at '\(directory.path)'")
         }
         let root = directory.standardizedFileURL.resolvingSymlinksInPath()
         var files: [String] = []
         if let walker = FileManager.default.enumerator(at: root, includingPropertiesForKeys: [.isRegularFileKey]) {
             for case let url as URL in walker {
-                if url.lastPathComponent == ".git" { walker.skipDescendants(); continue }
-                guard url.pathExtension == "gpg", (try? url.resourceValues(forKeys: [.isRegularFileKey]).isRegularFile) == true else { continue }
-                files.append(String(url.standardizedFileURL.resolvingSymlinksInPath().path.dropFirst(root.path.count + 1)))
+                if url.lastPathComponent == ".git" {
+                    walker.skipDescendants()
+                    continue
+                }
+                guard url.pathExtension == "gpg",
+                    (try? url.resourceValues(forKeys: [.isRegularFileKey]).isRegularFile) == true
+                else { continue }
+                files.append(
+                    String(url.standardizedFileURL.resolvingSymlinksInPath().path.dropFirst(root.path.count + 1)))
             }
         }
         for relative in files.sorted() {
@@ -41,16 +48,21 @@ enum PassStoreReader {
 
     /// One decrypted file as an entry.
     static func parse(_ text: String, name: String) -> ExportDocument.Entry {
-        var lines = text.split(separator: "\n", omittingEmptySubsequences: false).map { String($0.hasSuffix("\r") ? $0.dropLast() : $0[...]) }
+        var lines = text.split(separator: "\n", omittingEmptySubsequences: false).map {
+            String($0.hasSuffix("\r") ? $0.dropLast() : $0[...])
+        }
         while lines.count > 1, lines.last == "" { lines.removeLast() }
         var entry = ExportDocument.Entry(name: name, password: lines.first ?? "")
         var notes: [String] = []
         for line in lines.dropFirst() {
             let lowered = line.lowercased()
             func value(after prefix: String) -> String? {
-                lowered.hasPrefix(prefix) ? String(line.dropFirst(prefix.count)).trimmingCharacters(in: .whitespaces) : nil
+                lowered.hasPrefix(prefix)
+                    ? String(line.dropFirst(prefix.count)).trimmingCharacters(in: .whitespaces) : nil
             }
-            if entry.userId == nil, let user = value(after: "user:") ?? value(after: "login:") ?? value(after: "username:") {
+            if entry.userId == nil,
+                let user = value(after: "user:") ?? value(after: "login:") ?? value(after: "username:")
+            {
                 entry.userId = user
             } else if entry.url == nil, let url = value(after: "url:") {
                 entry.url = url
@@ -71,7 +83,8 @@ enum PassStoreReader {
             throw VaultError(.notFound, "gpg could not be started", hint: "install gnupg")
         }
         guard result.status == 0 else {
-            let reason = String(decoding: result.errors, as: UTF8.self).split(separator: "\n").last.map(String.init)
+            let reason =
+                String(decoding: result.errors, as: UTF8.self).split(separator: "\n").last.map(String.init)
                 ?? "status \(result.status)"
             throw VaultError(.invalidData, "gpg could not decrypt it: \(reason)")
         }

@@ -9,7 +9,11 @@ enum ClipboardCopy {
     static func clearSeconds(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> Int {
         guard let text = environment["MYSTASH_CLIP_TIME"] else { return Clipboard.defaultClearSeconds }
         guard let seconds = Int(text), (0...Clipboard.maximumClearSeconds).contains(seconds) else {
-            throw VaultError(.usage, "MYSTASH_CLIP_TIME must be a number of seconds from 0 to \(Clipboard.maximumClearSeconds), not '\(text)'")
+            throw VaultError(
+                .usage,
+                "MYSTASH_CLIP_TIME must be a number of seconds from 0 to "
+                    + "\(Clipboard.maximumClearSeconds), not '\(text)'"
+            )
         }
         return seconds
     }
@@ -19,8 +23,9 @@ enum ClipboardCopy {
         let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path
         let destination: Clipboard.Destination
         do {
-            destination = try Clipboard.copy(value, clearAfter: try seconds ?? clearSeconds(),
-                                             clearHelper: [executable, ClipboardClear.configuration.commandName ?? ""])
+            destination = try Clipboard.copy(
+                value, clearAfter: try seconds ?? clearSeconds(),
+                clearHelper: [executable, ClipboardClear.configuration.commandName ?? ""])
         } catch var error as VaultError where error.kind == .notFound {
             error.hint = "print the value with --field instead, or run under a graphical session"
             throw error

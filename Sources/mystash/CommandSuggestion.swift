@@ -19,7 +19,10 @@ enum CommandSuggestion {
             }
             let candidates = subcommands.filter { $0.configuration.shouldDisplay }.flatMap { names(of: $0) }
             let scored = candidates.map { ($0, distance(argument.lowercased(), $0)) }
-                .filter { $0.1 <= max(1, min(2, argument.count / 3)) || ($0.0.hasPrefix(argument.lowercased()) && argument.count >= 2) }
+                .filter {
+                    $0.1 <= max(1, min(2, argument.count / 3))
+                        || ($0.0.hasPrefix(argument.lowercased()) && argument.count >= 2)
+                }
                 .sorted { $0.1 < $1.1 }
             let where_ = path.joined(separator: " ")
             var message = "Unknown command '\(argument)' for '\(where_)'."
@@ -39,7 +42,8 @@ enum CommandSuggestion {
 
     /// Levenshtein distance.
     static func distance(_ a: String, _ b: String) -> Int {
-        let a = Array(a), b = Array(b)
+        let a = Array(a)
+        let b = Array(b)
         var previous = Array(0...b.count)
         for i in 1...max(1, a.count) where !a.isEmpty {
             var current = [i] + Array(repeating: 0, count: b.count)

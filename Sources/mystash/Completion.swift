@@ -21,11 +21,13 @@ private func completionNames(_ kind: Vault.NameKind, arguments: [String], prefix
     let named = arguments.firstIndex(of: "--vault").flatMap { $0 + 1 < arguments.count ? arguments[$0 + 1] : nil }
     guard let vault = try? Vault.open(at: VaultOptions.directory(vault: named)) else { return [] }
     if kind != .categories {
-        guard let session = KeyringSession.load(vaultIdentifier: vault.identifier), vault.unlock(session: session) else { return [] }
+        guard let session = KeyringSession.load(vaultIdentifier: vault.identifier), vault.unlock(session: session)
+        else { return [] }
     }
     let names = (try? vault.names(of: kind)) ?? []
     // One candidate per line: names with control characters or newlines are left out.
     return names.filter { name in
-        name.lowercased().hasPrefix(prefix.lowercased()) && !name.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7F }
+        name.lowercased().hasPrefix(prefix.lowercased())
+            && !name.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7F }
     }.sorted()
 }

@@ -1,5 +1,6 @@
 import Foundation
 import XCTest
+
 @testable import MyStashKit
 
 /// The clipboard on a real X server (Xvfb) through xclip, as a desktop session has it.

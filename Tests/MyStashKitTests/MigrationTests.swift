@@ -1,15 +1,18 @@
 import Foundation
-import XCTest
-@testable import MyStashKit
 import StashCrypto
+import XCTest
+
+@testable import MyStashKit
 
 /// A version-1 vault written by main's mystash (Fixtures/vault-v1, see its README) opens with
 /// model version 2: migrated in place on open, everything kept, new fields usable.
 final class VaultMigrationTests: VaultTestCase {
     func copyFixture() throws {
-        let fixture = try XCTUnwrap(Bundle.module.url(forResource: "Fixtures", withExtension: nil)).appendingPathComponent("vault-v1")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true,
-                                                attributes: [.posixPermissions: 0o700])
+        let fixture = try XCTUnwrap(Bundle.module.url(forResource: "Fixtures", withExtension: nil))
+            .appendingPathComponent("vault-v1")
+        try FileManager.default.createDirectory(
+            at: directory, withIntermediateDirectories: true,
+            attributes: [.posixPermissions: 0o700])
         for store in ["Notes.sqlite", "Passwords.sqlite"] {
             let target = directory.appendingPathComponent(store)
             try FileManager.default.copyItem(at: fixture.appendingPathComponent(store), to: target)
