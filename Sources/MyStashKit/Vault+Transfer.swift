@@ -78,6 +78,23 @@ struct ExportDocument: Codable {
         var updatedAt: Date?
     }
 
+    /// ISO 8601, with milliseconds when the date has a fraction of a second.
+    static func dateText(_ date: Date) -> String {
+        let formatter = ISO8601DateFormatter()
+        if date.timeIntervalSinceReferenceDate.rounded(.down) != date.timeIntervalSinceReferenceDate {
+            formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        }
+        return formatter.string(from: date)
+    }
+
+    /// Reads ISO 8601 dates with or without a fraction of a second.
+    static func date(_ text: String) -> Date? {
+        let formatter = ISO8601DateFormatter()
+        if let date = formatter.date(from: text) { return date }
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return formatter.date(from: text)
+    }
+
     var format = "mystash-json"
     var version = 2
     var categories: [String]
@@ -133,7 +150,11 @@ extension Vault {
     public func exportJSON(progress: Progress? = nil) throws -> Data {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-        encoder.dateEncodingStrategy = .iso8601
+        encoder.dateEncodingStrategy = .custom { date, encoder in
+            // Fractional seconds only when there are some, so whole-second dates read as before.
+            var container = encoder.singleValueContainer()
+            try container.encode(ExportDocument.dateText(date))
+        }
         return try encoder.encode(try exportDocument(progress: progress))
     }
 
@@ -180,7 +201,15 @@ extension Vault {
 
     private static func readMystashJSON(_ data: Data) throws -> ImportSource {
         let decoder = JSONDecoder()
-        decoder.dateDecodingStrategy = .iso8601
+        decoder.dateDecodingStrategy = .custom { decoder in
+            let container = try decoder.singleValueContainer()
+            let text = try container.decode(String.self)
+            guard let date = ExportDocument.date(text) else {
+                throw DecodingError.dataCorruptedError(
+                    in: container, debugDescription: "'\(text)' is not an ISO 8601 date")
+            }
+            return date
+        }
         var source = ImportSource()
         do {
             source.document = try decoder.decode(ExportDocument.self, from: data)

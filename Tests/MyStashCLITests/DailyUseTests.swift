@@ -157,6 +157,17 @@ final class DailyUseTests: CLITestCase {
         XCTAssertTrue(noDisplay.stderr.contains("there is no clipboard"), noDisplay.stderr)
     }
 
+    func testWithoutADisplayTheTerminalGetsTheValueThroughOSC52() throws {
+        try initVault()
+        try runOK(["password", "add", "Mail"], stdin: "osc-secret")
+        var environment = baseEnvironment
+        environment["TERM"] = "xterm"
+        let session = try TerminalSession(["password", "show", "Mail", "--clip"], environment: environment)
+        session.expect("\u{1B}]52;c;\(Data("osc-secret".utf8).base64EncodedString())\u{07}")
+        session.expect("it is not cleared automatically")
+        XCTAssertEqual(session.wait(), 0, session.transcript)
+    }
+
     func testAVersion1VaultIsUpgradedOnItsNextOpenWithOneLine() throws {
         let fixture = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
             .appendingPathComponent("../MyStashKitTests/Fixtures/vault-v1").standardizedFileURL

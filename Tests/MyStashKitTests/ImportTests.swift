@@ -67,6 +67,25 @@ final class ImportTests: VaultTestCase {
         XCTAssertEqual(door.text, "front 4711\nback 0815\n\nAlarm: 9999")
     }
 
+    func testMystashJSONCarriesEveryVersion2FieldAcross() throws {
+        let vault = try makeVault()
+        _ = try vault.importItems(try fixture("bitwarden-all-types.json"), format: .bitwardenJSON)
+        let exported = try vault.exportJSON()
+        let other = directory.appendingPathComponent("../copy-\(UUID().uuidString)").standardizedFileURL
+        defer { try? FileManager.default.removeItem(at: other) }
+        let copy = try Vault.create(at: other, password: password, parameters: cheap)
+        _ = try copy.importItems(exported, format: .mystashJSON)
+        for name in ["Jira", "Router", "Visa", "Passport", "Build server key"] {
+            var original = try vault.entry(name, reveal: true)
+            var copied = try copy.entry(name, reveal: true)
+            XCTAssertEqual(try copy.passwordHistory(name, reveal: true), try vault.passwordHistory(name, reveal: true), name)
+            (original.id, copied.id) = (0, 0)
+            XCTAssertEqual(copied, original, name)
+        }
+        XCTAssertEqual(try copy.note("Door codes"), try vault.note("Door codes"))
+        XCTAssertEqual(try copy.importItems(exported, format: .mystashJSON).imported, [], "and again adds nothing")
+    }
+
     func testBitwardenOrganisationCollectionsBecomeTheCategory() throws {
         let vault = try makeVault()
         _ = try vault.importItems(try fixture("bitwarden-organization.json"), format: .bitwardenJSON)
