@@ -23,8 +23,10 @@ enum PassStoreReader {
                 guard url.pathExtension == "gpg",
                     (try? url.resourceValues(forKeys: [.isRegularFileKey]).isRegularFile) == true
                 else { continue }
-                files.append(
-                    String(url.standardizedFileURL.resolvingSymlinksInPath().path.dropFirst(root.path.count + 1)))
+                // Names come from where the file is in the store, not where a symlink points.
+                let path = url.standardizedFileURL.path
+                guard path.hasPrefix(root.path + "/") else { continue }
+                files.append(String(path.dropFirst(root.path.count + 1)))
             }
         }
         for relative in files.sorted() {
