@@ -84,6 +84,10 @@ enum KeePassXCReader {
 
     static func readXML(_ data: Data) throws -> ImportSource {
         var source = ImportSource()
+        // Foundation's XMLParser traps on element names that are not UTF-8; KeePass XML always is.
+        guard String(data: data, encoding: .utf8) != nil, !data.contains(0) else {
+            throw source.invalid(.keepassxcXML, "it is not UTF-8 text")
+        }
         let parser = XMLParser(data: data)
         let reader = KeePassXMLTreeBuilder()
         parser.delegate = reader
