@@ -5,9 +5,10 @@ import XCTest
 /// the clipboard and completion, each through the built binary.
 final class DailyUseTests: CLITestCase {
     /// Runs a shell script with the test environment and mystash on PATH.
-    func shell(_ script: String, environment: [String: String] = [:], stdout: FileHandle? = nil) throws -> Result {
+    func shell(_ script: String, environment: [String: String] = [:], stdout: FileHandle? = nil,
+               bash: Bool = false) throws -> Result {
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/sh")
+        process.executableURL = URL(fileURLWithPath: bash ? "/bin/bash" : "/bin/sh")
         process.arguments = ["-c", script]
         var env = baseEnvironment.merging(environment) { _, new in new }
         env["PATH"] = Self.binary.deletingLastPathComponent().path + ":" + (env["PATH"] ?? "")
@@ -206,5 +207,12 @@ final class DailyUseTests: CLITestCase {
         guard try run(["unlock", "--timeout", "5m"]).status == 0 else { throw XCTSkip("no kernel keyring here") }
         defer { _ = try? run(["lock"]) }
         XCTAssertEqual(try run(query).stdout, "GitHub Work\nGitea\n")
+        // Through bash's own completion machinery: a name with a space stays one candidate.
+        let bash = try shell(#"""
+            eval "$(mystash --generate-completion-script bash)"
+            COMP_WORDS=(mystash password show Gi); COMP_CWORD=3; COMP_LINE="mystash password show Gi"
+            COMP_POINT=${#COMP_LINE}; _mystash mystash Gi show; printf '[%s]\n' "${COMPREPLY[@]}"
+            """#, bash: true)
+        XCTAssertEqual(bash.stdout, "[GitHub Work]\n[Gitea]\n", bash.stderr)
     }
 }
