@@ -62,6 +62,10 @@ public enum Clipboard {
         guard ChildProcess.run(tool.copy, input: Data(value.utf8)) != nil else {
             throw VaultError(.unexpected, "'\(tool.name)' could not copy to the clipboard")
         }
+        // xclip and xsel take the selection from a background process after they return:
+        // wait (2 s at most) until the clipboard holds the value, so a paste right away gets it.
+        let deadline = Date().addingTimeInterval(2)
+        while contents() != value && Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
         guard seconds > 0 else { return .tool(tool.name, clearsAfter: nil) }
         let seconds = min(seconds, maximumClearSeconds)
         try startDetached(clearHelper, input: "\(seconds) \(digest(value))\n")

@@ -138,7 +138,7 @@ final class DailyUseTests: CLITestCase {
             printf 'after=%s\\n' "$(xclip -selection clipboard -o)"
             mystash password show Mail -c user || exit 91
             printf 'mine' | xclip -selection clipboard -i
-            sleep 3
+            i=0; while pgrep -f "$(command -v mystash) clipboard-clear" >/dev/null && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done
             printf 'kept=%s\\n' "$(xclip -selection clipboard -o)"
             """
         let result = try shell(
