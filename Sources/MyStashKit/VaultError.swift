@@ -55,6 +55,10 @@ public struct VaultError: Error, CustomStringConvertible {
             case 11?, 26?: return VaultError(.invalidData, "a store of the vault is corrupt: \(error.message)", hint: "restore it from a backup; 'mystash check' lists what it can read")
             default: break
             }
+            if error.code == .migrationCannotBeInferred || error.code == .migrationFailed {
+                return VaultError(.invalidData, "this vault cannot be brought to this version of MyStash: \(error.message)",
+                                  hint: "nothing was changed; use the version of mystash that last wrote it")
+            }
             if error.code == .incompatibleVersionHash {
                 return VaultError(.invalidData, "this vault was made by an incompatible version of MyStash: \(error.message)",
                                   hint: "use the version of mystash that created it")
