@@ -1,0 +1,175 @@
+import Foundation
+import XCTest
+
+/// `mystash browse` driven through tmux: keys in, the screen out.
+final class BrowseTests: CLITestCase {
+    /// A shell line that prints a marker, runs browse, then reports its exit status and the
+    /// terminal's mode afterwards, so a test can see that the terminal came back.
+    func browseCommand(_ arguments: [String] = [], environment: [String: String] = [:]) -> String {
+        let env = baseEnvironment.merging(["TERM": "screen"]) { $1 }.merging(environment) { $1 }
+        let assignments = env.sorted { $0.key < $1.key }.map { "\($0.key)='\($0.value)'" }.joined(separator: " ")
+        let argumentList = arguments.map { "'\($0)'" }.joined(separator: " ")
+        return "echo before-browse; env -i \(assignments) '\(Self.binary.path)' browse \(argumentList); "
+            + "echo \"browse-exit=$?\"; stty -a | tr ' ' '\\n' | grep -xE -- '-?(icanon|echo)' | tr '\\n' ' '; echo; sleep 600"
+    }
+
+    func addEntries() throws {
+        try initVault()
+        try runOK(["password", "add", "GitHub", "--user", "ada", "--url", "https://github.com", "--category", "Web Site"], stdin: "gh-secret-1")
+        try runOK(["password", "add", "Router", "--category", "Wi-Fi"], stdin: "router-secret-2")
+        try runOK(["password", "add", "漢字 Bank", "--user", "bob"], stdin: "bank-secret-3")
+        try runOK(["note", "add", "Office"], stdin: "door code 4711")
+    }
+
+    func testNavigateFilterRevealAndQuitRestoringTheTerminal() throws {
+        try addEntries()
+        let tmux = try TmuxSession(browseCommand())
+        tmux.expect("Passwords (3)")
+        // Sections by category, uncategorized last; the first entry is selected, masked.
+        tmux.wait(for: "sections in order") { screen in
+            guard let web = screen.range(of: "Web Site (1)"), let wifi = screen.range(of: "Wi-Fi (1)"),
+                  let none = screen.range(of: "No category (1)") else { return false }
+            return web.lowerBound < wifi.lowerBound && wifi.lowerBound < none.lowerBound
+        }
+        tmux.expect("https://github.com")
+        XCTAssertTrue(tmux.screen().contains("••••••••"))
+        XCTAssertFalse(tmux.screen().contains("gh-secret-1"), "masked until revealed")
+
+        tmux.send("Down")
+        tmux.wait(for: "Router in the detail pane") { $0.contains("Name      Router") }
+        tmux.send("C-r")
+        tmux.expect("router-secret-2")
+        tmux.send("Down")
+        tmux.expectGone("router-secret-2")  // moving on hides it again
+
+        tmux.type("BANK")
+        tmux.expect("Passwords (1)")
+        tmux.expect("Filter: BANK")
+        tmux.expect("Name      漢字 Bank")
+        tmux.send("Escape")
+        tmux.expect("Passwords (3)")
+        tmux.type("4711")
+        tmux.expect("Nothing matches '4711'.")
+        tmux.send("Tab")
+        tmux.wait(for: "the note found by its text") { $0.contains("Notes (1)") && $0.contains("door code 4711") }
+        tmux.send("F1")
+        tmux.expect("copy the one-time code")
+        tmux.send("q")
+        tmux.expectGone("copy the one-time code")
+
+        tmux.send("C-q")
+        tmux.expect("browse-exit=0")
+        tmux.expect("icanon echo", timeout: 5)
+        let everything = tmux.screen(history: true)
+        XCTAssertTrue(everything.contains("before-browse"), "the screen from before came back: \(everything)")
+        for secret in ["GitHub", "door code", "router-secret-2", "Passwords ("] {
+            XCTAssertFalse(everything.contains(secret), "'\(secret)' stays neither on screen nor in scrollback: \(everything)")
+        }
+    }
+
+    func testAddShowsTheCLIValidationMessagesAndSavesNothingUntilValid() throws {
+        try initVault()
+        let tmux = try TmuxSession(browseCommand())
+        tmux.expect("No entries yet")
+        tmux.send("C-n")
+        tmux.expect("New password entry")
+        tmux.send("Tab")
+        tmux.type("a b")
+        tmux.send("Tab", "Tab")
+        tmux.type("nope")
+        tmux.send("C-s")
+        let cli = try run(["password", "add", "", "--user", "a b", "--url", "nope"], stdin: "")
+        XCTAssertEqual(cli.status, 65)
+        for line in cli.stderr.split(separator: "\n") {
+            tmux.expect(String(line))  // the same words as the CLI, line for line
+        }
+        XCTAssertEqual(try runOK(["password", "list", "--json"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines), "[\n\n]")
+
+        tmux.send("BTab", "BTab", "BTab")
+        tmux.type("Mail")
+        tmux.send("Tab", "C-u")
+        tmux.type("ada")
+        tmux.send("Tab")
+        tmux.type("mail-secret")
+        tmux.send("Tab", "C-u")
+        tmux.type("https://mail.example")
+        tmux.send("C-s")
+        tmux.expect("Added entry 1.")
+        tmux.expect("Passwords (1)")
+        XCTAssertFalse(tmux.screen().contains("mail-secret"), "a typed password is never shown")
+        let shown = try runOK(["password", "show", "Mail", "--reveal", "--json"]).stdout
+        XCTAssertTrue(shown.contains("\"password\" : \"mail-secret\"") && shown.contains("\"userId\" : \"ada\""), shown)
+
+        // Editing and deleting go through the same vault calls.
+        tmux.send("C-e")
+        tmux.expect("Edit entry 1")
+        tmux.send("C-u")
+        tmux.type("Webmail")
+        tmux.send("C-s")
+        tmux.expect("Saved entry 1.")
+        XCTAssertTrue(try runOK(["password", "list"]).stdout.contains("Webmail"))
+        tmux.send("C-d")
+        tmux.expect("Delete entry 1 'Webmail'? y/n")
+        tmux.type("y")
+        tmux.expect("Removed entry 1.")
+        XCTAssertEqual(try run(["password", "show", "1"]).status, 66)
+    }
+
+    func testIdleLockDropsTheViewAndTheMasterPasswordBringsItBack() throws {
+        try addEntries()
+        let tmux = try TmuxSession(browseCommand(["--idle-lock", "1"]))
+        tmux.expect("Passwords (3)")
+        tmux.expect("MyStash is locked")
+        tmux.expect("locked after 1 seconds without a key press")
+        let locked = tmux.screen()
+        for name in ["GitHub", "Router", "ada", "Web Site"] { XCTAssertFalse(locked.contains(name), "\(name) is gone: \(locked)") }
+        tmux.type("wrong")
+        tmux.send("Enter")
+        tmux.expect("Error: wrong master password")
+        tmux.type("pw")
+        tmux.send("Enter")
+        tmux.expect("Passwords (3)", timeout: 10)
+        tmux.expect("GitHub")
+        tmux.send("C-c")
+        tmux.expect("browse-exit=0")
+    }
+
+    func testNarrowResizedAndWithoutColour() throws {
+        try addEntries()
+        let tmux = try TmuxSession(browseCommand(environment: ["NO_COLOR": "1"]), columns: 40, rows: 16)
+        tmux.expect("Passwords (3)")
+        tmux.expect("Name      GitHub")  // the detail pane below the list
+        let narrow = tmux.screen(escapes: true)
+        XCTAssertNil(narrow.range(of: "\u{1B}\\[[0-9;]*3[0-7](;[0-9]+)*m", options: .regularExpression), "no colour under NO_COLOR")
+        XCTAssertTrue(narrow.contains("\u{1B}[7m") || narrow.contains("\u{1B}[0;7m") || narrow.contains(";7m"), "selection in reverse video")
+        for line in tmux.screen().split(separator: "\n") { XCTAssertLessThanOrEqual(line.count, 40, String(line)) }
+
+        tmux.resize(columns: 100, rows: 20)
+        tmux.wait(for: "the side-by-side layout") { $0.contains("│ Name      GitHub") }
+        tmux.resize(columns: 30, rows: 10)
+        tmux.wait(for: "the small layout") { screen in screen.split(separator: "\n").allSatisfy { $0.count <= 30 } && screen.contains("Passwords") }
+        tmux.send("C-q")
+        tmux.expect("browse-exit=0")
+    }
+
+    func testSignalsRestoreTheTerminal() throws {
+        try addEntries()
+        for (signal, status) in [(SIGTERM, 143), (SIGHUP, 129), (SIGINT, 130)] {
+            let tmux = try TmuxSession(browseCommand())
+            tmux.expect("Passwords (3)")
+            let pids = tmux.commandProcessIDs()
+            XCTAssertEqual(pids.count, 1)
+            for pid in pids { kill(pid, signal) }
+            tmux.expect("browse-exit=\(status)")
+            tmux.expect("icanon echo", timeout: 5)
+            XCTAssertFalse(tmux.screen(history: true).contains("GitHub"), "signal \(signal): nothing left on screen")
+        }
+    }
+
+    func testWithoutATerminalItSaysSo() throws {
+        try initVault()
+        let result = try run(["browse"])
+        XCTAssertEqual(result.status, 64)
+        XCTAssertTrue(result.stderr.contains("hint: run 'mystash browse' in a terminal"), result.stderr)
+    }
+}
