@@ -66,7 +66,7 @@ extension ManagedObjectModel {
 }
 
 /// Reads Xcode's `contents` XML into entity descriptions.
-private final class ModelXMLParser: NSObject, XMLParserDelegate {
+final class ModelXMLParser: NSObject, XMLParserDelegate {
     struct Result {
         var entities: [EntityDescription]
         var configurations: [String: [String]]

@@ -53,6 +53,12 @@ public struct StoreOptions: Sendable {
     /// `NSIgnorePersistentStoreVersioningOption`: no version or structural check is made, and
     /// a missing table or column fails later, when an object is read or saved.
     public var ignoresVersioning = false
+    /// Migrates a store made with an older version of the model in place, as Core Data's
+    /// `NSMigratePersistentStoresAutomaticallyOption` (see ``PersistentStoreCoordinator/modelVersions``).
+    public var migratesAutomatically = false
+    /// Infers the migration from the two versions, as `NSInferMappingModelAutomaticallyOption`;
+    /// needed with ``migratesAutomatically``.
+    public var infersMappingModel = false
     public init() {}
 }
 

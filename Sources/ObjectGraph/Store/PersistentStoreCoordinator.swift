@@ -32,10 +32,26 @@ public final class PersistentStoreCoordinator {
     /// The connection while a transaction runs, so work inside it does not reenter the queue.
     private var activeDatabase: Database?
     private var storeByEntityName: [String: PersistentStore] = [:]
+    /// Every version of the model, searched for a store's version when a store is added with
+    /// ``StoreOptions/migratesAutomatically``; by default the current model alone.
+    public var modelVersions: ModelVersions
+    /// Custom steps run by migrations, beside what is inferred.
+    public var migrationSteps: [EntityMigrationStep] = []
+    /// What each migration made while adding stores did, in order.
+    public internal(set) var migrationReports: [MigrationReport] = []
+    /// How many reads ran, so tests can see that prefetched relationships need none.
+    var readCount = 0
 
     public init(managedObjectModel: ManagedObjectModel, busyTimeout: TimeInterval = 10) {
         self.managedObjectModel = managedObjectModel
         self.busyTimeout = busyTimeout
+        self.modelVersions = ModelVersions(versions: [], current: managedObjectModel)
+    }
+
+    /// A coordinator for the current version of `modelVersions`, able to migrate stores made with the others.
+    public convenience init(modelVersions: ModelVersions, busyTimeout: TimeInterval = 10) {
+        self.init(managedObjectModel: modelVersions.current, busyTimeout: busyTimeout)
+        self.modelVersions = modelVersions
     }
 
     /// Opens (creating it if needed) a store holding the entities of `configuration`.
@@ -135,6 +151,7 @@ public final class PersistentStoreCoordinator {
         store.identifier = identifier
         store.metadata = metadata
         guard !options.ignoresVersioning else { return }
+        if options.migratesAutomatically { try migrateIfNeeded(store, name: name, options: options, db: db) }
         if metadata[StoreMetadataKey.entityShapes] == nil {
             try checkStructuralCompatibility(of: store, name: name, db: db)
         } else {
@@ -153,11 +170,16 @@ public final class PersistentStoreCoordinator {
     }
 
     private func modelMetadata(for store: PersistentStore) -> [String: Any] {
-        let names = Set(store.entities.map(\.name))
+        Self.modelMetadata(of: managedObjectModel, entities: store.entities)
+    }
+
+    /// The metadata keys describing `model` for a store holding `entities`.
+    static func modelMetadata(of model: ManagedObjectModel, entities: [EntityDescription]) -> [String: Any] {
+        let names = Set(entities.map(\.name))
         return [
-            StoreMetadataKey.versionHashes: managedObjectModel.entityVersionHashesByName.filter { names.contains($0.key) },
-            StoreMetadataKey.versionIdentifiers: [managedObjectModel.versionIdentifier],
-            StoreMetadataKey.entityShapes: managedObjectModel.entityShapes.filter { names.contains($0.key) },
+            StoreMetadataKey.versionHashes: model.entityVersionHashesByName.filter { names.contains($0.key) },
+            StoreMetadataKey.versionIdentifiers: [model.versionIdentifier],
+            StoreMetadataKey.entityShapes: model.entityShapes.filter { names.contains($0.key) },
         ]
     }
 
@@ -250,6 +272,7 @@ public final class PersistentStoreCoordinator {
 
     /// Runs `body` in a read transaction (or inside the transaction already running).
     func read<T>(_ body: (Database) throws -> T) throws -> T {
+        readCount += 1
         if let activeDatabase { return try body(activeDatabase) }
         guard let connection else { preconditionFailure("The coordinator has no open store") }
         return try connection.inDatabase { db in

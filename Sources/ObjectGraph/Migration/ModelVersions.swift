@@ -1,0 +1,174 @@
+import Foundation
+import GRDB
+
+/// Every version of an Xcode model (`.xcdatamodeld`), oldest first, and the current one.
+///
+/// Versions are ordered by name with numbers compared as numbers, Xcode's own naming
+/// (`Model`, `Model 2`, ..., `Model 10`); migration walks this order from a store's version
+/// to the current one.
+///
+/// For example:
+///
+/// ```swift
+/// let versions = try ModelVersions(contentsOf: URL(fileURLWithPath: "Model.xcdatamodeld"))
+/// let coordinator = PersistentStoreCoordinator(modelVersions: versions)
+/// var options = StoreOptions()
+/// options.migratesAutomatically = true
+/// options.infersMappingModel = true
+/// try coordinator.addPersistentStore(type: .sqlite, at: storeURL, options: options)
+/// ```
+public final class ModelVersions {
+    /// Every version, oldest first.
+    public let versions: [ManagedObjectModel]
+    /// The version `.xccurrentversion` names (the only one when there is one).
+    public let current: ManagedObjectModel
+
+    /// Versions built in code; `current` must be one of `versions` or is added as the newest.
+    public init(versions: [ManagedObjectModel], current: ManagedObjectModel) {
+        let others = versions.filter { $0 !== current }
+        self.versions = Self.ordered(others + [current])
+        self.current = current
+    }
+
+    /// Loads every `.xcdatamodel` inside an `.xcdatamodeld` folder.
+    ///
+    /// - throws: ``ModelError`` naming the version file at fault.
+    public convenience init(contentsOf url: URL) throws {
+        var files: [String: Data] = [:]
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: url.path)) ?? []
+        for name in names where name.hasSuffix(".xcdatamodel") {
+            let path = "\(name)/contents"
+            if let data = try? Data(contentsOf: url.appendingPathComponent(path)) { files[path] = data }
+        }
+        if let data = try? Data(contentsOf: url.appendingPathComponent(".xccurrentversion")) {
+            files[".xccurrentversion"] = data
+        }
+        guard !files.isEmpty else {
+            throw ModelError(
+                file: url.lastPathComponent,
+                reason: "no .xcdatamodel version inside (is this an .xcdatamodeld folder?)")
+        }
+        try self.init(xcdatamodeldFiles: files, modelName: url.lastPathComponent)
+    }
+
+    /// Loads every version of an `.xcdatamodeld` whose files are given in memory, keyed by
+    /// their path inside the folder (`"Model 2.xcdatamodel/contents"`, `".xccurrentversion"`).
+    public convenience init(xcdatamodeldFiles files: [String: Data], modelName: String) throws {
+        var models: [ManagedObjectModel] = []
+        let folders = Set(
+            files.keys.compactMap { path -> String? in
+                let folder = path.split(separator: "/").first.map(String.init)
+                return folder?.hasSuffix(".xcdatamodel") == true ? folder : nil
+            })
+        for folder in folders.sorted() {
+            let fileName = "\(modelName)/\(folder)/contents"
+            guard let xml = files["\(folder)/contents"] else {
+                throw ModelError(file: fileName, reason: "file not found")
+            }
+            let parsed = try ModelXMLParser.parse(xml, file: fileName)
+            let identifier = String(folder.dropLast(".xcdatamodel".count))
+            models.append(
+                try ManagedObjectModel(
+                    entities: parsed.entities, configurations: parsed.configurations,
+                    versionIdentifier: identifier, file: fileName))
+        }
+        guard !models.isEmpty else { throw ModelError(file: modelName, reason: "no .xcdatamodel version inside") }
+        var current = models.count == 1 ? models[0] : nil
+        if let plistData = files[".xccurrentversion"] {
+            let plist = try? PropertyListSerialization.propertyList(from: plistData, format: nil) as? [String: Any]
+            guard let name = plist?["_XCCurrentVersionName"] as? String else {
+                throw ModelError(file: "\(modelName)/.xccurrentversion", reason: "no _XCCurrentVersionName key")
+            }
+            let identifier = name.hasSuffix(".xcdatamodel") ? String(name.dropLast(".xcdatamodel".count)) : name
+            guard let named = models.first(where: { $0.versionIdentifier == identifier }) else {
+                throw ModelError(
+                    file: "\(modelName)/.xccurrentversion", reason: "names '\(name)', which is not in the folder")
+            }
+            current = named
+        }
+        guard let current else {
+            throw ModelError(file: modelName, reason: "several versions and no .xccurrentversion to choose one")
+        }
+        self.init(versions: models, current: current)
+    }
+
+    /// The version named `identifier`, if any.
+    public func version(named identifier: String) -> ManagedObjectModel? {
+        versions.first { $0.versionIdentifier == identifier }
+    }
+
+    /// The versions from `source` (excluded) up to the current one (included), in order.
+    func path(from source: ManagedObjectModel) -> [ManagedObjectModel] {
+        guard let start = versions.firstIndex(where: { $0 === source }),
+            let end = versions.firstIndex(where: { $0 === current }), start < end
+        else { return [] }
+        return Array(versions[(start + 1)...end])
+    }
+
+    private static func ordered(_ models: [ManagedObjectModel]) -> [ManagedObjectModel] {
+        models.sorted {
+            $0.versionIdentifier.compare($1.versionIdentifier, options: [.numeric, .caseInsensitive])
+                == .orderedAscending
+        }
+    }
+
+    // MARK: - Finding a store's version
+
+    /// The version a store was made with, found by what the store holds (never by Apple's
+    /// version hashes): for a store ObjectGraph wrote, the recorded persisted shape of each
+    /// entity; for any other store, its tables and columns (see ``StoreShape``). Among several
+    /// versions that fit, the one the store's metadata names wins, else the newest.
+    ///
+    /// - returns: nil when no version fits.
+    public func sourceVersion(ofStoreAt url: URL, configuration: String? = nil) throws -> ManagedObjectModel? {
+        try StoreMetadataReader.reading(url) { db in
+            let metadata = try StoreMetadataReader.metadata(db, schema: "main")
+            return try sourceVersion(db, schema: "main", metadata: metadata, configuration: configuration)
+        }
+    }
+
+    func sourceVersion(
+        _ db: Database, schema: String, metadata: [String: Any],
+        configuration: String?
+    ) throws -> ManagedObjectModel? {
+        let recordedNames = Set(metadata[StoreMetadataKey.versionIdentifiers] as? [String] ?? [])
+        let fitting: [ManagedObjectModel]
+        if let recorded = metadata[StoreMetadataKey.entityShapes] as? [String: [String: String]] {
+            fitting = versions.filter { model in
+                let names = Set(model.entities(forConfiguration: configuration).map(\.name))
+                return model.entityShapes.filter { names.contains($0.key) } == recorded
+            }
+        } else {
+            let shape = try StoreShape(db, schema: schema)
+            fitting = versions.filter { shape.differences(from: $0, configuration: configuration).isEmpty }
+        }
+        return fitting.last { recordedNames.contains($0.versionIdentifier) } ?? fitting.last
+    }
+}
+
+/// Reads `Z_METADATA` without opening the store through a coordinator.
+enum StoreMetadataReader {
+    /// Runs `body` in a read transaction of a read-only connection to the store at `url`.
+    static func reading<T>(_ url: URL, _ body: (Database) throws -> T) throws -> T {
+        var readOnly = Configuration()
+        readOnly.readonly = true
+        return try wrapStoreErrors(.storeOpenFailed, "cannot read '\(url.lastPathComponent)'") {
+            let queue = try DatabaseQueue(path: url.path, configuration: readOnly)
+            defer { try? queue.close() }
+            return try queue.read(body)
+        }
+    }
+
+    static func metadata(_ db: Database, schema: String) throws -> [String: Any] {
+        let quoted = "\"\(schema)\""
+        let hasTable =
+            try Bool.fetchOne(db, sql: "SELECT COUNT(*) > 0 FROM \(quoted).sqlite_master WHERE name = 'Z_METADATA'")
+            ?? false
+        guard hasTable, let plist = try Data.fetchOne(db, sql: "SELECT Z_PLIST FROM \(quoted).Z_METADATA"),
+            let metadata = try? PropertyListSerialization.propertyList(from: plist, format: nil) as? [String: Any]
+        else {
+            return [:]
+        }
+        return metadata
+    }
+}
