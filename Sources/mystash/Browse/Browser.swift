@@ -96,7 +96,9 @@ final class Browser {
     func paint() {
         var canvas = Canvas(rows: screen.size.rows, columns: screen.size.columns)
         draw(on: &canvas)
-        screen.write(renderer.update(to: canvas))
+        let output = renderer.update(to: canvas)
+        // Hiding the (hidden) cursor again marks where a frame ends, for timing from outside.
+        if !output.isEmpty { screen.write(output + "\u{1B}[?25l") }
     }
 
     func say(_ text: String, isError: Bool = false, seconds: TimeInterval = 5) {
