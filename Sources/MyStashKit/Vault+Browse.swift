@@ -11,6 +11,11 @@ extension Vault {
         transformer.dataKey = nil
     }
 
+    /// Forgets the objects read so far, so the next reads see what other processes saved.
+    public func forgetLoadedObjects() {
+        context.reset()
+    }
+
     // MARK: - What a browser lists
 
     /// Every note with its text, the most recently changed first.

@@ -115,6 +115,48 @@ final class BrowseTests: CLITestCase {
         XCTAssertEqual(try run(["password", "show", "1"]).status, 66)
     }
 
+    func testUndoTakesBackTheLastChangeButNotOverAnotherProcess() throws {
+        try initVault()
+        try runOK(["password", "add", "Mail", "--user", "ada", "--category", "E-mail"], stdin: "mail-secret")
+        let tmux = try TmuxSession(browseCommand())
+        tmux.expect("Passwords (1)")
+        tmux.send("C-z")
+        tmux.expect("Nothing to undo.")
+
+        tmux.send("C-e")
+        tmux.expect("Edit entry 1")
+        tmux.send("C-u")
+        tmux.type("Webmail")
+        tmux.send("C-s")
+        tmux.expect("Saved entry 1.")
+        tmux.send("C-z")
+        tmux.expect("Undone: entry 1 has its fields back.")
+        let restored = try runOK(["password", "show", "1", "--reveal", "--json"]).stdout
+        XCTAssertTrue(restored.contains("\"name\" : \"Mail\"") && restored.contains("\"password\" : \"mail-secret\""), restored)
+
+        tmux.send("C-d")
+        tmux.expect("Delete entry 1 'Mail'? y/n")
+        tmux.type("y")
+        tmux.expect("Removed entry 1.")
+        tmux.send("C-z")
+        tmux.expect("Undone: the entry removed is back as 2.")
+        let back = try runOK(["password", "show", "2", "--reveal", "--json"]).stdout
+        for field in ["\"name\" : \"Mail\"", "\"password\" : \"mail-secret\"", "\"userId\" : \"ada\"", "\"category\" : \"E-mail\""] {
+            XCTAssertTrue(back.contains(field), "\(field) in \(back)")
+        }
+
+        tmux.send("C-e")
+        tmux.expect("Edit entry 2")
+        tmux.send("C-u")
+        tmux.type("Mine")
+        tmux.send("C-s")
+        tmux.expect("Saved entry 2.")
+        try runOK(["password", "edit", "2", "--url", "https://theirs.example"])
+        tmux.send("C-z")
+        tmux.expect("entry 2 was changed by another process since; not undone")
+        XCTAssertTrue(try runOK(["password", "show", "2", "--json"]).stdout.contains("https://theirs.example"), "their change is kept")
+    }
+
     func testIdleLockDropsTheViewAndTheMasterPasswordBringsItBack() throws {
         try addEntries()
         let tmux = try TmuxSession(browseCommand(["--idle-lock", "1"]))

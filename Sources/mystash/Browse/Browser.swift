@@ -49,6 +49,8 @@ final class Browser {
     var revealed = false
     var status: (text: String, isError: Bool, until: Date)?
     var lockPrompt: [UInt8] = []
+    /// What Ctrl-Z takes back; holds decrypted fields, so locking drops it.
+    var lastChange: BrowseChange?
     var lockMessage: String?
     private var lastInput = Date()
     private var running = true
@@ -207,6 +209,7 @@ final class Browser {
         case .control("e"): editSelected()
         case .control("d"), .delete:
             if let row = list.selectedRow { mode = .confirmDelete(row) }
+        case .control("z"): try undoLastChange()
         case .control("l"): lock(reason: "locked")
         case .control("c"), .control("q"): running = false
         default: break
@@ -237,6 +240,11 @@ final class Browser {
         func optional(_ index: Int) -> String? { form.value(index).isEmpty ? nil : form.value(index) }
         do {
             let id: Int64
+            let before: Detail?
+            switch form.purpose {
+            case .editEntry(let itemID), .editNote(let itemID): before = try currentDetail(tab, itemID)
+            case .addEntry, .addNote: before = nil
+            }
             switch form.purpose {
             case .addEntry:
                 id = try vault.addEntry(name: form.value(0), password: form.value(2), userId: optional(1), url: optional(3),
@@ -252,6 +260,8 @@ final class Browser {
                 try vault.editNote(String(id), title: form.value(0), text: form.value(1))
             }
             mode = .list
+            lastChange = BrowseChange(tab: tab, id: id, kind: before.map { .edited(before: $0) } ?? .added,
+                                      savedAt: updatedAt(try currentDetail(tab, id)))
             try load(tab)
             list.setFilter("")
             list.select(id: id)
@@ -264,12 +274,14 @@ final class Browser {
 
     private func delete(_ row: BrowseRow) throws {
         do {
+            let before = try currentDetail(tab, row.id)
             switch tab {
             case .notes: try vault.removeNote(String(row.id))
             case .passwords: try vault.removeEntry(String(row.id))
             }
+            lastChange = BrowseChange(tab: tab, id: row.id, kind: .removed(before))
             try load(tab)
-            say("Removed \(tab.noun) \(row.id).")
+            say("Removed \(tab.noun) \(row.id). Ctrl-Z brings it back.")
         } catch {
             say(errorLines(error).joined(separator: " "), isError: true)
         }
@@ -288,6 +300,7 @@ final class Browser {
         vault.lock()
         for tab in Tab.allCases { lists[tab]?.clear() }
         detail = nil
+        lastChange = nil
         revealed = false
         status = nil
         renderer.invalidate()
