@@ -13,6 +13,16 @@ final class BrowseTests: CLITestCase {
             + "echo \"browse-exit=$?\"; stty -a | tr ' ' '\\n' | grep -xE -- '-?(icanon|echo)' | tr '\\n' ' '; echo; sleep 600"
     }
 
+    /// Renames the selected entry in the edit form.
+    func rename(_ tmux: TmuxSession, entry id: Int, to name: String, file: StaticString = #filePath, line: UInt = #line) {
+        tmux.send("C-e")
+        tmux.expect("Edit entry \(id)", file: file, line: line)
+        tmux.send("C-u")
+        tmux.type(name)
+        tmux.send("C-s")
+        tmux.expect("Saved entry \(id).", file: file, line: line)
+    }
+
     func addEntries() throws {
         try initVault()
         try runOK(["password", "add", "GitHub", "--user", "ada", "--url", "https://github.com", "--category", "Web Site"], stdin: "gh-secret-1")
@@ -101,12 +111,7 @@ final class BrowseTests: CLITestCase {
         XCTAssertTrue(shown.contains("\"password\" : \"mail-secret\"") && shown.contains("\"userId\" : \"ada\""), shown)
 
         // Editing and deleting go through the same vault calls.
-        tmux.send("C-e")
-        tmux.expect("Edit entry 1")
-        tmux.send("C-u")
-        tmux.type("Webmail")
-        tmux.send("C-s")
-        tmux.expect("Saved entry 1.")
+        rename(tmux, entry: 1, to: "Webmail")
         XCTAssertTrue(try runOK(["password", "list"]).stdout.contains("Webmail"))
         tmux.send("C-d")
         tmux.expect("Delete entry 1 'Webmail'? y/n")
@@ -123,12 +128,7 @@ final class BrowseTests: CLITestCase {
         tmux.send("C-z")
         tmux.expect("Nothing to undo.")
 
-        tmux.send("C-e")
-        tmux.expect("Edit entry 1")
-        tmux.send("C-u")
-        tmux.type("Webmail")
-        tmux.send("C-s")
-        tmux.expect("Saved entry 1.")
+        rename(tmux, entry: 1, to: "Webmail")
         tmux.send("C-z")
         tmux.expect("Undone: entry 1 has its fields back.")
         let restored = try runOK(["password", "show", "1", "--reveal", "--json"]).stdout
@@ -145,12 +145,7 @@ final class BrowseTests: CLITestCase {
             XCTAssertTrue(back.contains(field), "\(field) in \(back)")
         }
 
-        tmux.send("C-e")
-        tmux.expect("Edit entry 2")
-        tmux.send("C-u")
-        tmux.type("Mine")
-        tmux.send("C-s")
-        tmux.expect("Saved entry 2.")
+        rename(tmux, entry: 2, to: "Mine")
         try runOK(["password", "edit", "2", "--url", "https://theirs.example"])
         tmux.send("C-z")
         tmux.expect("entry 2 was changed by another process since; not undone")
