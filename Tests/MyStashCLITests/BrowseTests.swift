@@ -203,6 +203,37 @@ final class BrowseTests: CLITestCase {
         }
     }
 
+    func testSuspendedFromOutsideItGivesTheTerminalBackAndRedrawsOnContinue() throws {
+        try addEntries()
+        let tmux = try TmuxSession(browseCommand())
+        tmux.expect("Passwords (3)")
+        let pids = tmux.commandProcessIDs()
+        XCTAssertEqual(pids.count, 1)
+        pids.forEach { kill($0, SIGTSTP) }
+        tmux.wait(for: "the shell's screen while stopped") { $0.contains("before-browse") && !$0.contains("GitHub") }
+        pids.forEach { kill($0, SIGCONT) }
+        tmux.wait(for: "a full redraw") { $0.contains("Passwords (3)") && $0.contains("Name      GitHub") }
+        tmux.send("C-q")
+        tmux.expect("browse-exit=0")
+    }
+
+    func testInsideGNUScreen() throws {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/screen") else { throw XCTSkip("GNU screen is not installed (CI installs it)") }
+        try addEntries()
+        // screen runs the same shell line from a file, inside the tmux pane.
+        let script = home.appendingPathComponent("browse.sh")
+        try browseCommand().replacingOccurrences(of: "sleep 600", with: "sleep 2").write(to: script, atomically: true, encoding: .utf8)
+        let tmux = try TmuxSession("screen -q -c /dev/null sh '\(script.path)'; echo screen-done; sleep 600", columns: 60, rows: 20)
+        tmux.expect("Passwords (3)")
+        tmux.expect("Name      GitHub")
+        tmux.type("rout")
+        tmux.expect("Passwords (1)")
+        tmux.send("C-q")
+        tmux.expect("browse-exit=0")
+        tmux.expect("icanon echo")
+        XCTAssertFalse(tmux.screen().contains("Router"), tmux.screen())
+    }
+
     func testWithoutATerminalItSaysSo() throws {
         try initVault()
         let result = try run(["browse"])
