@@ -20,7 +20,9 @@ struct PseudoTerminalRun {
     init(_ executable: String, _ arguments: [String], environment: [String: String]) throws {
         rssPath = FileManager.default.temporaryDirectory.appendingPathComponent("browse-rss-\(UUID().uuidString)").path
         var toChild: [Int32] = [0, 0], fromChild: [Int32] = [0, 0]
-        guard pipe(&toChild) == 0, pipe(&fromChild) == 0 else { throw BenchError("no pipe: \(String(cString: strerror(errno)))") }
+        guard pipe(&toChild) == 0, pipe(&fromChild) == 0 else {
+            throw BenchError("no pipe: \(String(cString: strerror(errno)))")
+        }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -47,11 +49,14 @@ struct PseudoTerminalRun {
 
     /// Reads until `marker` appears after byte `offset` of the output; returns the
     /// monotonic time then and where the marker ends.
-    mutating func waitFor(_ marker: [UInt8], after offset: Int, timeout: Double = 30) throws -> (nanoseconds: UInt64, end: Int) {
+    mutating func waitFor(_ marker: [UInt8], after offset: Int,
+                          timeout: Double = 30) throws -> (nanoseconds: UInt64, end: Int) {
         let deadline = DispatchTime.now().uptimeNanoseconds + UInt64(timeout * 1e9)
         var buffer = [UInt8](repeating: 0, count: 65536)
         while true {
-            if let range = Self.find(marker, in: output, from: offset) { return (DispatchTime.now().uptimeNanoseconds, range) }
+            if let end = Self.find(marker, in: output, from: offset) {
+                return (DispatchTime.now().uptimeNanoseconds, end)
+            }
             let now = DispatchTime.now().uptimeNanoseconds
             guard now < deadline else {
                 throw BenchError("browse did not show '\(String(decoding: marker, as: UTF8.self))' in \(timeout) s")
@@ -75,7 +80,8 @@ struct PseudoTerminalRun {
         close(master)
         close(input)
         defer { unlink(rssPath) }
-        return Int(((try? String(contentsOfFile: rssPath, encoding: .utf8)) ?? "").trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
+        let report = (try? String(contentsOfFile: rssPath, encoding: .utf8)) ?? ""
+        return Int(report.trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
     }
 
     static func find(_ needle: [UInt8], in haystack: [UInt8], from start: Int) -> Int? {
@@ -90,7 +96,8 @@ struct PseudoTerminalRun {
 extension VaultBench {
     /// Runs browse `repeats` times: the first paint of each run, and every key press of
     /// typing then erasing a filter that narrows 10,000 entries to one.
-    func browseTimings(environment: [String: String]) throws -> (firstPaint: [Double], keystrokes: [Double], rssKiB: Int) {
+    func browseTimings(environment: [String: String]) throws
+        -> (firstPaint: [Double], keystrokes: [Double], rssKiB: Int) {
         var firstPaints: [Double] = []
         var keystrokes: [Double] = []
         var rss = 0
@@ -107,7 +114,8 @@ extension VaultBench {
                 run.send(key)
                 let frame = try run.waitFor(PseudoTerminalRun.frameEnd, after: offset)
                 keystrokes.append(Double(frame.nanoseconds - sent) / 1e9)
-                if index == filter.count - 1, PseudoTerminalRun.find(Array("Passwords (1)".utf8), in: run.output, from: offset) == nil {
+                let narrowed = PseudoTerminalRun.find(Array("Passwords (1)".utf8), in: run.output, from: offset) != nil
+                if index == filter.count - 1, !narrowed {
                     throw BenchError("browse: the filter '\(filter)' did not narrow the list to one entry")
                 }
             }
@@ -129,7 +137,8 @@ func browseResults(_ timings: (firstPaint: [Double], keystrokes: [Double], rssKi
     let keyNote = String(format: "slowest of %d: %.4f s", timings.keystrokes.count, slowest)
     return [
         CaseResult(name: "browse.firstPaint10k", ours_s: paint, ours_rss_mib: mib, ours_session_s: paint,
-                   baseline: "mystash password list --json", baseline_s: list.seconds, baseline_rss_mib: Double(list.rssKiB) / 1024,
+                   baseline: "mystash password list --json", baseline_s: list.seconds,
+                   baseline_rss_mib: Double(list.rssKiB) / 1024,
                    ratio: paint / list.seconds),
         CaseResult(name: "browse.firstPaint10k", ours_s: paint, ours_rss_mib: mib, ours_session_s: paint,
                    baseline: "target", baseline_s: 0.3, ratio: paint / 0.3),
