@@ -126,7 +126,9 @@ open class ManagedObject: Hashable, CustomStringConvertible {
 
     public func setValue(_ value: Any?, forKey key: String) {
         if let type = entity.attributeType(of: key) {
-            values[key] = StoredValues.normalized(value, type: type, key: key, entity: entity.name)
+            let normalized = StoredValues.normalized(value, type: type, key: key, entity: entity.name)
+            registerUndo(forKey: key)
+            values[key] = normalized
             markChanged(key)
             return
         }
@@ -251,6 +253,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         let new = objects.filter { seen.insert(ObjectIdentifier($0)).inserted }
         let newSet = Set(new.map(ObjectIdentifier.init))
         let oldSet = Set(old.map(ObjectIdentifier.init))
+        registerUndo(forKey: relationship.name)
         values[relationship.name] = new
         markChanged(relationship.name)
         guard let inverse = inverse(of: relationship) else { return }
@@ -259,6 +262,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     }
 
     private func primitiveSetToOne(_ relationship: RelationshipDescription, _ object: ManagedObject?) {
+        registerUndo(forKey: relationship.name)
         values[relationship.name] = object
         markChanged(relationship.name)
     }
@@ -269,6 +273,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         if relationship.isToMany {
             let current = toManyObjects(relationship)
             guard !current.contains(owner) else { return }
+            registerUndo(forKey: relationship.name)
             values[relationship.name] = current + [owner]
             markChanged(relationship.name)
         } else {
@@ -283,6 +288,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         if relationship.isToMany {
             let current = toManyObjects(relationship)
             guard current.contains(owner) else { return }
+            registerUndo(forKey: relationship.name)
             values[relationship.name] = current.filter { $0 !== owner }
             markChanged(relationship.name)
         } else if toOneObject(relationship) === owner {
@@ -291,7 +297,11 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     }
 
     func markChanged(_ key: String) {
-        guard !isPendingInsert else { return }
+        guard !isPendingInsert else {
+            // Nothing to track for the save, but observers still hear of the change.
+            managedObjectContext?.insertedObjectDidChange(self)
+            return
+        }
         changedKeys.insert(key)
         managedObjectContext?.objectDidChange(self)
     }

@@ -131,7 +131,7 @@ extension ManagedObjectContext {
             needsMemoryWindow: !residual.isEmpty || sortsInMemory || includesInserted || excludesDeleted)
     }
 
-    private func sorted(_ objects: [ManagedObject], by descriptors: [FetchSortDescriptor]) -> [ManagedObject] {
+    func sorted(_ objects: [ManagedObject], by descriptors: [FetchSortDescriptor]) -> [ManagedObject] {
         guard !descriptors.isEmpty else { return objects }
         // Each key is read (and case-folded) once, not at every comparison.
         let keys = objects.map { object in

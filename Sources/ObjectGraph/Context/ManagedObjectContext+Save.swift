@@ -7,7 +7,8 @@ extension ManagedObjectContext {
     /// Delete rules are applied first, then every inserted and updated object is validated;
     /// if anything fails, nothing is written and the context keeps its changes, to be fixed
     /// and saved again, or rolled back. A row that another context or process changed
-    /// since this one read it is not overwritten: the save fails with a merge conflict.
+    /// since this one read it is not overwritten blindly: ``mergePolicy`` decides, and by
+    /// default the save fails with a merge conflict.
     ///
     /// - throws: ``ValidationError`` (1560 gathering several), ``ObjectGraphError`` 133020
     ///   on a merge conflict, or a store error (busy, disk full, read-only).
@@ -30,6 +31,10 @@ extension ManagedObjectContext {
         let inserted = insertedSet.objects
         let updated = updatedSet.objects.filter { !deletedSet.contains($0) }
         let deleted = deletedSet.objects
+        if let parent {
+            try push(to: parent, inserted: inserted, updated: updated, deleted: deleted)
+            return
+        }
         // Many-to-many rows are rewritten from the changed objects before the deleted ones go.
         let joinChanges = (inserted + updated.filter { !$0.changedKeys.isEmpty }).filter { $0.entity.hasJoinTables }
         var rowsUpdated: Set<ObjectIdentifier> = []
@@ -40,7 +45,7 @@ extension ManagedObjectContext {
                     for object in inserted { try insertRow(of: object, db) }
                     for object in updated where try updateRow(of: object, db) { rowsUpdated.insert(ObjectIdentifier(object)) }
                     for object in joinChanges { try writeJoinRows(of: object, db) }
-                    for object in deleted { try deleteRow(of: object, db) }
+                    for object in deleted where try !deleteRow(of: object, db) { deletedSet.remove(object) }
                     try coordinator.writePendingMetadata(db)
                 }
             }
@@ -49,7 +54,9 @@ extension ManagedObjectContext {
             throw error
         }
         coordinator.metadataWasSaved()
-        didCommit(inserted: inserted, updated: updated, deleted: deleted, rowsUpdated: rowsUpdated)
+        // A policy may have kept a row another context deleted, or dropped one it deleted.
+        didCommit(inserted: inserted, updated: updated.filter { $0.managedObjectContext === self },
+                  deleted: deleted.filter { deletedSet.contains($0) }, rowsUpdated: rowsUpdated)
     }
 
     // MARK: - Delete rules
@@ -155,20 +162,40 @@ extension ManagedObjectContext {
         arguments += [(object.version + 1).databaseValue, primaryKey.databaseValue, object.version.databaseValue]
         try db.execute(sql: "UPDATE \(store.qualified(root.tableName)) SET \(assignments.joined(separator: ", ")), Z_OPT = ? WHERE Z_PK = ? AND Z_OPT = ?",
                        arguments: StatementArguments(arguments))
-        if db.changesCount == 0 { throw conflict(object, db, store: store) }
-        return true
+        guard db.changesCount == 0 else { return true }
+        guard mergePolicy != .error else { throw conflict(object, db, store: store) }
+        let (row, _, _) = try currentRow(of: object, db)
+        guard let row else {
+            forget(object)
+            return false
+        }
+        try resolveConflict(object, storedRow: row, root: root, store: store)
+        // At the row's version now, so the retry writes what the policy kept.
+        return updatedSet.contains(object) ? try updateRow(of: object, db) : false
     }
 
-    private func deleteRow(of object: ManagedObject, _ db: Database) throws {
+    /// Deletes an object's row; returns false when the merge policy keeps a row changed
+    /// meanwhile (rollback, store trump), the object then back with the stored values.
+    private func deleteRow(of object: ManagedObject, _ db: Database) throws -> Bool {
         let root = object.entity.rootEntity
         let store = try coordinator.store(for: root)
         let primaryKey = object.objectID.primaryKey!
         try db.execute(sql: "DELETE FROM \(store.qualified(root.tableName)) WHERE Z_PK = ? AND Z_OPT = ?", arguments: [primaryKey, object.version])
-        if db.changesCount == 0 { throw conflict(object, db, store: store) }
+        if db.changesCount == 0 {
+            guard mergePolicy != .error else { throw conflict(object, db, store: store) }
+            let (row, _, _) = try currentRow(of: object, db)
+            if let row, mergePolicy == .rollback || mergePolicy == .mergeByPropertyStoreTrump {
+                try load(row, into: object, root: root, store: store)
+                return false
+            }
+            try db.execute(sql: "DELETE FROM \(store.qualified(root.tableName)) WHERE Z_PK = ?",
+                           arguments: [primaryKey])
+        }
         for relationship in object.entity.relationships where SQLiteSchema.usesJoinTable(relationship, in: model) {
             let join = SQLiteSchema.joinTable(for: relationship, of: object.entity, in: model)
             try db.execute(sql: "DELETE FROM \(store.qualified(join.name)) WHERE \(join.sourceColumn) = ?", arguments: [primaryKey])
         }
+        return true
     }
 
     private func writeJoinRows(of object: ManagedObject, _ db: Database) throws {
@@ -209,6 +236,12 @@ extension ManagedObjectContext {
             registered[ObjectKey(rootEntityNumber: root.entityNumber, primaryKey: primaryKey)] = object
         }
         for object in updated where rowsUpdated.contains(ObjectIdentifier(object)) { object.version += 1 }
+        finishSave(inserted: inserted, updated: updated, deleted: deleted)
+    }
+
+    /// Marks what a save wrote (to the stores or into the parent) as committed, forgets the
+    /// deleted objects and announces the save.
+    func finishSave(inserted: [ManagedObject], updated: [ManagedObject], deleted: [ManagedObject]) {
         for object in inserted + updated {
             var committed = object.values
             for name in object.entity.toManyRelationshipNames { committed[name] = nil }
@@ -225,10 +258,15 @@ extension ManagedObjectContext {
         insertedSet.removeAll()
         updatedSet.removeAll()
         deletedSet.removeAll()
+        // Undo covers unsaved changes only.
+        undoManager?.removeAllActions()
         notificationCenter.post(name: Self.didSaveNotification, object: self, userInfo: [
             Self.insertedObjectsKey: inserted,
             Self.updatedObjectsKey: updated,
             Self.deletedObjectsKey: deleted,
+            Self.insertedObjectIDsKey: inserted.map(\.objectID),
+            Self.updatedObjectIDsKey: updated.map(\.objectID),
+            Self.deletedObjectIDsKey: deleted.map(\.objectID),
         ])
     }
 }

@@ -30,9 +30,18 @@ public final class ManagedObjectContext {
     public static let insertedObjectsKey = "inserted"
     public static let updatedObjectsKey = "updated"
     public static let deletedObjectsKey = "deleted"
+    /// In ``didSaveNotification``: the saved objects' IDs (`[ObjectID]`), safe to read on any
+    /// queue, for ``mergeChanges(fromContextDidSave:)``.
+    public static let insertedObjectIDsKey = "insertedObjectIDs"
+    public static let updatedObjectIDsKey = "updatedObjectIDs"
+    public static let deletedObjectIDsKey = "deletedObjectIDs"
 
     /// The notification center this context posts to.
     public let notificationCenter: NotificationCenter
+    /// How conflicts with changes saved elsewhere are settled at save and merge (`.error` by default).
+    public var mergePolicy = MergePolicy.error
+    /// Records changes for ``undo()`` and ``redo()``; nil (the default) records nothing.
+    public var undoManager: ContextUndoManager?
 
     struct ObjectKey: Hashable {
         let rootEntityNumber: Int
@@ -43,15 +52,17 @@ public final class ManagedObjectContext {
     var insertedSet = ObjectSet()
     var updatedSet = ObjectSet()
     var deletedSet = ObjectSet()
-    private var unprocessedInserted = ObjectSet()
-    private var unprocessedUpdated = ObjectSet()
-    private var unprocessedDeleted = ObjectSet()
+    var unprocessedInserted = ObjectSet()
+    var unprocessedUpdated = ObjectSet()
+    var unprocessedDeleted = ObjectSet()
     private var temporaryCounter = 0
     /// A failure while loading a relationship behind a property access (which cannot
     /// throw); the next save or fetch throws it, so nothing is decided on missing objects.
     var deferredError: Error?
     /// INSERT statements by entity name, built once.
     var insertSQL: [String: String] = [:]
+    /// The stores' `data_version`s when this context last looked (see `mergeExternalChanges()`).
+    var knownExternalChangeToken: [Int]?
 
     func throwDeferredError() throws {
         if let error = deferredError {
@@ -60,15 +71,47 @@ public final class ManagedObjectContext {
         }
     }
 
-    public init(coordinator: PersistentStoreCoordinator, notificationCenter: NotificationCenter = .default) {
+    /// The queue ``perform(_:)`` and ``performAndWait(_:)`` run on.
+    public let concurrencyType: ConcurrencyType
+    let queue: DispatchQueue
+    /// The context whose save this context's save pushes into, or nil when it saves to the stores.
+    public let parent: ManagedObjectContext?
+    /// The objects this child inserted and pushed, with the parent's object for each.
+    var pushedInserts: [ObjectIdentifier: (child: ManagedObject, parent: ManagedObject)] = [:]
+
+    /// A context over a coordinator's stores.
+    ///
+    /// - parameter concurrencyType: the queue its ``perform(_:)`` blocks run on: a private
+    ///   serial queue (the default) or the main queue.
+    public init(coordinator: PersistentStoreCoordinator, notificationCenter: NotificationCenter = .default,
+                concurrencyType: ConcurrencyType = .privateQueue) {
         self.coordinator = coordinator
         self.notificationCenter = notificationCenter
+        self.concurrencyType = concurrencyType
+        self.parent = nil
+        self.queue = Self.makeQueue(concurrencyType)
+    }
+
+    /// A child context: it reads through its parent's coordinator, and its ``save()`` pushes
+    /// its changes into `parent` (as unsaved changes there) instead of writing the stores.
+    ///
+    /// A child reads what the stores hold: objects the parent inserted or changed but has not
+    /// saved yet are not visible in it. Use it as a scratch pad over saved objects.
+    public init(parent: ManagedObjectContext, concurrencyType: ConcurrencyType = .privateQueue) {
+        self.coordinator = parent.coordinator
+        self.notificationCenter = parent.notificationCenter
+        self.concurrencyType = concurrencyType
+        self.parent = parent
+        self.queue = Self.makeQueue(concurrencyType)
     }
 
     public var insertedObjects: [ManagedObject] { insertedSet.objects }
     public var updatedObjects: [ManagedObject] { updatedSet.objects }
     public var deletedObjects: [ManagedObject] { deletedSet.objects }
-    public var registeredObjects: [ManagedObject] { Array(registered.values) + insertedSet.objects }
+    public var registeredObjects: [ManagedObject] {
+        let pushed = pushedInserts.values.map(\.child).filter { $0.managedObjectContext === self }
+        return Array(registered.values) + insertedSet.objects + pushed
+    }
     public var hasChanges: Bool { !insertedSet.isEmpty || !updatedSet.isEmpty || !deletedSet.isEmpty }
 
     // MARK: - Inserting and deleting
@@ -98,8 +141,7 @@ public final class ManagedObjectContext {
         precondition(object.managedObjectContext == nil || object.managedObjectContext === self, "The object belongs to another context")
         guard !insertedSet.contains(object) else { return }
         if deletedSet.contains(object) {
-            deletedSet.remove(object)
-            unprocessedDeleted.remove(object)
+            undelete(object)
             return
         }
         temporaryCounter += 1
@@ -115,6 +157,7 @@ public final class ManagedObjectContext {
         insertedSet.insert(object)
         unprocessedInserted.insert(object)
         object.isPendingInsert = true
+        undoManager?.register { [weak self] in self?.undoInsert(object) }
         object.awakeFromInsert()
     }
 
@@ -122,6 +165,7 @@ public final class ManagedObjectContext {
     public func delete(_ object: ManagedObject) {
         precondition(object.managedObjectContext === self, "The object does not belong to this context")
         if insertedSet.contains(object) {
+            undoManager?.register { [weak self] in self?.reinsert(object) }
             insertedSet.remove(object)
             unprocessedInserted.remove(object)
             detachRelationships(of: object)
@@ -129,7 +173,9 @@ public final class ManagedObjectContext {
             object.isPendingInsert = false
             return
         }
-        if deletedSet.insert(object) { unprocessedDeleted.insert(object) }
+        guard deletedSet.insert(object) else { return }
+        unprocessedDeleted.insert(object)
+        undoManager?.register { [weak self] in self?.undelete(object) }
     }
 
     /// Removes a never-saved object from the other side of each of its relationships.
@@ -144,13 +190,30 @@ public final class ManagedObjectContext {
 
     func objectDidChange(_ object: ManagedObject) {
         guard !insertedSet.contains(object), !deletedSet.contains(object) else { return }
-        if updatedSet.insert(object) { unprocessedUpdated.insert(object) }
+        updatedSet.insert(object)
+        // Announced again when it changes again after a processPendingChanges().
+        unprocessedUpdated.insert(object)
+    }
+
+    /// An object inserted since the last save changed: announced as updated, unless its
+    /// insertion is not announced yet.
+    func insertedObjectDidChange(_ object: ManagedObject) {
+        guard insertedSet.contains(object), !unprocessedInserted.contains(object) else { return }
+        unprocessedUpdated.insert(object)
+    }
+
+    /// Leaves an object out of the next ``objectsDidChangeNotification``.
+    func discardUnprocessed(_ object: ManagedObject) {
+        unprocessedInserted.remove(object)
+        unprocessedUpdated.remove(object)
+        unprocessedDeleted.remove(object)
     }
 
     // MARK: - Notifications
 
     /// Posts ``objectsDidChangeNotification`` for the changes made since the last call.
     public func processPendingChanges() {
+        undoManager?.endEventGroup()
         guard !(unprocessedInserted.isEmpty && unprocessedUpdated.isEmpty && unprocessedDeleted.isEmpty) else { return }
         let userInfo: [String: Any] = [
             Self.insertedObjectsKey: unprocessedInserted.objects,
@@ -168,6 +231,7 @@ public final class ManagedObjectContext {
     /// Forgets every unsaved change: inserted objects leave the context, updated and
     /// deleted ones return to their last saved state.
     public func rollback() {
+        undoManager?.removeAllActions()
         for object in insertedSet.objects {
             object.managedObjectContext = nil
             object.isPendingInsert = false

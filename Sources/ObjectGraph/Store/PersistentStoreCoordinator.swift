@@ -29,6 +29,8 @@ public final class PersistentStoreCoordinator {
     public var busyTimeout: TimeInterval
 
     private var connection: DatabaseQueue?
+    /// Held by the thread running a transaction (re-entered by work inside it).
+    private let lock = NSRecursiveLock()
     /// The connection while a transaction runs, so work inside it does not reenter the queue.
     private var activeDatabase: Database?
     private var storeByEntityName: [String: PersistentStore] = [:]
@@ -272,6 +274,9 @@ public final class PersistentStoreCoordinator {
 
     /// Runs `body` in a read transaction (or inside the transaction already running).
     func read<T>(_ body: (Database) throws -> T) throws -> T {
+        // Contexts on several queues share the connection: one transaction at a time.
+        lock.lock()
+        defer { lock.unlock() }
         readCount += 1
         if let activeDatabase { return try body(activeDatabase) }
         guard let connection else { preconditionFailure("The coordinator has no open store") }
@@ -290,6 +295,8 @@ public final class PersistentStoreCoordinator {
     /// Runs `body` in an immediate write transaction spanning every store: it commits
     /// entirely or not at all.
     func write<T>(_ body: (Database) throws -> T) throws -> T {
+        lock.lock()
+        defer { lock.unlock() }
         precondition(activeDatabase == nil, "Write transactions do not nest")
         guard let connection else { preconditionFailure("The coordinator has no open store") }
         return try connection.inDatabase { db in

@@ -39,7 +39,7 @@ public protocol ValueTransformer: AnyObject {
 ///
 /// Each coordinator has a registry that falls back to ``shared``, so two vaults open in
 /// one process can each use their own keys under the same transformer name.
-public final class ValueTransformerRegistry {
+public final class ValueTransformerRegistry: @unchecked Sendable {  // every access holds the lock
     public static let shared = ValueTransformerRegistry(parent: nil)
     /// The name of the transformer used when a Transformable attribute names none.
     public static let defaultTransformerName = "ObjectGraphPropertyListTransformer"
