@@ -35,22 +35,26 @@ final class BrowseTests: CLITestCase {
         try addEntries()
         let tmux = try TmuxSession(browseCommand())
         tmux.expect("Passwords (3)")
-        // Sections by category, uncategorized last; the first entry is selected, masked.
+        // Sections by category (the controller's section key path), uncategorized first as
+        // the sort puts them; the first entry is selected, its password masked.
         tmux.wait(for: "sections in order") { screen in
             guard let web = screen.range(of: "Web Site (1)"), let wifi = screen.range(of: "Wi-Fi (1)"),
                   let none = screen.range(of: "No category (1)") else { return false }
-            return web.lowerBound < wifi.lowerBound && wifi.lowerBound < none.lowerBound
+            return none.lowerBound < web.lowerBound && web.lowerBound < wifi.lowerBound
         }
-        tmux.expect("https://github.com")
+        tmux.expect("Name      漢字 Bank")
         XCTAssertTrue(tmux.screen().contains("••••••••"))
-        XCTAssertFalse(tmux.screen().contains("gh-secret-1"), "masked until revealed")
+        XCTAssertFalse(tmux.screen().contains("bank-secret-3"), "masked until revealed")
 
+        tmux.send("Down")
+        tmux.expect("https://github.com")
         tmux.send("Down")
         tmux.wait(for: "Router in the detail pane") { $0.contains("Name      Router") }
         tmux.send("C-r")
         tmux.expect("router-secret-2")
-        tmux.send("Down")
+        tmux.send("Up")
         tmux.expectGone("router-secret-2")  // moving on hides it again
+        XCTAssertFalse(tmux.screen().contains("gh-secret-1"))
 
         tmux.type("BANK")
         tmux.expect("Passwords (1)")
@@ -75,6 +79,37 @@ final class BrowseTests: CLITestCase {
         for secret in ["GitHub", "door code", "router-secret-2", "Passwords ("] {
             XCTAssertFalse(everything.contains(secret), "'\(secret)' stays neither on screen nor in scrollback: \(everything)")
         }
+    }
+
+    func testAnotherProcessesChangesAppearWithoutAKeyPressKeepingTheSelection() throws {
+        try addEntries()
+        let tmux = try TmuxSession(browseCommand())
+        tmux.expect("Passwords (3)")
+        tmux.send("Down", "Down")
+        tmux.wait(for: "Router selected") { $0.contains("Name      Router") }
+
+        // No key is pressed from here on: the view follows the other processes by itself.
+        try runOK(["password", "add", "Aardvark", "--user", "zed"], stdin: "x")
+        tmux.wait(for: "the new entry, Router still selected", timeout: 10) {
+            $0.contains("Passwords (4)") && $0.contains("Aardvark") && $0.contains("Name      Router")
+        }
+        try runOK(["password", "edit", "Router", "--user", "admin", "--url", "http://192.168.1.1"])
+        tmux.wait(for: "the edited fields in the detail pane", timeout: 10) {
+            $0.contains("User      admin") && $0.contains("http://192.168.1.1") && $0.contains("Name      Router")
+        }
+        try runOK(["password", "rm", "GitHub", "--force"])
+        tmux.wait(for: "the removal", timeout: 10) { !$0.contains("GitHub") && $0.contains("Passwords (3)") }
+        XCTAssertTrue(tmux.screen().contains("Name      Router"), "the selection stayed: \(tmux.screen())")
+        try runOK(["note", "add", "Fresh note"], stdin: "written elsewhere")
+        tmux.send("Tab")
+        tmux.wait(for: "the other process's note", timeout: 10) { $0.contains("Notes (2)") && $0.contains("Fresh note") }
+        tmux.send("Tab")
+        try runOK(["password", "rm", "Router", "--force"])
+        tmux.wait(for: "the selected entry gone, a neighbour selected", timeout: 10) {
+            !$0.contains("Router") && $0.contains("Passwords (2)") && $0.contains("Name      ")
+        }
+        tmux.send("C-q")
+        tmux.expect("browse-exit=0")
     }
 
     func testAddShowsTheCLIValidationMessagesAndSavesNothingUntilValid() throws {
@@ -175,14 +210,14 @@ final class BrowseTests: CLITestCase {
         try addEntries()
         let tmux = try TmuxSession(browseCommand(environment: ["NO_COLOR": "1"]), columns: 40, rows: 16)
         tmux.expect("Passwords (3)")
-        tmux.expect("Name      GitHub")  // the detail pane below the list
+        tmux.expect("Name      漢字 Bank")  // the detail pane below the list
         let narrow = tmux.screen(escapes: true)
         XCTAssertNil(narrow.range(of: "\u{1B}\\[[0-9;]*3[0-7](;[0-9]+)*m", options: .regularExpression), "no colour under NO_COLOR")
         XCTAssertTrue(narrow.contains("\u{1B}[7m") || narrow.contains("\u{1B}[0;7m") || narrow.contains(";7m"), "selection in reverse video")
         for line in tmux.screen().split(separator: "\n") { XCTAssertLessThanOrEqual(line.count, 40, String(line)) }
 
         tmux.resize(columns: 100, rows: 20)
-        tmux.wait(for: "the side-by-side layout") { $0.contains("│ Name      GitHub") }
+        tmux.wait(for: "the side-by-side layout") { $0.contains("│ Name      漢字 Bank") }
         tmux.resize(columns: 30, rows: 10)
         tmux.wait(for: "the small layout") { screen in screen.split(separator: "\n").allSatisfy { $0.count <= 30 } && screen.contains("Passwords") }
         tmux.send("C-q")
@@ -212,7 +247,7 @@ final class BrowseTests: CLITestCase {
         pids.forEach { kill($0, SIGTSTP) }
         tmux.wait(for: "the shell's screen while stopped") { $0.contains("before-browse") && !$0.contains("GitHub") }
         pids.forEach { kill($0, SIGCONT) }
-        tmux.wait(for: "a full redraw") { $0.contains("Passwords (3)") && $0.contains("Name      GitHub") }
+        tmux.wait(for: "a full redraw") { $0.contains("Passwords (3)") && $0.contains("Name      漢字 Bank") }
         tmux.send("C-q")
         tmux.expect("browse-exit=0")
     }
@@ -223,9 +258,9 @@ final class BrowseTests: CLITestCase {
         // screen runs the same shell line from a file, inside the tmux pane.
         let script = home.appendingPathComponent("browse.sh")
         try browseCommand().replacingOccurrences(of: "sleep 600", with: "sleep 2").write(to: script, atomically: true, encoding: .utf8)
-        let tmux = try TmuxSession("screen -q -c /dev/null sh '\(script.path)'; echo screen-done; sleep 600", columns: 60, rows: 20)
+        let tmux = try TmuxSession("screen -U -q -c /dev/null sh '\(script.path)'; echo screen-done; sleep 600", columns: 60, rows: 20)
         tmux.expect("Passwords (3)")
-        tmux.expect("Name      GitHub")
+        tmux.expect("Name      漢字 Bank")
         tmux.type("rout")
         tmux.expect("Passwords (1)")
         tmux.send("C-q")

@@ -66,7 +66,7 @@ extension Browser {
     }
 
     private func refuseIfChangedElsewhere(_ change: BrowseChange) throws {
-        vault.forgetLoadedObjects()
+        try vault.followExternalChanges()
         let now = try currentDetail(change.tab, change.id)
         if let savedAt = change.savedAt, updatedAt(now) != savedAt {
             throw VaultError(.busy, "\(change.tab.noun) \(change.id) was changed by another process since; not undone")

@@ -42,6 +42,8 @@ final class Browser {
     private let environment: [String: String]
 
     var tab: Tab
+    /// The fetched results controllers behind the lists.
+    let results: BrowseResults
     var lists: [Tab: BrowseList] = [.notes: BrowseList(), .passwords: BrowseList()]
     var scrollTop: [Tab: Int] = [.notes: 0, .passwords: 0]
     var mode = Mode.list
@@ -61,6 +63,7 @@ final class Browser {
         self.tab = tab
         self.idleLimit = idleLimit
         self.environment = environment
+        results = BrowseResults(vault: vault)
         renderer = Renderer(environment: environment)
     }
 
@@ -92,6 +95,7 @@ final class Browser {
         if let idleLimit, !isLocked, Date().timeIntervalSince(lastInput) >= idleLimit {
             lock(reason: "locked after \(Self.duration(idleLimit)) without a key press")
         }
+        if !isLocked { followExternalChanges() }
         if let status, status.until < Date() { self.status = nil }
     }
 
@@ -109,32 +113,24 @@ final class Browser {
 
     // MARK: - Loading
 
-    /// Reads a tab's items from the vault; the selection stays on its item where it can.
+    /// Fetches a tab's items unless they are already followed, and makes the rows of every
+    /// tab whose controller reported a change; the selection stays on its item where it can.
     func load(_ tab: Tab) throws {
-        var list = lists[tab] ?? BrowseList()
-        switch tab {
-        case .notes:
-            let days = DaySections()
-            list.replaceRows(try vault.notesForBrowsing().map { note in
-                BrowseRow(id: note.id, title: note.title, subtitle: days.time(note.updatedAt),
-                          section: days.section(note.updatedAt), searchable: [note.title, note.text])
-            })
-        case .passwords:
-            // Sections by category, uncategorized last; the vault's name order within each.
-            let entries = try vault.entries()
-            let categories = Set(entries.compactMap(\.category)).sorted { $0.lowercased() < $1.lowercased() }
-            let rank = Dictionary(uniqueKeysWithValues: categories.enumerated().map { ($1, $0) })
-            let ordered = entries.enumerated().sorted { a, b in
-                let (x, y) = (a.element.category.flatMap { rank[$0] } ?? Int.max, b.element.category.flatMap { rank[$0] } ?? Int.max)
-                return x != y ? x < y : a.offset < b.offset
-            }
-            list.replaceRows(ordered.map(\.element).map { entry in
-                BrowseRow(id: entry.id, title: entry.name, subtitle: entry.userId ?? "", section: entry.category ?? "No category",
-                          searchable: [entry.name, entry.userId, entry.url, entry.category])
-            })
+        try results.fetch(tab)
+        for changed in results.changedTabs {
+            lists[changed, default: BrowseList()].replaceRows(results.rows(changed))
+            detail = nil
         }
-        lists[tab] = list
-        detail = nil
+    }
+
+    /// Follows other processes' commits: the controllers hear of them from the context.
+    private func followExternalChanges() {
+        guard results.isFetched else { return }
+        do {
+            if try vault.followExternalChanges() { try load(tab) }
+        } catch {
+            say(errorLines(error).first ?? "\(error)", isError: true)
+        }
     }
 
     /// The selected item's fields, decrypted when first needed.
@@ -221,7 +217,7 @@ final class Browser {
         tab = tab == .notes ? .passwords : .notes
         revealed = false
         detail = nil
-        if !list.isLoaded { try load(tab) }
+        try load(tab)
     }
 
     private func editSelected() {
@@ -297,6 +293,7 @@ final class Browser {
     /// Drops every decrypted value (lists, detail, form, what the renderer remembers of the
     /// screen) and the data key, and asks for the master password.
     func lock(reason: String) {
+        results.stop()
         vault.lock()
         for tab in Tab.allCases { lists[tab]?.clear() }
         detail = nil
