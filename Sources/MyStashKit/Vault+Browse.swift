@@ -25,7 +25,8 @@ extension Vault {
             FetchSortDescriptor(key: "name", caseInsensitive: true),
         ])
         request.propertiesToFetch = ["name", "userId", "url"]
-        return FetchedResultsController(fetchRequest: request, managedObjectContext: context, sectionNameKeyPath: "category.name")
+        return FetchedResultsController(fetchRequest: request, managedObjectContext: context,
+                                        sectionNameKeyPath: "category.name")
     }
 
     /// A controller over every note with its title and text, the most recently changed first.

@@ -243,12 +243,13 @@ final class Browser {
             }
             switch form.purpose {
             case .addEntry:
-                id = try vault.addEntry(name: form.value(0), password: form.value(2), userId: optional(1), url: optional(3),
-                                        category: optional(4), notes: optional(5))
+                id = try vault.addEntry(name: form.value(0), password: form.value(2), userId: optional(1),
+                                        url: optional(3), category: optional(4), notes: optional(5))
             case .editEntry(let entryID):
                 id = entryID
-                try vault.editEntry(String(id), EntryChanges(name: form.value(0), userId: form.value(1), url: form.value(3),
-                                                             category: form.value(4), password: optional(2), notes: form.value(5)))
+                try vault.editEntry(String(id), EntryChanges(name: form.value(0), userId: form.value(1),
+                                                             url: form.value(3), category: form.value(4),
+                                                             password: optional(2), notes: form.value(5)))
             case .addNote:
                 id = try vault.addNote(title: form.value(0), text: form.value(1))
             case .editNote(let noteID):
@@ -261,7 +262,8 @@ final class Browser {
             try load(tab)
             list.setFilter("")
             list.select(id: id)
-            say(form.purpose == .addEntry || form.purpose == .addNote ? "Added \(tab.noun) \(id)." : "Saved \(tab.noun) \(id).")
+            let added = form.purpose == .addEntry || form.purpose == .addNote
+            say(added ? "Added \(tab.noun) \(id)." : "Saved \(tab.noun) \(id).")
         } catch {
             form.errors = errorLines(error)
             mode = .form(form)
@@ -331,7 +333,8 @@ final class Browser {
             lockPrompt = []
         }
         if lockPrompt.isEmpty {
-            guard let session = KeyringSession.load(vaultIdentifier: vault.identifier), vault.unlock(session: session) else {
+            guard let session = KeyringSession.load(vaultIdentifier: vault.identifier),
+                  vault.unlock(session: session) else {
                 lockMessage = "type the master password, then Enter"
                 return
             }
