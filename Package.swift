@@ -47,5 +47,5 @@ let package = Package(
         .testTarget(name: "MyStashCLITests", dependencies: ["MyStashKit"]),
         .testTarget(name: "TerminalUITests", dependencies: ["TerminalUI"]),
     ],
-    swiftLanguageModes: [.v5]
+    swiftLanguageModes: [.v6]
 )

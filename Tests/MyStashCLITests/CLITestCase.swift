@@ -58,7 +58,7 @@ class CLITestCase: XCTestCase {
             try input.fileHandleForWriting.close()
         }
         // Read both pipes fully before waiting, so a large output cannot block the child.
-        var errData = Data()
+        nonisolated(unsafe) var errData = Data()  // written by one thread, read after group.wait()
         let group = DispatchGroup()
         group.enter()
         DispatchQueue.global().async {
@@ -88,7 +88,7 @@ class CLITestCase: XCTestCase {
 }
 
 /// A command on a pseudo-terminal (util-linux `script`), answered at its prompts.
-final class TerminalSession {
+final class TerminalSession: @unchecked Sendable {  // the buffer is read and written under the lock
     private let process = Process()
     private let input = Pipe()
     private let output = Pipe()

@@ -200,4 +200,36 @@ final class ContextQueueTests: BoardTestCase, @unchecked Sendable {
         }
         parent.performAndWait { XCTAssertFalse(parent.hasChanges, "nothing half-pushed") }
     }
+
+    func testAChildSeesItsParentsUnsavedChangesToSavedObjects() throws {
+        let parent = try makeContext(.sqlite)
+        try parent.performAndWait {
+            let alpha = group(parent, "alpha"), beta = group(parent, "beta")
+            item(parent, "kept", rank: 1, group: alpha)
+            item(parent, "gone", group: alpha)
+            try parent.save()
+            let items = try parent.objects("Item", sort: [FetchSortDescriptor(key: "name")])
+            items[1]["name"] = "renamed by parent"
+            items[1]["group"] = beta
+            parent.delete(items[0])
+        }
+        let child = ManagedObjectContext(parent: parent)
+        try child.performAndWait {
+            let seen = try child.objects("Item")
+            XCTAssertEqual(seen.map { $0["name"] as? String }, ["renamed by parent"], "the parent's deletion hides one")
+            let item = try XCTUnwrap(seen.first)
+            XCTAssertEqual((item["group"] as? ManagedObject)?["name"] as? String, "beta")
+            XCTAssertFalse(child.hasChanges, "the parent's state is the child's baseline")
+            item["rank"] = 2
+            try child.save()
+        }
+        try parent.performAndWait {
+            let item = try XCTUnwrap(parent.objects("Item").first)
+            XCTAssertEqual(item["name"] as? String, "renamed by parent")
+            XCTAssertEqual(item["rank"] as? Int, 2)
+            try parent.save()
+        }
+        let stored = try ManagedObjectContext(coordinator: parent.coordinator).objects("Item")
+        XCTAssertEqual(stored.map { "\($0["name"] ?? "") \($0["rank"] ?? "")" }, ["renamed by parent 2"])
+    }
 }

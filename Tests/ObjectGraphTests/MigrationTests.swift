@@ -421,7 +421,7 @@ final class MigrationTests: MigrationTestCase {
     static var wibosco: URL { fixturesURL.appendingPathComponent("CoreData/wibosco-migration-example") }
 
     /// The example app's own v2→v3 step: each paragraph of a post's content becomes a Section.
-    static let sectionsFromContent = EntityMigrationStep(entity: "Post", from: "CoreDataMigration_Example 2") {
+    nonisolated(unsafe) static let sectionsFromContent = EntityMigrationStep(entity: "Post", from: "CoreDataMigration_Example 2") {
         post, writer in
         guard let content = post.sourceValues["content"] as? String else { return }
         let paragraphs = content.components(separatedBy: "\n\n").filter {

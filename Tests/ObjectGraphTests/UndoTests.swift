@@ -15,7 +15,8 @@ final class UndoTests: BoardTestCase {
             let tag = context.insertNewObject(forEntityName: "Tag")
             tag["name"] = "a"
             try context.save()
-            XCTAssertFalse(context.undoManager!.canUndo, "a save ends the history")
+            XCTAssertTrue(context.undoManager!.canUndo, "a save keeps the history")
+            context.undoManager!.removeAllActions()
 
             tag["name"] = "b"
             context.processPendingChanges()
@@ -126,6 +127,7 @@ final class UndoTests: BoardTestCase {
         let tag = context.insertNewObject(forEntityName: "Tag")
         tag["name"] = "a"
         try context.save()
+        undo.removeAllActions()
 
         undo.beginUndoGrouping()
         tag["name"] = "b"
@@ -172,6 +174,7 @@ final class UndoTests: BoardTestCase {
         let tag = context.insertNewObject(forEntityName: "Tag")
         tag["name"] = "saved"
         try context.save()
+        undo.removeAllActions()
         tag["name"] = "recorded"
         context.processPendingChanges()
         undo.disableUndoRegistration()
@@ -186,7 +189,7 @@ final class UndoTests: BoardTestCase {
         XCTAssertFalse(undo.canUndo)
     }
 
-    func testRollbackResetAndSaveClearTheHistory() throws {
+    func testRollbackAndResetClearTheHistoryAndASaveKeepsIt() throws {
         let context = try makeContext(.inMemory)
         let undo = context.undoManager!
         context.insertNewObject(forEntityName: "Tag")["name"] = "x"
@@ -203,7 +206,50 @@ final class UndoTests: BoardTestCase {
         XCTAssertFalse(undo.canRedo)
         context.insertNewObject(forEntityName: "Tag")["name"] = "z"
         try context.save()
-        XCTAssertFalse(undo.canUndo)
+        XCTAssertTrue(undo.canUndo)
+    }
+
+    /// Undoing saved changes makes unsaved ones that reverse them: a saved rename, a saved
+    /// deletion (the object comes back as a new row) and a saved insertion.
+    func testUndoAndRedoAcrossSaves() {
+        forEachStoreKind { kind in
+            let context = try makeContext(kind)
+            let stored = { try ManagedObjectContext(coordinator: context.coordinator).names("Tag") }
+            let tag = context.insertNewObject(forEntityName: "Tag")
+            tag["name"] = "a"
+            try context.save()
+            tag["name"] = "b"
+            try context.save()
+            context.delete(tag)
+            try context.save()
+            XCTAssertEqual(try stored(), [])
+
+            context.undo()
+            XCTAssertTrue(tag.isInserted, "the saved deletion comes back as an insertion")
+            try context.save()
+            XCTAssertEqual(try stored(), ["b"])
+            context.undo()
+            XCTAssertEqual(tag["name"] as? String, "a")
+            XCTAssertTrue(tag.isUpdated)
+            try context.save()
+            XCTAssertEqual(try stored(), ["a"])
+            context.undo()
+            XCTAssertTrue(tag.isDeleted, "the saved insertion is taken back by a deletion")
+            try context.save()
+            XCTAssertEqual(try stored(), [])
+            XCTAssertFalse(context.undoManager!.canUndo)
+
+            context.redo()
+            try context.save()
+            XCTAssertEqual(try stored(), ["a"])
+            context.redo()
+            context.redo()
+            try context.save()
+            XCTAssertEqual(try stored(), [])
+            context.undo()
+            try context.save()
+            XCTAssertEqual(try stored(), ["b"])
+        }
     }
 
     func testUndoIsAnnouncedSoAFetchedResultsControllerFollows() throws {
@@ -226,83 +272,100 @@ final class UndoTests: BoardTestCase {
         XCTAssertEqual(delegate.mirror, try expectedSections(context, where: nil))
     }
 
-    /// Random changes in random groups; undoing every group walks back through the same
-    /// states, redoing walks forward again, and the final state saves as it reads.
+    /// Random changes in random groups, some saved; undoing every group walks back through
+    /// the same states and then saves as the first state, or redoing walks forward again and
+    /// saves as the last.
     func testRandomizedUndoAndRedoRetraceEveryState() {
         forEachStoreKind { kind in
             for seed in UInt64(7)...UInt64(6 + 5 * Self.sweepScale) {
-                var random = SeededGenerator(seed: seed)
-                let context = try makeBoard(kind, name: "undo\(seed)")
-                context.undoManager = ContextUndoManager()
-                var all: [ManagedObject] = []
-                for name in ["g0", "g1"] { all.append(group(context, name)) }
-                for index in 0..<6 { all.append(item(context, "i\(index)", group: all[index % 2])) }
-                try context.save()
-
-                func state() -> [String] {
-                    all.map { object in
-                        guard object.managedObjectContext === context, !object.isDeleted else { return "gone" }
-                        if object.entity.name == "Group" {
-                            let items = (object["items"] as? [ManagedObject] ?? []).map { $0["name"] as? String ?? "" }
-                            return "\(object["name"] ?? "") [\(items.sorted().joined(separator: ","))]"
-                        }
-                        let group = (object["group"] as? ManagedObject)?["name"] as? String ?? "-"
-                        return "\(object["name"] ?? "") \(object["rank"] ?? "") \(group)"
-                    }
-                }
-                var states = [state()]
-                for step in 0..<40 {
-                    for _ in 0..<Int.random(in: 1...3, using: &random) {
-                        let live = all.filter { $0.managedObjectContext === context && !$0.isDeleted }
-                        let items = live.filter { $0.entity.name == "Item" }
-                        let groups = live.filter { $0.entity.name == "Group" }
-                        switch Int.random(in: 0..<7, using: &random) {
-                        case 0: all.append(item(context, "new\(step)", group: groups.randomElement(using: &random)))
-                        case 1: if let victim = items.randomElement(using: &random) { context.delete(victim) }
-                        case 2: items.randomElement(using: &random)?["name"] = "renamed\(step)"
-                        case 3: items.randomElement(using: &random)?["rank"] = step
-                        case 4: items.randomElement(using: &random)?["group"] = groups.randomElement(using: &random)
-                        case 5:
-                            if let group = groups.randomElement(using: &random),
-                               let item = items.randomElement(using: &random) {
-                                group.remove(item, fromRelationship: "items")
-                            }
-                        default: all.append(group(context, "group\(step)"))
-                        }
-                    }
-                    let groups = context.undoManager!.undoGroupCount
-                    context.processPendingChanges()
-                    // A step whose changes all were no-ops (a to-one set to what it was) makes no group.
-                    if context.undoManager!.undoGroupCount > groups { states.append(state()) }
-                }
-                // Objects made after a state are gone in it.
-                func expected(_ index: Int) -> [String] {
-                    states[index] + Array(repeating: "gone", count: all.count - states[index].count)
-                }
-                for index in stride(from: states.count - 2, through: 0, by: -1) {
-                    context.undo()
-                    let now = state()
-                    guard now == expected(index) else {
-                        let differences = zip(now, expected(index)).enumerated()
-                            .filter { $0.element.0 != $0.element.1 }
-                        return XCTFail("seed \(seed): undo back to state \(index): \(differences)")
-                    }
-                }
-                XCTAssertFalse(context.hasChanges, "seed \(seed): everything undone")
-                for index in 1..<states.count {
-                    context.redo()
-                    XCTAssertEqual(state(), expected(index), "seed \(seed): redo to state \(index)")
-                }
-                try context.save()
-                let final = expected(states.count - 1)
-                let fresh = ManagedObjectContext(coordinator: context.coordinator)
-                let stored = try fresh.objects("Item").map { item in
-                    let group = (item["group"] as? ManagedObject)?["name"] as? String ?? "-"
-                    return "\(item["name"] ?? "") \(item["rank"] ?? "") \(group)"
-                }
-                let finalItems = final.filter { $0 != "gone" && !$0.contains("[") }
-                XCTAssertEqual(stored.sorted(), finalItems.sorted(), "seed \(seed)")
+                try retrace(kind, seed: seed, redoing: false)
+                try retrace(kind, seed: seed, redoing: true)
             }
         }
+    }
+
+    private func retrace(_ kind: StoreKind, seed: UInt64, redoing: Bool) throws {
+        var random = SeededGenerator(seed: seed)
+        let context = try makeBoard(kind, name: "undo\(seed)\(redoing)")
+        context.undoManager = ContextUndoManager()
+        var all: [ManagedObject] = []
+        for name in ["g0", "g1"] { all.append(group(context, name)) }
+        for index in 0..<6 { all.append(item(context, "i\(index)", group: all[index % 2])) }
+        try context.save()
+        let label = "seed \(seed) \(kind) \(redoing ? "redo" : "undo")"
+
+        func state() -> [String] {
+            all.map { object in
+                guard object.managedObjectContext === context, !object.isDeleted else { return "gone" }
+                if object.entity.name == "Group" {
+                    let items = (object["items"] as? [ManagedObject] ?? []).filter { !$0.isDeleted }
+                    let names = items.map { $0["name"] as? String ?? "" }.sorted()
+                    return "\(object["name"] ?? "") [\(names.joined(separator: ","))]"
+                }
+                return MergePolicyTests.summary(object)
+            }
+        }
+        var states = [state()]
+        var saves = 0
+        for step in 0..<40 {
+            for _ in 0..<Int.random(in: 1...3, using: &random) {
+                let live = all.filter { $0.managedObjectContext === context && !$0.isDeleted }
+                let items = live.filter { $0.entity.name == "Item" }
+                let groups = live.filter { $0.entity.name == "Group" }
+                switch Int.random(in: 0..<7, using: &random) {
+                case 0: all.append(item(context, "new\(step)", group: groups.randomElement(using: &random)))
+                case 1: if let victim = items.randomElement(using: &random) { context.delete(victim) }
+                case 2: items.randomElement(using: &random)?["name"] = "renamed\(step)"
+                case 3: items.randomElement(using: &random)?["rank"] = step
+                case 4: items.randomElement(using: &random)?["group"] = groups.randomElement(using: &random)
+                case 5:
+                    if let group = groups.randomElement(using: &random),
+                       let item = items.randomElement(using: &random) {
+                        group.remove(item, fromRelationship: "items")
+                    }
+                default: all.append(group(context, "group\(step)"))
+                }
+            }
+            let groups = context.undoManager!.undoGroupCount
+            if Int.random(in: 0..<4, using: &random) == 0 {
+                try context.save()
+                saves += 1
+            } else {
+                context.processPendingChanges()
+            }
+            // A step whose changes all were no-ops (a to-one set to what it was) makes no group.
+            if context.undoManager!.undoGroupCount > groups { states.append(state()) }
+        }
+        // Objects made after a state are gone in it.
+        func expected(_ index: Int) -> [String] {
+            states[index] + Array(repeating: "gone", count: all.count - states[index].count)
+        }
+        func storedItems() throws -> [String] {
+            // Kept in a variable: objects hold their context weakly, and faults need it.
+            let fresh = ManagedObjectContext(coordinator: context.coordinator)
+            return try fresh.objects("Item").map(MergePolicyTests.summary).sorted()
+        }
+        func items(of state: [String]) -> [String] { state.filter { $0 != "gone" && !$0.contains("[") }.sorted() }
+
+        for index in stride(from: states.count - 2, through: 0, by: -1) {
+            context.undo()
+            let now = state()
+            guard now == expected(index) else {
+                let differences = zip(now, expected(index)).enumerated().filter { $0.element.0 != $0.element.1 }
+                return XCTFail("\(label): undo back to state \(index): \(differences)")
+            }
+        }
+        if saves == 0 { XCTAssertFalse(context.hasChanges, "\(label): everything undone") }
+        guard redoing else {
+            try context.save()
+            XCTAssertEqual(try storedItems(), items(of: expected(0)), "\(label): the first state saves")
+            return
+        }
+        for index in 1..<states.count {
+            context.redo()
+            XCTAssertEqual(state(), expected(index), "\(label): redo to state \(index)")
+        }
+        try context.save()
+        XCTAssertEqual(try storedItems(), items(of: expected(states.count - 1)), "\(label): the last state saves")
     }
 }

@@ -17,8 +17,10 @@
 /// context.redo()                      // and "Mail" again
 /// ```
 ///
-/// Undo covers unsaved changes: a save, ``ManagedObjectContext/rollback()`` and
-/// ``ManagedObjectContext/reset()`` clear the history.
+/// The history outlives saves: undoing a saved change makes the unsaved change that reverses
+/// it (a saved insertion comes back as a deletion, a saved deletion as an insertion with the
+/// same values and a new ID), for the next save to write. ``ManagedObjectContext/rollback()``
+/// and ``ManagedObjectContext/reset()`` clear the history.
 public final class ContextUndoManager {
     typealias Action = () -> Void
 
@@ -118,23 +120,31 @@ public final class ContextUndoManager {
     // MARK: - Undo and redo
 
     /// Undoes the last group (closing the event's group first); its changes become redoable.
-    public func undo() {
+    public func undo() { undo(then: {}) }
+
+    /// Redoes the last undone group; it becomes undoable again.
+    public func redo() { redo(then: {}) }
+
+    /// Undoes the last group; what `finish` changes joins the group that redoes it.
+    func undo(then finish: () -> Void) {
         endEventGroup()
         guard openGroups.isEmpty, let group = undoStack.popLast() else { return }
         isUndoing = true
         defer { isUndoing = false }
         beginUndoGrouping()
         for action in group.reversed() { action() }
+        finish()
         endUndoGrouping()
     }
 
-    /// Redoes the last undone group; it becomes undoable again.
-    public func redo() {
+    /// Redoes the last undone group; what `finish` changes joins the group that undoes it.
+    func redo(then finish: () -> Void) {
         guard openGroups.isEmpty, let group = redoStack.popLast() else { return }
         isRedoing = true
         defer { isRedoing = false }
         beginUndoGrouping()
         for action in group.reversed() { action() }
+        finish()
         let redone = openGroups.removeLast()
         if !redone.isEmpty {
             undoStack.append(redone)

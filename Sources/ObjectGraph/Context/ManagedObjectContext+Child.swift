@@ -1,4 +1,40 @@
 extension ManagedObjectContext {
+    /// Gives an object a child just read from its row the parent's unsaved changes to it (its
+    /// values become the child's baseline), or notes that the parent deleted it.
+    func adoptParentState(of object: ManagedObject, key: ObjectKey) {
+        guard let parent else { return }
+        // Raw values only: the parent's block must not reach the store, whose lock this
+        // thread may hold (a fetch reading rows).
+        let state: (deleted: Bool, values: [(String, Any?)])? = parent.performAndWait {
+            guard let theirs = parent.registered[key], theirs.hasChanges else { return nil }
+            if parent.deletedSet.contains(theirs) { return (true, []) }
+            let values = theirs.changedKeys.compactMap { name -> (String, Any?)? in
+                if theirs.entity.attribute(named: name) != nil { return (name, theirs.values[name]) }
+                guard let relationship = theirs.entity.relationship(named: name), !relationship.isToMany else {
+                    return nil
+                }
+                switch theirs.values[name] {
+                case let fault as FaultReference: return (name, fault)
+                case let destination as ManagedObject:
+                    // A destination the parent inserted has no row the child could read.
+                    return destination.objectID.primaryKey.map { (name, FaultReference(primaryKey: $0)) }
+                default: return (name, nil)
+                }
+            }
+            return (false, values)
+        }
+        guard let state else { return }
+        if state.deleted {
+            deletedInParent.insert(ObjectIdentifier(object))
+            return
+        }
+        deletedInParent.remove(ObjectIdentifier(object))
+        for (name, value) in state.values {
+            object.values[name] = value
+            object.committedValues[name] = value
+        }
+    }
+
     /// Where a pushed change points in the parent.
     private enum ParentReference {
         case inserted(Int)

@@ -21,6 +21,7 @@ extension ManagedObjectContext {
                 while let row = try cursor.next() {
                     let object = try materialize(row, root: plan.root, store: plan.store, decoding: request.propertiesToFetch)
                     if request.includesPendingChanges, deletedSet.contains(object) { continue }
+                    if deletedInParent.contains(ObjectIdentifier(object)) { continue }
                     if let residual = plan.residual, !PredicateEvaluator.evaluate(residual, on: object) { continue }
                     objects.append(object)
                 }

@@ -13,12 +13,12 @@ extension ManagedObjectContext {
     /// - throws: ``ValidationError`` (1560 gathering several), ``ObjectGraphError`` 133020
     ///   on a merge conflict, or a store error (busy, disk full, read-only).
     public func save() throws {
+        // Delete rules run first, so their changes join the same event (and undo group).
+        propagateDeletes()
         processPendingChanges()
         try throwDeferredError()
         let metadataPending = coordinator.persistentStores.contains { $0.metadataNeedsSaving }
         guard hasChanges || metadataPending else { return }
-        propagateDeletes()
-        processPendingChanges()
 
         var failures: [ValidationError] = []
         for object in insertedSet.objects + updatedSet.objects where !deletedSet.contains(object) {
@@ -63,8 +63,8 @@ extension ManagedObjectContext {
 
     /// Applies Cascade and Nullify rules to the objects marked deleted (and those they
     /// cascade to). Deny is checked by validation.
-    func propagateDeletes() {
-        var queue = deletedSet.objects
+    func propagateDeletes(of objects: [ManagedObject]? = nil) {
+        var queue = objects ?? deletedSet.objects
         var index = 0
         while index < queue.count {
             let object = queue[index]
@@ -258,8 +258,8 @@ extension ManagedObjectContext {
         insertedSet.removeAll()
         updatedSet.removeAll()
         deletedSet.removeAll()
-        // Undo covers unsaved changes only.
-        undoManager?.removeAllActions()
+        // Undo history stays: undoing a saved change makes the unsaved change that reverses it.
+        saveGeneration += 1
         notificationCenter.post(name: Self.didSaveNotification, object: self, userInfo: [
             Self.insertedObjectsKey: inserted,
             Self.updatedObjectsKey: updated,

@@ -4,22 +4,25 @@ extension ManagedObjectContext {
     public func undo() {
         guard let undoManager else { return }
         processPendingChanges()
-        undoManager.undo()
-        processPendingChanges()
+        undoManager.undo(then: processPendingChanges)
     }
 
     /// Redoes the last undone group of changes.
     public func redo() {
         guard let undoManager else { return }
         processPendingChanges()
-        undoManager.redo()
-        processPendingChanges()
+        undoManager.redo(then: processPendingChanges)
     }
 
     // MARK: - Undo actions (each registers its opposite)
 
     /// Takes back an insertion: the object leaves the context, its values kept for redo.
+    /// A saved insertion is taken back by deleting the object.
     func undoInsert(_ object: ManagedObject) {
+        if object.managedObjectContext === self, !insertedSet.contains(object) {
+            delete(object)
+            return
+        }
         undoManager?.register { [weak self] in self?.reinsert(object) }
         insertedSet.remove(object)
         // An announced insertion is taken back by announcing a deletion.
@@ -33,6 +36,10 @@ extension ManagedObjectContext {
     /// Puts back an object whose insertion was undone (or that was deleted before any save).
     func reinsert(_ object: ManagedObject) {
         undoManager?.register { [weak self] in self?.undoInsert(object) }
+        reinsertPrimitive(object)
+    }
+
+    private func reinsertPrimitive(_ object: ManagedObject) {
         object.managedObjectContext = self
         object.isPendingInsert = true
         insertedSet.insert(object)
@@ -40,8 +47,19 @@ extension ManagedObjectContext {
         unprocessedInserted.insert(object)
     }
 
-    /// Takes back the deletion of a saved object.
+    /// Takes back the deletion of a saved object. When the deletion was saved too, the object
+    /// comes back as a new insertion with the same values (a new row, a new ID).
     func undelete(_ object: ManagedObject) {
+        guard object.managedObjectContext === self else {
+            undoManager?.register { [weak self] in self?.delete(object) }
+            temporaryCounter += 1
+            object.objectID = ObjectID(entityName: object.entity.name, storeIdentifier: nil, primaryKey: nil,
+                                       temporaryNumber: temporaryCounter)
+            object.version = 0
+            object.changedKeys = []
+            reinsertPrimitive(object)
+            return
+        }
         undoManager?.register { [weak self] in self?.delete(object) }
         deletedSet.remove(object)
         if !unprocessedDeleted.contains(object) { unprocessedInserted.insert(object) }
@@ -69,11 +87,18 @@ extension ManagedObject {
         let old = values[key]
         let wasLoaded = loadedToMany.contains(key)
         let wasChanged = changedKeys.contains(key)
+        let generation = managedObjectContext?.saveGeneration
         undoManager.register { [self] in
             registerUndo(forKey: key)
             values[key] = old
             if wasLoaded { loadedToMany.insert(key) } else { loadedToMany.remove(key) }
-            if wasChanged { changedKeys.insert(key) } else { changedKeys.remove(key) }
+            var changed = wasChanged
+            if managedObjectContext?.saveGeneration != generation {
+                // Saved since: changed when the value differs from what the store now holds.
+                let isToMany = entity.relationship(named: key)?.isToMany ?? false
+                changed = isToMany ? wasLoaded : !ManagedObjectContext.sameStoredValue(old, committedValues[key])
+            }
+            if changed && !isPendingInsert { changedKeys.insert(key) } else { changedKeys.remove(key) }
             managedObjectContext?.objectWasRestored(self)
         }
     }

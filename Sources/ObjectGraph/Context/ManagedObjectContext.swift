@@ -17,7 +17,9 @@ import GRDB
 /// try context.save()
 /// ```
 ///
-/// - warning: A context and its objects are confined to the thread that uses them, as in Core Data.
+/// - warning: A context and its objects belong to its queue, as in Core Data: use them inside
+///   ``perform(_:)`` or ``performAndWait(_:)`` (or on the main thread for a main-queue context),
+///   and pass ``ObjectID``s, never objects, between contexts.
 public final class ManagedObjectContext {
     public let coordinator: PersistentStoreCoordinator
     public var model: ManagedObjectModel { coordinator.managedObjectModel }
@@ -55,7 +57,9 @@ public final class ManagedObjectContext {
     var unprocessedInserted = ObjectSet()
     var unprocessedUpdated = ObjectSet()
     var unprocessedDeleted = ObjectSet()
-    private var temporaryCounter = 0
+    var temporaryCounter = 0
+    /// Counts saves, so undo knows whether a recorded state predates one.
+    var saveGeneration = 0
     /// A failure while loading a relationship behind a property access (which cannot
     /// throw); the next save or fetch throws it, so nothing is decided on missing objects.
     var deferredError: Error?
@@ -76,6 +80,8 @@ public final class ManagedObjectContext {
     let queue: DispatchQueue
     /// The context whose save this context's save pushes into, or nil when it saves to the stores.
     public let parent: ManagedObjectContext?
+    /// Objects a child read whose rows its parent deleted without saving yet: fetches leave them out.
+    var deletedInParent: Set<ObjectIdentifier> = []
     /// The objects this child inserted and pushed, with the parent's object for each.
     var pushedInserts: [ObjectIdentifier: (child: ManagedObject, parent: ManagedObject)] = [:]
 
@@ -95,8 +101,10 @@ public final class ManagedObjectContext {
     /// A child context: it reads through its parent's coordinator, and its ``save()`` pushes
     /// its changes into `parent` (as unsaved changes there) instead of writing the stores.
     ///
-    /// A child reads what the stores hold: objects the parent inserted or changed but has not
-    /// saved yet are not visible in it. Use it as a scratch pad over saved objects.
+    /// A child reads what the stores hold, with the parent's unsaved changes to those objects'
+    /// attributes and to-one relationships on top, and without the objects the parent deleted.
+    /// Objects the parent inserted and has not saved are not visible in it (nor are to-many
+    /// changes seen from the other side): use it as a scratch pad over saved objects.
     public init(parent: ManagedObjectContext, concurrencyType: ConcurrencyType = .privateQueue) {
         self.coordinator = parent.coordinator
         self.notificationCenter = parent.notificationCenter
@@ -213,6 +221,9 @@ public final class ManagedObjectContext {
 
     /// Posts ``objectsDidChangeNotification`` for the changes made since the last call.
     public func processPendingChanges() {
+        // As in Core Data, delete rules apply at the end of the event, in its undo group.
+        let deletions = unprocessedDeleted.objects.filter { deletedSet.contains($0) }
+        if !deletions.isEmpty { propagateDeletes(of: deletions) }
         undoManager?.endEventGroup()
         guard !(unprocessedInserted.isEmpty && unprocessedUpdated.isEmpty && unprocessedDeleted.isEmpty) else { return }
         let userInfo: [String: Any] = [
@@ -289,6 +300,7 @@ public final class ManagedObjectContext {
         if let object = registered[key] {
             if !object.hasChanges, object.version != row[2] as Int64 {
                 try load(row, into: object, root: root, store: store, decoding: decoding)
+                adoptParentState(of: object, key: key)
             }
             return object
         }
@@ -299,6 +311,7 @@ public final class ManagedObjectContext {
         object.managedObjectContext = self
         try load(row, into: object, root: root, store: store, decoding: decoding)
         registered[key] = object
+        adoptParentState(of: object, key: key)
         return object
     }
 

@@ -362,7 +362,7 @@ public final class FetchedResultsController<Result: ManagedObject>: FetchedResul
     private func startObserving() {
         guard observer == nil else { return }
         // Posted synchronously on the context's queue, where the controller lives too.
-        nonisolated(unsafe) weak var controller = self
+        nonisolated(unsafe) weak let controller = self
         observer = managedObjectContext.notificationCenter.addObserver(
             forName: ManagedObjectContext.objectsDidChangeNotification, object: managedObjectContext, queue: nil
         ) { notification in
