@@ -42,4 +42,51 @@ extension Vault {
     public func followExternalChanges() throws -> Bool {
         try Self.wrapErrors { try context.mergeExternalChanges() }
     }
+
+    // MARK: - Undo
+
+    /// Records every change made through the vault from now on in the context's undo
+    /// manager, so ``undoLastChange()`` can take the last ones back (`levels` of them).
+    public func recordChangesForUndo(levels: Int = 20) {
+        let manager = ContextUndoManager()
+        manager.levelsOfUndo = levels
+        context.undoManager = manager
+    }
+
+    /// Whether there is a change to take back.
+    public var canUndo: Bool { context.undoManager?.canUndo ?? false }
+
+    /// What an undo did to a note or an entry.
+    public struct UndoneChange: Equatable {
+        public enum Kind: Equatable {
+            /// An added item was removed.
+            case removed
+            /// A removed item came back, under a new ID.
+            case broughtBack
+            /// An edited item got back the fields the change set.
+            case reverted
+        }
+
+        public var kind: Kind
+        public var isNote: Bool
+        public var id: Int64
+    }
+
+    /// Takes back the last change through the context's undo and saves that. Returns what
+    /// happened to the note or entry the change was about (nil when it touched neither).
+    @discardableResult
+    public func undoLastChange() throws -> UndoneChange? {
+        let undone: (item: ManagedObject, kind: UndoneChange.Kind)? = try change {
+            context.undo()
+            let changes: [([ManagedObject], UndoneChange.Kind)] = [
+                (context.deletedObjects, .removed), (context.insertedObjects, .broughtBack), (context.updatedObjects, .reverted),
+            ]
+            for (objects, kind) in changes {
+                if let item = objects.first(where: { $0 is Note || $0 is PasswordEntry }) { return (item, kind) }
+            }
+            return nil
+        }
+        // Primary keys of brought-back items exist only once saved.
+        return undone.map { UndoneChange(kind: $0.kind, isNote: $0.item is Note, id: $0.item.objectID.primaryKey ?? 0) }
+    }
 }

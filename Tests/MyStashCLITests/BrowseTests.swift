@@ -161,7 +161,7 @@ final class BrowseTests: CLITestCase {
         XCTAssertEqual(try run(["password", "show", "1"]).status, 66)
     }
 
-    func testUndoTakesBackTheLastChangeButNotOverAnotherProcess() throws {
+    func testUndoTakesBackTheLastChangesKeepingAnotherProcesssChange() throws {
         try initVault()
         try runOK(["password", "add", "Mail", "--user", "ada", "--category", "E-mail"], stdin: "mail-secret")
         let tmux = try TmuxSession(browseCommand())
@@ -180,20 +180,36 @@ final class BrowseTests: CLITestCase {
         tmux.expect("Delete entry 1 'Mail'? y/n")
         tmux.type("y")
         tmux.expect("Removed entry 1.")
+        XCTAssertEqual(try run(["password", "show", "1"]).status, 66)
         tmux.send("C-z")
-        tmux.expect("Undone: the entry removed is back as 2.")
+        tmux.expect("Undone: entry 2 is back.")  // under a new ID, every field with it
         let back = try runOK(["password", "show", "2", "--reveal", "--json"]).stdout
         for field in ["\"name\" : \"Mail\"", "\"password\" : \"mail-secret\"", "\"userId\" : \"ada\"",
                       "\"category\" : \"E-mail\""] {
             XCTAssertTrue(back.contains(field), "\(field) in \(back)")
         }
 
+        // Undo puts back only what the view's change set: another process's change stays.
         rename(tmux, entry: 2, to: "Mine")
         try runOK(["password", "edit", "2", "--url", "https://theirs.example"])
         tmux.send("C-z")
-        tmux.expect("entry 2 was changed by another process since; not undone")
-        let theirs = try runOK(["password", "show", "2", "--json"]).stdout
-        XCTAssertTrue(theirs.contains("https://theirs.example"), "their change is kept: \(theirs)")
+        tmux.expect("Undone: entry 2 has its fields back.")
+        let merged = try runOK(["password", "show", "2", "--json"]).stdout
+        XCTAssertTrue(merged.contains("\"name\" : \"Mail\""), merged)
+        XCTAssertTrue(merged.contains("https://theirs.example"), "their change is kept: \(merged)")
+
+        // Adding is undone by removing; an undo after the history is used up says so.
+        tmux.send("C-n")
+        tmux.type("Spare")
+        tmux.send("Tab", "Tab")
+        tmux.type("spare-secret")
+        tmux.send("C-s")
+        tmux.expect("Added entry 3.")
+        tmux.send("C-z")
+        tmux.expect("Undone: entry 3 removed.")
+        XCTAssertEqual(try run(["password", "show", "3"]).status, 66)
+        tmux.send("C-q")
+        tmux.expect("browse-exit=0")
     }
 
     func testIdleLockDropsTheViewAndTheMasterPasswordBringsItBack() throws {

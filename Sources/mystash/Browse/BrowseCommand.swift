@@ -31,6 +31,7 @@ struct Browse: ParsableCommand {
     func run() throws {
         try reportingErrors {
             let vault = try options.openUnlockedVault()
+            vault.recordChangesForUndo()
             let screen: TerminalScreen
             do {
                 screen = try TerminalScreen()

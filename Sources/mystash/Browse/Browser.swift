@@ -51,8 +51,6 @@ final class Browser {
     var revealed = false
     var status: (text: String, isError: Bool, until: Date)?
     var lockPrompt: [UInt8] = []
-    /// What Ctrl-Z takes back; holds decrypted fields, so locking drops it.
-    var lastChange: BrowseChange?
     var lockMessage: String?
     private var lastInput = Date()
     private var running = true
@@ -205,7 +203,7 @@ final class Browser {
         case .control("e"): editSelected()
         case .control("d"), .delete:
             if let row = list.selectedRow { mode = .confirmDelete(row) }
-        case .control("z"): try undoLastChange()
+        case .control("z"): undoLastChange()
         case .control("l"): lock(reason: "locked")
         case .control("c"), .control("q"): running = false
         default: break
@@ -236,29 +234,22 @@ final class Browser {
         func optional(_ index: Int) -> String? { form.value(index).isEmpty ? nil : form.value(index) }
         do {
             let id: Int64
-            let before: Detail?
-            switch form.purpose {
-            case .editEntry(let itemID), .editNote(let itemID): before = try currentDetail(tab, itemID)
-            case .addEntry, .addNote: before = nil
-            }
             switch form.purpose {
             case .addEntry:
                 id = try vault.addEntry(name: form.value(0), password: form.value(2), userId: optional(1),
                                         url: optional(3), category: optional(4), notes: optional(5))
             case .editEntry(let entryID):
                 id = entryID
-                try vault.editEntry(String(id), EntryChanges(name: form.value(0), userId: form.value(1),
-                                                             url: form.value(3), category: form.value(4),
-                                                             password: optional(2), notes: form.value(5)))
+                try vault.editEntry(String(id), EntryChanges(name: form.changed(0), userId: form.changed(1),
+                                                             url: form.changed(3), category: form.changed(4),
+                                                             password: form.changed(2), notes: form.changed(5)))
             case .addNote:
                 id = try vault.addNote(title: form.value(0), text: form.value(1))
             case .editNote(let noteID):
                 id = noteID
-                try vault.editNote(String(id), title: form.value(0), text: form.value(1))
+                try vault.editNote(String(id), title: form.changed(0), text: form.changed(1))
             }
             mode = .list
-            lastChange = BrowseChange(tab: tab, id: id, kind: before.map { .edited(before: $0) } ?? .added,
-                                      savedAt: updatedAt(try currentDetail(tab, id)))
             try load(tab)
             list.setFilter("")
             list.select(id: id)
@@ -272,14 +263,36 @@ final class Browser {
 
     private func delete(_ row: BrowseRow) throws {
         do {
-            let before = try currentDetail(tab, row.id)
             switch tab {
             case .notes: try vault.removeNote(String(row.id))
             case .passwords: try vault.removeEntry(String(row.id))
             }
-            lastChange = BrowseChange(tab: tab, id: row.id, kind: .removed(before))
             try load(tab)
             say("Removed \(tab.noun) \(row.id). Ctrl-Z brings it back.")
+        } catch {
+            say(errorLines(error).joined(separator: " "), isError: true)
+        }
+    }
+
+    /// Takes back the last change through the context's undo, after reading what other
+    /// processes committed, so only the fields that change set are put back.
+    private func undoLastChange() {
+        guard vault.canUndo else { return say("Nothing to undo.") }
+        do {
+            try vault.followExternalChanges()
+            guard let undone = try vault.undoLastChange() else {
+                try load(tab)
+                return say("Undone.")
+            }
+            tab = undone.isNote ? .notes : .passwords
+            try load(tab)
+            list.select(id: undone.id)
+            let noun = "\(tab.noun) \(undone.id)"
+            switch undone.kind {
+            case .removed: say("Undone: \(noun) removed.")
+            case .broughtBack: say("Undone: \(noun) is back.")
+            case .reverted: say("Undone: \(noun) has its fields back.")
+            }
         } catch {
             say(errorLines(error).joined(separator: " "), isError: true)
         }
@@ -299,7 +312,6 @@ final class Browser {
         vault.lock()
         for tab in Tab.allCases { lists[tab]?.clear() }
         detail = nil
-        lastChange = nil
         revealed = false
         status = nil
         renderer.invalidate()
