@@ -46,11 +46,13 @@ public final class Vault {
     private init(directory: URL, newSlot: KeySlot?) throws {
         let creating = newSlot != nil
         self.directory = directory
-        let model = try Resources.model()
-        coordinator = PersistentStoreCoordinator(managedObjectModel: model, busyTimeout: Self.busyTimeout())
+        coordinator = PersistentStoreCoordinator(modelVersions: try Resources.modelVersions(), busyTimeout: Self.busyTimeout())
         coordinator.valueTransformers.register(transformer, forName: EncryptingTransformer.name)
         var options = StoreOptions()
         options.mustExist = !creating
+        // A store of an earlier model version is migrated in place, in the transaction that opens it.
+        options.migratesAutomatically = true
+        options.infersMappingModel = true
         do {
             notesStore = try coordinator.addPersistentStore(type: .sqlite, configuration: "Notes", at: directory.appendingPathComponent(Self.notesFileName), options: options)
             passwordsStore = try coordinator.addPersistentStore(type: .sqlite, configuration: "Passwords", at: directory.appendingPathComponent(Self.passwordsFileName), options: options)
@@ -61,6 +63,15 @@ public final class Vault {
         context = ManagedObjectContext(coordinator: coordinator)
         keySlot = try newSlot ?? Self.readKeySlot(notesStore, passwordsStore)
         identifier = creating ? UUID().uuidString : (passwordsStore.metadata[Self.vaultIdentifierKey] as? String ?? passwordsStore.identifier)
+    }
+
+    /// The stores this open migrated to the current model version, each with the versions it
+    /// went through (empty when both were current already).
+    public var migrations: [(store: String, from: String, to: String)] {
+        coordinator.migrationReports.compactMap { report in
+            guard let first = report.hops.first, let last = report.hops.last else { return nil }
+            return (report.storeName, first.from, last.to)
+        }
     }
 
     private static func readKeySlot(_ notes: PersistentStore, _ passwords: PersistentStore) throws -> KeySlot {

@@ -46,9 +46,13 @@ class CLITestCase: XCTestCase {
 
     @discardableResult
     func run(_ arguments: [String], stdin: String? = nil, environment: [String: String] = [:], removing: [String] = []) throws -> Result {
-        let process = process(arguments, environment: environment, removing: removing)
+        try execute(process(arguments, environment: environment, removing: removing), stdin: stdin)
+    }
+
+    /// Runs `process` to its end with `stdin`, collecting what it writes (stdout to `stdout` when given).
+    func execute(_ process: Process, stdin: String?, stdout: FileHandle? = nil) throws -> Result {
         let (out, err) = (Pipe(), Pipe())
-        process.standardOutput = out
+        process.standardOutput = stdout ?? out
         process.standardError = err
         let input = Pipe()
         process.standardInput = stdin == nil ? FileHandle.nullDevice : input
@@ -65,7 +69,7 @@ class CLITestCase: XCTestCase {
             errData = err.fileHandleForReading.readDataToEndOfFile()
             group.leave()
         }
-        let outData = out.fileHandleForReading.readDataToEndOfFile()
+        let outData = stdout == nil ? out.fileHandleForReading.readDataToEndOfFile() : Data()
         group.wait()
         process.waitUntilExit()
         return Result(status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self), stderr: String(decoding: errData, as: UTF8.self))

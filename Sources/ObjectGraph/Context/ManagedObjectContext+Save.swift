@@ -20,13 +20,7 @@ extension ManagedObjectContext {
         let metadataPending = coordinator.persistentStores.contains { $0.metadataNeedsSaving }
         guard hasChanges || metadataPending else { return }
 
-        var failures: [ValidationError] = []
-        for object in insertedSet.objects + updatedSet.objects where !deletedSet.contains(object) {
-            failures += Validator.errors(for: object)
-        }
-        for object in deletedSet.objects { failures += Validator.denyErrors(for: object) }
-        try throwDeferredError()
-        if !failures.isEmpty { throw ValidationError.combining(failures) }
+        try validateChanges()
 
         let inserted = insertedSet.objects
         let updated = updatedSet.objects.filter { !deletedSet.contains($0) }
