@@ -212,6 +212,66 @@ final class BrowseTests: CLITestCase {
         tmux.expect("browse-exit=0")
     }
 
+    /// A stand-in for xclip: `-in` keeps standard input in a file, `-out` prints it.
+    func fakeClipboard() throws -> (bin: URL, store: URL) {
+        let bin = home.appendingPathComponent("bin")
+        try FileManager.default.createDirectory(at: bin, withIntermediateDirectories: true)
+        let store = home.appendingPathComponent("clipboard")
+        let script = """
+        #!/bin/sh
+        for a in "$@"; do case "$a" in -in) cat > '\(store.path)'; exit 0;; -out) cat '\(store.path)'; exit 0;; esac; done
+        exit 1
+        """
+        let tool = bin.appendingPathComponent("xclip")
+        try script.write(to: tool, atomically: true, encoding: .utf8)
+        chmod(tool.path, 0o700)
+        return (bin, store)
+    }
+
+    func testCopiesPasswordUserAndOneTimeCodeAndClearsThem() throws {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/oathtool") else { throw XCTSkip("oathtool is not installed") }
+        try initVault()
+        try runOK(["password", "add", "GitHub", "--user", "ada"], stdin: "gh-secret-1")
+        let clipboard = try fakeClipboard()
+        let read = { (try? String(contentsOf: clipboard.store, encoding: .utf8)) ?? "" }
+        let tmux = try TmuxSession(browseCommand(environment: [
+            "PATH": clipboard.bin.path + ":/usr/local/bin:/usr/bin:/bin", "DISPLAY": ":99", "MYSTASH_CLIP_TIME": "2",
+        ]))
+        tmux.expect("Passwords (1)")
+        tmux.send("C-p")
+        tmux.expect("Copied the password to the clipboard; it is cleared in 2 seconds.")
+        XCTAssertEqual(read(), "gh-secret-1")
+        XCTAssertFalse(tmux.screen().contains("gh-secret-1"), "copying shows nothing")
+        tmux.wait(for: "the clipboard cleared", timeout: 15) { _ in read().isEmpty }
+        tmux.send("C-y")
+        tmux.expect("Copied the user to the clipboard")
+        XCTAssertEqual(read(), "ada")
+
+        tmux.send("C-o")
+        tmux.expect("Error: entry 'GitHub' has no TOTP secret")
+        // A TOTP secret added in the edit form (its seventh field), then its code copied.
+        tmux.send("C-e")
+        tmux.expect("Edit entry 1")
+        for _ in 0..<6 { tmux.send("Tab") }
+        tmux.type("JBSWY3DPEHPK3PXP")
+        tmux.send("C-s")
+        tmux.expect("Saved entry 1.")
+        tmux.expect("OTP       ••••••  (^O copies)")
+        tmux.send("C-o")
+        tmux.expect("Copied the one-time code to the clipboard")
+        let oathtool = Process()
+        oathtool.executableURL = URL(fileURLWithPath: "/usr/bin/oathtool")
+        oathtool.arguments = ["--totp", "-b", "-N", "now - 30 seconds", "-w", "1", "JBSWY3DPEHPK3PXP"]
+        let output = Pipe()
+        oathtool.standardOutput = output
+        try oathtool.run()
+        let codes = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).split(separator: "\n")
+        oathtool.waitUntilExit()
+        XCTAssertTrue(codes.contains(Substring(read())), "\(read()) is oathtool's code (one of \(codes))")
+        tmux.send("C-q")
+        tmux.expect("browse-exit=0")
+    }
+
     func testIdleLockDropsTheViewAndTheMasterPasswordBringsItBack() throws {
         try addEntries()
         let tmux = try TmuxSession(browseCommand(["--idle-lock", "1"]))

@@ -55,6 +55,7 @@ struct BrowseForm {
             Field(label: "URL", value: info?.url ?? ""),
             Field(label: "Category", value: info?.category ?? ""),
             Field(label: "Notes", value: info?.notes ?? "", isMultiline: true),
+            Field(label: "TOTP secret", value: info?.totp ?? "", isSecret: true),
         ])
     }
 

@@ -146,6 +146,7 @@ extension Browser {
             field("User", entry.userId)
             field("Password", revealed ? entry.password ?? "" : Self.mask + "  (^R shows)",
                   style: revealed ? Style(foreground: .yellow) : Self.faint)
+            if entry.hasTOTP == true { field("OTP", oneTimeCode(entry), style: revealed ? .plain : Self.faint) }
             field("URL", entry.url)
             field("Category", entry.category)
             field("Notes", entry.notes)
@@ -160,6 +161,13 @@ extension Browser {
         for (offset, line) in lines.prefix(height).enumerated() {
             canvas.draw(line.0, row: top + offset, column: column, width: width, style: line.1)
         }
+    }
+
+    /// The entry's current one-time code with the seconds it has left, when revealed.
+    private func oneTimeCode(_ entry: EntryInfo) -> String {
+        guard revealed else { return "••••••  (^O copies)" }
+        guard let (code, _) = try? vault.totpCode("#\(entry.id)") else { return "(the TOTP secret cannot be used)" }
+        return "\(code.value)  (\(code.secondsLeft) s)"
     }
 
     // MARK: - Overlays

@@ -137,8 +137,8 @@ final class Browser {
         if let detail, detail.id == row.id, detail.matches(tab) { return detail }
         do {
             switch tab {
-            case .notes: detail = .note(try vault.note(String(row.id)))
-            case .passwords: detail = .entry(try vault.entry(String(row.id), reveal: true))
+            case .notes: detail = .note(try vault.note("#\(row.id)"))
+            case .passwords: detail = .entry(try vault.entry("#\(row.id)", reveal: true))
             }
         } catch {
             detail = nil
@@ -203,6 +203,9 @@ final class Browser {
         case .control("e"): editSelected()
         case .control("d"), .delete:
             if let row = list.selectedRow { mode = .confirmDelete(row) }
+        case .control("p"): copy("password", what: "the password")
+        case .control("y"): copy("user", what: "the user")
+        case .control("o"): copy("otp", what: "the one-time code")
         case .control("z"): undoLastChange()
         case .control("l"): lock(reason: "locked")
         case .control("c"), .control("q"): running = false
@@ -236,18 +239,21 @@ final class Browser {
             let id: Int64
             switch form.purpose {
             case .addEntry:
-                id = try vault.addEntry(name: form.value(0), password: form.value(2), userId: optional(1),
-                                        url: optional(3), category: optional(4), notes: optional(5))
+                var changes = EntryChanges(name: form.value(0), userId: optional(1), url: optional(3),
+                                           category: optional(4), password: form.value(2), notes: optional(5))
+                changes.totp = optional(6)
+                id = try vault.addEntry(changes)
             case .editEntry(let entryID):
                 id = entryID
-                try vault.editEntry(String(id), EntryChanges(name: form.changed(0), userId: form.changed(1),
-                                                             url: form.changed(3), category: form.changed(4),
-                                                             password: form.changed(2), notes: form.changed(5)))
+                var changes = EntryChanges(name: form.changed(0), userId: form.changed(1), url: form.changed(3),
+                                           category: form.changed(4), password: form.changed(2), notes: form.changed(5))
+                changes.totp = form.changed(6)
+                try vault.editEntry("#\(id)", changes)
             case .addNote:
                 id = try vault.addNote(title: form.value(0), text: form.value(1))
             case .editNote(let noteID):
                 id = noteID
-                try vault.editNote(String(id), title: form.changed(0), text: form.changed(1))
+                try vault.editNote("#\(id)", title: form.changed(0), text: form.changed(1))
             }
             mode = .list
             try load(tab)
@@ -264,11 +270,22 @@ final class Browser {
     private func delete(_ row: BrowseRow) throws {
         do {
             switch tab {
-            case .notes: try vault.removeNote(String(row.id))
-            case .passwords: try vault.removeEntry(String(row.id))
+            case .notes: try vault.removeNote("#\(row.id)")
+            case .passwords: try vault.removeEntry("#\(row.id)")
             }
             try load(tab)
             say("Removed \(tab.noun) \(row.id). Ctrl-Z brings it back.")
+        } catch {
+            say(errorLines(error).joined(separator: " "), isError: true)
+        }
+    }
+
+    /// Copies a field of the selected entry to the clipboard, cleared after a while.
+    private func copy(_ field: String, what: String) {
+        guard tab == .passwords, let row = list.selectedRow else { return say("Select a password entry to copy from.") }
+        do {
+            let value = try vault.fieldValue(field, of: "#\(row.id)")
+            say(try ClipboardCopy.copyReporting(value, what: what), seconds: 8)
         } catch {
             say(errorLines(error).joined(separator: " "), isError: true)
         }
