@@ -79,7 +79,8 @@ extension Vault {
         let undone: (item: ManagedObject, kind: UndoneChange.Kind)? = try change {
             context.undo()
             let changes: [([ManagedObject], UndoneChange.Kind)] = [
-                (context.deletedObjects, .removed), (context.insertedObjects, .broughtBack), (context.updatedObjects, .reverted),
+                (context.deletedObjects, .removed), (context.insertedObjects, .broughtBack),
+                (context.updatedObjects, .reverted),
             ]
             for (objects, kind) in changes {
                 if let item = objects.first(where: { $0 is Note || $0 is PasswordEntry }) { return (item, kind) }

@@ -219,7 +219,9 @@ final class BrowseTests: CLITestCase {
         let store = home.appendingPathComponent("clipboard")
         let script = """
         #!/bin/sh
-        for a in "$@"; do case "$a" in -in) cat > '\(store.path)'; exit 0;; -out) cat '\(store.path)'; exit 0;; esac; done
+        for a in "$@"; do
+          case "$a" in -in) cat > '\(store.path)'; exit 0;; -out) cat '\(store.path)'; exit 0;; esac
+        done
         exit 1
         """
         let tool = bin.appendingPathComponent("xclip")
@@ -229,7 +231,9 @@ final class BrowseTests: CLITestCase {
     }
 
     func testCopiesPasswordUserAndOneTimeCodeAndClearsThem() throws {
-        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/oathtool") else { throw XCTSkip("oathtool is not installed") }
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/oathtool") else {
+            throw XCTSkip("oathtool is not installed (CI installs it)")
+        }
         try initVault()
         try runOK(["password", "add", "GitHub", "--user", "ada"], stdin: "gh-secret-1")
         let clipboard = try fakeClipboard()
@@ -265,7 +269,8 @@ final class BrowseTests: CLITestCase {
         let output = Pipe()
         oathtool.standardOutput = output
         try oathtool.run()
-        let codes = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).split(separator: "\n")
+        let printed = output.fileHandleForReading.readDataToEndOfFile()
+        let codes = String(decoding: printed, as: UTF8.self).split(separator: "\n")
         oathtool.waitUntilExit()
         XCTAssertTrue(codes.contains(Substring(read())), "\(read()) is oathtool's code (one of \(codes))")
         tmux.send("C-q")
