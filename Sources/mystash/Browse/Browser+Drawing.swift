@@ -68,7 +68,8 @@ extension Browser {
         } else if case .form = mode {
             canvas.draw("Tab next · Ctrl-S save · Esc cancel", row: row, style: Self.faint)
         } else {
-            canvas.draw("^N add ^E edit ^D del ^R reveal ^P/^Y copy ^Z undo ^L lock ^Q quit", row: row,
+            // The way out and to the help first: a narrow terminal cuts the end.
+            canvas.draw("F1 help ^Q quit ^N add ^E edit ^D del ^R reveal ^P/^Y copy ^Z undo ^L lock", row: row,
                         style: Self.faint)
         }
     }
@@ -208,12 +209,13 @@ extension Browser {
 
     private func drawHelp(on canvas: inout Canvas, top: Int, height: Int) {
         let keys: [(String, String)] = [
-            ("type", "filter (names, users, URLs, note titles and texts)"), ("Esc, ^U", "clear the filter"),
+            ("^Q, ^C", "quit"), ("type", "filter (names, users, URLs, note titles and texts)"),
+            ("Esc, ^U", "clear the filter"),
             ("↑ ↓ PgUp PgDn", "move"), ("Tab ← →", "Notes / Passwords"),
             ("Enter, ^R", "show or hide the password"),
             ("^N", "add"), ("^E", "edit"), ("^D, Del", "delete (asks)"), ("^P", "copy the password"),
             ("^Y", "copy the user"), ("^O", "copy the one-time code"), ("^Z", "undo the last change"),
-            ("^L", "lock now"), ("F1, ?", "this help"), ("^Q, ^C", "quit"),
+            ("^L", "lock now"), ("F1, ?", "this help"),
         ]
         canvas.draw("Keys (any key closes this)", row: top, style: Style(bold: true))
         let keyWidth = 15
