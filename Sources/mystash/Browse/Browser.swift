@@ -305,12 +305,14 @@ final class Browser {
         status = nil
         renderer.invalidate()
         lockMessage = reason
+        hasSession = KeyringSession.load(vaultIdentifier: vault.identifier) != nil
         lockPrompt.resetBytes(in: 0..<lockPrompt.count)
         lockPrompt = []
         mode = .locked
     }
 
-    var hasSession: Bool { KeyringSession.load(vaultIdentifier: vault.identifier) != nil }
+    /// Whether an unlocked session could unlock the view, looked up once when it locks.
+    private(set) var hasSession = false
 
     private func handleLocked(_ event: TerminalScreen.Event) throws {
         guard case .key(let key) = event else {
