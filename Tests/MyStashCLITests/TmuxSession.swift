@@ -12,7 +12,8 @@ final class TmuxSession {
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/tmux") else {
             throw XCTSkip("tmux is not installed (CI installs it)")
         }
-        try tmux(["-f", "/dev/null", "new-session", "-d", "-s", "main", "-x", String(columns), "-y", String(rows), "sh", "-c", command])
+        try tmux(["-f", "/dev/null", "new-session", "-d", "-s", "main", "-x", String(columns), "-y", String(rows),
+                  "sh", "-c", command])
         try tmux(["set-option", "-t", "main", "remain-on-exit", "on"])
     }
 
@@ -74,7 +75,8 @@ final class TmuxSession {
     }
 
     @discardableResult
-    func expect(_ text: String, timeout: TimeInterval = 20, file: StaticString = #filePath, line: UInt = #line) -> Bool {
+    func expect(_ text: String, timeout: TimeInterval = 20,
+                file: StaticString = #filePath, line: UInt = #line) -> Bool {
         wait(for: "'\(text)'", timeout: timeout, file: file, line: line) { $0.contains(text) }
     }
 

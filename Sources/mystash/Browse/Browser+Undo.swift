@@ -78,9 +78,10 @@ extension Browser {
         case .note(let note):
             try vault.editNote(String(note.id), title: note.title, text: note.text ?? "")
         case .entry(let entry):
-            try vault.editEntry(String(entry.id), EntryChanges(name: entry.name, userId: entry.userId ?? "", url: entry.url ?? "",
-                                                               category: entry.category ?? "", password: entry.password,
-                                                               notes: entry.notes ?? ""))
+            let fields = EntryChanges(name: entry.name, userId: entry.userId ?? "", url: entry.url ?? "",
+                                      category: entry.category ?? "", password: entry.password,
+                                      notes: entry.notes ?? "")
+            try vault.editEntry(String(entry.id), fields)
         }
     }
 
@@ -89,8 +90,8 @@ extension Browser {
         case .note(let note):
             return try vault.addNote(title: note.title, text: note.text ?? "")
         case .entry(let entry):
-            return try vault.addEntry(name: entry.name, password: entry.password ?? "", userId: entry.userId, url: entry.url,
-                                      category: entry.category, notes: entry.notes)
+            return try vault.addEntry(name: entry.name, password: entry.password ?? "", userId: entry.userId,
+                                      url: entry.url, category: entry.category, notes: entry.notes)
         }
     }
 }

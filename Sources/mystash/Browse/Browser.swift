@@ -125,11 +125,13 @@ final class Browser {
             let categories = Set(entries.compactMap(\.category)).sorted { $0.lowercased() < $1.lowercased() }
             let rank = Dictionary(uniqueKeysWithValues: categories.enumerated().map { ($1, $0) })
             let ordered = entries.enumerated().sorted { a, b in
-                let (x, y) = (a.element.category.flatMap { rank[$0] } ?? Int.max, b.element.category.flatMap { rank[$0] } ?? Int.max)
+                let x = a.element.category.flatMap { rank[$0] } ?? Int.max
+                let y = b.element.category.flatMap { rank[$0] } ?? Int.max
                 return x != y ? x < y : a.offset < b.offset
             }
             list.replaceRows(ordered.map(\.element).map { entry in
-                BrowseRow(id: entry.id, title: entry.name, subtitle: entry.userId ?? "", section: entry.category ?? "No category",
+                BrowseRow(id: entry.id, title: entry.name, subtitle: entry.userId ?? "",
+                          section: entry.category ?? "No category",
                           searchable: [entry.name, entry.userId, entry.url, entry.category])
             })
         }
@@ -247,12 +249,13 @@ final class Browser {
             }
             switch form.purpose {
             case .addEntry:
-                id = try vault.addEntry(name: form.value(0), password: form.value(2), userId: optional(1), url: optional(3),
-                                        category: optional(4), notes: optional(5))
+                id = try vault.addEntry(name: form.value(0), password: form.value(2), userId: optional(1),
+                                        url: optional(3), category: optional(4), notes: optional(5))
             case .editEntry(let entryID):
                 id = entryID
-                try vault.editEntry(String(id), EntryChanges(name: form.value(0), userId: form.value(1), url: form.value(3),
-                                                             category: form.value(4), password: optional(2), notes: form.value(5)))
+                try vault.editEntry(String(id), EntryChanges(name: form.value(0), userId: form.value(1),
+                                                             url: form.value(3), category: form.value(4),
+                                                             password: optional(2), notes: form.value(5)))
             case .addNote:
                 id = try vault.addNote(title: form.value(0), text: form.value(1))
             case .editNote(let noteID):
@@ -265,7 +268,8 @@ final class Browser {
             try load(tab)
             list.setFilter("")
             list.select(id: id)
-            say(form.purpose == .addEntry || form.purpose == .addNote ? "Added \(tab.noun) \(id)." : "Saved \(tab.noun) \(id).")
+            let added = form.purpose == .addEntry || form.purpose == .addNote
+            say(added ? "Added \(tab.noun) \(id)." : "Saved \(tab.noun) \(id).")
         } catch {
             form.errors = errorLines(error)
             mode = .form(form)
@@ -336,7 +340,8 @@ final class Browser {
             lockPrompt = []
         }
         if lockPrompt.isEmpty {
-            guard let session = KeyringSession.load(vaultIdentifier: vault.identifier), vault.unlock(session: session) else {
+            guard let session = KeyringSession.load(vaultIdentifier: vault.identifier),
+                  vault.unlock(session: session) else {
                 lockMessage = "type the master password, then Enter"
                 return
             }
