@@ -84,6 +84,13 @@ struct PseudoTerminalRun {
         return Int(report.trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
     }
 
+    /// Ends a run that failed: without `script` the terminal goes away, so browse gets
+    /// SIGHUP and exits, as when a window closes.
+    func abandon() {
+        kill(pid, SIGKILL)
+        _ = finish()
+    }
+
     static func find(_ needle: [UInt8], in haystack: [UInt8], from start: Int) -> Int? {
         guard haystack.count >= needle.count, start <= haystack.count - needle.count else { return nil }
         for index in start...(haystack.count - needle.count) where haystack[index] == needle[0] {
@@ -105,6 +112,8 @@ extension VaultBench {
         let filter = "site-\(size / 2 + 7)"
         for _ in 0..<repeats {
             var run = try PseudoTerminalRun(mystash, ["browse", "--idle-lock", "0"], environment: environment)
+            var finished = false
+            defer { if !finished { run.abandon() } }
             let title = try run.waitFor(Array("Passwords (\(size))".utf8), after: 0)
             let painted = try run.waitFor(PseudoTerminalRun.frameEnd, after: title.end)
             firstPaints.append(Double(painted.nanoseconds - run.started) / 1e9)
@@ -129,6 +138,7 @@ extension VaultBench {
             let shown = try run.waitFor(Array(user.utf8), after: offset)
             externalChanges.append(Double(shown.nanoseconds - committed) / 1e9)
             run.send("\u{11}")
+            finished = true
             rss = max(rss, run.finish())
         }
         return (firstPaints, keystrokes, externalChanges, rss)
