@@ -18,8 +18,14 @@ enum ClipboardCopy {
         return seconds
     }
 
-    /// Copies `value` (named `what` in the message), cleared after `seconds` or MYSTASH_CLIP_TIME.
+    /// Copies `value` (named `what` in the message), cleared after `seconds` or MYSTASH_CLIP_TIME,
+    /// and says so on standard error.
     static func copy(_ value: String, what: String, clearAfter seconds: Int? = nil) throws {
+        Terminal.printError(try copyReporting(value, what: what, clearAfter: seconds))
+    }
+
+    /// Copies as ``copy(_:what:clearAfter:)`` does and returns what to tell the person.
+    static func copyReporting(_ value: String, what: String, clearAfter seconds: Int? = nil) throws -> String {
         let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path
         let destination: Clipboard.Destination
         do {
@@ -32,11 +38,11 @@ enum ClipboardCopy {
         }
         switch destination {
         case .tool(_, let clearsAfter?):
-            Terminal.printError("Copied \(what) to the clipboard; it is cleared in \(clearsAfter) seconds.")
+            return "Copied \(what) to the clipboard; it is cleared in \(clearsAfter) seconds."
         case .tool:
-            Terminal.printError("Copied \(what) to the clipboard.")
+            return "Copied \(what) to the clipboard."
         case .terminal:
-            Terminal.printError("Sent \(what) to the terminal's clipboard (OSC 52); it is not cleared automatically.")
+            return "Sent \(what) to the terminal's clipboard (OSC 52); it is not cleared automatically."
         }
     }
 }
