@@ -45,8 +45,8 @@ extension ManagedObjectContext {
         if !request.relationshipKeyPathsForPrefetching.isEmpty {
             try prefetchRelationships(request.relationshipKeyPathsForPrefetching, of: objects)
         }
-        // Untyped requests get the array itself, not an element-by-element copy.
-        if T.self == ManagedObject.self, let untyped = objects as? [T] { return untyped }
+        // Untyped requests get the array itself: `as? [T]` would copy it element by element.
+        if T.self == ManagedObject.self { return unsafeBitCast(objects, to: [T].self) }
         return try objects.map { object in
             guard let typed = object as? T else {
                 throw ObjectGraphError(code: .objectNotFound, message: "\(object.entity.name) objects are \(type(of: object)), not \(T.self)")

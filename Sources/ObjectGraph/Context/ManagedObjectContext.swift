@@ -64,7 +64,7 @@ public final class ManagedObjectContext {
         }
     }
 
-    var registered: [ObjectKey: ManagedObject] = [:]
+    var registered = ObjectRegistry()
     var insertedSet = ObjectSet()
     var updatedSet = ObjectSet()
     var deletedSet = ObjectSet()
@@ -132,7 +132,7 @@ public final class ManagedObjectContext {
     public var deletedObjects: [ManagedObject] { deletedSet.objects }
     public var registeredObjects: [ManagedObject] {
         let pushed = pushedInserts.values.map(\.child).filter { $0.managedObjectContext === self }
-        return Array(registered.values) + insertedSet.objects + pushed
+        return registered.values + insertedSet.objects + pushed
     }
     public var hasChanges: Bool { !insertedSet.isEmpty || !updatedSet.isEmpty || !deletedSet.isEmpty }
 
@@ -301,7 +301,7 @@ public final class ManagedObjectContext {
     public func reset() {
         rollback()
         for object in registered.values { object.managedObjectContext = nil }
-        registered = [:]
+        registered.removeAll()
     }
 
     // MARK: - Objects from rows
