@@ -366,7 +366,15 @@ public final class ManagedObjectContext {
     func load(_ row: some StoredRow, into object: ManagedObject, root: EntityDescription, store: PersistentStore,
               decoding: Set<String>? = nil) throws {
         let entity = object.entity
-        var values = PropertyValues(layout: entity.propertyLayout)
+        // A transient keeps what was set on the object, or starts at its default as on insert.
+        let transients = entity.transientAttributes.compactMap { attribute in
+            (object.values[attribute.name] ?? attribute.defaultValue).map { (attribute.name, $0) }
+        }
+        // A new object's own buffer, with nothing in it to lose should a value not decode, is
+        // reused rather than replaced.
+        var values = PropertyValues()
+        if object.values.isEmpty { swap(&values, &object.values) }
+        values.removeAll(layout: entity.propertyLayout)
         let primaryKey = try Self.integer(row, 0, "Z_PK", root: root, store: store)
         for (position, column) in entity.storedColumns.enumerated() {
             if let slot = row.plainSlot(at: column.index, type: column.type) {
@@ -394,10 +402,7 @@ public final class ManagedObjectContext {
                 values[relationship.name] = FaultReference(primaryKey: destination)
             }
         }
-        // A transient keeps what was set on the object, or starts at its default as on insert.
-        for attribute in entity.transientAttributes {
-            if let value = object.values[attribute.name] ?? attribute.defaultValue { values[attribute.name] = value }
-        }
+        for (name, value) in transients { values[name] = value }
         object.values = values
         object.committedValues = values
         object.loadedToMany = []
