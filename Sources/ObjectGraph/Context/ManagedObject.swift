@@ -89,13 +89,23 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     var loadedToMany: Set<String> = []
     var changedKeys: Set<String> = []
     /// `Z_OPT` of the row as this object last saw it.
-    var version: Int64 = 0
+    var version: Int64 {
+        get { hasPendingPrimaryKey ? 0 : versionOrPendingKey }
+        set { (versionOrPendingKey, hasPendingPrimaryKey) = (newValue, false) }
+    }
+    /// The primary key given during a save, before the save is known to succeed.
+    var pendingPrimaryKey: Int64? {
+        get { hasPendingPrimaryKey ? versionOrPendingKey : nil }
+        set { (versionOrPendingKey, hasPendingPrimaryKey) = (newValue ?? 0, newValue != nil) }
+    }
+    /// One word for both: an object waiting for its first row has no row version yet (this
+    /// keeps every object within a 112-byte allocation).
+    private var versionOrPendingKey: Int64 = 0
+    private var hasPendingPrimaryKey = false
     /// True from insertion until the first save: such an object needs no change tracking.
     var isPendingInsert = false
     private var identityKind = IdentityKind.none
     private enum IdentityKind: UInt8 { case none, primaryKey, temporary }
-    /// The primary key given during a save, before the save is known to succeed.
-    var pendingPrimaryKey: Int64?
 
     public required init(entity: EntityDescription) {
         self.entity = entity
