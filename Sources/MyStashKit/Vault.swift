@@ -65,7 +65,15 @@ public final class Vault {
 
     private static func readKeySlot(_ notes: PersistentStore, _ passwords: PersistentStore) throws -> KeySlot {
         guard let a = notes.metadata[keySlotKey] as? Data, let b = passwords.metadata[keySlotKey] as? Data else {
-            throw VaultError(.invalidData, "the vault has no key slot (it was not completely created)", hint: "remove the directory and run 'mystash init' again")
+            // Never advise removing the directory: the other store may hold intact data.
+            let missing = [(notes, notesFileName), (passwords, passwordsFileName)].filter { !($0.0.metadata[keySlotKey] is Data) }.map(\.1)
+            guard missing.count == 1, let damaged = missing.first else {
+                throw VaultError(.invalidData, "neither store of the vault holds a key slot (it was damaged, or not completely created)",
+                                 hint: "restore the vault from a backup, or move the directory aside and run 'mystash init'")
+            }
+            let intact = damaged == notesFileName ? passwordsFileName : notesFileName
+            throw VaultError(.invalidData, "\(damaged) has no key slot: it is damaged or was replaced; \(intact) is intact",
+                             hint: "restore \(damaged) from a backup and keep \(intact)")
         }
         guard a == b else {
             throw VaultError(.invalidData, "the two stores of the vault hold different key slots", hint: "restore the vault from a backup")

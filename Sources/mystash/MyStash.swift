@@ -31,6 +31,9 @@ struct MyStash: ParsableCommand {
         // Secrets must never reach a core file, and files we create are private.
         _ = ms_disable_core_dumps()
         umask(0o077)
+        for leftover in Terminal.removeEditorLeftovers() {
+            Terminal.printError("mystash: removed '\(leftover)', plaintext left by an interrupted editor session")
+        }
         do {
             var command = try parseAsRoot()
             try command.run()
