@@ -38,8 +38,21 @@ public final class Vault {
         return URL(fileURLWithPath: home).appendingPathComponent(".local/share/mystash")
     }
 
-    static func busyTimeout(environment: [String: String] = ProcessInfo.processInfo.environment) -> TimeInterval {
-        environment["MYSTASH_BUSY_TIMEOUT"].flatMap(TimeInterval.init) ?? 30
+    /// The longest wait for another process's lock that `MYSTASH_BUSY_TIMEOUT` may ask for: a day.
+    static let maximumBusyTimeout: TimeInterval = 86_400
+
+    /// Seconds to wait for another process's lock: `MYSTASH_BUSY_TIMEOUT`, else 30.
+    ///
+    /// - throws: ``VaultError`` `.usage` for anything but a number of seconds from 0 to a day
+    ///   (`inf`, `nan`, negatives, text).
+    static func busyTimeout(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> TimeInterval {
+        guard let text = environment["MYSTASH_BUSY_TIMEOUT"] else { return 30 }
+        guard let seconds = TimeInterval(text.trimmingCharacters(in: .whitespaces)), seconds.isFinite,
+              (0...maximumBusyTimeout).contains(seconds) else {
+            throw VaultError(.usage, "MYSTASH_BUSY_TIMEOUT must be a number of seconds from 0 to \(Int(maximumBusyTimeout)), not '\(text)'",
+                             hint: "unset it to wait 30 seconds")
+        }
+        return seconds
     }
 
     /// Opens the stores; with `newSlot`, creates them for a new vault protected by that slot.
@@ -47,7 +60,7 @@ public final class Vault {
         let creating = newSlot != nil
         self.directory = directory
         let model = try Resources.model()
-        coordinator = PersistentStoreCoordinator(managedObjectModel: model, busyTimeout: Self.busyTimeout())
+        coordinator = PersistentStoreCoordinator(managedObjectModel: model, busyTimeout: try Self.busyTimeout())
         coordinator.valueTransformers.register(transformer, forName: EncryptingTransformer.name)
         var options = StoreOptions()
         options.mustExist = !creating
@@ -56,6 +69,11 @@ public final class Vault {
             passwordsStore = try coordinator.addPersistentStore(type: .sqlite, configuration: "Passwords", at: directory.appendingPathComponent(Self.passwordsFileName), options: options)
         } catch let error as ObjectGraphError where error.code == .storeOpenFailed && error.message.contains("does not exist") {
             throw VaultError(.notFound, "the vault at '\(directory.path)' is incomplete: \(error.message)", hint: "restore the missing file from a backup")
+        }
+        // Ciphertexts are bound to their store's UUID: two stores must never share one.
+        guard notesStore.identifier != passwordsStore.identifier else {
+            throw VaultError(.invalidData, "\(Self.notesFileName) and \(Self.passwordsFileName) carry the same store UUID (Z_METADATA.Z_UUID): "
+                             + "one of them was altered or replaced", hint: "restore the vault from a backup")
         }
         transformer.storeNames = [notesStore.identifier: Self.notesFileName, passwordsStore.identifier: Self.passwordsFileName]
         context = ManagedObjectContext(coordinator: coordinator)

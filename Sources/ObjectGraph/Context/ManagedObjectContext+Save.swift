@@ -152,6 +152,9 @@ extension ManagedObjectContext {
             arguments.append(storedValue(of: object, relationship))
         }
         guard !assignments.isEmpty else { return false }
+        guard object.version < Int64.max else {
+            throw StoredRowHeader.damaged(store: store, root: root, primaryKey: primaryKey, "its version (Z_OPT) cannot grow any further")
+        }
         arguments += [(object.version + 1).databaseValue, primaryKey.databaseValue, object.version.databaseValue]
         try db.execute(sql: "UPDATE \(store.qualified(root.tableName)) SET \(assignments.joined(separator: ", ")), Z_OPT = ? WHERE Z_PK = ? AND Z_OPT = ?",
                        arguments: StatementArguments(arguments))

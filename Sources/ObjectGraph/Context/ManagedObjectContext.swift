@@ -220,16 +220,16 @@ public final class ManagedObjectContext {
     /// The registered object for a row, updated from `row` unless it has unsaved changes,
     /// or a new object made from `row`.
     func materialize(_ row: Row, root: EntityDescription, store: PersistentStore, decoding: Set<String>? = nil) throws -> ManagedObject {
-        let primaryKey: Int64 = row[0]
+        let header = try StoredRowHeader(row, root: root, store: store)
+        let primaryKey = header.primaryKey
         let key = ObjectKey(rootEntityNumber: root.entityNumber, primaryKey: primaryKey)
         if let object = registered[key] {
-            if !object.hasChanges, object.version != row[2] as Int64 {
+            if !object.hasChanges, object.version != header.version {
                 try load(row, into: object, root: root, store: store, decoding: decoding)
             }
             return object
         }
-        let entityNumber: Int = row[1]
-        let entity = model.entity(number: entityNumber).flatMap { $0.rootEntity === root ? $0 : nil } ?? root
+        let entity = model.entity(number: header.entityNumber).flatMap { $0.rootEntity === root ? $0 : nil } ?? root
         let object = model.objectClass(for: entity).init(entity: entity)
         object.objectID = ObjectID(entityName: entity.name, storeIdentifier: store.identifier, primaryKey: primaryKey, temporaryNumber: nil)
         object.managedObjectContext = self
@@ -242,21 +242,30 @@ public final class ManagedObjectContext {
     func load(_ row: Row, into object: ManagedObject, root: EntityDescription, store: PersistentStore, decoding: Set<String>? = nil) throws {
         let entity = object.entity
         var values = PropertyValues(minimumCapacity: entity.storedColumns.count + entity.storedToOne.count)
-        let primaryKey: Int64 = row[0]
+        let header = try StoredRowHeader(row, root: root, store: store)
+        let primaryKey = header.primaryKey
         for column in entity.storedColumns {
             let dbValue = row[column.index] as DatabaseValue
             guard column.type == .transformable else {
                 if let value = StoredValues.value(dbValue, type: column.type) { values[column.name] = value }
                 continue
             }
-            guard case .blob(let data) = dbValue.storage else { continue }
+            guard case .blob(let data) = dbValue.storage else {
+                // Transformers write BLOBs; anything else, or nothing where a value is required, was not written by us.
+                if dbValue.isNull, entity.attribute(named: column.name)?.isOptional ?? true { continue }
+                throw StoredRowHeader.damaged(store: store, root: root, primaryKey: primaryKey,
+                                              "column \(column.columnName) holds \(StoredRowHeader.kind(of: dbValue)) where \(entity.name).\(column.name) keeps its encoded value")
+            }
             let place = ValuePlace(storeIdentifier: store.identifier, entityName: entity.name, attributeName: column.name, primaryKey: primaryKey)
             let encoded = EncodedValue(data: data, place: place)
             values[column.name] = decoding.map { $0.contains(column.name) } ?? true
                 ? try decode(encoded, transformerName: column.transformerName, entity: entity, key: column.name) : encoded
         }
         for (relationship, index) in entity.storedToOne {
-            if let destination = row[index] as Int64? { values[relationship.name] = FaultReference(primaryKey: destination) }
+            if let destination = try StoredRowHeader.destinationKey(row, at: index, column: relationship.columnName, root: root,
+                                                                   store: store, primaryKey: primaryKey) {
+                values[relationship.name] = FaultReference(primaryKey: destination)
+            }
         }
         for attribute in entity.transientAttributes {
             if let value = object.values[attribute.name] { values[attribute.name] = value }
@@ -265,7 +274,7 @@ public final class ManagedObjectContext {
         object.committedValues = values
         object.loadedToMany = []
         object.changedKeys = []
-        object.version = row[2]
+        object.version = header.version
     }
 
     func decode(_ encoded: EncodedValue, transformerName: String?, entity: EntityDescription, key: String) throws -> Any {

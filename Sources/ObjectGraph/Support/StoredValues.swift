@@ -61,7 +61,7 @@ enum StoredValues {
             }
         case .double(let number):
             switch type {
-            case .integer16, .integer32, .integer64: return Int(number)
+            case .integer16, .integer32, .integer64: return Int(exactly: number.rounded(.towardZero))
             case .boolean: return number != 0
             case .float: return Float(number)
             case .decimal: return Decimal(number)
