@@ -124,6 +124,7 @@ extension Vault {
                 report.passwords += 1
                 progress?.report(report.notes + report.passwords, of: total)
             }
+            try ensureStoreConstraints()
             try context.save()
             return report
         } catch let error as ValidationError {

@@ -28,6 +28,8 @@ public final class Vault {
     public private(set) var keySlot: KeySlot
     /// The vault's identity, the same in both stores; names its keyring session.
     public let identifier: String
+    /// Whether this process made sure the stores hold their unique indexes.
+    var storeConstraintsEnsured = false
 
     /// `$XDG_DATA_HOME/mystash`, else `~/.local/share/mystash`.
     public static func defaultDirectory(environment: [String: String] = ProcessInfo.processInfo.environment) -> URL {
@@ -127,6 +129,7 @@ public final class Vault {
                 vault.coordinator.setMetadata(vault.identifier, forKey: vaultIdentifierKey, in: store)
             }
             try wrapErrors {
+                try vault.ensureStoreConstraints()
                 try vault.insertMissingSeeds()
                 try vault.context.save()
             }
@@ -183,6 +186,7 @@ public final class Vault {
     /// Runs a change and saves it; on failure the context is rolled back so nothing lingers.
     func change<T>(_ body: () throws -> T) throws -> T {
         do {
+            try ensureStoreConstraints()
             let result = try body()
             try context.save()
             return result

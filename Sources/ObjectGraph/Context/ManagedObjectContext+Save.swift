@@ -19,13 +19,9 @@ extension ManagedObjectContext {
         propagateDeletes()
         processPendingChanges()
 
-        var failures: [ValidationError] = []
-        for object in insertedSet.objects + updatedSet.objects where !deletedSet.contains(object) {
-            failures += Validator.errors(for: object)
-        }
-        for object in deletedSet.objects { failures += Validator.denyErrors(for: object) }
-        try throwDeferredError()
-        if !failures.isEmpty { throw ValidationError.combining(failures) }
+        // Validated once before taking the write lock, to fail early, and again under it (below),
+        // against the stores as they are when the rows are written.
+        try validate()
 
         let inserted = insertedSet.objects
         let updated = updatedSet.objects.filter { !deletedSet.contains($0) }
@@ -36,11 +32,14 @@ extension ManagedObjectContext {
         do {
             try wrapStoreErrors(.saveFailed, "cannot save") {
                 try coordinator.write { db in
+                    try validate()
                     try assignPrimaryKeys(inserted, db)
                     for object in inserted { try insertRow(of: object, db) }
                     for object in updated where try updateRow(of: object, db) { rowsUpdated.insert(ObjectIdentifier(object)) }
                     for object in joinChanges { try writeJoinRows(of: object, db) }
                     for object in deleted { try deleteRow(of: object, db) }
+                    try enforceDeleteRules(of: deleted, db)
+                    try verifyDestinations(of: inserted + updated, inserted: Set(inserted.map(ObjectIdentifier.init)), db)
                     try coordinator.writePendingMetadata(db)
                 }
             }
@@ -50,6 +49,17 @@ extension ManagedObjectContext {
         }
         coordinator.metadataWasSaved()
         didCommit(inserted: inserted, updated: updated, deleted: deleted, rowsUpdated: rowsUpdated)
+    }
+
+    /// Runs every validation rule on the changed objects; throws them all at once.
+    private func validate() throws {
+        var failures: [ValidationError] = []
+        for object in insertedSet.objects + updatedSet.objects where !deletedSet.contains(object) {
+            failures += Validator.errors(for: object)
+        }
+        for object in deletedSet.objects { failures += Validator.denyErrors(for: object) }
+        try throwDeferredError()
+        if !failures.isEmpty { throw ValidationError.combining(failures) }
     }
 
     // MARK: - Delete rules
@@ -110,7 +120,7 @@ extension ManagedObjectContext {
     }
 
     /// The stored value of a to-one relationship: the destination's primary key.
-    private func storedValue(of object: ManagedObject, _ relationship: RelationshipDescription) -> DatabaseValue {
+    func storedValue(of object: ManagedObject, _ relationship: RelationshipDescription) -> DatabaseValue {
         switch object.values[relationship.name] {
         case let destination as ManagedObject: return primaryKey(of: destination)?.databaseValue ?? .null
         case let fault as FaultReference: return fault.primaryKey.databaseValue
