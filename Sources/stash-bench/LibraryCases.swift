@@ -124,6 +124,35 @@ enum LibraryCases {
             try check(Int(sum), rows: size)
             return seconds
 
+        // Walking every row in batches: memory should stay flat, as with a GRDB cursor.
+        case ("objectgraph.walk200k", "ours"):
+            let (_, context) = try ItemModel.stack(at: "\(directory)/fetch.sqlite")
+            var sum = 0
+            let seconds = try time {
+                var request = FetchRequest<ManagedObject>(entityName: "Item")
+                request.fetchBatchSize = 1000
+                for item in try context.fetchBatched(request) {
+                    for column in 0..<10 { sum &+= item[ItemModel.keys[column]] as! Int }
+                }
+            }
+            try check(sum, rows: size)
+            return seconds
+        case ("objectgraph.walk200k", "grdb"):
+            let queue = try DatabaseQueue(path: "\(directory)/fetch.sqlite")
+            var sum: Int64 = 0
+            let seconds = try time {
+                try queue.read { db in
+                    let cursor = try ItemRecord.fetchCursor(db)
+                    while let item = try cursor.next() {
+                        sum &+= item.ZI0 &+ item.ZI1 &+ item.ZI2 &+ item.ZI3 &+ item.ZI4 &+ item.ZI5 &+ item.ZI6 &+ item.ZI7 &+ item.ZI8 &+ item.ZI9
+                    }
+                }
+            }
+            try check(Int(sum), rows: size)
+            return seconds
+        case ("objectgraph.walk200k", "sqlite"):
+            return try run("objectgraph.fetch200k", implementation: "sqlite", directory: directory, size: size)
+
         case ("objectgraph.fetchPredicate", "ours"):
             let (_, context) = try ItemModel.stack(at: "\(directory)/fetch.sqlite")
             var count = 0

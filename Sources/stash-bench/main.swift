@@ -57,7 +57,7 @@ func child(_ name: String, _ implementation: String, size: Int) throws -> Measur
 var results: [CaseResult] = []
 let insertSize = quick ? 5_000 : 50_000
 let fetchSize = quick ? 20_000 : 200_000
-let libraryCases = [("objectgraph.insert50k", insertSize), ("objectgraph.fetch200k", fetchSize),
+let libraryCases = [("objectgraph.insert50k", insertSize), ("objectgraph.fetch200k", fetchSize), ("objectgraph.walk200k", fetchSize),
                     ("objectgraph.fetchPredicate", fetchSize), ("objectgraph.update1k", fetchSize)].filter { selected($0.0) }
 if !libraryCases.isEmpty {
     log("preparing \(fetchSize) rows with ObjectGraph")

@@ -18,7 +18,8 @@ final class ChildProcessEntry: ObjectGraphTestCase {
         switch action {
         case "saveLoop":
             // Each save writes a Note (Notes.sqlite) and a Tag (Passwords.sqlite) with the same number.
-            var counter = 0
+            // Numbers continue from earlier children so that every trial's saves are distinct.
+            var counter = try stack.context.objects("Note").count
             while true {
                 counter += 1
                 let note = stack.context.insertNewObject(forEntityName: "Note")
@@ -26,7 +27,7 @@ final class ChildProcessEntry: ObjectGraphTestCase {
                 let tag = stack.context.insertNewObject(forEntityName: "Tag")
                 tag["name"] = "\(counter)"
                 try stack.context.save()
-                if counter == 1 { FileHandle.standardOutput.write(Data("READY\n".utf8)) }
+                FileHandle.standardOutput.write(Data("SAVED\n".utf8))
             }
         case "renameShared":
             let tag = try XCTUnwrap(try stack.context.objects("Tag", "name == 'shared'").first)
@@ -52,14 +53,14 @@ final class ConcurrencyTests: ObjectGraphTestCase {
             process.standardOutput = pipe
             process.standardError = FileHandle.nullDevice
             try process.run()
-            // Wait until the child is saving in a loop, then kill it at a varied moment.
+            // Kill after a varied number of committed saves, wherever the next one has got to.
+            let savesBeforeKill = Int.random(in: 2...6)
             var output = Data()
-            while !String(decoding: output, as: UTF8.self).contains("READY") {
+            while output.split(separator: UInt8(ascii: "\n")).count < savesBeforeKill {
                 let chunk = pipe.fileHandleForReading.availableData
                 if chunk.isEmpty { break }
                 output += chunk
             }
-            usleep(UInt32.random(in: 0...250_000))
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
 

@@ -171,7 +171,10 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         let rest = path.dropFirst()
         let current = value(forKey: first)
         if let objects = current as? [ManagedObject] {
-            if rest.first == "@count" { return objects.count }
+            if let function = rest.first.flatMap(AggregateFunction.init(keyPathOperator:)) {
+                if function == .count, rest.count == 1 { return objects.count }
+                return function.apply(to: objects.compactMap { $0.value(forKeyPath: rest.dropFirst()) })
+            }
             if rest.isEmpty { return objects }
             return objects.flatMap { object -> [Any] in
                 let found = object.value(forKeyPath: rest)

@@ -37,6 +37,9 @@ extension ManagedObjectContext {
             objects = Array(objects.dropFirst(request.fetchOffset))
             if request.fetchLimit > 0 { objects = Array(objects.prefix(request.fetchLimit)) }
         }
+        if !request.relationshipKeyPathsForPrefetching.isEmpty {
+            try prefetchRelationships(request.relationshipKeyPathsForPrefetching, of: objects)
+        }
         return try objects.map { object in
             guard let typed = object as? T else {
                 throw ObjectGraphError(code: .objectNotFound, message: "\(object.entity.name) objects are \(type(of: object)), not \(T.self)")
@@ -59,7 +62,7 @@ extension ManagedObjectContext {
         return try fetch(request).count
     }
 
-    private struct FetchPlan {
+    struct FetchPlan {
         var root: EntityDescription
         var store: PersistentStore
         var entities: [EntityDescription]
@@ -88,7 +91,7 @@ extension ManagedObjectContext {
         }
     }
 
-    private func plan<T>(for request: FetchRequest<T>) throws -> FetchPlan {
+    func plan<T>(for request: FetchRequest<T>) throws -> FetchPlan {
         processPendingChanges()
         guard let entity = model.entity(named: request.entityName) else {
             throw ObjectGraphError(code: .objectNotFound, message: "the model has no entity named '\(request.entityName)'")

@@ -37,6 +37,18 @@ public struct FetchRequest<Result: ManagedObject> {
     /// Data's `propertiesToFetch`. The others stay encoded until first read, or until
     /// ``ManagedObjectContext/decodeValues(of:)`` decodes them and reports any failure.
     public var propertiesToFetch: Set<String>?
+    /// The columns of ``ManagedObjectContext/fetchDictionaries(_:)``: attributes, key paths
+    /// and aggregates, in order (empty: every stored attribute).
+    public var dictionaryProperties: [FetchedProperty] = []
+    /// Key paths that dictionary results are grouped by, as `propertiesToGroupBy`.
+    public var propertiesToGroupBy: [String] = []
+    /// Leave out duplicate dictionary results, as `returnsDistinctResults`.
+    public var returnsDistinctResults = false
+    /// Rows read per batch by ``ManagedObjectContext/fetchBatched(_:)``; 0 for its default.
+    public var fetchBatchSize = 0
+    /// Relationship key paths whose destinations are read with the fetched objects, a few
+    /// queries in all instead of one per object, as `relationshipKeyPathsForPrefetching`.
+    public var relationshipKeyPathsForPrefetching: [String] = []
 
     public init(entityName: String, predicate: Predicate? = nil, sortDescriptors: [FetchSortDescriptor] = []) {
         self.entityName = entityName

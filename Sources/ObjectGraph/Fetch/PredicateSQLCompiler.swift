@@ -73,8 +73,10 @@ struct PredicateSQLCompiler {
             return "\(alias).\(relationship.columnName) IN (SELECT \(inner).Z_PK FROM \(table) \(inner) WHERE \(sub))"
         }
         guard let link = linkCondition(relationship, of: entity, sourceAlias: alias, destinationAlias: inner) else { return nil }
-        if path.count == 2, path.last == "@count" {
-            return leaf("(SELECT COUNT(*) FROM \(table) \(inner) WHERE \(link))", comparison)
+        if let function = path.dropFirst().first.flatMap(AggregateFunction.init(keyPathOperator:)) {
+            guard let aggregate = try aggregateExpression(function, of: path.dropFirst(2), over: destination,
+                                                          table: table, alias: inner, link: link) else { return nil }
+            return leaf(aggregate.sql, comparison)
         }
         guard let sub = try compilePath(path.dropFirst(), comparison: comparison, entity: destination, alias: inner, modifier: .direct) else { return nil }
         switch modifier {
@@ -82,6 +84,43 @@ struct PredicateSQLCompiler {
         case .all: return "NOT EXISTS (SELECT 1 FROM \(table) \(inner) WHERE \(link) AND NOT COALESCE((\(sub)), 0))"
         case .none: return "NOT EXISTS (SELECT 1 FROM \(table) \(inner) WHERE \(link) AND (\(sub)))"
         }
+    }
+
+    /// `(SELECT SUM(t1.ZAMOUNT) FROM ... WHERE link)` for `@sum.amount` after a to-many step.
+    private func aggregateExpression(_ function: AggregateFunction, of rest: ArraySlice<String>, over destination: EntityDescription,
+                                     table: String, alias: String, link: String) throws -> (sql: String, type: AttributeType?)? {
+        if function == .count, rest.isEmpty { return ("(SELECT COUNT(*) FROM \(table) \(alias) WHERE \(link))", .integer64) }
+        guard rest.count == 1, let key = rest.first else { return nil }
+        guard let attribute = destination.attribute(named: key) else {
+            throw CompileError.unknownKey(key, entity: destination.name)
+        }
+        guard !attribute.isTransient, attribute.type != .transformable else { return nil }
+        let sql = function.sql("\(alias).\(attribute.columnName)")
+        return ("(SELECT \(sql) FROM \(table) \(alias) WHERE \(link))", function.resultType(of: attribute.type))
+    }
+
+    /// SQL for the value of a key path on rows of `entity` aliased `alias`: an attribute,
+    /// through to-one relationships, or a to-many aggregate (`systems.@count`); nil when it
+    /// must be computed in memory (transformed, transient, across stores).
+    mutating func valueExpression(_ path: ArraySlice<String>, entity: EntityDescription,
+                                  alias: String) throws -> (sql: String, type: AttributeType?)? {
+        guard let key = path.first else { return nil }
+        if path.count == 1, let attribute = entity.attribute(named: key) {
+            guard !attribute.isTransient, attribute.type != .transformable else { return nil }
+            return ("\(alias).\(attribute.columnName)", attribute.type)
+        }
+        guard let relationship = entity.relationship(named: key) else { throw CompileError.unknownKey(key, entity: entity.name) }
+        guard path.count > 1, let destination = model.entity(named: relationship.destinationEntityName),
+              model.persistentStoreIsSame(destination, entity) else { return nil }
+        let inner = nextAlias()
+        let table = store.qualified(destination.rootEntity.tableName)
+        if relationship.isToMany {
+            guard let function = AggregateFunction(keyPathOperator: path[path.index(after: path.startIndex)]),
+                  let link = linkCondition(relationship, of: entity, sourceAlias: alias, destinationAlias: inner) else { return nil }
+            return try aggregateExpression(function, of: path.dropFirst(2), over: destination, table: table, alias: inner, link: link)
+        }
+        guard let sub = try valueExpression(path.dropFirst(), entity: destination, alias: inner) else { return nil }
+        return ("(SELECT \(sub.sql) FROM \(table) \(inner) WHERE \(inner).Z_PK = \(alias).\(relationship.columnName))", sub.type)
     }
 
     /// The condition tying destination rows to a source row of a to-many relationship.

@@ -39,6 +39,8 @@ public final class PersistentStoreCoordinator {
     public var migrationSteps: [EntityMigrationStep] = []
     /// What each migration made while adding stores did, in order.
     public internal(set) var migrationReports: [MigrationReport] = []
+    /// How many reads ran, so tests can see that prefetched relationships need none.
+    var readCount = 0
 
     public init(managedObjectModel: ManagedObjectModel, busyTimeout: TimeInterval = 10) {
         self.managedObjectModel = managedObjectModel
@@ -270,6 +272,7 @@ public final class PersistentStoreCoordinator {
 
     /// Runs `body` in a read transaction (or inside the transaction already running).
     func read<T>(_ body: (Database) throws -> T) throws -> T {
+        readCount += 1
         if let activeDatabase { return try body(activeDatabase) }
         guard let connection else { preconditionFailure("The coordinator has no open store") }
         return try connection.inDatabase { db in

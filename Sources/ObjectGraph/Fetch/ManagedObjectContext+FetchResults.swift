@@ -1,0 +1,353 @@
+import Foundation
+import GRDB
+
+// Result types beyond objects: object IDs and dictionaries (with aggregates and grouping),
+// batched results, and relationship prefetching.
+extension ManagedObjectContext {
+    // MARK: - Object IDs
+
+    /// The IDs of the objects a request describes, read without building the objects when
+    /// the whole request runs in SQL, as Core Data's `managedObjectIDResultType`.
+    public func fetchObjectIDs<T>(_ request: FetchRequest<T>) throws -> [ObjectID] {
+        let plan = try plan(for: request)
+        guard !plan.needsMemoryWindow else { return try fetch(request).map(\.objectID) }
+        let sql = plan.sql(select: ["t0.Z_PK", "t0.Z_ENT"], window: true, request: request)
+        return try wrapStoreErrors(.objectNotFound, "cannot fetch \(request.entityName)") {
+            try coordinator.read { db in
+                try Row.fetchAll(db, sql: sql, arguments: StatementArguments(plan.arguments)).map { row in
+                    objectID(primaryKey: row[0], entityNumber: row[1], root: plan.root, store: plan.store)
+                }
+            }
+        }
+    }
+
+    func objectID(primaryKey: Int64, entityNumber: Int, root: EntityDescription, store: PersistentStore) -> ObjectID {
+        let entity = model.entity(number: entityNumber).flatMap { $0.rootEntity === root ? $0 : nil } ?? root
+        return ObjectID(entityName: entity.name, storeIdentifier: store.identifier, primaryKey: primaryKey, temporaryNumber: nil)
+    }
+
+    // MARK: - Dictionaries
+
+    /// Dictionaries of the request's ``FetchRequest/dictionaryProperties``, grouped by
+    /// ``FetchRequest/propertiesToGroupBy`` and made distinct by
+    /// ``FetchRequest/returnsDistinctResults``, as Core Data's `dictionaryResultType`.
+    ///
+    /// Like Core Data's, these come from the stores: unsaved changes are not included. A
+    /// result leaves out keys whose value is nil. Aggregates and grouping run in SQL; a
+    /// plain property of a transformed attribute is decoded in memory.
+    ///
+    /// ```swift
+    /// var request = FetchRequest<ManagedObject>(entityName: "System")
+    /// request.dictionaryProperties = [.keyPath("category.name", as: "category"), .aggregate(.count, of: "*", as: "n")]
+    /// request.propertiesToGroupBy = ["category.name"]
+    /// let rows = try context.fetchDictionaries(request)  // [["category": "Web", "n": 2], ...]
+    /// ```
+    ///
+    /// - throws: ``ObjectGraphError`` for an unknown key path, or for an aggregate or
+    ///   grouping over values that cannot be read in SQL (transformed or transient).
+    public func fetchDictionaries<T>(_ request: FetchRequest<T>) throws -> [[String: Any]] {
+        var request = request
+        request.includesPendingChanges = false
+        var unsorted = request
+        unsorted.sortDescriptors = []  // they may name result properties; ordered below
+        let plan = try plan(for: unsorted)
+        guard let entity = model.entity(named: request.entityName) else { return [] }
+        let properties = request.dictionaryProperties.isEmpty
+            ? entity.attributes.filter { !$0.isTransient }.map { FetchedProperty.keyPath($0.name) } : request.dictionaryProperties
+        let aggregates = !request.propertiesToGroupBy.isEmpty || properties.contains { $0.function != nil }
+        var compiler = PredicateSQLCompiler(model: model, store: plan.store)
+        func expression(_ keyPath: String) throws -> (sql: String, type: AttributeType?)? {
+            do {
+                return try compiler.valueExpression(keyPath.split(separator: ".").map(String.init)[...], entity: entity, alias: "t0")
+            } catch PredicateSQLCompiler.CompileError.unknownKey(let key, let entityName) {
+                throw ObjectGraphError(code: .objectNotFound, message: "keypath '\(key)' not found in entity \(entityName) (property '\(keyPath)')")
+            }
+        }
+        var columns: [(sql: String, type: AttributeType?)] = []
+        for property in properties {
+            if property.function == .count, property.keyPath == "*" { columns.append(("COUNT(*)", .integer64)); continue }
+            guard let value = try expression(property.keyPath) else { columns = []; break }
+            columns.append(property.function.map { ($0.sql(value.sql), $0.resultType(of: value.type)) } ?? value)
+        }
+        var groups: [String] = []
+        for keyPath in request.propertiesToGroupBy {
+            guard let value = try expression(keyPath) else { groups = []; columns = []; break }
+            groups.append(value.sql)
+        }
+        guard plan.residual == nil, columns.count == properties.count else {
+            if aggregates {
+                throw ObjectGraphError(code: .objectNotFound, message: "cannot aggregate or group \(request.entityName) in SQL: "
+                    + "a property or the predicate names a transformed or transient attribute")
+            }
+            return try dictionariesInMemory(request, properties: properties)
+        }
+        var sql = "SELECT \(request.returnsDistinctResults ? "DISTINCT " : "")"
+            + columns.enumerated().map { "\($0.element.sql) AS c\($0.offset)" }.joined(separator: ", ")
+            + " FROM \(plan.store.qualified(plan.root.tableName)) t0"
+        if !plan.conditions.isEmpty { sql += " WHERE " + plan.conditions.joined(separator: " AND ") }
+        if !groups.isEmpty { sql += " GROUP BY " + groups.joined(separator: ", ") }
+        let order = request.sortDescriptors.map { descriptor -> String? in
+            if let index = properties.firstIndex(where: { $0.name == descriptor.key }) {
+                return "\(descriptor.caseInsensitive ? "OG_FOLD(c\(index), 1)" : "c\(index)") \(descriptor.ascending ? "ASC" : "DESC")"
+            }
+            return compiler.orderTerm(descriptor, entity: entity, alias: "t0")
+        }
+        if !order.isEmpty {
+            guard order.allSatisfy({ $0 != nil }) else {
+                throw ObjectGraphError(code: .objectNotFound, message: "dictionary results of \(request.entityName) can only be sorted "
+                    + "by their properties or plainly stored attributes")
+            }
+            sql += " ORDER BY " + order.compactMap { $0 }.joined(separator: ", ")
+        }
+        if request.fetchLimit > 0 || request.fetchOffset > 0 {
+            sql += " LIMIT \(request.fetchLimit > 0 ? request.fetchLimit : -1) OFFSET \(request.fetchOffset)"
+        }
+        let finalSQL = sql
+        return try wrapStoreErrors(.objectNotFound, "cannot fetch \(request.entityName)") {
+            try coordinator.read { db in
+                try Row.fetchAll(db, sql: finalSQL, arguments: StatementArguments(plan.arguments)).map { row in
+                    var result: [String: Any] = [:]
+                    for (index, property) in properties.enumerated() {
+                        let value = row[index] as DatabaseValue
+                        result[property.name] = StoredValues.value(value, type: columns[index].type ?? .binary)
+                    }
+                    return result
+                }
+            }
+        }
+    }
+
+    /// Dictionaries built from fetched objects, for properties SQL cannot read.
+    private func dictionariesInMemory<T>(_ request: FetchRequest<T>, properties: [FetchedProperty]) throws -> [[String: Any]] {
+        var seen: Set<String> = []
+        var results: [[String: Any]] = []
+        for object in try fetch(request) {
+            var result: [String: Any] = [:]
+            for property in properties { result[property.name] = object.value(forKeyPath: property.keyPath) }
+            if request.returnsDistinctResults {
+                let identity = properties.map { "\(result[$0.name].map { "\($0)" } ?? "\u{0}")" }.joined(separator: "\u{1}")
+                guard seen.insert(identity).inserted else { continue }
+            }
+            results.append(result)
+        }
+        try throwDeferredError()
+        return results
+    }
+
+    // MARK: - Batches
+
+    /// The objects a request describes, read `fetchBatchSize` rows at a time as they are
+    /// reached: only their primary keys are read up front, and objects of batches left
+    /// behind are released unless something else holds them (an unsaved change, your own
+    /// reference). Walking a large result so keeps memory flat.
+    ///
+    /// A request that must run partly in memory (a predicate or sort on a transformed
+    /// attribute, unsaved changes to include) is read whole.
+    public func fetchBatched<T>(_ request: FetchRequest<T>) throws -> BatchedFetchResults {
+        let plan = try plan(for: request)
+        let batchSize = request.fetchBatchSize > 0 ? min(request.fetchBatchSize, 10_000) : 200
+        guard !plan.needsMemoryWindow else {
+            return BatchedFetchResults(context: self, plan: plan, request: request, batchSize: batchSize, loaded: try fetch(request))
+        }
+        let sql = plan.sql(select: ["t0.Z_PK"], window: true, request: request)
+        let keys = try wrapStoreErrors(.objectNotFound, "cannot fetch \(request.entityName)") {
+            try coordinator.read { db in try Int64.fetchAll(db, sql: sql, arguments: StatementArguments(plan.arguments)) }
+        }
+        return BatchedFetchResults(context: self, plan: plan, request: request, batchSize: batchSize, keys: keys)
+    }
+
+    /// Reads the rows of `keys` (in that order) of a root entity's table.
+    func objects(primaryKeys keys: [Int64], root: EntityDescription, store: PersistentStore,
+                 decoding: Set<String>?) throws -> [ManagedObject] {
+        var found: [Int64: ManagedObject] = [:]
+        found.reserveCapacity(keys.count)
+        for chunk in keys.chunked(500) {
+            let sql = "SELECT \(root.selectColumns.map { "t0.\($0)" }.joined(separator: ", ")) FROM \(store.qualified(root.tableName)) t0 "
+                + "WHERE t0.Z_PK IN (\(Array(repeating: "?", count: chunk.count).joined(separator: ",")))"
+            try wrapStoreErrors(.objectNotFound, "cannot read \(root.name) rows") {
+                try coordinator.read { db in
+                    let cursor = try Row.fetchCursor(db, sql: sql, arguments: StatementArguments(chunk.map(\.databaseValue)))
+                    while let row = try cursor.next() {
+                        found[row[0]] = try materialize(row, root: root, store: store, decoding: decoding)
+                    }
+                }
+            }
+        }
+        return keys.compactMap { found[$0] }
+    }
+
+    /// Lets go of registered objects nothing else holds and that have no unsaved change.
+    func releaseUnreferencedObjects(_ keys: [ObjectKey]) {
+        for key in keys {
+            guard var object = registered.removeValue(forKey: key) else { continue }
+            if !isKnownUniquelyReferenced(&object) || object.hasChanges { registered[key] = object }
+        }
+    }
+
+    // MARK: - Prefetching
+
+    /// Reads the destinations of relationship key paths (`"category"`, `"tags"`,
+    /// `"category.systems"`) of `objects` in one query per step and relationship.
+    public func prefetchRelationships(_ keyPaths: [String], of objects: [ManagedObject]) throws {
+        for keyPath in keyPaths {
+            var current = objects
+            for key in keyPath.split(separator: ".").map(String.init) {
+                current = try prefetch(key, of: current)
+            }
+        }
+        try throwDeferredError()
+    }
+
+    /// Loads relationship `key` of every object that has it; returns the destinations.
+    private func prefetch(_ key: String, of objects: [ManagedObject]) throws -> [ManagedObject] {
+        var bySource: [Int64: ManagedObject] = [:]
+        var relationship: RelationshipDescription?
+        var sourceEntity: EntityDescription?
+        var destinations: [ManagedObject] = []
+        var faultKeys: [Int64] = []
+        for object in objects {
+            guard let found = object.entity.relationship(named: key) else {
+                throw ObjectGraphError(code: .objectNotFound, message: "relationship '\(key)' not found in entity \(object.entity.name)")
+            }
+            relationship = found
+            sourceEntity = sourceEntity ?? object.entity
+            if found.isToMany {
+                if object.loadedToMany.contains(key) {
+                    destinations += object.toManyObjects(found)
+                } else if let primaryKey = object.objectID.primaryKey {
+                    bySource[primaryKey] = object
+                }
+            } else if let fault = object.values[key] as? FaultReference {
+                faultKeys.append(fault.primaryKey)
+            } else if let destination = object.toOneObject(found) {
+                destinations.append(destination)
+            }
+        }
+        guard let relationship, let sourceEntity, let destination = model.entity(named: relationship.destinationEntityName) else {
+            return destinations
+        }
+        let root = destination.rootEntity
+        let store = try coordinator.store(for: root)
+        if !relationship.isToMany {
+            let loaded = try self.objects(primaryKeys: Array(Set(faultKeys)), root: root, store: store, decoding: nil)
+            return destinations + loaded.filter { $0.entity.isKind(of: destination) }
+        }
+        guard !bySource.isEmpty else { return destinations }
+        let columns = root.selectColumns.map { "t0.\($0)" }.joined(separator: ", ")
+        let from: String
+        if SQLiteSchema.usesJoinTable(relationship, in: model) {
+            let join = SQLiteSchema.joinTable(for: relationship, of: sourceEntity, in: model)
+            from = "SELECT \(columns), j.\(join.sourceColumn) FROM \(store.qualified(root.tableName)) t0 "
+                + "JOIN \(store.qualified(join.name)) j ON j.\(join.destinationColumn) = t0.Z_PK WHERE j.\(join.sourceColumn) IN "
+        } else if let inverse = SQLiteSchema.inverse(of: relationship, in: model) {
+            from = "SELECT \(columns), t0.\(inverse.columnName) FROM \(store.qualified(root.tableName)) t0 WHERE t0.\(inverse.columnName) IN "
+        } else {
+            return destinations
+        }
+        var found: [Int64: [ManagedObject]] = [:]
+        for chunk in Array(bySource.keys).chunked(500) {
+            let sql = from + "(\(Array(repeating: "?", count: chunk.count).joined(separator: ",")))"
+            try wrapStoreErrors(.objectNotFound, "cannot prefetch \(sourceEntity.name).\(key)") {
+                try coordinator.read { db in
+                    let cursor = try Row.fetchCursor(db, sql: sql, arguments: StatementArguments(chunk.map(\.databaseValue)))
+                    while let row = try cursor.next() {
+                        let object = try materialize(row, root: root, store: store)
+                        guard object.entity.isKind(of: destination) else { continue }
+                        found[row[root.selectColumns.count], default: []].append(object)
+                    }
+                }
+            }
+        }
+        for (primaryKey, source) in bySource where !source.loadedToMany.contains(key) {
+            let loaded = found[primaryKey] ?? []
+            source.values[key] = loaded
+            source.loadedToMany.insert(key)
+            destinations += loaded
+        }
+        return destinations
+    }
+}
+
+/// The result of ``ManagedObjectContext/fetchBatched(_:)``: a random-access collection that
+/// reads its objects a batch at a time, as Core Data's batched fetch results.
+///
+/// A batch that cannot be read (the store failed, or the row was deleted meanwhile) yields
+/// objects without values, and the context's next fetch or save throws the error.
+public final class BatchedFetchResults: RandomAccessCollection {
+    public typealias Element = ManagedObject
+    private let context: ManagedObjectContext
+    private let root: EntityDescription
+    private let store: PersistentStore
+    private let decoding: Set<String>?
+    private let prefetching: [String]
+    /// The rows' primary keys, in order; empty when the result was read whole.
+    private let keys: [Int64]
+    private let loaded: [ManagedObject]?
+    /// How many rows each read brings in.
+    public let batchSize: Int
+    private var batchNumber = -1
+    private var batch: [ManagedObject] = []
+
+    init(context: ManagedObjectContext, plan: ManagedObjectContext.FetchPlan, request: FetchRequest<some ManagedObject>,
+         batchSize: Int, keys: [Int64] = [], loaded: [ManagedObject]? = nil) {
+        self.context = context
+        self.root = plan.root
+        self.store = plan.store
+        self.decoding = request.propertiesToFetch
+        self.prefetching = request.relationshipKeyPathsForPrefetching
+        self.batchSize = batchSize
+        self.keys = keys
+        self.loaded = loaded
+    }
+
+    public var startIndex: Int { 0 }
+    public var endIndex: Int { loaded?.count ?? keys.count }
+
+    /// The object at `position`, reading its batch first if needed.
+    public subscript(position: Int) -> ManagedObject {
+        if let loaded { return loaded[position] }
+        let number = position / batchSize
+        if number != batchNumber { load(batch: number) }
+        return batch[position - number * batchSize]
+    }
+
+    private func load(batch number: Int) {
+        let left = batch.compactMap { object in
+            object.objectID.primaryKey.map { ManagedObjectContext.ObjectKey(rootEntityNumber: root.entityNumber, primaryKey: $0) }
+        }
+        batch = []
+        context.releaseUnreferencedObjects(left)
+        let wanted = Array(keys[(number * batchSize)..<Swift.min(keys.count, (number + 1) * batchSize)])
+        var objects: [ManagedObject] = []
+        do {
+            objects = try context.objects(primaryKeys: wanted, root: root, store: store, decoding: decoding)
+            if !prefetching.isEmpty { try context.prefetchRelationships(prefetching, of: objects) }
+        } catch {
+            if context.deferredError == nil { context.deferredError = error }
+        }
+        if objects.count != wanted.count {
+            let byKey = Dictionary(objects.map { ($0.objectID.primaryKey ?? -1, $0) }, uniquingKeysWith: { first, _ in first })
+            if context.deferredError == nil {
+                context.deferredError = ObjectGraphError(code: .objectNotFound,
+                                                         message: "\(wanted.count - objects.count) \(root.name) row(s) of a batched fetch no longer exist")
+            }
+            objects = wanted.map { key in byKey[key] ?? placeholder(primaryKey: key) }
+        }
+        batch = objects
+        batchNumber = number
+    }
+
+    /// An object without values standing for a row that could not be read.
+    private func placeholder(primaryKey: Int64) -> ManagedObject {
+        let object = context.model.objectClass(for: root).init(entity: root)
+        object.objectID = ObjectID(entityName: root.name, storeIdentifier: store.identifier, primaryKey: primaryKey, temporaryNumber: nil)
+        return object
+    }
+}
+
+extension Array {
+    /// The array cut into consecutive pieces of at most `size` elements.
+    func chunked(_ size: Int) -> [ArraySlice<Element>] {
+        stride(from: 0, to: count, by: size).map { self[$0..<Swift.min($0 + size, count)] }
+    }
+}
