@@ -20,6 +20,7 @@ extension Vault {
         }
         problems += try Self.wrapErrors { try coordinator.checkIntegrity() }
         problems += (try? duplicateCategoryNames()) ?? []
+        problems += try integrityProblems()
         let entities = [(Note.entityName, Self.notesFileName), (PasswordEntry.entityName, Self.passwordsFileName), (Category.entityName, Self.passwordsFileName)]
         let keys = try Self.wrapErrors { try entities.map { try context.primaryKeys(forEntityName: $0.0) } }
         let total = keys.map(\.count).reduce(0, +)

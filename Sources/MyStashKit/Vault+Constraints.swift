@@ -2,11 +2,13 @@ import Foundation
 import ObjectGraph
 
 extension Vault {
-    /// Makes the store refuse duplicate category names (ignoring case) from any writer,
+    /// Gives the vault its integrity record if it has none, and makes the store refuse
+    /// duplicate category names (ignoring case) from any writer,
     /// mystash or not: a unique index, added to older vaults on their first write. A vault
     /// that already holds duplicates gets none until they are renamed; `check` lists them.
     func ensureStoreConstraints() throws {
         guard !storeConstraintsEnsured else { return }
+        try ensureIntegrityRecord()
         try Self.wrapErrors { try coordinator.ensureUniqueIndex(on: Category.entityName, attribute: "name", caseInsensitive: true) }
         storeConstraintsEnsured = true
     }

@@ -51,6 +51,7 @@ extension Vault {
     func seed() throws {
         for attempt in 1...5 {
             do {
+                try ensureStoreConstraints()
                 try insertMissingSeeds()
                 try context.save()
                 return

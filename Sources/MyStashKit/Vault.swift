@@ -30,6 +30,8 @@ public final class Vault {
     public let identifier: String
     /// Whether this process made sure the stores hold their unique indexes.
     var storeConstraintsEnsured = false
+    /// Keeps the integrity record current; set once the data key is known.
+    var integrity: IntegrityRecord?
 
     /// `$XDG_DATA_HOME/mystash`, else `~/.local/share/mystash`.
     public static func defaultDirectory(environment: [String: String] = ProcessInfo.processInfo.environment) -> URL {
@@ -128,6 +130,7 @@ public final class Vault {
                 vault.coordinator.setMetadata(Data(slot.serialized), forKey: keySlotKey, in: store)
                 vault.coordinator.setMetadata(vault.identifier, forKey: vaultIdentifierKey, in: store)
             }
+            try vault.didUnlock(verifying: false)
             try wrapErrors {
                 try vault.ensureStoreConstraints()
                 try vault.insertMissingSeeds()
@@ -144,8 +147,8 @@ public final class Vault {
         }
     }
 
-    /// Opens an existing vault (still locked), after checking its permissions, and loads
-    /// any seed data newer than the vault's.
+    /// Opens an existing vault (still locked), after checking its permissions. Seed data
+    /// newer than the vault's is loaded once it is unlocked.
     public static func open(at directory: URL) throws -> Vault {
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: directory.path, isDirectory: &isDirectory), isDirectory.boolValue,
@@ -153,9 +156,7 @@ public final class Vault {
             throw VaultError(.notFound, "there is no vault at '\(directory.path)'", hint: "create one with 'mystash init', or name another with --vault or MYSTASH_VAULT")
         }
         try checkPermissions(directory)
-        let vault = try wrapErrors { try Vault(directory: directory, newSlot: nil) }
-        try vault.seed()
-        return vault
+        return try wrapErrors { try Vault(directory: directory, newSlot: nil) }
     }
 
     /// Refuses a vault that other users could read or write, as ssh refuses such keys.
@@ -200,22 +201,28 @@ public final class Vault {
 
     public var isUnlocked: Bool { transformer.dataKey != nil }
 
-    /// Derives the key-encryption key from the master password and unwraps the data key.
+    /// Derives the key-encryption key from the master password and unwraps the data key,
+    /// then checks the vault against its integrity record (unless `verifying` is false).
     ///
-    /// - throws: ``VaultError`` `.wrongPassword` (exit 77).
-    public func unlock(password: SecretBytes) throws {
+    /// - throws: ``VaultError`` `.wrongPassword` (exit 77); `.invalidData` (65) naming each
+    ///   row changed outside mystash.
+    public func unlock(password: SecretBytes, verifying: Bool = true) throws {
         transformer.dataKey = try Self.wrapErrors { try keySlot.unlock(password: password) }
+        try didUnlock(verifying: verifying)
     }
 
     /// Uses a data key from an unlocked session, if it belongs to the vault's current key
     /// slot; a stale session (the master password changed since) is revoked.
+    ///
+    /// - throws: as ``unlock(password:verifying:)``, once the key is accepted.
     @discardableResult
-    public func unlock(session: KeyringSession.Contents) -> Bool {
+    public func unlock(session: KeyringSession.Contents, verifying: Bool = true) throws -> Bool {
         guard session.slotIdentifier == keySlot.slotIdentifier else {
             KeyringSession.revoke(vaultIdentifier: identifier)
             return false
         }
         transformer.dataKey = session.dataKey
+        try didUnlock(verifying: verifying)
         return true
     }
 

@@ -39,6 +39,9 @@ public struct VaultError: Error, CustomStringConvertible {
         switch error {
         case let error as VaultError:
             return error
+        case let failure as IntegrityFailure:
+            return VaultError(.invalidData, "the vault was changed outside mystash: \(failure.problem); nothing was saved",
+                              hint: "restore the vault from a backup; 'mystash check' lists every problem")
         case let error as ValidationError:
             return VaultError(.invalidData, "nothing was saved:", details: ValidationMessages.messages(for: error))
         case let error as ObjectGraphError:

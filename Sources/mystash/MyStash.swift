@@ -88,13 +88,14 @@ extension VaultOptions {
     func openVault() throws -> Vault { try Vault.open(at: directory) }
 
     /// Opens and unlocks the vault: with an unlocked session, else MYSTASH_PASSWORD, else a
-    /// prompt on the terminal.
-    func openUnlockedVault() throws -> Vault {
+    /// prompt on the terminal. Changes made outside mystash are an error, unless `verifying`
+    /// is false (check lists them instead).
+    func openUnlockedVault(verifying: Bool = true) throws -> Vault {
         let vault = try openVault()
-        if let session = KeyringSession.load(vaultIdentifier: vault.identifier), vault.unlock(session: session) {
+        if let session = KeyringSession.load(vaultIdentifier: vault.identifier), try vault.unlock(session: session, verifying: verifying) {
             return vault
         }
-        try vault.unlock(password: try masterPassword(for: vault.directory))
+        try vault.unlock(password: try masterPassword(for: vault.directory), verifying: verifying)
         return vault
     }
 

@@ -52,9 +52,13 @@ extension ManagedObjectContext {
                     denied.append(ValidationError(code: .relationshipDeniedDelete, object: object, key: relationship.name, value: nil,
                                                   constraint: .deleteDenied(relationship: relationship.name)))
                 case .nullify:
+                    let store = try coordinator.store(for: root)
+                    let changed = keys.map { StoredRowKey(storeIdentifier: store.identifier, table: root.tableName, primaryKey: $0) }
+                    try coordinator.notifyRowsWillChange(changed, db)
                     try db.execute(sql: "UPDATE \(table) SET \(inverse.columnName) = NULL, "
                                    + "Z_OPT = CASE WHEN Z_OPT < 9223372036854775807 THEN Z_OPT + 1 ELSE Z_OPT END WHERE Z_PK IN "
                                    + "(SELECT Z_PK \(referring))", arguments: [primaryKey])
+                    try coordinator.notifyRowsDidChange(changed, db)
                 case .cascade:
                     throw ObjectGraphError(
                         code: .mergeConflict,

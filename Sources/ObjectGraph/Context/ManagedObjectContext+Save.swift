@@ -34,12 +34,15 @@ extension ManagedObjectContext {
                 try coordinator.write { db in
                     try validate()
                     try assignPrimaryKeys(inserted, db)
+                    let changing = try rowKeys(of: updated + deleted)
+                    try coordinator.notifyRowsWillChange(changing, db)
                     for object in inserted { try insertRow(of: object, db) }
                     for object in updated where try updateRow(of: object, db) { rowsUpdated.insert(ObjectIdentifier(object)) }
                     for object in joinChanges { try writeJoinRows(of: object, db) }
                     for object in deleted { try deleteRow(of: object, db) }
                     try enforceDeleteRules(of: deleted, db)
                     try verifyDestinations(of: inserted + updated, inserted: Set(inserted.map(ObjectIdentifier.init)), db)
+                    try coordinator.notifyRowsDidChange(try rowKeys(of: inserted) + changing, db)
                     try coordinator.writePendingMetadata(db)
                 }
             }
@@ -109,6 +112,16 @@ extension ManagedObjectContext {
     }
 
     private func primaryKey(of object: ManagedObject) -> Int64? { object.objectID.primaryKey ?? object.pendingPrimaryKey }
+
+    /// The rows of `objects`, for a ``StoreWriteObserver``.
+    private func rowKeys(of objects: [ManagedObject]) throws -> [StoredRowKey] {
+        guard coordinator.writeObserver != nil else { return [] }
+        return try objects.compactMap { object in
+            let root = object.entity.rootEntity
+            guard let key = primaryKey(of: object) else { return nil }
+            return StoredRowKey(storeIdentifier: try coordinator.store(for: root).identifier, table: root.tableName, primaryKey: key)
+        }
+    }
 
     /// The stored value of an attribute: encoded by its transformer when Transformable.
     private func storedValue(of object: ManagedObject, _ column: StoredColumn, store: PersistentStore, primaryKey: Int64) throws -> DatabaseValue {

@@ -50,7 +50,7 @@ struct StoredRowHeader {
     static func kind(of value: DatabaseValue) -> String {
         switch value.storage {
         case .null: return "NULL"
-        case .int64: return "an out-of-range INTEGER"
+        case .int64: return "an INTEGER"
         case .double: return "a REAL"
         case .string: return "TEXT"
         case .blob: return "a BLOB"

@@ -37,6 +37,8 @@ public final class PersistentStoreCoordinator {
     public var modelVersions: ModelVersions
     /// Custom steps run by migrations, beside what is inferred.
     public var migrationSteps: [EntityMigrationStep] = []
+    /// Told of every row each save writes, inside the save's transaction.
+    public weak var writeObserver: StoreWriteObserver?
     /// What each migration made while adding stores did, in order.
     public internal(set) var migrationReports: [MigrationReport] = []
     /// How many reads ran, so tests can see that prefetched relationships need none.

@@ -319,7 +319,7 @@ final class Browser {
             lockPrompt = []
         }
         if lockPrompt.isEmpty {
-            guard let session = KeyringSession.load(vaultIdentifier: vault.identifier), vault.unlock(session: session) else {
+            guard let session = KeyringSession.load(vaultIdentifier: vault.identifier), try vault.unlock(session: session) else {
                 lockMessage = "type the master password, then Enter"
                 return
             }
