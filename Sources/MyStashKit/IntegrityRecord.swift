@@ -23,6 +23,8 @@ final class IntegrityRecord: StoreWriteObserver {
 
     /// A store's record as stored.
     struct Record: Equatable {
+        /// The model version the tags were computed under (a migration rewrites rows).
+        var model: String
         var generation: Int64
         var peerGeneration: Int64
         var rowCount: Int64
@@ -30,10 +32,13 @@ final class IntegrityRecord: StoreWriteObserver {
     }
 
     let stores: [Store]
+    /// The current model's version identifier.
+    let model: String
     private let key: [UInt8]
 
-    init(dataKey: SecretBytes, stores: [Store]) throws {
+    init(dataKey: SecretBytes, stores: [Store], model: String) throws {
         self.stores = stores
+        self.model = model
         key = try HKDF.sha256(key: dataKey, info: Self.keyInfo, length: 32).bytes
     }
 
@@ -50,7 +55,7 @@ final class IntegrityRecord: StoreWriteObserver {
 
     func mac(of record: Record, store: Store) throws -> [UInt8] {
         let message = Self.field(Array("record".utf8)) + Self.field(Array(store.identifier.utf8)) + Self.field(Array(store.fileName.utf8))
-            + Self.integer(record.generation) + Self.integer(record.peerGeneration) + Self.integer(record.rowCount) + Self.field(record.tagSum)
+            + Self.field(Array(record.model.utf8)) + Self.integer(record.generation) + Self.integer(record.peerGeneration) + Self.integer(record.rowCount) + Self.field(record.tagSum)
         return try HMAC.authenticationCode(.sha256, key: key, message: message)
     }
 
@@ -120,12 +125,12 @@ final class IntegrityRecord: StoreWriteObserver {
     func record(of store: Store, in transaction: StoreTransaction) throws -> Record? {
         guard try hasRecord(store, in: transaction) else { return nil }
         let table = try transaction.qualified(Self.recordTable, storeIdentifier: store.identifier)
-        guard let cells = try transaction.rows("SELECT ZGENERATION, ZPEERGENERATION, ZROWCOUNT, ZTAGSUM, ZMAC FROM \(table) WHERE ZID = 1").first,
-              cells.count == 5, case .integer(let generation) = cells[0], case .integer(let peer) = cells[1],
-              case .integer(let count) = cells[2], case .blob(let sum) = cells[3], sum.count == 32, case .blob(let mac) = cells[4] else {
+        guard let cells = try transaction.rows("SELECT ZMODEL, ZGENERATION, ZPEERGENERATION, ZROWCOUNT, ZTAGSUM, ZMAC FROM \(table) WHERE ZID = 1").first,
+              cells.count == 6, case .text(let model) = cells[0], case .integer(let generation) = cells[1], case .integer(let peer) = cells[2],
+              case .integer(let count) = cells[3], case .blob(let sum) = cells[4], sum.count == 32, case .blob(let mac) = cells[5] else {
             throw IntegrityFailure(store: store.fileName, message: "its integrity record is damaged")
         }
-        let record = Record(generation: generation, peerGeneration: peer, rowCount: count, tagSum: Array(sum))
+        let record = Record(model: model, generation: generation, peerGeneration: peer, rowCount: count, tagSum: Array(sum))
         guard ConstantTime.equal(try self.mac(of: record, store: store), Array(mac)) else {
             throw IntegrityFailure(store: store.fileName, message: "its integrity record was altered or comes from another vault")
         }
@@ -134,8 +139,9 @@ final class IntegrityRecord: StoreWriteObserver {
 
     func write(_ record: Record, of store: Store, in transaction: StoreTransaction) throws {
         let table = try transaction.qualified(Self.recordTable, storeIdentifier: store.identifier)
-        try transaction.execute("INSERT OR REPLACE INTO \(table) (ZID, ZGENERATION, ZPEERGENERATION, ZROWCOUNT, ZTAGSUM, ZMAC) VALUES (1, ?, ?, ?, ?, ?)",
-                                [.integer(record.generation), .integer(record.peerGeneration), .integer(record.rowCount),
+        try transaction.execute("INSERT OR REPLACE INTO \(table) (ZID, ZMODEL, ZGENERATION, ZPEERGENERATION, ZROWCOUNT, ZTAGSUM, ZMAC) "
+                                + "VALUES (1, ?, ?, ?, ?, ?, ?)",
+                                [.text(record.model), .integer(record.generation), .integer(record.peerGeneration), .integer(record.rowCount),
                                  .blob(Data(record.tagSum)), .blob(Data(try mac(of: record, store: store)))])
     }
 
@@ -212,10 +218,12 @@ final class IntegrityRecord: StoreWriteObserver {
             let recordTable = try transaction.qualified(Self.recordTable, storeIdentifier: store.identifier)
             try transaction.execute("CREATE TABLE IF NOT EXISTS \(tags) (ZTABLE TEXT NOT NULL, ZPK INTEGER NOT NULL, ZTAG BLOB NOT NULL, "
                                     + "PRIMARY KEY (ZTABLE, ZPK)) WITHOUT ROWID")
-            try transaction.execute("CREATE TABLE IF NOT EXISTS \(recordTable) (ZID INTEGER PRIMARY KEY CHECK (ZID = 1), ZGENERATION INTEGER, "
+            try transaction.execute("CREATE TABLE IF NOT EXISTS \(recordTable) (ZID INTEGER PRIMARY KEY CHECK (ZID = 1), ZMODEL TEXT, ZGENERATION INTEGER, "
                                     + "ZPEERGENERATION INTEGER, ZROWCOUNT INTEGER, ZTAGSUM BLOB, ZMAC BLOB)")
             try transaction.execute("DELETE FROM \(tags)")
-            var record = Record(generation: 0, peerGeneration: 0, rowCount: 0, tagSum: Self.zeroSum)
+            // Generations go on from the old record's, if any, so older copies stay older.
+            let previous = try? self.record(of: store, in: transaction)
+            var record = Record(model: model, generation: previous?.generation ?? 0, peerGeneration: 0, rowCount: 0, tagSum: Self.zeroSum)
             for table in store.tables.keys.sorted() {
                 let columns = try columns(of: table, store: store, in: transaction)
                 for cells in try transaction.rows("SELECT * FROM \(try transaction.qualified(table, storeIdentifier: store.identifier))") {
@@ -229,6 +237,12 @@ final class IntegrityRecord: StoreWriteObserver {
             records[store.identifier] = record
         }
         try advanceGenerations(records, in: transaction)
+    }
+
+    /// Whether the record was computed under another model version: a migration rewrote
+    /// the rows, so their tags are renewed (trusting the rows as migrated).
+    func needsRenewal(in transaction: StoreTransaction) throws -> Bool {
+        try stores.contains { store in (try? record(of: store, in: transaction)).flatMap { $0 }.map { $0.model != model } ?? false }
     }
 
     // MARK: - Verifying

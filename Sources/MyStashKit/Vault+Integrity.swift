@@ -20,10 +20,16 @@ extension Vault {
     ///   made outside mystash.
     func didUnlock(verifying: Bool) throws {
         guard let dataKey = transformer.dataKey else { return }
-        let record = try Self.wrapErrors { try IntegrityRecord(dataKey: dataKey, stores: integrityStores) }
+        let record = try Self.wrapErrors {
+            try IntegrityRecord(dataKey: dataKey, stores: integrityStores, model: coordinator.managedObjectModel.versionIdentifier)
+        }
         integrity = record
         coordinator.writeObserver = record
         guard verifying else { return }
+        // Read first: a vault that needs nothing is never written by reading it.
+        if try Self.wrapErrors({ try coordinator.performRead { try record.needsRenewal(in: $0) } }) {
+            try Self.wrapErrors { try coordinator.performWrite { transaction in try record.create(in: transaction) } }
+        }
         let problems = try integrityProblems()
         if let first = problems.first {
             throw VaultError(.invalidData, "the vault was changed outside mystash: \(first)", details: problems.dropFirst().map(\.description),
