@@ -66,9 +66,11 @@ extension Vault {
             }
             return
         }
+        let stores = integrityStores
         try Self.wrapErrors {
+            guard try !coordinator.performRead({ transaction in try stores.allSatisfy { try IntegrityRecord.exists(in: $0, transaction) } }) else { return }
             try coordinator.performWrite { transaction in
-                guard try !integrityStores.allSatisfy({ try IntegrityRecord.exists(in: $0, transaction) }) else { return }
+                guard try !stores.allSatisfy({ try IntegrityRecord.exists(in: $0, transaction) }) else { return }
                 try integrity.create(in: transaction)
             }
         }
