@@ -48,14 +48,18 @@ final class IntegrityRecord: StoreWriteObserver {
 
     /// The tag of a row: its store, table, and every column's name and stored value.
     func tag(store: Store, table: String, columns: [String], cells: [StoredCell]) throws -> [UInt8] {
-        var message = Self.field(Array("row".utf8)) + Self.field(Array(store.identifier.utf8)) + Self.field(Array(table.utf8))
+        var message =
+            Self.field(Array("row".utf8)) + Self.field(Array(store.identifier.utf8)) + Self.field(Array(table.utf8))
         for (name, cell) in zip(columns, cells) { message += Self.field(Array(name.utf8)) + Self.encode(cell) }
         return try HMAC.authenticationCode(.sha256, key: key, message: message)
     }
 
     func mac(of record: Record, store: Store) throws -> [UInt8] {
-        let message = Self.field(Array("record".utf8)) + Self.field(Array(store.identifier.utf8)) + Self.field(Array(store.fileName.utf8))
-            + Self.field(Array(record.model.utf8)) + Self.integer(record.generation) + Self.integer(record.peerGeneration) + Self.integer(record.rowCount) + Self.field(record.tagSum)
+        let message =
+            Self.field(Array("record".utf8)) + Self.field(Array(store.identifier.utf8))
+            + Self.field(Array(store.fileName.utf8))
+            + Self.field(Array(record.model.utf8)) + Self.integer(record.generation)
+            + Self.integer(record.peerGeneration) + Self.integer(record.rowCount) + Self.field(record.tagSum)
         return try HMAC.authenticationCode(.sha256, key: key, message: message)
     }
 
@@ -100,49 +104,72 @@ final class IntegrityRecord: StoreWriteObserver {
     }
 
     /// The row's tag as it is stored now, or nil when the row does not exist.
-    func currentTag(_ row: StoredRowKey, store: Store, columns: [String], in transaction: StoreTransaction) throws -> [UInt8]? {
+    func currentTag(_ row: StoredRowKey, store: Store, columns: [String], in transaction: StoreTransaction) throws
+        -> [UInt8]?
+    {
         let table = try transaction.qualified(row.table, storeIdentifier: store.identifier)
-        guard let cells = try transaction.rows("SELECT * FROM \(table) WHERE Z_PK = ?", [.integer(row.primaryKey)]).first else { return nil }
+        guard
+            let cells = try transaction.rows("SELECT * FROM \(table) WHERE Z_PK = ?", [.integer(row.primaryKey)]).first
+        else { return nil }
         return try tag(store: store, table: row.table, columns: columns, cells: cells)
     }
 
     func recordedTag(_ row: StoredRowKey, in transaction: StoreTransaction) throws -> [UInt8]? {
         let tags = try transaction.qualified(Self.tagTable, storeIdentifier: row.storeIdentifier)
-        guard case .blob(let data)? = try transaction.rows("SELECT ZTAG FROM \(tags) WHERE ZTABLE = ? AND ZPK = ?",
-                                                            [.text(row.table), .integer(row.primaryKey)]).first?.first else { return nil }
+        guard
+            case .blob(let data)? = try transaction.rows(
+                "SELECT ZTAG FROM \(tags) WHERE ZTABLE = ? AND ZPK = ?",
+                [.text(row.table), .integer(row.primaryKey)]
+            ).first?.first
+        else { return nil }
         return Array(data)
     }
 
-    func hasRecord(_ store: Store, in transaction: StoreTransaction) throws -> Bool { try Self.exists(in: store, transaction) }
+    func hasRecord(_ store: Store, in transaction: StoreTransaction) throws -> Bool {
+        try Self.exists(in: store, transaction)
+    }
 
     /// Whether the store holds a record (without needing the key).
     static func exists(in store: Store, _ transaction: StoreTransaction) throws -> Bool {
         let master = try transaction.qualified("sqlite_master", storeIdentifier: store.identifier)
-        return try transaction.rows("SELECT 1 FROM \(master) WHERE type = 'table' AND name = ?", [.text(recordTable)]).count == 1
+        return try transaction.rows("SELECT 1 FROM \(master) WHERE type = 'table' AND name = ?", [.text(recordTable)])
+            .count == 1
     }
 
     /// The store's record, checked against its MAC.
     func record(of store: Store, in transaction: StoreTransaction) throws -> Record? {
         guard try hasRecord(store, in: transaction) else { return nil }
         let table = try transaction.qualified(Self.recordTable, storeIdentifier: store.identifier)
-        guard let cells = try transaction.rows("SELECT ZMODEL, ZGENERATION, ZPEERGENERATION, ZROWCOUNT, ZTAGSUM, ZMAC FROM \(table) WHERE ZID = 1").first,
-              cells.count == 6, case .text(let model) = cells[0], case .integer(let generation) = cells[1], case .integer(let peer) = cells[2],
-              case .integer(let count) = cells[3], case .blob(let sum) = cells[4], sum.count == 32, case .blob(let mac) = cells[5] else {
+        guard
+            let cells = try transaction.rows(
+                "SELECT ZMODEL, ZGENERATION, ZPEERGENERATION, ZROWCOUNT, ZTAGSUM, ZMAC FROM \(table) WHERE ZID = 1"
+            ).first,
+            cells.count == 6, case .text(let model) = cells[0], case .integer(let generation) = cells[1],
+            case .integer(let peer) = cells[2],
+            case .integer(let count) = cells[3], case .blob(let sum) = cells[4], sum.count == 32,
+            case .blob(let mac) = cells[5]
+        else {
             throw IntegrityFailure(store: store.fileName, message: "its integrity record is damaged")
         }
-        let record = Record(model: model, generation: generation, peerGeneration: peer, rowCount: count, tagSum: Array(sum))
+        let record = Record(
+            model: model, generation: generation, peerGeneration: peer, rowCount: count, tagSum: Array(sum))
         guard ConstantTime.equal(try self.mac(of: record, store: store), Array(mac)) else {
-            throw IntegrityFailure(store: store.fileName, message: "its integrity record was altered or comes from another vault")
+            throw IntegrityFailure(
+                store: store.fileName, message: "its integrity record was altered or comes from another vault")
         }
         return record
     }
 
     func write(_ record: Record, of store: Store, in transaction: StoreTransaction) throws {
         let table = try transaction.qualified(Self.recordTable, storeIdentifier: store.identifier)
-        try transaction.execute("INSERT OR REPLACE INTO \(table) (ZID, ZMODEL, ZGENERATION, ZPEERGENERATION, ZROWCOUNT, ZTAGSUM, ZMAC) "
-                                + "VALUES (1, ?, ?, ?, ?, ?, ?)",
-                                [.text(record.model), .integer(record.generation), .integer(record.peerGeneration), .integer(record.rowCount),
-                                 .blob(Data(record.tagSum)), .blob(Data(try mac(of: record, store: store)))])
+        try transaction.execute(
+            "INSERT OR REPLACE INTO \(table) (ZID, ZMODEL, ZGENERATION, ZPEERGENERATION, ZROWCOUNT, ZTAGSUM, ZMAC) "
+                + "VALUES (1, ?, ?, ?, ?, ?, ?)",
+            [
+                .text(record.model), .integer(record.generation), .integer(record.peerGeneration),
+                .integer(record.rowCount),
+                .blob(Data(record.tagSum)), .blob(Data(try mac(of: record, store: store))),
+            ])
     }
 
     // MARK: - Keeping it current (StoreWriteObserver)
@@ -159,7 +186,9 @@ final class IntegrityRecord: StoreWriteObserver {
                 let current = try currentTag(row, store: store, columns: columns, in: transaction)
                 let recorded = try recordedTag(row, in: transaction)
                 if let problem = Self.mismatch(current: current, recorded: recorded) {
-                    throw IntegrityFailure(store: store.fileName, entity: store.tables[row.table], primaryKey: row.primaryKey, message: problem)
+                    throw IntegrityFailure(
+                        store: store.fileName, entity: store.tables[row.table], primaryKey: row.primaryKey,
+                        message: problem)
                 }
             }
         }
@@ -185,12 +214,15 @@ final class IntegrityRecord: StoreWriteObserver {
                     record.rowCount -= 1
                 }
                 if let new = try currentTag(row, store: store, columns: columns, in: transaction) {
-                    try transaction.execute("INSERT OR REPLACE INTO \(tags) (ZTABLE, ZPK, ZTAG) VALUES (?, ?, ?)",
-                                            [.text(row.table), .integer(row.primaryKey), .blob(Data(new))])
+                    try transaction.execute(
+                        "INSERT OR REPLACE INTO \(tags) (ZTABLE, ZPK, ZTAG) VALUES (?, ?, ?)",
+                        [.text(row.table), .integer(row.primaryKey), .blob(Data(new))])
                     record.tagSum = Self.add(record.tagSum, new)
                     record.rowCount += 1
                 } else {
-                    try transaction.execute("DELETE FROM \(tags) WHERE ZTABLE = ? AND ZPK = ?", [.text(row.table), .integer(row.primaryKey)])
+                    try transaction.execute(
+                        "DELETE FROM \(tags) WHERE ZTABLE = ? AND ZPK = ?",
+                        [.text(row.table), .integer(row.primaryKey)])
                 }
             }
             records[identifier] = record
@@ -203,7 +235,9 @@ final class IntegrityRecord: StoreWriteObserver {
         var next = records
         for store in stores { next[store.identifier]?.generation += 1 }
         for store in stores {
-            guard let peer = stores.first(where: { $0.identifier != store.identifier }), var record = next[store.identifier] else { continue }
+            guard let peer = stores.first(where: { $0.identifier != store.identifier }),
+                var record = next[store.identifier]
+            else { continue }
             record.peerGeneration = next[peer.identifier]?.generation ?? 0
             try write(record, of: store, in: transaction)
         }
@@ -216,20 +250,29 @@ final class IntegrityRecord: StoreWriteObserver {
         for store in stores {
             let tags = try transaction.qualified(Self.tagTable, storeIdentifier: store.identifier)
             let recordTable = try transaction.qualified(Self.recordTable, storeIdentifier: store.identifier)
-            try transaction.execute("CREATE TABLE IF NOT EXISTS \(tags) (ZTABLE TEXT NOT NULL, ZPK INTEGER NOT NULL, ZTAG BLOB NOT NULL, "
-                                    + "PRIMARY KEY (ZTABLE, ZPK)) WITHOUT ROWID")
-            try transaction.execute("CREATE TABLE IF NOT EXISTS \(recordTable) (ZID INTEGER PRIMARY KEY CHECK (ZID = 1), ZMODEL TEXT, ZGENERATION INTEGER, "
-                                    + "ZPEERGENERATION INTEGER, ZROWCOUNT INTEGER, ZTAGSUM BLOB, ZMAC BLOB)")
+            try transaction.execute(
+                "CREATE TABLE IF NOT EXISTS \(tags) (ZTABLE TEXT NOT NULL, ZPK INTEGER NOT NULL, ZTAG BLOB NOT NULL, "
+                    + "PRIMARY KEY (ZTABLE, ZPK)) WITHOUT ROWID")
+            try transaction.execute(
+                "CREATE TABLE IF NOT EXISTS \(recordTable) (ZID INTEGER PRIMARY KEY CHECK (ZID = 1), "
+                    + "ZMODEL TEXT, ZGENERATION INTEGER, "
+                    + "ZPEERGENERATION INTEGER, ZROWCOUNT INTEGER, ZTAGSUM BLOB, ZMAC BLOB)")
             try transaction.execute("DELETE FROM \(tags)")
             // Generations go on from the old record's, if any, so older copies stay older.
             let previous = try? self.record(of: store, in: transaction)
-            var record = Record(model: model, generation: previous?.generation ?? 0, peerGeneration: 0, rowCount: 0, tagSum: Self.zeroSum)
+            var record = Record(
+                model: model, generation: previous?.generation ?? 0, peerGeneration: 0, rowCount: 0,
+                tagSum: Self.zeroSum)
             for table in store.tables.keys.sorted() {
                 let columns = try columns(of: table, store: store, in: transaction)
-                for cells in try transaction.rows("SELECT * FROM \(try transaction.qualified(table, storeIdentifier: store.identifier))") {
+                for cells in try transaction.rows(
+                    "SELECT * FROM \(try transaction.qualified(table, storeIdentifier: store.identifier))")
+                {
                     guard case .integer(let primaryKey) = cells.first else { continue }
                     let tag = try tag(store: store, table: table, columns: columns, cells: cells)
-                    try transaction.execute("INSERT INTO \(tags) (ZTABLE, ZPK, ZTAG) VALUES (?, ?, ?)", [.text(table), .integer(primaryKey), .blob(Data(tag))])
+                    try transaction.execute(
+                        "INSERT INTO \(tags) (ZTABLE, ZPK, ZTAG) VALUES (?, ?, ?)",
+                        [.text(table), .integer(primaryKey), .blob(Data(tag))])
                     record.tagSum = Self.add(record.tagSum, tag)
                     record.rowCount += 1
                 }
@@ -242,7 +285,9 @@ final class IntegrityRecord: StoreWriteObserver {
     /// Whether the record was computed under another model version: a migration rewrote
     /// the rows, so their tags are renewed (trusting the rows as migrated).
     func needsRenewal(in transaction: StoreTransaction) throws -> Bool {
-        try stores.contains { store in (try? record(of: store, in: transaction)).flatMap { $0 }.map { $0.model != model } ?? false }
+        try stores.contains { store in
+            (try? record(of: store, in: transaction)).flatMap { $0 }.map { $0.model != model } ?? false
+        }
     }
 
     // MARK: - Verifying
@@ -253,9 +298,11 @@ final class IntegrityRecord: StoreWriteObserver {
         case (nil, nil): return nil
         case (_?, nil): return "the row was added outside mystash"
         case (nil, _?): return "the row was deleted outside mystash"
-        case let (current?, recorded?):
-            return ConstantTime.equal(current, recorded) ? nil
-                : "the row was changed outside mystash (a value, its version or its relationships, or an older copy of it put back)"
+        case (let current?, let recorded?):
+            return ConstantTime.equal(current, recorded)
+                ? nil
+                : "the row was changed outside mystash "
+                    + "(a value, its version or its relationships, or an older copy of it put back)"
         }
     }
 
@@ -269,7 +316,10 @@ final class IntegrityRecord: StoreWriteObserver {
         for store in stores {
             do {
                 guard let record = try record(of: store, in: transaction) else {
-                    problems.append(IntegrityProblem(store: store.fileName, message: "its integrity record is missing, although the other store has one"))
+                    problems.append(
+                        IntegrityProblem(
+                            store: store.fileName,
+                            message: "its integrity record is missing, although the other store has one"))
                     continue
                 }
                 records[store.identifier] = record
@@ -285,22 +335,36 @@ final class IntegrityRecord: StoreWriteObserver {
     /// The store that is an older copy than the other store knows of, if any.
     func generationMismatch(_ records: [String: Record]) -> IntegrityProblem? {
         guard let first = stores.first, let second = stores.last, first.identifier != second.identifier,
-              let a = records[first.identifier], let b = records[second.identifier],
-              a.peerGeneration != b.generation || b.peerGeneration != a.generation else { return nil }
+            let a = records[first.identifier], let b = records[second.identifier],
+            a.peerGeneration != b.generation || b.peerGeneration != a.generation
+        else { return nil }
         // The store whose generation is behind what the other recorded is the older copy.
-        let (older, generation, expected) = a.generation < b.peerGeneration ? (first, a.generation, b.peerGeneration)
-            : b.generation < a.peerGeneration ? (second, b.generation, a.peerGeneration) : (first, a.generation, b.peerGeneration)
-        return IntegrityProblem(store: older.fileName, message: "it is an older or foreign copy (generation \(generation), the other store expects \(expected))")
+        let (older, generation, expected) =
+            a.generation < b.peerGeneration
+            ? (first, a.generation, b.peerGeneration)
+            : b.generation < a.peerGeneration
+                ? (second, b.generation, a.peerGeneration) : (first, a.generation, b.peerGeneration)
+        return IntegrityProblem(
+            store: older.fileName,
+            message: "it is an older or foreign copy (generation \(generation), the other store expects \(expected))")
     }
 
-    private func verifyRows(of store: Store, against record: Record, in transaction: StoreTransaction) throws -> [IntegrityProblem] {
+    private func verifyRows(of store: Store, against record: Record, in transaction: StoreTransaction) throws
+        -> [IntegrityProblem]
+    {
         var problems: [IntegrityProblem] = []
         var recorded: [String: [Int64: [UInt8]]] = [:]
         var sum = Self.zeroSum
         var count: Int64 = 0
-        for cells in try transaction.rows("SELECT ZTABLE, ZPK, ZTAG FROM \(try transaction.qualified(Self.tagTable, storeIdentifier: store.identifier))") {
-            guard cells.count == 3, case .text(let table) = cells[0], case .integer(let key) = cells[1], case .blob(let tag) = cells[2], tag.count == 32 else {
-                problems.append(IntegrityProblem(store: store.fileName, message: "its table of row tags holds a damaged entry"))
+        for cells in try transaction.rows(
+            "SELECT ZTABLE, ZPK, ZTAG FROM "
+                + (try transaction.qualified(Self.tagTable, storeIdentifier: store.identifier))
+        ) {
+            guard cells.count == 3, case .text(let table) = cells[0], case .integer(let key) = cells[1],
+                case .blob(let tag) = cells[2], tag.count == 32
+            else {
+                problems.append(
+                    IntegrityProblem(store: store.fileName, message: "its table of row tags holds a damaged entry"))
                 continue
             }
             recorded[table, default: [:]][key] = Array(tag)
@@ -308,21 +372,30 @@ final class IntegrityRecord: StoreWriteObserver {
             count += 1
         }
         if sum != record.tagSum || count != record.rowCount {
-            problems.append(IntegrityProblem(store: store.fileName, message: "rows and their tags were removed or replaced together "
-                                             + "(\(count) tagged rows, the record counts \(record.rowCount))"))
+            problems.append(
+                IntegrityProblem(
+                    store: store.fileName,
+                    message: "rows and their tags were removed or replaced together "
+                        + "(\(count) tagged rows, the record counts \(record.rowCount))"))
         }
         for (table, entity) in store.tables.sorted(by: { $0.key < $1.key }) {
             let columns = try columns(of: table, store: store, in: transaction)
             var unseen = recorded[table] ?? [:]
-            for cells in try transaction.rows("SELECT * FROM \(try transaction.qualified(table, storeIdentifier: store.identifier)) ORDER BY Z_PK") {
+            for cells in try transaction.rows(
+                "SELECT * FROM \(try transaction.qualified(table, storeIdentifier: store.identifier)) ORDER BY Z_PK")
+            {
                 guard case .integer(let key) = cells.first else { continue }
                 let current = try tag(store: store, table: table, columns: columns, cells: cells)
                 if let problem = Self.mismatch(current: current, recorded: unseen.removeValue(forKey: key)) {
-                    problems.append(IntegrityProblem(store: store.fileName, entity: entity, primaryKey: key, message: problem))
+                    problems.append(
+                        IntegrityProblem(store: store.fileName, entity: entity, primaryKey: key, message: problem))
                 }
             }
             for key in unseen.keys.sorted() {
-                problems.append(IntegrityProblem(store: store.fileName, entity: entity, primaryKey: key, message: "the row was deleted outside mystash"))
+                problems.append(
+                    IntegrityProblem(
+                        store: store.fileName, entity: entity, primaryKey: key,
+                        message: "the row was deleted outside mystash"))
             }
         }
         return problems

@@ -9,7 +9,9 @@ extension Vault {
     func ensureStoreConstraints() throws {
         guard !storeConstraintsEnsured else { return }
         try ensureIntegrityRecord()
-        try Self.wrapErrors { try coordinator.ensureUniqueIndex(on: Category.entityName, attribute: "name", caseInsensitive: true) }
+        try Self.wrapErrors {
+            try coordinator.ensureUniqueIndex(on: Category.entityName, attribute: "name", caseInsensitive: true)
+        }
         storeConstraintsEnsured = true
     }
 
@@ -20,8 +22,10 @@ extension Vault {
         return groups.values.filter { $0.count > 1 }.flatMap { group in
             let sorted = group.sorted { $0.id < $1.id }
             return sorted.dropFirst().map { category in
-                CheckProblem(store: Self.passwordsFileName, entity: Category.entityName, primaryKey: category.id,
-                             message: "its name '\(category.name)' is also the name of Category row \(sorted[0].id) (ignoring case)")
+                CheckProblem(
+                    store: Self.passwordsFileName, entity: Category.entityName, primaryKey: category.id,
+                    message:
+                        "its name '\(category.name)' is also the name of Category row \(sorted[0].id) (ignoring case)")
             }
         }.sorted { ($0.primaryKey ?? 0) < ($1.primaryKey ?? 0) }
     }

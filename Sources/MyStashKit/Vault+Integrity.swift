@@ -5,10 +5,14 @@ import StashCrypto
 extension Vault {
     /// The stores as the integrity record covers them: every root entity's table.
     var integrityStores: [IntegrityRecord.Store] {
-        [(notesStore, Self.notesFileName, "Notes"), (passwordsStore, Self.passwordsFileName, "Passwords")].map { store, fileName, configuration in
-            let roots = coordinator.managedObjectModel.entities(forConfiguration: configuration).filter { $0.superentity == nil }
-            return IntegrityRecord.Store(identifier: store.identifier, fileName: fileName,
-                                         tables: Dictionary(roots.map { ($0.tableName, $0.name) }) { first, _ in first })
+        [(notesStore, Self.notesFileName, "Notes"), (passwordsStore, Self.passwordsFileName, "Passwords")].map {
+            store, fileName, configuration in
+            let roots = coordinator.managedObjectModel.entities(forConfiguration: configuration).filter {
+                $0.superentity == nil
+            }
+            return IntegrityRecord.Store(
+                identifier: store.identifier, fileName: fileName,
+                tables: Dictionary(roots.map { ($0.tableName, $0.name) }) { first, _ in first })
         }
     }
 
@@ -21,7 +25,8 @@ extension Vault {
     func didUnlock(verifying: Bool) throws {
         guard let dataKey = transformer.dataKey else { return }
         let record = try Self.wrapErrors {
-            try IntegrityRecord(dataKey: dataKey, stores: integrityStores, model: coordinator.managedObjectModel.versionIdentifier)
+            try IntegrityRecord(
+                dataKey: dataKey, stores: integrityStores, model: coordinator.managedObjectModel.versionIdentifier)
         }
         integrity = record
         coordinator.writeObserver = record
@@ -32,8 +37,10 @@ extension Vault {
         }
         let problems = try integrityProblems()
         if let first = problems.first {
-            throw VaultError(.invalidData, "the vault was changed outside mystash: \(first)", details: problems.dropFirst().map(\.description),
-                             hint: "restore the vault from a backup; 'mystash check' lists every problem")
+            throw VaultError(
+                .invalidData, "the vault was changed outside mystash: \(first)",
+                details: problems.dropFirst().map(\.description),
+                hint: "restore the vault from a backup; 'mystash check' lists every problem")
         }
         try seed()
     }
@@ -61,14 +68,19 @@ extension Vault {
                 }
             }
             if hasRecord {
-                throw VaultError(.wrongPassword, "the vault is locked; changing it needs the master password",
-                                 hint: "give the master password (prompt, MYSTASH_PASSWORD) or run 'mystash unlock'")
+                throw VaultError(
+                    .wrongPassword, "the vault is locked; changing it needs the master password",
+                    hint: "give the master password (prompt, MYSTASH_PASSWORD) or run 'mystash unlock'")
             }
             return
         }
         let stores = integrityStores
         try Self.wrapErrors {
-            guard try !coordinator.performRead({ transaction in try stores.allSatisfy { try IntegrityRecord.exists(in: $0, transaction) } }) else { return }
+            guard
+                try !coordinator.performRead({ transaction in
+                    try stores.allSatisfy { try IntegrityRecord.exists(in: $0, transaction) }
+                })
+            else { return }
             try coordinator.performWrite { transaction in
                 guard try !stores.allSatisfy({ try IntegrityRecord.exists(in: $0, transaction) }) else { return }
                 try integrity.create(in: transaction)

@@ -55,7 +55,8 @@ extension Vault {
                 try insertMissingSeeds()
                 try context.save()
                 return
-            } catch where attempt < 5 && ((error as? ObjectGraphError)?.code == .mergeConflict || error is ValidationError) {
+            } catch where attempt < 5
+                && ((error as? ObjectGraphError)?.code == .mergeConflict || error is ValidationError) {
                 // Another process seeded first; its categories are now visible to the next attempt.
                 context.reset()
             } catch {

@@ -49,11 +49,14 @@ public final class Vault {
     ///
     /// - throws: ``VaultError`` `.usage` for anything but a number of seconds from 0 to a day
     ///   (`inf`, `nan`, negatives, text).
-    static func busyTimeout(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> TimeInterval {
+    static func busyTimeout(environment: [String: String] = ProcessInfo.processInfo.environment) throws
+        -> TimeInterval {
         guard let text = environment["MYSTASH_BUSY_TIMEOUT"] else { return 30 }
         guard let seconds = TimeInterval(text.trimmingCharacters(in: .whitespaces)), seconds.isFinite,
               (0...maximumBusyTimeout).contains(seconds) else {
-            throw VaultError(.usage, "MYSTASH_BUSY_TIMEOUT must be a number of seconds from 0 to \(Int(maximumBusyTimeout)), not '\(text)'",
+            throw VaultError(.usage,
+                             "MYSTASH_BUSY_TIMEOUT must be a number of seconds from 0 to \(Int(maximumBusyTimeout)), "
+                                + "not '\(text)'",
                              hint: "unset it to wait 30 seconds")
         }
         return seconds
@@ -76,7 +79,9 @@ public final class Vault {
         }
         // Ciphertexts are bound to their store's UUID: two stores must never share one.
         guard notesStore.identifier != passwordsStore.identifier else {
-            throw VaultError(.invalidData, "\(Self.notesFileName) and \(Self.passwordsFileName) carry the same store UUID (Z_METADATA.Z_UUID): "
+            throw VaultError(.invalidData,
+                             "\(Self.notesFileName) and \(Self.passwordsFileName) carry the same store UUID "
+                                + "(Z_METADATA.Z_UUID): "
                              + "one of them was altered or replaced", hint: "restore the vault from a backup")
         }
         transformer.storeNames = [notesStore.identifier: Self.notesFileName, passwordsStore.identifier: Self.passwordsFileName]
@@ -88,13 +93,18 @@ public final class Vault {
     private static func readKeySlot(_ notes: PersistentStore, _ passwords: PersistentStore) throws -> KeySlot {
         guard let a = notes.metadata[keySlotKey] as? Data, let b = passwords.metadata[keySlotKey] as? Data else {
             // Never advise removing the directory: the other store may hold intact data.
-            let missing = [(notes, notesFileName), (passwords, passwordsFileName)].filter { !($0.0.metadata[keySlotKey] is Data) }.map(\.1)
+            let missing = [(notes, notesFileName), (passwords, passwordsFileName)]
+                .filter { !($0.0.metadata[keySlotKey] is Data) }.map(\.1)
             guard missing.count == 1, let damaged = missing.first else {
-                throw VaultError(.invalidData, "neither store of the vault holds a key slot (it was damaged, or not completely created)",
-                                 hint: "restore the vault from a backup, or move the directory aside and run 'mystash init'")
+                throw VaultError(.invalidData,
+                                 "neither store of the vault holds a key slot "
+                                    + "(it was damaged, or not completely created)",
+                                 hint: "restore the vault from a backup, "
+                                    + "or move the directory aside and run 'mystash init'")
             }
             let intact = damaged == notesFileName ? passwordsFileName : notesFileName
-            throw VaultError(.invalidData, "\(damaged) has no key slot: it is damaged or was replaced; \(intact) is intact",
+            throw VaultError(.invalidData,
+                             "\(damaged) has no key slot: it is damaged or was replaced; \(intact) is intact",
                              hint: "restore \(damaged) from a backup and keep \(intact)")
         }
         guard a == b else {

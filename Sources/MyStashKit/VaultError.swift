@@ -40,7 +40,8 @@ public struct VaultError: Error, CustomStringConvertible {
         case let error as VaultError:
             return error
         case let failure as IntegrityFailure:
-            return VaultError(.invalidData, "the vault was changed outside mystash: \(failure.problem); nothing was saved",
+            return VaultError(.invalidData,
+                              "the vault was changed outside mystash: \(failure.problem); nothing was saved",
                               hint: "restore the vault from a backup; 'mystash check' lists every problem")
         case let error as ValidationError:
             return VaultError(.invalidData, "nothing was saved:", details: ValidationMessages.messages(for: error))
@@ -50,7 +51,8 @@ public struct VaultError: Error, CustomStringConvertible {
                                   hint: "run the command again")
             }
             if error.code == .damagedRow {
-                return VaultError(.invalidData, error.message, hint: "restore the vault from a backup; 'mystash check' lists every damaged row")
+                return VaultError(.invalidData, error.message,
+                                  hint: "restore the vault from a backup; 'mystash check' lists every damaged row")
             }
             if error.isBusy {
                 return VaultError(.busy, "the vault is locked by another mystash process", hint: "wait for it to finish, or raise MYSTASH_BUSY_TIMEOUT (seconds)")

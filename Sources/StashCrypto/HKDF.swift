@@ -7,7 +7,8 @@ public enum HKDF {
     public static func sha256(key: SecretBytes, salt: [UInt8] = [], info: [UInt8], length: Int) throws -> SecretBytes {
         guard length > 0, length <= 255 * 32 else { throw StashCryptoError.openSSL("HKDF length \(length)") }
         var pseudorandomKey = try key.withUnsafeBytes {
-            try HMAC.authenticationCode(.sha256, key: salt.isEmpty ? [UInt8](repeating: 0, count: 32) : salt, message: Array($0))
+            try HMAC.authenticationCode(
+                .sha256, key: salt.isEmpty ? [UInt8](repeating: 0, count: 32) : salt, message: Array($0))
         }
         var output: [UInt8] = []
         var block: [UInt8] = []

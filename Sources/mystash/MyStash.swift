@@ -92,7 +92,8 @@ extension VaultOptions {
     /// is false (check lists them instead).
     func openUnlockedVault(verifying: Bool = true) throws -> Vault {
         let vault = try openVault()
-        if let session = KeyringSession.load(vaultIdentifier: vault.identifier), try vault.unlock(session: session, verifying: verifying) {
+        if let session = KeyringSession.load(vaultIdentifier: vault.identifier),
+           try vault.unlock(session: session, verifying: verifying) {
             return vault
         }
         try vault.unlock(password: try masterPassword(for: vault.directory), verifying: verifying)

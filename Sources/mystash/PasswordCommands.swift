@@ -44,7 +44,8 @@ struct PasswordCommand: ParsableCommand {
         @Option(name: .customLong("user"), help: "Record this user ID or login name.") var userId: String?
         @Option(help: "Record this address (scheme://...).") var url: String?
         @Option(help: "File the entry under this category.") var category: String?
-        @Flag(help: "Write the entry's notes in $EDITOR, on a private file in memory (notes are never arguments).") var editNotes = false
+        @Flag(help: "Write the entry's notes in $EDITOR, on a private file in memory (notes are never arguments).")
+        var editNotes = false
         @Flag(help: "Generate a random password instead of reading one.") var generate = false
         @OptionGroup var generator: GeneratorOptions
 
@@ -96,7 +97,8 @@ struct PasswordCommand: ParsableCommand {
         @Option(name: .customLong("user"), help: "Change the user ID ('' clears it).") var userId: String?
         @Option(help: "Change the address ('' clears it).") var url: String?
         @Option(help: "Move the entry to this category ('' for none).") var category: String?
-        @Flag(help: "Change the notes in $EDITOR, on a private file in memory (emptying them clears them).") var editNotes = false
+        @Flag(help: "Change the notes in $EDITOR, on a private file in memory (emptying them clears them).")
+        var editNotes = false
         @Flag(help: "Read a new password (standard input, else asked twice).") var newPassword = false
         @Flag(help: "Generate a new random password.") var generate = false
         @OptionGroup var generator: GeneratorOptions

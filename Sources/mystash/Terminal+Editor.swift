@@ -1,8 +1,9 @@
 import CLinuxSupport
 import Foundation
 import MyStashKit
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Plaintext for `$EDITOR` lives only in a private 0700 directory on a memory filesystem
@@ -31,7 +32,8 @@ extension Terminal {
     /// A directory of ours that nobody else may enter, as $XDG_RUNTIME_DIR must be.
     private static func isPrivateDirectory(_ path: String) -> Bool {
         var info = stat()
-        return stat(path, &info) == 0 && info.st_mode & S_IFMT == S_IFDIR && info.st_uid == geteuid() && info.st_mode & 0o077 == 0
+        return stat(path, &info) == 0 && info.st_mode & S_IFMT == S_IFDIR && info.st_uid == geteuid()
+            && info.st_mode & 0o077 == 0
     }
 
     /// Opens $EDITOR (else $VISUAL, else vi) on a 0600 file holding `initial` and returns
@@ -40,13 +42,16 @@ extension Terminal {
     /// SIGTERM and SIGQUIT. The editor gets no master password in its environment.
     static func edit(_ initial: String) throws -> String {
         guard let base = editorBaseDirectories().first else {
-            throw VaultError(.cannotCreate, "there is no memory filesystem (/dev/shm or $XDG_RUNTIME_DIR) for the editor's file",
-                             hint: "pipe the text on standard input instead")
+            throw VaultError(
+                .cannotCreate, "there is no memory filesystem (/dev/shm or $XDG_RUNTIME_DIR) for the editor's file",
+                hint: "pipe the text on standard input instead")
         }
         var template = Array("\(base)/\(editorDirectoryPrefix)\(getpid()).XXXXXX".utf8CString)
         guard mkdtemp(&template) != nil else {
-            throw VaultError(.cannotCreate, "cannot create a private directory in \(base) for the editor: \(String(cString: strerror(errno)))",
-                             hint: "pipe the text on standard input instead")
+            throw VaultError(
+                .cannotCreate,
+                "cannot create a private directory in \(base) for the editor: \(String(cString: strerror(errno)))",
+                hint: "pipe the text on standard input instead")
         }
         let directory = String(cString: template)
         guard ms_editor_guard_begin(directory) == 0 else {
@@ -57,7 +62,9 @@ extension Terminal {
         let path = directory + "/note.txt"
         let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else {
-            throw VaultError(.cannotCreate, "cannot create a private file in \(directory) for the editor", hint: "pipe the text on standard input instead")
+            throw VaultError(
+                .cannotCreate, "cannot create a private file in \(directory) for the editor",
+                hint: "pipe the text on standard input instead")
         }
         _ = initial.utf8CString.withUnsafeBufferPointer { write(descriptor, $0.baseAddress, $0.count - 1) }
         close(descriptor)
@@ -71,7 +78,9 @@ extension Terminal {
         try process.run()
         process.waitUntilExit()
         guard process.terminationStatus == 0 else {
-            throw VaultError(.unexpected, "the editor '\(editor)' exited with status \(process.terminationStatus); nothing was saved")
+            throw VaultError(
+                .unexpected, "the editor '\(editor)' exited with status \(process.terminationStatus); nothing was saved"
+            )
         }
         return (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
     }
@@ -87,7 +96,9 @@ extension Terminal {
                 guard parts.count == 2, let pid = pid_t(parts[0]), !isRunningMyStash(pid) else { continue }
                 let path = base + "/" + name
                 var info = stat()
-                guard lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFDIR, info.st_uid == geteuid() else { continue }
+                guard lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFDIR, info.st_uid == geteuid() else {
+                    continue
+                }
                 if ms_wipe_directory(path) == 0 { removed.append(path) }
             }
         }

@@ -9,7 +9,8 @@ final class EditorSignalTests: CLITestCase {
 
     override func setUpWithError() throws {
         try super.setUpWithError()
-        try FileManager.default.createDirectory(at: runtimeDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        try FileManager.default.createDirectory(
+            at: runtimeDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
     }
 
     /// An "editor" that records what it was given, then sends `signal` to the mystash
@@ -47,9 +48,12 @@ final class EditorSignalTests: CLITestCase {
     /// Adds an entry with notes, then opens them in the signalling editor.
     func editNotes(signal: String) throws -> Process {
         try initVault()
-        try runOK(["password", "add", "GitHub", "--edit-notes"], stdin: "hunter2\n", environment: ["EDITOR": "printf 'recovery codes 1234' >"])
-        let process = process(["password", "edit", "GitHub", "--edit-notes"],
-                              environment: ["EDITOR": try signallingEditor(signal).path, "XDG_RUNTIME_DIR": runtimeDirectory.path])
+        try runOK(
+            ["password", "add", "GitHub", "--edit-notes"], stdin: "hunter2\n",
+            environment: ["EDITOR": "printf 'recovery codes 1234' >"])
+        let process = process(
+            ["password", "edit", "GitHub", "--edit-notes"],
+            environment: ["EDITOR": try signallingEditor(signal).path, "XDG_RUNTIME_DIR": runtimeDirectory.path])
         process.standardInput = FileHandle.nullDevice
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
@@ -58,7 +62,8 @@ final class EditorSignalTests: CLITestCase {
         return process
     }
 
-    func assertWipedOnSignal(_ name: String, _ number: Int32, file: StaticString = #filePath, line: UInt = #line) throws {
+    func assertWipedOnSignal(_ name: String, _ number: Int32, file: StaticString = #filePath, line: UInt = #line) throws
+    {
         let process = try editNotes(signal: name)
         XCTAssertEqual(process.terminationReason, .uncaughtSignal, "mystash died of SIG\(name)", file: file, line: line)
         XCTAssertEqual(process.terminationStatus, number, file: file, line: line)
@@ -67,14 +72,22 @@ final class EditorSignalTests: CLITestCase {
         XCTAssertTrue(path.hasPrefix(runtimeDirectory.path + "/mystash-editor."), path, file: file, line: line)
         XCTAssertEqual(saw["dirmode"], ["700"], file: file, line: line)
         XCTAssertEqual(saw["filemode"], ["600"], file: file, line: line)
-        XCTAssertEqual(saw["content"], ["recovery codes 1234"], "the editor got the current notes", file: file, line: line)
-        XCTAssertNil(saw["env"]?.first(where: { $0.contains("PASSWORD") }), "the editor saw \(saw["env"] ?? [])", file: file, line: line)
-        XCTAssertFalse(FileManager.default.fileExists(atPath: path), "the plaintext file is gone", file: file, line: line)
-        XCTAssertFalse(FileManager.default.fileExists(atPath: (path as NSString).deletingLastPathComponent), "its directory is gone",
-                       file: file, line: line)
-        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: runtimeDirectory.path), [], file: file, line: line)
+        XCTAssertEqual(
+            saw["content"], ["recovery codes 1234"], "the editor got the current notes", file: file, line: line)
+        XCTAssertNil(
+            saw["env"]?.first(where: { $0.contains("PASSWORD") }), "the editor saw \(saw["env"] ?? [])", file: file,
+            line: line)
+        XCTAssertFalse(
+            FileManager.default.fileExists(atPath: path), "the plaintext file is gone", file: file, line: line)
+        XCTAssertFalse(
+            FileManager.default.fileExists(atPath: (path as NSString).deletingLastPathComponent),
+            "its directory is gone",
+            file: file, line: line)
+        XCTAssertEqual(
+            try FileManager.default.contentsOfDirectory(atPath: runtimeDirectory.path), [], file: file, line: line)
         // Nothing was saved: the notes are as before.
-        let entry = try XCTUnwrap(try json(try runOK(["password", "show", "GitHub", "--json"]).stdout) as? [String: Any])
+        let entry = try XCTUnwrap(
+            try json(try runOK(["password", "show", "GitHub", "--json"]).stdout) as? [String: Any])
         XCTAssertEqual(entry["notes"] as? String, "recovery codes 1234", file: file, line: line)
     }
 
@@ -94,8 +107,10 @@ final class EditorSignalTests: CLITestCase {
         XCTAssertTrue(next.stderr.contains("interrupted editor session"), next.stderr)
         XCTAssertFalse(FileManager.default.fileExists(atPath: path))
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: runtimeDirectory.path), [])
-        XCTAssertFalse(try runOK(["password", "list"], environment: ["XDG_RUNTIME_DIR": runtimeDirectory.path]).stderr.contains("removed"),
-                       "said once")
+        XCTAssertFalse(
+            try runOK(["password", "list"], environment: ["XDG_RUNTIME_DIR": runtimeDirectory.path]).stderr.contains(
+                "removed"),
+            "said once")
     }
 
     /// A live session's editor directory is not a leftover: another run leaves it alone.
@@ -119,7 +134,9 @@ final class EditorSignalTests: CLITestCase {
         input.fileHandleForWriting.write(Data("pw\n".utf8))
         try input.fileHandleForWriting.close()
         let deadline = Date().addingTimeInterval(60)
-        while !FileManager.default.fileExists(atPath: record.path), Date() < deadline, editing.isRunning { usleep(20_000) }
+        while !FileManager.default.fileExists(atPath: record.path), Date() < deadline, editing.isRunning {
+            usleep(20_000)
+        }
         let path = try String(contentsOf: record, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
         let other = try runOK(["password", "list"], environment: ["XDG_RUNTIME_DIR": runtimeDirectory.path])
         XCTAssertFalse(other.stderr.contains("removed"), other.stderr)
@@ -143,9 +160,12 @@ final class DamagedStoreHintTests: CLITestCase {
             let result = try run(command)
             XCTAssertEqual(result.status, 65, result.stderr)
             XCTAssertTrue(result.stderr.contains("Notes.sqlite has no key slot"), result.stderr)
-            XCTAssertTrue(result.stderr.contains("hint: restore Notes.sqlite from a backup and keep Passwords.sqlite"), result.stderr)
+            XCTAssertTrue(
+                result.stderr.contains("hint: restore Notes.sqlite from a backup and keep Passwords.sqlite"),
+                result.stderr)
             XCTAssertFalse(result.stderr.lowercased().contains("remove"), result.stderr)
         }
-        XCTAssertTrue(FileManager.default.fileExists(atPath: vaultDirectory.appendingPathComponent("Passwords.sqlite").path))
+        XCTAssertTrue(
+            FileManager.default.fileExists(atPath: vaultDirectory.appendingPathComponent("Passwords.sqlite").path))
     }
 }

@@ -31,7 +31,10 @@ final class RelationalRaceTests: CLITestCase {
             var said = Data()
             while !String(decoding: said, as: UTF8.self).contains("locked") {
                 let chunk = output.fileHandleForReading.availableData
-                guard !chunk.isEmpty else { XCTFail("sqlite3 did not take the lock"); break }
+                guard !chunk.isEmpty else {
+                    XCTFail("sqlite3 did not take the lock")
+                    break
+                }
                 said += chunk
             }
         }
@@ -47,18 +50,25 @@ final class RelationalRaceTests: CLITestCase {
     /// Waits until the traced process sleeps in SQLite's busy handler: it waits for the write lock.
     func waitUntilWaitingForTheLock(_ process: Process, log: URL, deadline: Date = Date().addingTimeInterval(120)) {
         while !((try? String(contentsOf: log, encoding: .utf8))?.contains("nanosleep") ?? false) {
-            guard process.isRunning, Date() < deadline else { return XCTFail("mystash ended or never waited for the lock") }
+            guard process.isRunning, Date() < deadline else {
+                return XCTFail("mystash ended or never waited for the lock")
+            }
             usleep(10_000)
         }
     }
 
     /// mystash traced for sleeps (its main thread only: an editor's own sleeps do not count).
     func tracedProcess(_ arguments: [String], log: URL, environment: [String: String] = [:]) throws -> Process {
-        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/strace") else { throw XCTSkip("strace is not installed") }
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/strace") else {
+            throw XCTSkip("strace is not installed")
+        }
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/strace")
-        process.arguments = ["-qq", "-e", "trace=nanosleep,clock_nanosleep", "-o", log.path, Self.binary.path] + arguments
-        process.environment = baseEnvironment.merging(environment.merging(["MYSTASH_BUSY_TIMEOUT": "120"]) { old, _ in old }) { _, new in new }
+        process.arguments =
+            ["-qq", "-e", "trace=nanosleep,clock_nanosleep", "-o", log.path, Self.binary.path] + arguments
+        process.environment = baseEnvironment.merging(
+            environment.merging(["MYSTASH_BUSY_TIMEOUT": "120"]) { old, _ in old }
+        ) { _, new in new }
         process.standardOutput = FileHandle.nullDevice
         return process
     }
@@ -95,7 +105,9 @@ final class RelationalRaceTests: CLITestCase {
     }
 
     func categoryNames() throws -> [String] {
-        try XCTUnwrap(try json(try runOK(["category", "list", "--json"]).stdout) as? [[String: Any]]).compactMap { $0["name"] as? String }
+        try XCTUnwrap(try json(try runOK(["category", "list", "--json"]).stdout) as? [[String: Any]]).compactMap {
+            $0["name"] as? String
+        }
     }
 
     static let rounds = 4
@@ -107,7 +119,9 @@ final class RelationalRaceTests: CLITestCase {
     func testAnEditWhoseCategoryIsRemovedBeforeItWritesSavesNothing() throws {
         try initVault()
         try runOK(["category", "add", "Travel"])
-        try runOK(["password", "add", "Airline", "--edit-notes"], stdin: "fly\n", environment: ["EDITOR": "printf 'seat 12A' >"])
+        try runOK(
+            ["password", "add", "Airline", "--edit-notes"], stdin: "fly\n",
+            environment: ["EDITOR": "printf 'seat 12A' >"])
         let (ready, go) = (home.appendingPathComponent("ready"), home.appendingPathComponent("go"))
         let editor = home.appendingPathComponent("gate.sh")
         try """
@@ -120,15 +134,17 @@ final class RelationalRaceTests: CLITestCase {
         """.write(to: editor, atomically: true, encoding: .utf8)
         chmod(editor.path, 0o700)
         let log = home.appendingPathComponent("edit.log")
-        let edit = try tracedProcess(["password", "edit", "Airline", "--category", "Travel", "--edit-notes"], log: log,
-                                     environment: ["EDITOR": editor.path])
+        let edit = try tracedProcess(
+            ["password", "edit", "Airline", "--category", "Travel", "--edit-notes"], log: log,
+            environment: ["EDITOR": editor.path])
         let errors = Pipe()
         edit.standardInput = FileHandle.nullDevice
         edit.standardError = errors
         try edit.run()
         let deadline = Date().addingTimeInterval(120)
         while !FileManager.default.fileExists(atPath: ready.path), edit.isRunning, Date() < deadline { usleep(10_000) }
-        let pid = try XCTUnwrap(pid_t(try String(contentsOf: ready, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)))
+        let pid = try XCTUnwrap(
+            pid_t(try String(contentsOf: ready, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)))
         let holder = try LockHolder(vaultDirectory.appendingPathComponent("Notes.sqlite"))
         FileManager.default.createFile(atPath: go.path, contents: nil)
         waitUntilWaitingForTheLock(edit, log: log)
@@ -154,13 +170,16 @@ final class RelationalRaceTests: CLITestCase {
         for round in 1...Self.rounds {
             let name = "Travel\(round)"
             try runOK(["category", "add", name])
-            let results = try raceAtTheWriteLock([(["password", "edit", "Airline", "--category", name], nil), (["category", "rm", name], nil)])
+            let results = try raceAtTheWriteLock([
+                (["password", "edit", "Airline", "--category", name], nil), (["category", "rm", name], nil),
+            ])
             let (edit, remove) = (results[0], results[1])
             outcomes["edit \(edit.status), rm \(remove.status)", default: 0] += 1
             XCTAssertEqual([edit.status, remove.status].filter { $0 == 0 }.count, 1, "exactly one wins: \(results)")
             if edit.status == 0 {
                 XCTAssertTrue(edit.stderr.contains("Saved."))
-                XCTAssertEqual(remove.status, 65, "the delete is denied: an entry uses the category now: \(remove.stderr)")
+                XCTAssertEqual(
+                    remove.status, 65, "the delete is denied: an entry uses the category now: \(remove.stderr)")
                 XCTAssertEqual(try entry("Airline")["category"] as? String, name)
                 XCTAssertTrue(try categoryNames().contains(name))
                 try runOK(["password", "edit", "Airline", "--category", ""])
@@ -183,19 +202,26 @@ final class RelationalRaceTests: CLITestCase {
             let name = "Trip\(round)"
             let document = home.appendingPathComponent("import.json")
             try #"{"format": "mystash-json", "version": 1, "categories": ["\#(name.uppercased())"], "notes": [],"#
-                .appending(#" "passwords": [{"name": "Train", "password": "rail", "category": "\#(name.uppercased())"}]}"#)
+                .appending(
+                    #" "passwords": [{"name": "Train", "password": "rail", "category": "\#(name.uppercased())"}]}"#
+                )
                 .write(to: document, atomically: true, encoding: .utf8)
             try runOK(["category", "add", "Old\(round)"])
             let results = try raceAtTheWriteLock([
                 (["category", "add", name], nil), (["category", "add", name.lowercased()], nil),
-                (["category", "rename", "Old\(round)", name.uppercased()], nil), (["import", document.path, "--format", "mystash-json"], nil),
+                (["category", "rename", "Old\(round)", name.uppercased()], nil),
+                (["import", document.path, "--format", "mystash-json"], nil),
             ])
             // One of add, add and rename makes the name; the import files its entry under it,
             // or makes it itself if it comes first.
             let makers = results.filter { $0.status == 0 && $0.arguments[0] == "category" }
             XCTAssertLessThanOrEqual(makers.count, 1, "\(results)")
             XCTAssertEqual(makers.count + (results[3].status == 0 ? 1 : 0) >= 1, true, "\(results)")
-            for result in results where result.status == 0 { winners[result.arguments[0] == "import" ? "import" : result.arguments[0...1].joined(separator: " "), default: 0] += 1 }
+            for result in results where result.status == 0 {
+                winners[
+                    result.arguments[0] == "import" ? "import" : result.arguments[0...1].joined(separator: " "),
+                    default: 0] += 1
+            }
             for loser in results where loser.status != 0 {
                 XCTAssertEqual(loser.status, 65, "\(loser)")
                 XCTAssertTrue(loser.stderr.contains("is already used by another category"), loser.stderr)
@@ -211,12 +237,19 @@ final class RelationalRaceTests: CLITestCase {
         try initVault()
         let store = vaultDirectory.appendingPathComponent("Passwords.sqlite")
         func sqlite(_ sql: String) throws -> Int32 { try self.sqlite(store, sql).status }
-        let duplicate = "INSERT INTO ZCATEGORY (Z_PK, Z_ENT, Z_OPT, ZNAME) SELECT 500, Z_ENT, 1, 'WEB site' FROM ZCATEGORY WHERE ZNAME = 'Web Site'"
+        let duplicate =
+            "INSERT INTO ZCATEGORY (Z_PK, Z_ENT, Z_OPT, ZNAME) "
+            + "SELECT 500, Z_ENT, 1, 'WEB site' FROM ZCATEGORY WHERE ZNAME = 'Web Site'"
         XCTAssertNotEqual(try sqlite(duplicate), 0, "the unique index refuses it")
         XCTAssertEqual(try sqlite("DROP INDEX ZCATEGORY_ZNAME_UNIQUE_NOCASE; " + duplicate), 0)
         let check = try run(["check"])
         XCTAssertEqual(check.status, 65)
-        XCTAssertTrue(check.stdout.contains("Passwords.sqlite, Category row 500: its name 'WEB site' is also the name of Category row"), check.stdout)
-        XCTAssertTrue(check.stdout.contains("Passwords.sqlite, Category row 500: the row was added outside mystash"), check.stdout)
+        XCTAssertTrue(
+            check.stdout.contains(
+                "Passwords.sqlite, Category row 500: its name 'WEB site' is also the name of Category row"),
+            check.stdout)
+        XCTAssertTrue(
+            check.stdout.contains("Passwords.sqlite, Category row 500: the row was added outside mystash"), check.stdout
+        )
     }
 }

@@ -20,8 +20,12 @@ final class StoredValueFuzzTests: CLITestCase {
         }
     }
 
-    static let tables = ["Notes.sqlite": ["ZNOTE", "Z_PRIMARYKEY", "Z_METADATA", "MYSTASH_ROW_TAG", "MYSTASH_RECORD"],
-                         "Passwords.sqlite": ["ZSYSTEM", "ZCATEGORY", "ZLIST", "Z_PRIMARYKEY", "Z_METADATA", "MYSTASH_ROW_TAG", "MYSTASH_RECORD"]]
+    static let tables = [
+        "Notes.sqlite": ["ZNOTE", "Z_PRIMARYKEY", "Z_METADATA", "MYSTASH_ROW_TAG", "MYSTASH_RECORD"],
+        "Passwords.sqlite": [
+            "ZSYSTEM", "ZCATEGORY", "ZLIST", "Z_PRIMARYKEY", "Z_METADATA", "MYSTASH_ROW_TAG", "MYSTASH_RECORD",
+        ],
+    ]
 
     /// A SQL expression for a random value of a random SQLite type; `copy` stands for a
     /// value taken from another row's cell of the same column (a replayed ciphertext).
@@ -30,14 +34,22 @@ final class StoredValueFuzzTests: CLITestCase {
         case 0: return ("NULL", "null")
         case 1:
             let edges: [Int64] = [0, 1, -1, 2, 3, 4, 5, 6, Int64.max, Int64.min, Int64.max - 1, 1 << 32]
-            let value = Bool.random(using: &rng) ? edges.randomElement(using: &rng)! : Int64.random(in: Int64.min...Int64.max, using: &rng)
+            let value =
+                Bool.random(using: &rng)
+                ? edges.randomElement(using: &rng)! : Int64.random(in: Int64.min...Int64.max, using: &rng)
             return (value == Int64.min ? "(-9223372036854775807 - 1)" : String(value), "integer")
         case 2:
             let edges = ["9e999", "-9e999", "0.5", "1e308", "-1e-308", "1.0", "3.0", "-0.0", "817000000.25"]
-            return (Bool.random(using: &rng) ? edges.randomElement(using: &rng)! : String(Double.random(in: -1e12...1e12, using: &rng)), "real")
+            return (
+                Bool.random(using: &rng)
+                    ? edges.randomElement(using: &rng)! : String(Double.random(in: -1e12...1e12, using: &rng)), "real"
+            )
         case 3:
-            let samples = ["", "abc", "12", "-7", "1e5", "Web Site", "web site", "\u{00e9}t\u{00e9}", String(repeating: "x", count: 10_000),
-                           "x'00'", "NaN"]
+            let samples = [
+                "", "abc", "12", "-7", "1e5", "Web Site", "web site", "\u{00e9}t\u{00e9}",
+                String(repeating: "x", count: 10_000),
+                "x'00'", "NaN",
+            ]
             let text = samples.randomElement(using: &rng)!
             return ("'" + text.replacingOccurrences(of: "'", with: "''") + "'", "text")
         case 4:
@@ -49,26 +61,35 @@ final class StoredValueFuzzTests: CLITestCase {
         }
     }
 
-    struct Outcome: Hashable { var command: String; var status: Int32 }
+    struct Outcome: Hashable {
+        var command: String
+        var status: Int32
+    }
 
     func testRandomValuesInRandomCellsNeverCrashNorShowWrongPlaintext() throws {
         let cases = Int(ProcessInfo.processInfo.environment["MYSTASH_FUZZ_CASES"] ?? "") ?? 120
-        let seed = UInt64(ProcessInfo.processInfo.environment["MYSTASH_FUZZ_SEED"] ?? "") ?? 20261122
+        let seed = UInt64(ProcessInfo.processInfo.environment["MYSTASH_FUZZ_SEED"] ?? "") ?? 20_261_122
         try initVault()
         for index in 1...3 { try runOK(["note", "add", "note-\(index)"], stdin: "text-of-note-\(index)") }
         let categories = ["Web Site", "Banking", "E-mail", ""]
         for index in 1...4 {
-            try runOK(["password", "add", "entry-\(index)", "--user", "user-of-entry-\(index)", "--url", "https://entry-\(index).example",
-                       "--category", categories[index - 1], "--edit-notes"],
-                      stdin: "pw-of-entry-\(index)\n", environment: ["EDITOR": "printf 'notes-of-entry-\(index)' >"])
+            try runOK(
+                [
+                    "password", "add", "entry-\(index)", "--user", "user-of-entry-\(index)", "--url",
+                    "https://entry-\(index).example",
+                    "--category", categories[index - 1], "--edit-notes",
+                ],
+                stdin: "pw-of-entry-\(index)\n", environment: ["EDITOR": "printf 'notes-of-entry-\(index)' >"])
         }
         let base = home.appendingPathComponent("base")
         try FileManager.default.moveItem(at: vaultDirectory, to: base)
         var columns: [String: [String]] = [:]
         for (file, tables) in Self.tables {
             for table in tables {
-                columns[file + table] = try sqlite(base.appendingPathComponent(file), "SELECT name FROM pragma_table_info('\(table)')")
-                    .output.split(separator: "\n").map(String.init)
+                columns[file + table] = try sqlite(
+                    base.appendingPathComponent(file), "SELECT name FROM pragma_table_info('\(table)')"
+                )
+                .output.split(separator: "\n").map(String.init)
             }
         }
         var rng = Generator(state: seed)
@@ -81,13 +102,20 @@ final class StoredValueFuzzTests: CLITestCase {
             let table = Self.tables[file]!.randomElement(using: &rng)!
             let column = columns[file + table]!.randomElement(using: &rng)!
             let store = vaultDirectory.appendingPathComponent(file)
-            let rows = Int(try sqlite(store, "SELECT count(*) FROM \(table)").output.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 1
+            let rows =
+                Int(
+                    try sqlite(store, "SELECT count(*) FROM \(table)").output.trimmingCharacters(
+                        in: .whitespacesAndNewlines)) ?? 1
             let offset = Int.random(in: 0..<max(rows, 1), using: &rng)
             let other = Int.random(in: 0..<max(rows, 1), using: &rng)
             let copy = "(SELECT \(column) FROM \(table) ORDER BY rowid LIMIT 1 OFFSET \(other))"
             let (value, kind) = randomValue(&rng, copy: copy)
-            let mutation = "UPDATE \(table) SET \(column) = \(value) WHERE rowid = (SELECT rowid FROM \(table) ORDER BY rowid LIMIT 1 OFFSET \(offset))"
-            let what = "case \(number) (seed \(seed)): \(file) \(table).\(column) row #\(offset) := \(kind) \(value.prefix(60))"
+            let mutation =
+                "UPDATE \(table) SET \(column) = \(value) "
+                + "WHERE rowid = (SELECT rowid FROM \(table) ORDER BY rowid LIMIT 1 OFFSET \(offset))"
+            let what =
+                "case \(number) (seed \(seed)): \(file) \(table).\(column) row #\(offset) "
+                + ":= \(kind) \(value.prefix(60))"
             if try sqlite(store, mutation).status != 0 { refusedBySQLite += 1 }
 
             let export = try run(["export"])
@@ -97,8 +125,10 @@ final class StoredValueFuzzTests: CLITestCase {
             let check = try run(["check"])
             outcomes[Outcome(command: "check", status: check.status), default: 0] += 1
             assertEnded(check, what: "check \(what)")
-            let write = file == "Notes.sqlite" ? try run(["note", "add", "added"], stdin: "added text")
-                                               : try run(["password", "add", "added"], stdin: "added-pw\n")
+            let write =
+                file == "Notes.sqlite"
+                ? try run(["note", "add", "added"], stdin: "added text")
+                : try run(["password", "add", "added"], stdin: "added-pw\n")
             outcomes[Outcome(command: "add", status: write.status), default: 0] += 1
             assertEnded(write, what: "add \(what)")
         }
@@ -117,20 +147,45 @@ final class StoredValueFuzzTests: CLITestCase {
         // A vault from before the integrity record, which would name these rows first: the
         // values themselves must be reported, not crash.
         for file in ["Notes.sqlite", "Passwords.sqlite"] {
-            XCTAssertEqual(try sqlite(base.appendingPathComponent(file), "DROP TABLE MYSTASH_ROW_TAG; DROP TABLE MYSTASH_RECORD").status, 0)
+            XCTAssertEqual(
+                try sqlite(base.appendingPathComponent(file), "DROP TABLE MYSTASH_ROW_TAG; DROP TABLE MYSTASH_RECORD")
+                    .status, 0)
         }
         let cases: [(file: String, sql: String, command: [String], says: String)] = [
-            ("Notes.sqlite", "UPDATE ZNOTE SET Z_OPT = NULL", ["note", "show", "1"], "Notes.sqlite, Note row 1: column Z_OPT holds NULL"),
-            ("Notes.sqlite", "UPDATE ZNOTE SET Z_OPT = 'two'", ["note", "show", "1"], "Notes.sqlite, Note row 1: column Z_OPT holds TEXT"),
-            ("Notes.sqlite", "UPDATE ZNOTE SET Z_ENT = NULL", ["note", "list"], "Notes.sqlite, Note row 1: column Z_ENT holds NULL"),
-            ("Passwords.sqlite", "UPDATE ZSYSTEM SET Z_ENT = 'x'", ["password", "list"], "Passwords.sqlite, System row 1: column Z_ENT holds TEXT"),
-            ("Passwords.sqlite", "UPDATE ZSYSTEM SET ZCATEGORY = 'x'", ["password", "show", "Bank"],
-             "Passwords.sqlite, System row 1: column ZCATEGORY holds TEXT"),
-            ("Passwords.sqlite", "UPDATE ZSYSTEM SET Z_OPT = 9223372036854775807", ["password", "edit", "Bank", "--url", "https://bank.example"],
-             "Passwords.sqlite, System row 1: its version (Z_OPT) cannot grow any further"),
-            ("Notes.sqlite", "UPDATE ZNOTE SET ZTITLE = 'plain'", ["note", "list"], "Notes.sqlite, Note row 1: column ZTITLE holds TEXT"),
-            ("Passwords.sqlite", "UPDATE Z_METADATA SET Z_UUID = (SELECT Z_UUID FROM n.Z_METADATA)", ["password", "list"],
-             "Notes.sqlite and Passwords.sqlite carry the same store UUID"),
+            (
+                "Notes.sqlite", "UPDATE ZNOTE SET Z_OPT = NULL", ["note", "show", "1"],
+                "Notes.sqlite, Note row 1: column Z_OPT holds NULL"
+            ),
+            (
+                "Notes.sqlite", "UPDATE ZNOTE SET Z_OPT = 'two'", ["note", "show", "1"],
+                "Notes.sqlite, Note row 1: column Z_OPT holds TEXT"
+            ),
+            (
+                "Notes.sqlite", "UPDATE ZNOTE SET Z_ENT = NULL", ["note", "list"],
+                "Notes.sqlite, Note row 1: column Z_ENT holds NULL"
+            ),
+            (
+                "Passwords.sqlite", "UPDATE ZSYSTEM SET Z_ENT = 'x'", ["password", "list"],
+                "Passwords.sqlite, System row 1: column Z_ENT holds TEXT"
+            ),
+            (
+                "Passwords.sqlite", "UPDATE ZSYSTEM SET ZCATEGORY = 'x'", ["password", "show", "Bank"],
+                "Passwords.sqlite, System row 1: column ZCATEGORY holds TEXT"
+            ),
+            (
+                "Passwords.sqlite", "UPDATE ZSYSTEM SET Z_OPT = 9223372036854775807",
+                ["password", "edit", "Bank", "--url", "https://bank.example"],
+                "Passwords.sqlite, System row 1: its version (Z_OPT) cannot grow any further"
+            ),
+            (
+                "Notes.sqlite", "UPDATE ZNOTE SET ZTITLE = 'plain'", ["note", "list"],
+                "Notes.sqlite, Note row 1: column ZTITLE holds TEXT"
+            ),
+            (
+                "Passwords.sqlite", "UPDATE Z_METADATA SET Z_UUID = (SELECT Z_UUID FROM n.Z_METADATA)",
+                ["password", "list"],
+                "Notes.sqlite and Passwords.sqlite carry the same store UUID"
+            ),
         ]
         for (file, sql, command, says) in cases {
             try? FileManager.default.removeItem(at: vaultDirectory)
@@ -142,7 +197,9 @@ final class StoredValueFuzzTests: CLITestCase {
             for (run, expected) in [(command, says), (["check"], place)] {
                 let result = try self.run(run)
                 XCTAssertEqual(result.status, 65, "\(sql) → \(run): \(result.stderr)")
-                XCTAssertTrue((result.stdout + result.stderr).contains(expected), "\(sql) → \(run): \(result.stdout + result.stderr)")
+                XCTAssertTrue(
+                    (result.stdout + result.stderr).contains(expected),
+                    "\(sql) → \(run): \(result.stdout + result.stderr)")
             }
         }
         try FileManager.default.removeItem(at: vaultDirectory)
@@ -150,25 +207,34 @@ final class StoredValueFuzzTests: CLITestCase {
         for timeout in ["inf", "nan", "-1", "1e400", "soon"] {
             let result = try run(["note", "list"], environment: ["MYSTASH_BUSY_TIMEOUT": timeout])
             XCTAssertEqual(result.status, 64, timeout)
-            XCTAssertTrue(result.stderr.contains("MYSTASH_BUSY_TIMEOUT must be a number of seconds from 0 to 86400, not '\(timeout)'"), result.stderr)
+            XCTAssertTrue(
+                result.stderr.contains(
+                    "MYSTASH_BUSY_TIMEOUT must be a number of seconds from 0 to 86400, not '\(timeout)'"), result.stderr
+            )
         }
         XCTAssertEqual(try run(["note", "list"], environment: ["MYSTASH_BUSY_TIMEOUT": "2.5"]).status, 0)
     }
 
     /// Exit 0, or exit 65 with a message naming the store; never a signal or another code.
     func assertEnded(_ result: Result, what: String, file: StaticString = #filePath, line: UInt = #line) {
-        XCTAssertTrue([0, 65].contains(result.status), "\(what): exit \(result.status): \(result.stderr.prefix(600))", file: file, line: line)
+        XCTAssertTrue(
+            [0, 65].contains(result.status), "\(what): exit \(result.status): \(result.stderr.prefix(600))", file: file,
+            line: line)
         if result.status == 65 {
             let said = result.stderr + result.stdout
-            XCTAssertTrue(said.contains("Notes.sqlite") || said.contains("Passwords.sqlite"), "\(what): no place named: \(said.prefix(600))",
-                          file: file, line: line)
+            XCTAssertTrue(
+                said.contains("Notes.sqlite") || said.contains("Passwords.sqlite"),
+                "\(what): no place named: \(said.prefix(600))",
+                file: file, line: line)
         }
-        XCTAssertFalse(result.stderr.contains("Fatal error"), "\(what): \(result.stderr.prefix(600))", file: file, line: line)
+        XCTAssertFalse(
+            result.stderr.contains("Fatal error"), "\(what): \(result.stderr.prefix(600))", file: file, line: line)
     }
 
     /// Every row shown carries its own plaintext, exactly: an altered, moved or removed value
     /// never shows as anything else (the integrity record catches what field encryption cannot).
-    func assertPlaintextIsExact(_ json: String, what: String, file: StaticString = #filePath, line: UInt = #line) throws {
+    func assertPlaintextIsExact(_ json: String, what: String, file: StaticString = #filePath, line: UInt = #line) throws
+    {
         let export = try XCTUnwrap(try self.json(json) as? [String: Any], what, file: file, line: line)
         let notes = export["notes"] as? [[String: Any]] ?? []
         XCTAssertEqual(notes.count, 3, what, file: file, line: line)
@@ -182,7 +248,10 @@ final class StoredValueFuzzTests: CLITestCase {
         for entry in entries {
             let name = entry["name"] as? String ?? ""
             XCTAssertTrue(name.hasPrefix("entry-"), "\(what): entry \(entry)", file: file, line: line)
-            let expected = ["password": "pw-of-\(name)", "userId": "user-of-\(name)", "url": "https://\(name).example", "notes": "notes-of-\(name)"]
+            let expected = [
+                "password": "pw-of-\(name)", "userId": "user-of-\(name)", "url": "https://\(name).example",
+                "notes": "notes-of-\(name)",
+            ]
             for (key, value) in expected {
                 XCTAssertEqual(entry[key] as? String, value, "\(what): \(key)", file: file, line: line)
             }

@@ -36,7 +36,8 @@ final class SecurityTests: VaultTestCase {
             XCTAssertTrue(error.message.contains("Passwords.sqlite, System row 1, field password"), error.message)
             XCTAssertFalse(error.message.contains("second-secret"))
         }
-        XCTAssertEqual(try reopen(verifying: false).entry("2", reveal: true).password, "second-secret", "the untouched row still opens")
+        XCTAssertEqual(try reopen(verifying: false).entry("2", reveal: true).password, "second-secret",
+                       "the untouched row still opens")
         // Now move row 2's password into row 2's user ID column (same row, other attribute).
         try sqlite("Passwords.sqlite", "UPDATE ZSYSTEM SET ZPASSWORD = NULL WHERE Z_PK = 1; UPDATE ZSYSTEM SET ZUSERID = ZPASSWORD WHERE Z_PK = 2")
         assertVaultError(.invalidData, { _ = try reopen(verifying: false).entry("2", reveal: false) }) { error in
@@ -54,9 +55,11 @@ final class SecurityTests: VaultTestCase {
                        ["Passwords.sqlite System 1", "Passwords.sqlite System 2"], "\(problems)")
         XCTAssertTrue(problems.contains { $0.primaryKey == 1 && $0.message.contains("field userId") }, "\(problems)")
         // The integrity record names both rows changed outside mystash, also where a field still decrypts.
-        XCTAssertTrue(problems.contains { $0.primaryKey == 2 && $0.message.contains("changed outside mystash") }, "\(problems)")
+        XCTAssertTrue(problems.contains { $0.primaryKey == 2 && $0.message.contains("changed outside mystash") },
+                      "\(problems)")
         assertVaultError(.invalidData, { _ = try reopen() }) { error in
-            XCTAssertTrue(error.message.contains("Passwords.sqlite, System row 1: the row was changed outside mystash"), error.message)
+            XCTAssertTrue(error.message.contains("Passwords.sqlite, System row 1: the row was changed outside mystash"),
+                          error.message)
         }
     }
 

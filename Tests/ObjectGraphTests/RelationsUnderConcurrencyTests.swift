@@ -6,7 +6,9 @@ import XCTest
 /// the other's read and its save, and the save checks relationships against the store as it is.
 final class RelationsUnderConcurrencyTests: ObjectGraphTestCase {
     /// Two stacks on the same files, and an object saved by the first.
-    func twoStacksSharing(_ entity: String, _ key: String, _ value: String) throws -> (Stack, Stack, ManagedObject, Int64) {
+    func twoStacksSharing(_ entity: String, _ key: String, _ value: String) throws -> (
+        Stack, Stack, ManagedObject, Int64
+    ) {
         let (first, second) = (try makeStack(.sqlite), try makeStack(.sqlite))
         let object = first.context.insertNewObject(forEntityName: entity)
         object[key] = value
@@ -29,7 +31,9 @@ final class RelationsUnderConcurrencyTests: ObjectGraphTestCase {
             XCTAssertEqual((error as? ValidationError)?.code, .relationshipDeniedDelete, "\(error)")
         }
         second.context.rollback()
-        XCTAssertNotNil(try makeStack(.sqlite).context.existingObject(entityName: "Category", primaryKey: key), "nothing was deleted")
+        XCTAssertNotNil(
+            try makeStack(.sqlite).context.existingObject(entityName: "Category", primaryKey: key),
+            "nothing was deleted")
     }
 
     func testADestinationDeletedAfterItWasReadIsAConflictNotADanglingKey() throws {
@@ -45,7 +49,9 @@ final class RelationsUnderConcurrencyTests: ObjectGraphTestCase {
         XCTAssertThrowsError(try second.context.save()) { error in
             let error = error as? ObjectGraphError
             XCTAssertEqual(error?.code, .mergeConflict)
-            XCTAssertTrue(error?.message.contains("refers through 'category' to Category row \(key), which was deleted") ?? false, "\(String(describing: error))")
+            XCTAssertTrue(
+                error?.message.contains("refers through 'category' to Category row \(key), which was deleted") ?? false,
+                "\(String(describing: error))")
         }
         second.context.rollback()
         XCTAssertEqual(try makeStack(.sqlite).coordinator.checkIntegrity(), [])

@@ -41,7 +41,8 @@ extension ManagedObjectContext {
                     for object in joinChanges { try writeJoinRows(of: object, db) }
                     for object in deleted { try deleteRow(of: object, db) }
                     try enforceDeleteRules(of: deleted, db)
-                    try verifyDestinations(of: inserted + updated, inserted: Set(inserted.map(ObjectIdentifier.init)), db)
+                    let insertedIDs = Set(inserted.map(ObjectIdentifier.init))
+                    try verifyDestinations(of: inserted + updated, inserted: insertedIDs, db)
                     try coordinator.notifyRowsDidChange(try rowKeys(of: inserted) + changing, db)
                     try coordinator.writePendingMetadata(db)
                 }
@@ -119,7 +120,8 @@ extension ManagedObjectContext {
         return try objects.compactMap { object in
             let root = object.entity.rootEntity
             guard let key = primaryKey(of: object) else { return nil }
-            return StoredRowKey(storeIdentifier: try coordinator.store(for: root).identifier, table: root.tableName, primaryKey: key)
+            let store = try coordinator.store(for: root)
+            return StoredRowKey(storeIdentifier: store.identifier, table: root.tableName, primaryKey: key)
         }
     }
 
@@ -176,7 +178,8 @@ extension ManagedObjectContext {
         }
         guard !assignments.isEmpty else { return false }
         guard object.version < Int64.max else {
-            throw StoredRowHeader.damaged(store: store, root: root, primaryKey: primaryKey, "its version (Z_OPT) cannot grow any further")
+            throw StoredRowHeader.damaged(store: store, root: root, primaryKey: primaryKey,
+                                          "its version (Z_OPT) cannot grow any further")
         }
         arguments += [(object.version + 1).databaseValue, primaryKey.databaseValue, object.version.databaseValue]
         try db.execute(sql: "UPDATE \(store.qualified(root.tableName)) SET \(assignments.joined(separator: ", ")), Z_OPT = ? WHERE Z_PK = ? AND Z_OPT = ?",

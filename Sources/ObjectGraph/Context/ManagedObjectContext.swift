@@ -254,7 +254,8 @@ public final class ManagedObjectContext {
                 // Transformers write BLOBs; anything else, or nothing where a value is required, was not written by us.
                 if dbValue.isNull, entity.attribute(named: column.name)?.isOptional ?? true { continue }
                 throw StoredRowHeader.damaged(store: store, root: root, primaryKey: primaryKey,
-                                              "column \(column.columnName) holds \(StoredRowHeader.kind(of: dbValue)) where \(entity.name).\(column.name) keeps its encoded value")
+                                              "column \(column.columnName) holds \(StoredRowHeader.kind(of: dbValue)) "
+                                                + "where \(entity.name).\(column.name) keeps its encoded value")
             }
             let place = ValuePlace(storeIdentifier: store.identifier, entityName: entity.name, attributeName: column.name, primaryKey: primaryKey)
             let encoded = EncodedValue(data: data, place: place)
@@ -262,8 +263,8 @@ public final class ManagedObjectContext {
                 ? try decode(encoded, transformerName: column.transformerName, entity: entity, key: column.name) : encoded
         }
         for (relationship, index) in entity.storedToOne {
-            if let destination = try StoredRowHeader.destinationKey(row, at: index, column: relationship.columnName, root: root,
-                                                                   store: store, primaryKey: primaryKey) {
+            if let destination = try StoredRowHeader.destinationKey(
+                row, at: index, column: relationship.columnName, root: root, store: store, primaryKey: primaryKey) {
                 values[relationship.name] = FaultReference(primaryKey: destination)
             }
         }

@@ -20,7 +20,8 @@ struct StoredRowHeader {
             throw Self.damaged(store: store, root: root, primaryKey: nil, column: "Z_PK", row[0])
         }
         guard case .int64(let entityNumber) = (row[1] as DatabaseValue).storage,
-              let number = Int(exactly: entityNumber) else {
+            let number = Int(exactly: entityNumber)
+        else {
             throw Self.damaged(store: store, root: root, primaryKey: primaryKey, column: "Z_ENT", row[1])
         }
         guard case .int64(let version) = (row[2] as DatabaseValue).storage else {
@@ -32,8 +33,10 @@ struct StoredRowHeader {
     }
 
     /// A to-one relationship's stored key: nil when NULL, an error when not an integer.
-    static func destinationKey(_ row: Row, at index: Int, column: String, root: EntityDescription, store: PersistentStore,
-                               primaryKey: Int64) throws -> Int64? {
+    static func destinationKey(
+        _ row: Row, at index: Int, column: String, root: EntityDescription, store: PersistentStore,
+        primaryKey: Int64
+    ) throws -> Int64? {
         switch (row[index] as DatabaseValue).storage {
         case .null: return nil
         case .int64(let key): return key
@@ -41,9 +44,13 @@ struct StoredRowHeader {
         }
     }
 
-    static func damaged(store: PersistentStore, root: EntityDescription, primaryKey: Int64?, column: String,
-                        _ value: DatabaseValue) -> ObjectGraphError {
-        damaged(store: store, root: root, primaryKey: primaryKey, "column \(column) holds \(kind(of: value)) instead of an integer")
+    static func damaged(
+        store: PersistentStore, root: EntityDescription, primaryKey: Int64?, column: String,
+        _ value: DatabaseValue
+    ) -> ObjectGraphError {
+        damaged(
+            store: store, root: root, primaryKey: primaryKey,
+            "column \(column) holds \(kind(of: value)) instead of an integer")
     }
 
     /// What a stored value is, in SQLite's words, without showing it.
@@ -57,7 +64,9 @@ struct StoredRowHeader {
         }
     }
 
-    static func damaged(store: PersistentStore, root: EntityDescription, primaryKey: Int64?, _ problem: String) -> ObjectGraphError {
+    static func damaged(store: PersistentStore, root: EntityDescription, primaryKey: Int64?, _ problem: String)
+        -> ObjectGraphError
+    {
         let name = store.url?.lastPathComponent ?? "in-memory store"
         let row = primaryKey.map { " row \($0)" } ?? ""
         return ObjectGraphError(code: .damagedRow, message: "damaged row: \(name), \(root.name)\(row): \(problem)")

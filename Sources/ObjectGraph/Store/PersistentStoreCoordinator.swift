@@ -146,7 +146,8 @@ public final class PersistentStoreCoordinator {
             return
         }
         guard let row = try Row.fetchOne(db, sql: "SELECT Z_UUID, Z_PLIST FROM \(store.qualified("Z_METADATA"))"),
-              let identifier = String.fromDatabaseValue(row["Z_UUID"]), let plist = Data.fromDatabaseValue(row["Z_PLIST"]),
+              let identifier = String.fromDatabaseValue(row["Z_UUID"]),
+              let plist = Data.fromDatabaseValue(row["Z_PLIST"]),
               let metadata = try? PropertyListSerialization.propertyList(from: plist, format: nil) as? [String: Any] else {
             throw ObjectGraphError(code: .storeOpenFailed, message: "'\(name)' has damaged metadata (Z_METADATA)")
         }
@@ -311,17 +312,21 @@ public final class PersistentStoreCoordinator {
         let store = try store(for: root)
         let table = store.qualified("Z_PRIMARYKEY")
         // Never below the highest key in use: a damaged Z_MAX must not make a new row collide with an old one.
-        let allocated = try DatabaseValue.fetchOne(db, sql: "SELECT Z_MAX FROM \(table) WHERE Z_ENT = ?", arguments: [root.entityNumber])
+        let allocated = try DatabaseValue.fetchOne(db, sql: "SELECT Z_MAX FROM \(table) WHERE Z_ENT = ?",
+                                                   arguments: [root.entityNumber])
         guard let allocated else {
-            throw StoredRowHeader.damaged(store: store, root: root, primaryKey: nil, "Z_PRIMARYKEY has no row for entity number \(root.entityNumber)")
+            throw StoredRowHeader.damaged(store: store, root: root, primaryKey: nil,
+                                          "Z_PRIMARYKEY has no row for entity number \(root.entityNumber)")
         }
         let highest = try Int64.fetchOne(db, sql: "SELECT MAX(Z_PK) FROM \(store.qualified(root.tableName))") ?? 0
         let first = max(Int64.fromDatabaseValue(allocated) ?? 0, highest, 0).addingReportingOverflow(1)
         let last = first.partialValue.addingReportingOverflow(Int64(count) - 1)
         guard !first.overflow, !last.overflow, last.partialValue < Int64.max else {
-            throw StoredRowHeader.damaged(store: store, root: root, primaryKey: nil, "no primary key is left to allocate (Z_PRIMARYKEY.Z_MAX)")
+            throw StoredRowHeader.damaged(store: store, root: root, primaryKey: nil,
+                                          "no primary key is left to allocate (Z_PRIMARYKEY.Z_MAX)")
         }
-        try db.execute(sql: "UPDATE \(table) SET Z_MAX = ? WHERE Z_ENT = ?", arguments: [last.partialValue, root.entityNumber])
+        try db.execute(sql: "UPDATE \(table) SET Z_MAX = ? WHERE Z_ENT = ?",
+                       arguments: [last.partialValue, root.entityNumber])
         return first.partialValue
     }
 }

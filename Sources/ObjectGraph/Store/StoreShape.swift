@@ -77,8 +77,10 @@ public struct StoreShape: Sendable, Equatable {
         var entities: [String: Entity] = [:]
         if tables["Z_PRIMARYKEY"] != nil {
             for row in try Row.fetchAll(db, sql: "SELECT Z_ENT, Z_NAME, Z_SUPER FROM \(quoted).Z_PRIMARYKEY") {
-                guard let name = String.fromDatabaseValue(row["Z_NAME"]), let number = Int.fromDatabaseValue(row["Z_ENT"]) else { continue }
-                entities[name] = Entity(name: name, number: number, parentNumber: Int.fromDatabaseValue(row["Z_SUPER"]) ?? 0)
+                guard let name = String.fromDatabaseValue(row["Z_NAME"]),
+                      let number = Int.fromDatabaseValue(row["Z_ENT"]) else { continue }
+                let parent = Int.fromDatabaseValue(row["Z_SUPER"]) ?? 0
+                entities[name] = Entity(name: name, number: number, parentNumber: parent)
             }
         }
         self.init(entities: entities, tables: tables)

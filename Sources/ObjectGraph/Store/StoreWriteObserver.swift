@@ -7,8 +7,10 @@ public struct StoredRowKey: Hashable, Sendable {
     public let storeIdentifier: String
     /// The root entity's table, such as `ZNOTE`.
     public let table: String
+    /// The row's `Z_PK`.
     public let primaryKey: Int64
 
+    /// A row of the store with `storeIdentifier`.
     public init(storeIdentifier: String, table: String, primaryKey: Int64) {
         self.storeIdentifier = storeIdentifier
         self.table = table
@@ -58,6 +60,7 @@ public struct StoreTransaction {
         return store.qualified(table)
     }
 
+    /// Runs one SQL statement.
     public func execute(_ sql: String, _ arguments: [StoredCell] = []) throws {
         try db.execute(sql: sql, arguments: StatementArguments(arguments.map(\.databaseValue)))
     }
@@ -74,7 +77,9 @@ public struct StoreTransaction {
 /// after (as they are, deleted rows gone), so it can keep derived data, such as an
 /// integrity record, in step within the same commit. A thrown error rolls the save back.
 public protocol StoreWriteObserver: AnyObject {
+    /// Rows about to be updated or deleted, as they are before the save writes them.
     func rowsWillChange(_ rows: [StoredRowKey], in transaction: StoreTransaction) throws
+    /// Rows the save inserted, updated or deleted, as they are now (deleted ones gone).
     func rowsDidChange(_ rows: [StoredRowKey], in transaction: StoreTransaction) throws
 }
 

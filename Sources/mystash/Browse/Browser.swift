@@ -319,7 +319,8 @@ final class Browser {
             lockPrompt = []
         }
         if lockPrompt.isEmpty {
-            guard let session = KeyringSession.load(vaultIdentifier: vault.identifier), try vault.unlock(session: session) else {
+            guard let session = KeyringSession.load(vaultIdentifier: vault.identifier),
+                  try vault.unlock(session: session) else {
                 lockMessage = "type the master password, then Enter"
                 return
             }
