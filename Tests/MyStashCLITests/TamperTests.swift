@@ -108,6 +108,18 @@ final class TamperTests: CLITestCase {
             "Passwords.sqlite", "rows and their tags were removed or replaced together", by: ["password", "list"])
     }
 
+    /// What the record cannot see, as FORMAT.md says: the whole vault put back to an older copy
+    /// of both stores from the same moment (a backup restored) is a vault mystash wrote.
+    func testTheWholeVaultRolledBackIsNotDetected() throws {
+        let backup = home.appendingPathComponent("backup")
+        try FileManager.default.copyItem(at: vaultDirectory, to: backup)
+        try runOK(["note", "add", "Later"], stdin: "written later")
+        try FileManager.default.removeItem(at: vaultDirectory)
+        try FileManager.default.moveItem(at: backup, to: vaultDirectory)
+        try runOK(["check"])
+        XCTAssertFalse(try runOK(["note", "list"]).stdout.contains("Later"))
+    }
+
     /// The untouched vault passes, through many changes by several processes.
     func testOrdinaryUseKeepsTheRecordCurrent() throws {
         try runOK(["category", "add", "Travel"])
