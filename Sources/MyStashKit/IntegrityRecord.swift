@@ -283,9 +283,10 @@ final class IntegrityRecord: StoreWriteObserver {
     }
 
     /// Whether the record was computed under another model version: a migration rewrote
-    /// the rows, so their tags are renewed (trusting the rows as migrated).
-    func needsRenewal(in transaction: StoreTransaction) throws -> Bool {
-        try stores.contains { store in
+    /// the rows, so their tags are renewed (trusting the rows as migrated). A record that
+    /// cannot be read is left to verification, which reports it.
+    func needsRenewal(in transaction: StoreTransaction) -> Bool {
+        stores.contains { store in
             (try? record(of: store, in: transaction)).flatMap { $0 }.map { $0.model != model } ?? false
         }
     }

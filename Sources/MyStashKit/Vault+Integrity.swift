@@ -32,7 +32,7 @@ extension Vault {
         coordinator.writeObserver = record
         guard verifying else { return }
         // Read first: a vault that needs nothing is never written by reading it.
-        if try Self.wrapErrors({ try coordinator.performRead { try record.needsRenewal(in: $0) } }) {
+        if try Self.wrapErrors({ try coordinator.performRead { record.needsRenewal(in: $0) } }) {
             try Self.wrapErrors { try coordinator.performWrite { transaction in try record.create(in: transaction) } }
         }
         let problems = try integrityProblems()
