@@ -9,6 +9,7 @@ let package = Package(
         .library(name: "StashCrypto", targets: ["StashCrypto"]),
         .library(name: "MyStashKit", targets: ["MyStashKit"]),
         .executable(name: "mystash", targets: ["mystash"]),
+        .executable(name: "objectgraph", targets: ["objectgraph"]),
     ],
     dependencies: [
         .package(url: "https://github.com/groue/GRDB.swift", exact: "7.10.0"),
@@ -38,6 +39,10 @@ let package = Package(
             dependencies: ["MyStashKit", "StashCrypto", "CLinuxSupport", "TerminalUI", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
         .executableTarget(
+            name: "objectgraph",
+            dependencies: ["ObjectGraph", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
+        .executableTarget(
             name: "stash-bench",
             dependencies: ["ObjectGraph", "MyStashKit", "StashCrypto", .product(name: "GRDB", package: "GRDB.swift")]
         ),
@@ -47,5 +52,5 @@ let package = Package(
         .testTarget(name: "MyStashCLITests", dependencies: ["MyStashKit"]),
         .testTarget(name: "TerminalUITests", dependencies: ["TerminalUI"]),
     ],
-    swiftLanguageModes: [.v5]
+    swiftLanguageModes: [.v6]
 )

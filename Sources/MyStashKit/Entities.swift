@@ -13,6 +13,8 @@ public final class Note: ManagedObject, ManagedEntity {
         get { self["text"] as? String ?? "" }
         set { self["text"] = newValue }
     }
+    /// The folder an import brought the note from (model version 2).
+    public var folder: String? { self["folder"] as? String }
     public var createdAt: Date { self["createdAt"] as? Date ?? .distantPast }
     public var updatedAt: Date { self["updatedAt"] as? Date ?? .distantPast }
 
@@ -32,6 +34,19 @@ public final class PasswordEntry: ManagedObject, ManagedEntity {
     public var url: String? { self["url"] as? String }
     public var notes: String? { self["notes"] as? String }
     public var category: Category? { self["category"] as? Category }
+    /// An `otpauth://totp/` URI or a base32 secret (model version 2).
+    public var totp: String? { self["totp"] as? String }
+    /// Addresses beyond `url`, in order.
+    public var moreURLs: [String] { (self["moreURLs"] as? String)?.split(separator: "\n").map(String.init) ?? [] }
+    public var isFavorite: Bool { self["favorite"] as? Bool ?? false }
+    /// Custom fields in their order.
+    public var fields: [CustomField] {
+        (self["fields"] as? [ManagedObject] ?? []).compactMap { $0 as? CustomField }.sorted { $0.position < $1.position }
+    }
+    /// Earlier passwords, the most recently replaced first.
+    public var history: [PasswordHistoryItem] {
+        (self["history"] as? [ManagedObject] ?? []).compactMap { $0 as? PasswordHistoryItem }.sorted { $0.replacedAt > $1.replacedAt }
+    }
     public var createdAt: Date { self["createdAt"] as? Date ?? .distantPast }
     public var updatedAt: Date { self["updatedAt"] as? Date ?? .distantPast }
 
@@ -39,6 +54,23 @@ public final class PasswordEntry: ManagedObject, ManagedEntity {
         self["createdAt"] = Date()
         self["updatedAt"] = Date()
     }
+}
+
+/// A named value of an entry beyond the standard fields (a PIN, a security question...).
+public final class CustomField: ManagedObject, ManagedEntity {
+    public static let entityName = "Field"
+    public var name: String { self["name"] as? String ?? "" }
+    public var value: String { self["value"] as? String ?? "" }
+    /// Hidden values are masked like passwords unless revealed.
+    public var isHidden: Bool { self["hidden"] as? Bool ?? false }
+    public var position: Int { self["position"] as? Int ?? 0 }
+}
+
+/// A password an entry had before, with when it was replaced.
+public final class PasswordHistoryItem: ManagedObject, ManagedEntity {
+    public static let entityName = "PasswordHistory"
+    public var password: String { self["password"] as? String ?? "" }
+    public var replacedAt: Date { self["replacedAt"] as? Date ?? .distantPast }
 }
 
 /// A category of password entries; names are plain and unique (ignoring case).

@@ -16,14 +16,18 @@ enum Resources {
         return files
     }
 
-    /// Loads the model; each call gives a new instance (contexts register classes on it).
-    static func model() throws -> ManagedObjectModel {
-        let model = try ManagedObjectModel(xcdatamodeldFiles: folder("MyStash.xcdatamodeld"), modelName: "MyStash.xcdatamodeld")
+    /// Loads every version of the model; each call gives new instances (contexts register
+    /// classes on the current one).
+    static func modelVersions() throws -> ModelVersions {
+        let versions = try ModelVersions(xcdatamodeldFiles: folder("MyStash.xcdatamodeld"), modelName: "MyStash.xcdatamodeld")
+        let model = versions.current
         model.setClass(Note.self, forEntityName: Note.entityName)
         model.setClass(PasswordEntry.self, forEntityName: PasswordEntry.entityName)
         model.setClass(Category.self, forEntityName: Category.entityName)
         model.setClass(SeedList.self, forEntityName: SeedList.entityName)
-        return model
+        model.setClass(CustomField.self, forEntityName: CustomField.entityName)
+        model.setClass(PasswordHistoryItem.self, forEntityName: PasswordHistoryItem.entityName)
+        return versions
     }
 
     static var wordList: [String] {

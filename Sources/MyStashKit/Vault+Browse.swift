@@ -5,7 +5,8 @@ extension Vault {
     // MARK: - Locking
 
     /// Forgets the data key and every decrypted value the context holds; the vault stays
-    /// open and can be unlocked again.
+    /// open and can be unlocked again. Drop fetched results controllers first: the context's
+    /// reset would make them fetch again, without a key.
     public func lock() {
         context.reset()
         transformer.dataKey = nil
@@ -13,12 +14,80 @@ extension Vault {
 
     // MARK: - What a browser lists
 
-    /// Every note with its text, the most recently changed first.
-    public func notesForBrowsing() throws -> [NoteInfo] {
-        try Self.wrapErrors {
-            var request = FetchRequest<Note>(sortDescriptors: [FetchSortDescriptor(key: "updatedAt", ascending: false)])
-            request.propertiesToFetch = ["title", "text"]
-            return try context.fetch(request).map { NoteInfo($0, withText: true) }
+    /// A controller over every password entry in sections by category (the section key
+    /// path), by name within each; entries without a category form the section "".
+    /// Only names, user IDs and URLs are decrypted for it.
+    public func entriesController() throws -> FetchedResultsController<PasswordEntry> {
+        // Registers every category at once, so entries' categories resolve without a query each.
+        _ = try Self.wrapErrors { try context.fetch(FetchRequest<Category>()) }
+        var request = FetchRequest<PasswordEntry>(sortDescriptors: [
+            FetchSortDescriptor(key: "category.name", caseInsensitive: true),
+            FetchSortDescriptor(key: "name", caseInsensitive: true),
+        ])
+        request.propertiesToFetch = ["name", "userId", "url"]
+        return FetchedResultsController(fetchRequest: request, managedObjectContext: context,
+                                        sectionNameKeyPath: "category.name")
+    }
+
+    /// A controller over every note with its title and text, the most recently changed first.
+    public func notesController() -> FetchedResultsController<Note> {
+        var request = FetchRequest<Note>(sortDescriptors: [FetchSortDescriptor(key: "updatedAt", ascending: false)])
+        request.propertiesToFetch = ["title", "text"]
+        return FetchedResultsController(fetchRequest: request, managedObjectContext: context)
+    }
+
+    /// Reads what other processes committed since the last look into the context, which
+    /// tells the controllers on it; true when there was something.
+    @discardableResult
+    public func followExternalChanges() throws -> Bool {
+        try Self.wrapErrors { try context.mergeExternalChanges() }
+    }
+
+    // MARK: - Undo
+
+    /// Records every change made through the vault from now on in the context's undo
+    /// manager, so ``undoLastChange()`` can take the last ones back (`levels` of them).
+    public func recordChangesForUndo(levels: Int = 20) {
+        let manager = ContextUndoManager()
+        manager.levelsOfUndo = levels
+        context.undoManager = manager
+    }
+
+    /// Whether there is a change to take back.
+    public var canUndo: Bool { context.undoManager?.canUndo ?? false }
+
+    /// What an undo did to a note or an entry.
+    public struct UndoneChange: Equatable {
+        public enum Kind: Equatable {
+            /// An added item was removed.
+            case removed
+            /// A removed item came back, under a new ID.
+            case broughtBack
+            /// An edited item got back the fields the change set.
+            case reverted
         }
+
+        public var kind: Kind
+        public var isNote: Bool
+        public var id: Int64
+    }
+
+    /// Takes back the last change through the context's undo and saves that. Returns what
+    /// happened to the note or entry the change was about (nil when it touched neither).
+    @discardableResult
+    public func undoLastChange() throws -> UndoneChange? {
+        let undone: (item: ManagedObject, kind: UndoneChange.Kind)? = try change {
+            context.undo()
+            let changes: [([ManagedObject], UndoneChange.Kind)] = [
+                (context.deletedObjects, .removed), (context.insertedObjects, .broughtBack),
+                (context.updatedObjects, .reverted),
+            ]
+            for (objects, kind) in changes {
+                if let item = objects.first(where: { $0 is Note || $0 is PasswordEntry }) { return (item, kind) }
+            }
+            return nil
+        }
+        // Primary keys of brought-back items exist only once saved.
+        return undone.map { UndoneChange(kind: $0.kind, isNote: $0.item is Note, id: $0.item.objectID.primaryKey ?? 0) }
     }
 }

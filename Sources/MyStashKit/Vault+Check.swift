@@ -8,7 +8,7 @@ public typealias CheckProblem = IntegrityProblem
 extension Vault {
     /// Decrypts every field, verifies every relationship and both stores' metadata.
     public func check(progress: Progress? = nil) throws -> [CheckProblem] {
-        var problems: [CheckProblem] = []
+        var problems = Recovery.leftovers(in: directory).map { CheckProblem(store: $0.fileName, message: $0.reason) }
         for store in [notesStore, passwordsStore] {
             let name = store.url?.lastPathComponent ?? "store"
             if (store.metadata[Self.keySlotKey] as? Data).map({ Array($0) }) != keySlot.serialized {

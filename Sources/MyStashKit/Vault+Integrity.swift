@@ -42,7 +42,11 @@ extension Vault {
                 details: problems.dropFirst().map(\.description),
                 hint: "restore the vault from a backup; 'mystash check' lists every problem")
         }
-        try seed()
+        do {
+            try seed()
+        } catch let error as VaultError where error.kind == .permission || error.kind == .cannotCreate {
+            // A vault that cannot be written (read-only, disk full) is still read; a later open seeds it.
+        }
     }
 
     /// Differences between the stores and their integrity records; empty for a vault made

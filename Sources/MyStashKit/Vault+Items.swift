@@ -5,24 +5,61 @@ import ObjectGraph
 public struct NoteInfo: Codable, Equatable {
     public var id: Int64
     public var title: String
+    /// The folder an import brought the note from.
+    public var folder: String?
     public var text: String?
     public var createdAt: Date
     public var updatedAt: Date
 }
 
-/// What the CLI shows of a password entry; `password` is nil unless revealed.
+/// What the CLI shows of a password entry; `password`, hidden field values and the TOTP
+/// secret are nil unless revealed.
 public struct EntryInfo: Codable, Equatable {
     public var id: Int64
     public var name: String
     public var userId: String?
     public var url: String?
+    /// Addresses beyond `url`; nil when there are none.
+    public var moreURLs: [String]?
     public var category: String?
     public var password: String?
     public var notes: String?
+    public var favorite: Bool?
+    /// Whether the entry has a TOTP secret; the secret itself is in `totp` when revealed.
+    public var hasTOTP: Bool?
+    public var totp: String?
+    public var fields: [FieldInfo]?
+    /// How many earlier passwords the entry keeps.
+    public var historyCount: Int?
     public var createdAt: Date
     public var updatedAt: Date
 }
 
+/// A custom field of an entry; a hidden field's value is nil unless revealed.
+public struct FieldInfo: Codable, Equatable {
+    public var name: String
+    public var value: String?
+    public var hidden: Bool
+
+    public init(name: String, value: String?, hidden: Bool) {
+        self.name = name
+        self.value = value
+        self.hidden = hidden
+    }
+}
+
+/// An earlier password of an entry; `password` is nil unless revealed.
+public struct HistoryInfo: Codable, Equatable {
+    public var password: String?
+    public var replacedAt: Date
+
+    public init(password: String?, replacedAt: Date) {
+        self.password = password
+        self.replacedAt = replacedAt
+    }
+}
+
+/// A category with how many entries use it.
 public struct CategoryInfo: Codable, Equatable {
     public var id: Int64
     public var name: String
@@ -31,14 +68,28 @@ public struct CategoryInfo: Codable, Equatable {
 
 extension NoteInfo {
     init(_ note: Note, withText: Bool) {
-        self.init(id: note.id, title: note.title, text: withText ? note.text : nil, createdAt: note.createdAt, updatedAt: note.updatedAt)
+        self.init(id: note.id, title: note.title, folder: withText ? note.folder : nil, text: withText ? note.text : nil,
+                  createdAt: note.createdAt, updatedAt: note.updatedAt)
     }
 }
 
 extension EntryInfo {
-    init(_ entry: PasswordEntry, reveal: Bool, withNotes: Bool = true) {
+    /// `detailed` adds what only `show` prints: notes, fields, TOTP and history.
+    init(_ entry: PasswordEntry, reveal: Bool, detailed: Bool = true) {
         self.init(id: entry.id, name: entry.name, userId: entry.userId, url: entry.url, category: entry.category?.name,
-                  password: reveal ? entry.password : nil, notes: withNotes ? entry.notes : nil, createdAt: entry.createdAt, updatedAt: entry.updatedAt)
+                  password: reveal ? entry.password : nil, createdAt: entry.createdAt, updatedAt: entry.updatedAt)
+        favorite = entry.isFavorite ? true : nil
+        guard detailed else { return }
+        notes = entry.notes
+        moreURLs = entry.moreURLs.isEmpty ? nil : entry.moreURLs
+        hasTOTP = entry.totp != nil ? true : nil
+        totp = reveal ? entry.totp : nil
+        let fields = entry.fields
+        self.fields = fields.isEmpty ? nil : fields.map {
+            FieldInfo(name: $0.name, value: $0.isHidden && !reveal ? nil : $0.value, hidden: $0.isHidden)
+        }
+        let history = entry.history.count
+        historyCount = history == 0 ? nil : history
     }
 }
 
@@ -50,8 +101,20 @@ public struct EntryChanges {
     public var category: String?
     public var password: String?
     public var notes: String?
+    /// Addresses beyond the first; [] clears them.
+    public var moreURLs: [String]?
+    public var totp: String?
+    public var favorite: Bool?
+    /// Replaces every custom field.
+    public var fields: [FieldInfo]?
+    /// Earlier passwords to record (imports), besides the one a password change replaces.
+    public var history: [HistoryInfo]?
+    /// Dates an import keeps.
+    public var createdAt: Date?
+    public var updatedAt: Date?
 
-    public init(name: String? = nil, userId: String? = nil, url: String? = nil, category: String? = nil, password: String? = nil, notes: String? = nil) {
+    public init(name: String? = nil, userId: String? = nil, url: String? = nil, category: String? = nil,
+                password: String? = nil, notes: String? = nil) {
         self.name = name
         self.userId = userId
         self.url = url
@@ -64,14 +127,30 @@ public struct EntryChanges {
 extension Vault {
     // MARK: - Finding by ID or name
 
-    /// The one object of `T` whose ID is `reference`, or whose name field equals it (ignoring case).
+    /// The ID a reference names: `#17` is ID 17.
+    static func referencedID(_ reference: String) -> Int64? {
+        guard reference.hasPrefix("#") else { return nil }
+        return Int64(reference.dropFirst())
+    }
+
+    /// The one object of `T` that `reference` names: `#17` is the one with ID 17; any other
+    /// text is a name (its `nameKey`, ignoring case), and a number naming nothing falls back to
+    /// the ID it spells, as version 1 read it.
     ///
-    /// - throws: ``VaultError`` `.notFound` (66), or `.usage` (64) listing the IDs when
-    ///   several match.
-    func find<T: ManagedEntity>(_ type: T.Type, _ reference: String, nameKey: String, noun: String, listCommand: String) throws -> T {
+    /// - throws: ``VaultError`` `.notFound` (66), or `.usage` (64) listing each match by
+    ///   `describe` when several match.
+    func find<T: ManagedEntity>(_ type: T.Type, _ reference: String, nameKey: String, noun: String, listCommand: String,
+                                describe: (T) -> String = { "ID \($0.objectID.primaryKey ?? 0)" }) throws -> T {
         try Self.wrapErrors {
-            if let id = Int64(reference), let object = try context.existingObject(entityName: T.entityName, primaryKey: id) as? T {
+            func byID(_ id: Int64) throws -> T? {
+                guard let object = try context.existingObject(entityName: T.entityName, primaryKey: id) as? T else { return nil }
                 try context.decodeValues(of: object)
+                return object
+            }
+            if let id = Self.referencedID(reference) {
+                guard let object = try byID(id) else {
+                    throw VaultError(.notFound, "no \(noun) with ID \(id)", hint: "'\(listCommand)' shows them with their IDs")
+                }
                 return object
             }
             // Only the names are decrypted to find the match; then all of its fields are.
@@ -80,16 +159,46 @@ extension Vault {
             let matches = try context.fetch(request)
             switch matches.count {
             case 0:
+                if let id = Int64(reference), let object = try byID(id) { return object }
                 throw VaultError(.notFound, "no \(noun) named '\(reference)'", hint: "'\(listCommand)' shows them with their IDs")
             case 1:
                 try context.decodeValues(of: matches[0])
                 return matches[0]
             default:
                 let plural = noun.hasSuffix("y") ? noun.dropLast() + "ies" : noun + "s"
-                throw VaultError(.usage, "'\(reference)' matches \(matches.count) \(plural); give one of their IDs:",
-                                 details: matches.map { "  ID \($0.objectID.primaryKey ?? 0)" })
+                for match in matches { try context.decodeValues(of: match) }
+                throw VaultError(.usage, "'\(reference)' matches \(matches.count) \(plural); give one of their IDs as #ID:",
+                                 details: matches.sorted { $0.objectID.primaryKey ?? 0 < $1.objectID.primaryKey ?? 0 }.map(describe))
             }
         }
+    }
+
+    func findNote(_ reference: String) throws -> Note {
+        try find(Note.self, reference, nameKey: "title", noun: "note", listCommand: "mystash note list") { note in
+            "#\(note.id)  \(note.title)" + (note.folder.map { "  folder: \($0)" } ?? "")
+        }
+    }
+
+    /// The entry `reference` names, with its fields and history decoded, so a damaged
+    /// related row is reported instead of read as missing.
+    func findEntry(_ reference: String) throws -> PasswordEntry {
+        let entry = try findEntryOnly(reference)
+        try Self.wrapErrors {
+            for field in entry.fields { try context.decodeValues(of: field) }
+            for item in entry.history { try context.decodeValues(of: item) }
+        }
+        return entry
+    }
+
+    private func findEntryOnly(_ reference: String) throws -> PasswordEntry {
+        try find(PasswordEntry.self, reference, nameKey: "name", noun: "entry", listCommand: "mystash password list") { entry in
+            ["#\(entry.id)", entry.name, "user: \(entry.userId ?? "-")", "category: \(entry.category?.name ?? "-")",
+             "URL: \(entry.url ?? "-")"].joined(separator: "  ")
+        }
+    }
+
+    func findCategory(_ reference: String) throws -> Category {
+        try find(Category.self, reference, nameKey: "name", noun: "category", listCommand: "mystash category list")
     }
 
     // MARK: - Notes
@@ -114,11 +223,12 @@ extension Vault {
     }
 
     public func note(_ reference: String) throws -> NoteInfo {
-        NoteInfo(try find(Note.self, reference, nameKey: "title", noun: "note", listCommand: "mystash note list"), withText: true)
+        NoteInfo(try findNote(reference), withText: true)
     }
 
+    /// Changes a note's title and/or text; nil leaves either as it is.
     public func editNote(_ reference: String, title: String?, text: String?) throws {
-        let note = try find(Note.self, reference, nameKey: "title", noun: "note", listCommand: "mystash note list")
+        let note = try findNote(reference)
         try change {
             if let title { note.title = title }
             if let text { note.text = text }
@@ -127,7 +237,7 @@ extension Vault {
     }
 
     public func removeNote(_ reference: String) throws {
-        let note = try find(Note.self, reference, nameKey: "title", noun: "note", listCommand: "mystash note list")
+        let note = try findNote(reference)
         try change { context.delete(note) }
     }
 
@@ -142,62 +252,173 @@ extension Vault {
 
     // MARK: - Password entries
 
+    /// How many earlier passwords an entry keeps; older ones are dropped.
+    public static let historyLimit = 20
+
+    /// Adds an entry; a name another entry has already (ignoring case) is refused unless
+    /// `allowDuplicate`.
     @discardableResult
-    public func addEntry(name: String, password: String, userId: String?, url: String?, category: String?, notes: String?) throws -> Int64 {
-        let changes = EntryChanges(name: name, userId: userId, url: url, category: category, password: password, notes: notes)
+    public func addEntry(_ changes: EntryChanges, allowDuplicate: Bool = false) throws -> Int64 {
+        if !allowDuplicate, let name = changes.name, let existing = try entryNamed(name) {
+            throw VaultError(.invalidData, "an entry named '\(existing.name)' exists already (#\(existing.id))", hint: "choose another name, or allow a second one")
+        }
         let categoryObject = try self.category(for: changes)
         let entry = try change {
             let entry = context.insert(PasswordEntry.self)
-            apply(changes, category: categoryObject, to: entry)
+            try apply(changes, category: categoryObject, to: entry)
             return entry
         }
         return entry.id
     }
 
-    /// The category an entry change names, looked up before the change begins.
-    private func category(for changes: EntryChanges) throws -> Category? {
-        try changes.category.flatMap { $0.isEmpty ? nil : $0 }.map {
-            try find(Category.self, $0, nameKey: "name", noun: "category", listCommand: "mystash category list")
+    @discardableResult
+    public func addEntry(name: String, password: String, userId: String?, url: String?, category: String?, notes: String?) throws -> Int64 {
+        try addEntry(EntryChanges(name: name, userId: userId, url: url, category: category, password: password, notes: notes))
+    }
+
+    private func entryNamed(_ name: String) throws -> PasswordEntry? {
+        try Self.wrapErrors {
+            var request = FetchRequest<PasswordEntry>(predicate: try Predicate(format: "name ==[c] %@", name))
+            request.propertiesToFetch = ["name"]
+            request.fetchLimit = 1
+            return try context.fetch(request).first
         }
     }
 
-    /// Sets the fields a change names; "" clears an optional field.
-    private func apply(_ changes: EntryChanges, category: Category?, to entry: PasswordEntry) {
+    /// The category an entry change names, looked up before the change begins.
+    private func category(for changes: EntryChanges) throws -> Category? {
+        try changes.category.flatMap { $0.isEmpty ? nil : $0 }.map { try findCategory($0) }
+    }
+
+    /// Sets the fields a change names; "" clears an optional field. A new password moves
+    /// the old one into the history.
+    func apply(_ changes: EntryChanges, category: Category?, to entry: PasswordEntry) throws {
         if let name = changes.name { entry["name"] = name }
-        if let password = changes.password { entry["password"] = password }
+        var newHistory = changes.history ?? []
+        if let password = changes.password {
+            if !entry.isInserted, entry.password != password {
+                newHistory.append(HistoryInfo(password: entry.password, replacedAt: changes.updatedAt ?? Date()))
+            }
+            entry["password"] = password
+        }
         if let userId = changes.userId { entry["userId"] = userId.isEmpty ? nil : userId }
         if let url = changes.url { entry["url"] = url.isEmpty ? nil : url }
         if let notes = changes.notes { entry["notes"] = notes.isEmpty ? nil : notes }
         if changes.category != nil { entry["category"] = category }
+        if let urls = changes.moreURLs { entry["moreURLs"] = urls.isEmpty ? nil : urls.joined(separator: "\n") }
+        if let totp = changes.totp {
+            if !totp.isEmpty {
+                do { _ = try TOTP(parsing: totp) } catch {
+                    throw VaultError(.invalidData, "nothing was saved:", details: ["TOTP secret: \(error)"])
+                }
+            }
+            entry["totp"] = totp.isEmpty ? nil : totp
+        }
+        if let favorite = changes.favorite { entry["favorite"] = favorite }
+        if let fields = changes.fields {
+            for old in entry.fields { context.delete(old) }
+            for (position, field) in fields.enumerated() {
+                let object = context.insert(CustomField.self)
+                object["name"] = field.name
+                object["value"] = field.value
+                object["hidden"] = field.hidden
+                object["position"] = position
+                object["entry"] = entry
+            }
+        }
+        if !newHistory.isEmpty {
+            let known = Set(entry.history.map { "\($0.password)\u{0}\($0.replacedAt.timeIntervalSince1970)" })
+            for item in newHistory where !known.contains("\(item.password ?? "")\u{0}\(item.replacedAt.timeIntervalSince1970)") {
+                let object = context.insert(PasswordHistoryItem.self)
+                object["password"] = item.password ?? ""
+                object["replacedAt"] = item.replacedAt
+                object["entry"] = entry
+            }
+            // Bounded: the oldest replaced passwords go first.
+            for old in entry.history.dropFirst(Self.historyLimit) { context.delete(old) }
+        }
+        if let date = changes.createdAt { entry["createdAt"] = date }
+        if let date = changes.updatedAt { entry["updatedAt"] = date }
     }
 
     public func entries(category: String? = nil) throws -> [EntryInfo] {
-        let filter = try category.map { try find(Category.self, $0, nameKey: "name", noun: "category", listCommand: "mystash category list") }
+        let filter = try category.map { try findCategory($0) }
         return try Self.wrapErrors {
             try prefetchCategories()
             var request = FetchRequest<PasswordEntry>(sortDescriptors: [FetchSortDescriptor(key: "name", caseInsensitive: true)])
             if let filter { request.predicate = try Predicate(format: "category == %@", filter) }
             // What a list shows: never the password or the notes.
             request.propertiesToFetch = ["name", "userId", "url"]
-            return try context.fetch(request).map { EntryInfo($0, reveal: false, withNotes: false) }
+            return try context.fetch(request).map { EntryInfo($0, reveal: false, detailed: false) }
         }
     }
 
     public func entry(_ reference: String, reveal: Bool) throws -> EntryInfo {
-        EntryInfo(try find(PasswordEntry.self, reference, nameKey: "name", noun: "entry", listCommand: "mystash password list"), reveal: reveal)
+        let entry = try findEntry(reference)
+        return EntryInfo(entry, reveal: reveal)
+    }
+
+    /// One value of an entry: `password`, `user`, `url`, `otp` (the current code), `notes`,
+    /// `name`, `category`, `totp` (the secret), or a custom field's name (ignoring case).
+    ///
+    /// - throws: ``VaultError`` `.notFound` when the entry has no such field or it is empty.
+    public func fieldValue(_ field: String, of reference: String) throws -> String {
+        let entry = try findEntry(reference)
+        let value: String?
+        switch field.lowercased() {
+        case "password": value = entry.password
+        case "user", "userid", "username", "login": value = entry.userId
+        case "url": value = entry.url
+        case "notes": value = entry.notes
+        case "name": value = entry.name
+        case "category": value = entry.category?.name
+        case "totp": value = entry.totp
+        case "otp": return try totpCode("#\(entry.id)").code.value
+        default:
+            guard let custom = entry.fields.first(where: { $0.name.lowercased() == field.lowercased() }) else {
+                let names = ["password", "user", "url", "otp", "notes"] + entry.fields.map(\.name)
+                throw VaultError(.notFound, "entry '\(entry.name)' has no field '\(field)'",
+                                 hint: "its fields are: \(names.joined(separator: ", "))")
+            }
+            value = custom.value
+        }
+        guard let value else { throw VaultError(.notFound, "the \(field) of entry '\(entry.name)' is empty") }
+        return value
+    }
+
+    /// The entry's earlier passwords, the most recently replaced first.
+    public func passwordHistory(_ reference: String, reveal: Bool) throws -> [HistoryInfo] {
+        try findEntry(reference).history.map { HistoryInfo(password: reveal ? $0.password : nil, replacedAt: $0.replacedAt) }
+    }
+
+    /// The entry's current TOTP code.
+    ///
+    /// - throws: ``VaultError`` `.notFound` when the entry has no TOTP secret, `.invalidData`
+    ///   when it cannot be used.
+    public func totpCode(_ reference: String, at date: Date = Date()) throws -> (code: TOTP.Code, totp: TOTP) {
+        let entry = try findEntry(reference)
+        guard let secret = entry.totp else {
+            throw VaultError(.notFound, "entry '\(entry.name)' has no TOTP secret", hint: "add one with 'mystash password edit --totp'")
+        }
+        do {
+            let totp = try TOTP(parsing: secret)
+            return (try totp.code(at: date), totp)
+        } catch let error as TOTP.ParseError {
+            throw VaultError(.invalidData, "the TOTP secret of '\(entry.name)' cannot be used: \(error)")
+        }
     }
 
     public func editEntry(_ reference: String, _ changes: EntryChanges) throws {
-        let entry = try find(PasswordEntry.self, reference, nameKey: "name", noun: "entry", listCommand: "mystash password list")
+        let entry = try findEntry(reference)
         let category = try self.category(for: changes)
         try change {
-            apply(changes, category: category, to: entry)
+            try apply(changes, category: category, to: entry)
             entry["updatedAt"] = Date()
         }
     }
 
     public func removeEntry(_ reference: String) throws {
-        let entry = try find(PasswordEntry.self, reference, nameKey: "name", noun: "entry", listCommand: "mystash password list")
+        let entry = try findEntry(reference)
         try change { context.delete(entry) }
     }
 
@@ -209,14 +430,35 @@ extension Vault {
             let predicate = try Predicate(format: "name CONTAINS[cd] %@ OR userId CONTAINS[cd] %@ OR url CONTAINS[cd] %@ OR notes CONTAINS[cd] %@ OR category.name CONTAINS[cd] %@",
                                           query, query, query, query, query)
             return try context.fetch(FetchRequest<PasswordEntry>(predicate: predicate, sortDescriptors: [FetchSortDescriptor(key: "name", caseInsensitive: true)]))
-                .map { EntryInfo($0, reveal: false) }
+                .map { EntryInfo($0, reveal: false, detailed: false) }
         }
     }
 
     /// Registers every category, so entries' category faults resolve without a query each.
-    private func prefetchCategories() throws {
+    func prefetchCategories() throws {
         _ = try context.fetch(FetchRequest<Category>())
     }
+
+    /// Entry, note or category names for shell completion; names only (no secret beyond them).
+    public func names(of kind: NameKind) throws -> [String] {
+        try Self.wrapErrors {
+            switch kind {
+            case .entries:
+                var request = FetchRequest<PasswordEntry>()
+                request.propertiesToFetch = ["name"]
+                return try context.fetch(request).map(\.name)
+            case .notes:
+                var request = FetchRequest<Note>()
+                request.propertiesToFetch = ["title"]
+                return try context.fetch(request).map(\.title)
+            case .categories:
+                return try context.fetch(FetchRequest<Category>()).map(\.name)
+            }
+        }
+    }
+
+    /// What ``names(of:)`` lists.
+    public enum NameKind: Sendable { case entries, notes, categories }
 
     // MARK: - Categories
 
@@ -241,13 +483,13 @@ extension Vault {
     }
 
     public func renameCategory(_ reference: String, to newName: String) throws {
-        let category = try find(Category.self, reference, nameKey: "name", noun: "category", listCommand: "mystash category list")
+        let category = try findCategory(reference)
         try change { category["name"] = newName }
     }
 
     /// Removes a category; refused (Deny) while entries use it.
     public func removeCategory(_ reference: String) throws {
-        let category = try find(Category.self, reference, nameKey: "name", noun: "category", listCommand: "mystash category list")
+        let category = try findCategory(reference)
         do {
             try change { context.delete(category) }
         } catch var error as VaultError where error.kind == .invalidData {

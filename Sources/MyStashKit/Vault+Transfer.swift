@@ -6,39 +6,111 @@ public enum ImportFormat: String, CaseIterable, Sendable {
     case mystashJSON = "mystash-json"
     case bitwardenJSON = "bitwarden-json"
     case keepassxcCSV = "keepassxc-csv"
+    case keepassxcXML = "keepassxc-xml"
+    /// A pass or gopass password-store directory, decrypted with gpg.
+    case pass
 }
 
+/// What an import did with every item of the source: imported, updated, or skipped with
+/// the reason; warnings name items carried over with something to know.
 public struct ImportReport: Codable, Equatable {
-    public var notes = 0
-    public var passwords = 0
-    public var categories = 0
+    /// One item of the source, by its kind ("entry", "note", "category") and title.
+    public struct Item: Codable, Equatable {
+        public var kind: String
+        public var title: String
+        public var reason: String?
+
+        public init(kind: String, title: String, reason: String? = nil) {
+            self.kind = kind
+            self.title = title
+            self.reason = reason
+        }
+    }
+
+    public var imported: [Item] = []
+    public var updated: [Item] = []
+    public var skipped: [Item] = []
+    public var warnings: [Item] = []
+    /// True when nothing was saved because the import only showed what it would do.
+    public var dryRun = false
+
+    public init() {}
+
+    /// How many items of `kind` were imported.
+    public func importedCount(_ kind: String) -> Int { imported.filter { $0.kind == kind }.count }
 }
 
-/// The `mystash-json` document: everything in the vault, in plaintext.
+/// The `mystash-json` document: everything in the vault, in plaintext (man page, FILES).
 struct ExportDocument: Codable {
     struct Entry: Codable {
         var name: String
         var userId: String?
         var password: String
         var url: String?
+        var moreURLs: [String]?
         var notes: String?
         var category: String?
+        var totp: String?
+        var favorite: Bool?
+        var fields: [FieldInfo]?
+        var history: [HistoryInfo]?
         var createdAt: Date?
         var updatedAt: Date?
+
+        init(name: String, userId: String? = nil, password: String, url: String? = nil, notes: String? = nil,
+             category: String? = nil, createdAt: Date? = nil, updatedAt: Date? = nil) {
+            self.name = name
+            self.userId = userId
+            self.password = password
+            self.url = url
+            self.notes = notes
+            self.category = category
+            self.createdAt = createdAt
+            self.updatedAt = updatedAt
+        }
     }
 
     struct NoteItem: Codable {
         var title: String
+        var folder: String?
         var text: String?
         var createdAt: Date?
         var updatedAt: Date?
     }
 
+    /// ISO 8601, with milliseconds when the date has a fraction of a second.
+    static func dateText(_ date: Date) -> String {
+        let formatter = ISO8601DateFormatter()
+        if date.timeIntervalSinceReferenceDate.rounded(.down) != date.timeIntervalSinceReferenceDate {
+            formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        }
+        return formatter.string(from: date)
+    }
+
+    /// Reads ISO 8601 dates with or without a fraction of a second.
+    static func date(_ text: String) -> Date? {
+        let formatter = ISO8601DateFormatter()
+        if let date = formatter.date(from: text) { return date }
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return formatter.date(from: text)
+    }
+
     var format = "mystash-json"
-    var version = 1
+    var version = 2
     var categories: [String]
     var notes: [NoteItem]
     var passwords: [Entry]
+}
+
+/// What an importer read: the items, and those it could not carry over (with the reason).
+struct ImportSource {
+    var document = ExportDocument(categories: [], notes: [], passwords: [])
+    var skipped: [ImportReport.Item] = []
+    var warnings: [ImportReport.Item] = []
+
+    func invalid(_ format: ImportFormat, _ reason: String) -> VaultError {
+        VaultError(.invalidData, "the file is not valid \(format.rawValue): \(reason)")
+    }
 }
 
 extension Vault {
@@ -51,21 +123,43 @@ extension Vault {
             progress?.report(notes.count + entries.count, of: notes.count + entries.count)
             return ExportDocument(
                 categories: try context.fetch(FetchRequest<Category>(sortDescriptors: [FetchSortDescriptor(key: "name")])).map(\.name),
-                notes: notes.map { .init(title: $0.title, text: $0.text, createdAt: $0.createdAt, updatedAt: $0.updatedAt) },
-                passwords: entries.map { .init(name: $0.name, userId: $0.userId, password: $0.password, url: $0.url, notes: $0.notes,
-                                               category: $0.category?.name, createdAt: $0.createdAt, updatedAt: $0.updatedAt) })
+                notes: notes.map { .init(title: $0.title, folder: $0.folder, text: $0.text, createdAt: $0.createdAt, updatedAt: $0.updatedAt) },
+                passwords: try entries.map { entry in
+                    for field in entry.fields { try context.decodeValues(of: field) }
+                    for item in entry.history { try context.decodeValues(of: item) }
+                    return Self.exportEntry(entry)
+                })
         }
+    }
+
+    static func exportEntry(_ entry: PasswordEntry) -> ExportDocument.Entry {
+        var item = ExportDocument.Entry(name: entry.name, userId: entry.userId, password: entry.password, url: entry.url,
+                                        notes: entry.notes, category: entry.category?.name,
+                                        createdAt: entry.createdAt, updatedAt: entry.updatedAt)
+        item.moreURLs = entry.moreURLs.isEmpty ? nil : entry.moreURLs
+        item.totp = entry.totp
+        item.favorite = entry.isFavorite ? true : nil
+        let fields = entry.fields
+        item.fields = fields.isEmpty ? nil : fields.map { FieldInfo(name: $0.name, value: $0.value, hidden: $0.isHidden) }
+        let history = entry.history
+        item.history = history.isEmpty ? nil : history.map { HistoryInfo(password: $0.password, replacedAt: $0.replacedAt) }
+        return item
     }
 
     /// Everything in the vault as `mystash-json` (plaintext).
     public func exportJSON(progress: Progress? = nil) throws -> Data {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-        encoder.dateEncodingStrategy = .iso8601
+        encoder.dateEncodingStrategy = .custom { date, encoder in
+            // Fractional seconds only when there are some, so whole-second dates read as before.
+            var container = encoder.singleValueContainer()
+            try container.encode(ExportDocument.dateText(date))
+        }
         return try encoder.encode(try exportDocument(progress: progress))
     }
 
-    /// Everything in the vault as CSV (plaintext): `kind,name,user,password,url,notes,category`.
+    /// Entries, notes and categories as CSV (plaintext): `kind,name,user,password,url,notes,category`.
+    /// Custom fields, history and more URLs are only in `mystash-json`.
     public func exportCSV(progress: Progress? = nil) throws -> String {
         let document = try exportDocument(progress: progress)
         var lines = [CSV.line(["kind", "name", "user", "password", "url", "notes", "category"])]
@@ -79,15 +173,66 @@ extension Vault {
 
     // MARK: - Import
 
-    /// Adds everything in `data` in one save: all of it, or (on any invalid item) nothing.
+    /// Reads `data` (or, for ``ImportFormat/pass``, the store directory at `url`) and adds or
+    /// updates its items in one save: all of it, or (on any invalid item) nothing. An item
+    /// already in the vault unchanged is skipped, so importing the same file twice adds nothing.
+    /// With `dryRun`, everything is checked and reported but nothing is saved.
     ///
-    /// - throws: ``VaultError`` `.invalidData` (65) naming each bad item and field.
-    public func importItems(_ data: Data, format: ImportFormat, progress: Progress? = nil) throws -> ImportReport {
-        let document = try parse(data, format: format)
-        var report = ImportReport()
-        var labels: [ObjectIdentifier: String] = [:]
+    /// - throws: ``VaultError`` `.invalidData` (65) naming each bad item by its title and field.
+    public func importItems(_ data: Data, format: ImportFormat, dryRun: Bool = false, progress: Progress? = nil) throws -> ImportReport {
+        try importItems(try Self.read(data, format: format), dryRun: dryRun, progress: progress)
+    }
+
+    /// Imports a pass or gopass store directory, decrypting each file with `gpg`.
+    public func importPasswordStore(at directory: URL, dryRun: Bool = false, progress: Progress? = nil) throws -> ImportReport {
+        try importItems(try PassStoreReader.read(directory), dryRun: dryRun, progress: progress)
+    }
+
+    static func read(_ data: Data, format: ImportFormat) throws -> ImportSource {
+        switch format {
+        case .mystashJSON: return try readMystashJSON(data)
+        case .bitwardenJSON: return try BitwardenReader.read(data)
+        case .keepassxcCSV: return try KeePassXCReader.readCSV(data)
+        case .keepassxcXML: return try KeePassXCReader.readXML(data)
+        case .pass:
+            throw VaultError(.usage, "a password store is a directory, not a file")
+        }
+    }
+
+    private static func readMystashJSON(_ data: Data) throws -> ImportSource {
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .custom { decoder in
+            let container = try decoder.singleValueContainer()
+            let text = try container.decode(String.self)
+            guard let date = ExportDocument.date(text) else {
+                throw DecodingError.dataCorruptedError(
+                    in: container, debugDescription: "'\(text)' is not an ISO 8601 date")
+            }
+            return date
+        }
+        var source = ImportSource()
         do {
-            var categories = Dictionary(try context.fetch(FetchRequest<Category>()).map { ($0.name.lowercased(), $0) }, uniquingKeysWith: { a, _ in a })
+            source.document = try decoder.decode(ExportDocument.self, from: data)
+        } catch {
+            throw source.invalid(.mystashJSON, describe(error))
+        }
+        guard source.document.format == "mystash-json" else { throw source.invalid(.mystashJSON, "its format is '\(source.document.format)'") }
+        guard (1...2).contains(source.document.version) else {
+            throw source.invalid(.mystashJSON, "version \(source.document.version) is newer than this mystash reads (1 or 2)")
+        }
+        return source
+    }
+
+    private func importItems(_ source: ImportSource, dryRun: Bool, progress: Progress?) throws -> ImportReport {
+        var report = ImportReport()
+        report.dryRun = dryRun
+        report.skipped = source.skipped
+        report.warnings = source.warnings
+        var labels: [ObjectIdentifier: String] = [:]
+        let document = source.document
+        do {
+            var categories = Dictionary(try context.fetch(FetchRequest<Category>()).map { ($0.name.lowercased(), $0) },
+                                        uniquingKeysWith: { a, _ in a })
             func category(_ name: String?) -> Category? {
                 guard let name = name?.trimmingCharacters(in: .whitespaces), !name.isEmpty else { return nil }
                 if let existing = categories[name.lowercased()] { return existing }
@@ -95,37 +240,95 @@ extension Vault {
                 created["name"] = name
                 labels[ObjectIdentifier(created)] = "category '\(name)'"
                 categories[name.lowercased()] = created
-                report.categories += 1
+                report.imported.append(.init(kind: "category", title: name))
                 return created
             }
             for name in document.categories { _ = category(name) }
             let total = document.notes.count + document.passwords.count
+            var done = 0
+
+            var existingNotes = try matchTable(try context.fetch(FetchRequest<Note>()), key: { Self.noteKey($0.title, $0.folder) })
             for (index, item) in document.notes.enumerated() {
-                let note = context.insert(Note.self)
-                note.title = item.title
+                let title = item.title.isEmpty ? "note \(index + 1) (untitled)" : "note '\(item.title)'"
+                let key = Self.noteKey(item.title, item.folder)
+                let note: Note
+                if let existing = existingNotes[key]?.first {
+                    existingNotes[key]?.removeFirst()
+                    if existing.text == item.text ?? "" {
+                        report.skipped.append(.init(kind: "note", title: item.title, reason: "already in the vault, unchanged"))
+                        continue
+                    }
+                    note = existing
+                    report.updated.append(.init(kind: "note", title: item.title))
+                } else {
+                    note = context.insert(Note.self)
+                    note.title = item.title
+                    note["folder"] = item.folder.flatMap { $0.isEmpty ? nil : $0 }
+                    if let date = item.createdAt { note["createdAt"] = date }
+                    report.imported.append(.init(kind: "note", title: item.title))
+                }
                 note.text = item.text ?? ""
-                if let date = item.createdAt { note["createdAt"] = date }
-                if let date = item.updatedAt { note["updatedAt"] = date }
-                labels[ObjectIdentifier(note)] = "note \(index + 1)"
-                report.notes += 1
-                progress?.report(report.notes, of: total)
+                note["updatedAt"] = item.updatedAt ?? Date()
+                labels[ObjectIdentifier(note)] = title
+                done += 1
+                progress?.report(done, of: total)
             }
+
+            try prefetchCategories()
+            var existingEntries = try matchTable(try context.fetch(FetchRequest<PasswordEntry>()),
+                                                 key: { Self.entryKey($0.name, $0.userId, $0.url) })
             for (index, item) in document.passwords.enumerated() {
-                let entry = context.insert(PasswordEntry.self)
-                entry["name"] = item.name
-                entry["password"] = item.password
-                entry["userId"] = item.userId.flatMap { $0.isEmpty ? nil : $0 }
-                entry["url"] = item.url.flatMap { $0.isEmpty ? nil : $0 }
-                entry["notes"] = item.notes.flatMap { $0.isEmpty ? nil : $0 }
-                entry["category"] = category(item.category)
-                if let date = item.createdAt { entry["createdAt"] = date }
-                if let date = item.updatedAt { entry["updatedAt"] = date }
-                labels[ObjectIdentifier(entry)] = "password \(index + 1)"
-                report.passwords += 1
-                progress?.report(report.notes + report.passwords, of: total)
+                let title = item.name.isEmpty ? "entry \(index + 1) (untitled)" : "entry '\(item.name)'"
+                let key = Self.entryKey(item.name, item.userId, item.url)
+                var changes = EntryChanges(name: item.name, userId: item.userId ?? "", url: item.url ?? "",
+                                           category: item.category ?? "", password: item.password, notes: item.notes ?? "")
+                changes.moreURLs = item.moreURLs ?? []
+                changes.totp = item.totp ?? ""
+                changes.favorite = item.favorite ?? false
+                changes.fields = item.fields ?? []
+                changes.history = item.history
+                changes.createdAt = item.createdAt
+                changes.updatedAt = item.updatedAt
+                let entry: PasswordEntry
+                if let existing = existingEntries[key]?.first {
+                    existingEntries[key]?.removeFirst()
+                    for field in existing.fields { try context.decodeValues(of: field) }
+                    for old in existing.history { try context.decodeValues(of: old) }
+                    if Self.sameContent(Self.exportEntry(existing), item) {
+                        report.skipped.append(.init(kind: "entry", title: item.name, reason: "already in the vault, unchanged"))
+                        continue
+                    }
+                    entry = existing
+                    changes.createdAt = nil
+                    if changes.updatedAt == nil { changes.updatedAt = Date() }
+                    report.updated.append(.init(kind: "entry", title: item.name))
+                } else {
+                    entry = context.insert(PasswordEntry.self)
+                    report.imported.append(.init(kind: "entry", title: item.name))
+                }
+                if let count = item.history?.count, count > Self.historyLimit {
+                    report.warnings.append(.init(kind: "entry", title: item.name,
+                                                 reason: "kept the \(Self.historyLimit) most recent of \(count) earlier passwords"))
+                }
+                do {
+                    try apply(changes, category: category(item.category), to: entry)
+                } catch let error as VaultError {
+                    // An unusable TOTP secret: refused like any invalid field, naming the item.
+                    throw VaultError(.invalidData, "nothing was imported:", details: error.details.map { "\(title): \($0)" })
+                }
+                labels[ObjectIdentifier(entry)] = title
+                for field in entry.fields { labels[ObjectIdentifier(field)] = "\(title), field '\(field.name)'" }
+                for old in entry.history { labels[ObjectIdentifier(old)] = "\(title), earlier password" }
+                done += 1
+                progress?.report(done, of: total)
             }
-            try ensureStoreConstraints()
-            try context.save()
+            if dryRun {
+                try context.validatePendingChanges()
+                context.rollback()
+            } else {
+                try ensureStoreConstraints()
+                try context.save()
+            }
             return report
         } catch let error as ValidationError {
             context.rollback()
@@ -140,67 +343,38 @@ extension Vault {
         }
     }
 
-    private func parse(_ data: Data, format: ImportFormat) throws -> ExportDocument {
-        func invalid(_ reason: String) -> VaultError {
-            VaultError(.invalidData, "the file is not valid \(format.rawValue): \(reason)", hint: "check --format; it must be one of \(ImportFormat.allCases.map(\.rawValue).joined(separator: ", "))")
+    /// Objects by their match key, in ID order: the n-th item of a source with a key
+    /// matches the n-th object with it, so repeated names import once each, and again not at all.
+    private func matchTable<T: ManagedEntity>(_ objects: [T], key: (T) -> String) throws -> [String: [T]] {
+        var table: [String: [T]] = [:]
+        for object in objects.sorted(by: { ($0.objectID.primaryKey ?? 0) < ($1.objectID.primaryKey ?? 0) }) {
+            try context.decodeValues(of: object)
+            table[key(object), default: []].append(object)
         }
-        switch format {
-        case .mystashJSON:
-            let decoder = JSONDecoder()
-            decoder.dateDecodingStrategy = .iso8601
-            do {
-                let document = try decoder.decode(ExportDocument.self, from: data)
-                guard document.format == "mystash-json" else { throw invalid("its format is '\(document.format)'") }
-                return document
-            } catch let error as VaultError {
-                throw error
-            } catch {
-                throw invalid(describe(error))
-            }
-        case .bitwardenJSON:
-            guard let root = try? JSONSerialization.jsonObject(with: data) as? [String: Any], let items = root["items"] as? [[String: Any]] else {
-                throw invalid("expected an object with an \"items\" array")
-            }
-            let folders = Dictionary((root["folders"] as? [[String: Any]] ?? []).compactMap { folder -> (String, String)? in
-                guard let id = folder["id"] as? String, let name = folder["name"] as? String else { return nil }
-                return (id, name)
-            }, uniquingKeysWith: { a, _ in a })
-            var document = ExportDocument(categories: [], notes: [], passwords: [])
-            for item in items {
-                let name = item["name"] as? String ?? ""
-                let notes = item["notes"] as? String
-                switch item["type"] as? Int {
-                case 1?:
-                    let login = item["login"] as? [String: Any] ?? [:]
-                    let uri = (login["uris"] as? [[String: Any]])?.first?["uri"] as? String
-                    document.passwords.append(.init(name: name, userId: login["username"] as? String, password: login["password"] as? String ?? "",
-                                                    url: uri, notes: notes, category: (item["folderId"] as? String).flatMap { folders[$0] }))
-                case 2?:
-                    document.notes.append(.init(title: name, text: notes))
-                default:
-                    continue  // cards and identities have no counterpart here
-                }
-            }
-            return document
-        case .keepassxcCSV:
-            let rows = CSV.parse(String(decoding: data, as: UTF8.self))
-            guard let header = rows.first?.map({ $0.lowercased() }), let title = header.firstIndex(of: "title"), let password = header.firstIndex(of: "password") else {
-                throw invalid("expected a header with \"Title\" and \"Password\" columns")
-            }
-            func column(_ name: String) -> Int? { header.firstIndex(of: name) }
-            let (group, user, url, notes) = (column("group"), column("username"), column("url"), column("notes"))
-            var document = ExportDocument(categories: [], notes: [], passwords: [])
-            for row in rows.dropFirst() {
-                func value(_ index: Int?) -> String? { index.flatMap { $0 < row.count ? row[$0] : nil } }
-                let groupName = value(group)?.split(separator: "/").last.map(String.init)
-                document.passwords.append(.init(name: value(title) ?? "", userId: value(user), password: value(password) ?? "",
-                                                url: value(url), notes: value(notes), category: groupName == "Root" ? nil : groupName))
-            }
-            return document
-        }
+        return table
     }
 
-    private func describe(_ error: Error) -> String {
+    static func noteKey(_ title: String, _ folder: String?) -> String {
+        [title, folder ?? ""].map { $0.lowercased() }.joined(separator: "\u{0}")
+    }
+
+    static func entryKey(_ name: String, _ userId: String?, _ url: String?) -> String {
+        [name, userId ?? "", url ?? ""].map { $0.lowercased() }.joined(separator: "\u{0}")
+    }
+
+    /// Whether an import item would change nothing of an entry (dates and history aside;
+    /// history is merged).
+    static func sameContent(_ a: ExportDocument.Entry, _ b: ExportDocument.Entry) -> Bool {
+        func empty(_ text: String?) -> String { text ?? "" }
+        let history = Set((a.history ?? []).map { "\($0.password ?? "")\u{0}\($0.replacedAt.timeIntervalSince1970)" })
+        return a.name == b.name && empty(a.userId) == empty(b.userId) && a.password == b.password && empty(a.url) == empty(b.url)
+            && (a.moreURLs ?? []) == (b.moreURLs ?? []) && empty(a.notes) == empty(b.notes)
+            && empty(a.category).lowercased() == empty(b.category).trimmingCharacters(in: .whitespaces).lowercased()
+            && empty(a.totp) == empty(b.totp) && (a.favorite ?? false) == (b.favorite ?? false) && (a.fields ?? []) == (b.fields ?? [])
+            && (b.history ?? []).allSatisfy { history.contains("\($0.password ?? "")\u{0}\($0.replacedAt.timeIntervalSince1970)") }
+    }
+
+    static func describe(_ error: Error) -> String {
         switch error {
         case DecodingError.keyNotFound(let key, _): return "missing \"\(key.stringValue)\""
         case DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context):

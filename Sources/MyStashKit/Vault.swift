@@ -25,7 +25,7 @@ public final class Vault {
     let transformer = EncryptingTransformer()
     let notesStore: PersistentStore
     let passwordsStore: PersistentStore
-    public private(set) var keySlot: KeySlot
+    public internal(set) var keySlot: KeySlot
     /// The vault's identity, the same in both stores; names its keyring session.
     public let identifier: String
     /// Whether this process made sure the stores hold their unique indexes.
@@ -66,11 +66,13 @@ public final class Vault {
     private init(directory: URL, newSlot: KeySlot?) throws {
         let creating = newSlot != nil
         self.directory = directory
-        let model = try Resources.model()
-        coordinator = PersistentStoreCoordinator(managedObjectModel: model, busyTimeout: try Self.busyTimeout())
+        coordinator = PersistentStoreCoordinator(modelVersions: try Resources.modelVersions(), busyTimeout: try Self.busyTimeout())
         coordinator.valueTransformers.register(transformer, forName: EncryptingTransformer.name)
         var options = StoreOptions()
         options.mustExist = !creating
+        // A store of an earlier model version is migrated in place, in the transaction that opens it.
+        options.migratesAutomatically = true
+        options.infersMappingModel = true
         do {
             notesStore = try coordinator.addPersistentStore(type: .sqlite, configuration: "Notes", at: directory.appendingPathComponent(Self.notesFileName), options: options)
             passwordsStore = try coordinator.addPersistentStore(type: .sqlite, configuration: "Passwords", at: directory.appendingPathComponent(Self.passwordsFileName), options: options)
@@ -88,6 +90,15 @@ public final class Vault {
         context = ManagedObjectContext(coordinator: coordinator)
         keySlot = try newSlot ?? Self.readKeySlot(notesStore, passwordsStore)
         identifier = creating ? UUID().uuidString : (passwordsStore.metadata[Self.vaultIdentifierKey] as? String ?? passwordsStore.identifier)
+    }
+
+    /// The stores this open migrated to the current model version, each with the versions it
+    /// went through (empty when both were current already).
+    public var migrations: [(store: String, from: String, to: String)] {
+        coordinator.migrationReports.compactMap { report in
+            guard let first = report.hops.first, let last = report.hops.last else { return nil }
+            return (report.storeName, first.from, last.to)
+        }
     }
 
     private static func readKeySlot(_ notes: PersistentStore, _ passwords: PersistentStore) throws -> KeySlot {
@@ -116,6 +127,8 @@ public final class Vault {
     // MARK: - Creating and opening
 
     /// Creates a vault: the directory (0700), both stores (0600), the key slot and the seed data.
+    /// The vault is built in a directory beside `directory` and renamed into place, so a crash
+    /// leaves either no vault or a complete one.
     ///
     /// - throws: ``VaultError`` `.cannotCreate` (exit 73) when a vault already exists there.
     public static func create(at directory: URL, password: SecretBytes, parameters: ScryptParameters) throws -> Vault {
@@ -123,18 +136,20 @@ public final class Vault {
         for name in [notesFileName, passwordsFileName] where fileManager.fileExists(atPath: directory.appendingPathComponent(name).path) {
             throw VaultError(.cannotCreate, "a vault already exists at '\(directory.path)'", hint: "use it, or choose another directory with --vault")
         }
-        var createdDirectory = false
-        if !fileManager.fileExists(atPath: directory.path) {
-            try? fileManager.createDirectory(at: directory.deletingLastPathComponent(), withIntermediateDirectories: true)
-            guard mkdir(directory.path, 0o700) == 0 else {
-                throw VaultError(.cannotCreate, "cannot create '\(directory.path)': \(String(cString: strerror(errno)))")
-            }
-            createdDirectory = true
+        let parent = directory.deletingLastPathComponent()
+        try? fileManager.createDirectory(at: parent, withIntermediateDirectories: true)
+        removeAbandonedBuilds(beside: directory)
+        let aside = parent.appendingPathComponent(".\(directory.lastPathComponent).init-\(getpid())")
+        try? fileManager.removeItem(at: aside)
+        guard mkdir(aside.path, 0o700) == 0 else {
+            throw VaultError(.cannotCreate, "cannot create '\(aside.path)': \(String(cString: strerror(errno)))")
         }
-        try checkPermissions(directory)
+        defer { try? fileManager.removeItem(at: aside) }
+        let dataKey: SecretBytes
         do {
-            let (slot, dataKey) = try KeySlot.create(password: password, parameters: parameters)
-            let vault = try wrapErrors { try Vault(directory: directory, newSlot: slot) }
+            let slot: KeySlot
+            (slot, dataKey) = try KeySlot.create(password: password, parameters: parameters)
+            let vault = try wrapErrors { try Vault(directory: aside, newSlot: slot) }
             vault.transformer.dataKey = dataKey
             for store in [vault.notesStore, vault.passwordsStore] {
                 vault.coordinator.setMetadata(Data(slot.serialized), forKey: keySlotKey, in: store)
@@ -145,16 +160,38 @@ public final class Vault {
                 try vault.ensureStoreConstraints()
                 try vault.insertMissingSeeds()
                 try vault.context.save()
+                try vault.coordinator.close()
             }
-            return vault
         } catch {
-            // Leave nothing half-made behind.
-            for name in [notesFileName, passwordsFileName] {
-                for suffix in ["", "-journal"] { try? fileManager.removeItem(at: directory.appendingPathComponent(name + suffix)) }
-            }
-            if createdDirectory { try? fileManager.removeItem(at: directory) }
             throw VaultError.wrapping(error)
         }
+        // rename(2) replaces only an empty directory, so an existing vault is never overwritten.
+        if fileManager.fileExists(atPath: directory.path) { try checkPermissions(directory) }
+        guard fsyncPath(aside.path), rename(aside.path, directory.path) == 0 else {
+            throw VaultError(.cannotCreate, "cannot create '\(directory.path)': \(String(cString: strerror(errno)))",
+                             hint: "choose an empty or new directory with --vault")
+        }
+        _ = fsyncPath(parent.path)
+        let vault = try open(at: directory)
+        vault.transformer.dataKey = dataKey
+        return vault
+    }
+
+    /// Removes vaults that `create` was building when its process died (the process is gone).
+    private static func removeAbandonedBuilds(beside directory: URL) {
+        let parent = directory.deletingLastPathComponent()
+        let prefix = ".\(directory.lastPathComponent).init-"
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: parent.path)) ?? [] where name.hasPrefix(prefix) {
+            guard let pid = Int32(name.dropFirst(prefix.count)), kill(pid, 0) != 0, errno == ESRCH else { continue }
+            try? FileManager.default.removeItem(at: parent.appendingPathComponent(name))
+        }
+    }
+
+    private static func fsyncPath(_ path: String) -> Bool {
+        let descriptor = Glibc.open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return false }
+        defer { close(descriptor) }
+        return fsync(descriptor) == 0
     }
 
     /// Opens an existing vault (still locked), after checking its permissions. Seed data
@@ -166,6 +203,7 @@ public final class Vault {
             throw VaultError(.notFound, "there is no vault at '\(directory.path)'", hint: "create one with 'mystash init', or name another with --vault or MYSTASH_VAULT")
         }
         try checkPermissions(directory)
+        Recovery.recover(in: directory)
         return try wrapErrors { try Vault(directory: directory, newSlot: nil) }
     }
 

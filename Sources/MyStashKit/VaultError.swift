@@ -50,7 +50,7 @@ public struct VaultError: Error, CustomStringConvertible {
                 return VaultError(.busy, "another mystash process changed this item at the same time; nothing was saved",
                                   hint: "run the command again")
             }
-            if error.code == .damagedRow {
+            if error.code == .damagedRow || error.code == .undecodableValue {
                 return VaultError(.invalidData, error.message,
                                   hint: "restore the vault from a backup; 'mystash check' lists every damaged row")
             }
@@ -65,6 +65,10 @@ public struct VaultError: Error, CustomStringConvertible {
             }
             if error.code == .storeOpenFailed {
                 return VaultError(.invalidData, error.message, hint: "restore the vault from a backup")
+            }
+            if error.code == .migrationCannotBeInferred || error.code == .migrationFailed {
+                return VaultError(.invalidData, "this vault cannot be brought to this version of MyStash: \(error.message)",
+                                  hint: "nothing was changed; use the version of mystash that last wrote it")
             }
             if error.code == .incompatibleVersionHash {
                 return VaultError(.invalidData, "this vault was made by an incompatible version of MyStash: \(error.message)",

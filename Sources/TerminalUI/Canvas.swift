@@ -11,7 +11,8 @@ public struct Style: Equatable, Sendable {
     public var underline = false
     public var foreground: Color?
 
-    public init(bold: Bool = false, dim: Bool = false, reverse: Bool = false, underline: Bool = false, foreground: Color? = nil) {
+    public init(bold: Bool = false, dim: Bool = false, reverse: Bool = false, underline: Bool = false,
+                foreground: Color? = nil) {
         self.bold = bold
         self.dim = dim
         self.reverse = reverse
@@ -48,7 +49,8 @@ public struct Canvas {
 
     /// Writes `text` at `row`, starting at `column`, cut to `width` columns (default: to
     /// the right edge) and padded with spaces to it when `fill` is set.
-    public mutating func draw(_ text: String, row: Int, column: Int = 0, width: Int? = nil, style: Style = .plain, fill: Bool = false) {
+    public mutating func draw(_ text: String, row: Int, column: Int = 0, width: Int? = nil, style: Style = .plain,
+                              fill: Bool = false) {
         guard row >= 0, row < rows, column >= 0, column < columns else { return }
         let available = min(width ?? (columns - column), columns - column)
         guard available > 0 else { return }

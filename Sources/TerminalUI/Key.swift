@@ -126,7 +126,8 @@ public struct KeyDecoder {
         case UInt8(ascii: "~"):
             let first = parameters.split(separator: ";").first.flatMap { Int($0) }
             let keys: [Int: Key] = [1: .home, 7: .home, 4: .end, 8: .end, 3: .delete, 5: .pageUp, 6: .pageDown,
-                                    11: .function(1), 12: .function(2), 13: .function(3), 14: .function(4), 15: .function(5)]
+                                    11: .function(1), 12: .function(2), 13: .function(3), 14: .function(4),
+                                    15: .function(5)]
             return (first.flatMap { keys[$0] }, length)
         default:
             return (nil, length)

@@ -40,7 +40,8 @@ private func wake(_ byte: UInt8) {
 }
 
 /// Signals that end the process: restore, then die of the same signal so the parent sees it.
-private let fatalSignals: [Int32] = [SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGSEGV, SIGBUS, SIGILL, SIGTRAP, SIGABRT, SIGFPE]
+private let fatalSignals: [Int32] = [SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGSEGV, SIGBUS, SIGILL, SIGTRAP,
+                                     SIGABRT, SIGFPE]
 
 /// The terminal taken over for a full-screen program: raw mode, the alternate screen, no
 /// cursor. Restored on ``restore()``, at exit, and on every signal that ends the process
@@ -70,7 +71,9 @@ public final class TerminalScreen {
     /// - throws: ``TerminalError`` when there is no terminal.
     public init() throws {
         let descriptor = open("/dev/tty", O_RDWR | O_CLOEXEC | O_NOCTTY)
-        guard descriptor >= 0 else { throw TerminalError("there is no terminal to draw on (/dev/tty cannot be opened)") }
+        guard descriptor >= 0 else {
+            throw TerminalError("there is no terminal to draw on (/dev/tty cannot be opened)")
+        }
         var settings = termios()
         guard tcgetattr(descriptor, &settings) == 0 else {
             close(descriptor)
@@ -151,7 +154,9 @@ public final class TerminalScreen {
         var bytes = Array(text.utf8)
         var offset = 0
         while offset < bytes.count {
-            let written = bytes.withUnsafeMutableBufferPointer { Glibc.write(descriptor, $0.baseAddress! + offset, $0.count - offset) }
+            let written = bytes.withUnsafeMutableBufferPointer { buffer in
+                Glibc.write(descriptor, buffer.baseAddress.map { $0 + offset }, buffer.count - offset)
+            }
             if written < 0 {
                 if errno == EINTR || errno == EAGAIN { continue }
                 return

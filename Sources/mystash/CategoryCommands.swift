@@ -27,7 +27,7 @@ struct CategoryCommand: ParsableCommand {
     struct Add: ParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Add a category.")
         @OptionGroup var options: VaultOptions
-        @Argument(help: "The category's name: 2 to 40 letters, digits, spaces and hyphens.") var name: String
+        @Argument(help: "The category's name: up to 64 printable characters.") var name: String
 
         func run() throws {
             try reportingErrors {
@@ -40,7 +40,7 @@ struct CategoryCommand: ParsableCommand {
     struct Rename: ParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Rename a category.")
         @OptionGroup var options: VaultOptions
-        @Argument(help: "The category's ID or current name.") var old: String
+        @Argument(help: "The category's current name, or #ID.", completion: .custom(completeCategoryNames)) var old: String
         @Argument(help: "Its new name.") var new: String
 
         func run() throws {
@@ -54,7 +54,7 @@ struct CategoryCommand: ParsableCommand {
     struct Remove: ParsableCommand {
         static let configuration = CommandConfiguration(commandName: "rm", abstract: "Remove a category that no entry uses.", aliases: ["remove", "delete"])
         @OptionGroup var options: VaultOptions
-        @Argument(help: "The category's ID or name.") var name: String
+        @Argument(help: "The category's name, or #ID.", completion: .custom(completeCategoryNames)) var name: String
 
         func run() throws {
             try reportingErrors {

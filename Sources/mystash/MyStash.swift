@@ -24,7 +24,7 @@ struct MyStash: ParsableCommand {
         version: "1.0.0",
         subcommands: [Init.self, NoteCommand.self, PasswordCommand.self, CategoryCommand.self, Generate.self,
                       Passwd.self, Unlock.self, Lock.self, Export.self, Import.self, Check.self, SeedCommand.self,
-                      Browse.self]
+                      Browse.self, ClipboardClear.self]
     )
 
     static func main() {
@@ -33,6 +33,12 @@ struct MyStash: ParsableCommand {
         umask(0o077)
         for leftover in Terminal.removeEditorLeftovers() {
             Terminal.printError("mystash: removed '\(leftover)', plaintext left by an interrupted editor session")
+        }
+        // A closed pipe shows up as EPIPE on write, where Output ends quietly.
+        signal(SIGPIPE, SIG_IGN)
+        if let suggestion = CommandSuggestion.check(Array(CommandLine.arguments.dropFirst()), root: MyStash.self) {
+            Terminal.printError("Error: \(suggestion)")
+            Self.exit(withError: ExitCode(64))
         }
         do {
             var command = try parseAsRoot()
@@ -49,7 +55,10 @@ struct VaultOptions: ParsableArguments {
             completion: .directory)
     var vault: String?
 
-    var directory: URL {
+    var directory: URL { Self.directory(vault: vault) }
+
+    /// The vault directory `--vault` names, else the environment's, else the default.
+    static func directory(vault: String?) -> URL {
         if let vault { return URL(fileURLWithPath: vault) }
         if let fromEnvironment = ProcessInfo.processInfo.environment["MYSTASH_VAULT"], !fromEnvironment.isEmpty {
             return URL(fileURLWithPath: fromEnvironment)
@@ -85,7 +94,15 @@ func errorLines(_ error: Error) -> [String] {
 
 extension VaultOptions {
     /// Opens the vault without unlocking it.
-    func openVault() throws -> Vault { try Vault.open(at: directory) }
+    /// Opens the vault; one line on stderr says when this open migrated it to a newer model.
+    func openVault() throws -> Vault {
+        let vault = try Vault.open(at: directory)
+        if let last = vault.migrations.last {
+            Terminal.printError("Upgraded the vault from model '\(last.from)' to '\(last.to)' "
+                                + "(\(vault.migrations.map(\.store).joined(separator: ", "))).")
+        }
+        return vault
+    }
 
     /// Opens and unlocks the vault: with an unlocked session, else MYSTASH_PASSWORD, else a
     /// prompt on the terminal. Changes made outside mystash are an error, unless `verifying`
@@ -96,17 +113,30 @@ extension VaultOptions {
            try vault.unlock(session: session, verifying: verifying) {
             return vault
         }
-        try vault.unlock(password: try masterPassword(for: vault.directory), verifying: verifying)
+        try unlockWithMasterPassword(vault, verifying: verifying)
         return vault
     }
 
-    func masterPassword(for directory: URL) throws -> SecretBytes {
-        if let password = ProcessInfo.processInfo.environment["MYSTASH_PASSWORD"] { return .password(password) }
-        guard let typed = Terminal.readSecret(prompt: "Master password for \(directory.path): ") else {
-            throw VaultError(.wrongPassword, "no master password: the vault is not unlocked, MYSTASH_PASSWORD is not set, and there is no terminal to ask on",
-                             hint: "run 'mystash unlock' in a terminal first, or set MYSTASH_PASSWORD for scripts")
+    /// How many times a person at the terminal may type the master password.
+    static let passwordTries = 3
+
+    /// Unlocks with MYSTASH_PASSWORD, else asks on the terminal up to three times.
+    func unlockWithMasterPassword(_ vault: Vault, verifying: Bool = true) throws {
+        if let password = ProcessInfo.processInfo.environment["MYSTASH_PASSWORD"] {
+            return try vault.unlock(password: .password(password), verifying: verifying)
         }
-        return typed.withUnsafeBytes { .password(String(decoding: $0, as: UTF8.self)) }
+        for attempt in 1...Self.passwordTries {
+            guard let typed = Terminal.readSecret(prompt: "Master password for \(vault.directory.path): ") else {
+                throw VaultError(.wrongPassword, "no master password: the vault is not unlocked, MYSTASH_PASSWORD is not set, and there is no terminal to ask on",
+                                 hint: "run 'mystash unlock' in a terminal first, or set MYSTASH_PASSWORD for scripts")
+            }
+            do {
+                return try vault.unlock(
+                    password: typed.withUnsafeBytes { .password(String(decoding: $0, as: UTF8.self)) }, verifying: verifying)
+            } catch let error as VaultError where error.kind == .wrongPassword && attempt < Self.passwordTries {
+                Terminal.printError("Wrong master password; try again (\(Self.passwordTries - attempt) left).")
+            }
+        }
     }
 }
 

@@ -40,7 +40,7 @@ struct NoteCommand: ParsableCommand {
     struct Show: ParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Show a note's title and text.", aliases: ["get"])
         @OptionGroup var options: VaultOptions
-        @Argument(help: "The note's ID or title.") var note: String
+        @Argument(help: "The note's title, or #ID.", completion: .custom(completeNoteNames)) var note: String
         @Flag(help: "Print JSON.") var json = false
 
         func run() throws {
@@ -48,6 +48,7 @@ struct NoteCommand: ParsableCommand {
                 let info = try options.openUnlockedVault().note(note)
                 if json { return try Output.json(info) }
                 Output.line("# \(info.title)")
+                if let folder = info.folder { Output.line("Folder: \(folder)") }
                 Output.line("")
                 Output.line(info.text ?? "")
             }
@@ -56,20 +57,26 @@ struct NoteCommand: ParsableCommand {
 
     struct Edit: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Change a note's title or text.",
-            discussion: "New text is read from standard input when it is not a terminal. On a terminal without --title, $EDITOR opens on the current text.")
+            abstract: "Rename a note, or change its text.",
+            discussion: """
+            With --title, only the title changes; the text is left alone. Otherwise the new text is \
+            read from standard input when it is not a terminal, else $EDITOR opens on the current \
+            text. Empty new text is refused unless --allow-empty, so a stray </dev/null erases nothing.
+            """)
         @OptionGroup var options: VaultOptions
-        @Argument(help: "The note's ID or title.") var note: String
-        @Option(help: "Give the note this title.") var title: String?
+        @Argument(help: "The note's title, or #ID.", completion: .custom(completeNoteNames)) var note: String
+        @Option(help: "Give the note this title (its text is not touched).") var title: String?
+        @Flag(help: "Allow the new text to be empty (clears the note's text).") var allowEmpty = false
 
         func run() throws {
             try reportingErrors {
                 let vault = try options.openUnlockedVault()
                 var text: String?
-                if !Terminal.stdinIsTerminal {
-                    text = Terminal.readStandardInput()
-                } else if title == nil {
-                    text = try Terminal.edit(try vault.note(note).text ?? "")
+                if title == nil {
+                    text = Terminal.stdinIsTerminal ? try Terminal.edit(try vault.note(note).text ?? "") : Terminal.readStandardInput()
+                    if text?.isEmpty == true && !allowEmpty {
+                        throw VaultError(.usage, "the new text is empty; nothing was saved", hint: "add --allow-empty to clear the note's text")
+                    }
                 }
                 try vault.editNote(note, title: title, text: text)
                 Terminal.printError("Saved.")
@@ -80,7 +87,7 @@ struct NoteCommand: ParsableCommand {
     struct Remove: ParsableCommand {
         static let configuration = CommandConfiguration(commandName: "rm", abstract: "Remove a note.", aliases: ["remove", "delete"])
         @OptionGroup var options: VaultOptions
-        @Argument(help: "The note's ID or title.") var note: String
+        @Argument(help: "The note's title, or #ID.", completion: .custom(completeNoteNames)) var note: String
         @Flag(name: .shortAndLong, help: "Remove without asking.") var force = false
 
         func run() throws {
@@ -88,7 +95,7 @@ struct NoteCommand: ParsableCommand {
                 let vault = try options.openUnlockedVault()
                 let info = try vault.note(note)
                 try confirmRemoval("note \(info.id) '\(info.title)'", force: force)
-                try vault.removeNote(String(info.id))
+                try vault.removeNote("#\(info.id)")
                 Terminal.printError("Removed note \(info.id).")
             }
         }

@@ -1,5 +1,8 @@
 import Foundation
 import MyStashKit
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Data on stdout: JSON for pipes that ask for it, an aligned table for people.
 enum Output {
@@ -7,11 +10,56 @@ enum Output {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
         encoder.dateEncodingStrategy = .iso8601
-        FileHandle.standardOutput.write(try encoder.encode(value) + Data("\n".utf8))
+        write(try encoder.encode(value) + Data("\n".utf8))
     }
 
+    /// Writes a line of data; stored values in it are neutralised (``safe(_:keepingLines:)``).
     static func line(_ text: String) {
-        FileHandle.standardOutput.write(Data((text + "\n").utf8))
+        write(safe(text, keepingLines: true) + "\n")
+    }
+
+    /// Writes text as it is (our own escape sequences, or a value a script asked for).
+    static func write(_ text: String) {
+        write(Data(text.utf8))
+    }
+
+    /// Writes to stdout; when the reader has gone (`| head -1`), ends quietly with status 0,
+    /// whether SIGPIPE is ignored or not (main ignores it so this path is the only one).
+    static func write(_ data: Data) {
+        data.withUnsafeBytes { buffer in
+            guard let base = buffer.baseAddress else { return }
+            var offset = 0
+            while offset < buffer.count {
+                let written = Glibc.write(STDOUT_FILENO, base + offset, buffer.count - offset)
+                if written < 0 {
+                    if errno == EINTR { continue }
+                    exit(errno == EPIPE ? 0 : 74)
+                }
+                offset += written
+            }
+        }
+    }
+
+    /// `text` with control characters and bidirectional overrides shown as `\x1B`-style
+    /// escapes, so a stored value cannot drive the terminal; newlines and tabs stay when
+    /// `keepingLines`.
+    static func safe(_ text: String, keepingLines: Bool = false) -> String {
+        var result = ""
+        for scalar in text.unicodeScalars {
+            let value = scalar.value
+            let isControl = value < 0x20 || (0x7F...0x9F).contains(value)
+            let isOverride = (0x202A...0x202E).contains(value) || (0x2066...0x2069).contains(value)
+            if keepingLines && (scalar == "\n" || scalar == "\t") {
+                result.unicodeScalars.append(scalar)
+            } else if isControl {
+                result += String(format: "\\x%02X", value)
+            } else if isOverride {
+                result += String(format: "\\u%04X", value)
+            } else {
+                result.unicodeScalars.append(scalar)
+            }
+        }
+        return result
     }
 
     /// Columns padded to their widest cell; the header is bold on a terminal.
@@ -20,15 +68,16 @@ enum Output {
             Terminal.printError(empty)
             return
         }
-        let widths = header.indices.map { column in ([header] + rows).map { $0[column].count }.max() ?? 0 }
+        let safeRows = rows.map { $0.map { safe($0) } }
+        let widths = header.indices.map { column in ([header] + safeRows).map { $0[column].count }.max() ?? 0 }
         func format(_ cells: [String]) -> String {
             zip(cells, widths).enumerated().map { index, pair in
                 index == cells.count - 1 ? pair.0 : pair.0.padding(toLength: pair.1, withPad: " ", startingAt: 0)
             }.joined(separator: "  ")
         }
         let top = format(header)
-        line(Terminal.stdoutIsTerminal ? "\u{1B}[1m\(top)\u{1B}[0m" : top)
-        rows.forEach { line(format($0)) }
+        write((Terminal.stdoutIsTerminal ? "\u{1B}[1m\(top)\u{1B}[0m" : top) + "\n")
+        safeRows.forEach { write(format($0) + "\n") }
     }
 
     static func date(_ date: Date) -> String {

@@ -31,7 +31,7 @@ struct PasswordCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "password",
         abstract: "Add, list, show, edit, remove and search password entries.",
-        subcommands: [Add.self, List.self, Show.self, Edit.self, Remove.self, Search.self],
+        subcommands: [Add.self, List.self, Show.self, Edit.self, Remove.self, Search.self, OTP.self, History.self],
         aliases: ["pw"]
     )
 
@@ -43,18 +43,28 @@ struct PasswordCommand: ParsableCommand {
         @Argument(help: "The entry's name, such as the site or program.") var name: String
         @Option(name: .customLong("user"), help: "Record this user ID or login name.") var userId: String?
         @Option(help: "Record this address (scheme://...).") var url: String?
-        @Option(help: "File the entry under this category.") var category: String?
-        @Flag(help: "Write the entry's notes in $EDITOR, on a private file in memory (notes are never arguments).")
-        var editNotes = false
+        @Option(help: "File the entry under this category.", completion: .custom(completeCategoryNames)) var category: String?
+        @Flag(help: "Write the entry's notes in $EDITOR, on a private file in memory (notes are never arguments).") var editNotes = false
         @Flag(help: "Generate a random password instead of reading one.") var generate = false
+        @Flag(help: "Ask for a TOTP secret (otpauth:// URI or base32) on the terminal.") var totp = false
+        @Flag(help: "Mark the entry as a favourite.") var favorite = false
+        @Flag(help: "Add the entry even if another one has the same name.") var allowDuplicate = false
         @OptionGroup var generator: GeneratorOptions
+
+        func validate() throws {
+            if editNotes { try requireTerminal(for: "--edit-notes") }
+            if totp { try requireTerminal(for: "--totp") }
+        }
 
         func run() throws {
             try reportingErrors {
                 let vault = try options.openUnlockedVault()
-                let password = try readEntryPassword(generate: generate, generator: generator)
-                let notes = editNotes ? try Terminal.edit("") : nil
-                let id = try vault.addEntry(name: name, password: password, userId: userId, url: url, category: category, notes: notes)
+                var changes = EntryChanges(name: name, userId: userId, url: url, category: category)
+                changes.password = try readEntryPassword(generate: generate, generator: generator)
+                changes.notes = editNotes ? try Terminal.edit("") : nil
+                changes.totp = totp ? try readTOTPSecret() : nil
+                changes.favorite = favorite ? true : nil
+                let id = try vault.addEntry(changes, allowDuplicate: allowDuplicate)
                 Terminal.printError("Added entry \(id).")
             }
         }
@@ -63,7 +73,7 @@ struct PasswordCommand: ParsableCommand {
     struct List: ParsableCommand {
         static let configuration = CommandConfiguration(commandName: "list", abstract: "List the password entries (without passwords).", aliases: ["ls"])
         @OptionGroup var options: VaultOptions
-        @Option(help: "Only list entries of this category.") var category: String?
+        @Option(help: "Only list entries of this category.", completion: .custom(completeCategoryNames)) var category: String?
         @Flag(help: "Print JSON instead of a table.") var json = false
 
         func run() throws {
@@ -72,19 +82,103 @@ struct PasswordCommand: ParsableCommand {
     }
 
     struct Show: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Show a password entry; the password is masked unless --reveal.", aliases: ["get"])
+        static let configuration = CommandConfiguration(
+            abstract: "Show a password entry; the password and hidden fields are masked unless --reveal.",
+            discussion: """
+            --field prints one value alone, for scripts: password, user, url, otp (the current code), \
+            notes, name, category, or the name of a custom field. --clip copies a value to the \
+            clipboard instead (the password unless a field is named after it) and clears it after \
+            \(Clipboard.defaultClearSeconds) seconds (MYSTASH_CLIP_TIME), if it still holds that value.
+            """,
+            aliases: ["get"])
         @OptionGroup var options: VaultOptions
-        @Argument(help: "The entry's ID or name.") var entry: String
-        @Flag(help: "Show the password itself.") var reveal = false
+        @Argument(help: "The entry's name, or #ID.", completion: .custom(completeEntryNames)) var entry: String
+        @Argument(help: "With --clip, the field to copy (default: password).") var clipField: String?
+        @Flag(help: "Show the password and hidden fields themselves.") var reveal = false
+        @Flag(help: "Print JSON.") var json = false
+        @Option(help: ArgumentHelp("Print only this field's value.", valueName: "field")) var field: String?
+        @Flag(name: [.customShort("c"), .long], help: "Copy a field (default: the password) to the clipboard instead of printing.")
+        var clip = false
+
+        func validate() throws {
+            if clipField != nil && !clip { throw ValidationError("A second argument names the field to copy; add '--clip'") }
+            if clip && json { throw ValidationError("Use either '--clip' or '--json', not both") }
+            if clipField != nil && field != nil { throw ValidationError("Name the field once: '--clip FIELD' or '--field FIELD'") }
+        }
+
+        func run() throws {
+            try reportingErrors {
+                let vault = try options.openUnlockedVault()
+                if clip {
+                    let name = clipField ?? field ?? "password"
+                    let value = try vault.fieldValue(name, of: entry)
+                    try ClipboardCopy.copy(value, what: "the \(Output.safe(name)) of '\(Output.safe(entry))'")
+                    return
+                }
+                if let field {
+                    let value = try vault.fieldValue(field, of: entry)
+                    Output.write((Terminal.stdoutIsTerminal ? Output.safe(value, keepingLines: true) : value) + "\n")
+                    return
+                }
+                let info = try vault.entry(entry, reveal: reveal)
+                if json { return try Output.json(info) }
+                var fields: [(String, String?)] = [("ID", String(info.id)), ("Name", info.name), ("User", info.userId),
+                                                   ("Password", info.password ?? "********"), ("URL", info.url)]
+                for more in info.moreURLs ?? [] { fields.append(("URL", more)) }
+                fields += [("Category", info.category), ("Favorite", info.favorite == true ? "yes" : nil),
+                           ("TOTP", info.hasTOTP == true ? (info.totp ?? "yes ('mystash password otp')") : nil)]
+                for custom in info.fields ?? [] { fields.append((custom.name, custom.value ?? "********")) }
+                fields += [("Notes", info.notes), ("History", info.historyCount.map { "\($0) earlier password(s) ('mystash password history')" }),
+                           ("Updated", Output.date(info.updatedAt))]
+                let width = max(10, (fields.map(\.0.count).max() ?? 0) + 2)
+                for (label, value) in fields {
+                    guard let value else { continue }
+                    Output.write((Output.safe(label) + ":").padding(toLength: width, withPad: " ", startingAt: 0) + Output.safe(value) + "\n")
+                }
+            }
+        }
+    }
+
+    struct OTP: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "otp",
+            abstract: "Print the current TOTP code of an entry; the seconds it stays valid go to stderr.")
+        @OptionGroup var options: VaultOptions
+        @Argument(help: "The entry's name, or #ID.", completion: .custom(completeEntryNames)) var entry: String
+        @Flag(name: [.customShort("c"), .long], help: "Copy the code to the clipboard instead of printing it.") var clip = false
         @Flag(help: "Print JSON.") var json = false
 
         func run() throws {
             try reportingErrors {
-                let info = try options.openUnlockedVault().entry(entry, reveal: reveal)
-                if json { return try Output.json(info) }
-                let fields: [(String, String?)] = [("ID", String(info.id)), ("Name", info.name), ("User", info.userId), ("Password", info.password ?? "********"),
-                                                   ("URL", info.url), ("Category", info.category), ("Notes", info.notes), ("Updated", Output.date(info.updatedAt))]
-                for (label, value) in fields where value != nil { Output.line("\((label + ":").padding(toLength: 10, withPad: " ", startingAt: 0))\(value!)") }
+                let (code, totp) = try options.openUnlockedVault().totpCode(entry)
+                if json {
+                    return try Output.json(["code": code.value, "secondsLeft": String(code.secondsLeft),
+                                            "digits": String(totp.digits), "period": String(totp.period), "algorithm": totp.algorithm.rawValue])
+                }
+                if clip {
+                    try ClipboardCopy.copy(code.value, what: "the code (valid for \(code.secondsLeft) s)", clearAfter: code.secondsLeft)
+                    return
+                }
+                Output.write(code.value + "\n")
+                Terminal.printError("Valid for \(code.secondsLeft) s.")
+            }
+        }
+    }
+
+    struct History: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "List an entry's earlier passwords with when each was replaced (values only with --reveal).")
+        @OptionGroup var options: VaultOptions
+        @Argument(help: "The entry's name, or #ID.", completion: .custom(completeEntryNames)) var entry: String
+        @Flag(help: "Show the earlier passwords themselves.") var reveal = false
+        @Flag(help: "Print JSON.") var json = false
+
+        func run() throws {
+            try reportingErrors {
+                let history = try options.openUnlockedVault().passwordHistory(entry, reveal: reveal)
+                if json { return try Output.json(history) }
+                Output.table(["REPLACED", "PASSWORD"], history.map { [Output.date($0.replacedAt), $0.password ?? "********"] },
+                             empty: "No earlier passwords.")
             }
         }
     }
@@ -92,27 +186,33 @@ struct PasswordCommand: ParsableCommand {
     struct Edit: ParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Change a password entry.")
         @OptionGroup var options: VaultOptions
-        @Argument(help: "The entry's ID or name.") var entry: String
+        @Argument(help: "The entry's name, or #ID.", completion: .custom(completeEntryNames)) var entry: String
         @Option(help: "Rename the entry.") var name: String?
         @Option(name: .customLong("user"), help: "Change the user ID ('' clears it).") var userId: String?
         @Option(help: "Change the address ('' clears it).") var url: String?
-        @Option(help: "Move the entry to this category ('' for none).") var category: String?
-        @Flag(help: "Change the notes in $EDITOR, on a private file in memory (emptying them clears them).")
-        var editNotes = false
+        @Option(help: "Move the entry to this category ('' for none).", completion: .custom(completeCategoryNames)) var category: String?
+        @Flag(help: "Change the notes in $EDITOR, on a private file in memory (emptying them clears them).") var editNotes = false
         @Flag(help: "Read a new password (standard input, else asked twice).") var newPassword = false
         @Flag(help: "Generate a new random password.") var generate = false
+        @Flag(help: "Ask for a new TOTP secret (otpauth:// URI or base32) on the terminal; an empty answer removes it.") var totp = false
+        @Flag(inversion: .prefixedNo, help: "Mark or unmark the entry as a favourite.") var favorite: Bool?
         @OptionGroup var generator: GeneratorOptions
 
         func validate() throws {
             if newPassword && generate { throw ValidationError("Use either '--new-password' or '--generate', not both") }
+            if editNotes { try requireTerminal(for: "--edit-notes") }
+            if totp { try requireTerminal(for: "--totp") }
         }
 
         func run() throws {
             try reportingErrors {
                 let vault = try options.openUnlockedVault()
-                let password = newPassword || generate ? try readEntryPassword(generate: generate, generator: generator) : nil
-                let notes = editNotes ? try Terminal.edit(try vault.entry(entry, reveal: false).notes ?? "") : nil
-                try vault.editEntry(entry, EntryChanges(name: name, userId: userId, url: url, category: category, password: password, notes: notes))
+                var changes = EntryChanges(name: name, userId: userId, url: url, category: category)
+                changes.password = newPassword || generate ? try readEntryPassword(generate: generate, generator: generator) : nil
+                changes.notes = editNotes ? try Terminal.edit(try vault.entry(entry, reveal: false).notes ?? "") : nil
+                changes.totp = totp ? try readTOTPSecret(allowEmpty: true) : nil
+                changes.favorite = favorite
+                try vault.editEntry(entry, changes)
                 Terminal.printError("Saved.")
             }
         }
@@ -121,7 +221,7 @@ struct PasswordCommand: ParsableCommand {
     struct Remove: ParsableCommand {
         static let configuration = CommandConfiguration(commandName: "rm", abstract: "Remove a password entry.", aliases: ["remove", "delete"])
         @OptionGroup var options: VaultOptions
-        @Argument(help: "The entry's ID or name.") var entry: String
+        @Argument(help: "The entry's name, or #ID.", completion: .custom(completeEntryNames)) var entry: String
         @Flag(name: .shortAndLong, help: "Remove without asking.") var force = false
 
         func run() throws {
@@ -129,7 +229,7 @@ struct PasswordCommand: ParsableCommand {
                 let vault = try options.openUnlockedVault()
                 let info = try vault.entry(entry, reveal: false)
                 try confirmRemoval("entry \(info.id) '\(info.name)'", force: force)
-                try vault.removeEntry(String(info.id))
+                try vault.removeEntry("#\(info.id)")
                 Terminal.printError("Removed entry \(info.id).")
             }
         }
@@ -152,4 +252,21 @@ func printEntries(_ entries: [EntryInfo], json: Bool) throws {
     Output.table(["ID", "NAME", "USER", "CATEGORY", "URL"],
                  entries.map { [String($0.id), Output.cell($0.name, width: 30), Output.cell($0.userId, width: 30), $0.category ?? "", Output.cell($0.url, width: 40)] },
                  empty: "No entries.")
+}
+
+/// Usage error for an option that needs a person at a terminal (stdin may still carry data).
+func requireTerminal(for option: String) throws {
+    let descriptor = open("/dev/tty", O_RDWR | O_CLOEXEC)
+    guard descriptor >= 0 else { throw ValidationError("'\(option)' needs a terminal, and there is none") }
+    close(descriptor)
+}
+
+/// A TOTP secret or otpauth:// URI, asked without echo (it is a secret, never an argument).
+func readTOTPSecret(allowEmpty: Bool = false) throws -> String {
+    guard let secret = Terminal.readSecret(prompt: "TOTP secret or otpauth:// URI: ") else {
+        throw VaultError(.usage, "no terminal to ask for the TOTP secret")
+    }
+    let text = secret.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }.trimmingCharacters(in: .whitespaces)
+    if text.isEmpty && !allowEmpty { throw VaultError(.usage, "no TOTP secret was given; nothing was saved") }
+    return text
 }

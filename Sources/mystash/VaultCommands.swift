@@ -6,7 +6,7 @@ import StashCrypto
 struct Init: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Create a new vault.",
-        discussion: "Creates the vault directory (mode 0700) with its two stores (mode 0600) and the seed categories. The master password comes from MYSTASH_NEW_PASSWORD, else it is asked twice.")
+        discussion: "Creates the vault directory (mode 0700) with its two stores (mode 0600) and the seed categories, built beside it and renamed into place (it must be new or empty). The master password comes from MYSTASH_NEW_PASSWORD, else it is asked twice.")
     @OptionGroup var options: VaultOptions
     @Option(help: ArgumentHelp("Set scrypt's cost to 2^N (default: calibrated to about 0.5 s here; at least \(KDFPolicy.minimumLogN)).", valueName: "N"))
     var kdfCost: Int?
@@ -38,17 +38,23 @@ struct Generate: ParsableCommand {
 struct Passwd: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Change the master password.",
-        discussion: "Re-wraps the vault's data key under the new password in both stores at once; no entry is re-encrypted. The current password is asked for even in an unlocked session; the new one comes from MYSTASH_NEW_PASSWORD, else it is asked twice.")
+        discussion: "Re-wraps the vault's data key under the new password in both stores at once; no entry is re-encrypted. With --rekey, every field is re-encrypted under a new data key in the same single transaction, so a data key copied earlier (from an unlocked session) decrypts nothing afterwards. The current password is asked for even in an unlocked session; the new one comes from MYSTASH_NEW_PASSWORD, else it is asked twice.")
     @OptionGroup var options: VaultOptions
     @Option(help: ArgumentHelp("Set scrypt's cost for the new password to 2^N (default: calibrated).", valueName: "N")) var kdfCost: Int?
+    @Flag(help: "Also replace the data key: re-encrypt every field under a new one, in one transaction.") var rekey = false
 
     func run() throws {
         try reportingErrors {
             let vault = try options.openVault()
-            try vault.unlock(password: try options.masterPassword(for: vault.directory))
+            try options.unlockWithMasterPassword(vault)
             let parameters = try KDFPolicy.parameters(logN: kdfCost)
-            try vault.changePassword(to: try newMasterPassword(), parameters: parameters)
-            Terminal.printError("Changed the master password.")
+            if rekey {
+                try vault.rekey(to: try newMasterPassword(), parameters: parameters)
+                Terminal.printError("Changed the master password and re-encrypted every field under a new data key.")
+            } else {
+                try vault.changePassword(to: try newMasterPassword(), parameters: parameters)
+                Terminal.printError("Changed the master password.")
+            }
         }
     }
 }
@@ -58,14 +64,17 @@ struct Unlock: ParsableCommand {
         abstract: "Keep the vault unlocked for a while, so later commands do not ask.",
         discussion: "The data key (never the password) is kept in the Linux kernel's user keyring, where it expires after the timeout. Nothing is written to disk.")
     @OptionGroup var options: VaultOptions
-    @Option(help: ArgumentHelp("Stay unlocked this long, such as 90s, 15m, 2h or 1h30m.", valueName: "duration")) var timeout = "15m"
+    @Option(help: ArgumentHelp("Stay unlocked this long, such as 90s, 15m, 2h or 1h30m (at most 24h).", valueName: "duration")) var timeout = "15m"
 
     func validate() throws {
-        guard Unlock.seconds(timeout) != nil else { throw ValidationError("Invalid duration '\(timeout)'; use forms such as 90s, 15m, 2h or 1h30m") }
+        guard Unlock.seconds(timeout) != nil else { throw ValidationError("Invalid duration '\(timeout)'; use forms such as 90s, 15m, 2h or 1h30m, at most 24h") }
     }
 
+    /// A session lasts at most a day: a forgotten unlock must not last for weeks.
+    static let maximumSeconds: UInt64 = 86_400
+
     static func seconds(_ text: String) -> UInt32? {
-        if let plain = UInt32(text) { return plain > 0 ? plain : nil }
+        if let plain = UInt64(text) { return plain > 0 && plain <= maximumSeconds ? UInt32(plain) : nil }
         var total: UInt64 = 0
         var number = ""
         for character in text {
@@ -75,14 +84,14 @@ struct Unlock: ParsableCommand {
             total += value * unit
             number = ""
         }
-        guard number.isEmpty, total > 0, total <= UInt64(UInt32.max) else { return nil }
+        guard number.isEmpty, total > 0, total <= maximumSeconds else { return nil }
         return UInt32(total)
     }
 
     func run() throws {
         try reportingErrors {
             let vault = try options.openVault()
-            try vault.unlock(password: try options.masterPassword(for: vault.directory))
+            try options.unlockWithMasterPassword(vault)
             try KeyringSession.store(try vault.sessionContents(), vaultIdentifier: vault.identifier, timeout: Unlock.seconds(timeout)!)
             Terminal.printError("Unlocked for \(timeout).")
         }
@@ -112,40 +121,70 @@ struct Export: ParsableCommand {
             let vault = try options.openUnlockedVault()
             Terminal.printError("Warning: the export is plaintext; keep it out of shared and backed-up places, and delete it when done.")
             switch format {
-            case .json: FileHandle.standardOutput.write(try vault.exportJSON(progress: Terminal.progress("Exporting")) + Data("\n".utf8))
-            case .csv: FileHandle.standardOutput.write(Data(try vault.exportCSV(progress: Terminal.progress("Exporting")).utf8))
+            case .json: Output.write(try vault.exportJSON(progress: Terminal.progress("Exporting")) + Data("\n".utf8))
+            case .csv: Output.write(try vault.exportCSV(progress: Terminal.progress("Exporting")))
             }
         }
     }
 }
 
-struct Import: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Add the notes, passwords and categories of a file, all or nothing.")
-    @OptionGroup var options: VaultOptions
-    @Argument(help: "The file to read ('-' for standard input).", completion: .file()) var file: String
-    @Option(help: "Read this format: mystash-json, bitwarden-json or keepassxc-csv.") var format: String
+extension ImportFormat: ExpressibleByArgument {}
 
-    func validate() throws {
-        guard ImportFormat(rawValue: format) != nil else {
-            throw ValidationError("Unknown format '\(format)'; use one of \(ImportFormat.allCases.map(\.rawValue).joined(separator: ", "))")
-        }
-    }
+struct Import: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Add the notes, passwords and categories of an export, all or nothing.",
+        discussion: """
+        Items already in the vault unchanged are skipped, so importing the same file again adds \
+        nothing; an item whose content changed is updated (an old password goes to its history). \
+        Every import ends with a report on stderr (with --json, on stdout): what was imported, \
+        updated and skipped, each skipped item with its reason. The mappings of every format are \
+        in mystash(1).
+        """)
+    @OptionGroup var options: VaultOptions
+    @Argument(help: "The file to read ('-' for standard input); for --format pass, the store directory.",
+              completion: .file()) var file: String
+    @Option(help: "Read this format: mystash-json, bitwarden-json, keepassxc-csv, keepassxc-xml or pass.") var format: ImportFormat
+    @Flag(help: "Check everything and show the report, but save nothing.") var dryRun = false
+    @Flag(help: "Print the report as JSON on stdout.") var json = false
 
     func run() throws {
         try reportingErrors {
-            let data: Data
-            if file == "-" {
-                data = FileHandle.standardInput.readDataToEndOfFile()
+            let vault: Vault
+            let report: ImportReport
+            if format == .pass {
+                vault = try options.openUnlockedVault()
+                report = try vault.importPasswordStore(at: URL(fileURLWithPath: file), dryRun: dryRun, progress: Terminal.progress("Importing"))
             } else {
-                guard let contents = FileManager.default.contents(atPath: file) else {
-                    throw VaultError(.notFound, "cannot read '\(file)'", hint: "check the path")
+                let data: Data
+                if file == "-" {
+                    data = FileHandle.standardInput.readDataToEndOfFile()
+                } else {
+                    guard let contents = FileManager.default.contents(atPath: file) else {
+                        throw VaultError(.notFound, "cannot read '\(file)'", hint: "check the path")
+                    }
+                    data = contents
                 }
-                data = contents
+                vault = try options.openUnlockedVault()
+                report = try vault.importItems(data, format: format, dryRun: dryRun, progress: Terminal.progress("Importing"))
             }
-            let vault = try options.openUnlockedVault()
-            let report = try vault.importItems(data, format: ImportFormat(rawValue: format)!, progress: Terminal.progress("Importing"))
-            Terminal.printError("Imported \(report.notes) notes, \(report.passwords) passwords and \(report.categories) categories.")
+            if json { return try Output.json(report) }
+            for line in Import.describe(report) { Terminal.printError(line) }
         }
+    }
+
+    /// The report for people: a summary line, then one line per skipped item and warning.
+    static func describe(_ report: ImportReport) -> [String] {
+        func count(_ number: Int, _ noun: String) -> String { "\(number) \(noun)\(number == 1 ? "" : "s")" }
+        let imported = [count(report.importedCount("entry"), "entry").replacingOccurrences(of: "entrys", with: "entries"),
+                        count(report.importedCount("note"), "note"), count(report.importedCount("category"), "category")
+                            .replacingOccurrences(of: "categorys", with: "categories")]
+        var lines = ["\(report.dryRun ? "Would import" : "Imported") \(imported.joined(separator: ", ")); "
+                     + "\(report.dryRun ? "would update" : "updated") \(report.updated.count); skipped \(report.skipped.count)."]
+        for item in report.updated { lines.append("  updated \(item.kind) '\(Output.safe(item.title))'") }
+        for item in report.skipped { lines.append("  skipped \(item.kind) '\(Output.safe(item.title))': \(item.reason ?? "")") }
+        for item in report.warnings { lines.append("  note: \(item.kind) '\(Output.safe(item.title))': \(item.reason ?? "")") }
+        if report.dryRun { lines.append("Nothing was saved (--dry-run).") }
+        return lines
     }
 }
 

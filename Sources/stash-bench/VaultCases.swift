@@ -98,6 +98,11 @@ struct VaultBench {
             sessions["list"] = try repeated { try mystashRun(["password", "list", "--json"], removing: ["MYSTASH_PASSWORD"]) }
             sessions["show"] = try repeated { try mystashRun(["password", "show", "site-\(size / 2)", "--reveal"], removing: ["MYSTASH_PASSWORD"]) }
             sessions["search"] = try repeated { try mystashRun(["note", "search", searchWord, "--json"], removing: ["MYSTASH_PASSWORD"]) }
+            if let list = sessions["list"] {
+                var browseEnvironment = environment.merging(["TERM": "xterm-256color"]) { $1 }
+                browseEnvironment["MYSTASH_PASSWORD"] = nil
+                results.append(contentsOf: browseResults(try browseTimings(environment: browseEnvironment), list: list))
+            }
             _ = try? mystashRun(["lock"])
         } else {
             log("vault: no kernel keyring here; session cases skipped")

@@ -46,9 +46,13 @@ class CLITestCase: XCTestCase {
 
     @discardableResult
     func run(_ arguments: [String], stdin: String? = nil, environment: [String: String] = [:], removing: [String] = []) throws -> Result {
-        let process = process(arguments, environment: environment, removing: removing)
+        try execute(process(arguments, environment: environment, removing: removing), stdin: stdin)
+    }
+
+    /// Runs `process` to its end with `stdin`, collecting what it writes (stdout to `stdout` when given).
+    func execute(_ process: Process, stdin: String?, stdout: FileHandle? = nil) throws -> Result {
         let (out, err) = (Pipe(), Pipe())
-        process.standardOutput = out
+        process.standardOutput = stdout ?? out
         process.standardError = err
         let input = Pipe()
         process.standardInput = stdin == nil ? FileHandle.nullDevice : input
@@ -58,14 +62,14 @@ class CLITestCase: XCTestCase {
             try input.fileHandleForWriting.close()
         }
         // Read both pipes fully before waiting, so a large output cannot block the child.
-        var errData = Data()
+        nonisolated(unsafe) var errData = Data()  // written by one thread, read after group.wait()
         let group = DispatchGroup()
         group.enter()
         DispatchQueue.global().async {
             errData = err.fileHandleForReading.readDataToEndOfFile()
             group.leave()
         }
-        let outData = out.fileHandleForReading.readDataToEndOfFile()
+        let outData = stdout == nil ? out.fileHandleForReading.readDataToEndOfFile() : Data()
         group.wait()
         process.waitUntilExit()
         return Result(status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self), stderr: String(decoding: errData, as: UTF8.self))
@@ -88,7 +92,7 @@ class CLITestCase: XCTestCase {
 }
 
 /// A command on a pseudo-terminal (util-linux `script`), answered at its prompts.
-final class TerminalSession {
+final class TerminalSession: @unchecked Sendable {  // the buffer is read and written under the lock
     private let process = Process()
     private let input = Pipe()
     private let output = Pipe()

@@ -47,9 +47,17 @@ final class CommandTests: CLITestCase {
         XCTAssertEqual(try runOK(["note", "show", "café ORDER"]).stdout, "# Café order\n\ntwo crème brûlées\n\n")
         let found = try XCTUnwrap(try json(try runOK(["note", "search", "CREME BRULEE", "--json"]).stdout) as? [[String: Any]])
         XCTAssertEqual(found.map { $0["id"] as? Int }, [1])
-        try runOK(["note", "edit", "1", "--title", "Coffee"], stdin: "new text")
+        // Renaming never touches the text, whatever stdin holds; empty new text needs --allow-empty.
+        try runOK(["note", "edit", "#1", "--title", "Coffee"], stdin: "")
+        XCTAssertEqual(try runOK(["note", "show", "Coffee"]).stdout, "# Coffee\n\ntwo crème brûlées\n\n")
+        let empty = try run(["note", "edit", "Coffee"], stdin: "")
+        XCTAssertEqual(empty.status, 64)
+        XCTAssertTrue(empty.stderr.contains("the new text is empty; nothing was saved"), empty.stderr)
+        try runOK(["note", "edit", "Coffee"], stdin: "new text")
         let shown = try XCTUnwrap(try json(try runOK(["note", "show", "Coffee", "--json"]).stdout) as? [String: Any])
         XCTAssertEqual(shown["text"] as? String, "new text")
+        try runOK(["note", "edit", "Coffee", "--allow-empty"], stdin: "")
+        XCTAssertEqual(try runOK(["note", "show", "Coffee"]).stdout, "# Coffee\n\n\n")
 
         let refused = try run(["note", "rm", "Coffee"])
         XCTAssertEqual(refused.status, 64)
@@ -63,8 +71,15 @@ final class CommandTests: CLITestCase {
     func testPasswords() throws {
         try initVault()
         // Notes come from $EDITOR, never from the command line; this "editor" writes them.
-        try runOK(["password", "add", "GitHub", "--user", "ada", "--url", "https://github.com", "--category", "web site", "--edit-notes"],
-                  stdin: "hunter2\n", environment: ["EDITOR": "printf '2FA on' >"])
+        let hasTerminal = open("/dev/tty", O_RDWR) >= 0
+        try runOK(["password", "add", "GitHub", "--user", "ada", "--url", "https://github.com", "--category", "web site"]
+                  + (hasTerminal ? ["--edit-notes"] : []), stdin: "hunter2\n", environment: ["EDITOR": "printf '2FA on' >"])
+        if !hasTerminal {
+            let refused = try run(["password", "add", "X", "--edit-notes"], stdin: "pw\n", environment: ["EDITOR": "true"])
+            XCTAssertEqual(refused.status, 64)
+            XCTAssertTrue(refused.stderr.contains("'--edit-notes' needs a terminal"), refused.stderr)
+            XCTAssertEqual(try run(["password", "edit", "GitHub", "--edit-notes"]).status, 64)
+        }
         let generated = try runOK(["password", "add", "Router", "--generate", "--length", "32", "--no-symbols", "--category", "Wi-Fi"])
         XCTAssertTrue(generated.stderr.contains("Generated a password of 191 bits"), generated.stderr)
 
@@ -74,7 +89,7 @@ final class CommandTests: CLITestCase {
         let revealed = try XCTUnwrap(try json(try runOK(["password", "show", "GitHub", "--reveal", "--json"]).stdout) as? [String: Any])
         XCTAssertEqual(revealed["password"] as? String, "hunter2")
         XCTAssertEqual(revealed["category"] as? String, "Web Site")
-        XCTAssertEqual(revealed["notes"] as? String, "2FA on")
+        if hasTerminal { XCTAssertEqual(revealed["notes"] as? String, "2FA on") }
         let router = try XCTUnwrap(try json(try runOK(["password", "show", "Router", "--reveal", "--json"]).stdout) as? [String: Any])
         let routerPassword = try XCTUnwrap(router["password"] as? String)
         XCTAssertEqual(routerPassword.count, 32)
@@ -94,12 +109,22 @@ final class CommandTests: CLITestCase {
         let both = try run(["password", "edit", "GitHub.com", "--new-password", "--generate"])
         XCTAssertEqual(both.status, 64)
 
-        try runOK(["password", "add", "github.COM"], stdin: "x")
+        let duplicate = try run(["password", "add", "github.COM"], stdin: "x")
+        XCTAssertEqual(duplicate.status, 65)
+        XCTAssertTrue(duplicate.stderr.contains("an entry named 'GitHub.com' exists already (#1)"), duplicate.stderr)
+        try runOK(["password", "add", "github.COM", "--allow-duplicate", "--url", "mail.example"], stdin: "x")
         let ambiguous = try run(["password", "show", "GITHUB.com"])
         XCTAssertEqual(ambiguous.status, 64)
-        XCTAssertTrue(ambiguous.stderr.contains("matches 2 entries; give one of their IDs:\n  ID 1\n  ID 3"), ambiguous.stderr)
-        try runOK(["password", "rm", "3", "--force"])
-        XCTAssertEqual(try run(["password", "show", "3"]).status, 66)
+        XCTAssertTrue(ambiguous.stderr.contains("matches 2 entries; give one of their IDs as #ID:\n"
+                                                + "  #1  GitHub.com  user: -  category: -  URL: https://github.com\n"
+                                                + "  #3  github.COM  user: -  category: -  URL: mail.example"), ambiguous.stderr)
+        XCTAssertEqual(try runOK(["password", "show", "#3", "--field", "password"]).stdout, "x\n")
+        XCTAssertEqual(try runOK(["password", "show", "#1", "--field", "url"]).stdout, "https://github.com\n")
+        let noField = try run(["password", "show", "#1", "--field", "pin"])
+        XCTAssertEqual(noField.status, 66)
+        XCTAssertTrue(noField.stderr.contains("entry 'GitHub.com' has no field 'pin'"), noField.stderr)
+        try runOK(["password", "rm", "#3", "--force"])
+        XCTAssertEqual(try run(["password", "show", "#3"]).status, 66)
     }
 
     func testOneCommandWithThreeInvalidFieldsGivesThreeLinesAndSavesNothing() throws {
@@ -109,7 +134,7 @@ final class CommandTests: CLITestCase {
         let lines = result.stderr.split(separator: "\n").map(String.init)
         XCTAssertEqual(lines.first, "Error: nothing was saved:")
         XCTAssertEqual(Set(lines.dropFirst()), ["  name is required", "  user ID can't be longer than 254 characters",
-                                               "  URL must look like scheme://... (for example https://example.com)"])
+                                               "  URL must be one address without spaces or control characters"])
         XCTAssertEqual(try runOK(["password", "list", "--json"]).stdout, "[\n\n]\n")
     }
 
@@ -161,8 +186,13 @@ final class CommandTests: CLITestCase {
         let other = home.appendingPathComponent("other").path
         try runOK(["init", "--kdf-cost", "10", "--vault", other])
         let imported = try runOK(["import", file.path, "--format", "mystash-json", "--vault", other])
-        XCTAssertTrue(imported.stderr.contains("Imported 1 notes, 1 passwords and 0 categories."), imported.stderr)
-        XCTAssertEqual(try run(["import", file.path, "--format", "pass"]).status, 64)
+        XCTAssertTrue(imported.stderr.contains("Imported 1 entry, 1 note, 0 categories; updated 0; skipped 0."), imported.stderr)
+        let again = try runOK(["import", file.path, "--format", "mystash-json", "--vault", other, "--json"])
+        let report = try XCTUnwrap(try json(again.stdout) as? [String: Any])
+        XCTAssertEqual((report["imported"] as? [Any])?.count, 0, again.stdout)
+        XCTAssertEqual((report["skipped"] as? [[String: Any]])?.compactMap { $0["reason"] as? String },
+                       ["already in the vault, unchanged", "already in the vault, unchanged"])
+        XCTAssertEqual(try run(["import", file.path, "--format", "nonsense"]).status, 64)
         XCTAssertEqual(try run(["import", "/nonexistent", "--format", "mystash-json"]).status, 66)
 
         XCTAssertTrue(try runOK(["check"]).stderr.contains("All is well."))

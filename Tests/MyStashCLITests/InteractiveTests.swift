@@ -35,11 +35,23 @@ final class InteractiveTests: CLITestCase {
         mismatch.expect("did not match")
         XCTAssertEqual(mismatch.wait(), 64)
 
+        // Three tries at the prompt, then exit 77; a right one on the way in succeeds.
         let wrong = try TerminalSession(["note", "list"], environment: environment)
+        for left in [2, 1] {
+            wrong.expect("Master password for")
+            wrong.send("not it")
+            wrong.expect("Wrong master password; try again (\(left) left).")
+        }
         wrong.expect("Master password for")
-        wrong.send("not it")
+        wrong.send("not it either")
         wrong.expect("Error: wrong master password")
         XCTAssertEqual(wrong.wait(), 77)
+        let second = try TerminalSession(["note", "list"], environment: environment)
+        second.expect("Master password for")
+        second.send("typo")
+        second.expect("try again (2 left)")
+        second.send("s3cret-master")
+        XCTAssertEqual(second.wait(), 0, second.transcript)
 
         let reveal = try run(["password", "show", "Bank", "--reveal", "--json"], environment: ["MYSTASH_PASSWORD": "s3cret-master"])
         XCTAssertTrue(reveal.stdout.contains("\"password\" : \"entry-pass-1\""), reveal.stdout)

@@ -1,5 +1,6 @@
 import Foundation
 import XCTest
+
 @testable import ObjectGraph
 
 /// Result types, aggregates, grouping, batches, prefetching, batch requests and object-ID
@@ -9,7 +10,7 @@ final class FetchPowerTests: ObjectGraphTestCase {
     struct Generator {
         var state: UInt64
         mutating func next(_ bound: Int) -> Int {
-            state = state &* 6364136223846793005 &+ 1442695040888963407
+            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
             return Int((state >> 33) % UInt64(bound))
         }
     }
@@ -45,7 +46,9 @@ final class FetchPowerTests: ObjectGraphTestCase {
         return systems
     }
 
-    private func request(_ entity: String, _ format: String? = nil, _ arguments: Any?...) throws -> FetchRequest<ManagedObject> {
+    private func request(
+        _ entity: String, _ format: String? = nil, _ arguments: Any?...
+    ) throws -> FetchRequest<ManagedObject> {
         var request = FetchRequest<ManagedObject>(entityName: entity)
         if let format { request.predicate = try Predicate(format: format, argumentArray: arguments) }
         return request
@@ -58,7 +61,10 @@ final class FetchPowerTests: ObjectGraphTestCase {
             let stack = try makeStack(kind)
             try populate(stack)
             let context = ManagedObjectContext(coordinator: stack.coordinator)
-            for format in ["rank > 10", "category.name BEGINSWITH 'Cat 1'", "password == 'pw2'", "ANY tags.name == 'tag1'", "TRUEPREDICATE"] {
+            for format in [
+                "rank > 10", "category.name BEGINSWITH 'Cat 1'", "password == 'pw2'", "ANY tags.name == 'tag1'",
+                "TRUEPREDICATE",
+            ] {
                 var request = try request("System", format)
                 request.sortDescriptors = [FetchSortDescriptor(key: "rank"), FetchSortDescriptor(key: "name")]
                 let objects = try context.fetch(request)
@@ -67,7 +73,8 @@ final class FetchPowerTests: ObjectGraphTestCase {
                 XCTAssertEqual(try context.count(for: request), objects.count, format)
                 request.fetchLimit = 3
                 request.fetchOffset = 2
-                XCTAssertEqual(try context.fetchObjectIDs(request), Array(objects.dropFirst(2).prefix(3)).map(\.objectID), format)
+                XCTAssertEqual(
+                    try context.fetchObjectIDs(request), Array(objects.dropFirst(2).prefix(3)).map(\.objectID), format)
             }
         }
     }
@@ -80,12 +87,20 @@ final class FetchPowerTests: ObjectGraphTestCase {
             try populate(stack)
             let context = ManagedObjectContext(coordinator: stack.coordinator)
             let categories = try context.fetch(try request("Category"))
-            let ranks = { (category: ManagedObject) in (category["systems"] as! [ManagedObject]).map { $0["rank"] as! Int } }
+            let ranks = { (category: ManagedObject) in
+                (category["systems"] as! [ManagedObject]).map { $0["rank"] as! Int }
+            }
             let cases: [(String, Any, (ManagedObject) -> Bool)] = [
                 ("systems.@count == %@", 2, { ranks($0).count == 2 }),
                 ("systems.@sum.rank > %@", 60, { ranks($0).reduce(0, +) > 60 }),
                 ("systems.@sum.rank == %@", 0, { ranks($0).reduce(0, +) == 0 }),
-                ("systems.@avg.rank >= %@", 30.5, { let r = ranks($0); return !r.isEmpty && Double(r.reduce(0, +)) / Double(r.count) >= 30.5 }),
+                (
+                    "systems.@avg.rank >= %@", 30.5,
+                    {
+                        let r = ranks($0)
+                        return !r.isEmpty && Double(r.reduce(0, +)) / Double(r.count) >= 30.5
+                    }
+                ),
                 ("systems.@min.rank < %@", 0, { ranks($0).min().map { $0 < 0 } ?? false }),
                 ("systems.@max.rank > %@", 70, { ranks($0).max().map { $0 > 70 } ?? false }),
             ]
@@ -94,7 +109,9 @@ final class FetchPowerTests: ObjectGraphTestCase {
                 XCTAssertEqual(Set(try context.names("Category", format, argument)), wanted, format)
                 // The same predicate evaluated on objects in memory (the key-path path) agrees.
                 let predicate = try Predicate(format: format, argument)
-                XCTAssertEqual(Set(categories.filter { predicate.evaluate(with: $0) }.map { $0["name"] as! String }), wanted, format)
+                XCTAssertEqual(
+                    Set(categories.filter { predicate.evaluate(with: $0) }.map { $0["name"] as! String }), wanted,
+                    format)
             }
             // Unsaved objects are judged in memory by the same rule.
             let fresh = context.insertNewObject(forEntityName: "Category")
@@ -114,11 +131,15 @@ final class FetchPowerTests: ObjectGraphTestCase {
             let systems = try populate(stack)
             let context = ManagedObjectContext(coordinator: stack.coordinator)
             var request = try request("System", "rank > %@", -5)
-            request.dictionaryProperties = [.keyPath("category.name", as: "category"), .aggregate(.count, of: "*", as: "n"),
-                                            .aggregate(.sum, of: "rank", as: "total"), .aggregate(.average, of: "rank", as: "mean"),
-                                            .aggregate(.min, of: "rank", as: "low"), .aggregate(.max, of: "rank", as: "high")]
+            request.dictionaryProperties = [
+                .keyPath("category.name", as: "category"), .aggregate(.count, of: "*", as: "n"),
+                .aggregate(.sum, of: "rank", as: "total"), .aggregate(.average, of: "rank", as: "mean"),
+                .aggregate(.min, of: "rank", as: "low"), .aggregate(.max, of: "rank", as: "high"),
+            ]
             request.propertiesToGroupBy = ["category.name"]
-            request.sortDescriptors = [FetchSortDescriptor(key: "total", ascending: false), FetchSortDescriptor(key: "category")]
+            request.sortDescriptors = [
+                FetchSortDescriptor(key: "total", ascending: false), FetchSortDescriptor(key: "category"),
+            ]
             let rows = try context.fetchDictionaries(request)
 
             let matching = systems.filter { ($0["rank"] as! Int) > -5 }
@@ -128,7 +149,8 @@ final class FetchPowerTests: ObjectGraphTestCase {
                 let members = groups[row["category"] as? String]!.map { $0["rank"] as! Int }
                 XCTAssertEqual(row["n"] as? Int, members.count)
                 XCTAssertEqual(row["total"] as? Int, members.reduce(0, +))
-                XCTAssertEqual(row["mean"] as! Double, Double(members.reduce(0, +)) / Double(members.count), accuracy: 1e-9)
+                XCTAssertEqual(
+                    row["mean"] as! Double, Double(members.reduce(0, +)) / Double(members.count), accuracy: 1e-9)
                 XCTAssertEqual(row["low"] as? Int, members.min())
                 XCTAssertEqual(row["high"] as? Int, members.max())
             }
@@ -139,9 +161,13 @@ final class FetchPowerTests: ObjectGraphTestCase {
             var distinct = try self.request("System")
             distinct.dictionaryProperties = [.keyPath("category.name")]
             distinct.returnsDistinctResults = true
-            XCTAssertEqual(try context.fetchDictionaries(distinct).count, Set(systems.map { ($0["category"] as? ManagedObject)?["name"] as? String }).count)
+            XCTAssertEqual(
+                try context.fetchDictionaries(distinct).count,
+                Set(systems.map { ($0["category"] as? ManagedObject)?["name"] as? String }).count)
             var perCategory = try self.request("Category")
-            perCategory.dictionaryProperties = [.keyPath("name"), .keyPath("systems.@count", as: "count"), .keyPath("systems.@sum.rank", as: "sum")]
+            perCategory.dictionaryProperties = [
+                .keyPath("name"), .keyPath("systems.@count", as: "count"), .keyPath("systems.@sum.rank", as: "sum"),
+            ]
             for row in try context.fetchDictionaries(perCategory) {
                 let category = try context.objects("Category", "name == %@", row["name"] as! String)[0]
                 let ranks = (category["systems"] as! [ManagedObject]).map { $0["rank"] as! Int }
@@ -152,7 +178,9 @@ final class FetchPowerTests: ObjectGraphTestCase {
             // A transformed attribute is decoded (in memory), and cannot be aggregated in SQL.
             var secrets = try self.request("System", "name == 's0'")
             secrets.dictionaryProperties = [.keyPath("name"), .keyPath("password")]
-            XCTAssertEqual(try context.fetchDictionaries(secrets).first?["password"] as? String, systems[0]["password"] as? String)
+            XCTAssertEqual(
+                try context.fetchDictionaries(secrets).first?["password"] as? String, systems[0]["password"] as? String
+            )
             secrets.dictionaryProperties = [.aggregate(.max, of: "password", as: "p")]
             XCTAssertThrowsError(try context.fetchDictionaries(secrets)) { error in
                 XCTAssertTrue("\(error)".contains("transformed"), "\(error)")
@@ -182,7 +210,7 @@ final class FetchPowerTests: ObjectGraphTestCase {
             XCTAssertEqual(results.count, 900)
             XCTAssertEqual(context.registered.count, 0, "nothing is read before it is reached")
             let kept = results[3]
-            results[10]["rank"] = -1   // an unsaved change must survive its batch being left
+            results[10]["rank"] = -1  // an unsaved change must survive its batch being left
             var highWater = 0
             var ranks: [Int] = []
             for object in results {
@@ -192,10 +220,12 @@ final class FetchPowerTests: ObjectGraphTestCase {
             XCTAssertEqual(Array(ranks.prefix(10)), Array((990...999).reversed()))
             XCTAssertEqual(ranks[10], -1)
             XCTAssertEqual(Array(ranks.dropFirst(11)), Array((100...988).reversed()))
-            XCTAssertLessThanOrEqual(highWater, 50 + 2, "only the current batch and objects held elsewhere stay registered")
+            XCTAssertLessThanOrEqual(
+                highWater, 50 + 2, "only the current batch and objects held elsewhere stay registered")
             XCTAssertTrue(results[3] === kept, "an object still referenced keeps its identity")
             try context.save()
-            XCTAssertEqual(try ManagedObjectContext(coordinator: stack.coordinator).names("System", "rank == -1"), ["n0989"])
+            XCTAssertEqual(
+                try ManagedObjectContext(coordinator: stack.coordinator).names("System", "rank == -1"), ["n0989"])
         }
     }
 
@@ -213,10 +243,14 @@ final class FetchPowerTests: ObjectGraphTestCase {
             request.sortDescriptors = [FetchSortDescriptor(key: "rank")]
             request.fetchBatchSize = 10
             let results = try context.fetchBatched(request)
-            try ManagedObjectContext(coordinator: stack.coordinator).execute(BatchDeleteRequest(entityName: "System",
-                                                                                                 predicate: try Predicate(format: "rank == 15")))
+            try ManagedObjectContext(coordinator: stack.coordinator).execute(
+                BatchDeleteRequest(
+                    entityName: "System",
+                    predicate: try Predicate(format: "rank == 15")))
             XCTAssertEqual(results.map { $0["rank"] as? Int }, (0..<30).map { $0 == 15 ? nil : $0 })
-            XCTAssertThrowsError(try context.fetch(request)) { XCTAssertTrue("\($0)".contains("no longer exist"), "\($0)") }
+            XCTAssertThrowsError(try context.fetch(request)) {
+                XCTAssertTrue("\($0)".contains("no longer exist"), "\($0)")
+            }
         }
     }
 
@@ -228,7 +262,9 @@ final class FetchPowerTests: ObjectGraphTestCase {
             let expected = try plain.objects("System", sort: [FetchSortDescriptor(key: "name")]).map { system in
                 [(system["category"] as? ManagedObject)?["name"] as? String ?? "-"]
                     + (system["tags"] as! [ManagedObject]).map { $0["name"] as! String }.sorted()
-                    + ((system["category"] as? ManagedObject)?["systems"] as? [ManagedObject] ?? []).map { $0["name"] as! String }.sorted()
+                    + ((system["category"] as? ManagedObject)?["systems"] as? [ManagedObject] ?? []).map {
+                        $0["name"] as! String
+                    }.sorted()
             }
             let context = ManagedObjectContext(coordinator: stack.coordinator)
             var request = try request("System")
@@ -239,7 +275,9 @@ final class FetchPowerTests: ObjectGraphTestCase {
             let seen = systems.map { system in
                 [(system["category"] as? ManagedObject)?["name"] as? String ?? "-"]
                     + (system["tags"] as! [ManagedObject]).map { $0["name"] as! String }.sorted()
-                    + ((system["category"] as? ManagedObject)?["systems"] as? [ManagedObject] ?? []).map { $0["name"] as! String }.sorted()
+                    + ((system["category"] as? ManagedObject)?["systems"] as? [ManagedObject] ?? []).map {
+                        $0["name"] as! String
+                    }.sorted()
             }
             XCTAssertEqual(stack.coordinator.readCount, reads, "walking prefetched relationships read the store")
             XCTAssertEqual(seen, expected)
@@ -257,28 +295,42 @@ final class FetchPowerTests: ObjectGraphTestCase {
     func testBatchInsertWritesRowsThatReadBackWithEncodedSecrets() {
         forEachStoreKind { kind in
             let stack = try makeStack(kind)
-            let rows: [[String: Any]] = (0..<200).map { ["name": "b\($0)", "userId": "user\($0)", "rank": $0 % 7, "password": "secret\($0)"] }
+            let rows: [[String: Any]] = (0..<200).map {
+                ["name": "b\($0)", "userId": "user\($0)", "rank": $0 % 7, "password": "secret\($0)"]
+            }
             let result = try stack.context.execute(BatchInsertRequest(entityName: "System", objects: rows))
             XCTAssertEqual(result.count, 200)
             let context = ManagedObjectContext(coordinator: stack.coordinator)
-            let systems = try context.objects("System", sort: [FetchSortDescriptor(key: "rank"), FetchSortDescriptor(key: "name")])
+            let systems = try context.objects(
+                "System", sort: [FetchSortDescriptor(key: "rank"), FetchSortDescriptor(key: "name")])
             XCTAssertEqual(Set(systems.map(\.objectID)), Set(result.objectIDs))
             for system in systems {
                 let index = Int((system["name"] as! String).dropFirst())!
                 XCTAssertEqual(system["password"] as? String, "secret\(index)")
                 XCTAssertEqual(system["rank"] as? Int, index % 7)
             }
-            XCTAssertEqual(try context.count(for: try request("System", "rank == 3")), rows.filter { $0["rank"] as! Int == 3 }.count)
+            XCTAssertEqual(
+                try context.count(for: try request("System", "rank == 3")),
+                rows.filter { $0["rank"] as! Int == 3 }.count)
             // Stored encoded, bound to the row it lives in.
-            XCTAssertTrue(stack.transformer.places.contains { $0.entityName == "System" && $0.primaryKey == result.objectIDs[5].primaryKey })
+            XCTAssertTrue(
+                stack.transformer.places.contains {
+                    $0.entityName == "System" && $0.primaryKey == result.objectIDs[5].primaryKey
+                })
             // A new object after a batch insert takes the next primary key.
             let next = context.insertNewObject(forEntityName: "System")
             next["userId"] = "after1"
             try context.save()
             XCTAssertEqual(next.objectID.primaryKey, 201)
 
-            for (bad, reason) in [(["userId": "abc", "rank": "high"], "rank"), (["name": "x"], "userId"), (["userId": "abc", "colour": 1], "colour")] {
-                XCTAssertThrowsError(try stack.context.execute(BatchInsertRequest(entityName: "System", objects: [["userId": "fine"], bad]))) { error in
+            for (bad, reason) in [
+                (["userId": "abc", "rank": "high"], "rank"), (["name": "x"], "userId"),
+                (["userId": "abc", "colour": 1], "colour"),
+            ] {
+                XCTAssertThrowsError(
+                    try stack.context.execute(
+                        BatchInsertRequest(entityName: "System", objects: [["userId": "fine"], bad]))
+                ) { error in
                     XCTAssertTrue("\(error)".contains("row 2") && "\(error)".contains(reason), "\(error)")
                 }
             }
@@ -293,11 +345,14 @@ final class FetchPowerTests: ObjectGraphTestCase {
             let stale = ManagedObjectContext(coordinator: stack.coordinator)
             let staleObject = try stale.objects("System", "rank < 0").first!
             let expected = Set(systems.filter { ($0["rank"] as! Int) < 0 }.map(\.objectID))
-            let result = try stack.context.execute(BatchUpdateRequest(entityName: "System", predicate: try Predicate(format: "rank < 0"),
-                                                                      propertiesToUpdate: ["rank": 0, "password": "reset", "name": nil]))
+            let result = try stack.context.execute(
+                BatchUpdateRequest(
+                    entityName: "System", predicate: try Predicate(format: "rank < 0"),
+                    propertiesToUpdate: ["rank": 0, "password": "reset", "name": nil]))
             XCTAssertEqual(Set(result.objectIDs), expected)
-            XCTAssertEqual(systems.filter { expected.contains($0.objectID) }.map { $0["password"] as? String },
-                           Array(repeating: "reset", count: expected.count), "the context's own objects were refreshed")
+            XCTAssertEqual(
+                systems.filter { expected.contains($0.objectID) }.map { $0["password"] as? String },
+                Array(repeating: "reset", count: expected.count), "the context's own objects were refreshed")
             let fresh = ManagedObjectContext(coordinator: stack.coordinator)
             XCTAssertEqual(try fresh.count(for: try request("System", "rank < 0")), 0)
             XCTAssertEqual(try fresh.count(for: try request("System", "password == 'reset'")), expected.count)
@@ -305,10 +360,16 @@ final class FetchPowerTests: ObjectGraphTestCase {
             staleObject["rank"] = 5
             XCTAssertThrowsError(try stale.save()) { XCTAssertEqual(($0 as? ObjectGraphError)?.code, .mergeConflict) }
 
-            for (properties, format, reason) in [(["userId": nil], "rank > 0", "required"), (["rank": "x"], "rank > 0", "Integer"),
-                                                 (["rank": 1], "password == 'x'", "cannot run in SQL")] as [([String: Any?], String, String)] {
-                XCTAssertThrowsError(try stack.context.execute(BatchUpdateRequest(entityName: "System", predicate: try Predicate(format: format),
-                                                                                  propertiesToUpdate: properties))) { error in
+            for (properties, format, reason) in [
+                (["userId": nil], "rank > 0", "required"), (["rank": "x"], "rank > 0", "Integer"),
+                (["rank": 1], "password == 'x'", "cannot run in SQL"),
+            ] as [([String: Any?], String, String)] {
+                XCTAssertThrowsError(
+                    try stack.context.execute(
+                        BatchUpdateRequest(
+                            entityName: "System", predicate: try Predicate(format: format),
+                            propertiesToUpdate: properties))
+                ) { error in
                     XCTAssertTrue("\(error)".contains(reason), "\(error)")
                 }
             }
@@ -320,22 +381,36 @@ final class FetchPowerTests: ObjectGraphTestCase {
             let stack = try makeStack(kind)
             let systems = try populate(stack)
             // Category.systems is Deny: a category that still has systems is not deleted, nor any other.
-            XCTAssertThrowsError(try stack.context.execute(BatchDeleteRequest(entityName: "Category"))) { XCTAssertTrue("\($0)".contains("denies")) }
+            XCTAssertThrowsError(try stack.context.execute(BatchDeleteRequest(entityName: "Category"))) {
+                XCTAssertTrue("\($0)".contains("denies"))
+            }
             let context = ManagedObjectContext(coordinator: stack.coordinator)
             XCTAssertEqual(try context.count(for: try request("Category")), 12)
             let empty = try context.objects("Category", "systems.@count == 0").map(\.objectID)
-            XCTAssertEqual(Set(try context.execute(BatchDeleteRequest(entityName: "Category", predicate: try Predicate(format: "systems.@count == 0"))).objectIDs),
-                           Set(empty))
+            XCTAssertEqual(
+                Set(
+                    try context.execute(
+                        BatchDeleteRequest(
+                            entityName: "Category", predicate: try Predicate(format: "systems.@count == 0"))
+                    ).objectIDs),
+                Set(empty))
 
             // Systems go with their tag links (many-to-many rows) and category links.
             let doomed = systems.filter { ($0["rank"] as! Int) > 50 }
-            let result = try context.execute(BatchDeleteRequest(entityName: "System", predicate: try Predicate(format: "rank > 50")))
+            let result = try context.execute(
+                BatchDeleteRequest(entityName: "System", predicate: try Predicate(format: "rank > 50")))
             XCTAssertEqual(Set(result.objectIDs), Set(doomed.map(\.objectID)))
             let after = ManagedObjectContext(coordinator: stack.coordinator)
             for tag in try after.objects("Tag") {
                 let names = Set((tag["systems"] as! [ManagedObject]).map { $0["name"] as! String })
-                let wanted = Set(systems.filter { ($0["rank"] as! Int) <= 50 && ($0["tags"] as! [ManagedObject]).contains { $0["name"] as? String == tag["name"] as? String } }
-                                 .map { $0["name"] as! String })
+                let wanted = Set(
+                    systems.filter {
+                        ($0["rank"] as! Int) <= 50
+                            && ($0["tags"] as! [ManagedObject]).contains {
+                                $0["name"] as? String == tag["name"] as? String
+                            }
+                    }
+                    .map { $0["name"] as! String })
                 XCTAssertEqual(names, wanted)
             }
             for category in try after.objects("Category") {
@@ -348,8 +423,10 @@ final class FetchPowerTests: ObjectGraphTestCase {
             for _ in 0..<3 { after.insertNewObject(forEntityName: "Attachment")["note"] = note }
             try after.save()
             let gone = try after.execute(BatchDeleteRequest(entityName: "Note"))
-            XCTAssertEqual(gone.objectIDs.map(\.entityName).sorted(), ["Attachment", "Attachment", "Attachment", "Note"])
-            XCTAssertEqual(try ManagedObjectContext(coordinator: stack.coordinator).count(for: try request("Attachment")), 0)
+            XCTAssertEqual(
+                gone.objectIDs.map(\.entityName).sorted(), ["Attachment", "Attachment", "Attachment", "Note"])
+            XCTAssertEqual(
+                try ManagedObjectContext(coordinator: stack.coordinator).count(for: try request("Attachment")), 0)
             XCTAssertNil(note.managedObjectContext, "the deleted object left its context")
         }
     }
@@ -391,12 +468,15 @@ final class FetchPowerTests: ObjectGraphTestCase {
             cases += 1
             if let id = again.coordinator.managedObjectID(forURIRepresentation: url) {
                 // Only a URI naming a real store, entity and key can resolve.
-                XCTAssertTrue(again.coordinator.persistentStores.contains { $0.identifier == id.storeIdentifier }, url.absoluteString)
+                XCTAssertTrue(
+                    again.coordinator.persistentStores.contains { $0.identifier == id.storeIdentifier },
+                    url.absoluteString)
                 _ = try? context.existingObject(with: id)
             }
         }
         XCTAssertGreaterThan(cases, 1000)
         let otherStore = URL(string: "x-coredata://\(again.notes.identifier)/System/p1")!
-        XCTAssertNil(again.coordinator.managedObjectID(forURIRepresentation: otherStore), "System lives in the Passwords store")
+        XCTAssertNil(
+            again.coordinator.managedObjectID(forURIRepresentation: otherStore), "System lives in the Passwords store")
     }
 }

@@ -77,6 +77,36 @@ class MigrationTestCase: ObjectGraphTestCase {
         return (coordinator, ManagedObjectContext(coordinator: coordinator, notificationCenter: NotificationCenter()))
     }
 
+    /// Notes.sqlite (one note) and Passwords.sqlite (`entries` entries) of ``TwoStoreModels`` version 1.
+    func makeTwoStores(entries: Int) throws -> (notes: URL, passwords: URL) {
+        let coordinator = PersistentStoreCoordinator(
+            managedObjectModel: try TwoStoreModels.model("V1", renamed: false))
+        coordinator.valueTransformers.register(PlaceBoundTransformer(), forName: PlaceBoundTransformer.name)
+        let notes = directory.appendingPathComponent("Notes.sqlite")
+        let passwords = directory.appendingPathComponent("Passwords.sqlite")
+        try coordinator.addPersistentStore(type: .sqlite, configuration: "Notes", at: notes)
+        try coordinator.addPersistentStore(type: .sqlite, configuration: "Passwords", at: passwords)
+        let context = ManagedObjectContext(coordinator: coordinator, notificationCenter: NotificationCenter())
+        context.insertNewObject(forEntityName: "Note")["text"] = "door code"
+        for index in 0..<entries { context.insertNewObject(forEntityName: "Entry")["password"] = "hunter\(index)" }
+        try context.save()
+        try coordinator.close()
+        return (notes, passwords)
+    }
+
+    func assertTwoStoresMigrated(
+        _ coordinator: PersistentStoreCoordinator, entries: Int,
+        file: StaticString = #filePath, line: UInt = #line
+    ) throws {
+        let context = ManagedObjectContext(coordinator: coordinator, notificationCenter: NotificationCenter())
+        XCTAssertEqual(try context.objects("Note").first?["body"] as? String, "door code", file: file, line: line)
+        let stored = try context.objects("Entry")
+        XCTAssertEqual(
+            Set(stored.compactMap { $0["secret"] as? String }), Set((0..<entries).map { "hunter\($0)" }),
+            file: file, line: line)
+        XCTAssertTrue(stored.allSatisfy { $0["uses"] as? Int == 0 }, file: file, line: line)
+    }
+
     func assertRefused(
         _ url: URL, _ versions: ModelVersions, code: ObjectGraphError.Code = .migrationCannotBeInferred,
         naming expected: [String], file: StaticString = #filePath, line: UInt = #line
@@ -356,6 +386,82 @@ final class MigrationTests: MigrationTestCase {
             naming: ["Book.author is to-one but object 3 has several"])
     }
 
+    func testANewRequiredToOneRelationshipIsRefusedWhileObjectsWouldPointNowhere() throws {
+        let v1 = try model(
+            "V1",
+            [
+                EntityDescription(name: "Author", attributes: [AttributeDescription(name: "name", type: .string)]),
+                EntityDescription(name: "Book", attributes: [AttributeDescription(name: "title", type: .string)]),
+            ])
+        let v2 = try model(
+            "V2",
+            [
+                EntityDescription(
+                    name: "Author", attributes: [AttributeDescription(name: "name", type: .string)],
+                    relationships: [
+                        RelationshipDescription(
+                            name: "books", destination: "Book", inverse: "author",
+                            isToMany: true)
+                    ]),
+                EntityDescription(
+                    name: "Book", attributes: [AttributeDescription(name: "title", type: .string)],
+                    relationships: [
+                        RelationshipDescription(
+                            name: "author", destination: "Author", inverse: "books",
+                            isOptional: false)
+                    ]),
+            ])
+        let url = try makeStore(v1) { context in
+            for title in ["Notes", "Engine"] { context.insertNewObject(forEntityName: "Book")["title"] = title }
+        }
+        try assertRefused(
+            url, ModelVersions(versions: [v1], current: v2),
+            naming: ["Book.author is required, but 2 objects would point nowhere"])
+    }
+
+    func testACustomStepSeesToManyRelationshipsAndCoversARequiredAttributeWithoutDefault() throws {
+        let v1 = try library("V1", manyAuthors: false)
+        let url = try makeStore(v1) { context in
+            for (name, count) in [("Ada", 2), ("Alan", 1), ("Grace", 0)] {
+                let author = context.insertNewObject(forEntityName: "Author")
+                author["name"] = name
+                for index in 0..<count {
+                    let book = context.insertNewObject(forEntityName: "Book")
+                    book["title"] = "\(name) \(index)"
+                    book["author"] = author
+                }
+            }
+        }
+        let v2 = try model(
+            "V2",
+            [
+                EntityDescription(
+                    name: "Author",
+                    attributes: [
+                        AttributeDescription(name: "name", type: .string),
+                        AttributeDescription(name: "bookCount", type: .integer32, isOptional: false),
+                    ],
+                    relationships: [
+                        RelationshipDescription(name: "books", destination: "Book", inverse: "author", isToMany: true)
+                    ]),
+                EntityDescription(
+                    name: "Book", attributes: [AttributeDescription(name: "title", type: .string)],
+                    relationships: [RelationshipDescription(name: "author", destination: "Author", inverse: "books")]),
+            ])
+        let versions = ModelVersions(versions: [v1], current: v2)
+        try assertRefused(
+            url, versions, naming: ["Author.bookCount is required and has no default value, but 3 objects"])
+        let count = EntityMigrationStep(entity: "Author", from: "V1") { author, _ in
+            author["bookCount"] = (author.sourceValues["books"] as? [Int64])?.count
+        }
+        let (_, context) = try openMigrating(url, versions, steps: [count])
+        let counts = Dictionary(
+            uniqueKeysWithValues: try context.objects("Author").map {
+                ($0["name"] as? String ?? "", $0["bookCount"] as? Int)
+            })
+        XCTAssertEqual(counts, ["Ada": 2, "Alan": 1, "Grace": 0])
+    }
+
     private func tasks(_ version: String, inherited: Bool) throws -> ManagedObjectModel {
         let title = AttributeDescription(name: "title", type: .string)
         let done = AttributeDescription(name: "done", type: .boolean)
@@ -416,12 +522,125 @@ final class MigrationTests: MigrationTestCase {
         XCTAssertEqual(Set(try context.objects("Entry").compactMap(\.objectID.primaryKey)).count, 6)
     }
 
+    func testEntitiesLeavingTheirParentGetTablesOfTheirOwn() throws {
+        let inherited = try tasks("A", inherited: true)
+        let url = try makeStore(inherited) { context in
+            let project = context.insertNewObject(forEntityName: "Project")
+            project["name"] = "garden"
+            let task = context.insertNewObject(forEntityName: "Task")
+            task["title"] = "mow"
+            task["project"] = project
+            context.insertNewObject(forEntityName: "Note")["title"] = "seeds"
+        }
+        let flat = try tasks("B", inherited: false)
+        let (coordinator, context) = try openMigrating(url, ModelVersions(versions: [inherited], current: flat))
+        XCTAssertEqual(try context.objects("Note").compactMap { $0["title"] as? String }, ["seeds"])
+        let task = try XCTUnwrap(try context.objects("Task").first)
+        XCTAssertEqual(task["title"] as? String, "mow")
+        XCTAssertEqual((task["project"] as? ManagedObject)?["name"] as? String, "garden")
+        XCTAssertTrue(
+            coordinator.migrationReports[0].hops[0].changes.map(\.description).contains(
+                "remove entity Entry and its objects"))
+        try coordinator.close()
+        XCTAssertEqual(
+            try sqlite3(url, "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'Z%' ORDER BY name"),
+            ["ZNOTE", "ZPROJECT", "ZTASK", "Z_METADATA", "Z_PRIMARYKEY"])
+    }
+
+    func testAVersionThatOnlyMakesAnAttributeRequiredIsFoundByTheRecordedIdentifier() throws {
+        let optional = try model(
+            "V1", [EntityDescription(name: "Item", attributes: [AttributeDescription(name: "name", type: .string)])])
+        let required = try model(
+            "V2",
+            [
+                EntityDescription(
+                    name: "Item",
+                    attributes: [
+                        AttributeDescription(
+                            name: "name", type: .string, isOptional: false, defaultValueString: "unnamed")
+                    ])
+            ])
+        // Their stores look the same; the identifier recorded in the store tells them apart.
+        XCTAssertEqual(optional.entityVersionHashesByName, required.entityVersionHashesByName)
+        let url = try makeStore(optional) { context in
+            context.insertNewObject(forEntityName: "Item")["name"] = "kept"
+            context.insertNewObject(forEntityName: "Item")
+        }
+        let (coordinator, context) = try openMigrating(url, ModelVersions(versions: [optional], current: required))
+        XCTAssertEqual(Set(try context.objects("Item").compactMap { $0["name"] as? String }), ["kept", "unnamed"])
+        XCTAssertEqual(
+            coordinator.migrationReports.first?.hops.first?.changes.map(\.description),
+            ["make Item.name required, empty values become unnamed"])
+    }
+
+    func testStoresOfTwoConfigurationsMigrateOnOneCoordinator() throws {
+        let (notes, passwords) = try makeTwoStores(entries: 1)
+        let migrating = PersistentStoreCoordinator(modelVersions: try TwoStoreModels.versions)
+        migrating.valueTransformers.register(PlaceBoundTransformer(), forName: PlaceBoundTransformer.name)
+        var options = StoreOptions()
+        options.migratesAutomatically = true
+        options.infersMappingModel = true
+        try migrating.addPersistentStore(type: .sqlite, configuration: "Notes", at: notes, options: options)
+        // The second store is attached to the first one's connection: its migration runs there.
+        try migrating.addPersistentStore(type: .sqlite, configuration: "Passwords", at: passwords, options: options)
+        XCTAssertEqual(migrating.migrationReports.map(\.storeName), ["Notes.sqlite", "Passwords.sqlite"])
+        try assertTwoStoresMigrated(migrating, entries: 1)
+        XCTAssertEqual(try sqlite3(notes, "SELECT name FROM sqlite_master WHERE name = 'ZENTRY'"), [])
+        XCTAssertEqual(try sqlite3(passwords, "SELECT name FROM sqlite_master WHERE name = 'ZNOTE'"), [])
+    }
+
+    func testStoresThatBelongTogetherMigrateInOneTransaction() throws {
+        let (notes, passwords) = try makeTwoStores(entries: 3)
+        let coordinator = PersistentStoreCoordinator(modelVersions: try TwoStoreModels.versions)
+        coordinator.valueTransformers.register(PlaceBoundTransformer(), forName: PlaceBoundTransformer.name)
+        let reports = try coordinator.migrateStores([("Notes", notes), ("Passwords", passwords)])
+        XCTAssertEqual(reports.map(\.storeName), ["Notes.sqlite", "Passwords.sqlite"])
+        XCTAssertEqual(reports.map(\.carried), [["Note": 1], ["Entry": 3]])
+        // Both fit the current version now: adding them needs no migration.
+        try coordinator.addPersistentStore(type: .sqlite, configuration: "Notes", at: notes)
+        try coordinator.addPersistentStore(type: .sqlite, configuration: "Passwords", at: passwords)
+        try assertTwoStoresMigrated(coordinator, entries: 3)
+        XCTAssertEqual(try coordinator.migrateStores([("Notes", notes), ("Passwords", passwords)]).count, 0)
+    }
+
+    func testWhenOneStoreCannotBeMigratedNeitherIs() throws {
+        let (notes, passwords) = try makeTwoStores(entries: 2)
+        _ = try sqlite3(
+            passwords, "UPDATE ZENTRY SET ZPASSWORD = CAST('Entry.password#9|moved' AS BLOB) WHERE Z_PK = 2")
+        let before = (try Data(contentsOf: notes), try Data(contentsOf: passwords))
+        let coordinator = PersistentStoreCoordinator(modelVersions: try TwoStoreModels.versions)
+        coordinator.valueTransformers.register(PlaceBoundTransformer(), forName: PlaceBoundTransformer.name)
+        XCTAssertThrowsError(try coordinator.migrateStores([("Notes", notes), ("Passwords", passwords)])) { error in
+            XCTAssertEqual((error as? ObjectGraphError)?.code, .migrationFailed, "\(error)")
+            XCTAssertTrue("\(error)".contains("cannot decode Entry.password of object 2"), "\(error)")
+        }
+        XCTAssertEqual(try Data(contentsOf: notes), before.0)
+        XCTAssertEqual(try Data(contentsOf: passwords), before.1)
+        XCTAssertEqual(coordinator.migrationReports.count, 0)
+    }
+
+    func testRowsOfNoKnownEntityAreReportedDropped() throws {
+        let url = try makeStore(try itemV1(), fill: fillItems)
+        _ = try sqlite3(url, "UPDATE ZITEM SET Z_ENT = 42 WHERE ZNAME = 'b'")
+        let (coordinator, context) = try openMigrating(
+            url, ModelVersions(versions: [try itemV1()], current: try itemV2()))
+        XCTAssertEqual(try context.objects("Item").count, 2)
+        XCTAssertTrue(
+            coordinator.migrationReports[0].dropped.contains(
+                "1 rows of ZITEM (no entity of the model has their Z_ENT)"),
+            "\(coordinator.migrationReports[0].dropped)")
+    }
+
     // MARK: - Versions from an .xcdatamodeld, Apple's stores, custom steps
 
     static var wibosco: URL { fixturesURL.appendingPathComponent("CoreData/wibosco-migration-example") }
 
+    static func wiboscoVersions() throws -> ModelVersions {
+        try ModelVersions(contentsOf: wibosco.appendingPathComponent("CoreDataMigration_Example.xcdatamodeld"))
+    }
+
     /// The example app's own v2→v3 step: each paragraph of a post's content becomes a Section.
-    static let sectionsFromContent = EntityMigrationStep(entity: "Post", from: "CoreDataMigration_Example 2") {
+    nonisolated(unsafe) static let sectionsFromContent = EntityMigrationStep(entity: "Post", from: "CoreDataMigration_Example 2") {
         post, writer in
         guard let content = post.sourceValues["content"] as? String else { return }
         let paragraphs = content.components(separatedBy: "\n\n").filter {
@@ -507,5 +726,31 @@ extension ManagedObjectContext {
     /// The objects of a to-many relationship.
     func relatedObjects(_ object: ManagedObject, _ key: String) throws -> [ManagedObject] {
         object[key] as? [ManagedObject] ?? []
+    }
+}
+
+/// A model split in two configurations, as MyStash's: version 2 renames the notes' encoded
+/// text and the entries' encoded password, and adds a required attribute to the entries.
+enum TwoStoreModels {
+    static func model(_ version: String, renamed: Bool) throws -> ManagedObjectModel {
+        /// An encoded attribute named `old` in version 1 and `new` after.
+        func encoded(_ old: String, _ new: String) -> AttributeDescription {
+            AttributeDescription(
+                name: renamed ? new : old, type: .transformable, valueTransformerName: PlaceBoundTransformer.name,
+                elementID: renamed ? old : nil)
+        }
+        let uses = AttributeDescription(name: "uses", type: .integer32, isOptional: false, defaultValueString: "0")
+        return try ManagedObjectModel(
+            entities: [
+                EntityDescription(name: "Note", attributes: [encoded("text", "body")]),
+                EntityDescription(
+                    name: "Entry", attributes: [encoded("password", "secret")] + (renamed ? [uses] : [])),
+            ], configurations: ["Notes": ["Note"], "Passwords": ["Entry"]], versionIdentifier: version)
+    }
+
+    static var versions: ModelVersions {
+        get throws {
+            ModelVersions(versions: [try model("V1", renamed: false)], current: try model("V2", renamed: true))
+        }
     }
 }

@@ -74,18 +74,22 @@ class ObjectGraphTestCase: XCTestCase {
         }
     }
 
-    /// Runs a test helper in a child process: this test binary, running only `ChildProcessEntry`.
-    func spawnChild(action: String, environment: [String: String]) throws -> Process {
+    /// Runs a test helper in a child process: this test binary, running only `entryPoint`
+    /// (by default `ChildProcessEntry`), with optional pipes for its standard input and output.
+    func spawnChild(action: String, environment: [String: String],
+                    entryPoint: String = "ObjectGraphTests.ChildProcessEntry/testChildProcessEntryPoint",
+                    input: Pipe? = nil, output: Pipe? = nil) throws -> Process {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-        process.arguments = ["ObjectGraphTests.ChildProcessEntry/testChildProcessEntryPoint"]
+        process.arguments = [entryPoint]
         var env = ProcessInfo.processInfo.environment
         env["OG_CHILD_ACTION"] = action
         env["OG_CHILD_DIR"] = directory.path
         env.merge(environment) { _, new in new }
         process.environment = env
-        process.standardOutput = FileHandle.nullDevice
+        process.standardOutput = output ?? FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
+        if let input { process.standardInput = input }
         try process.run()
         return process
     }

@@ -16,7 +16,8 @@ final class KeyDecoderTests: XCTestCase {
 
     func testControlKeysAndUTF8Characters() {
         XCTAssertEqual(decode([0x03, 0x0D, 0x7F, 0x09, 0x15]), [.control("c"), .enter, .backspace, .tab, .control("u")])
-        XCTAssertEqual(decode(Array("é漢🙂a".utf8)), [.character("é"), .character("漢"), .character("🙂"), .character("a")])
+        XCTAssertEqual(decode(Array("é漢🙂a".utf8)),
+                       [.character("é"), .character("漢"), .character("🙂"), .character("a")])
         XCTAssertEqual(decode(Array("\u{1B}x".utf8)), [.alt("x")])
     }
 
@@ -39,12 +40,14 @@ final class KeyDecoderTests: XCTestCase {
     }
 
     func testInvalidBytesAreSkippedNotTrapped() {
-        XCTAssertEqual(decode([0xFF, 0x80, UInt8(ascii: "a"), 0xC3, UInt8(ascii: "b")]), [.character("a"), .character("b")])
+        XCTAssertEqual(decode([0xFF, 0x80, UInt8(ascii: "a"), 0xC3, UInt8(ascii: "b")]),
+                       [.character("a"), .character("b")])
         // Random bytes never crash the decoder.
         var generator = SystemRandomNumberGenerator()
         for _ in 0..<2000 {
             var decoder = KeyDecoder()
-            let bytes = (0..<Int.random(in: 1...24, using: &generator)).map { _ in UInt8.random(in: 0...255, using: &generator) }
+            let count = Int.random(in: 1...24, using: &generator)
+            let bytes = (0..<count).map { _ in UInt8.random(in: 0...255, using: &generator) }
             _ = decoder.feed(bytes)
             _ = decoder.flushEscape()
         }
@@ -57,7 +60,8 @@ final class TextWidthTests: XCTestCase {
         XCTAssertEqual(TextWidth.columns(of: "漢字"), 4)
         XCTAssertEqual(TextWidth.columns(of: "e\u{301}"), 1, "a combining accent takes no column")
         XCTAssertEqual(TextWidth.columns(of: "🙂"), 2)
-        XCTAssertEqual(TextWidth.sanitized("a\u{1B}[2Jb\u{9B}c\nd"), "a\u{FFFD}[2Jb\u{FFFD}c d", "escape sequences in data cannot reach the terminal")
+        XCTAssertEqual(TextWidth.sanitized("a\u{1B}[2Jb\u{9B}c\nd"), "a\u{FFFD}[2Jb\u{FFFD}c d",
+                       "escape sequences in data cannot reach the terminal")
     }
 
     func testTruncationNeverExceedsTheWidth() {
@@ -66,7 +70,8 @@ final class TextWidthTests: XCTestCase {
         XCTAssertEqual(TextWidth.fitted("漢", to: 3), "漢 ")
         for text in ["漢字漢字", "a🙂b🙂c", "e\u{301}e\u{301}e\u{301}", "plain text"] {
             for width in 1...10 {
-                XCTAssertLessThanOrEqual(TextWidth.columns(of: TextWidth.truncated(text, to: width)), width, "\(text) at \(width)")
+                let cut = TextWidth.truncated(text, to: width)
+                XCTAssertLessThanOrEqual(TextWidth.columns(of: cut), width, "\(text) at \(width)")
                 XCTAssertEqual(TextWidth.columns(of: TextWidth.fitted(text, to: width)), width, "\(text) at \(width)")
             }
         }

@@ -58,7 +58,28 @@ public protocol ManagedEntity: ManagedObject {
 /// - warning: A managed object belongs to its context's thread.
 open class ManagedObject: Hashable, CustomStringConvertible {
     public let entity: EntityDescription
-    public internal(set) var objectID: ObjectID
+    /// The object's identity, built from the parts below (24 bytes kept per object instead of
+    /// an `ObjectID`'s 64); the entity name is always the object's entity's.
+    public internal(set) var objectID: ObjectID {
+        get {
+            ObjectID(entityName: entity.name, storeIdentifier: identityStore,
+                     primaryKey: identityKind == .primaryKey ? identityNumber : nil,
+                     temporaryNumber: identityKind == .temporary ? Int(truncatingIfNeeded: identityNumber) : nil)
+        }
+        set {
+            assert(newValue.entityName == entity.name, "An object's ID names its own entity")
+            identityStore = newValue.storeIdentifier
+            if let primaryKey = newValue.primaryKey {
+                (identityKind, identityNumber) = (.primaryKey, primaryKey)
+            } else if let temporary = newValue.temporaryNumber {
+                (identityKind, identityNumber) = (.temporary, Int64(temporary))
+            } else {
+                (identityKind, identityNumber) = (.none, 0)
+            }
+        }
+    }
+    private var identityStore: String?
+    private var identityNumber: Int64 = 0
     public internal(set) weak var managedObjectContext: ManagedObjectContext?
 
     /// Current values: attributes, to-one destinations (object or fault), loaded to-many arrays.
@@ -71,12 +92,14 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     var version: Int64 = 0
     /// True from insertion until the first save: such an object needs no change tracking.
     var isPendingInsert = false
+    private var identityKind = IdentityKind.none
+    private enum IdentityKind: UInt8 { case none, primaryKey, temporary }
     /// The primary key given during a save, before the save is known to succeed.
     var pendingPrimaryKey: Int64?
 
     public required init(entity: EntityDescription) {
         self.entity = entity
-        self.objectID = ObjectID(entityName: entity.name, storeIdentifier: nil, primaryKey: nil, temporaryNumber: nil)
+        self.values = PropertyValues(layout: entity.propertyLayout)
     }
 
     /// Creates an object and inserts it into `context` (when given).
@@ -110,9 +133,9 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     }
 
     public func value(forKey key: String) -> Any? {
-        if let type = entity.attributeType(of: key) {
-            let value = values[key]
-            guard type == .transformable, let encoded = value as? EncodedValue else { return value }
+        if let index = entity.attributeNames.firstIndex(of: key) {
+            let value = values.layout === entity.propertyLayout ? values[slot: index] : values[key]
+            guard entity.attributeTypeList[index] == .transformable, let encoded = value as? EncodedValue else { return value }
             return decoded(key, encoded)
         }
         guard let relationship = entity.relationshipsByName[key] else {
@@ -125,8 +148,10 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     public func value<T>(forKey key: String, as type: T.Type) -> T? { value(forKey: key) as? T }
 
     public func setValue(_ value: Any?, forKey key: String) {
-        if let type = entity.attributeType(of: key) {
-            values[key] = StoredValues.normalized(value, type: type, key: key, entity: entity.name)
+        if let index = entity.attributeNames.firstIndex(of: key) {
+            let normalized = StoredValues.normalized(value, type: entity.attributeTypeList[index], key: key, entity: entity.name)
+            registerUndo(forKey: key)
+            if values.layout === entity.propertyLayout { values[slot: index] = normalized } else { values[key] = normalized }
             markChanged(key)
             return
         }
@@ -189,16 +214,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// Decodes a value left encoded by a fetch; a failure is kept for the context's next
     /// fetch or save to throw (a property read cannot throw).
     private func decoded(_ key: String, _ encoded: EncodedValue) -> Any? {
-        guard let context = managedObjectContext else { return nil }
-        do {
-            let value = try context.decode(encoded, transformerName: entity.attributesByName[key]?.valueTransformerName, entity: entity, key: key)
-            values[key] = value
-            if committedValues[key] is EncodedValue { committedValues[key] = value }
-            return value
-        } catch {
-            if context.deferredError == nil { context.deferredError = error }
-            return nil
-        }
+        deferringErrors { try loadedValue(forKey: key) }
     }
 
     // MARK: - Relationship plumbing
@@ -210,12 +226,32 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         return relationship
     }
 
+    /// The destination of a to-one relationship; a failure to load it is kept for the
+    /// context's next fetch or save to throw (see ``loadedValue(forKey:)`` to get it at once).
     func toOneObject(_ relationship: RelationshipDescription) -> ManagedObject? {
+        deferringErrors { try loadedToOneObject(relationship) }
+    }
+
+    func toManyObjects(_ relationship: RelationshipDescription) -> [ManagedObject] {
+        deferringErrors { try loadedToManyObjects(relationship) } ?? []
+    }
+
+    private func deferringErrors<T>(_ body: () throws -> T?) -> T? {
+        do {
+            return try body()
+        } catch {
+            if let context = managedObjectContext, context.deferredError == nil { context.deferredError = error }
+            return nil
+        }
+    }
+
+    func loadedToOneObject(_ relationship: RelationshipDescription) throws -> ManagedObject? {
         switch values[relationship.name] {
         case let object as ManagedObject:
             return object
         case let fault as FaultReference:
-            let object = managedObjectContext?.object(primaryKey: fault.primaryKey, destinationOf: relationship)
+            guard let context = managedObjectContext else { return nil }
+            let object = try context.destination(primaryKey: fault.primaryKey, of: relationship, source: self)
             values[relationship.name] = object
             return object
         default:
@@ -223,12 +259,36 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         }
     }
 
-    func toManyObjects(_ relationship: RelationshipDescription) -> [ManagedObject] {
+    func loadedToManyObjects(_ relationship: RelationshipDescription) throws -> [ManagedObject] {
         if !loadedToMany.contains(relationship.name) {
-            values[relationship.name] = managedObjectContext?.loadToMany(relationship, of: self) ?? []
+            values[relationship.name] = try managedObjectContext?.loadToMany(relationship, of: self) ?? []
             loadedToMany.insert(relationship.name)
         }
         return values[relationship.name] as? [ManagedObject] ?? []
+    }
+
+    /// The value of an attribute or relationship, loading what it needs from the store and
+    /// throwing when that fails, where ``value(forKey:)`` (which cannot throw) leaves the error
+    /// to the context's next fetch or save.
+    ///
+    /// - throws: ``ObjectGraphError`` 133000 for a relationship whose destination row does not
+    ///   exist or an unknown key, 134060 for a stored value that cannot be decoded, or the
+    ///   store's error.
+    public func loadedValue(forKey key: String) throws -> Any? {
+        if let type = entity.attributeType(of: key) {
+            guard type == .transformable, let encoded = values[key] as? EncodedValue else { return values[key] }
+            guard let context = managedObjectContext else { return nil }
+            let value = try context.decode(
+                encoded, transformerName: entity.attributesByName[key]?.valueTransformerName, entity: entity, key: key)
+            values[key] = value
+            if committedValues[key] is EncodedValue { committedValues[key] = value }
+            return value
+        }
+        guard let relationship = entity.relationshipsByName[key] else {
+            throw ObjectGraphError(
+                code: .objectNotFound, message: "entity \(entity.name) has no property named '\(key)'")
+        }
+        return relationship.isToMany ? try loadedToManyObjects(relationship) : try loadedToOneObject(relationship)
     }
 
     private func inverse(of relationship: RelationshipDescription) -> RelationshipDescription? {
@@ -251,6 +311,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         let new = objects.filter { seen.insert(ObjectIdentifier($0)).inserted }
         let newSet = Set(new.map(ObjectIdentifier.init))
         let oldSet = Set(old.map(ObjectIdentifier.init))
+        registerUndo(forKey: relationship.name)
         values[relationship.name] = new
         markChanged(relationship.name)
         guard let inverse = inverse(of: relationship) else { return }
@@ -259,6 +320,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     }
 
     private func primitiveSetToOne(_ relationship: RelationshipDescription, _ object: ManagedObject?) {
+        registerUndo(forKey: relationship.name)
         values[relationship.name] = object
         markChanged(relationship.name)
     }
@@ -269,6 +331,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         if relationship.isToMany {
             let current = toManyObjects(relationship)
             guard !current.contains(owner) else { return }
+            registerUndo(forKey: relationship.name)
             values[relationship.name] = current + [owner]
             markChanged(relationship.name)
         } else {
@@ -283,6 +346,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         if relationship.isToMany {
             let current = toManyObjects(relationship)
             guard current.contains(owner) else { return }
+            registerUndo(forKey: relationship.name)
             values[relationship.name] = current.filter { $0 !== owner }
             markChanged(relationship.name)
         } else if toOneObject(relationship) === owner {
@@ -291,7 +355,11 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     }
 
     func markChanged(_ key: String) {
-        guard !isPendingInsert else { return }
+        guard !isPendingInsert else {
+            // Nothing to track for the save, but observers still hear of the change.
+            managedObjectContext?.insertedObjectDidChange(self)
+            return
+        }
         changedKeys.insert(key)
         managedObjectContext?.objectDidChange(self)
     }

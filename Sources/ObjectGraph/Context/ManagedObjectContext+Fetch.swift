@@ -16,14 +16,19 @@ extension ManagedObjectContext {
         var objects: [ManagedObject] = []
         try wrapStoreErrors(.objectNotFound, "cannot fetch \(request.entityName)") {
             try coordinator.read { db in
-                let cursor = try Row.fetchCursor(db, sql: plan.sql(select: plan.columns, window: !plan.needsMemoryWindow, request: request),
-                                                 arguments: StatementArguments(plan.arguments))
-                while let row = try cursor.next() {
-                    let object = try materialize(row, root: plan.root, store: plan.store, decoding: request.propertiesToFetch)
-                    if request.includesPendingChanges, deletedSet.contains(object) { continue }
-                    if let residual = plan.residual, !PredicateEvaluator.evaluate(residual, on: object) { continue }
+                let sql = plan.sql(select: plan.columns, window: !plan.needsMemoryWindow, request: request)
+                // New objects are registered after the last row, in a registry grown once; only a
+                // predicate evaluated in memory could look them up before.
+                let defersRegistration = plan.residual == nil
+                try db.forEachRow(sql: sql, arguments: plan.arguments) { row in
+                    let object = try materialize(row, root: plan.root, store: plan.store, decoding: request.propertiesToFetch,
+                                                 registering: !defersRegistration)
+                    if request.includesPendingChanges, deletedSet.contains(object) { return }
+                    if deletedInParent.contains(ObjectIdentifier(object)) { return }
+                    if let residual = plan.residual, !PredicateEvaluator.evaluate(residual, on: object) { return }
                     objects.append(object)
                 }
+                if defersRegistration { register(objects, root: plan.root) }
             }
         }
         if plan.includesInserted {
@@ -40,6 +45,8 @@ extension ManagedObjectContext {
         if !request.relationshipKeyPathsForPrefetching.isEmpty {
             try prefetchRelationships(request.relationshipKeyPathsForPrefetching, of: objects)
         }
+        // Untyped requests get the array itself, not an element-by-element copy.
+        if T.self == ManagedObject.self, let untyped = objects as? [T] { return untyped }
         return try objects.map { object in
             guard let typed = object as? T else {
                 throw ObjectGraphError(code: .objectNotFound, message: "\(object.entity.name) objects are \(type(of: object)), not \(T.self)")
@@ -96,6 +103,7 @@ extension ManagedObjectContext {
         guard let entity = model.entity(named: request.entityName) else {
             throw ObjectGraphError(code: .objectNotFound, message: "the model has no entity named '\(request.entityName)'")
         }
+        try request.predicate?.checkKeyPaths(against: entity)
         let root = entity.rootEntity
         let store = try coordinator.store(for: entity)
         let entities = request.includesSubentities ? entity.selfAndDescendants : [entity]
@@ -131,7 +139,7 @@ extension ManagedObjectContext {
             needsMemoryWindow: !residual.isEmpty || sortsInMemory || includesInserted || excludesDeleted)
     }
 
-    private func sorted(_ objects: [ManagedObject], by descriptors: [FetchSortDescriptor]) -> [ManagedObject] {
+    func sorted(_ objects: [ManagedObject], by descriptors: [FetchSortDescriptor]) -> [ManagedObject] {
         guard !descriptors.isEmpty else { return objects }
         // Each key is read (and case-folded) once, not at every comparison.
         let keys = objects.map { object in

@@ -7,40 +7,48 @@ extension ManagedObjectContext {
     /// Delete rules are applied first, then every inserted and updated object is validated;
     /// if anything fails, nothing is written and the context keeps its changes, to be fixed
     /// and saved again, or rolled back. A row that another context or process changed
-    /// since this one read it is not overwritten: the save fails with a merge conflict.
+    /// since this one read it is not overwritten blindly: ``mergePolicy`` decides, and by
+    /// default the save fails with a merge conflict.
     ///
     /// - throws: ``ValidationError`` (1560 gathering several), ``ObjectGraphError`` 133020
     ///   on a merge conflict, or a store error (busy, disk full, read-only).
     public func save() throws {
+        // Delete rules run first, so their changes join the same event (and undo group).
+        propagateDeletes()
         processPendingChanges()
         try throwDeferredError()
         let metadataPending = coordinator.persistentStores.contains { $0.metadataNeedsSaving }
         guard hasChanges || metadataPending else { return }
-        propagateDeletes()
-        processPendingChanges()
 
         // Validated once before taking the write lock, to fail early, and again under it (below),
         // against the stores as they are when the rows are written.
-        try validate()
+        try validateChanges()
 
         let inserted = insertedSet.objects
         let updated = updatedSet.objects.filter { !deletedSet.contains($0) }
         let deleted = deletedSet.objects
+        if let parent {
+            try push(to: parent, inserted: inserted, updated: updated, deleted: deleted)
+            return
+        }
         // Many-to-many rows are rewritten from the changed objects before the deleted ones go.
         let joinChanges = (inserted + updated.filter { !$0.changedKeys.isEmpty }).filter { $0.entity.hasJoinTables }
         var rowsUpdated: Set<ObjectIdentifier> = []
+        _ = coordinator.triggerReports.take()
         do {
             try wrapStoreErrors(.saveFailed, "cannot save") {
-                try coordinator.write { db in
-                    try validate()
+                try coordinator.write(stores: try storesWritten(inserted + updated + deleted)) { db in
+                    try validateChanges()
+                    try checkUniquenessConstraints(inserted: inserted, updated: updated, deleted: deleted, db)
                     try assignPrimaryKeys(inserted, db)
                     let changing = try rowKeys(of: updated + deleted)
                     try coordinator.notifyRowsWillChange(changing, db)
-                    for object in inserted { try insertRow(of: object, db) }
+                    // Updates first: a row moving off unique values frees them for a new row.
                     for object in updated where try updateRow(of: object, db) { rowsUpdated.insert(ObjectIdentifier(object)) }
+                    for object in inserted { try insertRow(of: object, db) }
                     for object in joinChanges { try writeJoinRows(of: object, db) }
-                    for object in deleted { try deleteRow(of: object, db) }
-                    try enforceDeleteRules(of: deleted, db)
+                    for object in deleted where try !deleteRow(of: object, db) { deletedSet.remove(object) }
+                    try enforceDeleteRules(of: deleted.filter { deletedSet.contains($0) }, db)
                     let insertedIDs = Set(inserted.map(ObjectIdentifier.init))
                     try verifyDestinations(of: inserted + updated, inserted: insertedIDs, db)
                     try coordinator.notifyRowsDidChange(try rowKeys(of: inserted) + changing, db)
@@ -52,26 +60,28 @@ extension ManagedObjectContext {
             throw error
         }
         coordinator.metadataWasSaved()
-        didCommit(inserted: inserted, updated: updated, deleted: deleted, rowsUpdated: rowsUpdated)
+        // A policy may have kept a row another context deleted, or dropped one it deleted.
+        didCommit(inserted: inserted, updated: updated.filter { $0.managedObjectContext === self },
+                  deleted: deleted.filter { deletedSet.contains($0) }, rowsUpdated: rowsUpdated)
+        applyTriggerReports(coordinator.triggerReports.take())
     }
 
-    /// Runs every validation rule on the changed objects; throws them all at once.
-    private func validate() throws {
-        var failures: [ValidationError] = []
-        for object in insertedSet.objects + updatedSet.objects where !deletedSet.contains(object) {
-            failures += Validator.errors(for: object)
+    /// The stores a save changes: those of its objects and those with pending metadata.
+    private func storesWritten(_ objects: [ManagedObject]) throws -> [PersistentStore] {
+        var stores = coordinator.persistentStores.filter(\.metadataNeedsSaving)
+        for object in objects {
+            let store = try coordinator.store(for: object.entity.rootEntity)
+            if !stores.contains(where: { $0 === store }) { stores.append(store) }
         }
-        for object in deletedSet.objects { failures += Validator.denyErrors(for: object) }
-        try throwDeferredError()
-        if !failures.isEmpty { throw ValidationError.combining(failures) }
+        return stores
     }
 
     // MARK: - Delete rules
 
     /// Applies Cascade and Nullify rules to the objects marked deleted (and those they
     /// cascade to). Deny is checked by validation.
-    func propagateDeletes() {
-        var queue = deletedSet.objects
+    func propagateDeletes(of objects: [ManagedObject]? = nil) {
+        var queue = objects ?? deletedSet.objects
         var index = 0
         while index < queue.count {
             let object = queue[index]
@@ -126,7 +136,16 @@ extension ManagedObjectContext {
     }
 
     /// The stored value of an attribute: encoded by its transformer when Transformable.
-    private func storedValue(of object: ManagedObject, _ column: StoredColumn, store: PersistentStore, primaryKey: Int64) throws -> DatabaseValue {
+    private func storedValue(of object: ManagedObject, _ column: StoredColumn, slot: Int, store: PersistentStore,
+                             primaryKey: Int64) throws -> DatabaseValue {
+        if object.values.layout === object.entity.propertyLayout {
+            switch (object.values.slot(slot), column.type) {
+            case (.absent, _): return .null
+            case (.int(let number), .integer16), (.int(let number), .integer32), (.int(let number), .integer64): return number.databaseValue
+            case (.double(let number), .double): return number.databaseValue
+            default: break
+            }
+        }
         guard column.type == .transformable else { return StoredValues.databaseValue(object.values[column.name], type: column.type) }
         guard let value = object.values[column.name] else { return .null }
         if let encoded = value as? EncodedValue { return encoded.data.databaseValue }
@@ -149,15 +168,19 @@ extension ManagedObjectContext {
         let primaryKey = object.pendingPrimaryKey!
         var arguments: [DatabaseValue] = [primaryKey.databaseValue, entity.entityNumber.databaseValue, 1.databaseValue]
         arguments.reserveCapacity(3 + entity.storedColumns.count + entity.storedToOne.count)
-        for column in entity.storedColumns { arguments.append(try storedValue(of: object, column, store: store, primaryKey: primaryKey)) }
+        for (position, column) in entity.storedColumns.enumerated() {
+            arguments.append(try storedValue(of: object, column, slot: entity.storedColumnSlots[position], store: store, primaryKey: primaryKey))
+        }
         for (relationship, _) in entity.storedToOne { arguments.append(storedValue(of: object, relationship)) }
+        arguments += try entityColumnValues(of: object, db).map(\.value)
         let sql = insertSQL[entity.name] ?? {
-            let columns = ["Z_PK", "Z_ENT", "Z_OPT"] + entity.storedColumns.map(\.columnName) + entity.storedToOne.map(\.relationship.columnName)
+            let columns = ["Z_PK", "Z_ENT", "Z_OPT"] + entity.storedColumns.map(\.columnName)
+                + entity.storedToOne.map(\.relationship.columnName) + entity.storedToOneEntityColumns.compactMap { $0 }
             let sql = "INSERT INTO \(store.qualified(entity.rootEntity.tableName)) (\(columns.joined(separator: ", "))) VALUES (\(Array(repeating: "?", count: columns.count).joined(separator: ", ")))"
             insertSQL[entity.name] = sql
             return sql
         }()
-        try db.cachedStatement(sql: sql).execute(arguments: StatementArguments(arguments))
+        try db.executeCached(sql: sql, values: arguments)
     }
 
     /// Writes an updated object's changed columns if the row is still at the version this
@@ -168,36 +191,60 @@ extension ManagedObjectContext {
         let primaryKey = object.objectID.primaryKey!
         var assignments: [String] = []
         var arguments: [DatabaseValue] = []
-        for column in object.entity.storedColumns where object.changedKeys.contains(column.name) {
+        for (position, column) in object.entity.storedColumns.enumerated() where object.changedKeys.contains(column.name) {
             assignments.append("\(column.columnName) = ?")
-            arguments.append(try storedValue(of: object, column, store: store, primaryKey: primaryKey))
+            arguments.append(try storedValue(of: object, column, slot: object.entity.storedColumnSlots[position], store: store, primaryKey: primaryKey))
         }
         for (relationship, _) in object.entity.storedToOne where object.changedKeys.contains(relationship.name) {
             assignments.append("\(relationship.columnName) = ?")
             arguments.append(storedValue(of: object, relationship))
         }
+        for (column, value) in try entityColumnValues(of: object, db, changedOnly: true) {
+            assignments.append("\(column) = ?")
+            arguments.append(value)
+        }
         guard !assignments.isEmpty else { return false }
         guard object.version < Int64.max else {
-            throw StoredRowHeader.damaged(store: store, root: root, primaryKey: primaryKey,
+            throw ObjectGraphError.damagedRow(store: store, root: root, primaryKey: primaryKey,
                                           "its version (Z_OPT) cannot grow any further")
         }
         arguments += [(object.version + 1).databaseValue, primaryKey.databaseValue, object.version.databaseValue]
-        try db.execute(sql: "UPDATE \(store.qualified(root.tableName)) SET \(assignments.joined(separator: ", ")), Z_OPT = ? WHERE Z_PK = ? AND Z_OPT = ?",
-                       arguments: StatementArguments(arguments))
-        if db.changesCount == 0 { throw conflict(object, db, store: store) }
-        return true
+        try db.executeCached(sql: "UPDATE \(store.qualified(root.tableName)) SET \(assignments.joined(separator: ", ")), Z_OPT = ? WHERE Z_PK = ? AND Z_OPT = ?",
+                             values: arguments)
+        guard db.changesCount == 0 else { return true }
+        guard mergePolicy != .error else { throw conflict(object, db, store: store) }
+        let (row, _, _) = try currentRow(of: object, db)
+        guard let row else {
+            forget(object)
+            return false
+        }
+        try resolveConflict(object, storedRow: row, root: root, store: store)
+        // At the row's version now, so the retry writes what the policy kept.
+        return updatedSet.contains(object) ? try updateRow(of: object, db) : false
     }
 
-    private func deleteRow(of object: ManagedObject, _ db: Database) throws {
+    /// Deletes an object's row; returns false when the merge policy keeps a row changed
+    /// meanwhile (rollback, store trump), the object then back with the stored values.
+    private func deleteRow(of object: ManagedObject, _ db: Database) throws -> Bool {
         let root = object.entity.rootEntity
         let store = try coordinator.store(for: root)
         let primaryKey = object.objectID.primaryKey!
         try db.execute(sql: "DELETE FROM \(store.qualified(root.tableName)) WHERE Z_PK = ? AND Z_OPT = ?", arguments: [primaryKey, object.version])
-        if db.changesCount == 0 { throw conflict(object, db, store: store) }
+        if db.changesCount == 0 {
+            guard mergePolicy != .error else { throw conflict(object, db, store: store) }
+            let (row, _, _) = try currentRow(of: object, db)
+            if let row, mergePolicy == .rollback || mergePolicy == .mergeByPropertyStoreTrump {
+                try load(row, into: object, root: root, store: store)
+                return false
+            }
+            try db.execute(sql: "DELETE FROM \(store.qualified(root.tableName)) WHERE Z_PK = ?",
+                           arguments: [primaryKey])
+        }
         for relationship in object.entity.relationships where SQLiteSchema.usesJoinTable(relationship, in: model) {
             let join = SQLiteSchema.joinTable(for: relationship, of: object.entity, in: model)
             try db.execute(sql: "DELETE FROM \(store.qualified(join.name)) WHERE \(join.sourceColumn) = ?", arguments: [primaryKey])
         }
+        return true
     }
 
     private func writeJoinRows(of object: ManagedObject, _ db: Database) throws {
@@ -238,6 +285,12 @@ extension ManagedObjectContext {
             registered[ObjectKey(rootEntityNumber: root.entityNumber, primaryKey: primaryKey)] = object
         }
         for object in updated where rowsUpdated.contains(ObjectIdentifier(object)) { object.version += 1 }
+        finishSave(inserted: inserted, updated: updated, deleted: deleted)
+    }
+
+    /// Marks what a save wrote (to the stores or into the parent) as committed, forgets the
+    /// deleted objects and announces the save.
+    func finishSave(inserted: [ManagedObject], updated: [ManagedObject], deleted: [ManagedObject]) {
         for object in inserted + updated {
             var committed = object.values
             for name in object.entity.toManyRelationshipNames { committed[name] = nil }
@@ -254,10 +307,15 @@ extension ManagedObjectContext {
         insertedSet.removeAll()
         updatedSet.removeAll()
         deletedSet.removeAll()
+        // Undo history stays: undoing a saved change makes the unsaved change that reverses it.
+        saveGeneration += 1
         notificationCenter.post(name: Self.didSaveNotification, object: self, userInfo: [
             Self.insertedObjectsKey: inserted,
             Self.updatedObjectsKey: updated,
             Self.deletedObjectsKey: deleted,
+            Self.insertedObjectIDsKey: inserted.map(\.objectID),
+            Self.updatedObjectIDsKey: updated.map(\.objectID),
+            Self.deletedObjectIDsKey: deleted.map(\.objectID),
         ])
     }
 }

@@ -17,7 +17,9 @@ import GRDB
 /// try context.save()
 /// ```
 ///
-/// - warning: A context and its objects are confined to the thread that uses them, as in Core Data.
+/// - warning: A context and its objects belong to its queue, as in Core Data: use them inside
+///   ``perform(_:)`` or ``performAndWait(_:)`` (or on the main thread for a main-queue context),
+///   and pass ``ObjectID``s, never objects, between contexts.
 public final class ManagedObjectContext {
     public let coordinator: PersistentStoreCoordinator
     public var model: ManagedObjectModel { coordinator.managedObjectModel }
@@ -30,28 +32,55 @@ public final class ManagedObjectContext {
     public static let insertedObjectsKey = "inserted"
     public static let updatedObjectsKey = "updated"
     public static let deletedObjectsKey = "deleted"
+    /// In ``didSaveNotification``: the saved objects' IDs (`[ObjectID]`), safe to read on any
+    /// queue, for ``mergeChanges(fromContextDidSave:)``.
+    public static let insertedObjectIDsKey = "insertedObjectIDs"
+    public static let updatedObjectIDsKey = "updatedObjectIDs"
+    public static let deletedObjectIDsKey = "deletedObjectIDs"
 
     /// The notification center this context posts to.
     public let notificationCenter: NotificationCenter
+    /// How conflicts with changes saved elsewhere are settled at save and merge (`.error` by default).
+    public var mergePolicy = MergePolicy.error
+    /// Records changes for ``undo()`` and ``redo()``; nil (the default) records nothing.
+    public var undoManager: ContextUndoManager?
 
     struct ObjectKey: Hashable {
         let rootEntityNumber: Int
         let primaryKey: Int64
+
+        func hash(into hasher: inout Hasher) {
+            hasher.combine(primaryKey ^ Int64(truncatingIfNeeded: rootEntityNumber) << 48)
+        }
+
+        /// Every fetched row looks its key up and registers it: a seeded splitmix64 mix of one
+        /// word instead of a full `Hasher` (a third of a 200k-row fetch's time went there).
+        func _rawHashValue(seed: Int) -> Int {
+            var bits = UInt64(bitPattern: primaryKey ^ Int64(truncatingIfNeeded: rootEntityNumber) << 48)
+                ^ UInt64(bitPattern: Int64(seed))
+            bits = (bits ^ (bits >> 30)) &* 0xbf58476d1ce4e5b9
+            bits = (bits ^ (bits >> 27)) &* 0x94d049bb133111eb
+            return Int(truncatingIfNeeded: bits ^ (bits >> 31))
+        }
     }
 
     var registered: [ObjectKey: ManagedObject] = [:]
     var insertedSet = ObjectSet()
     var updatedSet = ObjectSet()
     var deletedSet = ObjectSet()
-    private var unprocessedInserted = ObjectSet()
-    private var unprocessedUpdated = ObjectSet()
-    private var unprocessedDeleted = ObjectSet()
-    private var temporaryCounter = 0
+    var unprocessedInserted = ObjectSet()
+    var unprocessedUpdated = ObjectSet()
+    var unprocessedDeleted = ObjectSet()
+    var temporaryCounter = 0
+    /// Counts saves, so undo knows whether a recorded state predates one.
+    var saveGeneration = 0
     /// A failure while loading a relationship behind a property access (which cannot
     /// throw); the next save or fetch throws it, so nothing is decided on missing objects.
     var deferredError: Error?
     /// INSERT statements by entity name, built once.
     var insertSQL: [String: String] = [:]
+    /// The stores' `data_version`s when this context last looked (see `mergeExternalChanges()`).
+    var knownExternalChangeToken: [Int]?
 
     func throwDeferredError() throws {
         if let error = deferredError {
@@ -60,15 +89,51 @@ public final class ManagedObjectContext {
         }
     }
 
-    public init(coordinator: PersistentStoreCoordinator, notificationCenter: NotificationCenter = .default) {
+    /// The queue ``perform(_:)`` and ``performAndWait(_:)`` run on.
+    public let concurrencyType: ConcurrencyType
+    let queue: DispatchQueue
+    /// The context whose save this context's save pushes into, or nil when it saves to the stores.
+    public let parent: ManagedObjectContext?
+    /// Objects a child read whose rows its parent deleted without saving yet: fetches leave them out.
+    var deletedInParent: Set<ObjectIdentifier> = []
+    /// The objects this child inserted and pushed, with the parent's object for each.
+    var pushedInserts: [ObjectIdentifier: (child: ManagedObject, parent: ManagedObject)] = [:]
+
+    /// A context over a coordinator's stores.
+    ///
+    /// - parameter concurrencyType: the queue its ``perform(_:)`` blocks run on: a private
+    ///   serial queue (the default) or the main queue.
+    public init(coordinator: PersistentStoreCoordinator, notificationCenter: NotificationCenter = .default,
+                concurrencyType: ConcurrencyType = .privateQueue) {
         self.coordinator = coordinator
         self.notificationCenter = notificationCenter
+        self.concurrencyType = concurrencyType
+        self.parent = nil
+        self.queue = Self.makeQueue(concurrencyType)
+    }
+
+    /// A child context: it reads through its parent's coordinator, and its ``save()`` pushes
+    /// its changes into `parent` (as unsaved changes there) instead of writing the stores.
+    ///
+    /// A child reads what the stores hold, with the parent's unsaved changes to those objects'
+    /// attributes and to-one relationships on top, and without the objects the parent deleted.
+    /// Objects the parent inserted and has not saved are not visible in it (nor are to-many
+    /// changes seen from the other side): use it as a scratch pad over saved objects.
+    public init(parent: ManagedObjectContext, concurrencyType: ConcurrencyType = .privateQueue) {
+        self.coordinator = parent.coordinator
+        self.notificationCenter = parent.notificationCenter
+        self.concurrencyType = concurrencyType
+        self.parent = parent
+        self.queue = Self.makeQueue(concurrencyType)
     }
 
     public var insertedObjects: [ManagedObject] { insertedSet.objects }
     public var updatedObjects: [ManagedObject] { updatedSet.objects }
     public var deletedObjects: [ManagedObject] { deletedSet.objects }
-    public var registeredObjects: [ManagedObject] { Array(registered.values) + insertedSet.objects }
+    public var registeredObjects: [ManagedObject] {
+        let pushed = pushedInserts.values.map(\.child).filter { $0.managedObjectContext === self }
+        return Array(registered.values) + insertedSet.objects + pushed
+    }
     public var hasChanges: Bool { !insertedSet.isEmpty || !updatedSet.isEmpty || !deletedSet.isEmpty }
 
     // MARK: - Inserting and deleting
@@ -98,15 +163,14 @@ public final class ManagedObjectContext {
         precondition(object.managedObjectContext == nil || object.managedObjectContext === self, "The object belongs to another context")
         guard !insertedSet.contains(object) else { return }
         if deletedSet.contains(object) {
-            deletedSet.remove(object)
-            unprocessedDeleted.remove(object)
+            undelete(object)
             return
         }
         temporaryCounter += 1
         object.objectID = ObjectID(entityName: object.entity.name, storeIdentifier: nil, primaryKey: nil, temporaryNumber: temporaryCounter)
         object.managedObjectContext = self
-        for attribute in object.entity.attributes where object.values[attribute.name] == nil {
-            if let value = attribute.defaultValue { object.values[attribute.name] = value }
+        for attribute in object.entity.attributes where attribute.defaultValue != nil && object.values[attribute.name] == nil {
+            object.values[attribute.name] = attribute.defaultValue
         }
         for relationship in object.entity.relationships where relationship.isToMany {
             if object.values[relationship.name] == nil { object.values[relationship.name] = [ManagedObject]() }
@@ -115,6 +179,7 @@ public final class ManagedObjectContext {
         insertedSet.insert(object)
         unprocessedInserted.insert(object)
         object.isPendingInsert = true
+        undoManager?.register { [weak self] in self?.undoInsert(object) }
         object.awakeFromInsert()
     }
 
@@ -122,6 +187,7 @@ public final class ManagedObjectContext {
     public func delete(_ object: ManagedObject) {
         precondition(object.managedObjectContext === self, "The object does not belong to this context")
         if insertedSet.contains(object) {
+            undoManager?.register { [weak self] in self?.reinsert(object) }
             insertedSet.remove(object)
             unprocessedInserted.remove(object)
             detachRelationships(of: object)
@@ -129,7 +195,9 @@ public final class ManagedObjectContext {
             object.isPendingInsert = false
             return
         }
-        if deletedSet.insert(object) { unprocessedDeleted.insert(object) }
+        guard deletedSet.insert(object) else { return }
+        unprocessedDeleted.insert(object)
+        undoManager?.register { [weak self] in self?.undelete(object) }
     }
 
     /// Removes a never-saved object from the other side of each of its relationships.
@@ -144,13 +212,33 @@ public final class ManagedObjectContext {
 
     func objectDidChange(_ object: ManagedObject) {
         guard !insertedSet.contains(object), !deletedSet.contains(object) else { return }
-        if updatedSet.insert(object) { unprocessedUpdated.insert(object) }
+        updatedSet.insert(object)
+        // Announced again when it changes again after a processPendingChanges().
+        unprocessedUpdated.insert(object)
+    }
+
+    /// An object inserted since the last save changed: announced as updated, unless its
+    /// insertion is not announced yet.
+    func insertedObjectDidChange(_ object: ManagedObject) {
+        guard insertedSet.contains(object), !unprocessedInserted.contains(object) else { return }
+        unprocessedUpdated.insert(object)
+    }
+
+    /// Leaves an object out of the next ``objectsDidChangeNotification``.
+    func discardUnprocessed(_ object: ManagedObject) {
+        unprocessedInserted.remove(object)
+        unprocessedUpdated.remove(object)
+        unprocessedDeleted.remove(object)
     }
 
     // MARK: - Notifications
 
     /// Posts ``objectsDidChangeNotification`` for the changes made since the last call.
     public func processPendingChanges() {
+        // As in Core Data, delete rules apply at the end of the event, in its undo group.
+        let deletions = unprocessedDeleted.objects.filter { deletedSet.contains($0) }
+        if !deletions.isEmpty { propagateDeletes(of: deletions) }
+        undoManager?.endEventGroup()
         guard !(unprocessedInserted.isEmpty && unprocessedUpdated.isEmpty && unprocessedDeleted.isEmpty) else { return }
         let userInfo: [String: Any] = [
             Self.insertedObjectsKey: unprocessedInserted.objects,
@@ -168,6 +256,7 @@ public final class ManagedObjectContext {
     /// Forgets every unsaved change: inserted objects leave the context, updated and
     /// deleted ones return to their last saved state.
     public func rollback() {
+        undoManager?.removeAllActions()
         for object in insertedSet.objects {
             object.managedObjectContext = nil
             object.isPendingInsert = false
@@ -219,42 +308,86 @@ public final class ManagedObjectContext {
 
     /// The registered object for a row, updated from `row` unless it has unsaved changes,
     /// or a new object made from `row`.
-    func materialize(_ row: Row, root: EntityDescription, store: PersistentStore, decoding: Set<String>? = nil) throws -> ManagedObject {
-        let header = try StoredRowHeader(row, root: root, store: store)
-        let primaryKey = header.primaryKey
+    func materialize(_ row: some StoredRow, root: EntityDescription, store: PersistentStore, decoding: Set<String>? = nil,
+                     registering: Bool = true) throws -> ManagedObject {
+        let primaryKey = try Self.integer(row, 0, "Z_PK", root: root, store: store)
         let key = ObjectKey(rootEntityNumber: root.entityNumber, primaryKey: primaryKey)
         if let object = registered[key] {
-            if !object.hasChanges, object.version != header.version {
+            if !object.hasChanges, try object.version != Self.integer(row, 2, "Z_OPT", root: root, store: store) {
                 try load(row, into: object, root: root, store: store, decoding: decoding)
+                adoptParentState(of: object, key: key)
             }
             return object
         }
-        let entity = model.entity(number: header.entityNumber).flatMap { $0.rootEntity === root ? $0 : nil } ?? root
+        let entityNumber = try Self.integer(row, 1, "Z_ENT", root: root, store: store)
+        guard let entity = Int(exactly: entityNumber).flatMap(model.entity(number:)), entity.rootEntity === root else {
+            throw ObjectGraphError.undecodable(
+                "\(entityNumber) is not the number of \(root.name) or of one of its sub-entities", store: store,
+                entity: root.name, attribute: "Z_ENT", primaryKey: primaryKey)
+        }
         let object = model.objectClass(for: entity).init(entity: entity)
         object.objectID = ObjectID(entityName: entity.name, storeIdentifier: store.identifier, primaryKey: primaryKey, temporaryNumber: nil)
         object.managedObjectContext = self
         try load(row, into: object, root: root, store: store, decoding: decoding)
-        registered[key] = object
+        if registering { registered[key] = object }
+        adoptParentState(of: object, key: key)
         return object
     }
 
+    /// A bookkeeping column of a row (Z_PK, Z_ENT, Z_OPT) as an integer; a NULL or a value of
+    /// another type is an error naming the row, never a trap or a silent 0.
+    static func integer(
+        _ row: some StoredRow, _ index: Int, _ column: String, root: EntityDescription, store: PersistentStore
+    ) throws -> Int64 {
+        guard let integer = try optionalInteger(row, index, column, root: root, store: store) else {
+            throw ObjectGraphError.undecodable(
+                "NULL, not an integer", store: store, entity: root.name, attribute: column,
+                primaryKey: row.int64(at: 0) ?? 0)
+        }
+        return integer
+    }
+
+    /// A foreign key or bookkeeping column as an integer, nil when NULL.
+    static func optionalInteger(
+        _ row: some StoredRow, _ index: Int, _ column: String, root: EntityDescription, store: PersistentStore
+    ) throws -> Int64? {
+        if let integer = row.int64(at: index) { return integer }
+        switch row.databaseValue(at: index).storage {
+        case .null: return nil
+        case .double(let number) where Int64(exactly: number) != nil: return Int64(number)
+        default:
+            throw ObjectGraphError.undecodable(
+                "a value of another type, not an integer", store: store, entity: root.name, attribute: column,
+                primaryKey: row.int64(at: 0) ?? 0)
+        }
+    }
+
     /// Fills an object's values from its row, decoding transformed attributes in place.
-    func load(_ row: Row, into object: ManagedObject, root: EntityDescription, store: PersistentStore, decoding: Set<String>? = nil) throws {
+    func load(_ row: some StoredRow, into object: ManagedObject, root: EntityDescription, store: PersistentStore,
+              decoding: Set<String>? = nil) throws {
         let entity = object.entity
-        var values = PropertyValues(minimumCapacity: entity.storedColumns.count + entity.storedToOne.count)
-        let header = try StoredRowHeader(row, root: root, store: store)
-        let primaryKey = header.primaryKey
-        for column in entity.storedColumns {
-            let dbValue = row[column.index] as DatabaseValue
+        var values = PropertyValues(layout: entity.propertyLayout)
+        let primaryKey = try Self.integer(row, 0, "Z_PK", root: root, store: store)
+        for (position, column) in entity.storedColumns.enumerated() {
+            if let slot = row.plainSlot(at: column.index, type: column.type) {
+                values.setSlot(entity.storedColumnSlots[position], slot)
+                continue
+            }
+            let dbValue = row.databaseValue(at: column.index)
             guard column.type == .transformable else {
-                if let value = StoredValues.value(dbValue, type: column.type) { values[column.name] = value }
+                do {
+                    if let value = try StoredValues.value(dbValue, type: column.type) { values[column.name] = value }
+                } catch {
+                    throw ObjectGraphError.undecodable(
+                        error, store: store, entity: entity.name, attribute: column.name, primaryKey: primaryKey)
+                }
                 continue
             }
             guard case .blob(let data) = dbValue.storage else {
                 // Transformers write BLOBs; anything else, or nothing where a value is required, was not written by us.
                 if dbValue.isNull, entity.attribute(named: column.name)?.isOptional ?? true { continue }
-                throw StoredRowHeader.damaged(store: store, root: root, primaryKey: primaryKey,
-                                              "column \(column.columnName) holds \(StoredRowHeader.kind(of: dbValue)) "
+                throw ObjectGraphError.damagedRow(store: store, root: root, primaryKey: primaryKey,
+                                              "column \(column.columnName) holds \(dbValue.storageKind) "
                                                 + "where \(entity.name).\(column.name) keeps its encoded value")
             }
             let place = ValuePlace(storeIdentifier: store.identifier, entityName: entity.name, attributeName: column.name, primaryKey: primaryKey)
@@ -263,23 +396,38 @@ public final class ManagedObjectContext {
                 ? try decode(encoded, transformerName: column.transformerName, entity: entity, key: column.name) : encoded
         }
         for (relationship, index) in entity.storedToOne {
-            if let destination = try StoredRowHeader.destinationKey(
-                row, at: index, column: relationship.columnName, root: root, store: store, primaryKey: primaryKey) {
+            if let destination = try Self.optionalInteger(row, index, relationship.columnName, root: root, store: store) {
                 values[relationship.name] = FaultReference(primaryKey: destination)
             }
         }
+        // A transient keeps what was set on the object, or starts at its default as on insert.
         for attribute in entity.transientAttributes {
-            if let value = object.values[attribute.name] { values[attribute.name] = value }
+            if let value = object.values[attribute.name] ?? attribute.defaultValue { values[attribute.name] = value }
         }
         object.values = values
         object.committedValues = values
         object.loadedToMany = []
         object.changedKeys = []
-        object.version = header.version
+        object.version = try Self.integer(row, 2, "Z_OPT", root: root, store: store)
     }
 
+    /// - throws: ``ObjectGraphError`` 134060 naming the store, entity, attribute and row when
+    ///   a built-in transformer cannot decode the bytes; an application's transformer's own
+    ///   error unchanged (it was told the place).
     func decode(_ encoded: EncodedValue, transformerName: String?, entity: EntityDescription, key: String) throws -> Any {
-        try transformer(named: transformerName, entity: entity, key: key).reverseTransformedValue(encoded.data, at: encoded.place)
+        let transformer = try transformer(named: transformerName, entity: entity, key: key)
+        do {
+            return try transformer.reverseTransformedValue(encoded.data, at: encoded.place)
+        } catch let error as UndecodableTransformedValue {
+            let place = encoded.place
+            guard let store = coordinator.persistentStores.first(where: { $0.identifier == place.storeIdentifier })
+            else {
+                throw error
+            }
+            throw ObjectGraphError.undecodable(
+                error, store: store, entity: place.entityName, attribute: place.attributeName,
+                primaryKey: place.primaryKey)
+        }
     }
 
     /// Decodes every value of `object` a fetch left encoded (see `propertiesToFetch`).
@@ -302,15 +450,26 @@ public final class ManagedObjectContext {
         return transformer
     }
 
-    /// The object with a primary key in a relationship's destination table, or nil when gone.
-    func object(primaryKey: Int64, destinationOf relationship: RelationshipDescription) -> ManagedObject? {
-        guard let destination = model.entity(named: relationship.destinationEntityName) else { return nil }
-        do {
-            return try object(primaryKey: primaryKey, root: destination.rootEntity)
-        } catch {
-            if deferredError == nil { deferredError = error }
-            return nil
+    /// The destination of a to-one relationship of `source`, stored as `primaryKey`.
+    ///
+    /// - throws: ``ObjectGraphError`` 133000 when no row of the destination entity has that
+    ///   primary key (Core Data's unfulfillable fault); the store's error when it cannot be read.
+    func destination(
+        primaryKey: Int64, of relationship: RelationshipDescription, source: ManagedObject
+    ) throws -> ManagedObject {
+        let place = "\(source.entity.name).\(relationship.name) of row \(source.objectID.primaryKey ?? 0)"
+        guard let destination = model.entity(named: relationship.destinationEntityName) else {
+            throw ObjectGraphError(
+                code: .objectNotFound, message: "\(place): the model has no entity \(relationship.destinationEntityName)")
         }
+        guard let object = try object(primaryKey: primaryKey, root: destination.rootEntity),
+              object.entity.isKind(of: destination) else {
+            throw ObjectGraphError(
+                code: .objectNotFound,
+                message: "\(place) refers to \(destination.name) row \(primaryKey), which does not exist",
+                objects: [source])
+        }
+        return object
     }
 
     func object(primaryKey: Int64, root: EntityDescription) throws -> ManagedObject? {
@@ -357,11 +516,18 @@ public final class ManagedObjectContext {
     }
 
     /// Reads the destinations of a to-many relationship from the store.
-    func loadToMany(_ relationship: RelationshipDescription, of object: ManagedObject) -> [ManagedObject] {
-        guard let primaryKey = object.objectID.primaryKey ?? object.pendingPrimaryKey,
-              let destination = model.entity(named: relationship.destinationEntityName) else { return [] }
+    ///
+    /// - throws: the store's error, or a destination's value that cannot be read.
+    func loadToMany(_ relationship: RelationshipDescription, of object: ManagedObject) throws -> [ManagedObject] {
+        guard let primaryKey = object.objectID.primaryKey ?? object.pendingPrimaryKey else { return [] }
+        guard let destination = model.entity(named: relationship.destinationEntityName) else {
+            throw ObjectGraphError(
+                code: .objectNotFound,
+                message: "\(object.entity.name).\(relationship.name): "
+                    + "the model has no entity \(relationship.destinationEntityName)")
+        }
         let root = destination.rootEntity
-        guard let store = try? coordinator.store(for: root) else { return [] }
+        let store = try coordinator.store(for: root)
         let columns = root.selectColumns.map { "t0.\($0)" }.joined(separator: ", ")
         let sql: String
         if SQLiteSchema.usesJoinTable(relationship, in: model) {
@@ -371,14 +537,9 @@ public final class ManagedObjectContext {
             guard let inverse = SQLiteSchema.inverse(of: relationship, in: model) else { return [] }
             sql = "SELECT \(columns) FROM \(store.qualified(root.tableName)) t0 WHERE t0.\(inverse.columnName) = ?"
         }
-        do {
-            let objects = try coordinator.read { db in
-                try Row.fetchAll(db, sql: sql, arguments: [primaryKey]).map { try materialize($0, root: root, store: store) }
-            }
-            return objects.filter { $0.entity.isKind(of: destination) }
-        } catch {
-            if deferredError == nil { deferredError = error }
-            return []
+        let objects = try coordinator.read { db in
+            try Row.fetchAll(db, sql: sql, arguments: [primaryKey]).map { try materialize($0, root: root, store: store) }
         }
+        return objects.filter { $0.entity.isKind(of: destination) }
     }
 }

@@ -5,9 +5,12 @@ import GRDB
 /// `NSBatchInsertRequest`. Each dictionary gives attribute values by name; missing
 /// attributes take the model's default.
 public struct BatchInsertRequest {
+    /// The entity whose table receives the rows.
     public var entityName: String
+    /// One dictionary of attribute values per row.
     public var objects: [[String: Any]]
 
+    /// A request inserting `objects` as rows of `entityName`.
     public init(entityName: String, objects: [[String: Any]]) {
         self.entityName = entityName
         self.objects = objects
@@ -16,11 +19,14 @@ public struct BatchInsertRequest {
 
 /// Sets attributes of every row a predicate matches, in SQL, as `NSBatchUpdateRequest`.
 public struct BatchUpdateRequest {
+    /// The entity (and sub-entities) whose rows change.
     public var entityName: String
+    /// The rows to change; nil for all. It must run wholly in SQL.
     public var predicate: Predicate?
     /// New attribute values by name (nil or `NSNull` clears).
     public var propertiesToUpdate: [String: Any?]
 
+    /// A request setting `propertiesToUpdate` on the rows `predicate` matches.
     public init(entityName: String, predicate: Predicate? = nil, propertiesToUpdate: [String: Any?]) {
         self.entityName = entityName
         self.predicate = predicate
@@ -32,9 +38,12 @@ public struct BatchUpdateRequest {
 /// hold: Cascade deletes the destinations too, Deny refuses while destinations exist,
 /// Nullify and No Action clear the references to the deleted rows.
 public struct BatchDeleteRequest {
+    /// The entity (and sub-entities) whose rows go.
     public var entityName: String
+    /// The rows to delete; nil for all. It must run wholly in SQL.
     public var predicate: Predicate?
 
+    /// A request deleting the rows `predicate` matches.
     public init(entityName: String, predicate: Predicate? = nil) {
         self.entityName = entityName
         self.predicate = predicate
@@ -45,6 +54,7 @@ public struct BatchDeleteRequest {
 public struct BatchResult {
     /// The rows inserted, updated or deleted (deletes include cascaded rows).
     public var objectIDs: [ObjectID]
+    /// How many rows changed.
     public var count: Int { objectIDs.count }
 }
 
@@ -63,7 +73,9 @@ extension ManagedObjectContext {
         var pending: [(index: Int, column: StoredColumn, value: Any)] = []
         for (index, values) in request.objects.enumerated() {
             for key in values.keys where !columns.contains(where: { $0.name == key }) {
-                throw ObjectGraphError(code: .saveFailed, message: "batch insert row \(index + 1): \(entity.name) has no stored attribute '\(key)'")
+                throw ObjectGraphError(
+                    code: .saveFailed,
+                    message: "batch insert row \(index + 1): \(entity.name) has no stored attribute '\(key)'")
             }
             var row: [DatabaseValue] = []
             for column in columns {
@@ -76,33 +88,46 @@ extension ManagedObjectContext {
                 }
                 let stored = try batchValue(value, column, entity: entity, row: index + 1)
                 if stored.isNull, attribute?.isOptional == false {
-                    throw ObjectGraphError(code: .saveFailed, message: "batch insert row \(index + 1): \(entity.name).\(column.name) is required")
+                    throw ObjectGraphError(
+                        code: .saveFailed,
+                        message: "batch insert row \(index + 1): \(entity.name).\(column.name) is required")
                 }
                 row.append(stored)
             }
             rows.append(row)
         }
-        let sql = "INSERT INTO \(store.qualified(root.tableName)) (Z_PK, Z_ENT, Z_OPT\(columns.map { ", \($0.columnName)" }.joined())) "
+        let sql =
+            "INSERT INTO \(store.qualified(root.tableName)) (Z_PK, Z_ENT, "
+                + "Z_OPT\(columns.map { ", \($0.columnName)" }.joined())) "
             + "VALUES (?, ?, 1\(String(repeating: ", ?", count: columns.count)))"
         let keys = try wrapStoreErrors(.saveFailed, "cannot batch insert \(entity.name)") {
-            try coordinator.write { db -> [Int64] in
+            try coordinator.write(stores: [store]) { db -> [Int64] in
                 guard !rows.isEmpty else { return [] }
                 let first = try coordinator.allocatePrimaryKeys(db, root: root, count: rows.count)
                 for (index, column, value) in pending {
-                    let place = ValuePlace(storeIdentifier: store.identifier, entityName: entity.name, attributeName: column.name,
-                                           primaryKey: first + Int64(index))
+                    let place = ValuePlace(
+                        storeIdentifier: store.identifier, entityName: entity.name, attributeName: column.name,
+                        primaryKey: first + Int64(index))
                     let position = columns.firstIndex { $0.name == column.name } ?? 0
-                    rows[index][position] = try transformer(named: column.transformerName, entity: entity, key: column.name)
-                        .transformedValue(value, at: place).databaseValue
+                    rows[index][position] = try transformer(
+                        named: column.transformerName, entity: entity, key: column.name
+                    )
+                    .transformedValue(value, at: place).databaseValue
                 }
                 let statement = try db.cachedStatement(sql: sql)
                 for (offset, row) in rows.enumerated() {
-                    try statement.execute(arguments: StatementArguments([(first + Int64(offset)).databaseValue, entity.entityNumber.databaseValue] + row))
+                    try statement.execute(
+                        arguments: StatementArguments(
+                            [(first + Int64(offset)).databaseValue, entity.entityNumber.databaseValue] + row))
                 }
                 return (0..<Int64(rows.count)).map { first + $0 }
             }
         }
-        return BatchResult(objectIDs: keys.map { ObjectID(entityName: entity.name, storeIdentifier: store.identifier, primaryKey: $0, temporaryNumber: nil) })
+        return BatchResult(
+            objectIDs: keys.map {
+                ObjectID(
+                    entityName: entity.name, storeIdentifier: store.identifier, primaryKey: $0, temporaryNumber: nil)
+            })
     }
 
     /// Updates the matching rows in one transaction and moves their version (`Z_OPT`) on,
@@ -118,7 +143,8 @@ extension ManagedObjectContext {
         var assignments: [(column: StoredColumn, value: Any?)] = []
         for (key, value) in request.propertiesToUpdate.sorted(by: { $0.key < $1.key }) {
             guard let column = entity.storedColumns.first(where: { $0.name == key }) else {
-                throw ObjectGraphError(code: .saveFailed, message: "batch update: \(entity.name) has no stored attribute '\(key)'")
+                throw ObjectGraphError(
+                    code: .saveFailed, message: "batch update: \(entity.name) has no stored attribute '\(key)'")
             }
             let value = value.flatMap { $0 is NSNull ? nil : $0 }
             if value == nil, entity.attribute(named: key)?.isOptional == false {
@@ -129,29 +155,43 @@ extension ManagedObjectContext {
         let (conditions, arguments) = try batchConditions(entity, request.predicate, store: store)
         let table = store.qualified(root.tableName)
         let ids = try wrapStoreErrors(.saveFailed, "cannot batch update \(entity.name)") {
-            try coordinator.write { db -> [ObjectID] in
-                let rows = try Row.fetchAll(db, sql: "SELECT Z_PK, Z_ENT FROM \(table) t0\(conditions)", arguments: StatementArguments(arguments))
+            try coordinator.write(stores: [store]) { db -> [ObjectID] in
+                let rows = try Row.fetchAll(
+                    db, sql: "SELECT Z_PK, Z_ENT FROM \(table) t0\(conditions)",
+                    arguments: StatementArguments(arguments))
                 let setClause = assignments.map { "\($0.column.columnName) = ?" }.joined(separator: ", ")
-                let statement = try db.makeStatement(sql: "UPDATE \(table) SET \(setClause)\(setClause.isEmpty ? "" : ", ")Z_OPT = Z_OPT + 1 WHERE Z_PK = ?")
+                let statement = try db.makeStatement(
+                    sql:
+                        "UPDATE \(table) SET \(setClause)\(setClause.isEmpty ? "" : ", ")Z_OPT = Z_OPT + 1 "
+                            + "WHERE Z_PK = ?"
+                )
                 for row in rows {
-                    let primaryKey: Int64 = row[0]
+                    let primaryKey: Int64 = row[0] as Int64? ?? 0
                     var values: [DatabaseValue] = []
                     for (column, value) in assignments {
                         if column.type == .transformable, let value {
-                            let place = ValuePlace(storeIdentifier: store.identifier, entityName: entity.name, attributeName: column.name, primaryKey: primaryKey)
-                            values.append(try transformer(named: column.transformerName, entity: entity, key: column.name).transformedValue(value, at: place).databaseValue)
+                            let place = ValuePlace(
+                                storeIdentifier: store.identifier, entityName: entity.name, attributeName: column.name,
+                                primaryKey: primaryKey)
+                            values.append(
+                                try transformer(named: column.transformerName, entity: entity, key: column.name)
+                                    .transformedValue(value, at: place).databaseValue)
                         } else {
                             values.append(try batchValue(value, column, entity: entity, row: nil))
                         }
                     }
                     try statement.execute(arguments: StatementArguments(values + [primaryKey.databaseValue]))
                 }
-                return rows.map { objectID(primaryKey: $0[0], entityNumber: $0[1], root: root, store: store) }
+                return rows.map { row in
+                    objectID(primaryKey: row[0] as Int64? ?? 0, entityNumber: row[1] as Int? ?? 0, root: root, store: store)
+                }
             }
         }
         for id in ids {
-            guard let key = id.primaryKey, let object = registered[ObjectKey(rootEntityNumber: root.entityNumber, primaryKey: key)],
-                  !object.hasChanges else { continue }
+            guard let key = id.primaryKey,
+                let object = registered[ObjectKey(rootEntityNumber: root.entityNumber, primaryKey: key)],
+                !object.hasChanges
+            else { continue }
             try refresh(object, mergeChanges: false)
         }
         return BatchResult(objectIDs: ids)
@@ -168,17 +208,20 @@ extension ManagedObjectContext {
         let store = try coordinator.store(for: entity)
         let (conditions, arguments) = try batchConditions(entity, request.predicate, store: store)
         let ids = try wrapStoreErrors(.saveFailed, "cannot batch delete \(entity.name)") {
-            try coordinator.write { db -> [ObjectID] in
-                let rows = try Row.fetchAll(db, sql: "SELECT Z_PK, Z_ENT FROM \(store.qualified(entity.rootEntity.tableName)) t0\(conditions)",
-                                            arguments: StatementArguments(arguments))
+            try coordinator.write(stores: [store]) { db -> [ObjectID] in
+                let rows = try Row.fetchAll(
+                    db, sql: "SELECT Z_PK, Z_ENT FROM \(store.qualified(entity.rootEntity.tableName)) t0\(conditions)",
+                    arguments: StatementArguments(arguments))
                 var deleted: [ObjectID] = []
-                try deleteRows(rows.map { ($0[0], $0[1]) }, root: entity.rootEntity, db, into: &deleted)
+                try deleteRows(rows.map { ($0[0] as Int64? ?? 0, $0[1] as Int? ?? 0) }, root: entity.rootEntity, db, into: &deleted)
                 return deleted
             }
         }
         for id in ids {
             guard let key = id.primaryKey, let root = model.entity(named: id.entityName)?.rootEntity else { continue }
-            if let object = registered.removeValue(forKey: ObjectKey(rootEntityNumber: root.entityNumber, primaryKey: key)) {
+            if let object = registered.removeValue(
+                forKey: ObjectKey(rootEntityNumber: root.entityNumber, primaryKey: key))
+            {
                 updatedSet.remove(object)
                 deletedSet.remove(object)
                 object.managedObjectContext = nil
@@ -188,24 +231,35 @@ extension ManagedObjectContext {
     }
 
     /// Deletes rows of a root entity's table after applying their entities' delete rules.
-    private func deleteRows(_ rows: [(Int64, Int)], root: EntityDescription, _ db: Database, into deleted: inout [ObjectID]) throws {
+    private func deleteRows(
+        _ rows: [(Int64, Int)], root: EntityDescription, _ db: Database, into deleted: inout [ObjectID]
+    ) throws {
         let store = try coordinator.store(for: root)
-        let fresh = rows.filter { row in !deleted.contains { $0.primaryKey == row.0 && model.entity(named: $0.entityName)?.rootEntity === root } }
+        let fresh = rows.filter { row in
+            !deleted.contains { $0.primaryKey == row.0 && model.entity(named: $0.entityName)?.rootEntity === root }
+        }
         guard !fresh.isEmpty else { return }
         deleted += fresh.map { objectID(primaryKey: $0.0, entityNumber: $0.1, root: root, store: store) }
-        let entityOf = { (number: Int) in self.model.entity(number: number).flatMap { $0.rootEntity === root ? $0 : nil } ?? root }
+        let entityOf = { (number: Int) in
+            self.model.entity(number: number).flatMap { $0.rootEntity === root ? $0 : nil } ?? root
+        }
         let byEntity = Dictionary(grouping: fresh) { entityOf($0.1).name }
         for (_, group) in byEntity.sorted(by: { $0.key < $1.key }) {
             let entity = entityOf(group[0].1)
             let keys: [Int64] = group.map(\.0)
             for relationship in entity.relationships {
                 guard let destination = model.entity(named: relationship.destinationEntityName),
-                      let destinationStore = try? coordinator.store(for: destination.rootEntity) else { continue }
+                    let destinationStore = try? coordinator.store(for: destination.rootEntity)
+                else { continue }
                 let targets = try destinationRows(relationship, of: entity, keys: keys, destination: destination, db)
                 switch relationship.deleteRule {
                 case .deny where !targets.isEmpty:
-                    throw ObjectGraphError(code: .saveFailed, message: "batch delete refused: \(entity.name).\(relationship.name) "
-                        + "denies deleting rows that still have \(relationship.destinationEntityName) objects; nothing was deleted")
+                    throw ObjectGraphError(
+                        code: .saveFailed,
+                        message: "batch delete refused: \(entity.name).\(relationship.name) "
+                            + "denies deleting rows that still have \(relationship.destinationEntityName) "
+                                + "objects; nothing was deleted"
+                    )
                 case .cascade:
                     try deleteRows(targets, root: destination.rootEntity, db, into: &deleted)
                 default:
@@ -214,28 +268,35 @@ extension ManagedObjectContext {
                 if SQLiteSchema.usesJoinTable(relationship, in: model) {
                     let join = SQLiteSchema.joinTable(for: relationship, of: entity, in: model)
                     for chunk in keys.chunked(500) {
-                        try db.execute(sql: "DELETE FROM \(store.qualified(join.name)) WHERE \(join.sourceColumn) IN (\(placeholders(chunk.count)))",
-                                       arguments: StatementArguments(chunk.map(\.databaseValue)))
+                        try db.execute(
+                            sql:
+                                "DELETE FROM \(store.qualified(join.name)) WHERE \(join.sourceColumn) IN "
+                                    + "(\(placeholders(chunk.count)))",
+                            arguments: StatementArguments(chunk.map(\.databaseValue)))
                     }
                 } else if relationship.isToMany, let inverse = SQLiteSchema.inverse(of: relationship, in: model) {
                     let table = destinationStore.qualified(destination.rootEntity.tableName)
                     for chunk in keys.chunked(500) {
-                        try db.execute(sql: "UPDATE \(table) SET \(inverse.columnName) = NULL, Z_OPT = Z_OPT + 1 "
-                                           + "WHERE \(inverse.columnName) IN (\(placeholders(chunk.count)))",
-                                       arguments: StatementArguments(chunk.map(\.databaseValue)))
+                        try db.execute(
+                            sql: "UPDATE \(table) SET \(inverse.columnName) = NULL, Z_OPT = Z_OPT + 1 "
+                                + "WHERE \(inverse.columnName) IN (\(placeholders(chunk.count)))",
+                            arguments: StatementArguments(chunk.map(\.databaseValue)))
                     }
                 }
             }
             for chunk in keys.chunked(500) {
-                try db.execute(sql: "DELETE FROM \(store.qualified(root.tableName)) WHERE Z_PK IN (\(placeholders(chunk.count)))",
-                               arguments: StatementArguments(chunk.map(\.databaseValue)))
+                try db.execute(
+                    sql: "DELETE FROM \(store.qualified(root.tableName)) WHERE Z_PK IN (\(placeholders(chunk.count)))",
+                    arguments: StatementArguments(chunk.map(\.databaseValue)))
             }
         }
     }
 
     /// The rows a relationship of rows `keys` points at: primary key and entity number.
-    private func destinationRows(_ relationship: RelationshipDescription, of entity: EntityDescription, keys: [Int64],
-                                 destination: EntityDescription, _ db: Database) throws -> [(Int64, Int)] {
+    private func destinationRows(
+        _ relationship: RelationshipDescription, of entity: EntityDescription, keys: [Int64],
+        destination: EntityDescription, _ db: Database
+    ) throws -> [(Int64, Int)] {
         let store = try coordinator.store(for: entity.rootEntity)
         let destinationStore = try coordinator.store(for: destination.rootEntity)
         let table = destinationStore.qualified(destination.rootEntity.tableName)
@@ -243,18 +304,24 @@ extension ManagedObjectContext {
         for chunk in keys.chunked(500) {
             let sql: String
             if !relationship.isToMany {
-                sql = "SELECT d.Z_PK, d.Z_ENT FROM \(table) d WHERE d.Z_PK IN (SELECT \(relationship.columnName) FROM "
+                sql =
+                    "SELECT d.Z_PK, d.Z_ENT FROM \(table) d WHERE d.Z_PK IN (SELECT \(relationship.columnName) FROM "
                     + "\(store.qualified(entity.rootEntity.tableName)) WHERE Z_PK IN (\(placeholders(chunk.count))))"
             } else if SQLiteSchema.usesJoinTable(relationship, in: model) {
                 let join = SQLiteSchema.joinTable(for: relationship, of: entity, in: model)
-                sql = "SELECT d.Z_PK, d.Z_ENT FROM \(table) d WHERE d.Z_PK IN (SELECT \(join.destinationColumn) FROM "
+                sql =
+                    "SELECT d.Z_PK, d.Z_ENT FROM \(table) d WHERE d.Z_PK IN (SELECT \(join.destinationColumn) FROM "
                     + "\(store.qualified(join.name)) WHERE \(join.sourceColumn) IN (\(placeholders(chunk.count))))"
             } else if let inverse = SQLiteSchema.inverse(of: relationship, in: model) {
-                sql = "SELECT d.Z_PK, d.Z_ENT FROM \(table) d WHERE d.\(inverse.columnName) IN (\(placeholders(chunk.count)))"
+                sql =
+                    "SELECT d.Z_PK, d.Z_ENT FROM \(table) d WHERE d.\(inverse.columnName) IN "
+                        + "(\(placeholders(chunk.count)))"
             } else {
                 continue
             }
-            result += try Row.fetchAll(db, sql: sql, arguments: StatementArguments(chunk.map(\.databaseValue))).map { ($0[0], $0[1]) }
+            result += try Row.fetchAll(db, sql: sql, arguments: StatementArguments(chunk.map(\.databaseValue))).map {
+                ($0[0] as Int64? ?? 0, $0[1] as Int? ?? 0)
+            }
         }
         return result
     }
@@ -272,22 +339,29 @@ extension ManagedObjectContext {
     }
 
     /// A value as stored in `column`, or an error naming the row and attribute.
-    private func batchValue(_ value: Any?, _ column: StoredColumn, entity: EntityDescription, row: Int?) throws -> DatabaseValue {
+    private func batchValue(
+        _ value: Any?, _ column: StoredColumn, entity: EntityDescription, row: Int?
+    ) throws -> DatabaseValue {
         guard let value else { return .null }
         let stored = StoredValues.databaseValue(value, type: column.type)
         guard stored.isNull else { return stored }
-        throw ObjectGraphError(code: .saveFailed, message: "batch \(row.map { "insert row \($0)" } ?? "update"): "
-            + "\(entity.name).\(column.name) needs a \(column.type.rawValue) value, not \(type(of: value))")
+        throw ObjectGraphError(
+            code: .saveFailed,
+            message: "batch \(row.map { "insert row \($0)" } ?? "update"): "
+                + "\(entity.name).\(column.name) needs a \(column.type.rawValue) value, not \(type(of: value))")
     }
 
     /// The WHERE clause (with its arguments) selecting an entity's rows matching `predicate`
     /// wholly in SQL.
-    private func batchConditions(_ entity: EntityDescription, _ predicate: Predicate?,
-                                 store: PersistentStore) throws -> (String, [DatabaseValue]) {
+    private func batchConditions(
+        _ entity: EntityDescription, _ predicate: Predicate?,
+        store: PersistentStore
+    ) throws -> (String, [DatabaseValue]) {
         var conditions: [String] = []
         let root = entity.rootEntity
         if entity.selfAndDescendants.count != root.selfAndDescendants.count {
-            conditions.append("t0.Z_ENT IN (\(entity.selfAndDescendants.map { String($0.entityNumber) }.joined(separator: ", ")))")
+            conditions.append(
+                "t0.Z_ENT IN (\(entity.selfAndDescendants.map { String($0.entityNumber) }.joined(separator: ", ")))")
         }
         var compiler = PredicateSQLCompiler(model: model, store: store)
         if let predicate {
@@ -295,11 +369,17 @@ extension ManagedObjectContext {
             do {
                 sql = try compiler.compile(predicate.root, entity: entity, alias: "t0")
             } catch PredicateSQLCompiler.CompileError.unknownKey(let key, let entityName) {
-                throw ObjectGraphError(code: .objectNotFound, message: "keypath '\(key)' not found in entity \(entityName) (predicate '\(predicate.format)')")
+                throw ObjectGraphError(
+                    code: .objectNotFound,
+                    message: "keypath '\(key)' not found in entity \(entityName) (predicate '\(predicate.format)')")
             }
             guard let sql else {
-                throw ObjectGraphError(code: .objectNotFound, message: "the predicate '\(predicate.format)' cannot run in SQL "
-                    + "(it names a transformed or transient attribute); fetch the objects and change them in a context instead")
+                throw ObjectGraphError(
+                    code: .objectNotFound,
+                    message: "the predicate '\(predicate.format)' cannot run in SQL "
+                        + "(it names a transformed or transient attribute); fetch the objects and change them "
+                            + "in a context instead"
+                )
             }
             conditions.append("(\(sql))")
         }
@@ -315,9 +395,12 @@ extension PersistentStoreCoordinator {
     public func managedObjectID(forURIRepresentation url: URL) -> ObjectID? {
         guard url.scheme == "x-coredata", let host = url.host, !host.isEmpty else { return nil }
         let parts = url.path.split(separator: "/", omittingEmptySubsequences: false)
-        guard parts.count == 3, parts[0].isEmpty, parts[2].first == "p", let primaryKey = Int64(parts[2].dropFirst()), primaryKey > 0,
-              let store = persistentStores.first(where: { $0.identifier == host }),
-              let entity = store.entities.first(where: { $0.name == parts[1] }) else { return nil }
-        return ObjectID(entityName: entity.name, storeIdentifier: store.identifier, primaryKey: primaryKey, temporaryNumber: nil)
+        guard parts.count == 3, parts[0].isEmpty, parts[2].first == "p", let primaryKey = Int64(parts[2].dropFirst()),
+            primaryKey > 0,
+            let store = persistentStores.first(where: { $0.identifier == host }),
+            let entity = store.entities.first(where: { $0.name == parts[1] })
+        else { return nil }
+        return ObjectID(
+            entityName: entity.name, storeIdentifier: store.identifier, primaryKey: primaryKey, temporaryNumber: nil)
     }
 }

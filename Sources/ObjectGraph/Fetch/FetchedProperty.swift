@@ -84,6 +84,7 @@ public enum AggregateFunction: String, Sendable, CaseIterable {
 public struct FetchedProperty: Sendable {
     /// The key of this column in each result dictionary.
     public var name: String
+    /// The attribute or key path read (`*` with ``AggregateFunction/count`` for rows).
     public var keyPath: String
     /// The aggregate over the rows (of a group), or nil for the value itself.
     public var function: AggregateFunction?
@@ -94,7 +95,8 @@ public struct FetchedProperty: Sendable {
     }
 
     /// An aggregate over the fetched rows; `count` with key path `"*"` counts rows.
-    public static func aggregate(_ function: AggregateFunction, of keyPath: String, as name: String) -> FetchedProperty {
+    public static func aggregate(_ function: AggregateFunction, of keyPath: String, as name: String) -> FetchedProperty
+    {
         FetchedProperty(name: name, keyPath: keyPath, function: function)
     }
 }

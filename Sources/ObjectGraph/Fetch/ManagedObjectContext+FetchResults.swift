@@ -15,7 +15,10 @@ extension ManagedObjectContext {
         return try wrapStoreErrors(.objectNotFound, "cannot fetch \(request.entityName)") {
             try coordinator.read { db in
                 try Row.fetchAll(db, sql: sql, arguments: StatementArguments(plan.arguments)).map { row in
-                    objectID(primaryKey: row[0], entityNumber: row[1], root: plan.root, store: plan.store)
+                    try objectID(
+                        primaryKey: Self.integer(row, 0, "Z_PK", root: plan.root, store: plan.store),
+                        entityNumber: Int(clamping: Self.integer(row, 1, "Z_ENT", root: plan.root, store: plan.store)),
+                        root: plan.root, store: plan.store)
                 }
             }
         }
@@ -23,7 +26,8 @@ extension ManagedObjectContext {
 
     func objectID(primaryKey: Int64, entityNumber: Int, root: EntityDescription, store: PersistentStore) -> ObjectID {
         let entity = model.entity(number: entityNumber).flatMap { $0.rootEntity === root ? $0 : nil } ?? root
-        return ObjectID(entityName: entity.name, storeIdentifier: store.identifier, primaryKey: primaryKey, temporaryNumber: nil)
+        return ObjectID(
+            entityName: entity.name, storeIdentifier: store.identifier, primaryKey: primaryKey, temporaryNumber: nil)
     }
 
     // MARK: - Dictionaries
@@ -52,50 +56,72 @@ extension ManagedObjectContext {
         unsorted.sortDescriptors = []  // they may name result properties; ordered below
         let plan = try plan(for: unsorted)
         guard let entity = model.entity(named: request.entityName) else { return [] }
-        let properties = request.dictionaryProperties.isEmpty
-            ? entity.attributes.filter { !$0.isTransient }.map { FetchedProperty.keyPath($0.name) } : request.dictionaryProperties
+        let properties =
+            request.dictionaryProperties.isEmpty
+            ? entity.attributes.filter { !$0.isTransient }.map { FetchedProperty.keyPath($0.name) }
+            : request.dictionaryProperties
         let aggregates = !request.propertiesToGroupBy.isEmpty || properties.contains { $0.function != nil }
         var compiler = PredicateSQLCompiler(model: model, store: plan.store)
         func expression(_ keyPath: String) throws -> (sql: String, type: AttributeType?)? {
             do {
-                return try compiler.valueExpression(keyPath.split(separator: ".").map(String.init)[...], entity: entity, alias: "t0")
+                return try compiler.valueExpression(
+                    keyPath.split(separator: ".").map(String.init)[...], entity: entity, alias: "t0")
             } catch PredicateSQLCompiler.CompileError.unknownKey(let key, let entityName) {
-                throw ObjectGraphError(code: .objectNotFound, message: "keypath '\(key)' not found in entity \(entityName) (property '\(keyPath)')")
+                throw ObjectGraphError(
+                    code: .objectNotFound,
+                    message: "keypath '\(key)' not found in entity \(entityName) (property '\(keyPath)')")
             }
         }
         var columns: [(sql: String, type: AttributeType?)] = []
         for property in properties {
-            if property.function == .count, property.keyPath == "*" { columns.append(("COUNT(*)", .integer64)); continue }
-            guard let value = try expression(property.keyPath) else { columns = []; break }
+            if property.function == .count, property.keyPath == "*" {
+                columns.append(("COUNT(*)", .integer64))
+                continue
+            }
+            guard let value = try expression(property.keyPath) else {
+                columns = []
+                break
+            }
             columns.append(property.function.map { ($0.sql(value.sql), $0.resultType(of: value.type)) } ?? value)
         }
         var groups: [String] = []
         for keyPath in request.propertiesToGroupBy {
-            guard let value = try expression(keyPath) else { groups = []; columns = []; break }
+            guard let value = try expression(keyPath) else {
+                groups = []
+                columns = []
+                break
+            }
             groups.append(value.sql)
         }
         guard plan.residual == nil, columns.count == properties.count else {
             if aggregates {
-                throw ObjectGraphError(code: .objectNotFound, message: "cannot aggregate or group \(request.entityName) in SQL: "
-                    + "a property or the predicate names a transformed or transient attribute")
+                throw ObjectGraphError(
+                    code: .objectNotFound,
+                    message: "cannot aggregate or group \(request.entityName) in SQL: "
+                        + "a property or the predicate names a transformed or transient attribute")
             }
             return try dictionariesInMemory(request, properties: properties)
         }
-        var sql = "SELECT \(request.returnsDistinctResults ? "DISTINCT " : "")"
+        var sql =
+            "SELECT \(request.returnsDistinctResults ? "DISTINCT " : "")"
             + columns.enumerated().map { "\($0.element.sql) AS c\($0.offset)" }.joined(separator: ", ")
             + " FROM \(plan.store.qualified(plan.root.tableName)) t0"
         if !plan.conditions.isEmpty { sql += " WHERE " + plan.conditions.joined(separator: " AND ") }
         if !groups.isEmpty { sql += " GROUP BY " + groups.joined(separator: ", ") }
         let order = request.sortDescriptors.map { descriptor -> String? in
             if let index = properties.firstIndex(where: { $0.name == descriptor.key }) {
-                return "\(descriptor.caseInsensitive ? "OG_FOLD(c\(index), 1)" : "c\(index)") \(descriptor.ascending ? "ASC" : "DESC")"
+                return
+                    "\(descriptor.caseInsensitive ? "OG_FOLD(c\(index), 1)" : "c\(index)") "
+                        + "\(descriptor.ascending ? "ASC" : "DESC")"
             }
             return compiler.orderTerm(descriptor, entity: entity, alias: "t0")
         }
         if !order.isEmpty {
             guard order.allSatisfy({ $0 != nil }) else {
-                throw ObjectGraphError(code: .objectNotFound, message: "dictionary results of \(request.entityName) can only be sorted "
-                    + "by their properties or plainly stored attributes")
+                throw ObjectGraphError(
+                    code: .objectNotFound,
+                    message: "dictionary results of \(request.entityName) can only be sorted "
+                        + "by their properties or plainly stored attributes")
             }
             sql += " ORDER BY " + order.compactMap { $0 }.joined(separator: ", ")
         }
@@ -109,7 +135,14 @@ extension ManagedObjectContext {
                     var result: [String: Any] = [:]
                     for (index, property) in properties.enumerated() {
                         let value = row[index] as DatabaseValue
-                        result[property.name] = StoredValues.value(value, type: columns[index].type ?? .binary)
+                        do {
+                            result[property.name] = try StoredValues.value(value, type: columns[index].type ?? .binary)
+                        } catch {
+                            throw ObjectGraphError(
+                                code: .undecodableValue,
+                                message: "cannot read \(property.name) of \(request.entityName) "
+                                    + "in store '\(plan.store.displayName)': \(error)")
+                        }
                     }
                     return result
                 }
@@ -118,14 +151,17 @@ extension ManagedObjectContext {
     }
 
     /// Dictionaries built from fetched objects, for properties SQL cannot read.
-    private func dictionariesInMemory<T>(_ request: FetchRequest<T>, properties: [FetchedProperty]) throws -> [[String: Any]] {
+    private func dictionariesInMemory<T>(
+        _ request: FetchRequest<T>, properties: [FetchedProperty]
+    ) throws -> [[String: Any]] {
         var seen: Set<String> = []
         var results: [[String: Any]] = []
         for object in try fetch(request) {
             var result: [String: Any] = [:]
             for property in properties { result[property.name] = object.value(forKeyPath: property.keyPath) }
             if request.returnsDistinctResults {
-                let identity = properties.map { "\(result[$0.name].map { "\($0)" } ?? "\u{0}")" }.joined(separator: "\u{1}")
+                let identity = properties.map { "\(result[$0.name].map { "\($0)" } ?? "\u{0}")" }.joined(
+                    separator: "\u{1}")
                 guard seen.insert(identity).inserted else { continue }
             }
             results.append(result)
@@ -147,33 +183,49 @@ extension ManagedObjectContext {
         let plan = try plan(for: request)
         let batchSize = request.fetchBatchSize > 0 ? min(request.fetchBatchSize, 10_000) : 200
         guard !plan.needsMemoryWindow else {
-            return BatchedFetchResults(context: self, plan: plan, request: request, batchSize: batchSize, loaded: try fetch(request))
+            return BatchedFetchResults(
+                context: self, plan: plan, request: request, batchSize: batchSize, loaded: try fetch(request))
         }
         let sql = plan.sql(select: ["t0.Z_PK"], window: true, request: request)
         let keys = try wrapStoreErrors(.objectNotFound, "cannot fetch \(request.entityName)") {
-            try coordinator.read { db in try Int64.fetchAll(db, sql: sql, arguments: StatementArguments(plan.arguments)) }
+            try coordinator.read { db in
+                try Int64.fetchAll(db, sql: sql, arguments: StatementArguments(plan.arguments))
+            }
         }
         return BatchedFetchResults(context: self, plan: plan, request: request, batchSize: batchSize, keys: keys)
     }
 
     /// Reads the rows of `keys` (in that order) of a root entity's table.
-    func objects(primaryKeys keys: [Int64], root: EntityDescription, store: PersistentStore,
-                 decoding: Set<String>?) throws -> [ManagedObject] {
+    func objects(
+        primaryKeys keys: [Int64], root: EntityDescription, store: PersistentStore,
+        decoding: Set<String>?
+    ) throws -> [ManagedObject] {
         var found: [Int64: ManagedObject] = [:]
         found.reserveCapacity(keys.count)
         for chunk in keys.chunked(500) {
-            let sql = "SELECT \(root.selectColumns.map { "t0.\($0)" }.joined(separator: ", ")) FROM \(store.qualified(root.tableName)) t0 "
+            let sql =
+                "SELECT \(root.selectColumns.map { "t0.\($0)" }.joined(separator: ", ")) FROM "
+                    + "\(store.qualified(root.tableName)) t0 "
                 + "WHERE t0.Z_PK IN (\(Array(repeating: "?", count: chunk.count).joined(separator: ",")))"
             try wrapStoreErrors(.objectNotFound, "cannot read \(root.name) rows") {
                 try coordinator.read { db in
-                    let cursor = try Row.fetchCursor(db, sql: sql, arguments: StatementArguments(chunk.map(\.databaseValue)))
-                    while let row = try cursor.next() {
-                        found[row[0]] = try materialize(row, root: root, store: store, decoding: decoding)
+                    try db.forEachRow(sql: sql, arguments: chunk.map(\.databaseValue)) { row in
+                        let object = try materialize(row, root: root, store: store, decoding: decoding)
+                        found[row.int64(at: 0) ?? 0] = object
                     }
                 }
             }
         }
         return keys.compactMap { found[$0] }
+    }
+
+    /// Registers fetched objects; one already registered is the same instance, set again.
+    func register(_ objects: [ManagedObject], root: EntityDescription) {
+        registered.reserveCapacity(registered.count + objects.count)
+        for object in objects {
+            guard let primaryKey = object.objectID.primaryKey else { continue }
+            registered[ObjectKey(rootEntityNumber: root.entityNumber, primaryKey: primaryKey)] = object
+        }
     }
 
     /// Lets go of registered objects nothing else holds and that have no unsaved change.
@@ -207,7 +259,8 @@ extension ManagedObjectContext {
         var faultKeys: [Int64] = []
         for object in objects {
             guard let found = object.entity.relationship(named: key) else {
-                throw ObjectGraphError(code: .objectNotFound, message: "relationship '\(key)' not found in entity \(object.entity.name)")
+                throw ObjectGraphError(
+                    code: .objectNotFound, message: "relationship '\(key)' not found in entity \(object.entity.name)")
             }
             relationship = found
             sourceEntity = sourceEntity ?? object.entity
@@ -223,7 +276,9 @@ extension ManagedObjectContext {
                 destinations.append(destination)
             }
         }
-        guard let relationship, let sourceEntity, let destination = model.entity(named: relationship.destinationEntityName) else {
+        guard let relationship, let sourceEntity,
+            let destination = model.entity(named: relationship.destinationEntityName)
+        else {
             return destinations
         }
         let root = destination.rootEntity
@@ -237,10 +292,14 @@ extension ManagedObjectContext {
         let from: String
         if SQLiteSchema.usesJoinTable(relationship, in: model) {
             let join = SQLiteSchema.joinTable(for: relationship, of: sourceEntity, in: model)
-            from = "SELECT \(columns), j.\(join.sourceColumn) FROM \(store.qualified(root.tableName)) t0 "
-                + "JOIN \(store.qualified(join.name)) j ON j.\(join.destinationColumn) = t0.Z_PK WHERE j.\(join.sourceColumn) IN "
+            from =
+                "SELECT \(columns), j.\(join.sourceColumn) FROM \(store.qualified(root.tableName)) t0 "
+                + "JOIN \(store.qualified(join.name)) j ON j.\(join.destinationColumn) = t0.Z_PK WHERE "
+                    + "j.\(join.sourceColumn) IN "
         } else if let inverse = SQLiteSchema.inverse(of: relationship, in: model) {
-            from = "SELECT \(columns), t0.\(inverse.columnName) FROM \(store.qualified(root.tableName)) t0 WHERE t0.\(inverse.columnName) IN "
+            from =
+                "SELECT \(columns), t0.\(inverse.columnName) FROM \(store.qualified(root.tableName)) t0 WHERE "
+                    + "t0.\(inverse.columnName) IN "
         } else {
             return destinations
         }
@@ -249,11 +308,11 @@ extension ManagedObjectContext {
             let sql = from + "(\(Array(repeating: "?", count: chunk.count).joined(separator: ",")))"
             try wrapStoreErrors(.objectNotFound, "cannot prefetch \(sourceEntity.name).\(key)") {
                 try coordinator.read { db in
-                    let cursor = try Row.fetchCursor(db, sql: sql, arguments: StatementArguments(chunk.map(\.databaseValue)))
-                    while let row = try cursor.next() {
+                    try db.forEachRow(sql: sql, arguments: chunk.map(\.databaseValue)) { row in
                         let object = try materialize(row, root: root, store: store)
-                        guard object.entity.isKind(of: destination) else { continue }
-                        found[row[root.selectColumns.count], default: []].append(object)
+                        guard object.entity.isKind(of: destination),
+                              let source = row.int64(at: root.selectColumns.count) else { return }
+                        found[source, default: []].append(object)
                     }
                 }
             }
@@ -274,6 +333,7 @@ extension ManagedObjectContext {
 /// A batch that cannot be read (the store failed, or the row was deleted meanwhile) yields
 /// objects without values, and the context's next fetch or save throws the error.
 public final class BatchedFetchResults: RandomAccessCollection {
+    /// The fetched objects.
     public typealias Element = ManagedObject
     private let context: ManagedObjectContext
     private let root: EntityDescription
@@ -288,8 +348,10 @@ public final class BatchedFetchResults: RandomAccessCollection {
     private var batchNumber = -1
     private var batch: [ManagedObject] = []
 
-    init(context: ManagedObjectContext, plan: ManagedObjectContext.FetchPlan, request: FetchRequest<some ManagedObject>,
-         batchSize: Int, keys: [Int64] = [], loaded: [ManagedObject]? = nil) {
+    init(
+        context: ManagedObjectContext, plan: ManagedObjectContext.FetchPlan, request: FetchRequest<some ManagedObject>,
+        batchSize: Int, keys: [Int64] = [], loaded: [ManagedObject]? = nil
+    ) {
         self.context = context
         self.root = plan.root
         self.store = plan.store
@@ -300,7 +362,9 @@ public final class BatchedFetchResults: RandomAccessCollection {
         self.loaded = loaded
     }
 
+    /// 0.
     public var startIndex: Int { 0 }
+    /// The number of objects fetched.
     public var endIndex: Int { loaded?.count ?? keys.count }
 
     /// The object at `position`, reading its batch first if needed.
@@ -313,7 +377,9 @@ public final class BatchedFetchResults: RandomAccessCollection {
 
     private func load(batch number: Int) {
         let left = batch.compactMap { object in
-            object.objectID.primaryKey.map { ManagedObjectContext.ObjectKey(rootEntityNumber: root.entityNumber, primaryKey: $0) }
+            object.objectID.primaryKey.map {
+                ManagedObjectContext.ObjectKey(rootEntityNumber: root.entityNumber, primaryKey: $0)
+            }
         }
         batch = []
         context.releaseUnreferencedObjects(left)
@@ -326,10 +392,12 @@ public final class BatchedFetchResults: RandomAccessCollection {
             if context.deferredError == nil { context.deferredError = error }
         }
         if objects.count != wanted.count {
-            let byKey = Dictionary(objects.map { ($0.objectID.primaryKey ?? -1, $0) }, uniquingKeysWith: { first, _ in first })
+            let byKey = Dictionary(
+                objects.map { ($0.objectID.primaryKey ?? -1, $0) }, uniquingKeysWith: { first, _ in first })
             if context.deferredError == nil {
-                context.deferredError = ObjectGraphError(code: .objectNotFound,
-                                                         message: "\(wanted.count - objects.count) \(root.name) row(s) of a batched fetch no longer exist")
+                context.deferredError = ObjectGraphError(
+                    code: .objectNotFound,
+                    message: "\(wanted.count - objects.count) \(root.name) row(s) of a batched fetch no longer exist")
             }
             objects = wanted.map { key in byKey[key] ?? placeholder(primaryKey: key) }
         }
@@ -340,7 +408,8 @@ public final class BatchedFetchResults: RandomAccessCollection {
     /// An object without values standing for a row that could not be read.
     private func placeholder(primaryKey: Int64) -> ManagedObject {
         let object = context.model.objectClass(for: root).init(entity: root)
-        object.objectID = ObjectID(entityName: root.name, storeIdentifier: store.identifier, primaryKey: primaryKey, temporaryNumber: nil)
+        object.objectID = ObjectID(
+            entityName: root.name, storeIdentifier: store.identifier, primaryKey: primaryKey, temporaryNumber: nil)
         return object
     }
 }

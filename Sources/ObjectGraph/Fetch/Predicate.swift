@@ -68,7 +68,7 @@ public struct Predicate: CustomStringConvertible {
         try self.init(format: format, argumentArray: arguments)
     }
 
-    public static let alwaysTrue = Predicate(root: .constant(true), format: "TRUEPREDICATE")
+    public static var alwaysTrue: Predicate { Predicate(root: .constant(true), format: "TRUEPREDICATE") }
 
     public static func and(_ predicates: [Predicate]) -> Predicate {
         Predicate(root: .and(predicates.map(\.root)), format: predicates.map { "(\($0.format))" }.joined(separator: " AND "))

@@ -46,7 +46,8 @@ public final class MigratingObject {
     /// The entity's name in the older version.
     public let sourceEntityName: String
     /// The object's values in the older version: attributes decoded (through their transformer
-    /// at their old place), to-one relationships as primary keys.
+    /// at their old place), relationships as the primary keys their objects have in the migrated
+    /// store (to-one: an `Int64`; to-many: a sorted `[Int64]`).
     public let sourceValues: [String: Any]
     /// The object's values in the newer version as the inferred mapping left them; assign
     /// through the subscript to change them.
@@ -97,12 +98,17 @@ public final class MigrationWriter {
 public struct MigrationReport: Sendable, CustomStringConvertible {
     /// One migration between two consecutive versions.
     public struct Hop: Sendable {
+        /// The version migrated from.
         public var from: String
+        /// The version migrated to.
         public var to: String
+        /// What the step changed, in the model's words.
         public var changes: [MigrationChange]
     }
 
+    /// The store's file name.
     public var storeName: String
+    /// The migrations run, oldest version first.
     public var hops: [Hop] = []
     /// Entity (newer name) → objects carried over from the store.
     public var carried: [String: Int] = [:]
@@ -111,12 +117,17 @@ public struct MigrationReport: Sendable, CustomStringConvertible {
     /// What was left behind, each with its reason ("Post.content removed from the model: 3 values").
     public var dropped: [String] = []
 
+    /// Where every object went: carried over, inserted by custom steps, or dropped with the reason.
+    public var accounting: [String] {
+        carried.filter { $0.value > 0 }.sorted { $0.key < $1.key }.map { "carried \($0.value) \($0.key)" }
+            + inserted.sorted { $0.key < $1.key }.map { "inserted \($0.value) \($0.key)" }
+            + dropped.map { "dropped \($0)" }
+    }
+
     public var description: String {
         var lines = ["migrated \(storeName): " + hops.map { "\($0.from) → \($0.to)" }.joined(separator: ", ")]
         for hop in hops { lines += hop.changes.map { "  \(hop.to): \($0)" } }
-        lines += carried.sorted { $0.key < $1.key }.map { "  carried \($0.value) \($0.key)" }
-        lines += inserted.sorted { $0.key < $1.key }.map { "  inserted \($0.value) \($0.key)" }
-        lines += dropped.map { "  dropped \($0)" }
+        lines += accounting.map { "  \($0)" }
         return lines.joined(separator: "\n")
     }
 }

@@ -10,6 +10,7 @@ extension ObjectGraphError.Code {
 
 /// One change a migration makes, in the model's words.
 public struct MigrationChange: Sendable, Equatable, CustomStringConvertible {
+    /// What changes.
     public enum Kind: Sendable, Equatable {
         case entityAdded
         case entityRemoved
@@ -35,8 +36,11 @@ public struct MigrationChange: Sendable, Equatable, CustomStringConvertible {
         case customStep
     }
 
+    /// The entity concerned (its name in the newer version).
     public var entity: String
+    /// The property concerned, if the change is a property's.
     public var property: String?
+    /// What changes.
     public var kind: Kind
 
     public var description: String {
@@ -100,8 +104,11 @@ public struct MigrationPlan {
         let customSteps: [EntityMigrationStep]
     }
 
+    /// The older version, which the store fits.
     public let source: ManagedObjectModel
+    /// The newer version.
     public let destination: ManagedObjectModel
+    /// The configuration whose entities the store holds (all entities when nil).
     public let configuration: String?
     /// Every change, in words, in a stable order.
     public let changes: [MigrationChange]
@@ -147,7 +154,7 @@ public struct MigrationPlan {
                 code: .migrationCannotBeInferred,
                 message:
                     "cannot infer a migration from model '\(source.versionIdentifier)' "
-                        + "to '\(destination.versionIdentifier)': "
+                    + "to '\(destination.versionIdentifier)': "
                     + refusals.joined(separator: "; ")
                     + "; register a custom migration step for the entity, or change the model")
         }
@@ -257,6 +264,17 @@ public struct MigrationPlan {
         return EntityMapping(
             destination: entity, source: old, attributes: attributes,
             relationships: relationshipPairs, customSteps: steps)
+    }
+
+    /// True when the store's tables stay exactly as they are: nothing changes but the
+    /// recorded version (every entity keeps its name and number).
+    var keepsLayout: Bool {
+        changes.isEmpty && removedEntities.isEmpty && mappings.count == destinationEntities.count
+            && mappings.allSatisfy { mapping in
+                mapping.source.name == mapping.destination.name
+                    && mapping.source.entityNumber == mapping.destination.entityNumber
+                    && mapping.customSteps.isEmpty
+            }
     }
 
     enum Conversion { case copy, convert(reason: String?), impossible }

@@ -75,7 +75,7 @@ public final class ModelVersions {
         guard !models.isEmpty else { throw ModelError(file: modelName, reason: "no .xcdatamodel version inside") }
         var current = models.count == 1 ? models[0] : nil
         if let plistData = files[".xccurrentversion"] {
-            let plist = try? PropertyListSerialization.propertyList(from: plistData, format: nil) as? [String: Any]
+            let plist = try? BinaryPropertyList.foundationPropertyList(from: plistData) as? [String: Any]
             guard let name = plist?["_XCCurrentVersionName"] as? String else {
                 throw ModelError(file: "\(modelName)/.xccurrentversion", reason: "no _XCCurrentVersionName key")
             }
@@ -120,6 +120,7 @@ public final class ModelVersions {
     /// versions that fit, the one the store's metadata names wins, else the newest.
     ///
     /// - returns: nil when no version fits.
+    /// - note: reading a store in WAL mode makes SQLite create its `-wal` and `-shm` files beside it.
     public func sourceVersion(ofStoreAt url: URL, configuration: String? = nil) throws -> ManagedObjectModel? {
         try StoreMetadataReader.reading(url) { db in
             let metadata = try StoreMetadataReader.metadata(db, schema: "main")
@@ -165,7 +166,7 @@ enum StoreMetadataReader {
             try Bool.fetchOne(db, sql: "SELECT COUNT(*) > 0 FROM \(quoted).sqlite_master WHERE name = 'Z_METADATA'")
             ?? false
         guard hasTable, let plist = try Data.fetchOne(db, sql: "SELECT Z_PLIST FROM \(quoted).Z_METADATA"),
-            let metadata = try? PropertyListSerialization.propertyList(from: plist, format: nil) as? [String: Any]
+            let metadata = try? BinaryPropertyList.foundationPropertyList(from: plist) as? [String: Any]
         else {
             return [:]
         }

@@ -48,6 +48,15 @@ final class StoreMigration {
     func run(metadata: [String: Any]) throws -> [String: Any] {
         try readOldStore()
         try checkBeforeWriting()
+        var newMetadata = metadata
+        newMetadata.merge(
+            PersistentStoreCoordinator.modelMetadata(of: destination, entities: plan.destinationEntities)
+        ) { _, new in new }
+        let plist = try PropertyListSerialization.data(fromPropertyList: newMetadata, format: .binary, options: 0)
+        if plan.keepsLayout {
+            try db.execute(sql: "UPDATE \(qualified("Z_METADATA")) SET Z_PLIST = ?", arguments: [plist])
+            return newMetadata
+        }
         try setOldTablesAside()
         let store = PersistentStore(
             type: .sqlite, url: nil, configurationName: plan.configuration,
@@ -61,12 +70,7 @@ final class StoreMigration {
         try runCustomSteps()
         try fillEntityColumns()
         try writePrimaryKeys()
-        var newMetadata = metadata
-        newMetadata.merge(
-            PersistentStoreCoordinator.modelMetadata(of: destination, entities: plan.destinationEntities)
-        ) { _, new in new }
         try db.execute(sql: "INSERT INTO \(qualified("Z_METADATA")) SELECT * FROM \(aside("Z_METADATA"))")
-        let plist = try PropertyListSerialization.data(fromPropertyList: newMetadata, format: .binary, options: 0)
         try db.execute(sql: "UPDATE \(qualified("Z_METADATA")) SET Z_PLIST = ?", arguments: [plist])
         for table in oldTables { try db.execute(sql: "DROP TABLE \(aside(table))") }
         return newMetadata
@@ -89,10 +93,19 @@ final class StoreMigration {
         for root in sourceRoots where try tableExists(root.tableName) {
             oldTables.append(root.tableName)
             var rows: [Int64: Int] = [:]
+            var unknown = 0
             for row in try Row.fetchAll(db, sql: "SELECT Z_PK, Z_ENT FROM \(qualified(root.tableName))") {
-                rows[row[0]] = row[1]
+                // A damaged row (no key, or an entity number the old model lacks) belongs to no entity.
+                guard let key: Int64 = row[0], let number: Int = row[1], source.entity(number: number) != nil else {
+                    unknown += 1
+                    continue
+                }
+                rows[key] = number
             }
             entityOfRow[root.name] = rows
+            if unknown > 0 {
+                report.dropped.append("\(unknown) rows of \(root.tableName) (no entity of the model has their Z_ENT)")
+            }
         }
         for entity in plan.sourceEntities {
             for relationship in entity.declaredRelationships where SQLiteSchema.usesJoinTable(relationship, in: source)
@@ -188,7 +201,7 @@ final class StoreMigration {
                     db,
                     sql:
                         "SELECT Z_PK, \(old.columnName) FROM \(ownerTable)"
-                            + " WHERE Z_ENT = ? AND \(old.columnName) IS NOT NULL",
+                        + " WHERE Z_ENT = ? AND \(old.columnName) IS NOT NULL",
                     arguments: [owners.entityNumber])
             } else if SQLiteSchema.usesJoinTable(old, in: source) {
                 let join = SQLiteSchema.joinTable(for: old, of: owners, in: source)
@@ -213,9 +226,9 @@ final class StoreMigration {
             let targetRoot = oldTarget.rootEntity.name
             var dropped = 0
             for pair in pairs {
-                let (owner, target): (Int64, Int64) = (pair[0], pair[1])
                 // The target must still exist, as an entity the new relationship may point to.
-                guard let number = entityOfRow[targetRoot]?[target], let oldEntity = source.entity(number: number),
+                guard let owner: Int64 = pair[0], let target: Int64 = pair[1],
+                    let number = entityOfRow[targetRoot]?[target], let oldEntity = source.entity(number: number),
                     let targetMapping = plan.mappings.first(where: { $0.source === oldEntity }),
                     targetMapping.destination.isKind(of: newTarget)
                 else {
@@ -236,9 +249,7 @@ final class StoreMigration {
 
     private func checkBeforeWriting() throws {
         var refusals: [String] = []
-        for (key, pairs) in links.sorted(by: {
-            ($0.key.entity, $0.key.relationship) < ($1.key.entity, $1.key.relationship)
-        }) {
+        for (key, pairs) in sortedLinks {
             guard let entity = destination.entity(named: key.entity),
                 let relationship = entity.relationship(named: key.relationship)
             else { continue }
@@ -275,6 +286,7 @@ final class StoreMigration {
                             + "but \(missing) objects would have none")
                 }
             }
+            refusals += try missingRequiredLinks(mapping)
         }
         guard refusals.isEmpty else {
             throw ObjectGraphError(
@@ -284,6 +296,27 @@ final class StoreMigration {
                     + refusals.joined(separator: "; ")
                     + "; register a custom migration step for the entity, or change the model")
         }
+    }
+
+    /// A to-one relationship that is new or newly required must point somewhere for every object.
+    private func missingRequiredLinks(_ mapping: MigrationPlan.EntityMapping) throws -> [String] {
+        let offset = offsets[mapping.source.rootEntity.name] ?? 0
+        let objects = (entityOfRow[mapping.source.rootEntity.name] ?? [:])
+            .filter { $0.value == mapping.source.entityNumber }.keys.map { $0 + offset }
+        var refusals: [String] = []
+        for relationship in mapping.destination.relationships where !relationship.isToMany && !relationship.isOptional
+        {
+            if let old = mapping.relationships[relationship.name], !old.isOptional { continue }
+            let (key, isCanonical) = linkKey(relationship, of: mapping.destination)
+            let linked = Set((links[key] ?? []).map { isCanonical ? $0.owner : $0.target })
+            let missing = objects.filter { !linked.contains($0) }.count
+            if missing > 0 {
+                refusals.append(
+                    "\(mapping.destination.name).\(relationship.name) is required, "
+                        + "but \(missing) objects would point nowhere")
+            }
+        }
+        return refusals
     }
 
     private func duplicated(_ keys: [Int64]) -> Int64? {
@@ -361,7 +394,16 @@ final class StoreMigration {
     func decode(
         _ value: DatabaseValue, _ attribute: AttributeDescription, entity: String, primaryKey: Int64
     ) throws -> Any? {
-        guard attribute.type == .transformable else { return StoredValues.value(value, type: attribute.type) }
+        guard attribute.type == .transformable else {
+            do {
+                return try StoredValues.value(value, type: attribute.type)
+            } catch {
+                throw ObjectGraphError(
+                    code: .migrationFailed,
+                    message: "cannot read \(entity).\(attribute.name) of object \(primaryKey) "
+                        + "(store \(storeIdentifier)): \(error)", underlyingError: error)
+            }
+        }
         guard case .blob(let data) = value.storage else { return nil }
         let place = ValuePlace(
             storeIdentifier: storeIdentifier, entityName: entity, attributeName: attribute.name, primaryKey: primaryKey
@@ -404,7 +446,7 @@ final class StoreMigration {
                 code: .migrationFailed,
                 message:
                     "\(entity).\(attribute.name) of object \(primaryKey): a \(type(of: value)) value cannot be"
-                        + " stored as \(attribute.type.rawValue)"
+                    + " stored as \(attribute.type.rawValue)"
             )
         }
         return stored
@@ -434,15 +476,21 @@ final class StoreMigration {
                     try db.execute(
                         sql:
                             "UPDATE \(qualified(entity.tableName)) SET \(attribute.columnName) = ?"
-                                + " WHERE Z_ENT = ? AND \(attribute.columnName) IS NULL",
+                            + " WHERE Z_ENT = ? AND \(attribute.columnName) IS NULL",
                         arguments: [StoredValues.databaseValue(fill, type: attribute.type), entity.entityNumber])
                 }
             }
         }
     }
 
+    /// Links sorted, so that a migration writes the same rows in the same order every time.
+    private var sortedLinks: [(key: LinkKey, pairs: [Link])] {
+        links.sorted { ($0.key.entity, $0.key.relationship) < ($1.key.entity, $1.key.relationship) }
+            .map { ($0.key, $0.value.sorted { ($0.owner, $0.target) < ($1.owner, $1.target) }) }
+    }
+
     private func writeLinks() throws {
-        for (key, pairs) in links {
+        for (key, pairs) in sortedLinks {
             guard let entity = destination.entity(named: key.entity),
                 let relationship = entity.relationship(named: key.relationship),
                 let target = destination.entity(named: relationship.destinationEntityName)
@@ -454,7 +502,7 @@ final class StoreMigration {
                     try db.execute(
                         sql:
                             "INSERT OR IGNORE INTO \(qualified(join.name)) (\(join.sourceColumn),"
-                                + " \(join.destinationColumn)) VALUES (?, ?)",
+                            + " \(join.destinationColumn)) VALUES (?, ?)",
                         arguments: [link.owner, link.target])
                 }
                 continue
@@ -521,8 +569,7 @@ final class StoreMigration {
             for key in keys {
                 let object = MigratingObject(
                     entityName: entity.name, primaryKey: key, sourceEntityName: mapping.source.name,
-                    sourceValues: try values(
-                        of: mapping.source, table: aside(mapping.source.tableName), primaryKey: key - offset),
+                    sourceValues: try sourceValues(of: mapping.source, primaryKey: key - offset),
                     values: try values(of: entity, table: qualified(entity.tableName), primaryKey: key))
                 for step in mapping.customSteps { try step.body(object, writer) }
                 for name in object.changedKeys.sorted() {
@@ -535,14 +582,14 @@ final class StoreMigration {
                         db,
                         sql:
                             "SELECT COUNT(*) FROM \(qualified(entity.tableName))"
-                                + " WHERE Z_ENT = ? AND \(attribute.columnName) IS NULL",
+                            + " WHERE Z_ENT = ? AND \(attribute.columnName) IS NULL",
                         arguments: [entity.entityNumber]) ?? 0
                 if missing > 0 {
                     throw ObjectGraphError(
                         code: .migrationFailed,
                         message:
                             "\(entity.name).\(attribute.name) is required, but the custom step left \(missing)"
-                                + " objects without a value"
+                            + " objects without a value"
                     )
                 }
             }
@@ -566,6 +613,35 @@ final class StoreMigration {
         return values
     }
 
+    /// An object's values in the old store, relationships given as the keys their objects
+    /// have in the migrated store: to-one as one key, to-many as a sorted array of keys.
+    private func sourceValues(of entity: EntityDescription, primaryKey: Int64) throws -> [String: Any] {
+        var values = try self.values(of: entity, table: aside(entity.tableName), primaryKey: primaryKey)
+        for relationship in entity.relationships {
+            guard let target = source.entity(named: relationship.destinationEntityName) else { continue }
+            let offset = offsets[target.rootEntity.name] ?? 0
+            if !relationship.isToMany {
+                if let key = values[relationship.name] as? Int64 { values[relationship.name] = key + offset }
+                continue
+            }
+            var keys: [Int64] = []
+            if SQLiteSchema.usesJoinTable(relationship, in: source) {
+                let join = SQLiteSchema.joinTable(for: relationship, of: entity, in: source)
+                keys = try Int64.fetchAll(
+                    db,
+                    sql: """
+                        SELECT \(join.destinationColumn) FROM \(aside(join.name)) WHERE \(join.sourceColumn) = ?
+                        """, arguments: [primaryKey])
+            } else if let inverse = SQLiteSchema.inverse(of: relationship, in: source) {
+                keys = try Int64.fetchAll(
+                    db, sql: "SELECT Z_PK FROM \(aside(target.tableName)) WHERE \(inverse.columnName) = ?",
+                    arguments: [primaryKey])
+            }
+            values[relationship.name] = keys.map { $0 + offset }.sorted()
+        }
+        return values
+    }
+
     private func write(_ value: Any?, forKey key: String, of entity: EntityDescription, primaryKey: Int64) throws {
         let stored: DatabaseValue
         let column: String
@@ -585,7 +661,7 @@ final class StoreMigration {
                 code: .migrationFailed,
                 message:
                     "a migration step sets '\(key)', which is no stored attribute or to-one relationship of"
-                        + " \(entity.name)"
+                    + " \(entity.name)"
             )
         }
         try db.execute(

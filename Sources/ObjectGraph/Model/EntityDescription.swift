@@ -22,6 +22,9 @@ public final class EntityDescription: CustomStringConvertible {
     public let managedObjectClassName: String?
     /// The entity's renaming identifier (Xcode's `elementID`): its name in an older model version.
     public let elementID: String?
+    /// Sets of attribute names whose values no two objects of this entity (and its
+    /// sub-entities) may share, as Xcode's `<uniquenessConstraints>`; checked at save.
+    public let uniquenessConstraints: [[String]]
 
     // Set once when the model is assembled.
     public internal(set) var entityNumber: Int = 0
@@ -40,12 +43,18 @@ public final class EntityDescription: CustomStringConvertible {
     /// Attribute names and types, for key-value access without hashing or copying descriptions.
     var attributeNames: [String] = []
     var attributeTypeList: [AttributeType] = []
+    /// Where each property's value sits in its objects' values: attributes, then relationships.
+    var propertyLayout = PropertyLayout.empty
+    /// For each of `storedColumns`, its position in `propertyLayout`.
+    var storedColumnSlots: [Int] = []
 
     @inline(__always)
     func attributeType(of key: String) -> AttributeType? {
         attributeNames.firstIndex(of: key).map { attributeTypeList[$0] }
     }
     var storedToOne: [(relationship: RelationshipDescription, column: Int)] = []
+    /// Per `storedToOne` relationship: its `Z<n>_<REL>` entity column, when its destination has sub-entities.
+    var storedToOneEntityColumns: [String?] = []
     var transientAttributes: [AttributeDescription] = []
     /// Per attribute (same order as `attributes`): whether validation has more to check than presence.
     var attributeHasValueRules: [Bool] = []
@@ -60,9 +69,11 @@ public final class EntityDescription: CustomStringConvertible {
     public init(
         name: String, parent: String? = nil, isAbstract: Bool = false,
         attributes: [AttributeDescription] = [], relationships: [RelationshipDescription] = [],
-        userInfo: [String: String] = [:], managedObjectClassName: String? = nil, elementID: String? = nil
+        userInfo: [String: String] = [:], managedObjectClassName: String? = nil, elementID: String? = nil,
+        uniquenessConstraints: [[String]] = []
     ) {
         self.elementID = elementID
+        self.uniquenessConstraints = uniquenessConstraints
         self.name = name
         self.parentName = parent
         self.isAbstract = isAbstract

@@ -40,7 +40,7 @@ extension ManagedObjectModel {
         if isSingleVersion {
             versionFolder = nil
         } else if let plistData = readFile(".xccurrentversion") {
-            let plist = try? PropertyListSerialization.propertyList(from: plistData, format: nil) as? [String: Any]
+            let plist = try? BinaryPropertyList.foundationPropertyList(from: plistData) as? [String: Any]
             guard let name = plist?["_XCCurrentVersionName"] as? String else {
                 throw ModelError(file: "\(modelName)/.xccurrentversion", reason: "no _XCCurrentVersionName key")
             }
@@ -81,6 +81,7 @@ final class ModelXMLParser: NSObject, XMLParserDelegate {
     private var attributes: [AttributeDescription] = []
     private var relationships: [RelationshipDescription] = []
     private var entityUserInfo: [String: String] = [:]
+    private var uniquenessConstraints: [[String]] = []
     private var currentConfiguration: String?
     // userInfo entries go to the innermost open element of these kinds.
     private enum Owner { case entity, attribute, relationship }
@@ -117,7 +118,13 @@ final class ModelXMLParser: NSObject, XMLParserDelegate {
             attributes = []
             relationships = []
             entityUserInfo = [:]
+            uniquenessConstraints = []
             ownerStack.append(.entity)
+        case "uniquenessConstraint":
+            uniquenessConstraints.append([])
+        case "constraint":
+            guard let value = dict["value"], !uniquenessConstraints.isEmpty else { return }
+            uniquenessConstraints[uniquenessConstraints.count - 1].append(value)
         case "attribute":
             let entityName = entityAttributes?["name"]
             guard let name = dict["name"] else { return fail(ModelError(file: file, entity: entityName, reason: "an attribute has no name"), parser) }
@@ -173,7 +180,8 @@ final class ModelXMLParser: NSObject, XMLParserDelegate {
             entities.append(EntityDescription(
                 name: name, parent: dict["parentEntity"], isAbstract: isTruthy(dict["isAbstract"]),
                 attributes: attributes, relationships: relationships, userInfo: entityUserInfo,
-                managedObjectClassName: dict["representedClassName"], elementID: dict["elementID"]))
+                managedObjectClassName: dict["representedClassName"], elementID: dict["elementID"],
+                uniquenessConstraints: uniquenessConstraints.filter { !$0.isEmpty }))
             entityAttributes = nil
             ownerStack.removeLast()
         case "attribute", "relationship":

@@ -109,6 +109,8 @@ public final class ManagedObjectModel {
             }
             entity.attributeNames = entity.attributes.map(\.name)
             entity.attributeTypeList = entity.attributes.map(\.type)
+            entity.propertyLayout = PropertyLayout(keys: entity.attributeNames + entity.relationships.map(\.name))
+            entity.storedColumnSlots = entity.storedColumns.map { column in entity.attributeNames.firstIndex(of: column.name) ?? 0 }
             entity.storedToOne = entity.relationships.filter { !$0.isToMany }.compactMap { relationship in
                 root.columnIndex[relationship.columnName].map { (relationship, $0) }
             }
@@ -121,6 +123,11 @@ public final class ManagedObjectModel {
         try checkRelationships(file: file)
         try checkConfigurations(file: file)
         for entity in ordered { entity.hasJoinTables = entity.relationships.contains { SQLiteSchema.usesJoinTable($0, in: self) } }
+        for entity in ordered {
+            entity.storedToOneEntityColumns = entity.storedToOne.map {
+                SQLiteSchema.entityColumnName(of: $0.relationship, in: entity.rootEntity, model: self)
+            }
+        }
     }
 
     private func checkRelationships(file: String?) throws {
@@ -135,10 +142,23 @@ public final class ManagedObjectModel {
                         throw ModelError(file: file, entity: entity.name, property: relationship.name,
                                          reason: "inverse relationship '\(destination.name).\(inverseName)' does not exist")
                     }
-                    guard entity.isKind(of: entitiesByName[inverse.destinationEntityName]!) || entitiesByName[inverse.destinationEntityName]!.isKind(of: entity) else {
+                    guard let back = entitiesByName[inverse.destinationEntityName] else {
+                        throw ModelError(
+                            file: file, entity: destination.name, property: inverse.name,
+                            reason: "destination entity '\(inverse.destinationEntityName)' does not exist")
+                    }
+                    guard entity.isKind(of: back) || back.isKind(of: entity) else {
                         throw ModelError(file: file, entity: entity.name, property: relationship.name,
                                          reason: "inverse '\(destination.name).\(inverseName)' points to '\(inverse.destinationEntityName)', not back to '\(entity.name)'")
                     }
+                }
+            }
+            for name in entity.uniquenessConstraints.joined() {
+                guard let attribute = entity.attributesByName[name],
+                      !attribute.isTransient, attribute.type != .transformable else {
+                    throw ModelError(
+                        file: file, entity: entity.name, property: name,
+                        reason: "a uniqueness constraint names no stored, untransformed attribute '\(name)'")
                 }
             }
             for attribute in entity.declaredAttributes {

@@ -1,11 +1,19 @@
 import Foundation
 
-/// The kinds of persistent store.
-public enum StoreType: String, Sendable {
+/// The kinds of persistent store: SQLite, in-memory, and atomic stores (binary, XML, or an
+/// ``AtomicStore`` subclass registered under its own name).
+public struct StoreType: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    public var rawValue: String
+    public init(rawValue: String) { self.rawValue = rawValue }
     /// A SQLite file laid out as Core Data lays out its SQLite stores.
-    case sqlite = "SQLite"
+    public static let sqlite = StoreType(rawValue: "SQLite")
     /// A store that lives in memory only and vanishes with its coordinator.
-    case inMemory = "InMemory"
+    public static let inMemory = StoreType(rawValue: "InMemory")
+    /// An atomic store in one binary property-list file (``BinaryStore``).
+    public static let binary = StoreType(rawValue: "Binary")
+    /// An atomic store in one XML file (``XMLStore``).
+    public static let xml = StoreType(rawValue: "XML")
+    public var description: String { rawValue }
 }
 
 /// One persistent store of a coordinator: a SQLite file or memory, holding the entities
@@ -23,6 +31,8 @@ public final class PersistentStore {
     /// The schema name of this store on the coordinator's connection (`main` or an attached alias).
     let schemaName: String
     var metadataNeedsSaving = false
+    /// The file format of an atomic store; its rows live in an in-memory schema meanwhile.
+    var atomicStore: AtomicStore?
 
     init(type: StoreType, url: URL?, configurationName: String?, entities: [EntityDescription], schemaName: String) {
         self.type = type
@@ -33,6 +43,9 @@ public final class PersistentStore {
         self.identifier = ""
         self.metadata = [:]
     }
+
+    /// The store's file name, as messages name it.
+    var displayName: String { url?.lastPathComponent ?? "in-memory store" }
 
     func qualified(_ table: String) -> String { "\"\(schemaName)\".\(table)" }
 

@@ -10,7 +10,16 @@ import GRDB
 /// Every store is a schema of that connection: the first SQLite file is `main`, the
 /// others are attached. The connection uses a rollback journal, so a transaction that
 /// writes to several stores commits atomically across their files (SQLite's super-journal),
-/// also when the process is killed mid-commit.
+/// also when the process is killed mid-commit. A save locks and writes only the stores it
+/// changes, so one changing a single store commits it alone. The super-journal records
+/// absolute paths: an application whose store directory may move after a crash settles
+/// interrupted commits before adding its stores (as MyStash's `Recovery` does).
+///
+/// A file in WAL mode (as Apple's Core Data writes them) is atomic on its own only: SQLite
+/// commits each WAL file separately, so a crash mid-save could keep one store's half of the
+/// save and lose the other's. While ``atomicSavesAcrossStores`` is on (the default), adding a
+/// second store therefore switches every WAL file of the coordinator to a rollback journal,
+/// and refuses the store (134080) when that cannot be done; a single store keeps its WAL.
 ///
 /// For example:
 ///
@@ -29,9 +38,13 @@ public final class PersistentStoreCoordinator {
     public var busyTimeout: TimeInterval
 
     private var connection: DatabaseQueue?
+    /// Held by the thread running a transaction (re-entered by work inside it).
+    private let lock = NSRecursiveLock()
     /// The connection while a transaction runs, so work inside it does not reenter the queue.
     private var activeDatabase: Database?
     private var storeByEntityName: [String: PersistentStore] = [:]
+    /// Schemas attached so far; each new one gets a fresh alias, also after a store is removed.
+    private var attachedSchemaCount = 0
     /// Every version of the model, searched for a store's version when a store is added with
     /// ``StoreOptions/migratesAutomatically``; by default the current model alone.
     public var modelVersions: ModelVersions
@@ -41,6 +54,12 @@ public final class PersistentStoreCoordinator {
     public weak var writeObserver: StoreWriteObserver?
     /// What each migration made while adding stores did, in order.
     public internal(set) var migrationReports: [MigrationReport] = []
+    /// Makes a save across several stores all or nothing by switching their files out of WAL
+    /// mode when a second store is added (see the type's discussion). Turned off, WAL files stay
+    /// in WAL and such a save is atomic per store file only.
+    public var atomicSavesAcrossStores = true
+    /// Values that triggers of Core Data's derived attributes reported (see ``CoreDataTriggerFunctions``).
+    let triggerReports = TriggerReports()
     /// How many reads ran, so tests can see that prefetched relationships need none.
     var readCount = 0
 
@@ -72,6 +91,7 @@ public final class PersistentStoreCoordinator {
             throw ObjectGraphError(code: .storeOpenFailed, message: "entity '\(entity.name)' is already in another store of this coordinator")
         }
         let path: String
+        var atomicClass: AtomicStore.Type?
         switch type {
         case .sqlite:
             guard let url else { throw ObjectGraphError(code: .storeOpenFailed, message: "a SQLite store needs a file URL") }
@@ -79,22 +99,61 @@ public final class PersistentStoreCoordinator {
             try createFileIfNeeded(path, options: options)
         case .inMemory:
             path = ":memory:"
+        default:
+            atomicClass = try Self.atomicStoreClass(for: type, url: url, options: options)
+            path = ":memory:"
         }
-        let schemaName = persistentStores.isEmpty ? "main" : "store\(persistentStores.count)"
+        let schemaName = connection == nil ? "main" : "store\(attachedSchemaCount + 1)"
         let store = PersistentStore(type: type, url: url, configurationName: configuration, entities: entities, schemaName: schemaName)
         let name = url?.lastPathComponent ?? "in-memory store"
         try wrapStoreErrors(.storeOpenFailed, "cannot open '\(name)'") {
+            let isFirst = connection == nil
             if let connection {
                 try connection.inDatabase { db in try db.execute(sql: "ATTACH DATABASE ? AS \(schemaName)", arguments: [path]) }
+                attachedSchemaCount += 1
             } else {
                 connection = try makeConnection(path: path)
             }
-            try connection!.inDatabase { db in try db.execute(sql: "PRAGMA \(schemaName).secure_delete = ON") }
-            try write { db in try self.prepare(store, name: name, options: options, db: db) }
+            do {
+                try connection!.inDatabase { db in
+                    try db.execute(sql: "PRAGMA \(schemaName).secure_delete = ON")
+                    try self.leaveWriteAheadLogIfNeeded(adding: store, db: db)
+                }
+                // Locks only what it creates or migrates: opening an existing store writes nothing.
+                try write(stores: []) { db in try self.prepare(store, name: name, options: options, db: db) }
+            } catch {
+                // A refused store leaves the coordinator as it was, so another can be added.
+                if isFirst {
+                    connection = nil
+                } else {
+                    try? connection?.inDatabase { db in try db.execute(sql: "DETACH DATABASE \(schemaName)") }
+                }
+                throw error
+            }
         }
+        if let atomicClass, let url { try openAtomicStore(store, storeClass: atomicClass, url: url, options: options) }
         persistentStores.append(store)
         for entity in entities { storeByEntityName[entity.name] = store }
         return store
+    }
+
+    /// Switches every WAL file of the coordinator to a rollback journal once it holds several
+    /// SQLite stores, when ``atomicSavesAcrossStores`` asks for it.
+    private func leaveWriteAheadLogIfNeeded(adding store: PersistentStore, db: Database) throws {
+        let stores = (persistentStores + [store]).filter { $0.type == .sqlite }
+        guard atomicSavesAcrossStores, stores.count > 1 else { return }
+        for each in stores {
+            let current = try String.fetchOne(db, sql: "PRAGMA \(each.schemaName).journal_mode")
+            guard current?.lowercased() == "wal" else { continue }
+            let mode = try? String.fetchOne(db, sql: "PRAGMA \(each.schemaName).journal_mode = DELETE")
+            guard mode?.lowercased() == "delete" else {
+                throw ObjectGraphError(
+                    code: .storeOpenFailed,
+                    message: "'\(each.displayName)' is in WAL mode and another connection has it open, so it cannot "
+                        + "be switched to a rollback journal; a save across this coordinator's stores would be atomic "
+                        + "per file only. Close the other users of the file, or turn off atomicSavesAcrossStores")
+            }
+        }
     }
 
     private func createFileIfNeeded(_ path: String, options: StoreOptions) throws {
@@ -112,10 +171,12 @@ public final class PersistentStoreCoordinator {
 
     private func makeConnection(path: String) throws -> DatabaseQueue {
         var configuration = Configuration()
+        let reports = triggerReports
         configuration.busyMode = .timeout(busyTimeout)
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA temp_store = MEMORY")
             SQLFunctions.register(in: db)
+            CoreDataTriggerFunctions.register(in: db, reports: reports)
         }
         return path == ":memory:" ? try DatabaseQueue(configuration: configuration) : try DatabaseQueue(path: path, configuration: configuration)
     }
@@ -148,7 +209,7 @@ public final class PersistentStoreCoordinator {
         guard let row = try Row.fetchOne(db, sql: "SELECT Z_UUID, Z_PLIST FROM \(store.qualified("Z_METADATA"))"),
               let identifier = String.fromDatabaseValue(row["Z_UUID"]),
               let plist = Data.fromDatabaseValue(row["Z_PLIST"]),
-              let metadata = try? PropertyListSerialization.propertyList(from: plist, format: nil) as? [String: Any] else {
+              let metadata = try? BinaryPropertyList.foundationPropertyList(from: plist) as? [String: Any] else {
             throw ObjectGraphError(code: .storeOpenFailed, message: "'\(name)' has damaged metadata (Z_METADATA)")
         }
         store.identifier = identifier
@@ -186,7 +247,7 @@ public final class PersistentStoreCoordinator {
         ]
     }
 
-    private func checkCompatibility(of store: PersistentStore, name: String) throws {
+    func checkCompatibility(of store: PersistentStore, name: String) throws {
         let recorded = store.metadata[StoreMetadataKey.versionHashes] as? [String: Data] ?? [:]
         let current = managedObjectModel.entityVersionHashesByName.filter { entity in store.entities.contains { $0.name == entity.key } }
         guard recorded != current else { return }
@@ -214,6 +275,24 @@ public final class PersistentStoreCoordinator {
                                message: "the store '\(name)' was made with an incompatible model: \(differences.joined(separator: "; "))")
     }
 
+    /// Takes a store out of the coordinator's maps (its schema stays attached).
+    func unregister(_ store: PersistentStore) {
+        persistentStores.removeAll { $0 === store }
+        for entity in store.entities where storeByEntityName[entity.name] === store { storeByEntityName[entity.name] = nil }
+    }
+
+    /// Puts a store back into the coordinator's maps.
+    func register(_ store: PersistentStore) {
+        persistentStores.append(store)
+        for entity in store.entities { storeByEntityName[entity.name] = store }
+    }
+
+    /// Detaches a removed store's schema; the first store's (`main`) stays open until ``close()``.
+    func detach(_ store: PersistentStore) throws {
+        guard store.schemaName != "main", let connection else { return }
+        try connection.inDatabase { db in try db.execute(sql: "DETACH DATABASE \(store.schemaName)") }
+    }
+
     /// Closes the connection; the coordinator cannot be used afterwards.
     public func close() throws {
         try connection?.close()
@@ -232,7 +311,7 @@ public final class PersistentStoreCoordinator {
     /// Writes the pending metadata of every store in one transaction, atomic across stores.
     public func saveMetadata() throws {
         try wrapStoreErrors(.saveFailed, "cannot save store metadata") {
-            try write { db in try self.writePendingMetadata(db) }
+            try write(stores: persistentStores.filter(\.metadataNeedsSaving)) { db in try self.writePendingMetadata(db) }
         }
     }
 
@@ -251,7 +330,7 @@ public final class PersistentStoreCoordinator {
         try read { db in
             for store in persistentStores {
                 if let plist = try Data.fetchOne(db, sql: "SELECT Z_PLIST FROM \(store.qualified("Z_METADATA"))"),
-                   let metadata = try? PropertyListSerialization.propertyList(from: plist, format: nil) as? [String: Any] {
+                   let metadata = try? BinaryPropertyList.foundationPropertyList(from: plist) as? [String: Any] {
                     store.metadata = metadata
                 }
             }
@@ -275,6 +354,9 @@ public final class PersistentStoreCoordinator {
 
     /// Runs `body` in a read transaction (or inside the transaction already running).
     func read<T>(_ body: (Database) throws -> T) throws -> T {
+        // Contexts on several queues share the connection: one transaction at a time.
+        lock.lock()
+        defer { lock.unlock() }
         readCount += 1
         if let activeDatabase { return try body(activeDatabase) }
         guard let connection else { preconditionFailure("The coordinator has no open store") }
@@ -290,17 +372,30 @@ public final class PersistentStoreCoordinator {
         }
     }
 
-    /// Runs `body` in an immediate write transaction spanning every store: it commits
-    /// entirely or not at all.
-    func write<T>(_ body: (Database) throws -> T) throws -> T {
+    /// Runs `body` in a write transaction holding the write lock of `stores` (every store
+    /// when nil; others are locked when first written) from its start: it commits entirely
+    /// or not at all.
+    ///
+    /// A transaction locking one store commits that store alone, with its own rollback journal;
+    /// only one locking several goes through SQLite's super-journal.
+    func write<T>(stores: [PersistentStore]? = nil, _ body: (Database) throws -> T) throws -> T {
+        lock.lock()
+        defer { lock.unlock() }
         precondition(activeDatabase == nil, "Write transactions do not nest")
         guard let connection else { preconditionFailure("The coordinator has no open store") }
         return try connection.inDatabase { db in
             activeDatabase = db
             defer { activeDatabase = nil }
             var result: T?
-            try db.inTransaction(.immediate) {
+            try db.inTransaction(stores == nil ? .immediate : .deferred) {
+                for store in stores ?? [] {
+                    // Takes this store's write lock now without changing a row.
+                    try db.execute(sql: "DELETE FROM \(store.qualified("Z_PRIMARYKEY")) WHERE 0")
+                }
+                let changes = db.totalChangesCount
                 result = try body(db)
+                // Atomic stores write their files before the commit, so a failed write saves nothing.
+                if db.totalChangesCount != changes { try saveAtomicStores(db) }
                 return .commit
             }
             return result!
@@ -315,14 +410,14 @@ public final class PersistentStoreCoordinator {
         let allocated = try DatabaseValue.fetchOne(db, sql: "SELECT Z_MAX FROM \(table) WHERE Z_ENT = ?",
                                                    arguments: [root.entityNumber])
         guard let allocated else {
-            throw StoredRowHeader.damaged(store: store, root: root, primaryKey: nil,
+            throw ObjectGraphError.damagedRow(store: store, root: root, primaryKey: nil,
                                           "Z_PRIMARYKEY has no row for entity number \(root.entityNumber)")
         }
         let highest = try Int64.fetchOne(db, sql: "SELECT MAX(Z_PK) FROM \(store.qualified(root.tableName))") ?? 0
         let first = max(Int64.fromDatabaseValue(allocated) ?? 0, highest, 0).addingReportingOverflow(1)
         let last = first.partialValue.addingReportingOverflow(Int64(count) - 1)
         guard !first.overflow, !last.overflow, last.partialValue < Int64.max else {
-            throw StoredRowHeader.damaged(store: store, root: root, primaryKey: nil,
+            throw ObjectGraphError.damagedRow(store: store, root: root, primaryKey: nil,
                                           "no primary key is left to allocate (Z_PRIMARYKEY.Z_MAX)")
         }
         try db.execute(sql: "UPDATE \(table) SET Z_MAX = ? WHERE Z_ENT = ?",

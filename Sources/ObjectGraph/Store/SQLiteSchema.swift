@@ -122,6 +122,15 @@ enum SQLiteSchema {
             if !root.subentities.isEmpty {
                 statements.append("CREATE INDEX \(store.qualified("\(root.tableName)_Z_ENT_INDEX")) ON \(root.tableName) (Z_ENT)")
             }
+            // Named as Core Data names them: Z_<Entity>_UNIQUE_<attribute>_<attribute>.
+            for entity in root.selfAndDescendants {
+                for constraint in entity.uniquenessConstraints {
+                    let name = "Z_\(entity.name)_UNIQUE_" + constraint.joined(separator: "_")
+                    let columns = constraint.compactMap { entity.attribute(named: $0)?.columnName }
+                        .map { "\($0) COLLATE BINARY ASC" }.joined(separator: ", ")
+                    statements.append("CREATE UNIQUE INDEX \(store.qualified(name)) ON \(root.tableName) (\(columns))")
+                }
+            }
             for attribute in root.tableAttributes where attribute.isIndexed {
                 statements.append("CREATE INDEX \(store.qualified("\(root.tableName)_\(attribute.columnName)_INDEX")) ON \(root.tableName) (\(attribute.columnName))")
             }

@@ -76,11 +76,19 @@ public struct StoreShape: Sendable, Equatable {
         }
         var entities: [String: Entity] = [:]
         if tables["Z_PRIMARYKEY"] != nil {
+            // Read through DatabaseValue: GRDB's typed subscripts trap on a value of another type.
+            // A row that cannot be read is left out, so its entity shows as a difference.
             for row in try Row.fetchAll(db, sql: "SELECT Z_ENT, Z_NAME, Z_SUPER FROM \(quoted).Z_PRIMARYKEY") {
-                guard let name = String.fromDatabaseValue(row["Z_NAME"]),
-                      let number = Int.fromDatabaseValue(row["Z_ENT"]) else { continue }
-                let parent = Int.fromDatabaseValue(row["Z_SUPER"]) ?? 0
-                entities[name] = Entity(name: name, number: number, parentNumber: parent)
+                let number = row[0] as DatabaseValue, name = row[1] as DatabaseValue, parent = row[2] as DatabaseValue
+                guard case .string(let text) = name.storage, case .int64(let entityNumber) = number.storage,
+                      let entityNumber = Int(exactly: entityNumber) else { continue }
+                let parentNumber: Int
+                switch parent.storage {
+                case .null: parentNumber = 0
+                case .int64(let value): parentNumber = Int(clamping: value)
+                default: parentNumber = -1
+                }
+                entities[text] = Entity(name: text, number: entityNumber, parentNumber: parentNumber)
             }
         }
         self.init(entities: entities, tables: tables)

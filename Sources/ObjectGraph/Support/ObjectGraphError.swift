@@ -17,6 +17,12 @@ public struct ObjectGraphError: Error, CustomStringConvertible {
         public static let storeOpenFailed = Code(rawValue: 134080)
         public static let saveFailed = Code(rawValue: 134030)
         public static let objectNotFound = Code(rawValue: 133000)
+        /// Objects share the values of a uniqueness constraint (Core Data's
+        /// `NSManagedObjectConstraintMergeError`).
+        public static let constraintConflict = Code(rawValue: 133021)
+        /// A stored value cannot be read as its attribute's type, or its transformer failed
+        /// (Core Data's general error code).
+        public static let undecodableValue = Code(rawValue: 134060)
         public var description: String { String(rawValue) }
     }
 
@@ -43,6 +49,19 @@ public struct ObjectGraphError: Error, CustomStringConvertible {
     public var isBusy: Bool { sqliteResultCode == 5 || sqliteResultCode == 6 }
 
     public var description: String { "\(message) (code \(code.rawValue))" }
+}
+
+extension ObjectGraphError {
+    /// A stored value that cannot be read, named by store file, entity, attribute and row.
+    static func undecodable(
+        _ reason: Any, store: PersistentStore, entity: String, attribute: String, primaryKey: Int64
+    ) -> ObjectGraphError {
+        ObjectGraphError(
+            code: .undecodableValue,
+            message: "cannot read \(entity).\(attribute) of row \(primaryKey) "
+                + "in store '\(store.displayName)': \(reason)",
+            underlyingError: reason as? Error)
+    }
 }
 
 /// Wraps SQLite failures into ``ObjectGraphError``; GRDB leaves statement arguments out

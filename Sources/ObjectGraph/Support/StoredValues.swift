@@ -11,7 +11,7 @@ enum StoredValues {
             if let number = value as? Int { return Int64(number).databaseValue }
             if let number = value as? Bool { return (number ? 1 : 0).databaseValue }
             return .null
-        case .decimal: return (value as? Decimal).map { "\($0)".databaseValue } ?? .null
+        case .decimal: return (value as? Decimal).map(decimalDatabaseValue) ?? .null
         case .double: return (value as? Double)?.databaseValue ?? .null
         case .float: return (value as? Float).map { Double($0).databaseValue } ?? .null
         case .string: return (value as? String)?.databaseValue ?? .null
@@ -46,42 +46,104 @@ enum StoredValues {
         }
     }
 
-    static func value(_ dbValue: DatabaseValue, type: AttributeType) -> Any? {
+    /// The attribute value a stored SQLite value stands for, read as Core Data writes it.
+    ///
+    /// SQLite's dynamic typing is followed where the meaning is clear (an integral REAL for
+    /// an integer, numeric text for a number); anything else is an error, never a value of
+    /// the wrong type or a silent nil. Decimals never go through a binary double: a REAL
+    /// (which SQLite makes of a decimal literal of up to 15 significant digits) is read back
+    /// through its shortest decimal form, text and our BLOB form are parsed exactly.
+    ///
+    /// - throws: ``UndecodableStoredValue`` saying what was found.
+    static func value(_ dbValue: DatabaseValue, type: AttributeType) throws(UndecodableStoredValue) -> Any? {
+        func unreadable(_ found: String) -> UndecodableStoredValue { .init(found: found, expected: type) }
         switch dbValue.storage {
         case .null: return nil
         case .int64(let number):
             switch type {
+            case .integer16, .integer32, .integer64: return Int(number)
             case .boolean: return number != 0
             case .double: return Double(number)
             case .float: return Float(number)
             case .decimal: return Decimal(number)
             case .date: return Date(timeIntervalSinceReferenceDate: Double(number))
             case .string: return String(number)
-            default: return Int(number)
+            case .uri, .binary, .uuid, .transformable: throw unreadable("an INTEGER")
             }
         case .double(let number):
             switch type {
-            case .integer16, .integer32, .integer64: return Int(exactly: number.rounded(.towardZero))
+            case .integer16, .integer32, .integer64:
+                guard let integer = Int(exactly: number.rounded(.towardZero)) else {
+                    throw unreadable("the REAL \(number)")
+                }
+                return integer
             case .boolean: return number != 0
+            case .double: return number
             case .float: return Float(number)
-            case .decimal: return Decimal(number)
+            case .decimal:
+                guard number.isFinite, let decimal = Decimal(string: "\(number)") else {
+                    throw unreadable("the REAL \(number)")
+                }
+                return decimal
             case .date: return Date(timeIntervalSinceReferenceDate: number)
-            default: return number
+            case .string, .uri, .binary, .uuid, .transformable: throw unreadable("a REAL")
             }
         case .string(let text):
             switch type {
-            case .decimal: return Decimal(string: text)
-            case .uri: return URL(string: text)
-            case .integer16, .integer32, .integer64: return Int(text)
-            case .double: return Double(text)
-            default: return text
+            case .string: return text
+            case .decimal: return try exactDecimal(text, type: type)
+            case .uri:
+                guard let url = URL(string: text) else { throw unreadable("text that is not a URL") }
+                return url
+            case .integer16, .integer32, .integer64:
+                guard let integer = Int(text) else { throw unreadable("non-integer text") }
+                return integer
+            case .boolean:
+                guard let integer = Int(text) else { throw unreadable("non-integer text") }
+                return integer != 0
+            case .double, .date, .float:
+                guard let number = Double(text) else { throw unreadable("non-numeric text") }
+                if type == .date { return Date(timeIntervalSinceReferenceDate: number) }
+                return type == .float ? Float(number) as Any : number
+            case .uuid:
+                guard let uuid = UUID(uuidString: text) else { throw unreadable("text that is not a UUID") }
+                return uuid
+            case .binary, .transformable: return Data(text.utf8)
             }
         case .blob(let data):
-            if type == .uuid, data.count == 16 {
+            switch type {
+            case .binary, .transformable: return data
+            case .uuid:
+                guard data.count == 16 else { throw unreadable("a \(data.count)-byte BLOB") }
                 return data.withUnsafeBytes { UUID(uuid: $0.loadUnaligned(as: uuid_t.self)) }
+            case .decimal:
+                guard let text = String(data: data, encoding: .utf8) else { throw unreadable("a BLOB") }
+                return try exactDecimal(text, type: type)
+            case .string:
+                guard let text = String(data: data, encoding: .utf8) else { throw unreadable("a non-UTF-8 BLOB") }
+                return text
+            default: throw unreadable("a BLOB")
             }
-            return data
         }
+    }
+
+    /// Parses a decimal literal exactly, refusing what `Decimal(string:)` would read only a prefix of.
+    private static func exactDecimal(_ text: String, type: AttributeType) throws(UndecodableStoredValue) -> Decimal {
+        let trimmed = text.trimmingCharacters(in: .whitespaces)
+        guard !trimmed.isEmpty, trimmed.allSatisfy({ "0123456789+-.eE".contains($0) }),
+              let decimal = Decimal(string: trimmed) else {
+            throw UndecodableStoredValue(found: "text that is not a decimal number", expected: type)
+        }
+        return decimal
+    }
+
+    /// How a Decimal is stored: as text, which SQLite's NUMERIC affinity turns into an exact
+    /// INTEGER or REAL when it has at most 15 significant digits (so SQL comparisons work);
+    /// longer values as the UTF-8 text in a BLOB, which no affinity touches, so no digit is lost.
+    static func decimalDatabaseValue(_ decimal: Decimal) -> DatabaseValue {
+        let text = "\(decimal)"
+        let digits = text.prefix { $0 != "e" && $0 != "E" }.filter(\.isNumber).drop { $0 == "0" }
+        return digits.count <= 15 ? text.databaseValue : Data(text.utf8).databaseValue
     }
 
     /// Converts what a caller assigned into the attribute's canonical Swift type, or traps
@@ -127,4 +189,12 @@ enum StoredValues {
         case .transformable: return value
         }
     }
+}
+
+/// A stored value that cannot be read as its attribute's type.
+struct UndecodableStoredValue: Error, CustomStringConvertible {
+    var found: String
+    var expected: AttributeType
+
+    var description: String { "\(found), not a value of type \(expected.rawValue)" }
 }

@@ -39,7 +39,7 @@ public protocol ValueTransformer: AnyObject {
 ///
 /// Each coordinator has a registry that falls back to ``shared``, so two vaults open in
 /// one process can each use their own keys under the same transformer name.
-public final class ValueTransformerRegistry {
+public final class ValueTransformerRegistry: @unchecked Sendable {  // every access holds the lock
     public static let shared = ValueTransformerRegistry(parent: nil)
     /// The name of the transformer used when a Transformable attribute names none.
     public static let defaultTransformerName = "ObjectGraphPropertyListTransformer"
@@ -50,7 +50,10 @@ public final class ValueTransformerRegistry {
 
     public init(parent: ValueTransformerRegistry? = .shared) {
         self.parent = parent
-        if parent == nil { transformers[Self.defaultTransformerName] = PropertyListTransformer() }
+        if parent == nil {
+            transformers[Self.defaultTransformerName] = PropertyListTransformer()
+            for name in KeyedArchiveTransformer.names { transformers[name] = KeyedArchiveTransformer() }
+        }
     }
 
     public func register(_ transformer: ValueTransformer?, forName name: String) {
@@ -63,14 +66,23 @@ public final class ValueTransformerRegistry {
 }
 
 /// Stores property-list values (strings, numbers, dates, data, arrays, dictionaries) as binary plists.
+///
+/// It also reads keyed archives: a Transformable attribute that names no transformer in a
+/// model made for Apple's Core Data holds `NSKeyedUnarchiveFromData` archives.
 final class PropertyListTransformer: ValueTransformer {
     func transformedValue(_ value: Any, at place: ValuePlace) throws -> Data {
         try PropertyListSerialization.data(fromPropertyList: [value], format: .binary, options: 0)
     }
 
     func reverseTransformedValue(_ data: Data, at place: ValuePlace) throws -> Any {
-        guard let array = try PropertyListSerialization.propertyList(from: data, format: nil) as? [Any], let value = array.first else {
-            throw ObjectGraphError(code: .saveFailed, message: "unreadable property list at \(place)")
+        let plist = try KeyedArchiveTransformer.checkedPropertyList(data, expecting: "a property list")
+        if KeyedArchiveTransformer.isKeyedArchive(plist) {
+            return try KeyedArchiveTransformer.decode(archive: plist, data: data)
+        }
+        guard plist is [Any],
+              let array = try PropertyListSerialization.propertyList(from: data, format: nil) as? [Any],
+              let value = array.first else {
+            throw UndecodableTransformedValue(reason: "a property list of another shape than ObjectGraph writes")
         }
         return value
     }

@@ -19,7 +19,9 @@ struct Browse: ParsableCommand {
 
     @OptionGroup var options: VaultOptions
     @Option(help: "Open on this tab (notes or passwords).") var tab: StartTab = .passwords
-    @Option(name: .customLong("idle-lock"), help: ArgumentHelp("Lock the view after this many seconds without a key press (0: never).", valueName: "seconds"))
+    @Option(name: .customLong("idle-lock"),
+            help: ArgumentHelp("Lock the view after this many seconds without a key press (0: never).",
+                               valueName: "seconds"))
     var idleLock = 300
 
     func validate() throws {
@@ -29,15 +31,18 @@ struct Browse: ParsableCommand {
     func run() throws {
         try reportingErrors {
             let vault = try options.openUnlockedVault()
+            vault.recordChangesForUndo()
             let screen: TerminalScreen
             do {
                 screen = try TerminalScreen()
             } catch let error as TerminalError {
-                throw VaultError(.usage, error.description, hint: "run 'mystash browse' in a terminal; scripts can use the other commands")
+                throw VaultError(.usage, error.description,
+                                 hint: "run 'mystash browse' in a terminal; scripts can use the other commands")
             }
             defer { screen.restore() }
             let browser = Browser(vault: vault, screen: screen, tab: tab == .notes ? .notes : .passwords,
-                                  idleLimit: idleLock == 0 ? nil : TimeInterval(idleLock), environment: ProcessInfo.processInfo.environment)
+                                  idleLimit: idleLock == 0 ? nil : TimeInterval(idleLock),
+                                  environment: ProcessInfo.processInfo.environment)
             try browser.run()
         }
     }

@@ -15,6 +15,16 @@ struct BrowseForm {
         var isSecret = false
         /// Enter adds a line instead of moving on.
         var isMultiline = false
+        /// What the field held when the form opened.
+        let initial: String
+
+        init(label: String, value: String, isSecret: Bool = false, isMultiline: Bool = false) {
+            self.label = label
+            self.value = value
+            self.isSecret = isSecret
+            self.isMultiline = isMultiline
+            initial = value
+        }
     }
 
     /// What a key asks of the screen that shows the form.
@@ -45,6 +55,7 @@ struct BrowseForm {
             Field(label: "URL", value: info?.url ?? ""),
             Field(label: "Category", value: info?.category ?? ""),
             Field(label: "Notes", value: info?.notes ?? "", isMultiline: true),
+            Field(label: "TOTP secret", value: info?.totp ?? "", isSecret: true),
         ])
     }
 
@@ -56,6 +67,10 @@ struct BrowseForm {
     }
 
     func value(_ index: Int) -> String { fields[index].value }
+
+    /// The field's value if it was changed, else nil: an edit sets only what the person
+    /// changed, so it neither overwrites nor, when undone, takes back other changes.
+    func changed(_ index: Int) -> String? { fields[index].value == fields[index].initial ? nil : fields[index].value }
 
     mutating func handle(_ event: TerminalScreen.Event) -> Outcome {
         switch event {

@@ -38,7 +38,9 @@ extension Browser {
             column += TextWidth.columns(of: label) + 1
         }
         let name = "MyStash"
-        if canvas.columns - column > name.count + 1 { canvas.draw(name, row: 0, column: canvas.columns - name.count, style: Self.faint) }
+        if canvas.columns - column > name.count + 1 {
+            canvas.draw(name, row: 0, column: canvas.columns - name.count, style: Self.faint)
+        }
     }
 
     private func drawFilter(on canvas: inout Canvas) {
@@ -59,13 +61,16 @@ extension Browser {
     private func drawStatus(on canvas: inout Canvas) {
         let row = canvas.rows - 1
         if case .confirmDelete(let item) = mode {
-            canvas.draw("Delete \(tab.noun) \(item.id) '\(item.title)'? y/n", row: row, style: Style(bold: true, reverse: true), fill: true)
+            canvas.draw("Delete \(tab.noun) \(item.id) '\(item.title)'? y/n", row: row,
+                        style: Style(bold: true, reverse: true), fill: true)
         } else if let status {
             canvas.draw(status.text, row: row, style: status.isError ? Self.failure : Style(bold: true), fill: true)
         } else if case .form = mode {
             canvas.draw("Tab next · Ctrl-S save · Esc cancel", row: row, style: Self.faint)
         } else {
-            canvas.draw("^N add ^E edit ^D del ^R reveal ^P/^Y copy ^Z undo ^L lock ^Q quit", row: row, style: Self.faint)
+            // The way out and to the help first: a narrow terminal cuts the end.
+            canvas.draw("F1 help ^Q quit ^N add ^E edit ^D del ^R reveal ^P/^Y copy ^Z undo ^L lock", row: row,
+                        style: Self.faint)
         }
     }
 
@@ -76,12 +81,14 @@ extension Browser {
             let listWidth = canvas.columns * 45 / 100
             drawList(on: &canvas, top: top, height: height, width: listWidth)
             for row in top..<(top + height) { canvas.draw("│", row: row, column: listWidth, style: Self.faint) }
-            drawDetail(on: &canvas, top: top, height: height, column: listWidth + 2, width: canvas.columns - listWidth - 2)
+            drawDetail(on: &canvas, top: top, height: height, column: listWidth + 2,
+                       width: canvas.columns - listWidth - 2)
         } else {
             let listHeight = max(3, height * 55 / 100)
             drawList(on: &canvas, top: top, height: listHeight, width: canvas.columns)
             canvas.draw(String(repeating: "─", count: canvas.columns), row: top + listHeight, style: Self.faint)
-            drawDetail(on: &canvas, top: top + listHeight + 1, height: height - listHeight - 1, column: 0, width: canvas.columns)
+            drawDetail(on: &canvas, top: top + listHeight + 1, height: height - listHeight - 1, column: 0,
+                       width: canvas.columns)
         }
     }
 
@@ -95,7 +102,10 @@ extension Browser {
         }
         let selectedLine = list.lineOfRow[list.selectedIndex]
         var first = scrollTop[tab] ?? 0
-        if selectedLine < first { first = selectedLine > 0 && isHeader(list.lines[selectedLine - 1]) ? selectedLine - 1 : selectedLine }
+        if selectedLine < first {
+            // Scrolling up shows the section header above the first row too.
+            first = selectedLine > 0 && isHeader(list.lines[selectedLine - 1]) ? selectedLine - 1 : selectedLine
+        }
         if selectedLine >= first + height { first = selectedLine - height + 1 }
         first = max(0, min(first, list.lines.count - 1))
         scrollTop[tab] = first
@@ -135,7 +145,9 @@ extension Browser {
         case .entry(let entry):
             field("Name", entry.name, style: Style(bold: true))
             field("User", entry.userId)
-            field("Password", revealed ? entry.password ?? "" : Self.mask + "  (^R shows)", style: revealed ? Style(foreground: .yellow) : Self.faint)
+            field("Password", revealed ? entry.password ?? "" : Self.mask + "  (^R shows)",
+                  style: revealed ? Style(foreground: .yellow) : Self.faint)
+            if entry.hasTOTP == true { field("OTP", oneTimeCode(entry), style: revealed ? .plain : Self.faint) }
             field("URL", entry.url)
             field("Category", entry.category)
             field("Notes", entry.notes)
@@ -152,6 +164,13 @@ extension Browser {
         }
     }
 
+    /// The entry's current one-time code with the seconds it has left, when revealed.
+    private func oneTimeCode(_ entry: EntryInfo) -> String {
+        guard revealed else { return "••••••  (^O copies)" }
+        guard let (code, _) = try? vault.totpCode("#\(entry.id)") else { return "(the TOTP secret cannot be used)" }
+        return "\(code.value)  (\(code.secondsLeft) s)"
+    }
+
     // MARK: - Overlays
 
     private func drawForm(_ form: BrowseForm, on canvas: inout Canvas, top: Int, height: Int) {
@@ -162,17 +181,21 @@ extension Browser {
         let narrow = canvas.columns < labelWidth + 20
         for (index, field) in form.fields.enumerated() where row < top + height {
             let focused = index == form.focus
-            let value = field.isSecret ? String(repeating: "•", count: field.value.count) : field.value.replacingOccurrences(of: "\n", with: "⏎")
+            let value = field.isSecret ? String(repeating: "•", count: field.value.count)
+                                       : field.value.replacingOccurrences(of: "\n", with: "⏎")
             let marker = focused ? "› " : "  "
             let valueColumn = narrow ? 4 : labelWidth + 2
-            canvas.draw(marker + field.label + (narrow ? "" : ":"), row: row, style: focused ? Style(bold: true) : Self.faint)
+            canvas.draw(marker + field.label + (narrow ? "" : ":"), row: row,
+                        style: focused ? Style(bold: true) : Self.faint)
             if narrow { row += 1 }
             guard row < top + height else { break }
             let room = canvas.columns - valueColumn - 1
             var shown = value
             while TextWidth.columns(of: shown) > room, !shown.isEmpty { shown.removeFirst() }
             canvas.draw(shown, row: row, column: valueColumn, style: focused ? Style(underline: true) : .plain)
-            if focused { canvas.draw(" ", row: row, column: valueColumn + TextWidth.columns(of: shown), style: Self.selected) }
+            if focused {
+                canvas.draw(" ", row: row, column: valueColumn + TextWidth.columns(of: shown), style: Self.selected)
+            }
             row += 1
         }
         row += 1
@@ -186,11 +209,13 @@ extension Browser {
 
     private func drawHelp(on canvas: inout Canvas, top: Int, height: Int) {
         let keys: [(String, String)] = [
-            ("type", "filter (names, users, URLs, note titles and texts)"), ("Esc, ^U", "clear the filter"),
-            ("↑ ↓ PgUp PgDn", "move"), ("Tab ← →", "Notes / Passwords"), ("Enter, ^R", "show or hide the password"),
+            ("^Q, ^C", "quit"), ("type", "filter (names, users, URLs, note titles and texts)"),
+            ("Esc, ^U", "clear the filter"),
+            ("↑ ↓ PgUp PgDn", "move"), ("Tab ← →", "Notes / Passwords"),
+            ("Enter, ^R", "show or hide the password"),
             ("^N", "add"), ("^E", "edit"), ("^D, Del", "delete (asks)"), ("^P", "copy the password"),
             ("^Y", "copy the user"), ("^O", "copy the one-time code"), ("^Z", "undo the last change"),
-            ("^L", "lock now"), ("F1, ?", "this help"), ("^Q, ^C", "quit"),
+            ("^L", "lock now"), ("F1, ?", "this help"),
         ]
         canvas.draw("Keys (any key closes this)", row: top, style: Style(bold: true))
         let keyWidth = 15

@@ -42,6 +42,8 @@ final class Browser {
     private let environment: [String: String]
 
     var tab: Tab
+    /// The fetched results controllers behind the lists.
+    let results: BrowseResults
     var lists: [Tab: BrowseList] = [.notes: BrowseList(), .passwords: BrowseList()]
     var scrollTop: [Tab: Int] = [.notes: 0, .passwords: 0]
     var mode = Mode.list
@@ -59,6 +61,7 @@ final class Browser {
         self.tab = tab
         self.idleLimit = idleLimit
         self.environment = environment
+        results = BrowseResults(vault: vault)
         renderer = Renderer(environment: environment)
     }
 
@@ -90,13 +93,16 @@ final class Browser {
         if let idleLimit, !isLocked, Date().timeIntervalSince(lastInput) >= idleLimit {
             lock(reason: "locked after \(Self.duration(idleLimit)) without a key press")
         }
+        if !isLocked { followExternalChanges() }
         if let status, status.until < Date() { self.status = nil }
     }
 
     func paint() {
         var canvas = Canvas(rows: screen.size.rows, columns: screen.size.columns)
         draw(on: &canvas)
-        screen.write(renderer.update(to: canvas))
+        let output = renderer.update(to: canvas)
+        // Hiding the (hidden) cursor again marks where a frame ends, for timing from outside.
+        if !output.isEmpty { screen.write(output + "\u{1B}[?25l") }
     }
 
     func say(_ text: String, isError: Bool = false, seconds: TimeInterval = 5) {
@@ -105,32 +111,24 @@ final class Browser {
 
     // MARK: - Loading
 
-    /// Reads a tab's items from the vault; the selection stays on its item where it can.
+    /// Fetches a tab's items unless they are already followed, and makes the rows of every
+    /// tab whose controller reported a change; the selection stays on its item where it can.
     func load(_ tab: Tab) throws {
-        var list = lists[tab] ?? BrowseList()
-        switch tab {
-        case .notes:
-            let days = DaySections()
-            list.replaceRows(try vault.notesForBrowsing().map { note in
-                BrowseRow(id: note.id, title: note.title, subtitle: days.time(note.updatedAt),
-                          section: days.section(note.updatedAt), searchable: [note.title, note.text])
-            })
-        case .passwords:
-            // Sections by category, uncategorized last; the vault's name order within each.
-            let entries = try vault.entries()
-            let categories = Set(entries.compactMap(\.category)).sorted { $0.lowercased() < $1.lowercased() }
-            let rank = Dictionary(uniqueKeysWithValues: categories.enumerated().map { ($1, $0) })
-            let ordered = entries.enumerated().sorted { a, b in
-                let (x, y) = (a.element.category.flatMap { rank[$0] } ?? Int.max, b.element.category.flatMap { rank[$0] } ?? Int.max)
-                return x != y ? x < y : a.offset < b.offset
-            }
-            list.replaceRows(ordered.map(\.element).map { entry in
-                BrowseRow(id: entry.id, title: entry.name, subtitle: entry.userId ?? "", section: entry.category ?? "No category",
-                          searchable: [entry.name, entry.userId, entry.url, entry.category])
-            })
+        try results.fetch(tab)
+        for changed in results.changedTabs {
+            lists[changed, default: BrowseList()].replaceRows(results.rows(changed))
+            detail = nil
         }
-        lists[tab] = list
-        detail = nil
+    }
+
+    /// Follows other processes' commits: the controllers hear of them from the context.
+    private func followExternalChanges() {
+        guard results.isFetched else { return }
+        do {
+            if try vault.followExternalChanges() { try load(tab) }
+        } catch {
+            say(errorLines(error).first ?? "\(error)", isError: true)
+        }
     }
 
     /// The selected item's fields, decrypted when first needed.
@@ -139,8 +137,8 @@ final class Browser {
         if let detail, detail.id == row.id, detail.matches(tab) { return detail }
         do {
             switch tab {
-            case .notes: detail = .note(try vault.note(String(row.id)))
-            case .passwords: detail = .entry(try vault.entry(String(row.id), reveal: true))
+            case .notes: detail = .note(try vault.note("#\(row.id)"))
+            case .passwords: detail = .entry(try vault.entry("#\(row.id)", reveal: true))
             }
         } catch {
             detail = nil
@@ -205,6 +203,10 @@ final class Browser {
         case .control("e"): editSelected()
         case .control("d"), .delete:
             if let row = list.selectedRow { mode = .confirmDelete(row) }
+        case .control("p"): copy("password", what: "the password")
+        case .control("y"): copy("user", what: "the user")
+        case .control("o"): copy("otp", what: "the one-time code")
+        case .control("z"): undoLastChange()
         case .control("l"): lock(reason: "locked")
         case .control("c"), .control("q"): running = false
         default: break
@@ -216,7 +218,7 @@ final class Browser {
         tab = tab == .notes ? .passwords : .notes
         revealed = false
         detail = nil
-        if !list.isLoaded { try load(tab) }
+        try load(tab)
     }
 
     private func editSelected() {
@@ -237,23 +239,28 @@ final class Browser {
             let id: Int64
             switch form.purpose {
             case .addEntry:
-                id = try vault.addEntry(name: form.value(0), password: form.value(2), userId: optional(1), url: optional(3),
-                                        category: optional(4), notes: optional(5))
+                var changes = EntryChanges(name: form.value(0), userId: optional(1), url: optional(3),
+                                           category: optional(4), password: form.value(2), notes: optional(5))
+                changes.totp = optional(6)
+                id = try vault.addEntry(changes)
             case .editEntry(let entryID):
                 id = entryID
-                try vault.editEntry(String(id), EntryChanges(name: form.value(0), userId: form.value(1), url: form.value(3),
-                                                             category: form.value(4), password: optional(2), notes: form.value(5)))
+                var changes = EntryChanges(name: form.changed(0), userId: form.changed(1), url: form.changed(3),
+                                           category: form.changed(4), password: form.changed(2), notes: form.changed(5))
+                changes.totp = form.changed(6)
+                try vault.editEntry("#\(id)", changes)
             case .addNote:
                 id = try vault.addNote(title: form.value(0), text: form.value(1))
             case .editNote(let noteID):
                 id = noteID
-                try vault.editNote(String(id), title: form.value(0), text: form.value(1))
+                try vault.editNote("#\(id)", title: form.changed(0), text: form.changed(1))
             }
             mode = .list
             try load(tab)
             list.setFilter("")
             list.select(id: id)
-            say(form.purpose == .addEntry || form.purpose == .addNote ? "Added \(tab.noun) \(id)." : "Saved \(tab.noun) \(id).")
+            let added = form.purpose == .addEntry || form.purpose == .addNote
+            say(added ? "Added \(tab.noun) \(id)." : "Saved \(tab.noun) \(id).")
         } catch {
             form.errors = errorLines(error)
             mode = .form(form)
@@ -263,11 +270,46 @@ final class Browser {
     private func delete(_ row: BrowseRow) throws {
         do {
             switch tab {
-            case .notes: try vault.removeNote(String(row.id))
-            case .passwords: try vault.removeEntry(String(row.id))
+            case .notes: try vault.removeNote("#\(row.id)")
+            case .passwords: try vault.removeEntry("#\(row.id)")
             }
             try load(tab)
-            say("Removed \(tab.noun) \(row.id).")
+            say("Removed \(tab.noun) \(row.id). Ctrl-Z brings it back.")
+        } catch {
+            say(errorLines(error).joined(separator: " "), isError: true)
+        }
+    }
+
+    /// Copies a field of the selected entry to the clipboard, cleared after a while.
+    private func copy(_ field: String, what: String) {
+        guard tab == .passwords, let row = list.selectedRow else { return say("Select a password entry to copy from.") }
+        do {
+            let value = try vault.fieldValue(field, of: "#\(row.id)")
+            say(try ClipboardCopy.copyReporting(value, what: what), seconds: 8)
+        } catch {
+            say(errorLines(error).joined(separator: " "), isError: true)
+        }
+    }
+
+    /// Takes back the last change through the context's undo, after reading what other
+    /// processes committed, so only the fields that change set are put back.
+    private func undoLastChange() {
+        guard vault.canUndo else { return say("Nothing to undo.") }
+        do {
+            try vault.followExternalChanges()
+            guard let undone = try vault.undoLastChange() else {
+                try load(tab)
+                return say("Undone.")
+            }
+            tab = undone.isNote ? .notes : .passwords
+            try load(tab)
+            list.select(id: undone.id)
+            let noun = "\(tab.noun) \(undone.id)"
+            switch undone.kind {
+            case .removed: say("Undone: \(noun) removed.")
+            case .broughtBack: say("Undone: \(noun) is back.")
+            case .reverted: say("Undone: \(noun) has its fields back.")
+            }
         } catch {
             say(errorLines(error).joined(separator: " "), isError: true)
         }
@@ -283,6 +325,7 @@ final class Browser {
     /// Drops every decrypted value (lists, detail, form, what the renderer remembers of the
     /// screen) and the data key, and asks for the master password.
     func lock(reason: String) {
+        results.stop()
         vault.lock()
         for tab in Tab.allCases { lists[tab]?.clear() }
         detail = nil
@@ -290,12 +333,14 @@ final class Browser {
         status = nil
         renderer.invalidate()
         lockMessage = reason
+        hasSession = KeyringSession.load(vaultIdentifier: vault.identifier) != nil
         lockPrompt.resetBytes(in: 0..<lockPrompt.count)
         lockPrompt = []
         mode = .locked
     }
 
-    var hasSession: Bool { KeyringSession.load(vaultIdentifier: vault.identifier) != nil }
+    /// Whether an unlocked session could unlock the view, looked up once when it locks.
+    private(set) var hasSession = false
 
     private func handleLocked(_ event: TerminalScreen.Event) throws {
         guard case .key(let key) = event else {

@@ -1,0 +1,133 @@
+import Foundation
+import StashCrypto
+
+/// The system clipboard through wl-copy (Wayland), xclip or xsel (X11), else OSC 52 on the
+/// terminal. A copied secret is cleared by a detached helper after a while, but only if the
+/// clipboard still holds it (the person may have copied something else since).
+/// Values go to the tools on stdin, never as arguments; the helper gets only a digest.
+public enum Clipboard {
+    /// Seconds a copied secret stays on the clipboard unless the caller says otherwise.
+    public static let defaultClearSeconds = 45
+    /// The longest wait the clear helper accepts.
+    public static let maximumClearSeconds = 3600
+
+    /// A clipboard program: how to copy (value on stdin), read back, and clear.
+    public struct Tool: Equatable, Sendable {
+        /// The program's name, as people know it.
+        public var name: String { copy[0] }
+        var copy: [String]
+        var paste: [String]
+        var clear: [String]
+    }
+
+    /// Where a value went.
+    public enum Destination: Equatable, Sendable {
+        /// A clipboard program; `clearsAfter` seconds, or nil when nothing clears it.
+        case tool(String, clearsAfter: Int?)
+        /// The terminal emulator, through OSC 52; the terminal cannot be read back, so it is not cleared.
+        case terminal
+    }
+
+    /// The first tool that can reach a running display.
+    public static func tool(environment: [String: String] = ProcessInfo.processInfo.environment) -> Tool? {
+        if environment["WAYLAND_DISPLAY"].map({ !$0.isEmpty }) == true, ChildProcess.find("wl-copy") != nil,
+            ChildProcess.find("wl-paste") != nil
+        {
+            return Tool(copy: ["wl-copy"], paste: ["wl-paste", "--no-newline"], clear: ["wl-copy", "--clear"])
+        }
+        guard environment["DISPLAY"].map({ !$0.isEmpty }) == true else { return nil }
+        if ChildProcess.find("xclip") != nil {
+            return Tool(
+                copy: ["xclip", "-selection", "clipboard", "-in"], paste: ["xclip", "-selection", "clipboard", "-out"],
+                clear: ["xclip", "-selection", "clipboard", "-in"])
+        }
+        if ChildProcess.find("xsel") != nil {
+            return Tool(
+                copy: ["xsel", "--clipboard", "--input"], paste: ["xsel", "--clipboard", "--output"],
+                clear: ["xsel", "--clipboard", "--clear"])
+        }
+        return nil
+    }
+
+    /// Copies `value`; when `clearAfter` is above 0, starts `clearHelper` (a program that calls
+    /// ``runClearHelper(input:)``) detached in its own session, so it outlives this process.
+    ///
+    /// - throws: ``VaultError`` `.notFound` when there is neither a display nor a terminal,
+    ///   `.unexpected` when the tool or the helper fails.
+    public static func copy(_ value: String, clearAfter seconds: Int, clearHelper: [String]) throws -> Destination {
+        guard let tool = tool() else {
+            try copyThroughTerminal(value)
+            return .terminal
+        }
+        guard ChildProcess.run(tool.copy, input: Data(value.utf8)) != nil else {
+            throw VaultError(.unexpected, "'\(tool.name)' could not copy to the clipboard")
+        }
+        // xclip and xsel take the selection from a background process after they return:
+        // wait (2 s at most) until the clipboard holds the value, so a paste right away gets it.
+        let deadline = Date().addingTimeInterval(2)
+        while contents() != value && Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
+        guard seconds > 0 else { return .tool(tool.name, clearsAfter: nil) }
+        let seconds = min(seconds, maximumClearSeconds)
+        try startDetached(clearHelper, input: "\(seconds) \(digest(value))\n")
+        return .tool(tool.name, clearsAfter: seconds)
+    }
+
+    /// What the clipboard holds now, through the first tool (nil without one).
+    public static func contents() -> String? {
+        guard let tool = tool(), let data = ChildProcess.run(tool.paste, captureOutput: true) else { return nil }
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    /// Empties the clipboard if it still holds the value whose digest is `expected`.
+    /// Returns whether it did.
+    @discardableResult
+    public static func clear(ifDigest expected: String) -> Bool {
+        guard let tool = tool(), let current = contents(),
+            ConstantTime.equal(Array(digest(current).utf8), Array(expected.utf8))
+        else { return false }
+        return ChildProcess.run(tool.clear) != nil
+    }
+
+    /// The helper's work: reads `SECONDS DIGEST` from `input`, waits, then clears the
+    /// clipboard if it still holds that value. Returns false on input it cannot read.
+    @discardableResult
+    public static func runClearHelper(input: FileHandle = .standardInput) -> Bool {
+        let line = String(decoding: input.readDataToEndOfFile(), as: UTF8.self).trimmingCharacters(
+            in: .whitespacesAndNewlines)
+        let parts = line.split(separator: " ")
+        guard parts.count == 2, let seconds = Int(parts[0]), (0...maximumClearSeconds).contains(seconds),
+            parts[1].count == 64
+        else { return false }
+        Thread.sleep(forTimeInterval: TimeInterval(seconds))
+        clear(ifDigest: String(parts[1]))
+        return true
+    }
+
+    /// OSC 52 asks the terminal emulator itself to set the clipboard (also over ssh).
+    private static func copyThroughTerminal(_ value: String) throws {
+        let term = ProcessInfo.processInfo.environment["TERM"] ?? ""
+        guard !term.isEmpty, term != "dumb", let tty = FileHandle(forWritingAtPath: "/dev/tty") else {
+            throw VaultError(
+                .notFound, "there is no clipboard: no display for wl-copy, xclip or xsel, and no terminal for OSC 52")
+        }
+        tty.write(Data("\u{1B}]52;c;\(Data(value.utf8).base64EncodedString())\u{07}".utf8))
+        try? tty.close()
+    }
+
+    static func digest(_ value: String) -> String {
+        // SHA-256 of a short string cannot fail; an empty digest simply never matches.
+        ((try? SHA256Digest.hash(Array(value.utf8))) ?? []).map { String(format: "%02x", $0) }.joined()
+    }
+
+    /// Starts `command` through `setsid -f` (a new session, not our child) with `input` on its
+    /// stdin, our environment without secrets, and no output of ours.
+    private static func startDetached(_ command: [String], input: String) throws {
+        guard !command.isEmpty,
+            ChildProcess.execute(
+                ["setsid", "-f"] + command, input: Data(input.utf8),
+                captureOutput: false)?.status == 0
+        else {
+            throw VaultError(.unexpected, "cannot start the helper that clears the clipboard")
+        }
+    }
+}

@@ -1,0 +1,215 @@
+import Foundation
+
+#if canImport(FoundationXML)
+import FoundationXML
+#endif
+
+/// Reads KeePassXC's exports: CSV (`keepassxc-cli export -f csv`) and KeePass 2 XML
+/// (`keepassxc-cli export -f xml`). Group paths become categories whole, without the root
+/// group's name; the recycle bin is left out (reported).
+enum KeePassXCReader {
+    static func readCSV(_ data: Data) throws -> ImportSource {
+        var source = ImportSource()
+        var text = String(decoding: data, as: UTF8.self)
+        if text.hasPrefix("\u{FEFF}") { text.removeFirst() }
+        // A file re-saved on Windows ends its lines, also those inside quoted notes, with CRLF.
+        text = text.replacingOccurrences(of: "\r\n", with: "\n")
+        let rows = CSV.parse(text)
+        guard let header = rows.first?.map({ $0.trimmingCharacters(in: .whitespaces).lowercased() }),
+            let title = header.firstIndex(of: "title"), let password = header.firstIndex(of: "password")
+        else {
+            throw source.invalid(.keepassxcCSV, "expected a header with \"Title\" and \"Password\" columns")
+        }
+        func column(_ name: String) -> Int? { header.firstIndex(of: name) }
+        let columns = (
+            group: column("group"), user: column("username"), url: column("url"), notes: column("notes"),
+            totp: column("totp"), modified: column("last modified"), created: column("created")
+        )
+        let dates = ISO8601DateFormatter()
+        for (number, row) in rows.dropFirst().enumerated() {
+            func value(_ index: Int?) -> String? {
+                index.flatMap { $0 < row.count ? row[$0] : nil }.flatMap { $0.isEmpty ? nil : $0 }
+            }
+            let name = value(title) ?? ""
+            let path = value(columns.group).map(groupPath) ?? (category: nil, inRecycleBin: false)
+            if path.inRecycleBin {
+                source.skipped.append(
+                    .init(kind: "entry", title: name.isEmpty ? "row \(number + 2)" : name, reason: "in the recycle bin")
+                )
+                continue
+            }
+            var entry = ExportDocument.Entry(
+                name: name, userId: value(columns.user), password: value(password) ?? "",
+                url: value(columns.url), notes: value(columns.notes), category: path.category,
+                createdAt: value(columns.created).flatMap(dates.date(from:)),
+                updatedAt: value(columns.modified).flatMap(dates.date(from:)))
+            addTOTP(value(columns.totp), to: &entry, source: &source)
+            source.document.passwords.append(entry)
+        }
+        return source
+    }
+
+    /// The category of a group path (`Root/Work/Mail` → `Work/Mail`; the root alone → none),
+    /// and whether it is in the recycle bin.
+    static func groupPath(_ path: String) -> (category: String?, inRecycleBin: Bool) {
+        let parts = path.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
+        let inside = Array(parts.dropFirst())
+        return (inside.isEmpty ? nil : inside.joined(separator: "/"), inside.first == "Recycle Bin")
+    }
+
+    /// A TOTP value: an otpauth URI or KeePass's legacy `key=...&step=...&size=...` form; one
+    /// that cannot be used is kept as a hidden field and reported.
+    static func addTOTP(_ value: String?, to entry: inout ExportDocument.Entry, source: inout ImportSource) {
+        guard var totp = value, !totp.isEmpty else { return }
+        if totp.hasPrefix("key=") {
+            var parts: [String: String] = [:]
+            for pair in totp.split(separator: "&") {
+                let halves = pair.split(separator: "=", maxSplits: 1).map(String.init)
+                if halves.count == 2 { parts[halves[0]] = halves[1] }
+            }
+            totp =
+                "otpauth://totp/x?secret=\(parts["key"] ?? "")"
+                + "&period=\(parts["step"] ?? "30")&digits=\(parts["size"] ?? "6")"
+        }
+        if (try? TOTP(parsing: totp)) != nil {
+            entry.totp = totp
+        } else {
+            entry.fields = (entry.fields ?? []) + [FieldInfo(name: "TOTP", value: value, hidden: true)]
+            source.warnings.append(
+                .init(
+                    kind: "entry", title: entry.name,
+                    reason: "its TOTP setting is not a standard one (kept as the hidden field 'TOTP')"))
+        }
+    }
+
+    static func readXML(_ data: Data) throws -> ImportSource {
+        var source = ImportSource()
+        // Foundation's XMLParser traps on element names that are not UTF-8; KeePass XML always is.
+        guard String(data: data, encoding: .utf8) != nil, !data.contains(0) else {
+            throw source.invalid(.keepassxcXML, "it is not UTF-8 text")
+        }
+        let parser = XMLParser(data: data)
+        let reader = KeePassXMLTreeBuilder()
+        parser.delegate = reader
+        guard parser.parse(), let root = reader.root, root.name == "KeePassFile" else {
+            let reason =
+                parser.parserError.map { "\($0.localizedDescription) at line \(parser.lineNumber)" }
+                ?? "no <KeePassFile> element"
+            throw source.invalid(.keepassxcXML, reason)
+        }
+        let recycleBin = root.child("Meta")?.child("RecycleBinUUID")?.text
+        guard let top = root.child("Root")?.child("Group") else {
+            throw source.invalid(.keepassxcXML, "no <Root><Group>")
+        }
+        let dates = ISO8601DateFormatter()
+        func walk(_ group: XMLNode, path: [String]) {
+            let inRecycleBin = group.child("UUID")?.text == recycleBin && recycleBin != "AAAAAAAAAAAAAAAAAAAAAA=="
+            for element in group.children where element.name == "Entry" {
+                var entry = entryValues(element, dates: dates)
+                if inRecycleBin {
+                    source.skipped.append(.init(kind: "entry", title: entry.name, reason: "in the recycle bin"))
+                    continue
+                }
+                entry.category = path.isEmpty ? nil : path.joined(separator: "/")
+                let attributes = strings(element)
+                addTOTP(attributes["otp"]?.value, to: &entry, source: &source)
+                let standard: Set<String> = ["Title", "UserName", "Password", "URL", "Notes", "otp"]
+                var fields = attributes.filter { !standard.contains($0.key) }.sorted { $0.key < $1.key }
+                    .map { FieldInfo(name: $0.key, value: $0.value.value, hidden: $0.value.protected) }
+                if let tags = element.child("Tags")?.text, !tags.isEmpty {
+                    fields.append(FieldInfo(name: "Tags", value: tags, hidden: false))
+                }
+                entry.fields = (entry.fields ?? []) + fields
+                // Each history version's password was replaced when the next version was saved.
+                let versions =
+                    element.child("History")?.children.filter { $0.name == "Entry" }.map {
+                        entryValues($0, dates: dates)
+                    } ?? []
+                var history: [HistoryInfo] = []
+                for (index, version) in versions.enumerated() {
+                    let next = index + 1 < versions.count ? versions[index + 1] : entry
+                    if version.password != next.password {
+                        history.append(
+                            HistoryInfo(
+                                password: version.password,
+                                replacedAt: next.updatedAt ?? version.updatedAt ?? Date(timeIntervalSince1970: 0)))
+                    }
+                }
+                entry.history = history.isEmpty ? nil : history
+                let attachments = element.children.filter { $0.name == "Binary" }.count
+                if attachments > 0 {
+                    source.warnings.append(
+                        .init(
+                            kind: "entry", title: entry.name,
+                            reason: "\(attachments) attachment(s) not carried over (MyStash keeps no files)"))
+                }
+                source.document.passwords.append(entry)
+            }
+            for child in group.children where child.name == "Group" {
+                let name = child.child("Name")?.text ?? ""
+                walk(child, path: path + [name])
+            }
+        }
+        walk(top, path: [])
+        return source
+    }
+
+    private static func strings(_ entry: XMLNode) -> [String: (value: String, protected: Bool)] {
+        var values: [String: (String, Bool)] = [:]
+        for string in entry.children where string.name == "String" {
+            guard let key = string.child("Key")?.text else { continue }
+            let value = string.child("Value")
+            values[key] = (value?.text ?? "", value?.attributes["ProtectInMemory"] == "True")
+        }
+        return values
+    }
+
+    private static func entryValues(_ element: XMLNode, dates: ISO8601DateFormatter) -> ExportDocument.Entry {
+        let values = strings(element)
+        func value(_ key: String) -> String? { values[key].flatMap { $0.value.isEmpty ? nil : $0.value } }
+        let times = element.child("Times")
+        return ExportDocument.Entry(
+            name: value("Title") ?? "", userId: value("UserName"), password: values["Password"]?.value ?? "",
+            url: value("URL"), notes: value("Notes"),
+            createdAt: times?.child("CreationTime")?.text.flatMap(dates.date(from:)),
+            updatedAt: times?.child("LastModificationTime")?.text.flatMap(dates.date(from:)))
+    }
+}
+
+/// A small element tree of an XML document (KeePass files are small enough to hold whole).
+final class XMLNode {
+    let name: String
+    let attributes: [String: String]
+    var children: [XMLNode] = []
+    var textParts: [String] = []
+    var text: String? { textParts.isEmpty ? nil : textParts.joined() }
+
+    init(name: String, attributes: [String: String]) {
+        self.name = name
+        self.attributes = attributes
+    }
+
+    func child(_ name: String) -> XMLNode? { children.first { $0.name == name } }
+}
+
+final class KeePassXMLTreeBuilder: NSObject, XMLParserDelegate {
+    var root: XMLNode?
+    private var stack: [XMLNode] = []
+
+    func parser(
+        _ parser: XMLParser, didStartElement name: String, namespaceURI: String?, qualifiedName: String?,
+        attributes: [String: String] = [:]
+    ) {
+        let node = XMLNode(name: name, attributes: attributes)
+        if let parent = stack.last { parent.children.append(node) } else { root = node }
+        stack.append(node)
+    }
+
+    func parser(_ parser: XMLParser, didEndElement name: String, namespaceURI: String?, qualifiedName: String?) {
+        stack.removeLast()
+    }
+
+    func parser(_ parser: XMLParser, foundCharacters string: String) {
+        stack.last?.textParts.append(string)
+    }
+}

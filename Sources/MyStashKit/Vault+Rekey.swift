@@ -1,0 +1,46 @@
+import Foundation
+import ObjectGraph
+import StashCrypto
+
+extension Vault {
+    /// Re-encrypts every encrypted field under a new data key, wrapped by a new key slot for
+    /// `newPassword`, in one transaction across both stores: afterwards the old data key (in a
+    /// session, or copied out of the keyring) decrypts nothing. Unlocked sessions are revoked.
+    ///
+    /// - throws: ``VaultError``; on failure nothing is changed and the old key stays in use.
+    public func rekey(to newPassword: SecretBytes, parameters: ScryptParameters) throws {
+        guard let oldKey = transformer.dataKey else { throw VaultError(.wrongPassword, "the vault is locked") }
+        let (slot, newKey) = try Self.wrapErrors { try KeySlot.create(password: newPassword, parameters: parameters) }
+        do {
+            // Every value is decrypted under the old key before any is encrypted under the new one.
+            var plaintexts: [(ManagedObject, String, Any)] = []
+            for entity in coordinator.managedObjectModel.entities where !entity.isAbstract {
+                let encrypted = entity.declaredAttributes.filter {
+                    $0.valueTransformerName == EncryptingTransformer.name
+                }
+                guard !encrypted.isEmpty else { continue }
+                for primaryKey in try context.primaryKeys(forEntityName: entity.name) {
+                    guard let object = try context.existingObject(entityName: entity.name,
+                                                                  primaryKey: primaryKey) else { continue }
+                    for attribute in encrypted {
+                        guard let value = object.value(forKey: attribute.name) else { continue }
+                        plaintexts.append((object, attribute.name, value))
+                    }
+                }
+            }
+            transformer.dataKey = newKey
+            for (object, key, value) in plaintexts { object.setValue(value, forKey: key) }
+            for store in [notesStore, passwordsStore] {
+                coordinator.setMetadata(Data(slot.serialized), forKey: Self.keySlotKey, in: store)
+            }
+            try context.save()
+        } catch {
+            context.rollback()
+            transformer.dataKey = oldKey
+            try? coordinator.reloadMetadata()
+            throw VaultError.wrapping(error)
+        }
+        keySlot = slot
+        KeyringSession.revoke(vaultIdentifier: identifier)
+    }
+}

@@ -1,0 +1,105 @@
+extension ManagedObjectContext {
+    /// Undoes the last group of changes (see ``ContextUndoManager``) and announces what
+    /// changed in ``objectsDidChangeNotification``. Does nothing without an undo manager.
+    public func undo() {
+        guard let undoManager else { return }
+        processPendingChanges()
+        undoManager.undo(then: processPendingChanges)
+    }
+
+    /// Redoes the last undone group of changes.
+    public func redo() {
+        guard let undoManager else { return }
+        processPendingChanges()
+        undoManager.redo(then: processPendingChanges)
+    }
+
+    // MARK: - Undo actions (each registers its opposite)
+
+    /// Takes back an insertion: the object leaves the context, its values kept for redo.
+    /// A saved insertion is taken back by deleting the object.
+    func undoInsert(_ object: ManagedObject) {
+        if object.managedObjectContext === self, !insertedSet.contains(object) {
+            delete(object)
+            return
+        }
+        undoManager?.register { [weak self] in self?.reinsert(object) }
+        insertedSet.remove(object)
+        // An announced insertion is taken back by announcing a deletion.
+        if !unprocessedInserted.contains(object) { unprocessedDeleted.insert(object) }
+        unprocessedInserted.remove(object)
+        unprocessedUpdated.remove(object)
+        object.managedObjectContext = nil
+        object.isPendingInsert = false
+    }
+
+    /// Puts back an object whose insertion was undone (or that was deleted before any save).
+    func reinsert(_ object: ManagedObject) {
+        undoManager?.register { [weak self] in self?.undoInsert(object) }
+        reinsertPrimitive(object)
+    }
+
+    private func reinsertPrimitive(_ object: ManagedObject) {
+        object.managedObjectContext = self
+        object.isPendingInsert = true
+        insertedSet.insert(object)
+        unprocessedDeleted.remove(object)
+        unprocessedInserted.insert(object)
+    }
+
+    /// Takes back the deletion of a saved object. When the deletion was saved too, the object
+    /// comes back as a new insertion with the same values (a new row, a new ID).
+    func undelete(_ object: ManagedObject) {
+        guard object.managedObjectContext === self else {
+            undoManager?.register { [weak self] in self?.delete(object) }
+            temporaryCounter += 1
+            object.objectID = ObjectID(entityName: object.entity.name, storeIdentifier: nil, primaryKey: nil,
+                                       temporaryNumber: temporaryCounter)
+            object.version = 0
+            object.changedKeys = []
+            reinsertPrimitive(object)
+            return
+        }
+        undoManager?.register { [weak self] in self?.delete(object) }
+        deletedSet.remove(object)
+        if !unprocessedDeleted.contains(object) { unprocessedInserted.insert(object) }
+        unprocessedDeleted.remove(object)
+    }
+
+    /// After an undo or redo put back one of an object's values.
+    func objectWasRestored(_ object: ManagedObject) {
+        if insertedSet.contains(object) {
+            insertedObjectDidChange(object)
+            return
+        }
+        guard !deletedSet.contains(object) else { return }
+        if object.changedKeys.isEmpty { updatedSet.remove(object) } else { updatedSet.insert(object) }
+        unprocessedUpdated.insert(object)
+    }
+}
+
+extension ManagedObject {
+    /// Records the value of `key` before a change, so undo can put it back.
+    func registerUndo(forKey key: String) {
+        guard let undoManager = managedObjectContext?.undoManager, undoManager.isUndoRegistrationEnabled else {
+            return
+        }
+        let old = values[key]
+        let wasLoaded = loadedToMany.contains(key)
+        let wasChanged = changedKeys.contains(key)
+        let generation = managedObjectContext?.saveGeneration
+        undoManager.register { [self] in
+            registerUndo(forKey: key)
+            values[key] = old
+            if wasLoaded { loadedToMany.insert(key) } else { loadedToMany.remove(key) }
+            var changed = wasChanged
+            if managedObjectContext?.saveGeneration != generation {
+                // Saved since: changed when the value differs from what the store now holds.
+                let isToMany = entity.relationship(named: key)?.isToMany ?? false
+                changed = isToMany ? wasLoaded : !ManagedObjectContext.sameStoredValue(old, committedValues[key])
+            }
+            if changed && !isPendingInsert { changedKeys.insert(key) } else { changedKeys.remove(key) }
+            managedObjectContext?.objectWasRestored(self)
+        }
+    }
+}

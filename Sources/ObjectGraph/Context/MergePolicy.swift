@@ -1,0 +1,117 @@
+import GRDB
+
+/// How a context settles a conflict between its unsaved changes to an object and the
+/// object's row as another context or process saved it meanwhile, as Core Data's merge policies.
+///
+/// The same policy applies when a save finds the row changed (optimistic locking) and when
+/// ``ManagedObjectContext/mergeChanges(fromContextDidSave:)`` or
+/// ``ManagedObjectContext/mergeExternalChanges()`` bring in a newer row of an object with
+/// unsaved changes. A row deleted meanwhile stays deleted under every policy but ``error``.
+public enum MergePolicy: Sendable {
+    /// The save fails with a merge conflict (133020); merges leave changed objects as they are.
+    case error
+    /// Unsaved changes to the object are dropped; the stored row wins entirely.
+    case rollback
+    /// The object as it is in memory replaces the row entirely, every property written.
+    case overwrite
+    /// Property by property: the store's changes win where both changed the same property;
+    /// the object's other changes are kept.
+    case mergeByPropertyStoreTrump
+    /// Property by property: the object's changes win; the store's changes to other
+    /// properties are kept.
+    case mergeByPropertyObjectTrump
+}
+
+extension ManagedObjectContext {
+    /// Settles an object's unsaved changes against its newer stored row by ``mergePolicy``
+    /// (not `.error`). Afterwards the object is at the row's version with the changes the
+    /// policy keeps; it leaves the updated objects when none are left.
+    func resolveConflict(_ object: ManagedObject, storedRow row: Row, root: EntityDescription,
+                         store: PersistentStore) throws {
+        let mine = object.values
+        let committed = object.committedValues
+        let loaded = object.loadedToMany
+        let changed = object.changedKeys
+        var kept = changed
+        try load(row, into: object, root: root, store: store)
+        switch mergePolicy {
+        case .error, .rollback:
+            kept = []
+        case .mergeByPropertyObjectTrump:
+            break
+        case .mergeByPropertyStoreTrump:
+            kept = kept.filter { key in
+                object.entity.attribute(named: key) == nil && object.entity.relationship(named: key)?.isToMany != false
+                    || Self.sameStoredValue(object.values[key], committed[key])
+            }
+        case .overwrite:
+            kept = Set(object.entity.storedColumns.map(\.name) + object.entity.storedToOne.map(\.relationship.name))
+                .union(loaded.filter { object.entity.relationship(named: $0)?.isToMany == true })
+        }
+        let dropped = changed.subtracting(kept)
+        object.values.merge(mine.filter { kept.contains($0) })
+        object.loadedToMany.formUnion(loaded.intersection(kept))
+        object.changedKeys = kept
+        // The other sides of dropped relationship changes go back to what the store says.
+        for key in dropped.union(loaded.subtracting(kept)) {
+            guard let relationship = object.entity.relationship(named: key),
+                  let inverseName = relationship.inverseName,
+                  let destinationEntity = model.entity(named: relationship.destinationEntityName),
+                  let inverse = destinationEntity.relationship(named: inverseName) else { continue }
+            let before = (mine[key] as? [ManagedObject]) ?? (mine[key] as? ManagedObject).map { [$0] } ?? []
+            let after = relationship.isToMany ? [] : [object.toOneObject(relationship)].compactMap { $0 }
+            for destination in before + after where destination.managedObjectContext === self {
+                forgetChange(of: inverse, in: destination)
+            }
+        }
+        refreshMembership(of: object)
+    }
+
+    /// Puts one relationship of an object back to its stored state (a to-many is re-read on access).
+    private func forgetChange(of relationship: RelationshipDescription, in object: ManagedObject) {
+        if relationship.isToMany {
+            object.loadedToMany.remove(relationship.name)
+            object.values[relationship.name] = nil
+        } else {
+            object.values[relationship.name] = object.committedValues[relationship.name]
+        }
+        object.changedKeys.remove(relationship.name)
+        refreshMembership(of: object)
+    }
+
+    private func refreshMembership(of object: ManagedObject) {
+        guard !insertedSet.contains(object), !deletedSet.contains(object) else { return }
+        if object.changedKeys.isEmpty {
+            updatedSet.remove(object)
+        } else {
+            updatedSet.insert(object)
+        }
+        unprocessedUpdated.insert(object)
+    }
+
+    /// Whether two values of a stored property are the same: to-one destinations by
+    /// primary key, encoded values by their bytes, others by equality.
+    static func sameStoredValue(_ left: Any?, _ right: Any?) -> Bool {
+        func identity(_ value: Any?) -> AnyHashable? {
+            switch value {
+            case nil: return nil
+            case let fault as FaultReference: return fault.primaryKey
+            case let object as ManagedObject:
+                return object.objectID.primaryKey.map { AnyHashable($0) } ?? AnyHashable(ObjectIdentifier(object))
+            case let encoded as EncodedValue: return encoded.data
+            case let hashable as AnyHashable: return hashable
+            default: return "\(value!)"
+            }
+        }
+        return identity(left) == identity(right)
+    }
+
+    /// The stored row of an object now, inside the current transaction.
+    func currentRow(of object: ManagedObject, _ db: Database) throws -> (Row?, EntityDescription, PersistentStore) {
+        let root = object.entity.rootEntity
+        let store = try coordinator.store(for: root)
+        let sql = "SELECT \(root.selectColumns.joined(separator: ", ")) FROM \(store.qualified(root.tableName))"
+            + " WHERE Z_PK = ?"
+        return (try Row.fetchOne(db, sql: sql, arguments: [object.objectID.primaryKey]), root, store)
+    }
+}

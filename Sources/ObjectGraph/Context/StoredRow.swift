@@ -1,0 +1,96 @@
+import Foundation
+import GRDB
+import GRDBSQLite
+
+/// A row of a root entity's table being read: a GRDB row, or the current row of a statement
+/// stepped directly when a fetch reads many rows.
+protocol StoredRow {
+    /// The integer at `index`, or nil when it is NULL or of another storage class.
+    func int64(at index: Int) -> Int64?
+    func databaseValue(at index: Int) -> DatabaseValue
+    /// The value of an integer or real attribute read without building a `DatabaseValue`,
+    /// or nil to take the general path.
+    func plainSlot(at index: Int, type: AttributeType) -> PropertySlot?
+}
+
+extension Row: StoredRow {
+    func int64(at index: Int) -> Int64? {
+        if case .int64(let integer) = (self[index] as DatabaseValue).storage { return integer }
+        return nil
+    }
+    func databaseValue(at index: Int) -> DatabaseValue { self[index] }
+    func plainSlot(at index: Int, type: AttributeType) -> PropertySlot? { nil }
+}
+
+/// The current row of a prepared statement, read in place.
+struct StatementRow: StoredRow {
+    let handle: SQLiteStatement
+
+    func int64(at index: Int) -> Int64? {
+        sqlite3_column_type(handle, CInt(index)) == SQLITE_INTEGER ? sqlite3_column_int64(handle, CInt(index)) : nil
+    }
+
+    func databaseValue(at index: Int) -> DatabaseValue { DatabaseValue(sqliteStatement: handle, index: CInt(index)) }
+
+    func plainSlot(at index: Int, type: AttributeType) -> PropertySlot? {
+        switch (sqlite3_column_type(handle, CInt(index)), type) {
+        case (SQLITE_NULL, _): return .absent
+        case (SQLITE_INTEGER, .integer16), (SQLITE_INTEGER, .integer32), (SQLITE_INTEGER, .integer64):
+            return .int(Int(sqlite3_column_int64(handle, CInt(index))))
+        case (SQLITE_FLOAT, .double): return .double(sqlite3_column_double(handle, CInt(index)))
+        default: return nil
+        }
+    }
+}
+
+extension Database {
+    /// Runs a query through a cached statement and hands each row to `body` in place,
+    /// without copying it.
+    func forEachRow(sql: String, arguments: [DatabaseValue], _ body: (StatementRow) throws -> Void) throws {
+        let statement = try cachedStatement(sql: sql)
+        try statement.setArguments(StatementArguments(arguments))
+        let handle = statement.sqliteStatement
+        defer { sqlite3_reset(handle) }
+        while true {
+            let code = sqlite3_step(handle)
+            if code == SQLITE_DONE { return }
+            guard code == SQLITE_ROW else {
+                throw DatabaseError(
+                    resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(sqliteConnection)),
+                    sql: sql)
+            }
+            try body(StatementRow(handle: handle))
+        }
+    }
+}
+
+// SQLite's SQLITE_TRANSIENT: it copies bound text and blobs before the call returns.
+private let transient = unsafeBitCast(OpaquePointer(bitPattern: -1), to: sqlite3_destructor_type.self)
+
+extension Database {
+    /// Runs an insert, update or delete through a cached statement, binding `values` directly.
+    func executeCached(sql: String, values: [DatabaseValue]) throws {
+        let handle = try cachedStatement(sql: sql).sqliteStatement
+        defer { sqlite3_reset(handle) }
+        sqlite3_reset(handle)
+        for (offset, value) in values.enumerated() {
+            let index = CInt(offset + 1)
+            switch value.storage {
+            case .null: sqlite3_bind_null(handle, index)
+            case .int64(let number): sqlite3_bind_int64(handle, index, number)
+            case .double(let number): sqlite3_bind_double(handle, index, number)
+            case .string(let text): sqlite3_bind_text(handle, index, text, -1, transient)
+            case .blob(let data):
+                data.withUnsafeBytes { bytes in
+                    _ = sqlite3_bind_blob(handle, index, bytes.baseAddress, CInt(bytes.count), transient)
+                }
+            }
+        }
+        let code = sqlite3_step(handle)
+        guard code == SQLITE_DONE || code == SQLITE_ROW else {
+            throw DatabaseError(
+                resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(sqliteConnection)),
+                sql: sql)
+        }
+    }
+}

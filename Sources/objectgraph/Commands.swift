@@ -1,0 +1,235 @@
+import ArgumentParser
+import Foundation
+import ObjectGraph
+
+struct Info: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Show a store's type, UUID, entities with their row counts, and the model version it fits.")
+
+    @OptionGroup var storeArgument: StoreArgument
+    @Option(
+        name: .long,
+        help: ArgumentHelp("Also name the version of this .xcdatamodeld the store fits.", valueName: "model"),
+        completion: .directory)
+    var model: String?
+    @Flag(name: .long, help: "Print JSON instead of text.")
+    var json = false
+
+    func run() throws {
+        try reportingErrors {
+            try storeArgument.withPrivateCopy { copy in
+                let summary = try StoreSummary(contentsOf: copy)
+                var fitting: String?
+                if let model {
+                    let versions = try ModelOption.versions(at: model)
+                    fitting = try versions.sourceVersion(ofStoreAt: copy)?.versionIdentifier ?? "(none)"
+                }
+                json ? say(try jsonText(infoJSON(summary, fitting: fitting))) : printInfo(summary, fitting: fitting)
+            }
+        }
+    }
+
+    private func infoJSON(_ summary: StoreSummary, fitting: String?) -> [String: Any] {
+        var object: [String: Any] = [
+            "store": storeArgument.store, "type": summary.storeType ?? NSNull(),
+            "uuid": summary.identifier ?? NSNull(),
+            "recordedVersions": summary.versionIdentifiers,
+            "entities": summary.entities.map { entity -> [String: Any] in
+                [
+                    "name": entity.name, "number": entity.number, "parent": entity.parentName ?? NSNull(),
+                    "rows": entity.rowCount ?? NSNull(),
+                ]
+            },
+        ]
+        if let fitting { object["modelVersion"] = fitting == "(none)" ? NSNull() : fitting }
+        return object
+    }
+
+    private func printInfo(_ summary: StoreSummary, fitting: String?) {
+        say("store: \(storeArgument.store)")
+        say("type: \(summary.storeType ?? "(not recorded)")")
+        say("uuid: \(summary.identifier ?? "(none)")")
+        let recorded = summary.versionIdentifiers.filter { !$0.isEmpty }
+        say("recorded versions: \(recorded.isEmpty ? "(none)" : recorded.joined(separator: ", "))")
+        if let fitting { say("model version: \(fitting)") }
+        say("entities:")
+        let width = summary.entities.map(\.name.count).max() ?? 0
+        for entity in summary.entities {
+            let name = entity.name.padding(toLength: width, withPad: " ", startingAt: 0)
+            let parent = entity.parentName.map { "  (sub-entity of \($0))" } ?? ""
+            say("  \(name)  \(entity.rowCount.map(String.init) ?? "no table")\(parent)")
+        }
+    }
+}
+
+struct Dump: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Print every object of a store with its attributes, and its relationships as primary keys.")
+
+    @OptionGroup var modelOption: ModelOption
+    @OptionGroup var storeArgument: StoreArgument
+    @Option(
+        name: .long,
+        help: ArgumentHelp("Print only the objects of this entity (and its sub-entities).", valueName: "entity"))
+    var entity: String?
+    @Flag(name: .long, help: "Print JSON instead of text.")
+    var json = false
+
+    func run() throws {
+        try reportingErrors {
+            try readingFittingStore(modelOption, storeArgument) { versions, model, coordinator in
+                var entities = coordinator.persistentStores[0].entities.filter { !$0.isAbstract }
+                if let entity {
+                    guard let chosen = model.entity(named: entity) else {
+                        throw ToolError(
+                            .notFound, "the model '\(model.versionIdentifier)' has no entity '\(entity)'",
+                            hint: "entities: " + model.entities.map(\.name).joined(separator: ", "))
+                    }
+                    entities = chosen.selfAndDescendants.filter { !$0.isAbstract }
+                }
+                StoredValueReader.registerRawTransformers(for: entities, in: coordinator)
+                let context = ManagedObjectContext(coordinator: coordinator, notificationCenter: NotificationCenter())
+                var objects: [[String: Any]] = []
+                for entity in entities {
+                    var request = FetchRequest<ManagedObject>(entityName: entity.name)
+                    request.includesSubentities = false
+                    for object in try context.fetch(request).sorted(by: {
+                        ($0.objectID.primaryKey ?? 0) < ($1.objectID.primaryKey ?? 0)
+                    }) {
+                        let values = StoredValueReader.values(of: object)
+                        if json {
+                            objects.append([
+                                "entity": entity.name, "primaryKey": object.objectID.primaryKey ?? NSNull(),
+                                "values": values,
+                            ])
+                        } else {
+                            say("\(entity.name) \(object.objectID.primaryKey.map(String.init) ?? "?")")
+                            for (key, value) in values.sorted(by: { $0.key < $1.key }) {
+                                say("  \(key): \(StoredValueReader.text(value))")
+                            }
+                        }
+                    }
+                }
+                if json { say(try jsonText(objects)) }
+            }
+        }
+    }
+}
+
+struct Migrate: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Migrate a store in place to the current version of its model.",
+        discussion: """
+            The store's version is found among the model's versions by what the store holds; the \
+            migration from each version to the next is inferred (renames through the renaming \
+            identifier, added and removed properties and entities, defaults for required \
+            attributes) and all of it runs in one transaction: after a crash the store is the old \
+            one or the new one. A change that cannot be inferred is refused before anything is \
+            written, naming it.
+            """)
+
+    @OptionGroup var modelOption: ModelOption
+    @OptionGroup var storeArgument: StoreArgument
+    @Flag(name: .long, help: "Print the inferred steps and rehearse them on a copy, without changing the store.")
+    var dryRun = false
+
+    func run() throws {
+        try reportingErrors {
+            let versions = try modelOption.versions()
+            // Planning and the rehearsal read a private copy: a store that needs nothing, or
+            // only a dry run, is not touched, not even by SQLite's side files.
+            let needed = try storeArgument.withPrivateCopy { copy -> Bool in
+                let plans = try PersistentStoreCoordinator(modelVersions: versions).migrationPlans(forStoreAt: copy)
+                guard !plans.isEmpty else {
+                    say("The store already fits '\(versions.current.versionIdentifier)'; nothing to migrate.")
+                    return false
+                }
+                guard dryRun else { return true }
+                for plan in plans {
+                    say("\(plan.source.versionIdentifier) → \(plan.destination.versionIdentifier):")
+                    for change in plan.changes { say("  \(change)") }
+                    if plan.changes.isEmpty { say("  (no change to the stored data)") }
+                }
+                // The rehearsal runs the checks that need the data, and counts.
+                let rehearsal = PersistentStoreCoordinator(modelVersions: versions)
+                try migrate(copy, with: rehearsal)
+                say("On a copy of the store, the migration would have:")
+                let accounting = rehearsal.migrationReports.flatMap(\.accounting)
+                for line in accounting.isEmpty ? ["nothing to carry over: the store is empty"] : accounting {
+                    say("  \(line)")
+                }
+                return false
+            }
+            guard needed else { return }
+            let coordinator = PersistentStoreCoordinator(modelVersions: versions)
+            try migrate(storeArgument.url, with: coordinator)
+            for report in coordinator.migrationReports { say("\(report)") }
+        }
+    }
+}
+
+/// Adds the store at `url` to `coordinator`, migrating it, and closes it.
+private func migrate(_ url: URL, with coordinator: PersistentStoreCoordinator) throws {
+    var options = StoreOptions()
+    options.mustExist = true
+    options.migratesAutomatically = true
+    options.infersMappingModel = true
+    try coordinator.addPersistentStore(type: .sqlite, at: url, options: options)
+    try coordinator.close()
+}
+
+struct Check: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract:
+            "Check that a store fits its model, that SQLite finds it sound, and that every value and link reads back.")
+
+    @OptionGroup var modelOption: ModelOption
+    @OptionGroup var storeArgument: StoreArgument
+
+    func run() throws {
+        try reportingErrors {
+            try readingFittingStore(modelOption, storeArgument) { versions, model, coordinator in
+                var problems = try coordinator.checkIntegrity().map(\.description)
+                let entities = coordinator.persistentStores[0].entities.filter { !$0.isAbstract }
+                let missing = StoredValueReader.registerRawTransformers(for: entities, in: coordinator)
+                let context = ManagedObjectContext(coordinator: coordinator, notificationCenter: NotificationCenter())
+                var count = 0
+                for entity in entities {
+                    var request = FetchRequest<ManagedObject>(entityName: entity.name)
+                    request.includesSubentities = false
+                    request.propertiesToFetch = []
+                    do {
+                        for object in try context.fetch(request) {
+                            count += 1
+                            do {
+                                try context.decodeValues(of: object)
+                                for relationship in entity.relationships { _ = object[relationship.name] }
+                            } catch {
+                                problems.append("\(entity.name) \(object.objectID.primaryKey ?? 0): \(error)")
+                            }
+                        }
+                    } catch {
+                        problems.append("\(entity.name): \(error)")
+                    }
+                }
+                guard problems.isEmpty else {
+                    throw ToolError(
+                        .invalidData, "\(problems.count) problems in '\(storeArgument.store)':", details: problems)
+                }
+                say(
+                    "ok: \(count) objects of model version '\(model.versionIdentifier)' read back"
+                        + (missing.isEmpty
+                            ? ""
+                            : "; values of transformers \(missing.joined(separator: ", ")) "
+                                + "not decoded (not available here)")
+                )
+                if model !== versions.current {
+                    say(
+                        "note: the current version is '\(versions.current.versionIdentifier)'; "
+                            + "'objectgraph migrate' would bring the store to it"
+                    )
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,82 @@
+import Foundation
+import ObjectGraph
+
+/// Hands a transformed value's bytes over undecoded, for transformers this tool does not have.
+final class RawDataTransformer: ValueTransformer {
+    func transformedValue(_ value: Any, at place: ValuePlace) throws -> Data { value as? Data ?? Data() }
+    func reverseTransformedValue(_ data: Data, at place: ValuePlace) throws -> Any { data }
+}
+
+/// Turns objects into values JSON and text can show.
+enum StoredValueReader {
+    /// Registers ``RawDataTransformer`` under every transformer name the entities use that is
+    /// not available; returns those names.
+    @discardableResult
+    static func registerRawTransformers(
+        for entities: [EntityDescription], in coordinator: PersistentStoreCoordinator
+    ) -> [String] {
+        var missing: Set<String> = []
+        for entity in entities {
+            for attribute in entity.attributes where attribute.type == .transformable {
+                let name = attribute.valueTransformerName ?? ValueTransformerRegistry.defaultTransformerName
+                if coordinator.valueTransformers.transformer(named: name) == nil { missing.insert(name) }
+            }
+        }
+        for name in missing { coordinator.valueTransformers.register(RawDataTransformer(), forName: name) }
+        return missing.sorted()
+    }
+
+    /// Attributes (decoded) and relationships (primary keys) of `object`, JSON-compatible.
+    static func values(of object: ManagedObject) -> [String: Any] {
+        var values: [String: Any] = [:]
+        for attribute in object.entity.attributes where !attribute.isTransient {
+            values[attribute.name] = json(object[attribute.name])
+        }
+        for relationship in object.entity.relationships {
+            if relationship.isToMany {
+                let keys = (object[relationship.name] as? [ManagedObject] ?? []).compactMap(\.objectID.primaryKey)
+                    .sorted()
+                values[relationship.name] = keys
+            } else {
+                values[relationship.name] =
+                    (object[relationship.name] as? ManagedObject)?.objectID.primaryKey ?? NSNull()
+            }
+        }
+        return values
+    }
+
+    private static let dateStyle = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
+
+    /// A value as JSON can hold it: dates in ISO 8601, data in base64, decimals as exact strings.
+    static func json(_ value: Any?) -> Any {
+        switch value {
+        case nil, is NSNull: return NSNull()
+        case let value as String: return value
+        case let value as Bool: return value
+        case let value as Int: return value
+        case let value as Double: return value.isFinite ? value : "\(value)"
+        case let value as Float: return value.isFinite ? Double(value) : "\(value)"
+        case let value as Decimal: return "\(value)"
+        case let value as Date: return value.formatted(dateStyle)
+        case let value as Data: return value.base64EncodedString()
+        case let value as UUID: return value.uuidString
+        case let value as URL: return value.absoluteString
+        case let value as [Any]: return value.map { json($0) }
+        case let value as [String: Any]: return value.mapValues { json($0) }
+        case let value?: return "\(value)"
+        }
+    }
+
+    /// A JSON-compatible value as one line of text.
+    static func text(_ value: Any) -> String {
+        switch value {
+        case is NSNull: return "nil"
+        case let value as String: return value.debugDescription
+        case let value as [Any]: return "[" + value.map(text).joined(separator: ", ") + "]"
+        case let value as [String: Any]:
+            return "{"
+                + value.sorted { $0.key < $1.key }.map { "\($0.key): \(text($0.value))" }.joined(separator: ", ") + "}"
+        default: return "\(value)"
+        }
+    }
+}

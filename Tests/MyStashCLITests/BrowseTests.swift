@@ -1,0 +1,377 @@
+import Foundation
+import XCTest
+
+/// `mystash browse` driven through tmux: keys in, the screen out.
+final class BrowseTests: CLITestCase {
+    /// A shell line that prints a marker, runs browse, then reports its exit status and the
+    /// terminal's mode afterwards, so a test can see that the terminal came back.
+    func browseCommand(_ arguments: [String] = [], environment: [String: String] = [:]) -> String {
+        let env = baseEnvironment.merging(["TERM": "screen"]) { $1 }.merging(environment) { $1 }
+        let assignments = env.sorted { $0.key < $1.key }.map { "\($0.key)='\($0.value)'" }.joined(separator: " ")
+        let argumentList = arguments.map { "'\($0)'" }.joined(separator: " ")
+        return "echo before-browse; env -i \(assignments) '\(Self.binary.path)' browse \(argumentList); "
+            + "echo \"browse-exit=$?\"; "
+            + "stty -a | tr ' ' '\\n' | grep -xE -- '-?(icanon|echo)' | tr '\\n' ' '; echo; sleep 600"
+    }
+
+    /// Renames the selected entry in the edit form.
+    func rename(_ tmux: TmuxSession, entry id: Int, to name: String,
+                file: StaticString = #filePath, line: UInt = #line) {
+        tmux.send("C-e")
+        tmux.expect("Edit entry \(id)", file: file, line: line)
+        tmux.send("C-u")
+        tmux.type(name)
+        tmux.send("C-s")
+        tmux.expect("Saved entry \(id).", file: file, line: line)
+    }
+
+    func addEntries() throws {
+        try initVault()
+        try runOK(["password", "add", "GitHub", "--user", "ada", "--url", "https://github.com",
+                   "--category", "Web Site"], stdin: "gh-secret-1")
+        try runOK(["password", "add", "Router", "--category", "Wi-Fi"], stdin: "router-secret-2")
+        try runOK(["password", "add", "漢字 Bank", "--user", "bob"], stdin: "bank-secret-3")
+        try runOK(["note", "add", "Office"], stdin: "door code 4711")
+    }
+
+    func testNavigateFilterRevealAndQuitRestoringTheTerminal() throws {
+        try addEntries()
+        let tmux = try TmuxSession(browseCommand())
+        tmux.expect("Passwords (3)")
+        // Sections by category (the controller's section key path), uncategorized first as
+        // the sort puts them; the first entry is selected, its password masked.
+        tmux.wait(for: "sections in order") { screen in
+            guard let web = screen.range(of: "Web Site (1)"), let wifi = screen.range(of: "Wi-Fi (1)"),
+                  let none = screen.range(of: "No category (1)") else { return false }
+            return none.lowerBound < web.lowerBound && web.lowerBound < wifi.lowerBound
+        }
+        tmux.expect("Name      漢字 Bank")
+        XCTAssertTrue(tmux.screen().contains("••••••••"))
+        XCTAssertFalse(tmux.screen().contains("bank-secret-3"), "masked until revealed")
+
+        tmux.send("Down")
+        tmux.expect("https://github.com")
+        tmux.send("Down")
+        tmux.wait(for: "Router in the detail pane") { $0.contains("Name      Router") }
+        tmux.send("C-r")
+        tmux.expect("router-secret-2")
+        tmux.send("Up")
+        tmux.expectGone("router-secret-2")  // moving on hides it again
+        XCTAssertFalse(tmux.screen().contains("gh-secret-1"))
+
+        tmux.type("BANK")
+        tmux.expect("Passwords (1)")
+        tmux.expect("Filter: BANK")
+        tmux.expect("Name      漢字 Bank")
+        tmux.send("Escape")
+        tmux.expect("Passwords (3)")
+        tmux.type("4711")
+        tmux.expect("Nothing matches '4711'.")
+        tmux.send("Tab")
+        tmux.wait(for: "the note found by its text") { $0.contains("Notes (1)") && $0.contains("door code 4711") }
+        tmux.send("F1")
+        tmux.expect("copy the one-time code")
+        tmux.send("q")
+        tmux.expectGone("copy the one-time code")
+
+        tmux.send("C-q")
+        tmux.expect("browse-exit=0")
+        tmux.expect("icanon echo", timeout: 5)
+        let everything = tmux.screen(history: true)
+        XCTAssertTrue(everything.contains("before-browse"), "the screen from before came back: \(everything)")
+        for secret in ["GitHub", "door code", "router-secret-2", "Passwords ("] {
+            XCTAssertFalse(everything.contains(secret), "'\(secret)' is on screen or in scrollback: \(everything)")
+        }
+    }
+
+    func testAnotherProcessesChangesAppearWithoutAKeyPressKeepingTheSelection() throws {
+        try addEntries()
+        let tmux = try TmuxSession(browseCommand())
+        tmux.expect("Passwords (3)")
+        tmux.send("Down", "Down")
+        tmux.wait(for: "Router selected") { $0.contains("Name      Router") }
+
+        // No key is pressed from here on: the view follows the other processes by itself.
+        try runOK(["password", "add", "Aardvark", "--user", "zed"], stdin: "x")
+        tmux.wait(for: "the new entry, Router still selected", timeout: 10) {
+            $0.contains("Passwords (4)") && $0.contains("Aardvark") && $0.contains("Name      Router")
+        }
+        try runOK(["password", "edit", "Router", "--user", "admin", "--url", "http://192.168.1.1"])
+        tmux.wait(for: "the edited fields in the detail pane", timeout: 10) {
+            $0.contains("User      admin") && $0.contains("http://192.168.1.1") && $0.contains("Name      Router")
+        }
+        try runOK(["password", "rm", "GitHub", "--force"])
+        tmux.wait(for: "the removal", timeout: 10) { !$0.contains("GitHub") && $0.contains("Passwords (3)") }
+        XCTAssertTrue(tmux.screen().contains("Name      Router"), "the selection stayed: \(tmux.screen())")
+        try runOK(["note", "add", "Fresh note"], stdin: "written elsewhere")
+        tmux.send("Tab")
+        tmux.wait(for: "the other process's note", timeout: 10) {
+            $0.contains("Notes (2)") && $0.contains("Fresh note")
+        }
+        tmux.send("Tab")
+        try runOK(["password", "rm", "Router", "--force"])
+        tmux.wait(for: "the selected entry gone, a neighbour selected", timeout: 10) {
+            !$0.contains("Router") && $0.contains("Passwords (2)") && $0.contains("Name      ")
+        }
+        tmux.send("C-q")
+        tmux.expect("browse-exit=0")
+    }
+
+    func testAddShowsTheCLIValidationMessagesAndSavesNothingUntilValid() throws {
+        try initVault()
+        let tmux = try TmuxSession(browseCommand())
+        tmux.expect("No entries yet")
+        tmux.send("C-n")
+        tmux.expect("New password entry")
+        tmux.send("Tab")
+        tmux.type("a b")
+        tmux.send("Tab", "Tab")
+        tmux.type("nope")
+        tmux.send("C-s")
+        let cli = try run(["password", "add", "", "--user", "a b", "--url", "nope"], stdin: "")
+        XCTAssertEqual(cli.status, 65)
+        for line in cli.stderr.split(separator: "\n") {
+            tmux.expect(String(line))  // the same words as the CLI, line for line
+        }
+        let listed = try runOK(["password", "list", "--json"]).stdout
+        XCTAssertEqual(listed.trimmingCharacters(in: .whitespacesAndNewlines), "[\n\n]")
+
+        tmux.send("BTab", "BTab", "BTab")
+        tmux.type("Mail")
+        tmux.send("Tab", "C-u")
+        tmux.type("ada")
+        tmux.send("Tab")
+        tmux.type("mail-secret")
+        tmux.send("Tab", "C-u")
+        tmux.type("https://mail.example")
+        tmux.send("C-s")
+        tmux.expect("Added entry 1.")
+        tmux.expect("Passwords (1)")
+        XCTAssertFalse(tmux.screen().contains("mail-secret"), "a typed password is never shown")
+        let shown = try runOK(["password", "show", "Mail", "--reveal", "--json"]).stdout
+        XCTAssertTrue(shown.contains("\"password\" : \"mail-secret\"") && shown.contains("\"userId\" : \"ada\""), shown)
+
+        // Editing and deleting go through the same vault calls.
+        rename(tmux, entry: 1, to: "Webmail")
+        XCTAssertTrue(try runOK(["password", "list"]).stdout.contains("Webmail"))
+        tmux.send("C-d")
+        tmux.expect("Delete entry 1 'Webmail'? y/n")
+        tmux.type("y")
+        tmux.expect("Removed entry 1.")
+        XCTAssertEqual(try run(["password", "show", "1"]).status, 66)
+    }
+
+    func testUndoTakesBackTheLastChangesKeepingAnotherProcesssChange() throws {
+        try initVault()
+        try runOK(["password", "add", "Mail", "--user", "ada", "--category", "E-mail"], stdin: "mail-secret")
+        let tmux = try TmuxSession(browseCommand())
+        tmux.expect("Passwords (1)")
+        tmux.send("C-z")
+        tmux.expect("Nothing to undo.")
+
+        rename(tmux, entry: 1, to: "Webmail")
+        tmux.send("C-z")
+        tmux.expect("Undone: entry 1 has its fields back.")
+        let restored = try runOK(["password", "show", "1", "--reveal", "--json"]).stdout
+        XCTAssertTrue(restored.contains("\"name\" : \"Mail\""), restored)
+        XCTAssertTrue(restored.contains("\"password\" : \"mail-secret\""), restored)
+
+        tmux.send("C-d")
+        tmux.expect("Delete entry 1 'Mail'? y/n")
+        tmux.type("y")
+        tmux.expect("Removed entry 1.")
+        XCTAssertEqual(try run(["password", "show", "1"]).status, 66)
+        tmux.send("C-z")
+        tmux.expect("Undone: entry 2 is back.")  // under a new ID, every field with it
+        let back = try runOK(["password", "show", "2", "--reveal", "--json"]).stdout
+        for field in ["\"name\" : \"Mail\"", "\"password\" : \"mail-secret\"", "\"userId\" : \"ada\"",
+                      "\"category\" : \"E-mail\""] {
+            XCTAssertTrue(back.contains(field), "\(field) in \(back)")
+        }
+
+        // Undo puts back only what the view's change set: another process's change stays.
+        rename(tmux, entry: 2, to: "Mine")
+        try runOK(["password", "edit", "2", "--url", "https://theirs.example"])
+        tmux.send("C-z")
+        tmux.expect("Undone: entry 2 has its fields back.")
+        let merged = try runOK(["password", "show", "2", "--json"]).stdout
+        XCTAssertTrue(merged.contains("\"name\" : \"Mail\""), merged)
+        XCTAssertTrue(merged.contains("https://theirs.example"), "their change is kept: \(merged)")
+
+        // Adding is undone by removing; an undo after the history is used up says so.
+        tmux.send("C-n")
+        tmux.type("Spare")
+        tmux.send("Tab", "Tab")
+        tmux.type("spare-secret")
+        tmux.send("C-s")
+        tmux.expect("Added entry 3.")
+        tmux.send("C-z")
+        tmux.expect("Undone: entry 3 removed.")
+        XCTAssertEqual(try run(["password", "show", "3"]).status, 66)
+        tmux.send("C-q")
+        tmux.expect("browse-exit=0")
+    }
+
+    /// A stand-in for xclip: `-in` keeps standard input in a file, `-out` prints it.
+    func fakeClipboard() throws -> (bin: URL, store: URL) {
+        let bin = home.appendingPathComponent("bin")
+        try FileManager.default.createDirectory(at: bin, withIntermediateDirectories: true)
+        let store = home.appendingPathComponent("clipboard")
+        let script = """
+        #!/bin/sh
+        for a in "$@"; do
+          case "$a" in -in) cat > '\(store.path)'; exit 0;; -out) cat '\(store.path)'; exit 0;; esac
+        done
+        exit 1
+        """
+        let tool = bin.appendingPathComponent("xclip")
+        try script.write(to: tool, atomically: true, encoding: .utf8)
+        chmod(tool.path, 0o700)
+        return (bin, store)
+    }
+
+    func testCopiesPasswordUserAndOneTimeCodeAndClearsThem() throws {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/oathtool") else {
+            throw XCTSkip("oathtool is not installed (CI installs it)")
+        }
+        try initVault()
+        try runOK(["password", "add", "GitHub", "--user", "ada"], stdin: "gh-secret-1")
+        let clipboard = try fakeClipboard()
+        let read = { (try? String(contentsOf: clipboard.store, encoding: .utf8)) ?? "" }
+        let tmux = try TmuxSession(browseCommand(environment: [
+            "PATH": clipboard.bin.path + ":/usr/local/bin:/usr/bin:/bin", "DISPLAY": ":99", "MYSTASH_CLIP_TIME": "2",
+        ]))
+        tmux.expect("Passwords (1)")
+        tmux.send("C-p")
+        tmux.expect("Copied the password to the clipboard; it is cleared in 2 seconds.")
+        XCTAssertEqual(read(), "gh-secret-1")
+        XCTAssertFalse(tmux.screen().contains("gh-secret-1"), "copying shows nothing")
+        tmux.wait(for: "the clipboard cleared", timeout: 15) { _ in read().isEmpty }
+        tmux.send("C-y")
+        tmux.expect("Copied the user to the clipboard")
+        XCTAssertEqual(read(), "ada")
+
+        tmux.send("C-o")
+        tmux.expect("Error: entry 'GitHub' has no TOTP secret")
+        // A TOTP secret added in the edit form (its seventh field), then its code copied.
+        tmux.send("C-e")
+        tmux.expect("Edit entry 1")
+        for _ in 0..<6 { tmux.send("Tab") }
+        tmux.type("JBSWY3DPEHPK3PXP")
+        tmux.send("C-s")
+        tmux.expect("Saved entry 1.")
+        tmux.expect("OTP       ••••••  (^O copies)")
+        tmux.send("C-o")
+        tmux.expect("Copied the one-time code to the clipboard")
+        let oathtool = Process()
+        oathtool.executableURL = URL(fileURLWithPath: "/usr/bin/oathtool")
+        oathtool.arguments = ["--totp", "-b", "-N", "now - 30 seconds", "-w", "1", "JBSWY3DPEHPK3PXP"]
+        let output = Pipe()
+        oathtool.standardOutput = output
+        try oathtool.run()
+        let printed = output.fileHandleForReading.readDataToEndOfFile()
+        let codes = String(decoding: printed, as: UTF8.self).split(separator: "\n")
+        oathtool.waitUntilExit()
+        XCTAssertTrue(codes.contains(Substring(read())), "\(read()) is oathtool's code (one of \(codes))")
+        tmux.send("C-q")
+        tmux.expect("browse-exit=0")
+    }
+
+    func testIdleLockDropsTheViewAndTheMasterPasswordBringsItBack() throws {
+        try addEntries()
+        let tmux = try TmuxSession(browseCommand(["--idle-lock", "1"]))
+        tmux.expect("Passwords (3)")
+        tmux.expect("MyStash is locked")
+        tmux.expect("locked after 1 seconds without a key press")
+        let locked = tmux.screen()
+        for name in ["GitHub", "Router", "ada", "Web Site"] {
+            XCTAssertFalse(locked.contains(name), "\(name) is gone: \(locked)")
+        }
+        tmux.type("wrong")
+        tmux.send("Enter")
+        tmux.expect("Error: wrong master password")
+        tmux.type("pw")
+        tmux.send("Enter")
+        tmux.expect("Passwords (3)", timeout: 10)
+        tmux.expect("GitHub")
+        tmux.send("C-c")
+        tmux.expect("browse-exit=0")
+    }
+
+    func testNarrowResizedAndWithoutColour() throws {
+        try addEntries()
+        let tmux = try TmuxSession(browseCommand(environment: ["NO_COLOR": "1"]), columns: 40, rows: 16)
+        tmux.expect("Passwords (3)")
+        tmux.expect("Name      漢字 Bank")  // the detail pane below the list
+        let narrow = tmux.screen(escapes: true)
+        let colour = narrow.range(of: "\u{1B}\\[[0-9;]*3[0-7](;[0-9]+)*m", options: .regularExpression)
+        XCTAssertNil(colour, "no colour under NO_COLOR")
+        XCTAssertTrue(narrow.contains("\u{1B}[7m") || narrow.contains(";7m"), "selection in reverse video")
+        for line in tmux.screen().split(separator: "\n") { XCTAssertLessThanOrEqual(line.count, 40, String(line)) }
+
+        tmux.resize(columns: 100, rows: 20)
+        tmux.wait(for: "the side-by-side layout") { $0.contains("│ Name      漢字 Bank") }
+        tmux.resize(columns: 30, rows: 10)
+        tmux.wait(for: "the small layout") { screen in
+            screen.split(separator: "\n").allSatisfy { $0.count <= 30 } && screen.contains("Passwords")
+        }
+        tmux.send("C-q")
+        tmux.expect("browse-exit=0")
+    }
+
+    func testSignalsRestoreTheTerminal() throws {
+        try addEntries()
+        for (signal, status) in [(SIGTERM, 143), (SIGHUP, 129), (SIGINT, 130)] {
+            let tmux = try TmuxSession(browseCommand())
+            tmux.expect("Passwords (3)")
+            let pids = tmux.commandProcessIDs()
+            XCTAssertEqual(pids.count, 1)
+            for pid in pids { kill(pid, signal) }
+            tmux.expect("browse-exit=\(status)")
+            tmux.expect("icanon echo", timeout: 5)
+            XCTAssertFalse(tmux.screen(history: true).contains("GitHub"), "signal \(signal): nothing left on screen")
+        }
+    }
+
+    func testSuspendedFromOutsideItGivesTheTerminalBackAndRedrawsOnContinue() throws {
+        try addEntries()
+        let tmux = try TmuxSession(browseCommand())
+        tmux.expect("Passwords (3)")
+        let pids = tmux.commandProcessIDs()
+        XCTAssertEqual(pids.count, 1)
+        pids.forEach { kill($0, SIGTSTP) }
+        tmux.wait(for: "the shell's screen while stopped") { $0.contains("before-browse") && !$0.contains("GitHub") }
+        pids.forEach { kill($0, SIGCONT) }
+        tmux.wait(for: "a full redraw") { $0.contains("Passwords (3)") && $0.contains("Name      漢字 Bank") }
+        tmux.send("C-q")
+        tmux.expect("browse-exit=0")
+    }
+
+    func testInsideGNUScreen() throws {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/screen") else {
+            throw XCTSkip("GNU screen is not installed (CI installs it)")
+        }
+        try addEntries()
+        // screen runs the same shell line from a file, inside the tmux pane.
+        let script = home.appendingPathComponent("browse.sh")
+        let line = browseCommand().replacingOccurrences(of: "sleep 600", with: "sleep 2")
+        try line.write(to: script, atomically: true, encoding: .utf8)
+        let tmux = try TmuxSession("screen -U -q -c /dev/null sh '\(script.path)'; echo screen-done; sleep 600",
+                                   columns: 60, rows: 20)
+        tmux.expect("Passwords (3)")
+        tmux.expect("Name      漢字 Bank")
+        tmux.type("rout")
+        tmux.expect("Passwords (1)")
+        tmux.send("C-q")
+        tmux.expect("browse-exit=0")
+        tmux.expect("icanon echo")
+        XCTAssertFalse(tmux.screen().contains("Router"), tmux.screen())
+    }
+
+    func testWithoutATerminalItSaysSo() throws {
+        try initVault()
+        let result = try run(["browse"])
+        XCTAssertEqual(result.status, 64)
+        XCTAssertTrue(result.stderr.contains("hint: run 'mystash browse' in a terminal"), result.stderr)
+    }
+}

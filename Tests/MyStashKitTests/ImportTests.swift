@@ -1,0 +1,309 @@
+import Foundation
+import XCTest
+
+@testable import MyStashKit
+
+/// Imports of files made by the real tools (keepassxc-cli, pass with gpg) where this machine
+/// can make them, and of Bitwarden exports built from its documented schema with every item type.
+final class ImportTests: VaultTestCase {
+    static var fixtures: URL { Bundle.module.url(forResource: "Fixtures", withExtension: nil)! }
+
+    func fixture(_ name: String) throws -> Data { try Data(contentsOf: Self.fixtures.appendingPathComponent(name)) }
+
+    // MARK: - Bitwarden
+
+    func testBitwardenEveryItemTypeIsCarriedOverOrReported() throws {
+        let vault = try makeVault()
+        let report = try vault.importItems(try fixture("bitwarden-all-types.json"), format: .bitwardenJSON)
+        XCTAssertEqual(
+            report.imported.filter { $0.kind == "entry" }.map(\.title).sorted(),
+            ["Build server key", "Jira", "Passport", "Router", "Visa"])
+        XCTAssertEqual(report.imported.filter { $0.kind == "note" }.map(\.title), ["Door codes"])
+        XCTAssertEqual(report.skipped.map(\.title), ["Future kind"])
+        XCTAssertEqual(report.skipped.first?.reason, "unknown Bitwarden item type 9")
+
+        let jira = try vault.entry("Jira", reveal: true)
+        XCTAssertEqual(jira.url, "https://jira.example.com")
+        XCTAssertEqual(jira.moreURLs, ["jira.example.net", "androidapp://com.atlassian.android.jira.core"])
+        XCTAssertEqual(jira.userId, "ada@example.com")
+        XCTAssertEqual(jira.password, "jira-pw-now")
+        XCTAssertEqual(jira.category, "Work/Clients & Partners")
+        XCTAssertEqual(jira.favorite, true)
+        XCTAssertEqual(jira.totp, "otpauth://totp/Jira:ada?secret=JBSWY3DPEHPK3PXP&issuer=Jira")
+        XCTAssertEqual(jira.notes, "team board")
+        XCTAssertEqual(
+            jira.fields,
+            [
+                FieldInfo(name: "Employee ID", value: "E-1024", hidden: false),
+                FieldInfo(name: "Security answer", value: "blue whale", hidden: true),
+                FieldInfo(name: "Remember me", value: "true", hidden: false),
+                FieldInfo(name: "Login alias", value: "(linked to the username)", hidden: false),
+            ])
+        XCTAssertEqual(jira.createdAt, try XCTUnwrap(ISO8601DateFormatter().date(from: "2021-01-02T03:04:05Z")))
+        XCTAssertEqual(
+            try vault.passwordHistory("Jira", reveal: true).map(\.password), ["jira-pw-old-2", "jira-pw-old-1"])
+        XCTAssertNil(
+            try vault.entry("Jira", reveal: false).fields?[1].value, "a hidden field is masked unless revealed")
+
+        let router = try vault.entry("Router", reveal: true)
+        XCTAssertEqual(router.password, "")
+        XCTAssertEqual(router.userId, "admin user")
+        XCTAssertEqual(router.url, "192.168.1.1")
+        XCTAssertEqual(try vault.totpCode("Router").totp.digits, 6)
+
+        let visa = try vault.entry("Visa", reveal: true)
+        XCTAssertEqual(visa.category, "Payment Card")
+        XCTAssertEqual(try vault.fieldValue("number", of: "Visa"), "4111111111111111")
+        XCTAssertEqual(visa.fields?.first { $0.name == "Security code" }?.hidden, true)
+        XCTAssertEqual(try vault.entry("Passport", reveal: true).category, "Identity")
+        XCTAssertEqual(try vault.fieldValue("Passport number", of: "Passport"), "925076473")
+        XCTAssertEqual(try vault.entry("Build server key", reveal: true).category, "SSH Key")
+        XCTAssertTrue(
+            try vault.fieldValue("Private key", of: "Build server key").hasPrefix("-----BEGIN OPENSSH PRIVATE KEY-----")
+        )
+
+        let door = try vault.note("Door codes")
+        XCTAssertEqual(door.folder, "Home")
+        XCTAssertEqual(door.text, "front 4711\nback 0815\n\nAlarm: 9999")
+    }
+
+    func testMystashJSONCarriesEveryVersion2FieldAcross() throws {
+        let vault = try makeVault()
+        _ = try vault.importItems(try fixture("bitwarden-all-types.json"), format: .bitwardenJSON)
+        let exported = try vault.exportJSON()
+        let other = directory.appendingPathComponent("../copy-\(UUID().uuidString)").standardizedFileURL
+        defer { try? FileManager.default.removeItem(at: other) }
+        let copy = try Vault.create(at: other, password: password, parameters: cheap)
+        _ = try copy.importItems(exported, format: .mystashJSON)
+        for name in ["Jira", "Router", "Visa", "Passport", "Build server key"] {
+            var original = try vault.entry(name, reveal: true)
+            var copied = try copy.entry(name, reveal: true)
+            XCTAssertEqual(try copy.passwordHistory(name, reveal: true), try vault.passwordHistory(name, reveal: true), name)
+            (original.id, copied.id) = (0, 0)
+            XCTAssertEqual(copied, original, name)
+        }
+        XCTAssertEqual(try copy.note("Door codes"), try vault.note("Door codes"))
+        XCTAssertEqual(try copy.importItems(exported, format: .mystashJSON).imported, [], "and again adds nothing")
+    }
+
+    func testBitwardenOrganisationCollectionsBecomeTheCategory() throws {
+        let vault = try makeVault()
+        _ = try vault.importItems(try fixture("bitwarden-organization.json"), format: .bitwardenJSON)
+        let payroll = try vault.entry("Payroll", reveal: true)
+        XCTAssertEqual(payroll.category, "Ops")
+        XCTAssertEqual(payroll.fields, [FieldInfo(name: "Collections", value: "Ops, Finance", hidden: false)])
+    }
+
+    func testAnEncryptedBitwardenExportIsRefusedSavingNothing() throws {
+        let vault = try makeVault()
+        assertVaultError(
+            .invalidData,
+            { _ = try vault.importItems(try self.fixture("bitwarden-encrypted.json"), format: .bitwardenJSON) }
+        ) {
+            XCTAssertEqual($0.kind.exitCode, 65)
+            XCTAssertTrue($0.message.contains("encrypted"), $0.message)
+        }
+        XCTAssertEqual(try vault.entries().count, 0)
+    }
+
+    // MARK: - Reports, dry runs and re-imports
+
+    func testImportingTheSameFileAgainAddsNothingAndADryRunSavesNothing() throws {
+        let vault = try makeVault()
+        let data = try fixture("bitwarden-all-types.json")
+        let dry = try vault.importItems(data, format: .bitwardenJSON, dryRun: true)
+        XCTAssertTrue(dry.dryRun)
+        XCTAssertEqual(dry.imported.filter { $0.kind == "entry" }.count, 5)
+        XCTAssertEqual(try vault.entries().count, 0, "a dry run saves nothing")
+
+        let first = try vault.importItems(data, format: .bitwardenJSON)
+        let entriesBefore = try vault.entries().count
+        let second = try vault.importItems(data, format: .bitwardenJSON)
+        XCTAssertEqual(second.imported, [])
+        XCTAssertEqual(second.updated, [])
+        XCTAssertEqual(
+            Set(second.skipped.map(\.title)),
+            Set(first.imported.filter { $0.kind != "category" }.map(\.title) + ["Future kind"]))
+        XCTAssertEqual(try vault.entries().count, entriesBefore)
+        XCTAssertEqual(try vault.notes().count, 1)
+        XCTAssertEqual(try vault.passwordHistory("Jira", reveal: true).count, 2, "history is merged, not repeated")
+
+        // A changed password updates the entry and moves the old one into its history.
+        let changed = try XCTUnwrap(String(data: data, encoding: .utf8)).replacingOccurrences(
+            of: "jira-pw-now", with: "jira-pw-newer")
+        let third = try vault.importItems(Data(changed.utf8), format: .bitwardenJSON)
+        XCTAssertEqual(third.updated.map(\.title), ["Jira"])
+        XCTAssertEqual(try vault.entry("Jira", reveal: true).password, "jira-pw-newer")
+        XCTAssertEqual(try vault.passwordHistory("Jira", reveal: true).first?.password, "jira-pw-now")
+    }
+
+    func testValidationNamesTheItemByItsTitleAndSavesNothing() throws {
+        let vault = try makeVault()
+        let bad = Data(
+            #"""
+            {"items":[{"type":1,"name":"Good","login":{"password":"x"}},
+                      {"type":1,"name":"Bad\u001b[2J","login":{"username":"a\u0007b","password":"y"}},
+                      {"type":1,"name":"","login":{"password":"z"}}]}
+            """#.utf8)
+        assertVaultError(.invalidData, { _ = try vault.importItems(bad, format: .bitwardenJSON, dryRun: true) }) {
+            error in
+            XCTAssertEqual(error.details.count, 3, "a dry run finds the same problems")
+        }
+        assertVaultError(.invalidData, { _ = try vault.importItems(bad, format: .bitwardenJSON) }) { error in
+            XCTAssertEqual(
+                Set(error.details),
+                [
+                    "entry 'Bad\u{1B}[2J': name must be one line without control characters",
+                    "entry 'Bad\u{1B}[2J': user ID must be one line without control characters",
+                    "entry 3 (untitled): name is required",
+                ])
+        }
+        XCTAssertEqual(try vault.entries().count, 0)
+    }
+
+    func testHistoryIsBounded() throws {
+        let vault = try makeVault()
+        try vault.addEntry(name: "Rotating", password: "p0", userId: nil, url: nil, category: nil, notes: nil)
+        for number in 1...(Vault.historyLimit + 5) {
+            var changes = EntryChanges()
+            changes.password = "p\(number)"
+            try vault.editEntry("Rotating", changes)
+        }
+        let history = try vault.passwordHistory("Rotating", reveal: true)
+        XCTAssertEqual(history.count, Vault.historyLimit)
+        XCTAssertEqual(history.first?.password, "p\(Vault.historyLimit + 4)")
+        XCTAssertNil(try vault.passwordHistory("Rotating", reveal: false).first?.password)
+    }
+
+    // MARK: - KeePassXC, through keepassxc-cli
+
+    /// Imports Fixtures/keepassxc-source.xml into a real KeePassXC database and exports it.
+    func keepassxcExport(_ format: String) throws -> Data {
+        guard let cli = ChildProcess.find("keepassxc-cli") else {
+            throw XCTSkip("keepassxc-cli is not installed (apt-get install keepassxc)")
+        }
+        let work = directory.deletingLastPathComponent().appendingPathComponent("kp-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: work) }
+        let database = work.appendingPathComponent("test.kdbx").path
+        let made = try XCTUnwrap(
+            ChildProcess.execute(
+                [
+                    cli, "import", "-p", Self.fixtures.appendingPathComponent("keepassxc-source.xml").path,
+                    database,
+                ], input: Data("pw\npw\n".utf8)))
+        XCTAssertEqual(made.status, 0, String(decoding: made.errors, as: UTF8.self))
+        let exported = try XCTUnwrap(
+            ChildProcess.execute([cli, "export", "-f", format, database], input: Data("pw\n".utf8)))
+        XCTAssertEqual(exported.status, 0, String(decoding: exported.errors, as: UTF8.self))
+        return exported.output
+    }
+
+    func testKeePassXCCSVFromKeePassXCWithBOMAndCRLF() throws {
+        let csv = try keepassxcExport("csv")
+        for (label, data) in [
+            ("as exported", csv),
+            (
+                "re-saved with a BOM and CRLF",
+                Data([0xEF, 0xBB, 0xBF])
+                    + Data(
+                        String(decoding: csv, as: UTF8.self)
+                            .replacingOccurrences(of: "\n", with: "\r\n").utf8)
+            ),
+        ] {
+            try? FileManager.default.removeItem(at: directory)
+            let vault = try makeVault()
+            let report = try vault.importItems(data, format: .keepassxcCSV)
+            XCTAssertEqual(report.skipped.map(\.title), ["Old thing"], label)
+            XCTAssertEqual(report.skipped.first?.reason, "in the recycle bin", label)
+            let github = try vault.entry("GitHub", reveal: true)
+            XCTAssertEqual(github.userId, "ada lovelace", label)
+            XCTAssertEqual(github.url, "github.com", label)
+            XCTAssertEqual(github.notes, "line one\nline two", label)
+            XCTAssertNil(github.category, label)
+            XCTAssertEqual(github.createdAt, ISO8601DateFormatter().date(from: "2020-01-02T03:04:05Z"), label)
+            XCTAssertEqual(github.updatedAt, ISO8601DateFormatter().date(from: "2021-02-03T04:05:06Z"), label)
+            XCTAssertEqual(try vault.totpCode("GitHub").totp.period, 30, label)
+            let router = try vault.entry("Router", reveal: true)
+            XCTAssertEqual(router.category, "Work/Mail & Chat", label)
+            XCTAssertEqual(router.password, "", label)
+            XCTAssertEqual(router.url, "192.168.1.1", label)
+        }
+    }
+
+    func testKeePassXCXMLKeepsCustomAttributesTagsHistoryAndTOTP() throws {
+        let vault = try makeVault()
+        let report = try vault.importItems(try keepassxcExport("xml"), format: .keepassxcXML)
+        XCTAssertEqual(report.skipped.map(\.title), ["Old thing"])
+        let github = try vault.entry("GitHub", reveal: true)
+        XCTAssertEqual(
+            github.fields,
+            [
+                FieldInfo(name: "Recovery code", value: "rc-1234-5678", hidden: true),
+                FieldInfo(name: "Team", value: "Analytical Engines", hidden: false),
+                FieldInfo(name: "Tags", value: "2fa,work", hidden: false),
+            ])
+        XCTAssertEqual(github.hasTOTP, true)
+        XCTAssertEqual(try vault.passwordHistory("GitHub", reveal: true).map(\.password), ["second-pw", "first-pw"])
+        XCTAssertEqual(try vault.entry("Router", reveal: false).category, "Work/Mail & Chat")
+    }
+
+    // MARK: - pass, through gpg
+
+    func testPassStoreDecryptedWithGPG() throws {
+        guard ChildProcess.find("gpg") != nil, ChildProcess.find("pass") != nil else {
+            throw XCTSkip("gpg and pass are not installed (apt-get install gnupg pass)")
+        }
+        let home = directory.deletingLastPathComponent().appendingPathComponent("gnupg-\(UUID().uuidString.prefix(8))")
+        let store = directory.deletingLastPathComponent().appendingPathComponent("store-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(
+            at: home, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        defer {
+            _ = ChildProcess.execute(["gpgconf", "--kill", "gpg-agent"])
+            try? FileManager.default.removeItem(at: home)
+            try? FileManager.default.removeItem(at: store)
+        }
+        let saved = ProcessInfo.processInfo.environment["GNUPGHOME"]
+        setenv("GNUPGHOME", home.path, 1)
+        setenv("PASSWORD_STORE_DIR", store.path, 1)
+        defer {
+            if let saved { setenv("GNUPGHOME", saved, 1) } else { unsetenv("GNUPGHOME") }
+            unsetenv("PASSWORD_STORE_DIR")
+        }
+        func must(_ arguments: [String], _ input: String = "") throws {
+            let result = try XCTUnwrap(ChildProcess.execute(arguments, input: Data(input.utf8)), arguments[0])
+            XCTAssertEqual(
+                result.status, 0,
+                "\(arguments.joined(separator: " ")): \(String(decoding: result.errors, as: UTF8.self))")
+        }
+        try must([
+            "gpg", "--batch", "--passphrase", "", "--quick-gen-key", "mystash-test@example.org", "default", "default",
+            "never",
+        ])
+        try must(["pass", "init", "mystash-test@example.org"])
+        try must(
+            ["pass", "insert", "-m", "Work/Mail & Chat/ada@example.org"],
+            "mail-pw\nlogin: ada@example.org\nurl: mail.example.org\notpauth://totp/Mail:ada?secret=JBSWY3DPEHPK3PXP\n\nrecovery: 1234\n"
+        )
+        try must(["pass", "insert", "-m", "router"], "router-pw\n")
+        try FileManager.default.createDirectory(
+            at: store.appendingPathComponent("broken"), withIntermediateDirectories: true)
+        try Data("not gpg".utf8).write(to: store.appendingPathComponent("broken/garbage.gpg"))
+
+        let vault = try makeVault()
+        let report = try vault.importPasswordStore(at: store)
+        XCTAssertEqual(
+            report.imported.filter { $0.kind == "entry" }.map(\.title).sorted(), ["ada@example.org", "router"])
+        XCTAssertEqual(report.skipped.map(\.title), ["broken/garbage"])
+        XCTAssertTrue(report.skipped.first?.reason?.hasPrefix("gpg could not decrypt it") == true)
+        let mail = try vault.entry("ada@example.org", reveal: true)
+        XCTAssertEqual(mail.password, "mail-pw")
+        XCTAssertEqual(mail.userId, "ada@example.org")
+        XCTAssertEqual(mail.url, "mail.example.org")
+        XCTAssertEqual(mail.category, "Work/Mail & Chat")
+        XCTAssertEqual(mail.notes, "recovery: 1234")
+        XCTAssertEqual(mail.hasTOTP, true)
+        XCTAssertEqual(try vault.entry("router", reveal: true).password, "router-pw")
+        XCTAssertEqual(try vault.importPasswordStore(at: store).imported, [], "a second import adds nothing")
+    }
+}

@@ -1,0 +1,105 @@
+import Foundation
+import XCTest
+
+@testable import ObjectGraph
+
+/// Uniqueness constraints from the model (`<uniquenessConstraints>`), checked at save, on
+/// Apple's coredataplus store (Car.numberPlate; Person.firstName + lastName; SportCar and
+/// ExpensiveSportCar inherit Car's).
+final class UniquenessConstraintTests: ObjectGraphTestCase {
+    static let folder = "CoreData/coredataplus-samplemodel/"
+
+    func openStore() throws -> (URL, ManagedObjectContext) {
+        let url = directory.appendingPathComponent("cars.sqlite")
+        try FileManager.default.copyItem(
+            at: Self.fixturesURL.appendingPathComponent(Self.folder + "SampleModel_V1.sqlite"), to: url)
+        let model = try ManagedObjectModel(
+            contentsOf: Self.fixturesURL.appendingPathComponent(
+                Self.folder + "SampleModel.xcdatamodeld/SampleModel.xcdatamodel"))
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
+        try coordinator.addPersistentStore(type: .sqlite, at: url)
+        return (url, ManagedObjectContext(coordinator: coordinator))
+    }
+
+    func count(_ url: URL, _ sql: String) throws -> String {
+        String(decoding: try runSQLite3([url.path, sql]), as: UTF8.self).trimmingCharacters(
+            in: .whitespacesAndNewlines)
+    }
+
+    func newPerson(_ context: ManagedObjectContext, _ first: String, _ last: String) -> ManagedObject {
+        let person = context.insertNewObject(forEntityName: "Person")
+        person["firstName"] = first
+        person["lastName"] = last
+        person["id"] = UUID()
+        person["updatedAt"] = Date()
+        return person
+    }
+
+    func testAnInsertedObjectWithAStoredRowsValuesIsRefusedNamingIt() throws {
+        let (url, context) = try openStore()
+        let plate = try count(url, "SELECT ZNUMBERPLATE FROM ZCAR WHERE Z_PK = 3")
+        let before = try count(url, "SELECT COUNT(*) FROM ZCAR")
+        // A sub-entity inherits Car's constraint.
+        let car = context.insertNewObject(forEntityName: "SportCar")
+        car["numberPlate"] = plate
+        XCTAssertThrowsError(try context.save()) { error in
+            let error = error as? ObjectGraphError
+            XCTAssertEqual(error?.code, .constraintConflict)
+            XCTAssertEqual(
+                error?.message,
+                "a new SportCar has the same numberPlate as the stored Car row 3 "
+                    + "(uniqueness constraint of Car)")
+            XCTAssertTrue(error?.objects.first === car)
+            XCTAssertFalse(error?.message.contains(plate) == true, "no value in the message")
+        }
+        XCTAssertEqual(try count(url, "SELECT COUNT(*) FROM ZCAR"), before)
+        car["numberPlate"] = "NEW-PLATE-1"
+        XCTAssertNoThrow(try context.save())
+        XCTAssertEqual(try count(url, "SELECT COUNT(*) FROM ZCAR WHERE ZNUMBERPLATE = 'NEW-PLATE-1'"), "1")
+    }
+
+    func testTwoObjectsOfOneSaveConflictOnTheWholeConstraintOnly() throws {
+        let (url, context) = try openStore()
+        _ = newPerson(context, "Ada", "Lovelace")
+        _ = newPerson(context, "Ada", "Byron")  // one attribute of two in common: no conflict
+        XCTAssertNoThrow(try context.save())
+        _ = newPerson(context, "Grace", "Hopper")
+        _ = newPerson(context, "Grace", "Hopper")
+        XCTAssertThrowsError(try context.save()) { error in
+            XCTAssertEqual((error as? ObjectGraphError)?.code, .constraintConflict)
+            XCTAssertTrue("\(error)".contains("firstName, lastName as another Person of this save"), "\(error)")
+        }
+        XCTAssertEqual(try count(url, "SELECT COUNT(*) FROM ZPERSON WHERE ZFIRSTNAME = 'Grace'"), "0")
+    }
+
+    func testARowMovingOffItsValuesFreesThemInTheSameSave() throws {
+        let (_, context) = try openStore()
+        let car = try XCTUnwrap(try context.existingObject(entityName: "Car", primaryKey: 3))
+        let plate = try XCTUnwrap(car["numberPlate"] as? String)
+        car["numberPlate"] = "MOVED-1"
+        let other = context.insertNewObject(forEntityName: "Car")
+        other["numberPlate"] = plate
+        XCTAssertNoThrow(try context.save())
+        // An unchanged row keeps its values taken.
+        let third = context.insertNewObject(forEntityName: "Car")
+        third["numberPlate"] = "MOVED-1"
+        XCTAssertThrowsError(try context.save())
+    }
+
+    func testNewStoresGetCoreDataNamedUniqueIndexes() throws {
+        let model = try ManagedObjectModel(
+            contentsOf: Self.fixturesURL.appendingPathComponent(
+                Self.folder + "SampleModel.xcdatamodeld/SampleModel.xcdatamodel"))
+        let url = directory.appendingPathComponent("new.sqlite")
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
+        try coordinator.addPersistentStore(type: .sqlite, at: url)
+        try coordinator.close()
+        let sql = "SELECT sql FROM sqlite_master WHERE name LIKE 'Z\\_%\\_UNIQUE\\_%' ESCAPE '\\' ORDER BY name"
+        let fixture = Self.fixturesURL.appendingPathComponent(Self.folder + "SampleModel_V1.sqlite")
+        XCTAssertEqual(
+            try count(url, sql),
+            String(decoding: try runSQLite3(["-readonly", fixture.path, sql]), as: UTF8.self)
+                .trimmingCharacters(in: .whitespacesAndNewlines))
+        XCTAssertTrue(try count(url, sql).contains("Z_Person_UNIQUE_firstName_lastName"))
+    }
+}
