@@ -49,7 +49,7 @@ let package = Package(
         .testTarget(name: "ObjectGraphTests", dependencies: ["ObjectGraph"], resources: [.copy("Fixtures")]),
         .testTarget(name: "StashCryptoTests", dependencies: ["StashCrypto"], resources: [.copy("Vectors")]),
         .testTarget(name: "MyStashKitTests", dependencies: ["MyStashKit", "StashCrypto", "ObjectGraph"], resources: [.copy("Fixtures")]),
-        .testTarget(name: "MyStashCLITests", dependencies: ["MyStashKit"]),
+        .testTarget(name: "MyStashCLITests", dependencies: ["MyStashKit", "ObjectGraph"]),
         .testTarget(name: "TerminalUITests", dependencies: ["TerminalUI"]),
     ],
     swiftLanguageModes: [.v6]

@@ -174,6 +174,7 @@ public final class Vault {
         _ = fsyncPath(parent.path)
         let vault = try open(at: directory)
         vault.transformer.dataKey = dataKey
+        try vault.didUnlock(verifying: false)
         return vault
     }
 

@@ -52,7 +52,6 @@ struct PasswordCommand: ParsableCommand {
         @OptionGroup var generator: GeneratorOptions
 
         func validate() throws {
-            if editNotes { try requireTerminal(for: "--edit-notes") }
             if totp { try requireTerminal(for: "--totp") }
         }
 
@@ -200,7 +199,6 @@ struct PasswordCommand: ParsableCommand {
 
         func validate() throws {
             if newPassword && generate { throw ValidationError("Use either '--new-password' or '--generate', not both") }
-            if editNotes { try requireTerminal(for: "--edit-notes") }
             if totp { try requireTerminal(for: "--totp") }
         }
 

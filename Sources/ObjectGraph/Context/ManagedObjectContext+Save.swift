@@ -37,7 +37,9 @@ extension ManagedObjectContext {
         _ = coordinator.triggerReports.take()
         do {
             try wrapStoreErrors(.saveFailed, "cannot save") {
-                try coordinator.write(stores: try storesWritten(inserted + updated + deleted)) { db in
+                // An observer may write to any store: then every store is locked up front, in order.
+                let locked = coordinator.writeObserver == nil ? try storesWritten(inserted + updated + deleted) : nil
+                try coordinator.write(stores: locked) { db in
                     try validateChanges()
                     try checkUniquenessConstraints(inserted: inserted, updated: updated, deleted: deleted, db)
                     try assignPrimaryKeys(inserted, db)
@@ -66,14 +68,12 @@ extension ManagedObjectContext {
         applyTriggerReports(coordinator.triggerReports.take())
     }
 
-    /// The stores a save changes: those of its objects and those with pending metadata.
+    /// The stores a save changes (those of its objects and those with pending metadata), in the
+    /// coordinator's order, so that concurrent saves lock them in the same order.
     private func storesWritten(_ objects: [ManagedObject]) throws -> [PersistentStore] {
-        var stores = coordinator.persistentStores.filter(\.metadataNeedsSaving)
-        for object in objects {
-            let store = try coordinator.store(for: object.entity.rootEntity)
-            if !stores.contains(where: { $0 === store }) { stores.append(store) }
-        }
-        return stores
+        var written = Set(coordinator.persistentStores.filter(\.metadataNeedsSaving).map(ObjectIdentifier.init))
+        for object in objects { written.insert(ObjectIdentifier(try coordinator.store(for: object.entity.rootEntity))) }
+        return coordinator.persistentStores.filter { written.contains(ObjectIdentifier($0)) }
     }
 
     // MARK: - Delete rules

@@ -90,8 +90,9 @@ extension PersistentStoreCoordinator {
         try writeObserver.rowsWillChange(keys, in: StoreTransaction(db: db, coordinator: self))
     }
 
+    /// Also for a save that changed metadata only: the observer may keep records of its own.
     func notifyRowsDidChange(_ keys: [StoredRowKey], _ db: Database) throws {
-        guard let writeObserver, !keys.isEmpty else { return }
+        guard let writeObserver else { return }
         try writeObserver.rowsDidChange(keys, in: StoreTransaction(db: db, coordinator: self))
     }
 
