@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import XCTest
 
 /// Random values of every SQLite type, written with the sqlite3 tool into random cells of
@@ -8,17 +9,6 @@ import XCTest
 ///
 /// CI runs `MYSTASH_FUZZ_CASES` cases (default 120); `.ci/fuzz-stored-values` runs 2,000.
 final class StoredValueFuzzTests: CLITestCase {
-    /// SplitMix64: the same seed gives the same cases, so a failure can be replayed.
-    struct Generator: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
 
     static let tables = [
         "Notes.sqlite": ["ZNOTE", "Z_PRIMARYKEY", "Z_METADATA", "MYSTASH_ROW_TAG", "MYSTASH_RECORD"],
@@ -29,7 +19,7 @@ final class StoredValueFuzzTests: CLITestCase {
 
     /// A SQL expression for a random value of a random SQLite type; `copy` stands for a
     /// value taken from another row's cell of the same column (a replayed ciphertext).
-    func randomValue(_ rng: inout Generator, copy: String) -> (sql: String, kind: String) {
+    func randomValue(_ rng: inout SplitMix64, copy: String) -> (sql: String, kind: String) {
         switch Int.random(in: 0..<6, using: &rng) {
         case 0: return ("NULL", "null")
         case 1:
@@ -92,7 +82,7 @@ final class StoredValueFuzzTests: CLITestCase {
                 .output.split(separator: "\n").map(String.init)
             }
         }
-        var rng = Generator(state: seed)
+        var rng = SplitMix64(seed: seed)
         var outcomes: [Outcome: Int] = [:]
         var refusedBySQLite = 0
         for number in 1...cases {
