@@ -24,14 +24,14 @@ extension ManagedObjectContext {
         // against the stores as they are when the rows are written.
         try validateChanges()
 
-        let inserted = insertedSet.objects
-        let updated = updatedSet.objects.filter { !deletedSet.contains($0) }
+        var inserted = insertedSet.objects
+        var updated = updatedSet.objects.filter { !deletedSet.contains($0) }
         let deleted = deletedSet.objects
         if let parent {
             try push(to: parent, inserted: inserted, updated: updated, deleted: deleted)
             return
         }
-        // Many-to-many rows are rewritten from the changed objects before the deleted ones go.
+        // Many-to-many rows are rewritten from the changed objects.
         let joinChanges = (inserted + updated.filter { !$0.changedKeys.isEmpty }).filter { $0.entity.hasJoinTables }
         var rowsUpdated: Set<ObjectIdentifier> = []
         _ = coordinator.triggerReports.take()
@@ -41,15 +41,22 @@ extension ManagedObjectContext {
                 let locked = coordinator.writeObserver == nil ? try storesWritten(inserted + updated + deleted) : nil
                 try coordinator.write(stores: locked) { db in
                     try validateChanges()
-                    try checkUniquenessConstraints(inserted: inserted, updated: updated, deleted: deleted, db)
+                    let adopted = try checkUniquenessConstraints(
+                        inserted: inserted, updated: updated, deleted: deleted, db)
+                    if !adopted.isEmpty {
+                        // Inserted objects that took a stored row's identity update that row.
+                        let ids = Set(adopted.map(ObjectIdentifier.init))
+                        inserted.removeAll { ids.contains(ObjectIdentifier($0)) }
+                        updated += adopted.filter { updatedSet.contains($0) }
+                    }
                     try assignPrimaryKeys(inserted, db)
                     let changing = try rowKeys(of: updated + deleted)
                     try coordinator.notifyRowsWillChange(changing, db)
-                    // Updates first: a row moving off unique values frees them for a new row.
+                    // Updates and deletes first: rows moving off unique values free them for new rows.
                     for object in updated where try updateRow(of: object, db) { rowsUpdated.insert(ObjectIdentifier(object)) }
+                    for object in deleted where try !deleteRow(of: object, db) { deletedSet.remove(object) }
                     for object in inserted { try insertRow(of: object, db) }
                     for object in joinChanges { try writeJoinRows(of: object, db) }
-                    for object in deleted where try !deleteRow(of: object, db) { deletedSet.remove(object) }
                     try enforceDeleteRules(of: deleted.filter { deletedSet.contains($0) }, db)
                     let insertedIDs = Set(inserted.map(ObjectIdentifier.init))
                     try verifyDestinations(of: inserted + updated, inserted: insertedIDs, db)
