@@ -11,9 +11,17 @@ extension ObjectGraphError {
     static func damagedRow(store: PersistentStore, root: EntityDescription, primaryKey: Int64?, _ problem: String)
         -> ObjectGraphError
     {
-        let name = store.url?.lastPathComponent ?? "in-memory store"
+        damagedRow(
+            storeName: store.url?.lastPathComponent ?? "in-memory store", entity: root.name, primaryKey: primaryKey,
+            problem)
+    }
+
+    /// A damaged row named by the store's file name and the entity (or table) holding it.
+    static func damagedRow(storeName: String, entity: String, primaryKey: Int64?, _ problem: String)
+        -> ObjectGraphError
+    {
         let row = primaryKey.map { " row \($0)" } ?? ""
-        return ObjectGraphError(code: .damagedRow, message: "damaged row: \(name), \(root.name)\(row): \(problem)")
+        return ObjectGraphError(code: .damagedRow, message: "damaged row: \(storeName), \(entity)\(row): \(problem)")
     }
 }
 
