@@ -166,7 +166,7 @@ extension ManagedObjectContext {
                             + "WHERE Z_PK = ?"
                 )
                 for row in rows {
-                    let primaryKey: Int64 = row[0] as Int64? ?? 0
+                    let primaryKey = try Self.integer(row, 0, "Z_PK", root: root, store: store)
                     var values: [DatabaseValue] = []
                     for (column, value) in assignments {
                         if column.type == .transformable, let value {
@@ -182,8 +182,9 @@ extension ManagedObjectContext {
                     }
                     try statement.execute(arguments: StatementArguments(values + [primaryKey.databaseValue]))
                 }
-                return rows.map { row in
-                    objectID(primaryKey: row[0] as Int64? ?? 0, entityNumber: row[1] as Int? ?? 0, root: root, store: store)
+                return try rows.map { row in
+                    let (primaryKey, number) = try keyAndEntity(row, root: root, store: store)
+                    return objectID(primaryKey: primaryKey, entityNumber: number, root: root, store: store)
                 }
             }
         }
@@ -213,7 +214,8 @@ extension ManagedObjectContext {
                     db, sql: "SELECT Z_PK, Z_ENT FROM \(store.qualified(entity.rootEntity.tableName)) t0\(conditions)",
                     arguments: StatementArguments(arguments))
                 var deleted: [ObjectID] = []
-                try deleteRows(rows.map { ($0[0] as Int64? ?? 0, $0[1] as Int? ?? 0) }, root: entity.rootEntity, db, into: &deleted)
+                let keys = try rows.map { try keyAndEntity($0, root: entity.rootEntity, store: store) }
+                try deleteRows(keys, root: entity.rootEntity, db, into: &deleted)
                 return deleted
             }
         }
@@ -320,10 +322,17 @@ extension ManagedObjectContext {
                 continue
             }
             result += try Row.fetchAll(db, sql: sql, arguments: StatementArguments(chunk.map(\.databaseValue))).map {
-                ($0[0] as Int64? ?? 0, $0[1] as Int? ?? 0)
+                try keyAndEntity($0, root: destination.rootEntity, store: destinationStore)
             }
         }
         return result
+    }
+
+    /// A row's primary key and entity number; a damaged one is named, not read as 0.
+    private func keyAndEntity(_ row: Row, root: EntityDescription, store: PersistentStore) throws -> (Int64, Int) {
+        let primaryKey = try Self.integer(row, 0, "Z_PK", root: root, store: store)
+        let number = try Self.integer(row, 1, "Z_ENT", root: root, store: store)
+        return (primaryKey, Int(truncatingIfNeeded: number))
     }
 
     private func placeholders(_ count: Int) -> String { Array(repeating: "?", count: count).joined(separator: ",") }
