@@ -160,8 +160,8 @@ extension ManagedObjectContext {
                 for row in rows {
                     let primaryKey = try Self.integer(row, 0, "Z_PK", root: root, store: store)
                     seen.insert(primaryKey)
-                    guard let object = group[primaryKey],
-                          try object.version != Self.integer(row, 2, "Z_OPT", root: root, store: store) else { continue }
+                    let version = try Self.integer(row, 2, "Z_OPT", root: root, store: store)
+                    guard let object = group[primaryKey], object.version != version else { continue }
                     if object.changedKeys.isEmpty && !deletedSet.contains(object) {
                         try load(row, into: object, root: root, store: store)
                     } else {

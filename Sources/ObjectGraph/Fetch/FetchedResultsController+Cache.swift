@@ -73,7 +73,8 @@ extension PersistentStoreCoordinator {
                     let keys = try Row.fetchAll(db, sql: "SELECT Z_ENT, Z_MAX FROM \(store.qualified("Z_PRIMARYKEY"))"
                                                     + " ORDER BY Z_ENT")
                     // Compared, never decoded: a damaged value must move the fingerprint, not trap.
-                    parts.append(keys.map { "\($0[0] as DatabaseValue):\($0[1] as DatabaseValue)" }.joined(separator: ","))
+                    let pairs = keys.map { "\($0[0] as DatabaseValue):\($0[1] as DatabaseValue)" }
+                    parts.append(pairs.joined(separator: ","))
                     return parts.joined(separator: ";")
                 }
             }
