@@ -156,17 +156,18 @@ extension ManagedObjectContext {
         let table = store.qualified(root.tableName)
         let ids = try wrapStoreErrors(.saveFailed, "cannot batch update \(entity.name)") {
             try coordinator.write(stores: [store]) { db -> [ObjectID] in
+                // Every row's key and entity are checked before any is written.
                 let rows = try Row.fetchAll(
                     db, sql: "SELECT Z_PK, Z_ENT FROM \(table) t0\(conditions)",
-                    arguments: StatementArguments(arguments))
+                    arguments: StatementArguments(arguments)
+                ).map { try keyAndEntity($0, root: root, store: store) }
                 let setClause = assignments.map { "\($0.column.columnName) = ?" }.joined(separator: ", ")
                 let statement = try db.makeStatement(
                     sql:
                         "UPDATE \(table) SET \(setClause)\(setClause.isEmpty ? "" : ", ")Z_OPT = Z_OPT + 1 "
                             + "WHERE Z_PK = ?"
                 )
-                for row in rows {
-                    let primaryKey = try Self.integer(row, 0, "Z_PK", root: root, store: store)
+                for (primaryKey, _) in rows {
                     var values: [DatabaseValue] = []
                     for (column, value) in assignments {
                         if column.type == .transformable, let value {
@@ -182,10 +183,7 @@ extension ManagedObjectContext {
                     }
                     try statement.execute(arguments: StatementArguments(values + [primaryKey.databaseValue]))
                 }
-                return try rows.map { row in
-                    let (primaryKey, number) = try keyAndEntity(row, root: root, store: store)
-                    return objectID(primaryKey: primaryKey, entityNumber: number, root: root, store: store)
-                }
+                return rows.map { objectID(primaryKey: $0.0, entityNumber: $0.1, root: root, store: store) }
             }
         }
         for id in ids {
