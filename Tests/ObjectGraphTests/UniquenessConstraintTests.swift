@@ -178,4 +178,25 @@ final class UniquenessConstraintTests: ObjectGraphTestCase {
         }
         XCTAssertTrue(car.isInserted)
     }
+
+    func testARegisteredUnchangedRowGivesWayAndAChangedOneConflicts() throws {
+        let (url, context) = try openStore()
+        context.mergePolicy = .mergeByPropertyObjectTrump
+        let stored = try XCTUnwrap(try context.existingObject(entityName: "Car", primaryKey: 3))
+        let plate = try XCTUnwrap(stored["numberPlate"] as? String)
+        stored["model"] = "Tipo"
+        let car = context.insertNewObject(forEntityName: "Car")
+        car["numberPlate"] = plate
+        car["maker"] = "Tesla"
+        // Two live objects with unsaved changes cannot become one row.
+        XCTAssertThrowsError(try context.save()) { error in
+            XCTAssertEqual((error as? ObjectGraphError)?.code, .constraintConflict)
+        }
+        try context.refresh(stored, mergeChanges: false)
+        try context.save()
+        XCTAssertEqual(car.objectID.primaryKey, 3)
+        XCTAssertNil(stored.managedObjectContext, "the row's former object left the context")
+        XCTAssertTrue(try context.existingObject(entityName: "Car", primaryKey: 3) === car)
+        XCTAssertEqual(try count(url, "SELECT ZMAKER, ZMODEL FROM ZCAR WHERE Z_PK = 3"), "Tesla|Panda")
+    }
 }
