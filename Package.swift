@@ -44,7 +44,10 @@ let package = Package(
         ),
         .executableTarget(
             name: "stash-bench",
-            dependencies: ["ObjectGraph", "MyStashKit", "StashCrypto", .product(name: "GRDB", package: "GRDB.swift")]
+            dependencies: [
+                "ObjectGraph", "MyStashKit", "StashCrypto", .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
         ),
         .target(name: "TestSupport", path: "Tests/TestSupport"),
         .testTarget(name: "ObjectGraphTests", dependencies: ["ObjectGraph", "TestSupport"], resources: [.copy("Fixtures")]),
