@@ -48,32 +48,65 @@ final class IntegrityRecord: StoreWriteObserver {
 
     /// The tag of a row: its store, table, and every column's name and stored value.
     func tag(store: Store, table: String, columns: [String], cells: [StoredCell]) throws -> [UInt8] {
-        var message =
-            Self.field(Array("row".utf8)) + Self.field(Array(store.identifier.utf8)) + Self.field(Array(table.utf8))
-        for (name, cell) in zip(columns, cells) { message += Self.field(Array(name.utf8)) + Self.encode(cell) }
+        // Built in one buffer: this runs for every row each time a vault is verified.
+        var message: [UInt8] = []
+        message.reserveCapacity(64 + columns.count * 24 + cells.reduce(0) { $0 + Self.encodedSize($1) })
+        Self.appendField(&message, "row".utf8)
+        Self.appendField(&message, store.identifier.utf8)
+        Self.appendField(&message, table.utf8)
+        for (name, cell) in zip(columns, cells) {
+            Self.appendField(&message, name.utf8)
+            Self.append(cell, to: &message)
+        }
         return try HMAC.authenticationCode(.sha256, key: key, message: message)
     }
 
     func mac(of record: Record, store: Store) throws -> [UInt8] {
-        let message =
-            Self.field(Array("record".utf8)) + Self.field(Array(store.identifier.utf8))
-            + Self.field(Array(store.fileName.utf8))
-            + Self.field(Array(record.model.utf8)) + Self.integer(record.generation)
-            + Self.integer(record.peerGeneration) + Self.integer(record.rowCount) + Self.field(record.tagSum)
+        var message: [UInt8] = []
+        Self.appendField(&message, "record".utf8)
+        Self.appendField(&message, store.identifier.utf8)
+        Self.appendField(&message, store.fileName.utf8)
+        Self.appendField(&message, record.model.utf8)
+        for number in [record.generation, record.peerGeneration, record.rowCount] { Self.append(number, to: &message) }
+        Self.appendField(&message, record.tagSum)
         return try HMAC.authenticationCode(.sha256, key: key, message: message)
     }
 
-    static func field(_ bytes: [UInt8]) -> [UInt8] { integer(Int64(bytes.count)) + bytes }
-    static func integer(_ value: Int64) -> [UInt8] { withUnsafeBytes(of: value.bigEndian) { Array($0) } }
+    /// Its length as a big-endian 64-bit integer, then the bytes.
+    static func appendField<Bytes: Collection<UInt8>>(_ message: inout [UInt8], _ bytes: Bytes) {
+        append(Int64(bytes.count), to: &message)
+        message.append(contentsOf: bytes)
+    }
+
+    static func append(_ value: Int64, to message: inout [UInt8]) {
+        withUnsafeBytes(of: value.bigEndian) { message.append(contentsOf: $0) }
+    }
 
     /// A type byte, then the value: the same bytes can never stand for two different cells.
-    static func encode(_ cell: StoredCell) -> [UInt8] {
+    static func append(_ cell: StoredCell, to message: inout [UInt8]) {
         switch cell {
-        case .null: return [0]
-        case .integer(let number): return [1] + integer(number)
-        case .real(let number): return [2] + integer(Int64(bitPattern: number.bitPattern))
-        case .text(let text): return [3] + field(Array(text.utf8))
-        case .blob(let data): return [4] + field(Array(data))
+        case .null: message.append(0)
+        case .integer(let number):
+            message.append(1)
+            append(number, to: &message)
+        case .real(let number):
+            message.append(2)
+            append(Int64(bitPattern: number.bitPattern), to: &message)
+        case .text(let text):
+            message.append(3)
+            appendField(&message, text.utf8)
+        case .blob(let data):
+            message.append(4)
+            appendField(&message, data)
+        }
+    }
+
+    private static func encodedSize(_ cell: StoredCell) -> Int {
+        switch cell {
+        case .null: return 1
+        case .integer, .real: return 9
+        case .text(let text): return 9 + text.utf8.count
+        case .blob(let data): return 9 + data.count
         }
     }
 
