@@ -44,12 +44,16 @@ let package = Package(
         ),
         .executableTarget(
             name: "stash-bench",
-            dependencies: ["ObjectGraph", "MyStashKit", "StashCrypto", .product(name: "GRDB", package: "GRDB.swift")]
+            dependencies: [
+                "ObjectGraph", "MyStashKit", "StashCrypto", .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
         ),
-        .testTarget(name: "ObjectGraphTests", dependencies: ["ObjectGraph"], resources: [.copy("Fixtures")]),
+        .target(name: "TestSupport", path: "Tests/TestSupport"),
+        .testTarget(name: "ObjectGraphTests", dependencies: ["ObjectGraph", "TestSupport"], resources: [.copy("Fixtures")]),
         .testTarget(name: "StashCryptoTests", dependencies: ["StashCrypto"], resources: [.copy("Vectors")]),
-        .testTarget(name: "MyStashKitTests", dependencies: ["MyStashKit", "StashCrypto", "ObjectGraph"], resources: [.copy("Fixtures")]),
-        .testTarget(name: "MyStashCLITests", dependencies: ["MyStashKit"]),
+        .testTarget(name: "MyStashKitTests", dependencies: ["MyStashKit", "StashCrypto", "ObjectGraph", "TestSupport"], resources: [.copy("Fixtures")]),
+        .testTarget(name: "MyStashCLITests", dependencies: ["MyStashKit", "ObjectGraph", "TestSupport"]),
         .testTarget(name: "TerminalUITests", dependencies: ["TerminalUI"]),
     ],
     swiftLanguageModes: [.v6]

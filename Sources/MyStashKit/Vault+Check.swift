@@ -19,6 +19,8 @@ extension Vault {
             }
         }
         problems += try Self.wrapErrors { try coordinator.checkIntegrity() }
+        problems += (try? duplicateCategoryNames()) ?? []
+        problems += try integrityProblems()
         let entities = [(Note.entityName, Self.notesFileName), (PasswordEntry.entityName, Self.passwordsFileName), (Category.entityName, Self.passwordsFileName)]
         let keys = try Self.wrapErrors { try entities.map { try context.primaryKeys(forEntityName: $0.0) } }
         let total = keys.map(\.count).reduce(0, +)
@@ -27,13 +29,12 @@ extension Vault {
             for row in rows {
                 do {
                     _ = try context.existingObject(entityName: entity, primaryKey: row)
-                } catch let error as VaultError {
-                    // The message names the place again; keep only what is wrong there.
-                    let message = error.message
-                    let problem = message.range(of: "row \(row), ").map { String(message[$0.upperBound...]) } ?? message
-                    problems.append(CheckProblem(store: store, entity: entity, primaryKey: row, message: problem))
                 } catch {
-                    problems.append(CheckProblem(store: store, entity: entity, primaryKey: row, message: "\(error)"))
+                    // The message names the place again; keep only what is wrong there.
+                    let message = VaultError.wrapping(error).message
+                    let problem = [", ", ": "].lazy.compactMap { message.range(of: "row \(row)\($0)") }.first
+                        .map { String(message[$0.upperBound...]) } ?? message
+                    problems.append(CheckProblem(store: store, entity: entity, primaryKey: row, message: problem))
                 }
                 done += 1
                 progress?.report(done, of: total)

@@ -28,19 +28,40 @@ extension Vault {
                     }
                 }
             }
+            // The integrity record's key comes from the data key: the same save rebuilds it under the new one.
+            let newRecord = try IntegrityRecord(
+                dataKey: newKey, stores: integrityStores, model: coordinator.managedObjectModel.versionIdentifier)
+            let rebuilding = RebuildingIntegrityRecord(record: newRecord)
+            coordinator.writeObserver = rebuilding
             transformer.dataKey = newKey
             for (object, key, value) in plaintexts { object.setValue(value, forKey: key) }
             for store in [notesStore, passwordsStore] {
                 coordinator.setMetadata(Data(slot.serialized), forKey: Self.keySlotKey, in: store)
             }
-            try context.save()
+            try withExtendedLifetime(rebuilding) { try context.save() }
+            integrity = newRecord
+            coordinator.writeObserver = newRecord
         } catch {
             context.rollback()
             transformer.dataKey = oldKey
+            coordinator.writeObserver = integrity
             try? coordinator.reloadMetadata()
             throw VaultError.wrapping(error)
         }
         keySlot = slot
         KeyringSession.revoke(vaultIdentifier: identifier)
+    }
+}
+
+/// Writes a whole new integrity record at the end of a save (a rekey rewrites every row anyway).
+private final class RebuildingIntegrityRecord: StoreWriteObserver {
+    let record: IntegrityRecord
+
+    init(record: IntegrityRecord) { self.record = record }
+
+    func rowsWillChange(_ rows: [StoredRowKey], in transaction: StoreTransaction) throws {}
+
+    func rowsDidChange(_ rows: [StoredRowKey], in transaction: StoreTransaction) throws {
+        try record.create(in: transaction)
     }
 }

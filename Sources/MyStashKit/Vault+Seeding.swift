@@ -51,10 +51,13 @@ extension Vault {
     func seed() throws {
         for attempt in 1...5 {
             do {
+                try ensureStoreConstraints()
                 try insertMissingSeeds()
                 try context.save()
                 return
-            } catch let error as ObjectGraphError where error.code == .mergeConflict && attempt < 5 {
+            } catch where attempt < 5
+                && ((error as? ObjectGraphError)?.code == .mergeConflict || error is ValidationError) {
+                // Another process seeded first; its categories are now visible to the next attempt.
                 context.reset()
             } catch {
                 context.rollback()

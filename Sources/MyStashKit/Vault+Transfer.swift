@@ -326,6 +326,7 @@ extension Vault {
                 try context.validatePendingChanges()
                 context.rollback()
             } else {
+                try ensureStoreConstraints()
                 try context.save()
             }
             return report

@@ -28,6 +28,10 @@ public final class Vault {
     public internal(set) var keySlot: KeySlot
     /// The vault's identity, the same in both stores; names its keyring session.
     public let identifier: String
+    /// Whether this process made sure the stores hold their unique indexes.
+    var storeConstraintsEnsured = false
+    /// Keeps the integrity record current; set once the data key is known.
+    var integrity: IntegrityRecord?
 
     /// `$XDG_DATA_HOME/mystash`, else `~/.local/share/mystash`.
     public static func defaultDirectory(environment: [String: String] = ProcessInfo.processInfo.environment) -> URL {
@@ -38,15 +42,31 @@ public final class Vault {
         return URL(fileURLWithPath: home).appendingPathComponent(".local/share/mystash")
     }
 
-    static func busyTimeout(environment: [String: String] = ProcessInfo.processInfo.environment) -> TimeInterval {
-        environment["MYSTASH_BUSY_TIMEOUT"].flatMap(TimeInterval.init) ?? 30
+    /// The longest wait for another process's lock that `MYSTASH_BUSY_TIMEOUT` may ask for: a day.
+    static let maximumBusyTimeout: TimeInterval = 86_400
+
+    /// Seconds to wait for another process's lock: `MYSTASH_BUSY_TIMEOUT`, else 30.
+    ///
+    /// - throws: ``VaultError`` `.usage` for anything but a number of seconds from 0 to a day
+    ///   (`inf`, `nan`, negatives, text).
+    static func busyTimeout(environment: [String: String] = ProcessInfo.processInfo.environment) throws
+        -> TimeInterval {
+        guard let text = environment["MYSTASH_BUSY_TIMEOUT"] else { return 30 }
+        guard let seconds = TimeInterval(text.trimmingCharacters(in: .whitespaces)), seconds.isFinite,
+              (0...maximumBusyTimeout).contains(seconds) else {
+            throw VaultError(.usage,
+                             "MYSTASH_BUSY_TIMEOUT must be a number of seconds from 0 to \(Int(maximumBusyTimeout)), "
+                                + "not '\(text)'",
+                             hint: "unset it to wait 30 seconds")
+        }
+        return seconds
     }
 
     /// Opens the stores; with `newSlot`, creates them for a new vault protected by that slot.
     private init(directory: URL, newSlot: KeySlot?) throws {
         let creating = newSlot != nil
         self.directory = directory
-        coordinator = PersistentStoreCoordinator(modelVersions: try Resources.modelVersions(), busyTimeout: Self.busyTimeout())
+        coordinator = PersistentStoreCoordinator(modelVersions: try Resources.modelVersions(), busyTimeout: try Self.busyTimeout())
         coordinator.valueTransformers.register(transformer, forName: EncryptingTransformer.name)
         var options = StoreOptions()
         options.mustExist = !creating
@@ -58,6 +78,13 @@ public final class Vault {
             passwordsStore = try coordinator.addPersistentStore(type: .sqlite, configuration: "Passwords", at: directory.appendingPathComponent(Self.passwordsFileName), options: options)
         } catch let error as ObjectGraphError where error.code == .storeOpenFailed && error.message.contains("does not exist") {
             throw VaultError(.notFound, "the vault at '\(directory.path)' is incomplete: \(error.message)", hint: "restore the missing file from a backup")
+        }
+        // Ciphertexts are bound to their store's UUID: two stores must never share one.
+        guard notesStore.identifier != passwordsStore.identifier else {
+            throw VaultError(.invalidData,
+                             "\(Self.notesFileName) and \(Self.passwordsFileName) carry the same store UUID "
+                                + "(Z_METADATA.Z_UUID): "
+                             + "one of them was altered or replaced", hint: "restore the vault from a backup")
         }
         transformer.storeNames = [notesStore.identifier: Self.notesFileName, passwordsStore.identifier: Self.passwordsFileName]
         context = ManagedObjectContext(coordinator: coordinator)
@@ -76,7 +103,20 @@ public final class Vault {
 
     private static func readKeySlot(_ notes: PersistentStore, _ passwords: PersistentStore) throws -> KeySlot {
         guard let a = notes.metadata[keySlotKey] as? Data, let b = passwords.metadata[keySlotKey] as? Data else {
-            throw VaultError(.invalidData, "the vault has no key slot (it was not completely created)", hint: "remove the directory and run 'mystash init' again")
+            // Never advise removing the directory: the other store may hold intact data.
+            let missing = [(notes, notesFileName), (passwords, passwordsFileName)]
+                .filter { !($0.0.metadata[keySlotKey] is Data) }.map(\.1)
+            guard missing.count == 1, let damaged = missing.first else {
+                throw VaultError(.invalidData,
+                                 "neither store of the vault holds a key slot "
+                                    + "(it was damaged, or not completely created)",
+                                 hint: "restore the vault from a backup, "
+                                    + "or move the directory aside and run 'mystash init'")
+            }
+            let intact = damaged == notesFileName ? passwordsFileName : notesFileName
+            throw VaultError(.invalidData,
+                             "\(damaged) has no key slot: it is damaged or was replaced; \(intact) is intact",
+                             hint: "restore \(damaged) from a backup and keep \(intact)")
         }
         guard a == b else {
             throw VaultError(.invalidData, "the two stores of the vault hold different key slots", hint: "restore the vault from a backup")
@@ -115,7 +155,9 @@ public final class Vault {
                 vault.coordinator.setMetadata(Data(slot.serialized), forKey: keySlotKey, in: store)
                 vault.coordinator.setMetadata(vault.identifier, forKey: vaultIdentifierKey, in: store)
             }
+            try vault.didUnlock(verifying: false)
             try wrapErrors {
+                try vault.ensureStoreConstraints()
                 try vault.insertMissingSeeds()
                 try vault.context.save()
                 try vault.coordinator.close()
@@ -132,6 +174,7 @@ public final class Vault {
         _ = fsyncPath(parent.path)
         let vault = try open(at: directory)
         vault.transformer.dataKey = dataKey
+        try vault.didUnlock(verifying: false)
         return vault
     }
 
@@ -152,8 +195,8 @@ public final class Vault {
         return fsync(descriptor) == 0
     }
 
-    /// Opens an existing vault (still locked), after checking its permissions, and loads
-    /// any seed data newer than the vault's.
+    /// Opens an existing vault (still locked), after checking its permissions. Seed data
+    /// newer than the vault's is loaded once it is unlocked.
     public static func open(at directory: URL) throws -> Vault {
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: directory.path, isDirectory: &isDirectory), isDirectory.boolValue,
@@ -162,13 +205,7 @@ public final class Vault {
         }
         try checkPermissions(directory)
         Recovery.recover(in: directory)
-        let vault = try wrapErrors { try Vault(directory: directory, newSlot: nil) }
-        do {
-            try vault.seed()
-        } catch let error as VaultError where error.kind == .permission || error.kind == .cannotCreate {
-            // A vault that cannot be written (read-only, disk full) is still read; a later open seeds it.
-        }
-        return vault
+        return try wrapErrors { try Vault(directory: directory, newSlot: nil) }
     }
 
     /// Refuses a vault that other users could read or write, as ssh refuses such keys.
@@ -199,6 +236,7 @@ public final class Vault {
     /// Runs a change and saves it; on failure the context is rolled back so nothing lingers.
     func change<T>(_ body: () throws -> T) throws -> T {
         do {
+            try ensureStoreConstraints()
             let result = try body()
             try context.save()
             return result
@@ -212,22 +250,28 @@ public final class Vault {
 
     public var isUnlocked: Bool { transformer.dataKey != nil }
 
-    /// Derives the key-encryption key from the master password and unwraps the data key.
+    /// Derives the key-encryption key from the master password and unwraps the data key,
+    /// then checks the vault against its integrity record (unless `verifying` is false).
     ///
-    /// - throws: ``VaultError`` `.wrongPassword` (exit 77).
-    public func unlock(password: SecretBytes) throws {
+    /// - throws: ``VaultError`` `.wrongPassword` (exit 77); `.invalidData` (65) naming each
+    ///   row changed outside mystash.
+    public func unlock(password: SecretBytes, verifying: Bool = true) throws {
         transformer.dataKey = try Self.wrapErrors { try keySlot.unlock(password: password) }
+        try didUnlock(verifying: verifying)
     }
 
     /// Uses a data key from an unlocked session, if it belongs to the vault's current key
     /// slot; a stale session (the master password changed since) is revoked.
+    ///
+    /// - throws: as ``unlock(password:verifying:)``, once the key is accepted.
     @discardableResult
-    public func unlock(session: KeyringSession.Contents) -> Bool {
+    public func unlock(session: KeyringSession.Contents, verifying: Bool = true) throws -> Bool {
         guard session.slotIdentifier == keySlot.slotIdentifier else {
             KeyringSession.revoke(vaultIdentifier: identifier)
             return false
         }
         transformer.dataKey = session.dataKey
+        try didUnlock(verifying: verifying)
         return true
     }
 

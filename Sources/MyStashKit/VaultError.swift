@@ -39,12 +39,20 @@ public struct VaultError: Error, CustomStringConvertible {
         switch error {
         case let error as VaultError:
             return error
+        case let failure as IntegrityFailure:
+            return VaultError(.invalidData,
+                              "the vault was changed outside mystash: \(failure.problem); nothing was saved",
+                              hint: "restore the vault from a backup; 'mystash check' lists every problem")
         case let error as ValidationError:
             return VaultError(.invalidData, "nothing was saved:", details: ValidationMessages.messages(for: error))
         case let error as ObjectGraphError:
             if error.code == .mergeConflict {
                 return VaultError(.busy, "another mystash process changed this item at the same time; nothing was saved",
                                   hint: "run the command again")
+            }
+            if error.code == .damagedRow || error.code == .undecodableValue {
+                return VaultError(.invalidData, error.message,
+                                  hint: "restore the vault from a backup; 'mystash check' lists every damaged row")
             }
             if error.isBusy {
                 return VaultError(.busy, "the vault is locked by another mystash process", hint: "wait for it to finish, or raise MYSTASH_BUSY_TIMEOUT (seconds)")
@@ -54,6 +62,9 @@ public struct VaultError: Error, CustomStringConvertible {
             case 8?, 3?, 23?: return VaultError(.permission, "the vault cannot be written: permission denied", hint: "check the owner and permissions of the vault directory")
             case 11?, 26?: return VaultError(.invalidData, "a store of the vault is corrupt: \(error.message)", hint: "restore it from a backup; 'mystash check' lists what it can read")
             default: break
+            }
+            if error.code == .storeOpenFailed {
+                return VaultError(.invalidData, error.message, hint: "restore the vault from a backup")
             }
             if error.code == .migrationCannotBeInferred || error.code == .migrationFailed {
                 return VaultError(.invalidData, "this vault cannot be brought to this version of MyStash: \(error.message)",

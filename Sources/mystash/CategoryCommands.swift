@@ -31,7 +31,7 @@ struct CategoryCommand: ParsableCommand {
 
         func run() throws {
             try reportingErrors {
-                let id = try options.openVault().addCategory(name)
+                let id = try options.openUnlockedVault().addCategory(name)
                 Terminal.printError("Added category \(id).")
             }
         }
@@ -45,7 +45,7 @@ struct CategoryCommand: ParsableCommand {
 
         func run() throws {
             try reportingErrors {
-                try options.openVault().renameCategory(old, to: new)
+                try options.openUnlockedVault().renameCategory(old, to: new)
                 Terminal.printError("Renamed.")
             }
         }

@@ -21,7 +21,9 @@ private func completionNames(_ kind: Vault.NameKind, arguments: [String], prefix
     let named = arguments.firstIndex(of: "--vault").flatMap { $0 + 1 < arguments.count ? arguments[$0 + 1] : nil }
     guard let vault = try? Vault.open(at: VaultOptions.directory(vault: named)) else { return [] }
     if kind != .categories {
-        guard let session = KeyringSession.load(vaultIdentifier: vault.identifier), vault.unlock(session: session)
+        // Not verifying: completion only reads names, and must never write or complain.
+        guard let session = KeyringSession.load(vaultIdentifier: vault.identifier),
+              (try? vault.unlock(session: session, verifying: false)) == true
         else { return [] }
     }
     let names = (try? vault.names(of: kind)) ?? []

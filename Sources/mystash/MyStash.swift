@@ -31,6 +31,9 @@ struct MyStash: ParsableCommand {
         // Secrets must never reach a core file, and files we create are private.
         _ = ms_disable_core_dumps()
         umask(0o077)
+        for leftover in Terminal.removeEditorLeftovers() {
+            Terminal.printError("mystash: removed '\(leftover)', plaintext left by an interrupted editor session")
+        }
         // A closed pipe shows up as EPIPE on write, where Output ends quietly.
         signal(SIGPIPE, SIG_IGN)
         if let suggestion = CommandSuggestion.check(Array(CommandLine.arguments.dropFirst()), root: MyStash.self) {
@@ -102,13 +105,15 @@ extension VaultOptions {
     }
 
     /// Opens and unlocks the vault: with an unlocked session, else MYSTASH_PASSWORD, else a
-    /// prompt on the terminal.
-    func openUnlockedVault() throws -> Vault {
+    /// prompt on the terminal. Changes made outside mystash are an error, unless `verifying`
+    /// is false (check lists them instead).
+    func openUnlockedVault(verifying: Bool = true) throws -> Vault {
         let vault = try openVault()
-        if let session = KeyringSession.load(vaultIdentifier: vault.identifier), vault.unlock(session: session) {
+        if let session = KeyringSession.load(vaultIdentifier: vault.identifier),
+           try vault.unlock(session: session, verifying: verifying) {
             return vault
         }
-        try unlockWithMasterPassword(vault)
+        try unlockWithMasterPassword(vault, verifying: verifying)
         return vault
     }
 
@@ -116,9 +121,9 @@ extension VaultOptions {
     static let passwordTries = 3
 
     /// Unlocks with MYSTASH_PASSWORD, else asks on the terminal up to three times.
-    func unlockWithMasterPassword(_ vault: Vault) throws {
+    func unlockWithMasterPassword(_ vault: Vault, verifying: Bool = true) throws {
         if let password = ProcessInfo.processInfo.environment["MYSTASH_PASSWORD"] {
-            return try vault.unlock(password: .password(password))
+            return try vault.unlock(password: .password(password), verifying: verifying)
         }
         for attempt in 1...Self.passwordTries {
             guard let typed = Terminal.readSecret(prompt: "Master password for \(vault.directory.path): ") else {
@@ -126,7 +131,8 @@ extension VaultOptions {
                                  hint: "run 'mystash unlock' in a terminal first, or set MYSTASH_PASSWORD for scripts")
             }
             do {
-                return try vault.unlock(password: typed.withUnsafeBytes { .password(String(decoding: $0, as: UTF8.self)) })
+                return try vault.unlock(
+                    password: typed.withUnsafeBytes { .password(String(decoding: $0, as: UTF8.self)) }, verifying: verifying)
             } catch let error as VaultError where error.kind == .wrongPassword && attempt < Self.passwordTries {
                 Terminal.printError("Wrong master password; try again (\(Self.passwordTries - attempt) left).")
             }

@@ -12,7 +12,8 @@ struct NoteCommand: ParsableCommand {
     struct Add: ParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Add a note.",
-            discussion: "The text is read from standard input when it is not a terminal; otherwise $EDITOR opens on a private file in /dev/shm that is removed afterwards.")
+            discussion: "The text is read from standard input when it is not a terminal; otherwise $EDITOR opens "
+                + "on a private file in memory ($XDG_RUNTIME_DIR, else /dev/shm) that is wiped afterwards.")
         @OptionGroup var options: VaultOptions
         @Argument(help: "The note's title.") var title: String
 

@@ -44,7 +44,7 @@ struct PasswordCommand: ParsableCommand {
         @Option(name: .customLong("user"), help: "Record this user ID or login name.") var userId: String?
         @Option(help: "Record this address (scheme://...).") var url: String?
         @Option(help: "File the entry under this category.", completion: .custom(completeCategoryNames)) var category: String?
-        @Flag(help: "Write the entry's notes in $EDITOR, on a private file in /dev/shm (notes are never arguments).") var editNotes = false
+        @Flag(help: "Write the entry's notes in $EDITOR, on a private file in memory (notes are never arguments).") var editNotes = false
         @Flag(help: "Generate a random password instead of reading one.") var generate = false
         @Flag(help: "Ask for a TOTP secret (otpauth:// URI or base32) on the terminal.") var totp = false
         @Flag(help: "Mark the entry as a favourite.") var favorite = false
@@ -52,7 +52,6 @@ struct PasswordCommand: ParsableCommand {
         @OptionGroup var generator: GeneratorOptions
 
         func validate() throws {
-            if editNotes { try requireTerminal(for: "--edit-notes") }
             if totp { try requireTerminal(for: "--totp") }
         }
 
@@ -191,7 +190,7 @@ struct PasswordCommand: ParsableCommand {
         @Option(name: .customLong("user"), help: "Change the user ID ('' clears it).") var userId: String?
         @Option(help: "Change the address ('' clears it).") var url: String?
         @Option(help: "Move the entry to this category ('' for none).", completion: .custom(completeCategoryNames)) var category: String?
-        @Flag(help: "Change the notes in $EDITOR, on a private file in /dev/shm (emptying them clears them).") var editNotes = false
+        @Flag(help: "Change the notes in $EDITOR, on a private file in memory (emptying them clears them).") var editNotes = false
         @Flag(help: "Read a new password (standard input, else asked twice).") var newPassword = false
         @Flag(help: "Generate a new random password.") var generate = false
         @Flag(help: "Ask for a new TOTP secret (otpauth:// URI or base32) on the terminal; an empty answer removes it.") var totp = false
@@ -200,7 +199,6 @@ struct PasswordCommand: ParsableCommand {
 
         func validate() throws {
             if newPassword && generate { throw ValidationError("Use either '--new-password' or '--generate', not both") }
-            if editNotes { try requireTerminal(for: "--edit-notes") }
             if totp { try requireTerminal(for: "--totp") }
         }
 

@@ -92,39 +92,4 @@ enum Terminal {
             FileHandle.standardError.write(Data("\r\(label) \(done)/\(total) (\(percent)%)\(done == total ? "\n" : "")".utf8))
         }
     }
-
-    /// Opens $EDITOR (else $VISUAL, else vi) on a 0600 file in /dev/shm holding `initial`,
-    /// and returns what was saved. The file is overwritten and removed afterwards, even on error.
-    static func edit(_ initial: String) throws -> String {
-        let directory = "/dev/shm"
-        var template = Array("\(directory)/mystash-XXXXXX".utf8CString)
-        let descriptor = mkstemp(&template)
-        guard descriptor >= 0 else {
-            throw VaultError(.cannotCreate, "cannot create a private file in \(directory) for the editor", hint: "pipe the text on standard input instead")
-        }
-        let path = String(cString: template)
-        defer {
-            if let size = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? nil,
-               let handle = FileHandle(forWritingAtPath: path) {
-                handle.write(Data(count: size))
-                try? handle.synchronize()
-                try? handle.close()
-            }
-            unlink(path)
-        }
-        fchmod(descriptor, 0o600)
-        _ = initial.utf8CString.withUnsafeBufferPointer { write(descriptor, $0.baseAddress, $0.count - 1) }
-        close(descriptor)
-        let environment = ProcessInfo.processInfo.environment
-        let editor = environment["EDITOR"] ?? environment["VISUAL"] ?? "vi"
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/sh")
-        process.arguments = ["-c", "\(editor) \"$1\"", "mystash-editor", path]
-        try process.run()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw VaultError(.unexpected, "the editor '\(editor)' exited with status \(process.terminationStatus); nothing was saved")
-        }
-        return (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
-    }
 }

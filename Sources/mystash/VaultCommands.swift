@@ -195,7 +195,8 @@ struct Check: ParsableCommand {
 
     func run() throws {
         try reportingErrors {
-            let problems = try options.openUnlockedVault().check(progress: Terminal.progress("Checking"))
+            let vault = try options.openUnlockedVault(verifying: false)
+            let problems = try vault.check(progress: Terminal.progress("Checking"))
             if json { try Output.json(problems) } else { problems.forEach { Output.line($0.description) } }
             guard problems.isEmpty else {
                 throw VaultError(.invalidData, "the vault has \(problems.count) problem\(problems.count == 1 ? "" : "s")", hint: "restore the damaged store from a backup")

@@ -56,8 +56,8 @@ struct VaultBench {
     /// Unlocks the vault's key slot (scrypt and unwrap, nothing else) in a child process.
     func kdfChild() throws -> Measurement {
         let output = work.appendingPathComponent("kdf-output").path
-        let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path
-        let (measurement, status, stderr) = try runTimed(executable, ["--kdf", vault.path, password, output], environment: environment)
+        let (measurement, status, stderr) = try runTimed(
+            StashBench.executable, ["kdf", vault.path, output], environment: environment)
         guard status == 0, let seconds = Double(try String(contentsOfFile: output, encoding: .utf8)) else { throw BenchError("KDF child failed: \(stderr)") }
         return Measurement(seconds: seconds, rssKiB: measurement.rssKiB)
     }

@@ -1,4 +1,6 @@
 import Foundation
+@testable import MyStashKit
+import ObjectGraph
 import XCTest
 
 /// Kills and starves mystash at its system calls (strace fault injection) and runs it on a
@@ -142,13 +144,15 @@ final class CrashSafetyTests: CLITestCase {
     // MARK: - Item 5: reading never writes
 
     /// Makes the next open want to load the seed lists again, a write that reading must skip.
+    /// Makes the vault's seed list older than the binary's, as mystash itself would have left
+    /// it (an outside edit would rightly be reported by the integrity record): the next
+    /// unlocking command wants to write.
     func forgetSeedVersion() throws {
-        let sqlite = Process()
-        sqlite.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
-        sqlite.arguments = [vaultDirectory.appendingPathComponent("Passwords.sqlite").path, "UPDATE ZLIST SET ZVERSION = 0"]
-        try sqlite.run()
-        sqlite.waitUntilExit()
-        XCTAssertEqual(sqlite.terminationStatus, 0)
+        let vault = try Vault.open(at: vaultDirectory)
+        try vault.unlock(password: .password("pw"))
+        try vault.change {
+            for list in try vault.context.fetch(FetchRequest<SeedList>()) { list["version"] = 0 }
+        }
     }
 
     func testReadingCommandsWorkOnAFullDiskAndWriteNothing() throws {

@@ -1,21 +1,11 @@
 import Foundation
+import TestSupport
 import XCTest
 @testable import MyStashKit
 
 /// Damaged exports never crash an importer: every mutation either reads or throws a
 /// ``VaultError``, and what reads imports all or nothing. Seeded, so a failure replays.
 final class ImportFuzzTests: VaultTestCase {
-    /// SplitMix64: small, seedable, good enough to pick mutations.
-    struct Seeded: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
 
     static let interesting: [[UInt8]] = [
         Array("\"".utf8), Array("{".utf8), Array("]".utf8), Array("null".utf8), Array("-1".utf8), Array("1e999".utf8),
@@ -23,7 +13,7 @@ final class ImportFuzzTests: VaultTestCase {
         Array("\"type\":3".utf8), Array("otpauth://totp/x?secret=".utf8), Array(String(repeating: "A", count: 300).utf8),
     ]
 
-    func mutate(_ bytes: [UInt8], _ random: inout Seeded) -> [UInt8] {
+    func mutate(_ bytes: [UInt8], _ random: inout SplitMix64) -> [UInt8] {
         var bytes = bytes
         for _ in 0..<Int.random(in: 1...4, using: &random) where !bytes.isEmpty {
             let at = Int.random(in: 0..<bytes.count, using: &random)
@@ -45,7 +35,7 @@ final class ImportFuzzTests: VaultTestCase {
         let environment = ProcessInfo.processInfo.environment
         let cases = environment["MYSTASH_FUZZ_CASES"].flatMap(Int.init) ?? 300
         let seed = seed &+ (environment["MYSTASH_FUZZ_SEED"].flatMap(UInt64.init) ?? 0) &* 1000
-        var random = Seeded(state: seed)
+        var random = SplitMix64(seed: seed)
         let vault = try makeVault()
         var (read, refused, imported) = (0, 0, 0)
         for number in 0..<cases {

@@ -22,7 +22,7 @@ final class RekeyTests: VaultTestCase {
         XCTAssertNotEqual(ciphertextsAfter, ciphertextsBefore)
         let reopened = try Vault.open(at: directory)
         assertVaultError(.wrongPassword) { try reopened.unlock(password: self.password) }
-        XCTAssertFalse(reopened.unlock(session: oldSession), "a session from before the rekey must be refused")
+        XCTAssertFalse(try reopened.unlock(session: oldSession), "a session from before the rekey must be refused")
         try reopened.unlock(password: .password("a new master password"))
         XCTAssertEqual(try reopened.exportJSON(), before)
         XCTAssertEqual(try reopened.check(), [])

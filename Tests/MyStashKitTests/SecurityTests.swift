@@ -32,26 +32,35 @@ final class SecurityTests: VaultTestCase {
         try vault.addEntry(name: "second", password: "second-secret", userId: "bob", url: nil, category: nil, notes: nil)
         // Copy row 2's password over row 1's.
         try sqlite("Passwords.sqlite", "UPDATE ZSYSTEM SET ZPASSWORD = (SELECT ZPASSWORD FROM ZSYSTEM WHERE Z_PK = 2) WHERE Z_PK = 1")
-        assertVaultError(.invalidData, { _ = try reopen().entry("1", reveal: true) }) { error in
+        assertVaultError(.invalidData, { _ = try reopen(verifying: false).entry("1", reveal: true) }) { error in
             XCTAssertTrue(error.message.contains("Passwords.sqlite, System row 1, field password"), error.message)
             XCTAssertFalse(error.message.contains("second-secret"))
         }
-        XCTAssertEqual(try reopen().entry("2", reveal: true).password, "second-secret", "the untouched row still opens")
+        XCTAssertEqual(try reopen(verifying: false).entry("2", reveal: true).password, "second-secret",
+                       "the untouched row still opens")
         // Now move row 2's password into row 2's user ID column (same row, other attribute).
         try sqlite("Passwords.sqlite", "UPDATE ZSYSTEM SET ZPASSWORD = NULL WHERE Z_PK = 1; UPDATE ZSYSTEM SET ZUSERID = ZPASSWORD WHERE Z_PK = 2")
-        assertVaultError(.invalidData, { _ = try reopen().entry("2", reveal: false) }) { error in
+        assertVaultError(.invalidData, { _ = try reopen(verifying: false).entry("2", reveal: false) }) { error in
             XCTAssertTrue(error.message.contains("System row 2, field userId"), error.message)
             XCTAssertFalse(error.message.contains("second-secret"))
         }
         try sqlite("Passwords.sqlite", "UPDATE ZSYSTEM SET ZUSERID = NULL WHERE Z_PK = 2; UPDATE ZSYSTEM SET ZUSERID = (SELECT ZPASSWORD FROM ZSYSTEM WHERE Z_PK = 2) WHERE Z_PK = 1")
-        assertVaultError(.invalidData, { _ = try reopen().entries() }) { error in
+        assertVaultError(.invalidData, { _ = try reopen(verifying: false).entries() }) { error in
             XCTAssertTrue(error.message.contains("System row 1, field userId"), error.message)
             XCTAssertFalse(error.message.contains("second-secret"))
         }
-        let checked = try reopen()
+        let checked = try reopen(verifying: false)
         let problems = try checked.check()
-        XCTAssertEqual(problems.map { "\($0.store) \($0.entity ?? "") \($0.primaryKey ?? 0)" }, ["Passwords.sqlite System 1"], "\(problems)")
-        XCTAssertTrue(problems.first?.message.contains("field userId") ?? false)
+        XCTAssertEqual(Set(problems.map { "\($0.store) \($0.entity ?? "") \($0.primaryKey ?? 0)" }),
+                       ["Passwords.sqlite System 1", "Passwords.sqlite System 2"], "\(problems)")
+        XCTAssertTrue(problems.contains { $0.primaryKey == 1 && $0.message.contains("field userId") }, "\(problems)")
+        // The integrity record names both rows changed outside mystash, also where a field still decrypts.
+        XCTAssertTrue(problems.contains { $0.primaryKey == 2 && $0.message.contains("changed outside mystash") },
+                      "\(problems)")
+        assertVaultError(.invalidData, { _ = try reopen() }) { error in
+            XCTAssertTrue(error.message.contains("Passwords.sqlite, System row 1: the row was changed outside mystash"),
+                          error.message)
+        }
     }
 
     func testAnotherVaultsCiphertextDoesNotOpen() throws {
@@ -107,7 +116,7 @@ final class SecurityTests: VaultTestCase {
         let session = try XCTUnwrap(KeyringSession.load(vaultIdentifier: vault.identifier))
         XCTAssertEqual(session.dataKey, try vault.sessionContents().dataKey)
         let reopened = try Vault.open(at: directory)
-        XCTAssertTrue(reopened.unlock(session: session))
+        XCTAssertTrue(try reopened.unlock(session: session))
         XCTAssertNoThrow(try reopened.notes())
 
         try reopened.changePassword(to: .password("changed"), parameters: cheap)
@@ -115,7 +124,7 @@ final class SecurityTests: VaultTestCase {
         // A session taken before the change elsewhere is stale: refused and dropped.
         try KeyringSession.store(session, vaultIdentifier: vault.identifier, timeout: 60)
         let third = try Vault.open(at: directory)
-        XCTAssertFalse(third.unlock(session: session))
+        XCTAssertFalse(try third.unlock(session: session))
         XCTAssertFalse(third.isUnlocked)
         XCTAssertNil(KeyringSession.load(vaultIdentifier: vault.identifier))
     }

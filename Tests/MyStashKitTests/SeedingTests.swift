@@ -27,6 +27,7 @@ final class SeedingTests: VaultTestCase {
         // Pretend the vault was made when only version 1 existed.
         let newer = Vault.seedCategories.filter { $0.version > 1 }.map { "'\($0.name)'" }.joined(separator: ",")
         try sqlite("Passwords.sqlite", "DELETE FROM ZCATEGORY WHERE ZNAME IN (\(newer)); UPDATE ZLIST SET ZVERSION = 1")
+        try dropIntegrityRecord()
         XCTAssertEqual(try sqlite("Passwords.sqlite", "SELECT ZVERSION FROM ZLIST WHERE ZNAME = 'category'"), "1")
 
         let reopened = try reopen()
@@ -42,6 +43,7 @@ final class SeedingTests: VaultTestCase {
     func testANewSeedNameTheUserAlreadyHasIsNotDuplicated() throws {
         let vault = try makeVault()
         try sqlite("Passwords.sqlite", "DELETE FROM ZCATEGORY WHERE ZNAME = 'Wi-Fi'; UPDATE ZLIST SET ZVERSION = 2")
+        try dropIntegrityRecord()
         try vault.addCategory("wi-fi")
         let reopened = try reopen()
         XCTAssertEqual(try reopened.categories().filter { $0.name.lowercased() == "wi-fi" }.count, 1)

@@ -21,10 +21,19 @@ class VaultTestCase: XCTestCase {
         try Vault.create(at: directory, password: password, parameters: cheap)
     }
 
-    func reopen() throws -> Vault {
+    /// The vault opened again; without `verifying`, changes made outside mystash are left to
+    /// the layer under test (field decryption) instead of the integrity record.
+    func reopen(verifying: Bool = true) throws -> Vault {
         let vault = try Vault.open(at: directory)
-        try vault.unlock(password: password)
+        try vault.unlock(password: password, verifying: verifying)
         return vault
+    }
+
+    /// Makes the vault one from before the integrity record (which the next change gives it).
+    func dropIntegrityRecord() throws {
+        for store in ["Notes.sqlite", "Passwords.sqlite"] {
+            try sqlite(store, "DROP TABLE MYSTASH_ROW_TAG; DROP TABLE MYSTASH_RECORD")
+        }
     }
 
     /// Runs sqlite3 on a store of the vault.

@@ -426,7 +426,13 @@ final class AtomicStoreTests: ObjectGraphTestCase {
             XCTAssertEqual((error as? ObjectGraphError)?.code, .undecodableValue)
             XCTAssertTrue("\(error)".contains("Tag.Z_ENT of row 1"), "\(error)")
         }
-        XCTAssertEqual(try other.execute(BatchUpdateRequest(entityName: "Tag", propertiesToUpdate: ["name": "x"])).count, 3)
+        // A batch update checks every row before writing any.
+        let rename = BatchUpdateRequest(entityName: "Tag", propertiesToUpdate: ["name": "x"])
+        XCTAssertThrowsError(try other.execute(rename)) {
+            XCTAssertTrue("\($0)".contains("Tag.Z_ENT of row 1"), "\($0)")
+        }
+        XCTAssertEqual(
+            try runSQLite3([sqliteURL.path, "SELECT count(*) FROM ZTAG WHERE ZNAME = 'x'"]), Data("0\n".utf8))
         let binaryURL = directory.appendingPathComponent("Passwords.bin")
         XCTAssertThrowsError(try fourth.migratePersistentStore(store, to: binaryURL, type: .binary)) { error in
             XCTAssertTrue("\(error)".contains("Tag.Z_ENT of row 1"), "\(error)")

@@ -130,6 +130,27 @@ final class DamagedRowTests: ObjectGraphTestCase {
             }
         }
     }
+
+    func testARowDamagedByAnotherProcessIsAnErrorWhenMerged() throws {
+        let source = Self.fixturesURL.appendingPathComponent(
+            "CoreData/wibosco-migration-example/CoreDataMigration_Example_3.sqlite")
+        let model = try ManagedObjectModel(contentsOf: Self.fixturesURL.appendingPathComponent(
+            "CoreData/wibosco-migration-example/CoreDataMigration_Example.xcdatamodeld/"
+                + "CoreDataMigration_Example 3.xcdatamodel"))
+        for damage in ["Z_OPT = NULL", "Z_OPT = 'x'", "Z_OPT = X'00'"] {
+            let url = directory.appendingPathComponent("\(UUID().uuidString).sqlite")
+            try FileManager.default.copyItem(at: source, to: url)
+            let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
+            try coordinator.addPersistentStore(type: .sqlite, at: url)
+            let context = ManagedObjectContext(coordinator: coordinator)
+            XCTAssertNotNil(try context.existingObject(entityName: "Section", primaryKey: 2))
+            XCTAssertFalse(try context.mergeExternalChanges(), "the first check only records the stores' state")
+            _ = try runSQLite3([url.path, "UPDATE ZSECTION SET \(damage) WHERE Z_PK = 2"])
+            XCTAssertThrowsError(try context.mergeExternalChanges(), damage) { error in
+                XCTAssertTrue("\(error)".contains("Section.Z_OPT of row 2 in store"), "\(damage): \(error)")
+            }
+        }
+    }
 }
 
 extension ObjectGraphTestCase {

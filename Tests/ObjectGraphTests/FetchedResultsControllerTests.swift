@@ -1,19 +1,8 @@
 import Foundation
+import TestSupport
 import XCTest
 @testable import ObjectGraph
 
-/// A reproducible random source for the randomized sequences (SplitMix64).
-struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 /// Keeps its own copy of a controller's sections by applying only the delegate's callbacks,
 /// checking each batch as a table view would (indexes in range, no position used twice).
@@ -383,7 +372,7 @@ final class FetchedResultsControllerTests: BoardTestCase {
     func testRandomizedChangesMatchARefetch() {
         forEachStoreKind { kind in
             for seed in UInt64(1)...UInt64(3 * Self.sweepScale) {
-                var random = SeededGenerator(seed: seed)
+                var random = SplitMix64(seed: seed)
                 let context = try makeBoard(kind, name: "random\(seed)")
                 var groups = (0..<4).map { group(context, "g\($0)") }
                 var counter = 0
@@ -533,7 +522,7 @@ final class FetchedResultsControllerTests: BoardTestCase {
                                        + "testBoardChildProcessEntryPoint",
                                    input: input, output: output)
         defer { if child.isRunning { child.terminate() } }
-        var random = SeededGenerator(seed: 42)
+        var random = SplitMix64(seed: 42)
         var names: [String] = []
         var acknowledged = Data()
         for step in 0..<40 * Self.sweepScale {

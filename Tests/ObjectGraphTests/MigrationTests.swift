@@ -631,6 +631,31 @@ final class MigrationTests: MigrationTestCase {
             "\(coordinator.migrationReports[0].dropped)")
     }
 
+    func testKeysOfAnotherKindAreRefusedNamingStoreEntityRowAndColumn() throws {
+        let versions = ModelVersions(versions: [try itemV1()], current: try itemV2())
+        for (index, (value, kind)) in [("'x'", "TEXT"), ("1.5", "a REAL"), ("X'02'", "a BLOB")].enumerated() {
+            let url = try makeStore(try itemV1(), name: "items\(index).sqlite", fill: fillItems)
+            _ = try sqlite3(url, "UPDATE ZITEM SET Z_ENT = \(value) WHERE ZNAME = 'b'")
+            try assertRefused(
+                url, versions, code: .damagedRow,
+                naming: ["items\(index).sqlite, Item row 2: column Z_ENT holds \(kind) where an integer belongs"])
+        }
+        let v1 = try library("V1", manyAuthors: false)
+        let url = try makeStore(v1, name: "library.sqlite") { context in
+            let author = context.insertNewObject(forEntityName: "Author")
+            for title in ["Notes", "Engine"] {
+                let book = context.insertNewObject(forEntityName: "Book")
+                book["title"] = title
+                book["author"] = author
+            }
+        }
+        _ = try sqlite3(url, "UPDATE ZBOOK SET ZAUTHOR = 'x' WHERE ZTITLE = 'Engine'")
+        let row = try XCTUnwrap(try sqlite3(url, "SELECT Z_PK FROM ZBOOK WHERE ZTITLE = 'Engine'").first)
+        try assertRefused(
+            url, ModelVersions(versions: [v1], current: try library("V2", manyAuthors: true)), code: .damagedRow,
+            naming: ["library.sqlite, Book row \(row): column ZAUTHOR holds TEXT"])
+    }
+
     // MARK: - Versions from an .xcdatamodeld, Apple's stores, custom steps
 
     static var wibosco: URL { fixturesURL.appendingPathComponent("CoreData/wibosco-migration-example") }

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import XCTest
 @testable import ObjectGraph
 
@@ -285,7 +286,7 @@ final class UndoTests: BoardTestCase {
     }
 
     private func retrace(_ kind: StoreKind, seed: UInt64, redoing: Bool) throws {
-        var random = SeededGenerator(seed: seed)
+        var random = SplitMix64(seed: seed)
         let context = try makeBoard(kind, name: "undo\(seed)\(redoing)")
         context.undoManager = ContextUndoManager()
         var all: [ManagedObject] = []

@@ -9,8 +9,8 @@ import XCTest
 final class UniquenessConstraintTests: ObjectGraphTestCase {
     static let folder = "CoreData/coredataplus-samplemodel/"
 
-    func openStore() throws -> (URL, ManagedObjectContext) {
-        let url = directory.appendingPathComponent("cars.sqlite")
+    func openStore(_ name: String = "cars") throws -> (URL, ManagedObjectContext) {
+        let url = directory.appendingPathComponent("\(name).sqlite")
         try FileManager.default.copyItem(
             at: Self.fixturesURL.appendingPathComponent(Self.folder + "SampleModel_V1.sqlite"), to: url)
         let model = try ManagedObjectModel(
@@ -101,5 +101,102 @@ final class UniquenessConstraintTests: ObjectGraphTestCase {
             String(decoding: try runSQLite3(["-readonly", fixture.path, sql]), as: UTF8.self)
                 .trimmingCharacters(in: .whitespacesAndNewlines))
         XCTAssertTrue(try count(url, sql).contains("Z_Person_UNIQUE_firstName_lastName"))
+    }
+
+    func testDeletingARowAndInsertingItsUniqueValuesInOneSaveSucceeds() throws {
+        // Apple's store has a UNIQUE index on ZNUMBERPLATE: the delete must reach it before the insert.
+        let (url, context) = try openStore()
+        let car = try XCTUnwrap(try context.existingObject(entityName: "Car", primaryKey: 3))
+        let plate = try XCTUnwrap(car["numberPlate"] as? String)
+        context.delete(car)
+        let replacement = context.insertNewObject(forEntityName: "Car")
+        replacement["numberPlate"] = plate
+        replacement["maker"] = "Tesla"
+        try context.save()
+        XCTAssertEqual(
+            try count(url, "SELECT Z_PK != 3, ZMAKER FROM ZCAR WHERE ZNUMBERPLATE = '\(plate)'"), "1|Tesla")
+    }
+
+    /// Inserts a Car with stored row 3's number plate (FIAT Panda, no deletion date) under a policy.
+    func conflictWithRow3(
+        _ policy: MergePolicy
+    ) throws -> (url: URL, context: ManagedObjectContext, car: ManagedObject, result: Result<Void, Error>) {
+        let (url, context) = try openStore("\(policy)")
+        context.mergePolicy = policy
+        let plate = try count(url, "SELECT ZNUMBERPLATE FROM ZCAR WHERE Z_PK = 3")
+        let car = context.insertNewObject(forEntityName: "Car")
+        car["numberPlate"] = plate
+        car["maker"] = "Tesla"
+        car["markedForDeletionAsOf"] = Date(timeIntervalSinceReferenceDate: 1000)
+        return (url, context, car, Result { try context.save() })
+    }
+
+    func testEachMergePolicySettlesAnInsertedObjectWithAStoredRowsUniqueValues() throws {
+        let row3 = "SELECT Z_OPT, ZMAKER, ZMODEL, ZMARKEDFORDELETIONASOF, ZOWNER FROM ZCAR WHERE Z_PK = 3"
+        let expected: [(MergePolicy, row: String, maker: String)] = [
+            // The object's values win where it has them; the row keeps its model and owner.
+            (.mergeByPropertyObjectTrump, "2|Tesla|Panda|1000|17", "Tesla"),
+            // The object's attributes replace the row's; its relationships stay.
+            (.overwrite, "2|Tesla||1000|17", "Tesla"),
+            // The stored values win; the object keeps what the row lacks (the deletion date).
+            (.mergeByPropertyStoreTrump, "2|FIAT|Panda|1000|17", "FIAT"),
+            // The stored row wins entirely: nothing is written.
+            (.rollback, "1|FIAT|Panda||17", "FIAT"),
+        ]
+        for (policy, row, maker) in expected {
+            let (url, context, car, result) = try conflictWithRow3(policy)
+            XCTAssertNoThrow(try result.get(), "\(policy)")
+            let plateCount =
+                "SELECT COUNT(*) FROM ZCAR WHERE ZNUMBERPLATE = (SELECT ZNUMBERPLATE FROM ZCAR WHERE Z_PK = 3)"
+            XCTAssertEqual(try count(url, plateCount), "1", "\(policy): no duplicate")
+            XCTAssertEqual(try count(url, row3), row, "\(policy)")
+            XCTAssertEqual(car.objectID.primaryKey, 3, "\(policy): the object took the row's identity")
+            XCTAssertEqual(car["maker"] as? String, maker, "\(policy)")
+            XCTAssertFalse(context.hasChanges, "\(policy)")
+            XCTAssertTrue(context.registeredObjects.contains { $0 === car }, "\(policy)")
+        }
+        let (url, context, car, result) = try conflictWithRow3(.error)
+        XCTAssertThrowsError(try result.get()) { error in
+            let error = error as? ObjectGraphError
+            XCTAssertEqual(error?.code, .constraintConflict)
+            XCTAssertEqual(
+                error?.message,
+                "a new Car has the same numberPlate as the stored Car row 3 (uniqueness constraint of Car)")
+            XCTAssertTrue(error?.objects.first === car)
+        }
+        XCTAssertEqual(try count(url, row3), "1|FIAT|Panda||17")
+        XCTAssertTrue(context.insertedObjects.contains { $0 === car })
+    }
+
+    func testAPolicyDoesNotTurnAnObjectIntoARowOfAnotherEntity() throws {
+        let (url, context) = try openStore()
+        context.mergePolicy = .mergeByPropertyObjectTrump
+        let car = context.insertNewObject(forEntityName: "SportCar")
+        car["numberPlate"] = try count(url, "SELECT ZNUMBERPLATE FROM ZCAR WHERE Z_PK = 3")
+        XCTAssertThrowsError(try context.save()) { error in
+            XCTAssertEqual((error as? ObjectGraphError)?.code, .constraintConflict)
+        }
+        XCTAssertTrue(car.isInserted)
+    }
+
+    func testARegisteredUnchangedRowGivesWayAndAChangedOneConflicts() throws {
+        let (url, context) = try openStore()
+        context.mergePolicy = .mergeByPropertyObjectTrump
+        let stored = try XCTUnwrap(try context.existingObject(entityName: "Car", primaryKey: 3))
+        let plate = try XCTUnwrap(stored["numberPlate"] as? String)
+        stored["model"] = "Tipo"
+        let car = context.insertNewObject(forEntityName: "Car")
+        car["numberPlate"] = plate
+        car["maker"] = "Tesla"
+        // Two live objects with unsaved changes cannot become one row.
+        XCTAssertThrowsError(try context.save()) { error in
+            XCTAssertEqual((error as? ObjectGraphError)?.code, .constraintConflict)
+        }
+        try context.refresh(stored, mergeChanges: false)
+        try context.save()
+        XCTAssertEqual(car.objectID.primaryKey, 3)
+        XCTAssertNil(stored.managedObjectContext, "the row's former object left the context")
+        XCTAssertTrue(try context.existingObject(entityName: "Car", primaryKey: 3) === car)
+        XCTAssertEqual(try count(url, "SELECT ZMAKER, ZMODEL FROM ZCAR WHERE Z_PK = 3"), "Tesla|Panda")
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import XCTest
 
 @testable import ObjectGraph
@@ -109,7 +110,7 @@ final class ValueFormatTests: ObjectGraphTestCase {
         let names = try expectedValues().map(\.name)
         let archives = try names.map { try Data(contentsOf: Self.archivesURL.appendingPathComponent("\($0).archive")) }
         let cases = Int(ProcessInfo.processInfo.environment["OG_ARCHIVE_FUZZ_CASES"] ?? "") ?? 1500
-        var random = SeededRandom(
+        var random = SplitMix64(
             seed: UInt64(ProcessInfo.processInfo.environment["OG_ARCHIVE_FUZZ_SEED"] ?? "") ?? 0x5EED)
         let keyed = KeyedArchiveTransformer()
         let plain = PropertyListTransformer()
@@ -216,18 +217,6 @@ final class ValueFormatTests: ObjectGraphTestCase {
     }
 }
 
-/// A small deterministic generator (SplitMix64), so every run tries the same cases.
-struct SeededRandom {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 func dataFromHex(_ text: String) -> Data {
     var data = Data()

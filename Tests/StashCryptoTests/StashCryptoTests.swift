@@ -193,3 +193,15 @@ final class SecretBytesTests: XCTestCase {
         XCTAssertEqual(seen, Set(0..<10))
     }
 }
+
+final class HKDFKnownAnswerTests: XCTestCase {
+    func testRFC5869Vectors() throws {
+        let document = try XCTUnwrap(try loadVectors("rfc5869-hkdf-sha256.json") as? [String: Any])
+        for test in try XCTUnwrap(document["tests"] as? [[String: Any]]) {
+            let okm = try HKDF.sha256(key: SecretBytes(copying: hex(test["ikm"] as! String)),
+                                      salt: hex(test["salt"] as! String),
+                                      info: hex(test["info"] as! String), length: test["length"] as! Int)
+            XCTAssertEqual(okm.bytes, hex(test["okm"] as! String))
+        }
+    }
+}

@@ -13,4 +13,13 @@ int32_t ms_keyring_search_user_key(const char *description);
 long ms_keyring_read(int32_t key, void *buffer, size_t length);
 long ms_keyring_set_timeout(int32_t key, unsigned int seconds);
 long ms_keyring_revoke(int32_t key);
+
+/// Overwrites every file in `directory` with zeros, removes them and the directory.
+/// Async-signal-safe. Returns 0 or -errno.
+int ms_wipe_directory(const char *directory);
+/// Until ms_editor_guard_end, SIGINT, SIGHUP, SIGTERM and SIGQUIT wipe `directory` (as
+/// ms_wipe_directory) before the process dies of the signal. Returns 0 or -errno.
+int ms_editor_guard_begin(const char *directory);
+/// Wipes the guarded directory and restores the previous signal actions. Returns 0 or -errno.
+int ms_editor_guard_end(void);
 #endif

@@ -10,12 +10,23 @@ extension ManagedObjectContext {
     /// values. A constraint with a nil value is not checked, as SQLite's unique indexes allow
     /// several NULLs. No value is named in the error: constrained values may be secrets.
     ///
+    /// When an inserted object has a stored row's values, ``mergePolicy`` decides, as Core Data's
+    /// policies do for constraint conflicts: with `.error` the save fails; with any other policy
+    /// the object takes the row's identity, so the row is updated instead of a duplicate inserted,
+    /// and the policy settles their values as for a row changed meanwhile (object trump: the
+    /// object's values win; overwrite: its attributes replace the row's, unset ones too; store
+    /// trump: the stored values win, the object's kept where the row has none; rollback: the row).
+    /// Conflicts between objects of the same save, with a row of another entity, with a row
+    /// registered here with unsaved changes, or made by an update always fail.
+    ///
+    /// - returns: the inserted objects that took a stored row's identity (now updated objects).
     /// - throws: ``ObjectGraphError`` 133021 naming the object, the entity and the attributes.
     func checkUniquenessConstraints(
         inserted: [ManagedObject], updated: [ManagedObject], deleted: [ManagedObject], _ db: Database
-    ) throws {
+    ) throws -> [ManagedObject] {
         let constrained = (inserted + updated).filter { !$0.entity.allUniquenessConstraints.isEmpty }
-        guard !constrained.isEmpty else { return }
+        guard !constrained.isEmpty else { return [] }
+        var adopted: [ManagedObject] = []
         // Rows whose stored constrained values this save removes or replaces (the new values of
         // the latter are checked as objects of this save).
         var leaving: Set<ObjectKey> = []
@@ -50,13 +61,54 @@ extension ManagedObjectContext {
                 let sql =
                     "SELECT Z_PK FROM \(store.qualified(root.tableName)) WHERE Z_ENT IN (\(numbers)) AND \(conditions)"
                 for key in try Int64.fetchAll(db, sql: sql, arguments: StatementArguments(values)) {
-                    guard !leaving.contains(ObjectKey(rootEntityNumber: root.entityNumber, primaryKey: key)) else {
+                    guard key != object.objectID.primaryKey,
+                          !leaving.contains(ObjectKey(rootEntityNumber: root.entityNumber, primaryKey: key)) else {
                         continue
                     }
-                    throw constraintConflict(object, owner, constraint, with: "the stored \(root.name) row \(key)")
+                    guard mergePolicy != .error, !isUpdate,
+                          try adopt(key, root: root, store: store, by: object, db) else {
+                        throw constraintConflict(object, owner, constraint, with: "the stored \(root.name) row \(key)")
+                    }
+                    adopted.append(object)
                 }
             }
         }
+        return adopted
+    }
+
+    /// Gives an inserted object the identity of the stored row it conflicts with, settling their
+    /// values by the merge policy. Returns false when it cannot: the row is of another entity, or
+    /// registered here with unsaved changes (two live objects cannot become one).
+    private func adopt(
+        _ primaryKey: Int64, root: EntityDescription, store: PersistentStore, by object: ManagedObject, _ db: Database
+    ) throws -> Bool {
+        let sql = "SELECT \(root.selectColumns.joined(separator: ", ")) FROM \(store.qualified(root.tableName))"
+            + " WHERE Z_PK = ?"
+        guard let row = try Row.fetchOne(db, sql: sql, arguments: [primaryKey]),
+              try Self.optionalInteger(row, 1, "Z_ENT", root: root, store: store) == Int64(object.entity.entityNumber)
+        else { return false }
+        let key = ObjectKey(rootEntityNumber: root.entityNumber, primaryKey: primaryKey)
+        if let registeredObject = registered[key] {
+            guard !registeredObject.hasChanges else { return false }
+            forget(registeredObject)
+        }
+        // Every value the new object holds counts as its change, to win or lose by the policy.
+        let held = Set(object.values.map(\.key))
+        object.changedKeys = held
+        object.isPendingInsert = false
+        insertedSet.remove(object)
+        discardUnprocessed(object)
+        object.objectID = ObjectID(entityName: object.entity.name, storeIdentifier: store.identifier,
+                                   primaryKey: primaryKey, temporaryNumber: nil)
+        registered[key] = object
+        try resolveConflict(object, storedRow: row, root: root, store: store)
+        if mergePolicy == .overwrite {
+            // The object's attributes replace the row's, also where the object has none.
+            for column in object.entity.storedColumns where !held.contains(column.name) {
+                object.values[column.name] = nil
+            }
+        }
+        return true
     }
 
     private func constraintConflict(

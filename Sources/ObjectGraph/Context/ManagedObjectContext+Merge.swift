@@ -158,9 +158,10 @@ extension ManagedObjectContext {
                     }
                 }
                 for row in rows {
-                    let primaryKey: Int64 = row[0]
+                    let primaryKey = try Self.integer(row, 0, "Z_PK", root: root, store: store)
                     seen.insert(primaryKey)
-                    guard let object = group[primaryKey], object.version != row[2] as Int64 else { continue }
+                    let version = try Self.integer(row, 2, "Z_OPT", root: root, store: store)
+                    guard let object = group[primaryKey], object.version != version else { continue }
                     if object.changedKeys.isEmpty && !deletedSet.contains(object) {
                         try load(row, into: object, root: root, store: store)
                     } else {

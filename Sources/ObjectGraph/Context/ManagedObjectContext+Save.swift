@@ -20,29 +20,47 @@ extension ManagedObjectContext {
         let metadataPending = coordinator.persistentStores.contains { $0.metadataNeedsSaving }
         guard hasChanges || metadataPending else { return }
 
+        // Validated once before taking the write lock, to fail early, and again under it (below),
+        // against the stores as they are when the rows are written.
         try validateChanges()
 
-        let inserted = insertedSet.objects
-        let updated = updatedSet.objects.filter { !deletedSet.contains($0) }
+        var inserted = insertedSet.objects
+        var updated = updatedSet.objects.filter { !deletedSet.contains($0) }
         let deleted = deletedSet.objects
         if let parent {
             try push(to: parent, inserted: inserted, updated: updated, deleted: deleted)
             return
         }
-        // Many-to-many rows are rewritten from the changed objects before the deleted ones go.
+        // Many-to-many rows are rewritten from the changed objects.
         let joinChanges = (inserted + updated.filter { !$0.changedKeys.isEmpty }).filter { $0.entity.hasJoinTables }
         var rowsUpdated: Set<ObjectIdentifier> = []
         _ = coordinator.triggerReports.take()
         do {
             try wrapStoreErrors(.saveFailed, "cannot save") {
-                try coordinator.write(stores: try storesWritten(inserted + updated + deleted)) { db in
-                    try checkUniquenessConstraints(inserted: inserted, updated: updated, deleted: deleted, db)
+                // An observer may write to any store: then every store is locked up front, in order.
+                let locked = coordinator.writeObserver == nil ? try storesWritten(inserted + updated + deleted) : nil
+                try coordinator.write(stores: locked) { db in
+                    try validateChanges()
+                    let adopted = try checkUniquenessConstraints(
+                        inserted: inserted, updated: updated, deleted: deleted, db)
+                    if !adopted.isEmpty {
+                        // Inserted objects that took a stored row's identity update that row.
+                        let ids = Set(adopted.map(ObjectIdentifier.init))
+                        inserted.removeAll { ids.contains(ObjectIdentifier($0)) }
+                        updated += adopted.filter { updatedSet.contains($0) }
+                    }
                     try assignPrimaryKeys(inserted, db)
-                    // Updates first: a row moving off unique values frees them for a new row.
+                    let changing = try rowKeys(of: updated + deleted)
+                    try coordinator.notifyRowsWillChange(changing, db)
+                    // Updates and deletes first: rows moving off unique values free them for new rows.
                     for object in updated where try updateRow(of: object, db) { rowsUpdated.insert(ObjectIdentifier(object)) }
+                    for object in deleted where try !deleteRow(of: object, db) { deletedSet.remove(object) }
                     for object in inserted { try insertRow(of: object, db) }
                     for object in joinChanges { try writeJoinRows(of: object, db) }
-                    for object in deleted where try !deleteRow(of: object, db) { deletedSet.remove(object) }
+                    try enforceDeleteRules(of: deleted.filter { deletedSet.contains($0) }, db)
+                    let insertedIDs = Set(inserted.map(ObjectIdentifier.init))
+                    try verifyDestinations(of: inserted + updated, inserted: insertedIDs, db)
+                    try coordinator.notifyRowsDidChange(try rowKeys(of: inserted) + changing, db)
                     try coordinator.writePendingMetadata(db)
                 }
             }
@@ -57,14 +75,12 @@ extension ManagedObjectContext {
         applyTriggerReports(coordinator.triggerReports.take())
     }
 
-    /// The stores a save changes: those of its objects and those with pending metadata.
+    /// The stores a save changes (those of its objects and those with pending metadata), in the
+    /// coordinator's order, so that concurrent saves lock them in the same order.
     private func storesWritten(_ objects: [ManagedObject]) throws -> [PersistentStore] {
-        var stores = coordinator.persistentStores.filter(\.metadataNeedsSaving)
-        for object in objects {
-            let store = try coordinator.store(for: object.entity.rootEntity)
-            if !stores.contains(where: { $0 === store }) { stores.append(store) }
-        }
-        return stores
+        var written = Set(coordinator.persistentStores.filter(\.metadataNeedsSaving).map(ObjectIdentifier.init))
+        for object in objects { written.insert(ObjectIdentifier(try coordinator.store(for: object.entity.rootEntity))) }
+        return coordinator.persistentStores.filter { written.contains(ObjectIdentifier($0)) }
     }
 
     // MARK: - Delete rules
@@ -115,6 +131,17 @@ extension ManagedObjectContext {
 
     private func primaryKey(of object: ManagedObject) -> Int64? { object.objectID.primaryKey ?? object.pendingPrimaryKey }
 
+    /// The rows of `objects`, for a ``StoreWriteObserver``.
+    private func rowKeys(of objects: [ManagedObject]) throws -> [StoredRowKey] {
+        guard coordinator.writeObserver != nil else { return [] }
+        return try objects.compactMap { object in
+            let root = object.entity.rootEntity
+            guard let key = primaryKey(of: object) else { return nil }
+            let store = try coordinator.store(for: root)
+            return StoredRowKey(storeIdentifier: store.identifier, table: root.tableName, primaryKey: key)
+        }
+    }
+
     /// The stored value of an attribute: encoded by its transformer when Transformable.
     private func storedValue(of object: ManagedObject, _ column: StoredColumn, slot: Int, store: PersistentStore,
                              primaryKey: Int64) throws -> DatabaseValue {
@@ -134,7 +161,7 @@ extension ManagedObjectContext {
     }
 
     /// The stored value of a to-one relationship: the destination's primary key.
-    private func storedValue(of object: ManagedObject, _ relationship: RelationshipDescription) -> DatabaseValue {
+    func storedValue(of object: ManagedObject, _ relationship: RelationshipDescription) -> DatabaseValue {
         switch object.values[relationship.name] {
         case let destination as ManagedObject: return primaryKey(of: destination)?.databaseValue ?? .null
         case let fault as FaultReference: return fault.primaryKey.databaseValue
@@ -184,6 +211,10 @@ extension ManagedObjectContext {
             arguments.append(value)
         }
         guard !assignments.isEmpty else { return false }
+        guard object.version < Int64.max else {
+            throw ObjectGraphError.damagedRow(store: store, root: root, primaryKey: primaryKey,
+                                          "its version (Z_OPT) cannot grow any further")
+        }
         arguments += [(object.version + 1).databaseValue, primaryKey.databaseValue, object.version.databaseValue]
         try db.executeCached(sql: "UPDATE \(store.qualified(root.tableName)) SET \(assignments.joined(separator: ", ")), Z_OPT = ? WHERE Z_PK = ? AND Z_OPT = ?",
                              values: arguments)

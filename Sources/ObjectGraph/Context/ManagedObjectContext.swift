@@ -391,7 +391,13 @@ public final class ManagedObjectContext {
                 }
                 continue
             }
-            guard case .blob(let data) = dbValue.storage else { continue }
+            guard case .blob(let data) = dbValue.storage else {
+                // Transformers write BLOBs; anything else, or nothing where a value is required, was not written by us.
+                if dbValue.isNull, entity.attribute(named: column.name)?.isOptional ?? true { continue }
+                throw ObjectGraphError.damagedRow(store: store, root: root, primaryKey: primaryKey,
+                                              "column \(column.columnName) holds \(dbValue.storageKind) "
+                                                + "where \(entity.name).\(column.name) keeps its encoded value")
+            }
             let place = ValuePlace(storeIdentifier: store.identifier, entityName: entity.name, attributeName: column.name, primaryKey: primaryKey)
             let encoded = EncodedValue(data: data, place: place)
             values[column.name] = decoding.map { $0.contains(column.name) } ?? true

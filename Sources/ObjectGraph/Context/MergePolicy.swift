@@ -7,6 +7,10 @@ import GRDB
 /// ``ManagedObjectContext/mergeChanges(fromContextDidSave:)`` or
 /// ``ManagedObjectContext/mergeExternalChanges()`` bring in a newer row of an object with
 /// unsaved changes. A row deleted meanwhile stays deleted under every policy but ``error``.
+///
+/// It also settles a new object that has a stored row's values for a uniqueness constraint:
+/// under every policy but ``error`` the object takes that row's identity and their values are
+/// settled as above, so the row is updated rather than a duplicate inserted.
 public enum MergePolicy: Sendable {
     /// The save fails with a merge conflict (133020); merges leave changed objects as they are.
     case error

@@ -156,17 +156,18 @@ extension ManagedObjectContext {
         let table = store.qualified(root.tableName)
         let ids = try wrapStoreErrors(.saveFailed, "cannot batch update \(entity.name)") {
             try coordinator.write(stores: [store]) { db -> [ObjectID] in
+                // Every row's key and entity are checked before any is written.
                 let rows = try Row.fetchAll(
                     db, sql: "SELECT Z_PK, Z_ENT FROM \(table) t0\(conditions)",
-                    arguments: StatementArguments(arguments))
+                    arguments: StatementArguments(arguments)
+                ).map { try keyAndEntity($0, root: root, store: store) }
                 let setClause = assignments.map { "\($0.column.columnName) = ?" }.joined(separator: ", ")
                 let statement = try db.makeStatement(
                     sql:
                         "UPDATE \(table) SET \(setClause)\(setClause.isEmpty ? "" : ", ")Z_OPT = Z_OPT + 1 "
                             + "WHERE Z_PK = ?"
                 )
-                for row in rows {
-                    let primaryKey: Int64 = row[0] as Int64? ?? 0
+                for (primaryKey, _) in rows {
                     var values: [DatabaseValue] = []
                     for (column, value) in assignments {
                         if column.type == .transformable, let value {
@@ -182,9 +183,7 @@ extension ManagedObjectContext {
                     }
                     try statement.execute(arguments: StatementArguments(values + [primaryKey.databaseValue]))
                 }
-                return rows.map { row in
-                    objectID(primaryKey: row[0] as Int64? ?? 0, entityNumber: row[1] as Int? ?? 0, root: root, store: store)
-                }
+                return rows.map { objectID(primaryKey: $0.0, entityNumber: $0.1, root: root, store: store) }
             }
         }
         for id in ids {
@@ -213,7 +212,8 @@ extension ManagedObjectContext {
                     db, sql: "SELECT Z_PK, Z_ENT FROM \(store.qualified(entity.rootEntity.tableName)) t0\(conditions)",
                     arguments: StatementArguments(arguments))
                 var deleted: [ObjectID] = []
-                try deleteRows(rows.map { ($0[0] as Int64? ?? 0, $0[1] as Int? ?? 0) }, root: entity.rootEntity, db, into: &deleted)
+                let keys = try rows.map { try keyAndEntity($0, root: entity.rootEntity, store: store) }
+                try deleteRows(keys, root: entity.rootEntity, db, into: &deleted)
                 return deleted
             }
         }
@@ -320,10 +320,17 @@ extension ManagedObjectContext {
                 continue
             }
             result += try Row.fetchAll(db, sql: sql, arguments: StatementArguments(chunk.map(\.databaseValue))).map {
-                ($0[0] as Int64? ?? 0, $0[1] as Int? ?? 0)
+                try keyAndEntity($0, root: destination.rootEntity, store: destinationStore)
             }
         }
         return result
+    }
+
+    /// A row's primary key and entity number; a damaged one is named, not read as 0.
+    private func keyAndEntity(_ row: Row, root: EntityDescription, store: PersistentStore) throws -> (Int64, Int) {
+        let primaryKey = try Self.integer(row, 0, "Z_PK", root: root, store: store)
+        let number = try Self.integer(row, 1, "Z_ENT", root: root, store: store)
+        return (primaryKey, Int(truncatingIfNeeded: number))
     }
 
     private func placeholders(_ count: Int) -> String { Array(repeating: "?", count: count).joined(separator: ",") }

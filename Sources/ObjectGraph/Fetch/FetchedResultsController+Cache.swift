@@ -72,7 +72,9 @@ extension PersistentStoreCoordinator {
                     }
                     let keys = try Row.fetchAll(db, sql: "SELECT Z_ENT, Z_MAX FROM \(store.qualified("Z_PRIMARYKEY"))"
                                                     + " ORDER BY Z_ENT")
-                    parts.append(keys.map { "\($0[0] as Int64? ?? 0):\($0[1] as Int64? ?? 0)" }.joined(separator: ","))
+                    // Compared, never decoded: a damaged value must move the fingerprint, not trap.
+                    let pairs = keys.map { "\($0[0] as DatabaseValue):\($0[1] as DatabaseValue)" }
+                    parts.append(pairs.joined(separator: ","))
                     return parts.joined(separator: ";")
                 }
             }

@@ -89,14 +89,31 @@ final class StoreMigration {
         return plan.sourceEntities.map(\.rootEntity).filter { seen.insert($0.name).inserted }
     }
 
+    /// An integer the old store keeps (a key, an entity number), nil when NULL. A value of another
+    /// kind is damage: refused naming store, entity, row and column, before anything is written.
+    private func integer(_ value: DatabaseValue, _ column: String, of entity: String, row: Int64?) throws -> Int64? {
+        switch value.storage {
+        case .null: return nil
+        case .int64(let integer): return integer
+        case .double(let number) where Int64(exactly: number) != nil: return Int64(number)
+        default:
+            throw ObjectGraphError.damagedRow(
+                storeName: report.storeName, entity: entity, primaryKey: row,
+                "column \(column) holds \(value.storageKind) where an integer belongs")
+        }
+    }
+
     private func readOldStore() throws {
         for root in sourceRoots where try tableExists(root.tableName) {
             oldTables.append(root.tableName)
             var rows: [Int64: Int] = [:]
             var unknown = 0
             for row in try Row.fetchAll(db, sql: "SELECT Z_PK, Z_ENT FROM \(qualified(root.tableName))") {
-                // A damaged row (no key, or an entity number the old model lacks) belongs to no entity.
-                guard let key: Int64 = row[0], let number: Int = row[1], source.entity(number: number) != nil else {
+                // A row with no key, or an entity number the old model lacks, belongs to no entity.
+                let key = try integer(row[0], "Z_PK", of: root.name, row: nil)
+                let number = try integer(row[1], "Z_ENT", of: root.name, row: key).flatMap(Int.init(exactly:))
+                guard let key, let number, source.entity(number: number) != nil
+                else {
                     unknown += 1
                     continue
                 }
@@ -118,7 +135,11 @@ final class StoreMigration {
         }
         oldTables += ["Z_PRIMARYKEY", "Z_METADATA"]
         for row in try Row.fetchAll(db, sql: "SELECT Z_NAME, Z_MAX FROM \(qualified("Z_PRIMARYKEY"))") {
-            if let name: String = row[0], let max: Int64 = row[1] { oldMaxKey[name] = max }
+            if let name = String.fromDatabaseValue(row[0]),
+                let max = try integer(row[1], "Z_MAX", of: "Z_PRIMARYKEY (\(name))", row: nil)
+            {
+                oldMaxKey[name] = max
+            }
         }
         // Rows of two old tables landing in one new table (an inheritance change) get disjoint keys.
         var feeds: [String: Set<String>] = [:]
@@ -196,6 +217,8 @@ final class StoreMigration {
                 let newTarget = destination.entity(named: relationship.destinationEntityName)
             else { continue }
             let pairs: [Row]
+            // Where a damaged pair is, for the error: the table's entity (or join table) and its columns.
+            var place = (entity: owners.name, columns: ["Z_PK", old.columnName])
             if !old.isToMany {
                 pairs = try Row.fetchAll(
                     db,
@@ -205,6 +228,7 @@ final class StoreMigration {
                     arguments: [owners.entityNumber])
             } else if SQLiteSchema.usesJoinTable(old, in: source) {
                 let join = SQLiteSchema.joinTable(for: old, of: owners, in: source)
+                place = (join.name, [join.sourceColumn, join.destinationColumn])
                 pairs = try Row.fetchAll(
                     db,
                     sql: """
@@ -212,6 +236,7 @@ final class StoreMigration {
                         JOIN \(ownerTable) o ON o.Z_PK = j.\(join.sourceColumn) WHERE o.Z_ENT = ?
                         """, arguments: [owners.entityNumber])
             } else if let inverse = SQLiteSchema.inverse(of: old, in: source) {
+                place = (oldTarget.name, [inverse.columnName, "Z_PK"])
                 pairs = try Row.fetchAll(
                     db,
                     sql: """
@@ -227,7 +252,9 @@ final class StoreMigration {
             var dropped = 0
             for pair in pairs {
                 // The target must still exist, as an entity the new relationship may point to.
-                guard let owner: Int64 = pair[0], let target: Int64 = pair[1],
+                let owner = try integer(pair[0], place.columns[0], of: place.entity, row: nil)
+                let target = try integer(pair[1], place.columns[1], of: place.entity, row: owner)
+                guard let owner, let target,
                     let number = entityOfRow[targetRoot]?[target], let oldEntity = source.entity(number: number),
                     let targetMapping = plan.mappings.first(where: { $0.source === oldEntity }),
                     targetMapping.destination.isKind(of: newTarget)
@@ -465,7 +492,7 @@ final class StoreMigration {
                         WHERE Z_ENT = ? AND \(old.columnName) IS NOT NULL
                         """, arguments: [mapping.source.entityNumber])
                 for row in rows {
-                    let oldKey: Int64 = row[0]
+                    guard let oldKey = try integer(row[0], "Z_PK", of: mapping.source.name, row: nil) else { continue }
                     let value = try decode(row[1], old, entity: mapping.source.name, primaryKey: oldKey)
                     let stored = try encode(value, attribute, entity: entity.name, primaryKey: oldKey + offset)
                     try db.execute(
@@ -608,7 +635,10 @@ final class StoreMigration {
             }
         }
         for relationship in entity.relationships where !relationship.isToMany {
-            if let key = row[relationship.columnName] as Int64? { values[relationship.name] = key }
+            guard let stored = row[relationship.columnName] as DatabaseValue? else { continue }
+            if let key = try integer(stored, relationship.columnName, of: entity.name, row: primaryKey) {
+                values[relationship.name] = key
+            }
         }
         return values
     }

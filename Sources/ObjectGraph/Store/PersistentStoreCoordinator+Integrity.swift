@@ -41,6 +41,12 @@ extension PersistentStoreCoordinator {
                     for key in try Int64.fetchAll(db, sql: "SELECT Z_PK FROM \(table) WHERE Z_ENT NOT IN (\(numbers)) OR Z_ENT IS NULL") {
                         problems.append(IntegrityProblem(store: name, entity: root.name, primaryKey: key, message: "row of an unknown entity (Z_ENT)"))
                     }
+                    let damagedVersion = "SELECT Z_PK FROM \(table) "
+                        + "WHERE typeof(Z_OPT) != 'integer' OR Z_OPT < 0 OR Z_OPT >= 9223372036854775807"
+                    for key in try Int64.fetchAll(db, sql: damagedVersion) {
+                        problems.append(IntegrityProblem(store: name, entity: root.name, primaryKey: key,
+                                                         message: "its version (Z_OPT) is not a count of changes"))
+                    }
                     for relationship in root.tableToOneRelationships {
                         guard let destination = managedObjectModel.entity(named: relationship.destinationEntityName),
                               let destinationStore = persistentStore(for: destination) else { continue }

@@ -50,6 +50,8 @@ public final class PersistentStoreCoordinator {
     public var modelVersions: ModelVersions
     /// Custom steps run by migrations, beside what is inferred.
     public var migrationSteps: [EntityMigrationStep] = []
+    /// Told of every row each save writes, inside the save's transaction.
+    public weak var writeObserver: StoreWriteObserver?
     /// What each migration made while adding stores did, in order.
     public internal(set) var migrationReports: [MigrationReport] = []
     /// Makes a save across several stores all or nothing by switching their files out of WAL
@@ -205,7 +207,8 @@ public final class PersistentStoreCoordinator {
             return
         }
         guard let row = try Row.fetchOne(db, sql: "SELECT Z_UUID, Z_PLIST FROM \(store.qualified("Z_METADATA"))"),
-              let identifier: String = row["Z_UUID"], let plist: Data = row["Z_PLIST"],
+              let identifier = String.fromDatabaseValue(row["Z_UUID"]),
+              let plist = Data.fromDatabaseValue(row["Z_PLIST"]),
               let metadata = try? BinaryPropertyList.foundationPropertyList(from: plist) as? [String: Any] else {
             throw ObjectGraphError(code: .storeOpenFailed, message: "'\(name)' has damaged metadata (Z_METADATA)")
         }
@@ -403,8 +406,22 @@ public final class PersistentStoreCoordinator {
     func allocatePrimaryKeys(_ db: Database, root: EntityDescription, count: Int) throws -> Int64 {
         let store = try store(for: root)
         let table = store.qualified("Z_PRIMARYKEY")
-        try db.execute(sql: "UPDATE \(table) SET Z_MAX = Z_MAX + ? WHERE Z_ENT = ?", arguments: [count, root.entityNumber])
-        let max = try Int64.fetchOne(db, sql: "SELECT Z_MAX FROM \(table) WHERE Z_ENT = ?", arguments: [root.entityNumber]) ?? Int64(count)
-        return max - Int64(count) + 1
+        // Never below the highest key in use: a damaged Z_MAX must not make a new row collide with an old one.
+        let allocated = try DatabaseValue.fetchOne(db, sql: "SELECT Z_MAX FROM \(table) WHERE Z_ENT = ?",
+                                                   arguments: [root.entityNumber])
+        guard let allocated else {
+            throw ObjectGraphError.damagedRow(store: store, root: root, primaryKey: nil,
+                                          "Z_PRIMARYKEY has no row for entity number \(root.entityNumber)")
+        }
+        let highest = try Int64.fetchOne(db, sql: "SELECT MAX(Z_PK) FROM \(store.qualified(root.tableName))") ?? 0
+        let first = max(Int64.fromDatabaseValue(allocated) ?? 0, highest, 0).addingReportingOverflow(1)
+        let last = first.partialValue.addingReportingOverflow(Int64(count) - 1)
+        guard !first.overflow, !last.overflow, last.partialValue < Int64.max else {
+            throw ObjectGraphError.damagedRow(store: store, root: root, primaryKey: nil,
+                                          "no primary key is left to allocate (Z_PRIMARYKEY.Z_MAX)")
+        }
+        try db.execute(sql: "UPDATE \(table) SET Z_MAX = ? WHERE Z_ENT = ?",
+                       arguments: [last.partialValue, root.entityNumber])
+        return first.partialValue
     }
 }

@@ -50,8 +50,11 @@ public struct StoreSummary: Sendable, Equatable {
             }
             var listed: [(name: String, number: Int, parent: Int)] = []
             for row in try Row.fetchAll(db, sql: "SELECT Z_ENT, Z_NAME, Z_SUPER FROM Z_PRIMARYKEY ORDER BY Z_ENT") {
-                guard let number: Int = row[0], let name: String = row[1] else { continue }
-                listed.append((name, number, row[2] ?? 0))
+                // Read leniently: a damaged Z_PRIMARYKEY row is left out of the summary, not trapped on.
+                guard let number = Int.fromDatabaseValue(row[0]), let name = String.fromDatabaseValue(row[1]) else {
+                    continue
+                }
+                listed.append((name, number, Int.fromDatabaseValue(row[2]) ?? 0))
             }
             let byNumber = Dictionary(listed.map { ($0.number, $0) }, uniquingKeysWith: { first, _ in first })
             var entities: [Entity] = []

@@ -23,7 +23,19 @@ public final class XMLStore: AtomicStore {
     public override func load() throws {
         let document: XMLDocument
         do {
-            document = try XMLDocument(data: try Data(contentsOf: url), options: [])
+            let data = try Data(contentsOf: url)
+            // XMLDocument parses in libxml2's recovery mode, printing each error to stderr and
+            // patching over it; XMLParser reports the first error to us alone, so check with it first.
+            let parser = XMLParser(data: data)
+            parser.shouldResolveExternalEntities = false
+            // It may return true yet leave an error behind (an unfinished tag at the end).
+            guard parser.parse(), parser.parserError == nil else {
+                let code = (parser.parserError as NSError?).map { ", XML parser error \($0.code)" } ?? ""
+                throw damaged("not well-formed XML near line \(parser.lineNumber)\(code)")
+            }
+            document = try XMLDocument(data: data, options: [])
+        } catch let error as ObjectGraphError {
+            throw error
         } catch {
             throw damaged("not well-formed XML (\(error.localizedDescription))")
         }

@@ -365,7 +365,7 @@ final class Browser {
         }
         if lockPrompt.isEmpty {
             guard let session = KeyringSession.load(vaultIdentifier: vault.identifier),
-                  vault.unlock(session: session) else {
+                  try vault.unlock(session: session) else {
                 lockMessage = "type the master password, then Enter"
                 return
             }

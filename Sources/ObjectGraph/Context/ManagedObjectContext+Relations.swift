@@ -1,0 +1,92 @@
+import Foundation
+import GRDB
+
+/// Relationships checked inside a save's write transaction, against the store as it is
+/// then: another process may have deleted a destination, or linked a row to an object this
+/// save deletes, after this context read them.
+extension ManagedObjectContext {
+    /// Every to-one destination this save writes must still exist.
+    ///
+    /// - throws: ``ObjectGraphError`` 133020 (merge conflict) naming the missing destination.
+    func verifyDestinations(of objects: [ManagedObject], inserted: Set<ObjectIdentifier>, _ db: Database) throws {
+        for object in objects {
+            for (relationship, _) in object.entity.storedToOne
+            where inserted.contains(ObjectIdentifier(object)) || object.changedKeys.contains(relationship.name) {
+                guard case .int64(let key) = storedValue(of: object, relationship).storage,
+                    let destination = model.entity(named: relationship.destinationEntityName)?.rootEntity
+                else { continue }
+                let table = try coordinator.store(for: destination).qualified(destination.tableName)
+                guard
+                    try Bool.fetchOne(
+                        db, sql: "SELECT EXISTS (SELECT 1 FROM \(table) WHERE Z_PK = ?)", arguments: [key]) == true
+                else {
+                    let name =
+                        object.objectID.primaryKey.map { "\(object.entity.name) row \($0)" }
+                        ?? "the new \(object.entity.name)"
+                    throw ObjectGraphError(
+                        code: .mergeConflict,
+                        message:
+                            "merge conflict: \(name) refers through '\(relationship.name)' "
+                                + "to \(destination.name) row \(key), "
+                            + "which was deleted by someone else since it was read; nothing was saved",
+                        objects: [object])
+                }
+            }
+        }
+    }
+
+    /// Applies the delete rules of deleted objects to rows this context did not know of:
+    /// rows that still point at a deleted object after this save's own changes.
+    ///
+    /// - throws: ``ValidationError`` 1600 for Deny; a merge conflict for Cascade (the rows
+    ///   to cascade to were not seen); Nullify clears the references.
+    func enforceDeleteRules(of deleted: [ManagedObject], _ db: Database) throws {
+        var denied: [ValidationError] = []
+        for object in deleted {
+            guard let primaryKey = object.objectID.primaryKey else { continue }
+            for relationship in object.entity.relationships where relationship.deleteRule != .noAction {
+                guard let inverseName = relationship.inverseName,
+                    let destination = model.entity(named: relationship.destinationEntityName),
+                    let inverse = destination.relationship(named: inverseName), !inverse.isToMany,
+                    destination.rootEntity.tableToOneRelationships.contains(where: { $0.name == inverse.name })
+                else { continue }
+                let root = destination.rootEntity
+                let table = try coordinator.store(for: root).qualified(root.tableName)
+                let numbers = destination.selfAndDescendants.map { String($0.entityNumber) }.joined(separator: ", ")
+                let referring = "FROM \(table) WHERE \(inverse.columnName) = ? AND Z_ENT IN (\(numbers))"
+                let keys = try Int64.fetchAll(db, sql: "SELECT Z_PK \(referring)", arguments: [primaryKey])
+                guard !keys.isEmpty else { continue }
+                switch relationship.deleteRule {
+                case .deny:
+                    denied.append(
+                        ValidationError(
+                            code: .relationshipDeniedDelete, object: object, key: relationship.name, value: nil,
+                            constraint: .deleteDenied(relationship: relationship.name)))
+                case .nullify:
+                    let store = try coordinator.store(for: root)
+                    let changed = keys.map {
+                        StoredRowKey(storeIdentifier: store.identifier, table: root.tableName, primaryKey: $0)
+                    }
+                    try coordinator.notifyRowsWillChange(changed, db)
+                    try db.execute(
+                        sql: "UPDATE \(table) SET \(inverse.columnName) = NULL, "
+                            + "Z_OPT = CASE WHEN Z_OPT < 9223372036854775807 THEN Z_OPT + 1 ELSE Z_OPT END "
+                            + "WHERE Z_PK IN "
+                            + "(SELECT Z_PK \(referring))", arguments: [primaryKey])
+                    try coordinator.notifyRowsDidChange(changed, db)
+                case .cascade:
+                    throw ObjectGraphError(
+                        code: .mergeConflict,
+                        message:
+                            "merge conflict: \(destination.name) row \(keys[0]) was linked to "
+                                + "\(object.entity.name) row \(primaryKey) "
+                            + "by someone else since it was read; nothing was saved",
+                        objects: [object])
+                case .noAction:
+                    break
+                }
+            }
+        }
+        if !denied.isEmpty { throw ValidationError.combining(denied) }
+    }
+}

@@ -1,0 +1,112 @@
+import Foundation
+import GRDB
+
+/// A row of a store, named by its table and primary key.
+public struct StoredRowKey: Hashable, Sendable {
+    /// The store's identifier (its `Z_UUID`).
+    public let storeIdentifier: String
+    /// The root entity's table, such as `ZNOTE`.
+    public let table: String
+    /// The row's `Z_PK`.
+    public let primaryKey: Int64
+
+    /// A row of the store with `storeIdentifier`.
+    public init(storeIdentifier: String, table: String, primaryKey: Int64) {
+        self.storeIdentifier = storeIdentifier
+        self.table = table
+        self.primaryKey = primaryKey
+    }
+}
+
+/// A SQLite value as stored, whatever the column was meant to hold.
+public enum StoredCell: Hashable, Sendable {
+    case null
+    case integer(Int64)
+    case real(Double)
+    case text(String)
+    case blob(Data)
+
+    init(_ value: DatabaseValue) {
+        switch value.storage {
+        case .null: self = .null
+        case .int64(let number): self = .integer(number)
+        case .double(let number): self = .real(number)
+        case .string(let text): self = .text(text)
+        case .blob(let data): self = .blob(data)
+        }
+    }
+
+    var databaseValue: DatabaseValue {
+        switch self {
+        case .null: return .null
+        case .integer(let number): return number.databaseValue
+        case .real(let number): return number.databaseValue
+        case .text(let text): return text.databaseValue
+        case .blob(let data): return data.databaseValue
+        }
+    }
+}
+
+/// SQL inside the transaction of a save, for a ``StoreWriteObserver``.
+public struct StoreTransaction {
+    let db: Database
+    let coordinator: PersistentStoreCoordinator
+
+    /// `table` of the store with `storeIdentifier`, qualified for SQL in this transaction.
+    public func qualified(_ table: String, storeIdentifier: String) throws -> String {
+        guard let store = coordinator.persistentStores.first(where: { $0.identifier == storeIdentifier }) else {
+            throw ObjectGraphError(code: .objectNotFound, message: "no store with identifier \(storeIdentifier)")
+        }
+        return store.qualified(table)
+    }
+
+    /// Runs one SQL statement.
+    public func execute(_ sql: String, _ arguments: [StoredCell] = []) throws {
+        try db.execute(sql: sql, arguments: StatementArguments(arguments.map(\.databaseValue)))
+    }
+
+    /// Every row `sql` selects, each as its cells in column order.
+    public func rows(_ sql: String, _ arguments: [StoredCell] = []) throws -> [[StoredCell]] {
+        try Row.fetchAll(db, sql: sql, arguments: StatementArguments(arguments.map(\.databaseValue))).map { row in
+            (0..<row.count).map { StoredCell(row[$0] as DatabaseValue) }
+        }
+    }
+}
+
+/// Told of every row a save writes, inside its transaction: before (rows as they were) and
+/// after (as they are, deleted rows gone), so it can keep derived data, such as an
+/// integrity record, in step within the same commit. A thrown error rolls the save back.
+public protocol StoreWriteObserver: AnyObject {
+    /// Rows about to be updated or deleted, as they are before the save writes them.
+    func rowsWillChange(_ rows: [StoredRowKey], in transaction: StoreTransaction) throws
+    /// Rows the save inserted, updated or deleted, as they are now (deleted ones gone).
+    func rowsDidChange(_ rows: [StoredRowKey], in transaction: StoreTransaction) throws
+}
+
+extension PersistentStoreCoordinator {
+    /// Calls the observer, if any, with the rows of `objects`.
+    func notifyRowsWillChange(_ keys: [StoredRowKey], _ db: Database) throws {
+        guard let writeObserver, !keys.isEmpty else { return }
+        try writeObserver.rowsWillChange(keys, in: StoreTransaction(db: db, coordinator: self))
+    }
+
+    /// Also for a save that changed metadata only: the observer may keep records of its own.
+    func notifyRowsDidChange(_ keys: [StoredRowKey], _ db: Database) throws {
+        guard let writeObserver else { return }
+        try writeObserver.rowsDidChange(keys, in: StoreTransaction(db: db, coordinator: self))
+    }
+
+    /// Runs `body` in a write transaction that observers see as one (for changes made outside a save).
+    public func performWrite(_ body: (StoreTransaction) throws -> Void) throws {
+        try wrapStoreErrors(.saveFailed, "cannot write") {
+            try write { db in try body(StoreTransaction(db: db, coordinator: self)) }
+        }
+    }
+
+    /// Runs `body` in a read transaction.
+    public func performRead<T>(_ body: (StoreTransaction) throws -> T) throws -> T {
+        try wrapStoreErrors(.saveFailed, "cannot read") {
+            try read { db in try body(StoreTransaction(db: db, coordinator: self)) }
+        }
+    }
+}

@@ -1,0 +1,17 @@
+import Foundation
+
+extension CLITestCase {
+    /// Runs the sqlite3 tool on a file, as someone editing the vault from outside would.
+    func sqlite(_ file: URL, _ sql: String) throws -> (status: Int32, output: String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
+        process.arguments = [file.path, sql]
+        let out = Pipe()
+        process.standardOutput = out
+        process.standardError = out
+        try process.run()
+        let data = out.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+    }
+}

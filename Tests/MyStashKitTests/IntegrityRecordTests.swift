@@ -1,0 +1,46 @@
+import Foundation
+import ObjectGraph
+import XCTest
+
+@testable import MyStashKit
+
+final class IntegrityRecordTests: VaultTestCase {
+    /// After a migration (a new model version) rows are rewritten: the record is renewed
+    /// under the new version instead of reporting every row as changed.
+    func testARecordFromAnotherModelVersionIsRenewed() throws {
+        let vault = try makeVault()
+        try vault.addNote(title: "kept", text: "text")
+        let stale = try IntegrityRecord(
+            dataKey: try vault.sessionContents().dataKey, stores: vault.integrityStores, model: "MyStash 0")
+        try vault.coordinator.performWrite { try stale.create(in: $0) }
+        // Rows changed as a migration would change them.
+        _ = try sqlite("Notes.sqlite", "UPDATE ZNOTE SET Z_OPT = Z_OPT + 1")
+        let reopened = try reopen()
+        XCTAssertEqual(try reopened.notes().map(\.title), ["kept"])
+        XCTAssertEqual(try reopened.check(), [])
+        XCTAssertEqual(
+            try sqlite("Notes.sqlite", "SELECT ZMODEL FROM MYSTASH_RECORD"),
+            reopened.coordinator.managedObjectModel.versionIdentifier)
+    }
+
+    /// A record of the current version is not renewed: a change made outside mystash stays visible.
+    func testTheCurrentRecordIsNeverRenewedOverAChange() throws {
+        let vault = try makeVault()
+        try vault.addNote(title: "kept", text: "text")
+        _ = try sqlite("Notes.sqlite", "UPDATE ZNOTE SET Z_OPT = Z_OPT + 1")
+        assertVaultError(.invalidData, { _ = try reopen() }) { error in
+            XCTAssertTrue(
+                error.message.contains("Notes.sqlite, Note row 1: the row was changed outside mystash"), error.message)
+        }
+    }
+
+    /// Without the data key the record cannot be kept current: a locked vault is not changed.
+    func testALockedVaultWithARecordIsNotChanged() throws {
+        _ = try makeVault()
+        let locked = try Vault.open(at: directory)
+        assertVaultError(.wrongPassword, { try locked.addCategory("Travel") }) { error in
+            XCTAssertTrue(error.message.contains("locked"), error.message)
+        }
+        XCTAssertFalse(try reopen().categories().contains { $0.name == "Travel" })
+    }
+}
