@@ -52,6 +52,7 @@ struct PasswordCommand: ParsableCommand {
         @OptionGroup var generator: GeneratorOptions
 
         func validate() throws {
+            if editNotes { try requireTerminal(for: "--edit-notes") }
             if totp { try requireTerminal(for: "--totp") }
         }
 
@@ -199,6 +200,7 @@ struct PasswordCommand: ParsableCommand {
 
         func validate() throws {
             if newPassword && generate { throw ValidationError("Use either '--new-password' or '--generate', not both") }
+            if editNotes { try requireTerminal(for: "--edit-notes") }
             if totp { try requireTerminal(for: "--totp") }
         }
 

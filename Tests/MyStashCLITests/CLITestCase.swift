@@ -45,8 +45,34 @@ class CLITestCase: XCTestCase {
     }
 
     @discardableResult
-    func run(_ arguments: [String], stdin: String? = nil, environment: [String: String] = [:], removing: [String] = []) throws -> Result {
-        try execute(process(arguments, environment: environment, removing: removing), stdin: stdin)
+    func run(
+        _ arguments: [String], stdin: String? = nil, environment: [String: String] = [:], removing: [String] = [],
+        terminal: Bool = false
+    ) throws -> Result {
+        let process = process(arguments, environment: environment, removing: removing)
+        guard terminal else { return try execute(process, stdin: stdin) }
+        try giveTerminal(to: process, stdin: stdin)
+        return try execute(process, stdin: nil)
+    }
+
+    /// Reruns `process` under util-linux `script`, so that it has a controlling terminal (as
+    /// `--edit-notes` requires) while its standard input comes from `stdin` and its output and
+    /// errors go where the caller points the returned process's. `script -e` reports a death
+    /// by signal N as exit status 128 + N.
+    func giveTerminal(to process: Process, stdin: String?) throws {
+        var input = "/dev/null"
+        if let stdin {
+            let file = home.appendingPathComponent("stdin-\(UUID().uuidString)")
+            try Data(stdin.utf8).write(to: file)
+            input = file.path
+        }
+        let command = ([process.executableURL!.path] + (process.arguments ?? [])).map(shellQuoted).joined(separator: " ")
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/script")
+        // $PPID is script itself: its output and errors are the pipes the caller reads.
+        process.arguments = [
+            "-qefc", "exec \(command) <\(shellQuoted(input)) >/proc/$PPID/fd/1 2>/proc/$PPID/fd/2", "/dev/null",
+        ]
+        process.standardInput = FileHandle.nullDevice
     }
 
     /// Runs `process` to its end with `stdin`, collecting what it writes (stdout to `stdout` when given).
@@ -76,8 +102,11 @@ class CLITestCase: XCTestCase {
     }
 
     @discardableResult
-    func runOK(_ arguments: [String], stdin: String? = nil, environment: [String: String] = [:], file: StaticString = #filePath, line: UInt = #line) throws -> Result {
-        let result = try run(arguments, stdin: stdin, environment: environment)
+    func runOK(
+        _ arguments: [String], stdin: String? = nil, environment: [String: String] = [:], terminal: Bool = false,
+        file: StaticString = #filePath, line: UInt = #line
+    ) throws -> Result {
+        let result = try run(arguments, stdin: stdin, environment: environment, terminal: terminal)
         XCTAssertEqual(result.status, 0, "mystash \(arguments.joined(separator: " ")): \(result.stderr)", file: file, line: line)
         return result
     }
@@ -91,6 +120,11 @@ class CLITestCase: XCTestCase {
     }
 }
 
+/// `word` as one word of a POSIX shell command.
+func shellQuoted(_ word: String) -> String {
+    "'" + word.replacingOccurrences(of: "'", with: "'\\''") + "'"
+}
+
 /// A command on a pseudo-terminal (util-linux `script`), answered at its prompts.
 final class TerminalSession: @unchecked Sendable {  // the buffer is read and written under the lock
     private let process = Process()
@@ -101,7 +135,7 @@ final class TerminalSession: @unchecked Sendable {  // the buffer is read and wr
     private let arrived = DispatchSemaphore(value: 0)
 
     init(_ arguments: [String], environment: [String: String]) throws {
-        let command = ([CLITestCase.binary.path] + arguments).map { "'" + $0.replacingOccurrences(of: "'", with: "'\\''") + "'" }.joined(separator: " ")
+        let command = ([CLITestCase.binary.path] + arguments).map(shellQuoted).joined(separator: " ")
         process.executableURL = URL(fileURLWithPath: "/usr/bin/script")
         process.arguments = ["-qfec", command, "/dev/null"]
         process.environment = environment

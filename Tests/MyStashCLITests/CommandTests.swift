@@ -70,10 +70,14 @@ final class CommandTests: CLITestCase {
 
     func testPasswords() throws {
         try initVault()
-        // Notes come from $EDITOR, never from the command line; this "editor" writes them
-        // (a scripted editor needs no terminal).
+        // Notes come from $EDITOR, never from the command line; this "editor" writes them.
         try runOK(["password", "add", "GitHub", "--user", "ada", "--url", "https://github.com", "--category", "web site",
-                   "--edit-notes"], stdin: "hunter2\n", environment: ["EDITOR": "printf '2FA on' >"])
+                   "--edit-notes"], stdin: "hunter2\n", environment: ["EDITOR": "printf '2FA on' >"], terminal: true)
+        // Without a terminal an editor cannot run: a usage error, nothing saved.
+        let refused = try run(["password", "add", "X", "--edit-notes"], stdin: "pw\n", environment: ["EDITOR": "true"])
+        XCTAssertEqual(refused.status, 64)
+        XCTAssertTrue(refused.stderr.contains("'--edit-notes' needs a terminal"), refused.stderr)
+        XCTAssertEqual(try run(["password", "edit", "GitHub", "--edit-notes"]).status, 64)
         let generated = try runOK(["password", "add", "Router", "--generate", "--length", "32", "--no-symbols", "--category", "Wi-Fi"])
         XCTAssertTrue(generated.stderr.contains("Generated a password of 191 bits"), generated.stderr)
 

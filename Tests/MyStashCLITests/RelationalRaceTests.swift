@@ -121,7 +121,7 @@ final class RelationalRaceTests: CLITestCase {
         try runOK(["category", "add", "Travel"])
         try runOK(
             ["password", "add", "Airline", "--edit-notes"], stdin: "fly\n",
-            environment: ["EDITOR": "printf 'seat 12A' >"])
+            environment: ["EDITOR": "printf 'seat 12A' >"], terminal: true)
         let (ready, go) = (home.appendingPathComponent("ready"), home.appendingPathComponent("go"))
         let editor = home.appendingPathComponent("gate.sh")
         try """
@@ -137,8 +137,8 @@ final class RelationalRaceTests: CLITestCase {
         let edit = try tracedProcess(
             ["password", "edit", "Airline", "--category", "Travel", "--edit-notes"], log: log,
             environment: ["EDITOR": editor.path])
+        try giveTerminal(to: edit, stdin: nil)
         let errors = Pipe()
-        edit.standardInput = FileHandle.nullDevice
         edit.standardError = errors
         try edit.run()
         let deadline = Date().addingTimeInterval(120)

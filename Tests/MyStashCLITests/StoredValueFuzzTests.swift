@@ -69,7 +69,8 @@ final class StoredValueFuzzTests: CLITestCase {
                     "https://entry-\(index).example",
                     "--category", categories[index - 1], "--edit-notes",
                 ],
-                stdin: "pw-of-entry-\(index)\n", environment: ["EDITOR": "printf 'notes-of-entry-\(index)' >"])
+                stdin: "pw-of-entry-\(index)\n", environment: ["EDITOR": "printf 'notes-of-entry-\(index)' >"],
+                terminal: true)
         }
         let base = home.appendingPathComponent("base")
         try FileManager.default.moveItem(at: vaultDirectory, to: base)
