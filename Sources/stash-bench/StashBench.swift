@@ -26,13 +26,28 @@ extension StashBench {
 
         @Flag(help: "Small sizes and 3 repeats, for a smoke run.") var quick = false
         @Flag(help: "Print the results as JSON.") var json = false
-        @Option(help: "Only the cases whose name starts with this, such as 'vault' or 'objectgraph.fetch'.")
+        @Option(help: "Only the cases whose name starts with this, such as 'vault', 'browse' or 'objectgraph.fetch'.")
         var only: String?
         @Option(help: "Runs per case; the median is reported (default 5, 3 with --quick).") var repeats: Int?
         @Flag(help: "Leave out pass, gopass and keepassxc-cli.") var noPeers = false
 
+        /// Every case name; the vault and browse cases share one prepared vault, so they run together.
+        static let libraryCaseNames = [
+            "objectgraph.insert50k", "objectgraph.fetch200k", "objectgraph.walk200k", "objectgraph.fetchPredicate",
+            "objectgraph.update1k",
+        ]
+        static let vaultCaseNames = [
+            "vault.import10k", "vault.list10k", "vault.show", "vault.search10k", "vault.unlock",
+            "browse.firstPaint10k", "browse.keystroke10k", "browse.externalChange10k",
+        ]
+
         func validate() throws {
             if let repeats, repeats < 1 { throw ValidationError("--repeats must be at least 1") }
+            if let only, !(Self.libraryCaseNames + Self.vaultCaseNames).contains(where: { $0.hasPrefix(only) }) {
+                throw ValidationError(
+                    "--only '\(only)' matches no case; the cases are "
+                        + (Self.libraryCaseNames + Self.vaultCaseNames).joined(separator: ", "))
+            }
         }
 
         func run() throws {
@@ -45,11 +60,7 @@ extension StashBench {
             var results: [CaseResult] = []
             let insertSize = quick ? 5_000 : 50_000
             let fetchSize = quick ? 20_000 : 200_000
-            let libraryCases = [
-                ("objectgraph.insert50k", insertSize), ("objectgraph.fetch200k", fetchSize),
-                ("objectgraph.walk200k", fetchSize), ("objectgraph.fetchPredicate", fetchSize),
-                ("objectgraph.update1k", fetchSize),
-            ].filter { selected($0.0) }
+            let libraryCases = Self.libraryCaseNames.filter(selected).map { ($0, $0.hasSuffix("insert50k") ? insertSize : fetchSize) }
             if !libraryCases.isEmpty {
                 log("preparing \(fetchSize) rows with ObjectGraph")
                 _ = try Child.measure("prepare", "ours", work: work, size: fetchSize)
@@ -71,7 +82,7 @@ extension StashBench {
                 }
             }
 
-            if selected("vault") {
+            if Self.vaultCaseNames.contains(where: selected) {
                 let mystash = URL(fileURLWithPath: StashBench.executable).deletingLastPathComponent()
                     .appendingPathComponent("mystash").path
                 guard FileManager.default.isExecutableFile(atPath: mystash) else {
@@ -86,7 +97,7 @@ extension StashBench {
                     peers.available = []
                 }
                 try bench.run(peers: peers)
-                results += bench.results
+                results += bench.results.filter { selected($0.name) }
             }
             try report(results, repeats: repeats)
         }
