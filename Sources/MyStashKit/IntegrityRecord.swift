@@ -390,16 +390,16 @@ final class IntegrityRecord: StoreWriteObserver {
         var recorded: [String: [Int64: [UInt8]]] = [:]
         var sum = Self.zeroSum
         var count: Int64 = 0
-        for cells in try transaction.rows(
+        try transaction.forEachRow(
             "SELECT ZTABLE, ZPK, ZTAG FROM "
                 + (try transaction.qualified(Self.tagTable, storeIdentifier: store.identifier))
-        ) {
+        ) { cells in
             guard cells.count == 3, case .text(let table) = cells[0], case .integer(let key) = cells[1],
                 case .blob(let tag) = cells[2], tag.count == 32
             else {
                 problems.append(
                     IntegrityProblem(store: store.fileName, message: "its table of row tags holds a damaged entry"))
-                continue
+                return
             }
             recorded[table, default: [:]][key] = Array(tag)
             sum = Self.add(sum, Array(tag))
@@ -415,10 +415,10 @@ final class IntegrityRecord: StoreWriteObserver {
         for (table, entity) in store.tables.sorted(by: { $0.key < $1.key }) {
             let columns = try columns(of: table, store: store, in: transaction)
             var unseen = recorded[table] ?? [:]
-            for cells in try transaction.rows(
-                "SELECT * FROM \(try transaction.qualified(table, storeIdentifier: store.identifier)) ORDER BY Z_PK")
-            {
-                guard case .integer(let key) = cells.first else { continue }
+            try transaction.forEachRow(
+                "SELECT * FROM \(try transaction.qualified(table, storeIdentifier: store.identifier)) ORDER BY Z_PK"
+            ) { cells in
+                guard case .integer(let key) = cells.first else { return }
                 let current = try tag(store: store, table: table, columns: columns, cells: cells)
                 if let problem = Self.mismatch(current: current, recorded: unseen.removeValue(forKey: key)) {
                     problems.append(

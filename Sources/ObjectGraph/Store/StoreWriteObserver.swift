@@ -67,8 +67,16 @@ public struct StoreTransaction {
 
     /// Every row `sql` selects, each as its cells in column order.
     public func rows(_ sql: String, _ arguments: [StoredCell] = []) throws -> [[StoredCell]] {
-        try Row.fetchAll(db, sql: sql, arguments: StatementArguments(arguments.map(\.databaseValue))).map { row in
-            (0..<row.count).map { StoredCell(row[$0] as DatabaseValue) }
+        var rows: [[StoredCell]] = []
+        try forEachRow(sql, arguments) { rows.append($0) }
+        return rows
+    }
+
+    /// Calls `body` with each row `sql` selects, one at a time: a whole table is never held.
+    public func forEachRow(_ sql: String, _ arguments: [StoredCell] = [], _ body: ([StoredCell]) throws -> Void) throws {
+        let cursor = try Row.fetchCursor(db, sql: sql, arguments: StatementArguments(arguments.map(\.databaseValue)))
+        while let row = try cursor.next() {
+            try body((0..<row.count).map { StoredCell(row[$0] as DatabaseValue) })
         }
     }
 }
