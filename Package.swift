@@ -23,7 +23,7 @@ let package = Package(
         ),
         // Linux calls Swift cannot make directly (variadic prctl, raw keyring syscalls).
         .target(name: "CLinuxSupport"),
-        .target(name: "StashCrypto", dependencies: ["COpenSSL"]),
+        .target(name: "StashCrypto", dependencies: ["COpenSSL"], exclude: ["FORMAT.md"]),
         // The terminal under `mystash browse`: raw mode, keys, resizes, width-aware drawing.
         .target(name: "TerminalUI"),
         .target(name: "ObjectGraph", dependencies: [.product(name: "GRDB", package: "GRDB.swift")]),

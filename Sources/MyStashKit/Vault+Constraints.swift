@@ -9,7 +9,7 @@ extension Vault {
     func ensureStoreConstraints() throws {
         guard !storeConstraintsEnsured else { return }
         try ensureIntegrityRecord()
-        try Self.wrapErrors {
+        _ = try Self.wrapErrors {
             try coordinator.ensureUniqueIndex(on: Category.entityName, attribute: "name", caseInsensitive: true)
         }
         storeConstraintsEnsured = true

@@ -70,25 +70,35 @@ enum Output {
         }
         let safeRows = rows.map { $0.map { safe($0) } }
         let widths = header.indices.map { column in ([header] + safeRows).map { $0[column].count }.max() ?? 0 }
-        func format(_ cells: [String]) -> String {
-            zip(cells, widths).enumerated().map { index, pair in
-                index == cells.count - 1 ? pair.0 : pair.0.padding(toLength: pair.1, withPad: " ", startingAt: 0)
-            }.joined(separator: "  ")
+        func append(_ cells: [String], to output: inout String) {
+            for (index, (cell, width)) in zip(cells, widths).enumerated() {
+                output += cell
+                if index < cells.count - 1 { output += String(repeating: " ", count: max(0, width - cell.count) + 2) }
+            }
+            output += "\n"
         }
-        let top = format(header)
-        write((Terminal.stdoutIsTerminal ? "\u{1B}[1m\(top)\u{1B}[0m" : top) + "\n")
-        safeRows.forEach { write(format($0) + "\n") }
+        var top = ""
+        append(header, to: &top)
+        // The whole table in one write: a write per row was a system call per entry.
+        var output = Terminal.stdoutIsTerminal ? "\u{1B}[1m\(top.dropLast())\u{1B}[0m\n" : top
+        for row in safeRows { append(row, to: &output) }
+        write(output)
     }
 
-    static func date(_ date: Date) -> String {
+    /// One formatter for every date printed: each new one makes ICU build a formatter again,
+    /// which was most of the time `note list` took at 10,000 notes.
+    private static let dateFormatter: DateFormatter = {
         let formatter = DateFormatter()
         formatter.dateFormat = "yyyy-MM-dd HH:mm"
-        return formatter.string(from: date)
-    }
+        return formatter
+    }()
+
+    static func date(_ date: Date) -> String { dateFormatter.string(from: date) }
 
     /// A cell for a table: one line, at most `width` characters.
     static func cell(_ text: String?, width: Int = 40) -> String {
-        let flat = (text ?? "").replacingOccurrences(of: "\n", with: " ")
+        let text = text ?? ""
+        let flat = text.contains("\n") ? text.replacingOccurrences(of: "\n", with: " ") : text
         return flat.count > width ? String(flat.prefix(width - 1)) + "…" : flat
     }
 }

@@ -53,7 +53,7 @@ extension Terminal {
                 "cannot create a private directory in \(base) for the editor: \(String(cString: strerror(errno)))",
                 hint: "pipe the text on standard input instead")
         }
-        let directory = String(cString: template)
+        let directory = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         guard ms_editor_guard_begin(directory) == 0 else {
             _ = ms_wipe_directory(directory)
             throw VaultError(.unexpected, "cannot protect the editor's file against signals; nothing was written")
