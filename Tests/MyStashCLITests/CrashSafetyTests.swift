@@ -93,12 +93,14 @@ final class CrashSafetyTests: CLITestCase {
     func testSampleOfTheCrashSweepKillsAtWritesAndVaultsRecoverInPlaceAndMoved() throws {
         let sweep = Process()
         sweep.executableURL = Self.repository.appendingPathComponent("scripts/crash-sweep")
-        sweep.arguments = ["--every", "4", "note-add", "password-edit", "category-rm", "passwd", "rekey", "init"]
+        let scenarios = ["note-add", "password-edit", "category-rm", "passwd", "rekey", "init", "seed-on-open",
+                         "open-v1-fixture"]
+        sweep.arguments = ["--every", "5"] + scenarios
         sweep.environment = ["PATH": "/usr/local/bin:/usr/bin:/bin", "MYSTASH_BIN": Self.binary.path]
         let result = try run(sweep, stdin: nil)
         XCTAssertEqual(result.status, 0, result.stdout + result.stderr)
         let summaries = result.stdout.split(separator: "\n").filter { $0.contains("injections") }
-        XCTAssertEqual(summaries.count, 6, result.stdout)
+        XCTAssertEqual(summaries.count, scenarios.count, result.stdout)
         for line in summaries {
             let counts = line.components(separatedBy: "injections ").last ?? ""
             let numbers = counts.split(whereSeparator: { !$0.isNumber }).compactMap { Int($0) }
