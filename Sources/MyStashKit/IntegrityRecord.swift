@@ -34,12 +34,12 @@ final class IntegrityRecord: StoreWriteObserver {
     let stores: [Store]
     /// The current model's version identifier.
     let model: String
-    private let key: [UInt8]
+    private let key: HMAC.Key
 
     init(dataKey: SecretBytes, stores: [Store], model: String) throws {
         self.stores = stores
         self.model = model
-        key = try HKDF.sha256(key: dataKey, info: Self.keyInfo, length: 32).bytes
+        key = try HMAC.Key(.sha256, bytes: try HKDF.sha256(key: dataKey, info: Self.keyInfo, length: 32).bytes)
     }
 
     private func store(_ identifier: String) -> Store? { stores.first { $0.identifier == identifier } }
@@ -58,7 +58,7 @@ final class IntegrityRecord: StoreWriteObserver {
             Self.appendField(&message, name.utf8)
             Self.append(cell, to: &message)
         }
-        return try HMAC.authenticationCode(.sha256, key: key, message: message)
+        return try key.authenticationCode(of: message)
     }
 
     func mac(of record: Record, store: Store) throws -> [UInt8] {
@@ -69,7 +69,7 @@ final class IntegrityRecord: StoreWriteObserver {
         Self.appendField(&message, record.model.utf8)
         for number in [record.generation, record.peerGeneration, record.rowCount] { Self.append(number, to: &message) }
         Self.appendField(&message, record.tagSum)
-        return try HMAC.authenticationCode(.sha256, key: key, message: message)
+        return try key.authenticationCode(of: message)
     }
 
     /// Its length as a big-endian 64-bit integer, then the bytes.

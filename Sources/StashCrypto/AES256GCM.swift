@@ -35,7 +35,7 @@ public enum AES256GCM {
         var tag = [UInt8](repeating: 0, count: tagSize)
         let ciphertext: [UInt8] = try plaintext.withBytes { input in
             try key.withUnsafeBytes { keyBytes in
-                try check(EVP_EncryptInit_ex(context.pointer, EVP_aes_256_gcm(), nil, nil, nil), "EVP_EncryptInit_ex")
+                try check(EVP_EncryptInit_ex(context.pointer, aes256GCM, nil, nil, nil), "EVP_EncryptInit_ex")
                 try check(EVP_CIPHER_CTX_ctrl(context.pointer, EVP_CTRL_GCM_SET_IVLEN, Int32(nonce.count), nil), "EVP_CTRL_GCM_SET_IVLEN")
                 try check(EVP_EncryptInit_ex(context.pointer, nil, nil, keyBytes.bindMemory(to: UInt8.self).baseAddress, nonce), "EVP_EncryptInit_ex")
                 var length: Int32 = 0
@@ -74,7 +74,7 @@ public enum AES256GCM {
         let length: Int = try key.withUnsafeBytes { keyBytes in
             try plaintext.withUnsafeMutableBytes { output in
                 let out = output.bindMemory(to: UInt8.self).baseAddress!
-                try check(EVP_DecryptInit_ex(context.pointer, EVP_aes_256_gcm(), nil, nil, nil), "EVP_DecryptInit_ex")
+                try check(EVP_DecryptInit_ex(context.pointer, aes256GCM, nil, nil, nil), "EVP_DecryptInit_ex")
                 try check(EVP_CIPHER_CTX_ctrl(context.pointer, EVP_CTRL_GCM_SET_IVLEN, Int32(box.nonce.count), nil), "EVP_CTRL_GCM_SET_IVLEN")
                 try check(EVP_DecryptInit_ex(context.pointer, nil, nil, keyBytes.bindMemory(to: UInt8.self).baseAddress, box.nonce), "EVP_DecryptInit_ex")
                 var written: Int32 = 0
@@ -105,6 +105,11 @@ public enum AES256GCM {
         if let tag, tag.count != tagSize { throw StashCryptoError(.invalidInput, "AES-256-GCM needs a 16-byte tag, not \(tag.count) bytes") }
     }
 }
+
+/// The cipher, fetched once: `EVP_aes_256_gcm()` makes OpenSSL 3 look its implementation up
+/// again at every init (a cost per decrypted field). Fetched ciphers may be shared by threads.
+nonisolated(unsafe) private let aes256GCM: OpaquePointer? =
+    EVP_CIPHER_fetch(nil, "AES-256-GCM", nil) ?? EVP_aes_256_gcm()
 
 /// Owns an `EVP_CIPHER_CTX` and frees it.
 private final class CipherContext {

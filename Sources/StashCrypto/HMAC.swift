@@ -1,6 +1,7 @@
 internal import COpenSSL
 
-/// HMAC (RFC 2104) through OpenSSL, for one-time passwords (RFC 4226, RFC 6238).
+/// HMAC (RFC 2104) through OpenSSL, for one-time passwords (RFC 4226, RFC 6238), HKDF and the
+/// vault's integrity record.
 public enum HMAC {
     /// The hash functions RFC 6238 names.
     public enum Algorithm: String, Sendable, CaseIterable {
@@ -9,18 +10,47 @@ public enum HMAC {
 
     /// The MAC of `message` under `key`.
     public static func authenticationCode(_ algorithm: Algorithm, key: [UInt8], message: [UInt8]) throws -> [UInt8] {
-        let digest: OpaquePointer?
-        switch algorithm {
-        case .sha1: digest = EVP_sha1()
-        case .sha256: digest = EVP_sha256()
-        case .sha512: digest = EVP_sha512()
+        try Key(algorithm, bytes: key).authenticationCode(of: message)
+    }
+
+    /// A key set up once for many messages: OpenSSL's one-shot `HMAC()` looks the algorithm
+    /// up again at every call, which was most of the cost of checking 20,000 row tags.
+    /// Not for concurrent use (one OpenSSL context).
+    public final class Key {
+        private let context: OpaquePointer
+        private static let maximumSize = 64
+
+        public init(_ algorithm: Algorithm, bytes: [UInt8]) throws {
+            guard let mac = EVP_MAC_fetch(nil, "HMAC", nil) else { throw StashCryptoError.openSSL("EVP_MAC_fetch") }
+            defer { EVP_MAC_free(mac) }
+            guard let context = EVP_MAC_CTX_new(mac) else { throw StashCryptoError.openSSL("EVP_MAC_CTX_new") }
+            self.context = context
+            // The parameter holds pointers to both strings: they must outlive EVP_MAC_init.
+            let parameterName = Array("digest".utf8CString)
+            var digest = Array(algorithm.rawValue.utf8CString)
+            try parameterName.withUnsafeBufferPointer { name in
+                try digest.withUnsafeMutableBufferPointer { value in
+                    let parameters = [
+                        OSSL_PARAM_construct_utf8_string(name.baseAddress, value.baseAddress, 0),
+                        OSSL_PARAM_construct_end(),
+                    ]
+                    // Never a NULL key pointer, even for an empty key: NULL means "keep the key set before".
+                    let keyBytes = bytes.isEmpty ? [0] : bytes
+                    try check(EVP_MAC_init(context, keyBytes, bytes.count, parameters), "EVP_MAC_init")
+                }
+            }
         }
-        var output = [UInt8](repeating: 0, count: 64)
-        var length: UInt32 = 0
-        let result = key.withUnsafeBufferPointer { keyBuffer in
-            COpenSSL.HMAC(digest, keyBuffer.baseAddress, Int32(keyBuffer.count), message, message.count, &output, &length)
+
+        deinit { EVP_MAC_CTX_free(context) }
+
+        public func authenticationCode(of message: [UInt8]) throws -> [UInt8] {
+            // A NULL key starts a new message under the key already set.
+            try check(EVP_MAC_init(context, nil, 0, nil), "EVP_MAC_init")
+            try check(EVP_MAC_update(context, message, message.count), "EVP_MAC_update")
+            var output = [UInt8](repeating: 0, count: Self.maximumSize)
+            var length = 0
+            try check(EVP_MAC_final(context, &output, &length, output.count), "EVP_MAC_final")
+            return Array(output.prefix(length))
         }
-        guard result != nil else { throw StashCryptoError.openSSL("HMAC") }
-        return Array(output.prefix(Int(length)))
     }
 }

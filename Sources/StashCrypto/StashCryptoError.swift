@@ -40,7 +40,7 @@ public struct StashCryptoError: Error, CustomStringConvertible, Equatable {
             if code == 0 { break }
             var buffer = [CChar](repeating: 0, count: 256)
             ERR_error_string_n(code, &buffer, buffer.count)
-            reasons.append(String(cString: buffer))
+            reasons.append(String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
         }
         let detail = reasons.isEmpty ? "no detail from OpenSSL" : reasons.joined(separator: "; ")
         return StashCryptoError(.library, "\(function) failed: \(detail)")

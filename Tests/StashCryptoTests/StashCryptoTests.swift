@@ -205,3 +205,25 @@ final class HKDFKnownAnswerTests: XCTestCase {
         }
     }
 }
+
+/// Known answers computed with Python's `hmac` module.
+final class HMACKnownAnswerTests: XCTestCase {
+    let vectors: [(key: String, message: String, mac: String)] = [
+        ("", "", "b613679a0814d9ec772f95d778c35fc5ff1697c493715653c6c712144292c5ad"),
+        ("key", "The quick brown fox jumps over the lazy dog",
+         "f7bc83f430538424b13298e6aa6fb143ef4d59a14946175997479dbc2d1a3cd8"),
+        ("key", "", "5d5d139563c95b5967b9bd9a8c9b233a9dedb45072794cd232dc1b74832607d0"),
+    ]
+
+    func testOneShotAndAKeyUsedForManyMessagesGiveTheKnownAnswers() throws {
+        for vector in vectors {
+            let mac = try HMAC.authenticationCode(.sha256, key: Array(vector.key.utf8), message: Array(vector.message.utf8))
+            XCTAssertEqual(mac, hex(vector.mac), "key '\(vector.key)'")
+        }
+        // One key, several messages in a row: each starts afresh under the same key.
+        let key = try HMAC.Key(.sha256, bytes: Array("key".utf8))
+        for vector in vectors.dropFirst() + vectors.dropFirst() {
+            XCTAssertEqual(try key.authenticationCode(of: Array(vector.message.utf8)), hex(vector.mac))
+        }
+    }
+}
