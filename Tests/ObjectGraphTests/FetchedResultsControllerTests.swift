@@ -327,6 +327,7 @@ final class FetchedResultsControllerTests: BoardTestCase {
             let b1 = item(context, "b1", group: beta)
             try context.save()
             let (controller, delegate) = try observe(context)
+            defer { withExtendedLifetime(controller) {} }  // it tells the delegate while it lives
 
             a2["rank"] = 5                                   // update in place
             try context.save()
@@ -604,7 +605,7 @@ final class FetchedResultsControllerTests: BoardTestCase {
         // Another coordinator (as another process would) renames a group: the stores changed.
         let elsewhere = ManagedObjectContext(coordinator: {
             let coordinator = PersistentStoreCoordinator(managedObjectModel: context.model)
-            try? coordinator.addPersistentStore(type: .sqlite, at: directory.appendingPathComponent("board.sqlite"))
+            _ = try? coordinator.addPersistentStore(type: .sqlite, at: directory.appendingPathComponent("board.sqlite"))
             return coordinator
         }())
         try elsewhere.objects("Group", "name == 'beta'")[0]["name"] = "aardvark"

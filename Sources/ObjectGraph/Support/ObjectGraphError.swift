@@ -28,8 +28,9 @@ public struct ObjectGraphError: Error, CustomStringConvertible {
 
     public var code: Code
     public var message: String
-    /// The objects involved (the conflicting objects of a merge conflict).
-    public var objects: [ManagedObject]
+    /// The objects involved (the conflicting objects of a merge conflict). They belong to
+    /// their context's queue, like every managed object: read them there.
+    public nonisolated(unsafe) var objects: [ManagedObject]
     /// The SQLite error behind this one, if any (busy, full disk, permission denied, ...).
     public var underlyingError: Error?
 

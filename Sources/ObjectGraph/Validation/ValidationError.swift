@@ -47,9 +47,10 @@ public struct ValidationError: Error, CustomStringConvertible {
     }
 
     public var code: Code
-    public var object: ManagedObject?
+    /// The object and its value belong to the object's context queue: read them there.
+    public nonisolated(unsafe) var object: ManagedObject?
     public var key: String?
-    public var value: Any?
+    public nonisolated(unsafe) var value: Any?
     public var constraint: ValidationConstraint?
     /// For code 1560, the failures it gathers.
     public var detailedErrors: [ValidationError]
