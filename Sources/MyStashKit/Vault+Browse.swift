@@ -8,6 +8,7 @@ extension Vault {
     /// open and can be unlocked again. Drop fetched results controllers first: the context's
     /// reset would make them fetch again, without a key.
     public func lock() {
+        pendingVerification = nil
         context.reset()
         transformer.dataKey = nil
     }

@@ -16,13 +16,23 @@ extension Vault {
         }
     }
 
-    /// With the data key known: keeps the integrity record current from now on; with
-    /// `verifying`, checks the vault against it and then loads newer seed data (without it,
-    /// for `check`, which lists problems instead, nothing is written).
+    /// When an unlock checks the vault against its integrity record.
+    public enum Verification: Sendable {
+        /// Not at all: `check` lists the problems instead, and nothing is written.
+        case skipped
+        /// Before the unlock returns.
+        case immediate
+        /// On a second connection while the caller reads from the vault; nothing read may be
+        /// shown before ``awaitVerification()`` returns, and every change waits for it first.
+        case concurrent
+    }
+
+    /// With the data key known: keeps the integrity record current from now on; unless
+    /// `verification` is `.skipped`, checks the vault against it and then loads newer seed data.
     ///
     /// - throws: ``VaultError`` `.invalidData` naming the store, entity and row of each change
     ///   made outside mystash.
-    func didUnlock(verifying: Bool) throws {
+    func didUnlock(_ verification: Verification) throws {
         guard let dataKey = transformer.dataKey else { return }
         let record = try Self.wrapErrors {
             try IntegrityRecord(
@@ -30,12 +40,34 @@ extension Vault {
         }
         integrity = record
         coordinator.writeObserver = record
-        guard verifying else { return }
+        guard verification != .skipped else { return }
         // Read first: a vault that needs nothing is never written by reading it.
         if try Self.wrapErrors({ try coordinator.performRead { record.needsRenewal(in: $0) } }) {
             try Self.wrapErrors { try coordinator.performWrite { transaction in try record.create(in: transaction) } }
         }
-        let problems = try integrityProblems()
+        if verification == .concurrent, let pending = PendingVerification(vault: self, dataKey: dataKey) {
+            pendingVerification = pending
+            return
+        }
+        try finishUnlocking(problems: try integrityProblems())
+    }
+
+    /// Waits for the check an unlock with ``Verification/concurrent`` started, then loads
+    /// newer seed data; returns at once when no check is running.
+    ///
+    /// - throws: ``VaultError`` `.invalidData` naming the store, entity and row of each change
+    ///   made outside mystash: what was read meanwhile must not be shown.
+    public func awaitVerification() throws {
+        guard let pending = pendingVerification else { return }
+        // The second connection can fail where this one succeeds (a crashed writer's journal,
+        // which only a writable connection rolls back): then the check runs here.
+        let problems = try pending.problems() ?? integrityProblems()
+        // Kept until it passes: every later call (every change) fails the same way.
+        try finishUnlocking(problems: problems)
+        pendingVerification = nil
+    }
+
+    private func finishUnlocking(problems: [CheckProblem]) throws {
         if let first = problems.first {
             throw VaultError(
                 .invalidData, "the vault was changed outside mystash: \(first)",
@@ -53,8 +85,15 @@ extension Vault {
     /// before the record existed (it gets one at its next change).
     func integrityProblems() throws -> [CheckProblem] {
         guard let integrity else { return [] }
+        return try Self.problems(verifying: integrity) { try coordinator.performRead($0) }
+    }
+
+    /// Verifies `record` in a read transaction of `read`'s connection.
+    static func problems(
+        verifying record: IntegrityRecord, in read: ((StoreTransaction) throws -> [CheckProblem]?) throws -> [CheckProblem]?
+    ) throws -> [CheckProblem] {
         do {
-            return try coordinator.performRead { try integrity.verify(in: $0) } ?? []
+            return try read { try record.verify(in: $0) } ?? []
         } catch let failure as IntegrityFailure {
             return [failure.problem]
         } catch {
@@ -91,4 +130,43 @@ extension Vault {
             }
         }
     }
+}
+
+/// A check of the vault against its integrity record, running on a second connection and
+/// another thread with its own copy of the record's key (an HMAC key is for one thread).
+final class PendingVerification: @unchecked Sendable {
+    // Written by the checking thread before `done` is signalled, read after waiting for it.
+    private var outcome: [CheckProblem]?
+    private let done = DispatchSemaphore(value: 0)
+    private var waited = false
+
+    /// Starts the check; nil when no second connection can be opened (the caller checks itself).
+    init?(vault: Vault, dataKey: SecretBytes) {
+        guard let reader = try? vault.coordinator.makeReader(),
+              let record = try? IntegrityRecord(
+                dataKey: dataKey, stores: vault.integrityStores,
+                model: vault.coordinator.managedObjectModel.versionIdentifier)
+        else { return nil }
+        let check = UncheckedBox((reader, record))
+        Thread.detachNewThread { [self] in
+            let (reader, record) = check.value
+            outcome = try? Vault.problems(verifying: record) { try reader.performRead($0) }
+            done.signal()
+        }
+    }
+
+    /// The problems found, or nil when the second connection could not read the vault.
+    func problems() -> [CheckProblem]? {
+        if !waited {
+            done.wait()
+            waited = true
+        }
+        return outcome
+    }
+}
+
+/// Hands values that are not `Sendable` to one other thread, which alone uses them from then on.
+private struct UncheckedBox<Value>: @unchecked Sendable {
+    let value: Value
+    init(_ value: Value) { self.value = value }
 }

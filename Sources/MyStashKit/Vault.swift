@@ -32,6 +32,8 @@ public final class Vault {
     var storeConstraintsEnsured = false
     /// Keeps the integrity record current; set once the data key is known.
     var integrity: IntegrityRecord?
+    /// A check of the vault started by an unlock with ``Verification/concurrent``.
+    var pendingVerification: PendingVerification?
 
     /// `$XDG_DATA_HOME/mystash`, else `~/.local/share/mystash`.
     public static func defaultDirectory(environment: [String: String] = ProcessInfo.processInfo.environment) -> URL {
@@ -155,7 +157,7 @@ public final class Vault {
                 vault.coordinator.setMetadata(Data(slot.serialized), forKey: keySlotKey, in: store)
                 vault.coordinator.setMetadata(vault.identifier, forKey: vaultIdentifierKey, in: store)
             }
-            try vault.didUnlock(verifying: false)
+            try vault.didUnlock(.skipped)
             try wrapErrors {
                 try vault.ensureStoreConstraints()
                 try vault.insertMissingSeeds()
@@ -174,7 +176,7 @@ public final class Vault {
         _ = fsyncPath(parent.path)
         let vault = try open(at: directory)
         vault.transformer.dataKey = dataKey
-        try vault.didUnlock(verifying: false)
+        try vault.didUnlock(.skipped)
         return vault
     }
 
@@ -235,6 +237,8 @@ public final class Vault {
 
     /// Runs a change and saves it; on failure the context is rolled back so nothing lingers.
     func change<T>(_ body: () throws -> T) throws -> T {
+        // Nothing is written to a vault before it passed its check.
+        try awaitVerification()
         do {
             try ensureStoreConstraints()
             let result = try body()
@@ -251,27 +255,27 @@ public final class Vault {
     public var isUnlocked: Bool { transformer.dataKey != nil }
 
     /// Derives the key-encryption key from the master password and unwraps the data key,
-    /// then checks the vault against its integrity record (unless `verifying` is false).
+    /// then checks the vault against its integrity record as `verification` says.
     ///
     /// - throws: ``VaultError`` `.wrongPassword` (exit 77); `.invalidData` (65) naming each
     ///   row changed outside mystash.
-    public func unlock(password: SecretBytes, verifying: Bool = true) throws {
+    public func unlock(password: SecretBytes, verification: Verification = .immediate) throws {
         transformer.dataKey = try Self.wrapErrors { try keySlot.unlock(password: password) }
-        try didUnlock(verifying: verifying)
+        try didUnlock(verification)
     }
 
     /// Uses a data key from an unlocked session, if it belongs to the vault's current key
     /// slot; a stale session (the master password changed since) is revoked.
     ///
-    /// - throws: as ``unlock(password:verifying:)``, once the key is accepted.
+    /// - throws: as ``unlock(password:verification:)``, once the key is accepted.
     @discardableResult
-    public func unlock(session: KeyringSession.Contents, verifying: Bool = true) throws -> Bool {
+    public func unlock(session: KeyringSession.Contents, verification: Verification = .immediate) throws -> Bool {
         guard session.slotIdentifier == keySlot.slotIdentifier else {
             KeyringSession.revoke(vaultIdentifier: identifier)
             return false
         }
         transformer.dataKey = session.dataKey
-        try didUnlock(verifying: verifying)
+        try didUnlock(verification)
         return true
     }
 

@@ -23,7 +23,7 @@ private func completionNames(_ kind: Vault.NameKind, arguments: [String], prefix
     if kind != .categories {
         // Not verifying: completion only reads names, and must never write or complain.
         guard let session = KeyringSession.load(vaultIdentifier: vault.identifier),
-              (try? vault.unlock(session: session, verifying: false)) == true
+              (try? vault.unlock(session: session, verification: .skipped)) == true
         else { return [] }
     }
     let names = (try? vault.names(of: kind)) ?? []

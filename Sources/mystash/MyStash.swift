@@ -105,15 +105,15 @@ extension VaultOptions {
     }
 
     /// Opens and unlocks the vault: with an unlocked session, else MYSTASH_PASSWORD, else a
-    /// prompt on the terminal. Changes made outside mystash are an error, unless `verifying`
-    /// is false (check lists them instead).
-    func openUnlockedVault(verifying: Bool = true) throws -> Vault {
+    /// prompt on the terminal. Changes made outside mystash are an error, checked as
+    /// `verification` says (check lists them instead).
+    func openUnlockedVault(verification: Vault.Verification = .immediate) throws -> Vault {
         let vault = try openVault()
         if let session = KeyringSession.load(vaultIdentifier: vault.identifier),
-           try vault.unlock(session: session, verifying: verifying) {
+           try vault.unlock(session: session, verification: verification) {
             return vault
         }
-        try unlockWithMasterPassword(vault, verifying: verifying)
+        try unlockWithMasterPassword(vault, verification: verification)
         return vault
     }
 
@@ -121,9 +121,9 @@ extension VaultOptions {
     static let passwordTries = 3
 
     /// Unlocks with MYSTASH_PASSWORD, else asks on the terminal up to three times.
-    func unlockWithMasterPassword(_ vault: Vault, verifying: Bool = true) throws {
+    func unlockWithMasterPassword(_ vault: Vault, verification: Vault.Verification = .immediate) throws {
         if let password = ProcessInfo.processInfo.environment["MYSTASH_PASSWORD"] {
-            return try vault.unlock(password: .password(password), verifying: verifying)
+            return try vault.unlock(password: .password(password), verification: verification)
         }
         for attempt in 1...Self.passwordTries {
             guard let typed = Terminal.readSecret(prompt: "Master password for \(vault.directory.path): ") else {
@@ -132,7 +132,8 @@ extension VaultOptions {
             }
             do {
                 return try vault.unlock(
-                    password: typed.withUnsafeBytes { .password(String(decoding: $0, as: UTF8.self)) }, verifying: verifying)
+                    password: typed.withUnsafeBytes { .password(String(decoding: $0, as: UTF8.self)) },
+                    verification: verification)
             } catch let error as VaultError where error.kind == .wrongPassword && attempt < Self.passwordTries {
                 Terminal.printError("Wrong master password; try again (\(Self.passwordTries - attempt) left).")
             }

@@ -195,7 +195,7 @@ struct Check: ParsableCommand {
 
     func run() throws {
         try reportingErrors {
-            let vault = try options.openUnlockedVault(verifying: false)
+            let vault = try options.openUnlockedVault(verification: .skipped)
             let problems = try vault.check(progress: Terminal.progress("Checking"))
             if json { try Output.json(problems) } else { problems.forEach { Output.line($0.description) } }
             guard problems.isEmpty else {

@@ -43,4 +43,37 @@ final class IntegrityRecordTests: VaultTestCase {
         }
         XCTAssertFalse(try reopen().categories().contains { $0.name == "Travel" })
     }
+
+    /// A concurrent check runs on a second connection while the vault is read: the reads
+    /// succeed, the check's verdict comes from `awaitVerification`, and no change is written
+    /// before it has passed.
+    func testAConcurrentCheckReportsTamperingAndHoldsBackEveryChange() throws {
+        let vault = try makeVault()
+        try vault.addNote(title: "kept", text: "text")
+        try vault.addNote(title: "other", text: "text")
+        _ = try sqlite("Notes.sqlite", "UPDATE ZNOTE SET Z_OPT = Z_OPT + 1 WHERE Z_PK = 2")
+        let reopened = try Vault.open(at: directory)
+        try reopened.unlock(password: password, verification: .concurrent)
+        XCTAssertNotNil(reopened.pendingVerification, "the check runs on its own connection")
+        XCTAssertEqual(try reopened.notes().count, 2, "reading goes on meanwhile")
+        assertVaultError(.invalidData, { try reopened.addCategory("Travel") }) { error in
+            XCTAssertTrue(
+                error.message.contains("Notes.sqlite, Note row 2: the row was changed outside mystash"), error.message)
+        }
+        assertVaultError(.invalidData, { try reopened.addCategory("Travel") })  // the verdict stands
+        XCTAssertFalse(
+            try sqlite("Passwords.sqlite", "SELECT ZNAME FROM ZCATEGORY").contains("Travel"), "nothing was written")
+    }
+
+    func testAConcurrentCheckOfAnIntactVaultPasses() throws {
+        let vault = try makeVault()
+        try vault.addNote(title: "kept", text: "text")
+        let reopened = try Vault.open(at: directory)
+        try reopened.unlock(password: password, verification: .concurrent)
+        XCTAssertEqual(try reopened.notes().map(\.title), ["kept"])
+        try reopened.awaitVerification()
+        XCTAssertNil(reopened.pendingVerification)
+        try reopened.addCategory("Travel")
+        XCTAssertTrue(try reopen().categories().contains { $0.name == "Travel" })
+    }
 }

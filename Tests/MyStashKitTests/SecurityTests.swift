@@ -32,24 +32,24 @@ final class SecurityTests: VaultTestCase {
         try vault.addEntry(name: "second", password: "second-secret", userId: "bob", url: nil, category: nil, notes: nil)
         // Copy row 2's password over row 1's.
         try sqlite("Passwords.sqlite", "UPDATE ZSYSTEM SET ZPASSWORD = (SELECT ZPASSWORD FROM ZSYSTEM WHERE Z_PK = 2) WHERE Z_PK = 1")
-        assertVaultError(.invalidData, { _ = try reopen(verifying: false).entry("1", reveal: true) }) { error in
+        assertVaultError(.invalidData, { _ = try reopen(verification: .skipped).entry("1", reveal: true) }) { error in
             XCTAssertTrue(error.message.contains("Passwords.sqlite, System row 1, field password"), error.message)
             XCTAssertFalse(error.message.contains("second-secret"))
         }
-        XCTAssertEqual(try reopen(verifying: false).entry("2", reveal: true).password, "second-secret",
+        XCTAssertEqual(try reopen(verification: .skipped).entry("2", reveal: true).password, "second-secret",
                        "the untouched row still opens")
         // Now move row 2's password into row 2's user ID column (same row, other attribute).
         try sqlite("Passwords.sqlite", "UPDATE ZSYSTEM SET ZPASSWORD = NULL WHERE Z_PK = 1; UPDATE ZSYSTEM SET ZUSERID = ZPASSWORD WHERE Z_PK = 2")
-        assertVaultError(.invalidData, { _ = try reopen(verifying: false).entry("2", reveal: false) }) { error in
+        assertVaultError(.invalidData, { _ = try reopen(verification: .skipped).entry("2", reveal: false) }) { error in
             XCTAssertTrue(error.message.contains("System row 2, field userId"), error.message)
             XCTAssertFalse(error.message.contains("second-secret"))
         }
         try sqlite("Passwords.sqlite", "UPDATE ZSYSTEM SET ZUSERID = NULL WHERE Z_PK = 2; UPDATE ZSYSTEM SET ZUSERID = (SELECT ZPASSWORD FROM ZSYSTEM WHERE Z_PK = 2) WHERE Z_PK = 1")
-        assertVaultError(.invalidData, { _ = try reopen(verifying: false).entries() }) { error in
+        assertVaultError(.invalidData, { _ = try reopen(verification: .skipped).entries() }) { error in
             XCTAssertTrue(error.message.contains("System row 1, field userId"), error.message)
             XCTAssertFalse(error.message.contains("second-secret"))
         }
-        let checked = try reopen(verifying: false)
+        let checked = try reopen(verification: .skipped)
         let problems = try checked.check()
         XCTAssertEqual(Set(problems.map { "\($0.store) \($0.entity ?? "") \($0.primaryKey ?? 0)" }),
                        ["Passwords.sqlite System 1", "Passwords.sqlite System 2"], "\(problems)")

@@ -21,11 +21,11 @@ class VaultTestCase: XCTestCase {
         try Vault.create(at: directory, password: password, parameters: cheap)
     }
 
-    /// The vault opened again; without `verifying`, changes made outside mystash are left to
+    /// The vault opened again; with verification `.skipped`, changes made outside mystash are left to
     /// the layer under test (field decryption) instead of the integrity record.
-    func reopen(verifying: Bool = true) throws -> Vault {
+    func reopen(verification: Vault.Verification = .immediate) throws -> Vault {
         let vault = try Vault.open(at: directory)
-        try vault.unlock(password: password, verifying: verifying)
+        try vault.unlock(password: password, verification: verification)
         return vault
     }
 

@@ -60,7 +60,7 @@ final class VaultTests: VaultTestCase {
             XCTAssertEqual(error.message, "wrong master password")
         }
         try sqlite("Passwords.sqlite", "UPDATE ZSYSTEM SET ZPASSWORD = zeroblob(40)")
-        assertVaultError(.invalidData, { _ = try reopen(verifying: false).entry("1", reveal: true) }) { error in
+        assertVaultError(.invalidData, { _ = try reopen(verification: .skipped).entry("1", reveal: true) }) { error in
             XCTAssertTrue(error.message.contains("tampered or damaged"), error.message)
         }
     }

@@ -8,7 +8,7 @@ final class XMLStoreErrorOutputTests: ObjectGraphTestCase {
     /// Runs `body` with file descriptor 2 sent to a file; returns what was written there.
     func capturingStandardError(_ body: () throws -> Void) throws -> String {
         let captured = directory.appendingPathComponent("stderr.txt")
-        FileManager.default.createFile(atPath: captured.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: captured.path, contents: nil)
         let file = try FileHandle(forWritingTo: captured)
         let saved = dup(2)
         XCTAssertGreaterThanOrEqual(saved, 0)

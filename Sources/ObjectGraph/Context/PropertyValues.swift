@@ -30,6 +30,8 @@ enum PropertySlot {
 
     init(_ value: Any) {
         switch value {
+        // Decrypted text is the commonest value: boxed before the casts below, which try bridging.
+        case is String: self = .boxed(AnyBox(value))
         case let number as Int: self = .int(number)
         case let number as Double: self = .double(number)
         case let flag as Bool: self = .bool(flag)

@@ -47,7 +47,9 @@ public final class PersistentStore {
     /// The store's file name, as messages name it.
     var displayName: String { url?.lastPathComponent ?? "in-memory store" }
 
-    func qualified(_ table: String) -> String { "\"\(schemaName)\".\(table)" }
+    func qualified(_ table: String) -> String { Self.qualified(table, schemaName: schemaName) }
+
+    static func qualified(_ table: String, schemaName: String) -> String { "\"\(schemaName)\".\(table)" }
 
     /// The root entities whose tables live in this store.
     var rootEntities: [EntityDescription] {

@@ -50,14 +50,25 @@ public enum StoredCell: Hashable, Sendable {
 /// SQL inside the transaction of a save, for a ``StoreWriteObserver``.
 public struct StoreTransaction {
     let db: Database
-    let coordinator: PersistentStoreCoordinator
+    /// Each store's schema name on the connection, by store identifier.
+    let schemaNames: [String: String]
+
+    init(db: Database, coordinator: PersistentStoreCoordinator) {
+        self.db = db
+        schemaNames = coordinator.schemaNamesByStoreIdentifier
+    }
+
+    init(db: Database, schemaNames: [String: String]) {
+        self.db = db
+        self.schemaNames = schemaNames
+    }
 
     /// `table` of the store with `storeIdentifier`, qualified for SQL in this transaction.
     public func qualified(_ table: String, storeIdentifier: String) throws -> String {
-        guard let store = coordinator.persistentStores.first(where: { $0.identifier == storeIdentifier }) else {
+        guard let schemaName = schemaNames[storeIdentifier] else {
             throw ObjectGraphError(code: .objectNotFound, message: "no store with identifier \(storeIdentifier)")
         }
-        return store.qualified(table)
+        return PersistentStore.qualified(table, schemaName: schemaName)
     }
 
     /// Runs one SQL statement.

@@ -30,8 +30,14 @@ struct Browse: ParsableCommand {
 
     func run() throws {
         try reportingErrors {
-            let vault = try options.openUnlockedVault()
+            // The vault is checked on a second connection while the first tab's items load;
+            // nothing is shown before the check has passed.
+            let vault = try options.openUnlockedVault(verification: .concurrent)
             vault.recordChangesForUndo()
+            let results = BrowseResults(vault: vault)
+            let startTab: Browser.Tab = tab == .notes ? .notes : .passwords
+            try results.fetch(startTab)
+            try vault.awaitVerification()
             let screen: TerminalScreen
             do {
                 screen = try TerminalScreen()
@@ -40,7 +46,7 @@ struct Browse: ParsableCommand {
                                  hint: "run 'mystash browse' in a terminal; scripts can use the other commands")
             }
             defer { screen.restore() }
-            let browser = Browser(vault: vault, screen: screen, tab: tab == .notes ? .notes : .passwords,
+            let browser = Browser(vault: vault, results: results, screen: screen, tab: startTab,
                                   idleLimit: idleLock == 0 ? nil : TimeInterval(idleLock),
                                   environment: ProcessInfo.processInfo.environment)
             try browser.run()

@@ -55,13 +55,14 @@ final class Browser {
     private var lastInput = Date()
     private var running = true
 
-    init(vault: Vault, screen: TerminalScreen, tab: Tab, idleLimit: TimeInterval?, environment: [String: String]) {
+    init(vault: Vault, results: BrowseResults, screen: TerminalScreen, tab: Tab, idleLimit: TimeInterval?,
+         environment: [String: String]) {
         self.vault = vault
         self.screen = screen
         self.tab = tab
         self.idleLimit = idleLimit
         self.environment = environment
-        results = BrowseResults(vault: vault)
+        self.results = results
         renderer = Renderer(environment: environment)
     }
 

@@ -1,0 +1,71 @@
+import Foundation
+import XCTest
+@testable import ObjectGraph
+
+/// A second, read-only connection reads the coordinator's stores on another thread, while
+/// the coordinator's own connection is in a transaction.
+final class StoreReaderTests: ObjectGraphTestCase {
+    private static func titles(_ reader: StoreReader, notesStore: String, passwordsStore: String) throws -> [String] {
+        try reader.performRead { transaction in
+            let notes = try transaction.qualified("ZNOTE", storeIdentifier: notesStore)
+            let categories = try transaction.qualified("ZCATEGORY", storeIdentifier: passwordsStore)
+            return try transaction.rows("SELECT ZTITLE FROM \(notes) UNION ALL SELECT ZNAME FROM \(categories)")
+                .compactMap { if case .text(let text)? = $0.first { return text } else { return nil } }
+        }
+    }
+
+    func testAReaderOnAnotherThreadSeesWhatIsCommittedInBothStores() throws {
+        let stack = try makeStack(.sqlite)
+        stack.context.insertNewObject(forEntityName: "Note")["title"] = "groceries"
+        stack.context.insertNewObject(forEntityName: "Category")["name"] = "Banking"
+        try stack.context.save()
+        let reader = try XCTUnwrap(try stack.coordinator.makeReader())
+        let (notesStore, passwordsStore) = (stack.notes.identifier, stack.passwords.identifier)
+
+        let done = DispatchSemaphore(value: 0)
+        let result = LockedResult()
+        // The coordinator's connection is inside a read transaction all the while.
+        try stack.coordinator.performRead { _ in
+            DispatchQueue.global().async {
+                result.set(Result { try Self.titles(reader, notesStore: notesStore, passwordsStore: passwordsStore) })
+                done.signal()
+            }
+            done.wait()
+        }
+        XCTAssertEqual(try result.get().sorted(), ["Banking", "groceries"])
+
+        stack.context.insertNewObject(forEntityName: "Note")["title"] = "later"
+        try stack.context.save()
+        XCTAssertEqual(try Self.titles(reader, notesStore: notesStore, passwordsStore: passwordsStore).sorted(),
+                       ["Banking", "groceries", "later"],
+                       "each read sees the latest commit")
+    }
+
+    func testTheReaderWritesNothing() throws {
+        let stack = try makeStack(.sqlite)
+        stack.context.insertNewObject(forEntityName: "Note")["title"] = "keep me"
+        try stack.context.save()
+        let reader = try XCTUnwrap(try stack.coordinator.makeReader())
+        XCTAssertThrowsError(try reader.performRead { transaction in
+            try transaction.execute("DELETE FROM \(try transaction.qualified("ZNOTE", storeIdentifier: stack.notes.identifier))")
+        }) { error in
+            XCTAssertTrue("\(error)".contains("readonly"), "\(error)")
+        }
+        XCTAssertEqual(try Self.titles(reader, notesStore: stack.notes.identifier, passwordsStore: stack.passwords.identifier),
+                       ["keep me"])
+    }
+
+    func testStoresThatLiveInTheConnectionOnlyHaveNoReader() throws {
+        let stack = try makeStack(.inMemory)
+        XCTAssertNil(try stack.coordinator.makeReader())
+    }
+}
+
+/// A result handed from another thread, read after it signalled.
+private final class LockedResult: @unchecked Sendable {
+    private let lock = NSLock()
+    private var result: Result<[String], Error>?
+
+    func set(_ value: Result<[String], Error>) { lock.withLock { result = value } }
+    func get() throws -> [String] { try lock.withLock { try XCTUnwrap(result) }.get() }
+}
