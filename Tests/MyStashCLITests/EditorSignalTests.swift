@@ -136,7 +136,7 @@ final class EditorSignalTests: CLITestCase {
         let other = try runOK(["password", "list"], environment: ["XDG_RUNTIME_DIR": runtimeDirectory.path])
         XCTAssertFalse(other.stderr.contains("removed"), other.stderr)
         XCTAssertTrue(FileManager.default.fileExists(atPath: path))
-        FileManager.default.createFile(atPath: release.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: release.path, contents: nil)
         editing.waitUntilExit()
         XCTAssertEqual(editing.terminationStatus, 0)
         let entry = try XCTUnwrap(try json(try runOK(["password", "show", "Mail", "--json"]).stdout) as? [String: Any])

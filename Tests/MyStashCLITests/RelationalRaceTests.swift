@@ -146,7 +146,7 @@ final class RelationalRaceTests: CLITestCase {
         let pid = try XCTUnwrap(
             pid_t(try String(contentsOf: ready, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)))
         let holder = try LockHolder(vaultDirectory.appendingPathComponent("Notes.sqlite"))
-        FileManager.default.createFile(atPath: go.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: go.path, contents: nil)
         waitUntilWaitingForTheLock(edit, log: log)
         XCTAssertEqual(kill(pid, SIGSTOP), 0)
         try holder.release()

@@ -8,10 +8,10 @@ extension ManagedObjectContext {
     /// Every to-one destination this save writes must still exist.
     ///
     /// - throws: ``ObjectGraphError`` 133020 (merge conflict) naming the missing destination.
-    func verifyDestinations(of objects: [ManagedObject], inserted: Set<ObjectIdentifier>, _ db: Database) throws {
+    func verifyDestinations(of objects: [ManagedObject], _ db: Database) throws {
         for object in objects {
             for (relationship, _) in object.entity.storedToOne
-            where inserted.contains(ObjectIdentifier(object)) || object.changedKeys.contains(relationship.name) {
+            where insertedSet.contains(object) || object.changedKeys.contains(relationship.name) {
                 guard case .int64(let key) = storedValue(of: object, relationship).storage,
                     let destination = model.entity(named: relationship.destinationEntityName)?.rootEntity
                 else { continue }

@@ -32,13 +32,14 @@ extension ManagedObjectContext {
             return
         }
         // Many-to-many rows are rewritten from the changed objects.
-        let joinChanges = (inserted + updated.filter { !$0.changedKeys.isEmpty }).filter { $0.entity.hasJoinTables }
+        let joinChanges = inserted.filter(\.entity.hasJoinTables)
+            + updated.filter { $0.entity.hasJoinTables && !$0.changedKeys.isEmpty }
         var rowsUpdated: Set<ObjectIdentifier> = []
         _ = coordinator.triggerReports.take()
         do {
             try wrapStoreErrors(.saveFailed, "cannot save") {
                 // An observer may write to any store: then every store is locked up front, in order.
-                let locked = coordinator.writeObserver == nil ? try storesWritten(inserted + updated + deleted) : nil
+                let locked = coordinator.writeObserver == nil ? try storesWritten([inserted, updated, deleted].joined()) : nil
                 try coordinator.write(stores: locked) { db in
                     try validateChanges()
                     let adopted = try checkUniquenessConstraints(
@@ -58,8 +59,8 @@ extension ManagedObjectContext {
                     for object in inserted { try insertRow(of: object, db) }
                     for object in joinChanges { try writeJoinRows(of: object, db) }
                     try enforceDeleteRules(of: deleted.filter { deletedSet.contains($0) }, db)
-                    let insertedIDs = Set(inserted.map(ObjectIdentifier.init))
-                    try verifyDestinations(of: inserted + updated, inserted: insertedIDs, db)
+                    try verifyDestinations(of: inserted, db)
+                    try verifyDestinations(of: updated, db)
                     try coordinator.notifyRowsDidChange(try rowKeys(of: inserted) + changing, db)
                     try coordinator.writePendingMetadata(db)
                 }
@@ -77,7 +78,7 @@ extension ManagedObjectContext {
 
     /// The stores a save changes (those of its objects and those with pending metadata), in the
     /// coordinator's order, so that concurrent saves lock them in the same order.
-    private func storesWritten(_ objects: [ManagedObject]) throws -> [PersistentStore] {
+    private func storesWritten(_ objects: some Sequence<ManagedObject>) throws -> [PersistentStore] {
         var written = Set(coordinator.persistentStores.filter(\.metadataNeedsSaving).map(ObjectIdentifier.init))
         for object in objects { written.insert(ObjectIdentifier(try coordinator.store(for: object.entity.rootEntity))) }
         return coordinator.persistentStores.filter { written.contains(ObjectIdentifier($0)) }
@@ -121,6 +122,12 @@ extension ManagedObjectContext {
     // MARK: - Writing rows
 
     private func assignPrimaryKeys(_ objects: [ManagedObject], _ db: Database) throws {
+        // One root (the usual case): no regrouping copy of what may be many objects.
+        if let root = objects.first?.entity.rootEntity, objects.allSatisfy({ $0.entity.rootEntity === root }) {
+            let first = try coordinator.allocatePrimaryKeys(db, root: root, count: objects.count)
+            for (offset, object) in objects.enumerated() { object.pendingPrimaryKey = first + Int64(offset) }
+            return
+        }
         var byRoot: [Int: [ManagedObject]] = [:]
         for object in objects { byRoot[object.entity.rootEntity.entityNumber, default: []].append(object) }
         for (_, group) in byRoot.sorted(by: { $0.key < $1.key }) {
@@ -282,12 +289,18 @@ extension ManagedObjectContext {
     // MARK: - After commit
 
     private func didCommit(inserted: [ManagedObject], updated: [ManagedObject], deleted: [ManagedObject], rowsUpdated: Set<ObjectIdentifier>) {
+        // Grown once: doubling step by step held the old and the new table at once.
+        registered.reserveCapacity(registered.count + inserted.count)
         for object in inserted {
             let root = object.entity.rootEntity
             let primaryKey = object.pendingPrimaryKey!
             object.pendingPrimaryKey = nil
-            object.objectID = ObjectID(entityName: object.entity.name, storeIdentifier: coordinator.persistentStore(for: root)?.identifier,
-                                       primaryKey: primaryKey, temporaryNumber: nil)
+            if let store = coordinator.persistentStore(for: root) {
+                object.objectID = permanentID(of: object.entity, in: store, primaryKey: primaryKey)
+            } else {
+                object.objectID = ObjectID(entityName: object.entity.name, storeIdentifier: nil,
+                                           primaryKey: primaryKey, temporaryNumber: nil)
+            }
             object.version = 1
             registered[ObjectKey(rootEntityNumber: root.entityNumber, primaryKey: primaryKey)] = object
         }
@@ -298,7 +311,7 @@ extension ManagedObjectContext {
     /// Marks what a save wrote (to the stores or into the parent) as committed, forgets the
     /// deleted objects and announces the save.
     func finishSave(inserted: [ManagedObject], updated: [ManagedObject], deleted: [ManagedObject]) {
-        for object in inserted + updated {
+        for object in [inserted, updated].joined() {
             var committed = object.values
             for name in object.entity.toManyRelationshipNames { committed[name] = nil }
             object.committedValues = committed

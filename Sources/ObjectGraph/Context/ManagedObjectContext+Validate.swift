@@ -16,7 +16,7 @@ extension ManagedObjectContext {
     /// Checks every inserted and updated object against its model, and deleted ones against Deny.
     func validateChanges() throws {
         var failures: [ValidationError] = []
-        for object in insertedSet.objects + updatedSet.objects where !deletedSet.contains(object) {
+        for object in [insertedSet.objects, updatedSet.objects].joined() where !deletedSet.contains(object) {
             failures += Validator.errors(for: object)
         }
         for object in deletedSet.objects { failures += Validator.denyErrors(for: object) }

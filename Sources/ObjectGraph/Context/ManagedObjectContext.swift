@@ -65,12 +65,15 @@ public final class ManagedObjectContext {
     }
 
     var registered = ObjectRegistry()
-    var insertedSet = ObjectSet()
-    var updatedSet = ObjectSet()
-    var deletedSet = ObjectSet()
-    var unprocessedInserted = ObjectSet()
-    var unprocessedUpdated = ObjectSet()
-    var unprocessedDeleted = ObjectSet()
+    /// Scopes of the IDs of saved objects, by entity (see ``permanentID(of:in:primaryKey:)``).
+    var permanentScopes: [ObjectIdentifier: ObjectIDScope] = [:]
+    var temporaryScopes: [ObjectIdentifier: ObjectIDScope] = [:]
+    var insertedSet = ObjectSet(.inserted)
+    var updatedSet = ObjectSet(.updated)
+    var deletedSet = ObjectSet(.deleted)
+    var unprocessedInserted = ObjectSet(.unprocessedInserted)
+    var unprocessedUpdated = ObjectSet(.unprocessedUpdated)
+    var unprocessedDeleted = ObjectSet(.unprocessedDeleted)
     var temporaryCounter = 0
     /// Counts saves, so undo knows whether a recorded state predates one.
     var saveGeneration = 0
@@ -161,13 +164,15 @@ public final class ManagedObjectContext {
     public func insert(_ object: ManagedObject) {
         precondition(!object.entity.isAbstract, "Cannot insert an object of abstract entity \(object.entity.name)")
         precondition(object.managedObjectContext == nil || object.managedObjectContext === self, "The object belongs to another context")
+        // An object without a context is in no set of any (its old context may be gone).
+        if object.managedObjectContext == nil { object.memberships = [] }
         guard !insertedSet.contains(object) else { return }
         if deletedSet.contains(object) {
             undelete(object)
             return
         }
         temporaryCounter += 1
-        object.objectID = ObjectID(entityName: object.entity.name, storeIdentifier: nil, primaryKey: nil, temporaryNumber: temporaryCounter)
+        object.objectID = temporaryID(of: object.entity, number: temporaryCounter)
         object.managedObjectContext = self
         for attribute in object.entity.attributes where attribute.defaultValue != nil && object.values[attribute.name] == nil {
             object.values[attribute.name] = attribute.defaultValue
@@ -306,6 +311,29 @@ public final class ManagedObjectContext {
 
     // MARK: - Objects from rows
 
+    /// A temporary ID for a new object of `entity` (scope looked up as for permanent IDs).
+    func temporaryID(of entity: EntityDescription, number: Int) -> ObjectID {
+        let key = ObjectIdentifier(entity)
+        let scope = temporaryScopes[key] ?? {
+            let scope = ObjectIDScope.shared(entityName: entity.name, storeIdentifier: nil, kind: .temporary)
+            temporaryScopes[key] = scope
+            return scope
+        }()
+        return ObjectID(scope: scope, number: Int64(number))
+    }
+
+    /// The ID of a row of `entity` in `store`, its scope looked up here rather than in the
+    /// shared table (which takes a lock) for every row.
+    func permanentID(of entity: EntityDescription, in store: PersistentStore, primaryKey: Int64) -> ObjectID {
+        let key = ObjectIdentifier(entity)
+        if let scope = permanentScopes[key], scope.storeIdentifier == store.identifier {
+            return ObjectID(scope: scope, number: primaryKey)
+        }
+        let scope = ObjectIDScope.shared(entityName: entity.name, storeIdentifier: store.identifier, kind: .permanent)
+        permanentScopes[key] = scope
+        return ObjectID(scope: scope, number: primaryKey)
+    }
+
     /// The registered object for a row, updated from `row` unless it has unsaved changes,
     /// or a new object made from `row`.
     func materialize(_ row: some StoredRow, root: EntityDescription, store: PersistentStore, decoding: Set<String>? = nil,
@@ -326,7 +354,7 @@ public final class ManagedObjectContext {
                 entity: root.name, attribute: "Z_ENT", primaryKey: primaryKey)
         }
         let object = model.objectClass(for: entity).init(entity: entity)
-        object.objectID = ObjectID(entityName: entity.name, storeIdentifier: store.identifier, primaryKey: primaryKey, temporaryNumber: nil)
+        object.objectID = permanentID(of: entity, in: store, primaryKey: primaryKey)
         object.managedObjectContext = self
         try load(row, into: object, root: root, store: store, decoding: decoding)
         if registering { registered[key] = object }

@@ -26,8 +26,7 @@ extension ManagedObjectContext {
 
     func objectID(primaryKey: Int64, entityNumber: Int, root: EntityDescription, store: PersistentStore) -> ObjectID {
         let entity = model.entity(number: entityNumber).flatMap { $0.rootEntity === root ? $0 : nil } ?? root
-        return ObjectID(
-            entityName: entity.name, storeIdentifier: store.identifier, primaryKey: primaryKey, temporaryNumber: nil)
+        return permanentID(of: entity, in: store, primaryKey: primaryKey)
     }
 
     // MARK: - Dictionaries
