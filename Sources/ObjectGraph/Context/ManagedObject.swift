@@ -3,7 +3,7 @@ import Foundation
 /// The identity of a managed object: its entity, store and primary key, or a temporary
 /// identity until its first save, as `NSManagedObjectID`.
 ///
-/// 16 bytes: the entity name, store and kind live in a ``ObjectIDScope`` shared by every ID
+/// 16 bytes: the entity name, store and kind live in an ``ObjectIDScope`` shared by every ID
 /// of that entity and store, so a save announcing 50,000 new IDs holds 0.8 MB of them, not 3.2.
 public struct ObjectID: Hashable, CustomStringConvertible, Sendable {
     let scope: ObjectIDScope
@@ -47,18 +47,25 @@ public struct ObjectID: Hashable, CustomStringConvertible, Sendable {
 }
 
 /// What the IDs of one entity in one store (or the temporary IDs of one entity) share: made
-/// once per process and kept, as there are only so many entities and stores.
+/// once per process and kept (a few dozen bytes for each entity of each store ever opened).
 final class ObjectIDScope: Hashable, Sendable {
     enum Kind: UInt8, Sendable { case none, permanent, temporary }
 
     let entityName: String
     let storeIdentifier: String?
     let kind: Kind
+    /// Hashed once: IDs are hashed often (merges, result caches), their strings never change.
+    private let contentHash: Int
 
     private init(entityName: String, storeIdentifier: String?, kind: Kind) {
         self.entityName = entityName
         self.storeIdentifier = storeIdentifier
         self.kind = kind
+        var hasher = Hasher()
+        hasher.combine(entityName)
+        hasher.combine(storeIdentifier)
+        hasher.combine(kind)
+        contentHash = hasher.finalize()
     }
 
     static func == (lhs: ObjectIDScope, rhs: ObjectIDScope) -> Bool {
@@ -66,11 +73,7 @@ final class ObjectIDScope: Hashable, Sendable {
             || (lhs.kind == rhs.kind && lhs.entityName == rhs.entityName && lhs.storeIdentifier == rhs.storeIdentifier)
     }
 
-    func hash(into hasher: inout Hasher) {
-        hasher.combine(entityName)
-        hasher.combine(storeIdentifier)
-        hasher.combine(kind)
-    }
+    func hash(into hasher: inout Hasher) { hasher.combine(contentHash) }
 
     private struct Key: Hashable {
         let entityName: String
@@ -152,19 +155,13 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// To-many relationships whose destinations are loaded.
     var loadedToMany: Set<String> {
         get { tracking?.loadedToMany ?? [] }
-        set {
-            if tracking == nil, newValue.isEmpty { return }
-            makeTracking().loadedToMany = newValue
-        }
+        set { setTracked(\.loadedToMany, newValue) }
         _modify { yield &makeTracking().loadedToMany }
     }
     /// Properties changed since the last save or fetch.
     var changedKeys: Set<String> {
         get { tracking?.changedKeys ?? [] }
-        set {
-            if tracking == nil, newValue.isEmpty { return }
-            makeTracking().changedKeys = newValue
-        }
+        set { setTracked(\.changedKeys, newValue) }
         _modify { yield &makeTracking().changedKeys }
     }
     /// Kept aside: most objects (fetched, or inserted and not saved yet) track nothing, and
@@ -174,6 +171,10 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         var changedKeys: Set<String> = []
     }
     private var tracking: Tracking?
+    private func setTracked(_ set: ReferenceWritableKeyPath<Tracking, Set<String>>, _ value: Set<String>) {
+        if tracking == nil, value.isEmpty { return }
+        makeTracking()[keyPath: set] = value
+    }
     private func makeTracking() -> Tracking {
         if let tracking { return tracking }
         let made = Tracking()
