@@ -62,14 +62,18 @@ public enum Clipboard {
         guard ChildProcess.run(tool.copy, input: Data(value.utf8)) != nil else {
             throw VaultError(.unexpected, "'\(tool.name)' could not copy to the clipboard")
         }
-        // xclip and xsel take the selection from a background process after they return:
-        // wait (2 s at most) until the clipboard holds the value, so a paste right away gets it.
-        let deadline = Date().addingTimeInterval(2)
-        while contents() != value && Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
+        waitUntilClipboardHolds(value)
         guard seconds > 0 else { return .tool(tool.name, clearsAfter: nil) }
         let seconds = min(seconds, maximumClearSeconds)
         try startDetached(clearHelper, input: "\(seconds) \(digest(value))\n")
         return .tool(tool.name, clearsAfter: seconds)
+    }
+
+    /// xclip and xsel take the selection from a background process after they return: waits
+    /// (2 s at most) until the clipboard holds `value`, so a paste right away gets it.
+    private static func waitUntilClipboardHolds(_ value: String) {
+        let deadline = Date().addingTimeInterval(2)
+        while contents() != value && Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
     }
 
     /// What the clipboard holds now, through the first tool (nil without one).
@@ -85,7 +89,10 @@ public enum Clipboard {
         guard let tool = tool(), let current = contents(),
             ConstantTime.equal(Array(digest(current).utf8), Array(expected.utf8))
         else { return false }
-        return ChildProcess.run(tool.clear) != nil
+        guard ChildProcess.run(tool.clear) != nil else { return false }
+        // The secret is gone when this returns, not some moments later.
+        waitUntilClipboardHolds("")
+        return true
     }
 
     /// The helper's work: reads `SECONDS DIGEST` from `input`, waits, then clears the

@@ -48,8 +48,11 @@ final class RelationalRaceTests: CLITestCase {
     }
 
     /// Waits until the traced process sleeps in SQLite's busy handler: it waits for the write lock.
-    func waitUntilWaitingForTheLock(_ process: Process, log: URL, deadline: Date = Date().addingTimeInterval(120)) {
-        while !((try? String(contentsOf: log, encoding: .utf8))?.contains("nanosleep") ?? false) {
+    /// Waits until `process` sleeps (SQLite's busy handler) after the first `offset` bytes of its trace.
+    func waitUntilWaitingForTheLock(_ process: Process, log: URL, after offset: Int = 0,
+                                    deadline: Date = Date().addingTimeInterval(120)) {
+        func traced() -> String { String(decoding: ((try? Data(contentsOf: log)) ?? Data()).dropFirst(offset), as: UTF8.self) }
+        while !traced().contains("nanosleep") {
             guard process.isRunning, Date() < deadline else {
                 return XCTFail("mystash ended or never waited for the lock")
             }
@@ -146,8 +149,10 @@ final class RelationalRaceTests: CLITestCase {
         let pid = try XCTUnwrap(
             pid_t(try String(contentsOf: ready, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)))
         let holder = try LockHolder(vaultDirectory.appendingPathComponent("Notes.sqlite"))
+        // Only a wait after the editor counts: the one for the save's write lock.
+        let traceBeforeTheSave = (try? Data(contentsOf: log))?.count ?? 0
         _ = FileManager.default.createFile(atPath: go.path, contents: nil)
-        waitUntilWaitingForTheLock(edit, log: log)
+        waitUntilWaitingForTheLock(edit, log: log, after: traceBeforeTheSave)
         XCTAssertEqual(kill(pid, SIGSTOP), 0)
         try holder.release()
         try runOK(["category", "rm", "Travel"])
