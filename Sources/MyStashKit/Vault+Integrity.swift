@@ -49,31 +49,42 @@ extension Vault {
             pendingVerification = pending
             return
         }
-        try finishUnlocking(problems: try integrityProblems())
+        try refuse(try integrityProblems())
+        try seedAfterUnlocking()
     }
 
     /// Waits for the check an unlock with ``Verification/concurrent`` started, then loads
-    /// newer seed data; returns at once when no check is running.
+    /// newer seed data; returns at once when no check is running. Every change, import,
+    /// export, rekey and password change calls it first.
     ///
     /// - throws: ``VaultError`` `.invalidData` naming the store, entity and row of each change
-    ///   made outside mystash: what was read meanwhile must not be shown.
+    ///   made outside mystash (and again at every later call): what was read meanwhile must
+    ///   not be shown.
     public func awaitVerification() throws {
         guard let pending = pendingVerification else { return }
+        let problems: [CheckProblem]
+        switch pending.outcome() {
+        case .checked(let found): problems = found
+        case .busy(let error): throw VaultError.wrapping(error)
         // The second connection can fail where this one succeeds (a crashed writer's journal,
         // which only a writable connection rolls back): then the check runs here.
-        let problems = try pending.problems() ?? integrityProblems()
-        // Kept until it passes: every later call (every change) fails the same way.
-        try finishUnlocking(problems: problems)
+        case .unread: problems = try integrityProblems()
+        }
+        try refuse(problems)
         pendingVerification = nil
+        try seedAfterUnlocking()
     }
 
-    private func finishUnlocking(problems: [CheckProblem]) throws {
-        if let first = problems.first {
-            throw VaultError(
-                .invalidData, "the vault was changed outside mystash: \(first)",
-                details: problems.dropFirst().map(\.description),
-                hint: "restore the vault from a backup; 'mystash check' lists every problem")
-        }
+    /// Throws when the check found changes made outside mystash.
+    private func refuse(_ problems: [CheckProblem]) throws {
+        guard let first = problems.first else { return }
+        throw VaultError(
+            .invalidData, "the vault was changed outside mystash: \(first)",
+            details: problems.dropFirst().map(\.description),
+            hint: "restore the vault from a backup; 'mystash check' lists every problem")
+    }
+
+    private func seedAfterUnlocking() throws {
         do {
             try seed()
         } catch let error as VaultError where error.kind == .permission || error.kind == .cannotCreate {
@@ -135,8 +146,18 @@ extension Vault {
 /// A check of the vault against its integrity record, running on a second connection and
 /// another thread with its own copy of the record's key (an HMAC key is for one thread).
 final class PendingVerification: @unchecked Sendable {
+    /// What the second connection made of the vault.
+    enum Outcome {
+        case checked([CheckProblem])
+        /// Another process held the vault past the busy timeout: waiting again here would
+        /// only double the wait.
+        case busy(Error)
+        /// It could not read the vault; the check runs on the vault's own connection.
+        case unread
+    }
+
     // Written by the checking thread before `done` is signalled, read after waiting for it.
-    private var outcome: [CheckProblem]?
+    private var result: Outcome = .unread
     private let done = DispatchSemaphore(value: 0)
     private var waited = false
 
@@ -150,18 +171,24 @@ final class PendingVerification: @unchecked Sendable {
         let check = UncheckedBox((reader, record))
         Thread.detachNewThread { [self] in
             let (reader, record) = check.value
-            outcome = try? Vault.problems(verifying: record) { try reader.performRead($0) }
+            do {
+                result = .checked(try Vault.problems(verifying: record) { try reader.performRead($0) })
+            } catch let error as VaultError where error.kind == .busy {
+                result = .busy(error)
+            } catch {
+                result = .unread
+            }
             done.signal()
         }
     }
 
-    /// The problems found, or nil when the second connection could not read the vault.
-    func problems() -> [CheckProblem]? {
+    /// The outcome, once the check has ended.
+    func outcome() -> Outcome {
         if !waited {
             done.wait()
             waited = true
         }
-        return outcome
+        return result
     }
 }
 

@@ -9,6 +9,7 @@ extension Vault {
     ///
     /// - throws: ``VaultError``; on failure nothing is changed and the old key stays in use.
     public func rekey(to newPassword: SecretBytes, parameters: ScryptParameters) throws {
+        try awaitVerification()
         guard let oldKey = transformer.dataKey else { throw VaultError(.wrongPassword, "the vault is locked") }
         let (slot, newKey) = try Self.wrapErrors { try KeySlot.create(password: newPassword, parameters: parameters) }
         do {

@@ -148,6 +148,7 @@ extension Vault {
 
     /// Everything in the vault as `mystash-json` (plaintext).
     public func exportJSON(progress: Progress? = nil) throws -> Data {
+        try awaitVerification()
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
         encoder.dateEncodingStrategy = .custom { date, encoder in
@@ -161,6 +162,7 @@ extension Vault {
     /// Entries, notes and categories as CSV (plaintext): `kind,name,user,password,url,notes,category`.
     /// Custom fields, history and more URLs are only in `mystash-json`.
     public func exportCSV(progress: Progress? = nil) throws -> String {
+        try awaitVerification()
         let document = try exportDocument(progress: progress)
         var lines = [CSV.line(["kind", "name", "user", "password", "url", "notes", "category"])]
         for entry in document.passwords {
@@ -180,12 +182,14 @@ extension Vault {
     ///
     /// - throws: ``VaultError`` `.invalidData` (65) naming each bad item by its title and field.
     public func importItems(_ data: Data, format: ImportFormat, dryRun: Bool = false, progress: Progress? = nil) throws -> ImportReport {
-        try importItems(try Self.read(data, format: format), dryRun: dryRun, progress: progress)
+        try awaitVerification()
+        return try importItems(try Self.read(data, format: format), dryRun: dryRun, progress: progress)
     }
 
     /// Imports a pass or gopass store directory, decrypting each file with `gpg`.
     public func importPasswordStore(at directory: URL, dryRun: Bool = false, progress: Progress? = nil) throws -> ImportReport {
-        try importItems(try PassStoreReader.read(directory), dryRun: dryRun, progress: progress)
+        try awaitVerification()
+        return try importItems(try PassStoreReader.read(directory), dryRun: dryRun, progress: progress)
     }
 
     static func read(_ data: Data, format: ImportFormat) throws -> ImportSource {

@@ -288,6 +288,7 @@ public final class Vault {
     /// Re-wraps the data key under a new master password, in both stores in one
     /// transaction; no field is re-encrypted. Unlocked sessions of the old slot become stale.
     public func changePassword(to newPassword: SecretBytes, parameters: ScryptParameters) throws {
+        try awaitVerification()
         guard let dataKey = transformer.dataKey else { throw VaultError(.wrongPassword, "the vault is locked") }
         let slot = try Self.wrapErrors { try KeySlot.wrapping(dataKey, password: newPassword, parameters: parameters) }
         for store in [notesStore, passwordsStore] {

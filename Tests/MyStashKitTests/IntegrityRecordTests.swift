@@ -76,4 +76,25 @@ final class IntegrityRecordTests: VaultTestCase {
         try reopened.addCategory("Travel")
         XCTAssertTrue(try reopen().categories().contains { $0.name == "Travel" })
     }
+
+    /// An older copy of a store in place while the vault opens, the current one put back before
+    /// the check: the check must read the files the vault has open, not what the paths name now.
+    func testAConcurrentCheckReadsTheFilesTheVaultOpenedNotTheirPaths() throws {
+        let vault = try makeVault()
+        try vault.addNote(title: "v1", text: "text")
+        let notes = directory.appendingPathComponent("Notes.sqlite")
+        let (older, current) = (directory.appendingPathComponent("older"), directory.appendingPathComponent("current"))
+        try FileManager.default.copyItem(at: notes, to: older)
+        try vault.addNote(title: "v2", text: "text")
+        XCTAssertEqual(rename(notes.path, current.path), 0)
+        XCTAssertEqual(rename(older.path, notes.path), 0)
+        let reopened = try Vault.open(at: directory)
+        XCTAssertEqual(rename(current.path, notes.path), 0)
+        assertVaultError(.invalidData, {
+            try reopened.unlock(password: password, verification: .concurrent)
+            try reopened.awaitVerification()
+        }) { error in
+            XCTAssertTrue(error.message.contains("Notes.sqlite: it is an older or foreign copy"), error.message)
+        }
+    }
 }

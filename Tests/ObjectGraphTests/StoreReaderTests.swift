@@ -55,6 +55,20 @@ final class StoreReaderTests: ObjectGraphTestCase {
                        ["keep me"])
     }
 
+    /// A store file replaced since the coordinator opened it: a reader opening the path would
+    /// read another file than the coordinator's, so there is none.
+    func testNoReaderWhenAStorePathNamesAnotherFileThanTheOneOpen() throws {
+        let stack = try makeStack(.sqlite)
+        stack.context.insertNewObject(forEntityName: "Note")["title"] = "open"
+        try stack.context.save()
+        XCTAssertNotNil(try stack.coordinator.makeReader())
+        let path = try XCTUnwrap(stack.notes.url)
+        let copy = directory.appendingPathComponent("copy.sqlite")
+        try FileManager.default.copyItem(at: path, to: copy)
+        XCTAssertEqual(rename(copy.path, path.path), 0)
+        XCTAssertNil(try stack.coordinator.makeReader())
+    }
+
     func testStoresThatLiveInTheConnectionOnlyHaveNoReader() throws {
         let stack = try makeStack(.inMemory)
         XCTAssertNil(try stack.coordinator.makeReader())

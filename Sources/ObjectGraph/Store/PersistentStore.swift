@@ -33,6 +33,8 @@ public final class PersistentStore {
     var metadataNeedsSaving = false
     /// The file format of an atomic store; its rows live in an in-memory schema meanwhile.
     var atomicStore: AtomicStore?
+    /// The files the coordinator's connection opened for this store (see ``StoreReader``).
+    var openedFiles: Set<OpenFile> = []
 
     init(type: StoreType, url: URL?, configurationName: String?, entities: [EntityDescription], schemaName: String) {
         self.type = type

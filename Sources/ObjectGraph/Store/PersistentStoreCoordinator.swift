@@ -108,19 +108,23 @@ public final class PersistentStoreCoordinator {
         let name = url?.lastPathComponent ?? "in-memory store"
         try wrapStoreErrors(.storeOpenFailed, "cannot open '\(name)'") {
             let isFirst = connection == nil
-            if let connection {
-                try connection.inDatabase { db in try db.execute(sql: "ATTACH DATABASE ? AS \(schemaName)", arguments: [path]) }
-                attachedSchemaCount += 1
-            } else {
-                connection = try makeConnection(path: path)
-            }
             do {
-                try connection!.inDatabase { db in
-                    try db.execute(sql: "PRAGMA \(schemaName).secure_delete = ON")
-                    try self.leaveWriteAheadLogIfNeeded(adding: store, db: db)
+                store.openedFiles = try OpenFile.opened {
+                    if let connection {
+                        try connection.inDatabase { db in
+                            try db.execute(sql: "ATTACH DATABASE ? AS \(schemaName)", arguments: [path])
+                        }
+                        attachedSchemaCount += 1
+                    } else {
+                        connection = try makeConnection(path: path)
+                    }
+                    try connection!.inDatabase { db in
+                        try db.execute(sql: "PRAGMA \(schemaName).secure_delete = ON")
+                        try self.leaveWriteAheadLogIfNeeded(adding: store, db: db)
+                    }
+                    // Locks only what it creates or migrates: opening an existing store writes nothing.
+                    try write(stores: []) { db in try self.prepare(store, name: name, options: options, db: db) }
                 }
-                // Locks only what it creates or migrates: opening an existing store writes nothing.
-                try write(stores: []) { db in try self.prepare(store, name: name, options: options, db: db) }
             } catch {
                 // A refused store leaves the coordinator as it was, so another can be added.
                 if isFirst {

@@ -41,7 +41,8 @@ extension PersistentStoreCoordinator {
     }
 
     /// Opens a ``StoreReader`` on this coordinator's stores, under the same schema names; nil
-    /// when a store is not a SQLite file (in-memory and atomic stores live in this connection only).
+    /// when a store is not a SQLite file (in-memory and atomic stores live in this connection
+    /// only), or when a store's path no longer names the file this coordinator has open.
     public func makeReader() throws -> StoreReader? {
         guard !persistentStores.isEmpty, persistentStores.allSatisfy({ $0.type == .sqlite && $0.url != nil }),
               let main = persistentStores.first(where: { $0.schemaName == "main" }), let mainURL = main.url
@@ -50,15 +51,54 @@ extension PersistentStoreCoordinator {
         configuration.readonly = true
         configuration.busyMode = .timeout(busyTimeout)
         configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA temp_store = MEMORY") }
-        return try wrapStoreErrors(.storeOpenFailed, "cannot open a reader on '\(main.displayName)'") {
+        // The reader opens the stores by path, and a path may name another file by now (a store
+        // swapped since the coordinator opened it): it must read the very files this
+        // coordinator opened, so each file it opens must be one of those.
+        let storeFiles = persistentStores.reduce(into: Set<OpenFile>()) { $0.formUnion($1.openedFiles) }
+        let openBefore = OpenFile.all()
+        let reader = try wrapStoreErrors(.storeOpenFailed, "cannot open a reader on '\(main.displayName)'") {
             let connection = try DatabaseQueue(path: mainURL.path, configuration: configuration)
             try connection.inDatabase { db in
                 for store in persistentStores where store !== main {
                     guard let url = store.url else { continue }
                     try db.execute(sql: "ATTACH DATABASE ? AS \"\(store.schemaName)\"", arguments: [url.path])
                 }
+                // SQLite opens a file when it first reads it.
+                for store in persistentStores {
+                    _ = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM \(store.qualified("sqlite_master"))")
+                }
             }
             return StoreReader(connection: connection, schemaNames: schemaNamesByStoreIdentifier)
         }
+        let opened = OpenFile.all().filter { openBefore[$0.key] == nil }.values
+        guard opened.count >= persistentStores.count, opened.allSatisfy(storeFiles.contains) else { return nil }
+        return reader
+    }
+}
+
+/// A regular file this process has open, by device and inode: what a path named when it was
+/// opened, whatever it names now.
+struct OpenFile: Hashable {
+    let device: UInt64
+    let inode: UInt64
+
+    /// Every regular file this process has open, by descriptor.
+    static func all() -> [Int32: OpenFile] {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+        var files: [Int32: OpenFile] = [:]
+        for name in names {
+            guard let descriptor = Int32(name) else { continue }
+            var info = stat()
+            guard stat("/proc/self/fd/\(name)", &info) == 0, info.st_mode & S_IFMT == S_IFREG else { continue }
+            files[descriptor] = OpenFile(device: UInt64(info.st_dev), inode: UInt64(info.st_ino))
+        }
+        return files
+    }
+
+    /// The files `body` opened and left open.
+    static func opened(by body: () throws -> Void) rethrows -> Set<OpenFile> {
+        let before = all()
+        try body()
+        return Set(all().filter { before[$0.key] == nil }.values)
     }
 }

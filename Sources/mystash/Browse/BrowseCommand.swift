@@ -33,11 +33,18 @@ struct Browse: ParsableCommand {
             // The vault is checked on a second connection while the first tab's items load;
             // nothing is shown before the check has passed.
             let vault = try options.openUnlockedVault(verification: .concurrent)
-            vault.recordChangesForUndo()
             let results = BrowseResults(vault: vault)
             let startTab: Browser.Tab = tab == .notes ? .notes : .passwords
-            try results.fetch(startTab)
+            do {
+                try results.fetch(startTab)
+            } catch {
+                // A damaged row may be the tampering the check names: its verdict comes first.
+                try vault.awaitVerification()
+                throw error
+            }
             try vault.awaitVerification()
+            // After the check, whose seeding is no change of the person's to take back.
+            vault.recordChangesForUndo()
             let screen: TerminalScreen
             do {
                 screen = try TerminalScreen()
