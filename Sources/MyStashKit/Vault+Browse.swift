@@ -38,10 +38,20 @@ extension Vault {
     }
 
     /// Reads what other processes committed since the last look into the context, which
-    /// tells the controllers on it; true when there was something.
+    /// tells the controllers on it; true when there was something. What they committed is
+    /// checked against the integrity record first, in the same read transaction.
+    ///
+    /// - throws: ``VaultError`` `.invalidData` naming each change made outside mystash; then
+    ///   nothing of it was read into the context.
     @discardableResult
     public func followExternalChanges() throws -> Bool {
-        try Self.wrapErrors { try context.mergeExternalChanges() }
+        try Self.wrapErrors {
+            try coordinator.performRead { _ in
+                guard try context.hasExternalChanges() else { return false }
+                try refuse(try integrityProblems())
+                return try context.mergeExternalChanges()
+            }
+        }
     }
 
     // MARK: - Undo

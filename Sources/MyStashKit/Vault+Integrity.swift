@@ -41,6 +41,8 @@ extension Vault {
         integrity = record
         coordinator.writeObserver = record
         guard verification != .skipped else { return }
+        // From here on, what other processes commit is checked again before it is followed.
+        _ = try Self.wrapErrors { try context.hasExternalChanges() }
         // Read first: a vault that needs nothing is never written by reading it.
         if try Self.wrapErrors({ try coordinator.performRead { record.needsRenewal(in: $0) } }) {
             try Self.wrapErrors { try coordinator.performWrite { transaction in try record.create(in: transaction) } }
@@ -76,7 +78,7 @@ extension Vault {
     }
 
     /// Throws when the check found changes made outside mystash.
-    private func refuse(_ problems: [CheckProblem]) throws {
+    func refuse(_ problems: [CheckProblem]) throws {
         guard let first = problems.first else { return }
         throw VaultError(
             .invalidData, "the vault was changed outside mystash: \(first)",

@@ -117,6 +117,22 @@ final class BrowseTests: CLITestCase {
         tmux.expect("browse-exit=0")
     }
 
+    /// What another process commits is checked before the view follows it: a change made
+    /// outside mystash locks the view, naming the row, and nothing of it is shown.
+    func testAChangeMadeOutsideMystashWhileBrowsingLocksTheView() throws {
+        try addEntries()
+        let tmux = try TmuxSession(browseCommand())
+        tmux.expect("Passwords (3)")
+        let tampered = try sqlite(
+            vaultDirectory.appendingPathComponent("Passwords.sqlite"), "UPDATE ZSYSTEM SET Z_OPT = Z_OPT + 1 WHERE Z_PK = 1")
+        XCTAssertEqual(tampered.status, 0, tampered.output)
+        tmux.wait(for: "the view locked, naming the changed row", timeout: 10) {
+            $0.contains("MyStash is locked") && $0.contains("changed outside mystash") && !$0.contains("GitHub")
+        }
+        tmux.send("C-q")
+        tmux.expect("browse-exit=0")
+    }
+
     func testAddShowsTheCLIValidationMessagesAndSavesNothingUntilValid() throws {
         try initVault()
         let tmux = try TmuxSession(browseCommand())

@@ -80,6 +80,17 @@ extension ManagedObjectContext {
     /// The check is one `PRAGMA data_version` per store: cheap enough to poll.
     ///
     /// - returns: true when another connection had committed.
+    /// Whether another connection committed since this context last merged (or first asked),
+    /// without merging: one `PRAGMA data_version` per store.
+    public func hasExternalChanges() throws -> Bool {
+        let token = try coordinator.externalChangeToken()
+        guard let known = knownExternalChangeToken else {
+            knownExternalChangeToken = token
+            return false
+        }
+        return token != known
+    }
+
     @discardableResult
     public func mergeExternalChanges() throws -> Bool {
         let token = try coordinator.externalChangeToken()

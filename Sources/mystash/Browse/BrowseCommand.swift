@@ -43,6 +43,8 @@ struct Browse: ParsableCommand {
                 throw error
             }
             try vault.awaitVerification()
+            // Commits made since the check began are checked too, before the first frame.
+            try vault.followExternalChanges()
             // After the check, whose seeding is no change of the person's to take back.
             vault.recordChangesForUndo()
             let screen: TerminalScreen

@@ -79,6 +79,8 @@ final class Browser {
         paint()
         while running {
             let events = screen.readEvents(timeout: 0.25)
+            // What another process committed meanwhile is checked and followed before a key reads.
+            if !events.isEmpty, !isLocked { followExternalChanges() }
             for event in events {
                 lastInput = Date()
                 try handle(event)
@@ -127,6 +129,9 @@ final class Browser {
         guard results.isFetched else { return }
         do {
             if try vault.followExternalChanges() { try load(tab) }
+        } catch let error as VaultError where error.kind == .invalidData {
+            // Another process changed the vault outside mystash: nothing more is shown.
+            lock(reason: errorLines(error).first ?? error.message)
         } catch {
             say(errorLines(error).first ?? "\(error)", isError: true)
         }
