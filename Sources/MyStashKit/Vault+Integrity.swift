@@ -103,7 +103,8 @@ extension Vault {
 
     /// Verifies `record` in a read transaction of `read`'s connection.
     static func problems(
-        verifying record: IntegrityRecord, in read: ((StoreTransaction) throws -> [CheckProblem]?) throws -> [CheckProblem]?
+        verifying record: IntegrityRecord,
+        in read: ((StoreTransaction) throws -> [CheckProblem]?) throws -> [CheckProblem]?
     ) throws -> [CheckProblem] {
         do {
             return try read { try record.verify(in: $0) } ?? []

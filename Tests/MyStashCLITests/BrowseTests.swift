@@ -124,7 +124,8 @@ final class BrowseTests: CLITestCase {
         let tmux = try TmuxSession(browseCommand())
         tmux.expect("Passwords (3)")
         let tampered = try sqlite(
-            vaultDirectory.appendingPathComponent("Passwords.sqlite"), "UPDATE ZSYSTEM SET Z_OPT = Z_OPT + 1 WHERE Z_PK = 1")
+            vaultDirectory.appendingPathComponent("Passwords.sqlite"),
+            "UPDATE ZSYSTEM SET Z_OPT = Z_OPT + 1 WHERE Z_PK = 1")
         XCTAssertEqual(tampered.status, 0, tampered.output)
         tmux.wait(for: "the view locked, naming the changed row", timeout: 10) {
             $0.contains("MyStash is locked") && $0.contains("changed outside mystash") && !$0.contains("GitHub")

@@ -51,7 +51,9 @@ final class RelationalRaceTests: CLITestCase {
     /// Waits until `process` sleeps (SQLite's busy handler) after the first `offset` bytes of its trace.
     func waitUntilWaitingForTheLock(_ process: Process, log: URL, after offset: Int = 0,
                                     deadline: Date = Date().addingTimeInterval(120)) {
-        func traced() -> String { String(decoding: ((try? Data(contentsOf: log)) ?? Data()).dropFirst(offset), as: UTF8.self) }
+        func traced() -> String {
+            String(decoding: ((try? Data(contentsOf: log)) ?? Data()).dropFirst(offset), as: UTF8.self)
+        }
         while !traced().contains("nanosleep") {
             guard process.isRunning, Date() < deadline else {
                 return XCTFail("mystash ended or never waited for the lock")

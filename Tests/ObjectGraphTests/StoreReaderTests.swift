@@ -47,12 +47,14 @@ final class StoreReaderTests: ObjectGraphTestCase {
         try stack.context.save()
         let reader = try XCTUnwrap(try stack.coordinator.makeReader())
         XCTAssertThrowsError(try reader.performRead { transaction in
-            try transaction.execute("DELETE FROM \(try transaction.qualified("ZNOTE", storeIdentifier: stack.notes.identifier))")
+            let notes = try transaction.qualified("ZNOTE", storeIdentifier: stack.notes.identifier)
+            try transaction.execute("DELETE FROM \(notes)")
         }) { error in
             XCTAssertTrue("\(error)".contains("readonly"), "\(error)")
         }
-        XCTAssertEqual(try Self.titles(reader, notesStore: stack.notes.identifier, passwordsStore: stack.passwords.identifier),
-                       ["keep me"])
+        XCTAssertEqual(
+            try Self.titles(reader, notesStore: stack.notes.identifier, passwordsStore: stack.passwords.identifier),
+            ["keep me"])
     }
 
     /// A store file replaced since the coordinator opened it: a reader opening the path would

@@ -46,8 +46,8 @@ public struct ObjectID: Hashable, CustomStringConvertible, Sendable {
     public var description: String { uriRepresentation.absoluteString }
 }
 
-/// What the IDs of one entity in one store (or the temporary IDs of one entity) share: made
-/// once per process and kept (a few dozen bytes for each entity of each store ever opened).
+/// What the IDs of one entity in one store (or the temporary IDs of one entity) share, made
+/// once and shared while in use.
 final class ObjectIDScope: Hashable, Sendable {
     enum Kind: UInt8, Sendable { case none, permanent, temporary }
 
@@ -81,16 +81,27 @@ final class ObjectIDScope: Hashable, Sendable {
         let kind: Kind
     }
 
-    private static let lock = NSLock()
-    nonisolated(unsafe) private static var scopes: [Key: ObjectIDScope] = [:]
+    /// Held weakly: a scope lives as long as IDs and objects use it, so a process that opens
+    /// many stores over time does not keep one per store forever.
+    private final class WeakScope {
+        weak var scope: ObjectIDScope?
+        init(_ scope: ObjectIDScope) { self.scope = scope }
+    }
 
-    /// The one scope for these parts.
+    private static let lock = NSLock()
+    nonisolated(unsafe) private static var scopes: [Key: WeakScope] = [:]
+
+    /// The scope for these parts (equal scopes may coexist: equality compares the parts).
     static func shared(entityName: String, storeIdentifier: String?, kind: Kind) -> ObjectIDScope {
         let key = Key(entityName: entityName, storeIdentifier: storeIdentifier, kind: kind)
         return lock.withLock {
-            if let scope = scopes[key] { return scope }
+            if let scope = scopes[key]?.scope { return scope }
             let scope = ObjectIDScope(entityName: entityName, storeIdentifier: storeIdentifier, kind: kind)
-            scopes[key] = scope
+            // Dead entries go each time the table reaches a power of two: amortized, never a scan per ID.
+            if scopes.count >= 64, scopes.count.nonzeroBitCount == 1 {
+                scopes = scopes.filter { $0.value.scope != nil }
+            }
+            scopes[key] = WeakScope(scope)
             return scope
         }
     }
@@ -136,8 +147,9 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// The object's identity: its shared scope and number, 16 bytes kept per object.
     public internal(set) var objectID: ObjectID {
         get {
-            ObjectID(scope: identityScope ?? ObjectIDScope.shared(entityName: entity.name, storeIdentifier: nil, kind: .none),
-                     number: identityNumber)
+            let scope = identityScope
+                ?? ObjectIDScope.shared(entityName: entity.name, storeIdentifier: nil, kind: .none)
+            return ObjectID(scope: scope, number: identityNumber)
         }
         set {
             assert(newValue.entityName == entity.name, "An object's ID names its own entity")

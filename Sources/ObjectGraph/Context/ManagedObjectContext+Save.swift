@@ -39,7 +39,8 @@ extension ManagedObjectContext {
         do {
             try wrapStoreErrors(.saveFailed, "cannot save") {
                 // An observer may write to any store: then every store is locked up front, in order.
-                let locked = coordinator.writeObserver == nil ? try storesWritten([inserted, updated, deleted].joined()) : nil
+                let locked = coordinator.writeObserver == nil
+                    ? try storesWritten([inserted, updated, deleted].joined()) : nil
                 try coordinator.write(stores: locked) { db in
                     try validateChanges()
                     let adopted = try checkUniquenessConstraints(
