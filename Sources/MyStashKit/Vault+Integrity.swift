@@ -41,7 +41,8 @@ extension Vault {
         integrity = record
         coordinator.writeObserver = record
         guard verification != .skipped else { return }
-        // From here on, what other processes commit is checked again before it is followed.
+        // Notes the stores' change token (if none is known yet): what other processes commit
+        // after this is checked again before it is followed.
         _ = try Self.wrapErrors { try context.hasExternalChanges() }
         // Read first: a vault that needs nothing is never written by reading it.
         if try Self.wrapErrors({ try coordinator.performRead { record.needsRenewal(in: $0) } }) {
@@ -66,7 +67,7 @@ extension Vault {
         guard let pending = pendingVerification else { return }
         let problems: [CheckProblem]
         switch pending.outcome() {
-        case .checked(let found): problems = found
+        case .checked(let found): problems = self.problems(found: found)
         case .busy(let error): throw VaultError.wrapping(error)
         // The second connection can fail where this one succeeds (a crashed writer's journal,
         // which only a writable connection rolls back): then the check runs here.
@@ -98,16 +99,29 @@ extension Vault {
     /// before the record existed (it gets one at its next change).
     func integrityProblems() throws -> [CheckProblem] {
         guard let integrity else { return [] }
-        return try Self.problems(verifying: integrity) { try coordinator.performRead($0) }
+        return problems(found: try Self.problems {
+            try coordinator.performRead { try integrity.verify(in: $0) }
+        })
     }
 
-    /// Verifies `record` in a read transaction of `read`'s connection.
-    static func problems(
-        verifying record: IntegrityRecord,
-        in read: ((StoreTransaction) throws -> [CheckProblem]?) throws -> [CheckProblem]?
-    ) throws -> [CheckProblem] {
+    /// What a check found (nil: no store has a record), once this process has seen a record:
+    /// a record it has seen cannot go missing, that is no vault from before the record.
+    func problems(found: [CheckProblem]?) -> [CheckProblem] {
+        guard let found else {
+            guard integrityRecordSeen else { return [] }
+            return integrityStores.map {
+                CheckProblem(store: $0.fileName, message: "its integrity record was removed outside mystash")
+            }
+        }
+        integrityRecordSeen = true
+        return found
+    }
+
+    /// What `verification` found, nil when no store has a record; tampering that stops it
+    /// midway is one problem, other errors are thrown.
+    static func problems(_ verification: () throws -> [CheckProblem]?) throws -> [CheckProblem]? {
         do {
-            return try read { try record.verify(in: $0) } ?? []
+            return try verification()
         } catch let failure as IntegrityFailure {
             return [failure.problem]
         } catch {
@@ -142,6 +156,7 @@ extension Vault {
                 guard try !stores.allSatisfy({ try IntegrityRecord.exists(in: $0, transaction) }) else { return }
                 try integrity.create(in: transaction)
             }
+            integrityRecordSeen = true
         }
     }
 }
@@ -151,7 +166,8 @@ extension Vault {
 final class PendingVerification: @unchecked Sendable {
     /// What the second connection made of the vault.
     enum Outcome {
-        case checked([CheckProblem])
+        /// What the check found; nil when no store has a record.
+        case checked([CheckProblem]?)
         /// Another process held the vault past the busy timeout: waiting again here would
         /// only double the wait.
         case busy(Error)
@@ -175,7 +191,7 @@ final class PendingVerification: @unchecked Sendable {
         Thread.detachNewThread { [self] in
             let (reader, record) = check.value
             do {
-                result = .checked(try Vault.problems(verifying: record) { try reader.performRead($0) })
+                result = .checked(try Vault.problems { try reader.performRead { try record.verify(in: $0) } })
             } catch let error as VaultError where error.kind == .busy {
                 result = .busy(error)
             } catch {

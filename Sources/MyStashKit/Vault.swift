@@ -34,6 +34,8 @@ public final class Vault {
     var integrity: IntegrityRecord?
     /// A check of the vault started by an unlock with ``Verification/concurrent``.
     var pendingVerification: PendingVerification?
+    /// Whether this process has seen the vault's integrity record (checked or made it).
+    var integrityRecordSeen = false
 
     /// `$XDG_DATA_HOME/mystash`, else `~/.local/share/mystash`.
     public static func defaultDirectory(environment: [String: String] = ProcessInfo.processInfo.environment) -> URL {

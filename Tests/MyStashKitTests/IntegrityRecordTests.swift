@@ -97,4 +97,19 @@ final class IntegrityRecordTests: VaultTestCase {
             XCTAssertTrue(error.message.contains("Notes.sqlite: it is an older or foreign copy"), error.message)
         }
     }
+
+    /// A record this process has checked cannot vanish: dropping both record tables while the
+    /// vault is open is tampering, not a vault from before the record.
+    func testARecordRemovedWhileTheVaultIsOpenIsTampering() throws {
+        let vault = try makeVault()
+        try vault.addNote(title: "kept", text: "text")
+        let reopened = try reopen()
+        for store in ["Notes.sqlite", "Passwords.sqlite"] {
+            _ = try sqlite(store, "DROP TABLE MYSTASH_RECORD; DROP TABLE MYSTASH_ROW_TAG")
+        }
+        _ = try sqlite("Notes.sqlite", "UPDATE ZNOTE SET Z_OPT = Z_OPT + 1")
+        assertVaultError(.invalidData, { try reopened.followExternalChanges() }) { error in
+            XCTAssertTrue(error.message.contains("its integrity record was removed outside mystash"), error.message)
+        }
+    }
 }

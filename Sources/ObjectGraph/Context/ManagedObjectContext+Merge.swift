@@ -72,14 +72,6 @@ extension ManagedObjectContext {
 
     // MARK: - Changes committed by another process
 
-    /// Checks whether another connection (another process, or a context on another
-    /// coordinator) committed to the stores since the last check, and if so re-reads every
-    /// registered object without unsaved changes, forgets those whose rows are gone, and
-    /// posts ``objectsDidChangeNotification`` (fetched results controllers then re-fetch).
-    ///
-    /// The check is one `PRAGMA data_version` per store: cheap enough to poll.
-    ///
-    /// - returns: true when another connection had committed.
     /// Whether another connection committed since this context last merged (or first asked),
     /// without merging: one `PRAGMA data_version` per store.
     public func hasExternalChanges() throws -> Bool {
@@ -91,6 +83,14 @@ extension ManagedObjectContext {
         return token != known
     }
 
+    /// Checks whether another connection (another process, or a context on another
+    /// coordinator) committed to the stores since the last check, and if so re-reads every
+    /// registered object without unsaved changes, forgets those whose rows are gone, and
+    /// posts ``objectsDidChangeNotification`` (fetched results controllers then re-fetch).
+    ///
+    /// The check is one `PRAGMA data_version` per store: cheap enough to poll.
+    ///
+    /// - returns: true when another connection had committed.
     @discardableResult
     public func mergeExternalChanges() throws -> Bool {
         let token = try coordinator.externalChangeToken()

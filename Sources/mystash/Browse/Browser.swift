@@ -129,11 +129,10 @@ final class Browser {
         guard results.isFetched else { return }
         do {
             if try vault.followExternalChanges() { try load(tab) }
-        } catch let error as VaultError where error.kind == .invalidData {
-            // Another process changed the vault outside mystash: nothing more is shown.
-            lock(reason: errorLines(error).first ?? error.message)
         } catch {
-            say(errorLines(error).first ?? "\(error)", isError: true)
+            // A change made outside mystash, or a check that could not run: nothing read
+            // since is shown.
+            lock(reason: errorLines(error).first ?? "\(error)")
         }
     }
 
