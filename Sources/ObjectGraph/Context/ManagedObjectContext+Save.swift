@@ -123,17 +123,21 @@ extension ManagedObjectContext {
     // MARK: - Writing rows
 
     private func assignPrimaryKeys(_ objects: [ManagedObject], _ db: Database) throws {
-        // One root (the usual case): no regrouping copy of what may be many objects.
-        if let root = objects.first?.entity.rootEntity, objects.allSatisfy({ $0.entity.rootEntity === root }) {
-            let first = try coordinator.allocatePrimaryKeys(db, root: root, count: objects.count)
-            for (offset, object) in objects.enumerated() { object.pendingPrimaryKey = first + Int64(offset) }
-            return
+        // Counted per root, then numbered in one pass: no regrouped copy of what may be many objects.
+        var counts: [Int: (root: EntityDescription, count: Int)] = [:]
+        for object in objects {
+            let root = object.entity.rootEntity
+            counts[root.entityNumber, default: (root, 0)].count += 1
         }
-        var byRoot: [Int: [ManagedObject]] = [:]
-        for object in objects { byRoot[object.entity.rootEntity.entityNumber, default: []].append(object) }
-        for (_, group) in byRoot.sorted(by: { $0.key < $1.key }) {
-            let first = try coordinator.allocatePrimaryKeys(db, root: group[0].entity.rootEntity, count: group.count)
-            for (offset, object) in group.enumerated() { object.pendingPrimaryKey = first + Int64(offset) }
+        var next: [Int: Int64] = [:]
+        for (number, group) in counts.sorted(by: { $0.key < $1.key }) {
+            next[number] = try coordinator.allocatePrimaryKeys(db, root: group.root, count: group.count)
+        }
+        for object in objects {
+            let number = object.entity.rootEntity.entityNumber
+            guard let key = next[number] else { continue }
+            object.pendingPrimaryKey = key
+            next[number] = key + 1
         }
     }
 
@@ -296,12 +300,8 @@ extension ManagedObjectContext {
             let root = object.entity.rootEntity
             let primaryKey = object.pendingPrimaryKey!
             object.pendingPrimaryKey = nil
-            if let store = coordinator.persistentStore(for: root) {
-                object.objectID = permanentID(of: object.entity, in: store, primaryKey: primaryKey)
-            } else {
-                object.objectID = ObjectID(entityName: object.entity.name, storeIdentifier: nil,
-                                           primaryKey: primaryKey, temporaryNumber: nil)
-            }
+            let store = coordinator.persistentStore(for: root)?.identifier
+            object.objectID = objectID(of: object.entity, storeIdentifier: store, kind: .permanent, number: primaryKey)
             object.version = 1
             registered[ObjectKey(rootEntityNumber: root.entityNumber, primaryKey: primaryKey)] = object
         }

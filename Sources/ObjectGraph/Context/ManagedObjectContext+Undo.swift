@@ -53,8 +53,7 @@ extension ManagedObjectContext {
         guard object.managedObjectContext === self else {
             undoManager?.register { [weak self] in self?.delete(object) }
             temporaryCounter += 1
-            object.objectID = ObjectID(entityName: object.entity.name, storeIdentifier: nil, primaryKey: nil,
-                                       temporaryNumber: temporaryCounter)
+            object.objectID = temporaryID(of: object.entity, number: temporaryCounter)
             object.version = 0
             object.changedKeys = []
             reinsertPrimitive(object)

@@ -65,9 +65,12 @@ public final class ManagedObjectContext {
     }
 
     var registered = ObjectRegistry()
-    /// Scopes of the IDs of saved objects, by entity (see ``permanentID(of:in:primaryKey:)``).
-    var permanentScopes: [ObjectIdentifier: ObjectIDScope] = [:]
-    var temporaryScopes: [ObjectIdentifier: ObjectIDScope] = [:]
+    /// The scopes of this context's object IDs (see ``objectID(of:storeIdentifier:kind:number:)``).
+    var idScopes: [IDScopeKey: ObjectIDScope] = [:]
+    struct IDScopeKey: Hashable {
+        let entity: ObjectIdentifier
+        let kind: ObjectIDScope.Kind
+    }
     var insertedSet = ObjectSet(.inserted)
     var updatedSet = ObjectSet(.updated)
     var deletedSet = ObjectSet(.deleted)
@@ -311,27 +314,27 @@ public final class ManagedObjectContext {
 
     // MARK: - Objects from rows
 
-    /// A temporary ID for a new object of `entity` (scope looked up as for permanent IDs).
-    func temporaryID(of entity: EntityDescription, number: Int) -> ObjectID {
-        let key = ObjectIdentifier(entity)
-        let scope = temporaryScopes[key] ?? {
-            let scope = ObjectIDScope.shared(entityName: entity.name, storeIdentifier: nil, kind: .temporary)
-            temporaryScopes[key] = scope
-            return scope
-        }()
-        return ObjectID(scope: scope, number: Int64(number))
+    /// An ID of `entity`, its scope looked up here rather than in the shared table (which
+    /// takes a lock) for every row.
+    func objectID(of entity: EntityDescription, storeIdentifier: String?, kind: ObjectIDScope.Kind,
+                  number: Int64) -> ObjectID {
+        let key = IDScopeKey(entity: ObjectIdentifier(entity), kind: kind)
+        if let scope = idScopes[key], scope.storeIdentifier == storeIdentifier {
+            return ObjectID(scope: scope, number: number)
+        }
+        let scope = ObjectIDScope.shared(entityName: entity.name, storeIdentifier: storeIdentifier, kind: kind)
+        idScopes[key] = scope
+        return ObjectID(scope: scope, number: number)
     }
 
-    /// The ID of a row of `entity` in `store`, its scope looked up here rather than in the
-    /// shared table (which takes a lock) for every row.
+    /// A temporary ID for a new object of `entity`.
+    func temporaryID(of entity: EntityDescription, number: Int) -> ObjectID {
+        objectID(of: entity, storeIdentifier: nil, kind: .temporary, number: Int64(number))
+    }
+
+    /// The ID of a row of `entity` in `store`.
     func permanentID(of entity: EntityDescription, in store: PersistentStore, primaryKey: Int64) -> ObjectID {
-        let key = ObjectIdentifier(entity)
-        if let scope = permanentScopes[key], scope.storeIdentifier == store.identifier {
-            return ObjectID(scope: scope, number: primaryKey)
-        }
-        let scope = ObjectIDScope.shared(entityName: entity.name, storeIdentifier: store.identifier, kind: .permanent)
-        permanentScopes[key] = scope
-        return ObjectID(scope: scope, number: primaryKey)
+        objectID(of: entity, storeIdentifier: store.identifier, kind: .permanent, number: primaryKey)
     }
 
     /// The registered object for a row, updated from `row` unless it has unsaved changes,
