@@ -78,9 +78,9 @@ final class ContextQueueTests: BoardTestCase, @unchecked Sendable {
             let saved = ManagedObjectContext.didSaveNotification
             tokens.append(center.addObserver(forName: saved, object: worker, queue: nil) { note in
                 // Only the object IDs cross queues.
-                let ids = note.userInfo?[ManagedObjectContext.insertedObjectIDsKey] as? [ObjectID] ?? []
+                let ids = note.userInfo?[ManagedObjectContext.insertedObjectIDsKey] as? ObjectIDList ?? []
                 main.perform {
-                    do { try main.mergeChanges(inserted: ids, updated: [], deleted: []) } catch { XCTFail("\(error)") }
+                    do { try main.mergeChanges(inserted: ids, updated: [ObjectID](), deleted: [ObjectID]()) } catch { XCTFail("\(error)") }
                     merged.fulfill()
                 }
             })

@@ -19,6 +19,8 @@ final class ObjectRegistryTests: XCTestCase {
             switch random.next(3) {
             case 0:
                 let object = ManagedObject(entity: entity)
+                object.objectID = ObjectID(entityName: entity.name, storeIdentifier: "S", primaryKey: key.primaryKey,
+                                           temporaryNumber: nil)
                 registry[key] = object
                 expected[key] = object
             case 1:

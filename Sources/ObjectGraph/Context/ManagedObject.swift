@@ -158,6 +158,9 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     }
     private var identityScope: ObjectIDScope?
     private var identityNumber: Int64 = 0
+    /// The primary key a registered object is registered under (its permanent ID's number),
+    /// read without building an ``ObjectID``.
+    var registeredPrimaryKey: Int64 { identityNumber }
     public internal(set) weak var managedObjectContext: ManagedObjectContext?
 
     /// Current values: attributes, to-one destinations (object or fault), loaded to-many arrays.

@@ -44,13 +44,14 @@ extension ManagedObjectContext {
     /// - throws: a store error while reading the changed rows.
     public func mergeChanges(fromContextDidSave notification: Notification) throws {
         let info = notification.userInfo ?? [:]
-        try mergeChanges(inserted: info[Self.insertedObjectIDsKey] as? [ObjectID] ?? [],
-                         updated: info[Self.updatedObjectIDsKey] as? [ObjectID] ?? [],
-                         deleted: info[Self.deletedObjectIDsKey] as? [ObjectID] ?? [])
+        try mergeChanges(inserted: info[Self.insertedObjectIDsKey] as? ObjectIDList ?? [],
+                         updated: info[Self.updatedObjectIDsKey] as? ObjectIDList ?? [],
+                         deleted: info[Self.deletedObjectIDsKey] as? ObjectIDList ?? [])
     }
 
     /// Merges saved changes given by object ID (see ``mergeChanges(fromContextDidSave:)``).
-    public func mergeChanges(inserted: [ObjectID], updated: [ObjectID], deleted: [ObjectID]) throws {
+    public func mergeChanges(inserted: some Sequence<ObjectID>, updated: some Sequence<ObjectID>,
+                             deleted: some Sequence<ObjectID>) throws {
         var merged = MergedChanges()
         for objectID in deleted {
             guard let object = registeredObject(for: objectID),

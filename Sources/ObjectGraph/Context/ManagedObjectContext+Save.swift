@@ -334,9 +334,9 @@ extension ManagedObjectContext {
             Self.insertedObjectsKey: inserted,
             Self.updatedObjectsKey: updated,
             Self.deletedObjectsKey: deleted,
-            Self.insertedObjectIDsKey: inserted.map(\.objectID),
-            Self.updatedObjectIDsKey: updated.map(\.objectID),
-            Self.deletedObjectIDsKey: deleted.map(\.objectID),
+            Self.insertedObjectIDsKey: ObjectIDList(inserted.lazy.map(\.objectID)),
+            Self.updatedObjectIDsKey: ObjectIDList(updated.lazy.map(\.objectID)),
+            Self.deletedObjectIDsKey: ObjectIDList(deleted.lazy.map(\.objectID)),
         ])
     }
 }

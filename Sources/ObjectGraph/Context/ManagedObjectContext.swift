@@ -32,8 +32,8 @@ public final class ManagedObjectContext {
     public static let insertedObjectsKey = "inserted"
     public static let updatedObjectsKey = "updated"
     public static let deletedObjectsKey = "deleted"
-    /// In ``didSaveNotification``: the saved objects' IDs (`[ObjectID]`), safe to read on any
-    /// queue, for ``mergeChanges(fromContextDidSave:)``.
+    /// In ``didSaveNotification``: the saved objects' IDs (an ``ObjectIDList``), safe to read
+    /// on any queue, for ``mergeChanges(fromContextDidSave:)``.
     public static let insertedObjectIDsKey = "insertedObjectIDs"
     public static let updatedObjectIDsKey = "updatedObjectIDs"
     public static let deletedObjectIDsKey = "deletedObjectIDs"

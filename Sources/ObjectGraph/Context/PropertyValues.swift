@@ -2,8 +2,13 @@
 /// `EntityDescription.attributes`, then relationships), shared by all its objects' values.
 final class PropertyLayout: Sendable {
     let keys: [String]
+    /// `keys.count`, one load away from a value's buffer.
+    let count: Int
 
-    init(keys: [String]) { self.keys = keys }
+    init(keys: [String]) {
+        self.keys = keys
+        count = keys.count
+    }
 
     static let empty = PropertyLayout(keys: [])
 
@@ -12,8 +17,8 @@ final class PropertyLayout: Sendable {
     func appending(_ key: String) -> PropertyLayout { PropertyLayout(keys: keys + [key]) }
 }
 
-/// One property value in 16 bytes: numbers and objects inline, anything else boxed; what
-/// ``PropertyValues`` keeps beside its words for values that are not small integers.
+/// One property value as read from or written to ``PropertyValues``: numbers and objects
+/// inline, anything else boxed.
 enum PropertySlot {
     case absent
     case int(Int)
@@ -60,17 +65,17 @@ enum PropertySlot {
 }
 
 /// An object's property values by name, stored in the order of a shared ``PropertyLayout``:
-/// building one per fetched row allocates only its words.
+/// one buffer holding the layout and one 8-byte word a key, so a row of numbers, flags and
+/// to-one faults costs a single allocation (an object keeps two values: current and committed).
 ///
-/// Each position is one 8-byte word: 0 when absent, an integer of 63 bits shifted left with
-/// the low bit set, or (index + 1) << 1 into `others` for any other value. A row of integer
-/// attributes so costs 8 bytes a value and no second allocation. The layout, the other values
-/// and the words share one buffer, so a value is a single reference (an object keeps two:
-/// its values and its committed values).
+/// A word is 0 when absent; otherwise its low bits say what the rest holds (``PropertyWord``):
+/// an integer of 63 bits, a flag, a fault's primary key, a double, or a retained reference to
+/// a destination object or a box. A side array of other values made every buffer three words
+/// longer and a size class larger.
 struct PropertyValues: Sequence {
     private var storage: PropertyStorage
 
-    var layout: PropertyLayout { storage.header.layout }
+    var layout: PropertyLayout { storage.header }
 
     init() { storage = PropertyStorage.empty }
 
@@ -81,9 +86,9 @@ struct PropertyValues: Sequence {
 
     private var count: Int { storage.header.count }
 
-    /// Makes the buffer this value's own, with a word for every key of the layout.
+    /// Makes the buffer this value's own.
     private mutating func prepareForWrite() {
-        if isKnownUniquelyReferenced(&storage), storage.header.count == layout.keys.count { return }
+        if isKnownUniquelyReferenced(&storage) { return }
         storage = PropertyStorage.make(layout: layout, copying: storage)
     }
 
@@ -93,14 +98,14 @@ struct PropertyValues: Sequence {
 
     /// Clears every value for `layout`, reusing the buffer when nothing else holds it.
     mutating func removeAll(layout: PropertyLayout) {
-        guard layout !== PropertyLayout.empty, isKnownUniquelyReferenced(&storage), storage.header.layout === layout,
-              storage.header.count == layout.keys.count
-        else {
+        guard layout !== PropertyLayout.empty, isKnownUniquelyReferenced(&storage), storage.header === layout else {
             self = PropertyValues(layout: layout)
             return
         }
-        storage.withUnsafeMutablePointerToElements { $0.update(repeating: 0, count: layout.keys.count) }
-        storage.header.others = []
+        storage.withUnsafeMutablePointerToElements { words in
+            for index in 0..<layout.count { PropertyWord.release(words[index]) }
+            words.update(repeating: 0, count: layout.count)
+        }
     }
 
     subscript(key: String) -> Any? {
@@ -111,7 +116,7 @@ struct PropertyValues: Sequence {
             } else if let newValue {
                 let grown = layout.appending(key)
                 storage = PropertyStorage.make(layout: grown, copying: storage)
-                setSlot(grown.keys.count - 1, PropertySlot(newValue))
+                setSlot(grown.count - 1, PropertySlot(newValue))
             }
         }
     }
@@ -125,35 +130,18 @@ struct PropertyValues: Sequence {
     /// The slot at a position of `layout`, read without building an `Any`.
     func slot(_ index: Int) -> PropertySlot {
         guard index < count else { return .absent }
-        let word = word(index)
-        if word == 0 { return .absent }
-        if word & 1 == 1 { return .int(Int(truncatingIfNeeded: Int64(bitPattern: word) >> 1)) }
-        return storage.header.others[Int(word >> 1) - 1]
+        return PropertyWord.slot(word(index))
     }
 
     /// Sets a slot directly, skipping the dynamic casts of `PropertySlot.init`.
     mutating func setSlot(_ index: Int, _ slot: PropertySlot) {
         prepareForWrite()
-        let old = word(index)
-        let otherIndex = old != 0 && old & 1 == 0 ? Int(old >> 1) - 1 : nil
-        let newWord: UInt64
-        switch slot {
-        case .absent:
-            if let otherIndex { storage.header.others[otherIndex] = .absent }
-            newWord = 0
-        case .int(let number) where number >= Int.min >> 1 && number <= Int.max >> 1:
-            if let otherIndex { storage.header.others[otherIndex] = .absent }
-            newWord = UInt64(bitPattern: Int64(number) << 1) | 1
-        default:
-            if let otherIndex {
-                storage.header.others[otherIndex] = slot
-                newWord = old
-            } else {
-                storage.header.others.append(slot)
-                newWord = UInt64(storage.header.others.count) << 1
-            }
+        let newWord = PropertyWord.make(slot)
+        storage.withUnsafeMutablePointerToElements { words in
+            let old = words[index]
+            words[index] = newWord
+            PropertyWord.release(old)
         }
-        storage.withUnsafeMutablePointerToElements { $0[index] = newWord }
     }
 
     func makeIterator() -> AnyIterator<(key: String, value: Any)> {
@@ -178,32 +166,109 @@ struct PropertyValues: Sequence {
     }
 }
 
-struct PropertyStorageHeader {
-    var layout: PropertyLayout
-    var others: ContiguousArray<PropertySlot>
-    /// The words in the buffer: the layout's key count, or 0 for the shared empty buffer.
-    var count: Int
+/// How a ``PropertySlot`` is packed into one word of ``PropertyStorage``, by its low four bits
+/// (references are 16-byte aligned, so those bits of a reference are free):
+/// `xxx1` an integer of 63 bits; `0000` absent (0) or a retained `AnyBox`; `1000` a retained
+/// object; `0010` a fault's primary key of 60 bits; `0100` a flag; `0110` a double whose low four
+/// bits are zero; `1010` a retained ``SlotBox`` for a number too wide for its word.
+enum PropertyWord {
+    private static let tagMask: UInt64 = 0xF
+    private static let objectTag: UInt64 = 0b1000
+    private static let faultTag: UInt64 = 0b0010
+    private static let flagTag: UInt64 = 0b0100
+    private static let doubleTag: UInt64 = 0b0110
+    private static let wideTag: UInt64 = 0b1010
+
+    /// A number too wide for its word.
+    final class SlotBox {
+        let slot: PropertySlot
+        init(_ slot: PropertySlot) { self.slot = slot }
+    }
+
+    static func make(_ slot: PropertySlot) -> UInt64 {
+        switch slot {
+        case .absent: return 0
+        case .int(let number) where number >= Int.min >> 1 && number <= Int.max >> 1:
+            return UInt64(bitPattern: Int64(number) << 1) | 1
+        case .bool(let flag): return (flag ? 1 << 4 : 0) | flagTag
+        case .fault(let key) where key >= Int64.min >> 4 && key <= Int64.max >> 4:
+            return UInt64(bitPattern: key << 4) | faultTag
+        case .double(let number) where number.bitPattern & tagMask == 0:
+            return number.bitPattern | doubleTag
+        case .object(let object): return reference(object) | objectTag
+        case .boxed(let box): return reference(box)
+        case .int, .fault, .double: return reference(SlotBox(slot)) | wideTag
+        }
+    }
+
+    static func slot(_ word: UInt64) -> PropertySlot {
+        if word & 1 == 1 { return .int(Int(truncatingIfNeeded: Int64(bitPattern: word) >> 1)) }
+        switch word & tagMask {
+        case 0: return word == 0 ? .absent : .boxed(object(word, as: PropertySlot.AnyBox.self))
+        case objectTag: return .object(object(word, as: ManagedObject.self))
+        case faultTag: return .fault(Int64(bitPattern: word) >> 4)
+        case flagTag: return .bool(word & (1 << 4) != 0)
+        case doubleTag: return .double(Double(bitPattern: word & ~tagMask))
+        default: return object(word, as: SlotBox.self).slot
+        }
+    }
+
+    /// Whether the word holds a reference (retained by the buffer that holds the word).
+    private static func isReference(_ word: UInt64) -> Bool {
+        let tag = word & tagMask
+        return word != 0 && (tag == 0 || tag == objectTag || tag == wideTag)
+    }
+
+    static func retain(_ word: UInt64) {
+        guard isReference(word) else { return }
+        _ = Unmanaged<AnyObject>.fromOpaque(pointer(word)).retain()
+    }
+
+    static func release(_ word: UInt64) {
+        guard isReference(word) else { return }
+        Unmanaged<AnyObject>.fromOpaque(pointer(word)).release()
+    }
+
+    private static func reference(_ object: AnyObject) -> UInt64 {
+        let bits = UInt64(UInt(bitPattern: Unmanaged.passRetained(object).toOpaque()))
+        precondition(bits & tagMask == 0, "heap objects are 16-byte aligned")
+        return bits
+    }
+
+    private static func pointer(_ word: UInt64) -> UnsafeMutableRawPointer {
+        UnsafeMutableRawPointer(bitPattern: UInt(word & ~tagMask))!
+    }
+
+    private static func object<T: AnyObject>(_ word: UInt64, as type: T.Type) -> T {
+        Unmanaged<T>.fromOpaque(pointer(word)).takeUnretainedValue()
+    }
 }
 
-/// The buffer behind ``PropertyValues``: its header, then one word per key of the layout.
-final class PropertyStorage: ManagedBuffer<PropertyStorageHeader, UInt64> {
+/// The buffer behind ``PropertyValues``: its layout, then one word per key of the layout.
+final class PropertyStorage: ManagedBuffer<PropertyLayout, UInt64> {
     /// Shared by every empty value of the empty layout; never written (never uniquely held).
     nonisolated(unsafe) static let empty = make(layout: .empty, copying: nil)
 
-    /// A buffer for `layout`, all absent, or with `source`'s words and other values.
+    /// A buffer for `layout`, all absent, or with `source`'s values for the keys they share.
     static func make(layout: PropertyLayout, copying source: PropertyStorage?) -> PropertyStorage {
-        let count = layout.keys.count
-        let buffer = create(minimumCapacity: count) { _ in
-            PropertyStorageHeader(layout: layout, others: source?.header.others ?? [], count: count)
-        }
+        let count = layout.count
+        let buffer = create(minimumCapacity: count) { _ in layout }
         let storage = unsafeDowncast(buffer, to: PropertyStorage.self)
         storage.withUnsafeMutablePointerToElements { words in
             words.initialize(repeating: 0, count: count)
             if let source {
                 let copied = min(count, source.header.count)
                 source.withUnsafeMutablePointerToElements { words.update(from: $0, count: copied) }
+                for index in 0..<copied { PropertyWord.retain(words[index]) }
             }
         }
         return storage
+    }
+
+    deinit {
+        let count = header.count
+        withUnsafeMutablePointerToElements { words in
+            for index in 0..<count { PropertyWord.release(words[index]) }
+        }
     }
 }
