@@ -32,6 +32,46 @@ final class ContextTests: ObjectGraphTestCase {
         }
     }
 
+    /// An object finds its context through its ID's scope: it follows every way in and out
+    /// of a context, lets go of a context that is gone, and IDs of one row from two contexts
+    /// are equal.
+    func testAnObjectsContextFollowsItsLife() throws {
+        let stack = try makeStack(.sqlite)
+        let context = stack.context
+        let loose = ManagedObject(entity: try XCTUnwrap(context.model.entity(named: "Tag")))
+        XCTAssertNil(loose.managedObjectContext)
+        context.insert(loose)
+        XCTAssert(loose.managedObjectContext === context)
+        loose["name"] = "loose"
+        let undone = context.insertNewObject(forEntityName: "Tag")
+        context.undoManager = ContextUndoManager()
+        context.delete(undone)
+        XCTAssertNil(undone.managedObjectContext, "deleting an unsaved object takes it out")
+        context.undo()
+        XCTAssert(undone.managedObjectContext === context, "undoing the deletion puts it back")
+        undone["name"] = "undone"
+        try context.save()
+        let savedID = loose.objectID
+        XCTAssertFalse(savedID.isTemporaryID)
+
+        var other: ManagedObjectContext? = ManagedObjectContext(coordinator: stack.coordinator)
+        let copy = try XCTUnwrap(other?.existingObject(with: savedID))
+        XCTAssert(copy.managedObjectContext === other)
+        XCTAssertEqual(copy.objectID, savedID)
+        XCTAssertEqual(Set([copy.objectID, savedID]).count, 1)
+        other = nil
+        XCTAssertNil(copy.managedObjectContext, "the context is held weakly")
+        XCTAssertEqual(copy.objectID, savedID, "the ID outlives the context")
+
+        context.delete(loose)
+        try context.save()
+        XCTAssertNil(loose.managedObjectContext, "a saved deletion takes it out")
+        XCTAssertEqual(loose.objectID, savedID)
+        context.reset()
+        XCTAssertNil(undone.managedObjectContext, "reset forgets every object")
+        XCTAssertFalse(undone.objectID.isTemporaryID)
+    }
+
     func testOneObjectPerRowInAContext() {
         forEachStoreKind { kind in
             let stack = try makeStack(kind)

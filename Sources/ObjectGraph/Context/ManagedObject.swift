@@ -48,19 +48,25 @@ public struct ObjectID: Hashable, CustomStringConvertible, Sendable {
 
 /// What the IDs of one entity in one store (or the temporary IDs of one entity) share, made
 /// once and shared while in use.
+///
+/// A context keeps scopes of its own, which name it: an object finds its context through its
+/// scope, a word less in every object. Equality and hashing ignore the context.
 final class ObjectIDScope: Hashable, Sendable {
     enum Kind: UInt8, Sendable { case none, permanent, temporary }
 
     let entityName: String
     let storeIdentifier: String?
     let kind: Kind
+    /// The context whose objects use this scope; nil for the shared scopes (and once it is gone).
+    weak let context: ManagedObjectContext?
     /// Hashed once: IDs are hashed often (merges, result caches), their strings never change.
     private let contentHash: Int
 
-    private init(entityName: String, storeIdentifier: String?, kind: Kind) {
+    private init(entityName: String, storeIdentifier: String?, kind: Kind, context: ManagedObjectContext? = nil) {
         self.entityName = entityName
         self.storeIdentifier = storeIdentifier
         self.kind = kind
+        self.context = context
         var hasher = Hasher()
         hasher.combine(entityName)
         hasher.combine(storeIdentifier)
@@ -90,6 +96,12 @@ final class ObjectIDScope: Hashable, Sendable {
 
     private static let lock = NSLock()
     nonisolated(unsafe) private static var scopes: [Key: WeakScope] = [:]
+
+    /// A scope of `context`'s own (the context keeps it: see ``ManagedObjectContext/idScope(of:storeIdentifier:kind:)``).
+    static func owned(by context: ManagedObjectContext, entityName: String, storeIdentifier: String?,
+                      kind: Kind) -> ObjectIDScope {
+        ObjectIDScope(entityName: entityName, storeIdentifier: storeIdentifier, kind: kind, context: context)
+    }
 
     /// The scope for these parts (equal scopes may coexist: equality compares the parts).
     static func shared(entityName: String, storeIdentifier: String?, kind: Kind) -> ObjectIDScope {
@@ -144,7 +156,7 @@ public protocol ManagedEntity: ManagedObject {
 /// - warning: A managed object belongs to its context's thread.
 open class ManagedObject: Hashable, CustomStringConvertible {
     public let entity: EntityDescription
-    /// The object's identity: its shared scope and number, 16 bytes kept per object.
+    /// The object's identity: its scope and number, 16 bytes kept per object.
     public internal(set) var objectID: ObjectID {
         get {
             let scope = identityScope
@@ -153,20 +165,69 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         }
         set {
             assert(newValue.entityName == entity.name, "An object's ID names its own entity")
-            (identityScope, identityNumber) = (newValue.scope, newValue.number)
+            identityScope = scope(like: newValue.scope, in: managedObjectContext)
+            identityNumber = newValue.number
         }
     }
+    /// Nil until the object is first given an ID or a context.
     private var identityScope: ObjectIDScope?
     private var identityNumber: Int64 = 0
     /// The primary key a registered object is registered under (its permanent ID's number),
     /// read without building an ``ObjectID``.
     var registeredPrimaryKey: Int64 { identityNumber }
-    public internal(set) weak var managedObjectContext: ManagedObjectContext?
+    /// Held weakly, through the object's ID scope (``ObjectIDScope/context``).
+    public internal(set) var managedObjectContext: ManagedObjectContext? {
+        get { identityScope?.context }
+        set {
+            guard let scope = identityScope else {
+                if let newValue { identityScope = newValue.idScope(of: entity, storeIdentifier: nil, kind: .none) }
+                return
+            }
+            identityScope = self.scope(like: scope, in: newValue)
+        }
+    }
+
+    /// Gives the object an ID of `context`'s own, and so that context, in one step.
+    func assign(_ id: ObjectID, in context: ManagedObjectContext) {
+        assert(id.scope.context === context && id.entityName == entity.name, "An ID of the context's own, for this entity")
+        (identityScope, identityNumber) = (id.scope, id.number)
+    }
+
+    /// A scope with the parts of `scope`, kept by `context` (or shared, without one).
+    private func scope(like scope: ObjectIDScope, in context: ManagedObjectContext?) -> ObjectIDScope {
+        if scope.context === context { return scope }
+        if let context { return context.idScope(of: entity, storeIdentifier: scope.storeIdentifier, kind: scope.kind) }
+        return ObjectIDScope.shared(entityName: entity.name, storeIdentifier: scope.storeIdentifier, kind: scope.kind)
+    }
 
     /// Current values: attributes, to-one destinations (object or fault), loaded to-many arrays.
     var values = PropertyValues()
     /// Attribute and to-one values as last read from or written to the store.
-    var committedValues = PropertyValues()
+    var committedValues: PropertyValues {
+        get {
+            switch bookkeeping {
+            case .committed(let values): return values
+            case .tracked(let tracking): return tracking.committedValues
+            }
+        }
+        set {
+            switch bookkeeping {
+            case .committed: bookkeeping = .committed(newValue)
+            case .tracked(let tracking): tracking.committedValues = newValue
+            }
+        }
+        _modify {
+            switch bookkeeping {
+            case .committed(var values):
+                // Moved out, so a write changes the buffer in place when nothing else holds it.
+                bookkeeping = .committed(PropertyValues())
+                defer { bookkeeping = .committed(values) }
+                yield &values
+            case .tracked(let tracking):
+                yield &tracking.committedValues
+            }
+        }
+    }
     /// To-many relationships whose destinations are loaded.
     var loadedToMany: Set<String> {
         get { tracking?.loadedToMany ?? [] }
@@ -179,22 +240,36 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         set { setTracked(\.changedKeys, newValue) }
         _modify { yield &makeTracking().changedKeys }
     }
-    /// Kept aside: most objects (fetched, or inserted and not saved yet) track nothing, and
-    /// two sets in every object made it a size class larger.
+    /// Committed values alone, or with what a changed object tracks, in one word: most objects
+    /// (fetched, or inserted and not saved yet) track nothing, and a word more per object made
+    /// every object a size class larger.
+    private enum Bookkeeping {
+        case committed(PropertyValues)
+        case tracked(Tracking)
+    }
     private final class Tracking {
+        var committedValues: PropertyValues
         var loadedToMany: Set<String> = []
         var changedKeys: Set<String> = []
+        init(committedValues: PropertyValues) { self.committedValues = committedValues }
     }
-    private var tracking: Tracking?
+    private var bookkeeping = Bookkeeping.committed(PropertyValues())
+    private var tracking: Tracking? {
+        if case .tracked(let tracking) = bookkeeping { return tracking }
+        return nil
+    }
     private func setTracked(_ set: ReferenceWritableKeyPath<Tracking, Set<String>>, _ value: Set<String>) {
         if tracking == nil, value.isEmpty { return }
         makeTracking()[keyPath: set] = value
     }
     private func makeTracking() -> Tracking {
-        if let tracking { return tracking }
-        let made = Tracking()
-        tracking = made
-        return made
+        switch bookkeeping {
+        case .tracked(let tracking): return tracking
+        case .committed(let values):
+            let made = Tracking(committedValues: values)
+            bookkeeping = .tracked(made)
+            return made
+        }
     }
     /// `Z_OPT` of the row as this object last saw it.
     var version: Int64 {

@@ -175,8 +175,7 @@ public final class ManagedObjectContext {
             return
         }
         temporaryCounter += 1
-        object.objectID = temporaryID(of: object.entity, number: temporaryCounter)
-        object.managedObjectContext = self
+        object.assign(temporaryID(of: object.entity, number: temporaryCounter), in: self)
         for attribute in object.entity.attributes where attribute.defaultValue != nil && object.values[attribute.name] == nil {
             object.values[attribute.name] = attribute.defaultValue
         }
@@ -314,17 +313,20 @@ public final class ManagedObjectContext {
 
     // MARK: - Objects from rows
 
-    /// An ID of `entity`, its scope looked up here rather than in the shared table (which
-    /// takes a lock) for every row.
+    /// An ID of `entity` in a scope of this context's own.
     func objectID(of entity: EntityDescription, storeIdentifier: String?, kind: ObjectIDScope.Kind,
                   number: Int64) -> ObjectID {
+        ObjectID(scope: idScope(of: entity, storeIdentifier: storeIdentifier, kind: kind), number: number)
+    }
+
+    /// This context's scope for IDs of `entity`: looked up here rather than in the shared
+    /// table (which takes a lock) for every row, and naming this context to its objects.
+    func idScope(of entity: EntityDescription, storeIdentifier: String?, kind: ObjectIDScope.Kind) -> ObjectIDScope {
         let key = IDScopeKey(entity: ObjectIdentifier(entity), kind: kind)
-        if let scope = idScopes[key], scope.storeIdentifier == storeIdentifier {
-            return ObjectID(scope: scope, number: number)
-        }
-        let scope = ObjectIDScope.shared(entityName: entity.name, storeIdentifier: storeIdentifier, kind: kind)
+        if let scope = idScopes[key], scope.storeIdentifier == storeIdentifier { return scope }
+        let scope = ObjectIDScope.owned(by: self, entityName: entity.name, storeIdentifier: storeIdentifier, kind: kind)
         idScopes[key] = scope
-        return ObjectID(scope: scope, number: number)
+        return scope
     }
 
     /// A temporary ID for a new object of `entity`.
@@ -357,8 +359,7 @@ public final class ManagedObjectContext {
                 entity: root.name, attribute: "Z_ENT", primaryKey: primaryKey)
         }
         let object = model.objectClass(for: entity).init(entity: entity)
-        object.objectID = permanentID(of: entity, in: store, primaryKey: primaryKey)
-        object.managedObjectContext = self
+        object.assign(permanentID(of: entity, in: store, primaryKey: primaryKey), in: self)
         try load(row, into: object, root: root, store: store, decoding: decoding)
         if registering { registered[key] = object }
         adoptParentState(of: object, key: key)
