@@ -294,8 +294,14 @@ extension ManagedObjectContext {
     // MARK: - After commit
 
     private func didCommit(inserted: [ManagedObject], updated: [ManagedObject], deleted: [ManagedObject], rowsUpdated: Set<ObjectIdentifier>) {
-        // Grown once: doubling step by step held the old and the new table at once.
-        registered.reserveCapacity(registered.count + inserted.count)
+        // Objects of one root numbered in order (a bulk insert) are registered as they are;
+        // otherwise the table grows once: doubling step by step held the old and the new table at once.
+        let firstKey = inserted.first?.pendingPrimaryKey ?? 0
+        let root = inserted.first?.entity.rootEntity
+        let consecutive = inserted.indices.allSatisfy {
+            inserted[$0].entity.rootEntity === root && inserted[$0].pendingPrimaryKey == firstKey &+ Int64($0)
+        }
+        if !consecutive { registered.reserveCapacity(registered.count + inserted.count) }
         for object in inserted {
             let root = object.entity.rootEntity
             let primaryKey = object.pendingPrimaryKey!
@@ -303,7 +309,10 @@ extension ManagedObjectContext {
             let store = coordinator.persistentStore(for: root)?.identifier
             object.objectID = objectID(of: object.entity, storeIdentifier: store, kind: .permanent, number: primaryKey)
             object.version = 1
-            registered[ObjectKey(rootEntityNumber: root.entityNumber, primaryKey: primaryKey)] = object
+            if !consecutive { registered[ObjectKey(rootEntityNumber: root.entityNumber, primaryKey: primaryKey)] = object }
+        }
+        if consecutive, let root {
+            registered.register(consecutive: inserted, rootEntityNumber: root.entityNumber, firstKey: firstKey)
         }
         for object in updated where rowsUpdated.contains(ObjectIdentifier(object)) { object.version += 1 }
         finishSave(inserted: inserted, updated: updated, deleted: deleted)

@@ -4,17 +4,61 @@
 ///
 /// A slot keeps only the object: its row is its own (``ManagedObject/registeredPrimaryKey``
 /// and its root entity), read while probing.
+///
+/// A save that numbered its new objects consecutively into an empty registry (a bulk insert
+/// into a fresh context) registers them as a ``Run``: the save's own array, no table, until
+/// anything else is registered or removed.
 struct ObjectRegistry {
     private var objects: [ManagedObject?] = []
-    private(set) var count = 0
+    private var tableCount = 0
+    private var run: Run?
 
+    /// Objects of one root entity whose primary keys count up from `firstKey`, in order.
+    private struct Run {
+        let rootEntityNumber: Int
+        let firstKey: Int64
+        let objects: [ManagedObject]
+
+        func index(of key: ManagedObjectContext.ObjectKey) -> Int? {
+            guard key.rootEntityNumber == rootEntityNumber else { return nil }
+            let (offset, overflow) = key.primaryKey.subtractingReportingOverflow(firstKey)
+            guard !overflow, offset >= 0, offset < objects.count else { return nil }
+            return Int(offset)
+        }
+    }
+
+    var count: Int { tableCount + (run?.objects.count ?? 0) }
     var isEmpty: Bool { count == 0 }
 
     /// Every registered object, in no particular order.
-    var values: [ManagedObject] { objects.compactMap { $0 } }
+    var values: [ManagedObject] { objects.compactMap { $0 } + (run?.objects ?? []) }
+
+    /// Registers objects a save just numbered: `objects[i]` has primary key `firstKey + i`, and
+    /// all have the root entity numbered `rootEntityNumber`.
+    mutating func register(consecutive saved: [ManagedObject], rootEntityNumber: Int, firstKey: Int64) {
+        assert(saved.enumerated().allSatisfy { $1.registeredPrimaryKey == firstKey + Int64($0) })
+        guard isEmpty, saved.count > 1 else {
+            for (offset, object) in saved.enumerated() {
+                self[ManagedObjectContext.ObjectKey(rootEntityNumber: rootEntityNumber, primaryKey: firstKey + Int64(offset))] = object
+            }
+            return
+        }
+        run = Run(rootEntityNumber: rootEntityNumber, firstKey: firstKey, objects: saved)
+    }
+
+    /// Moves a run's objects into the table, before the registry changes in any other way.
+    private mutating func dissolveRun() {
+        guard let run else { return }
+        self.run = nil
+        reserveCapacity(run.objects.count)
+        for (offset, object) in run.objects.enumerated() {
+            self[ManagedObjectContext.ObjectKey(rootEntityNumber: run.rootEntityNumber, primaryKey: run.firstKey + Int64(offset))] = object
+        }
+    }
 
     subscript(key: ManagedObjectContext.ObjectKey) -> ManagedObject? {
         get {
+            if let run, let index = run.index(of: key) { return run.objects[index] }
             guard !objects.isEmpty else { return nil }
             return objects[slot(for: key)]
         }
@@ -23,24 +67,29 @@ struct ObjectRegistry {
                 removeValue(forKey: key)
                 return
             }
+            if let run {
+                if let index = run.index(of: key), run.objects[index] === object { return }
+                dissolveRun()
+            }
             if !objects.isEmpty, case let index = slot(for: key), objects[index] != nil {
                 objects[index] = object
                 return
             }
             assert(object.registeredPrimaryKey == key.primaryKey, "an object is registered under its own row")
-            reserveCapacity(count + 1)
+            reserveCapacity(tableCount + 1)
             objects[slot(for: key)] = object
-            count += 1
+            tableCount += 1
         }
     }
 
     @discardableResult
     mutating func removeValue(forKey key: ManagedObjectContext.ObjectKey) -> ManagedObject? {
+        if let run, run.index(of: key) != nil { dissolveRun() }
         guard !objects.isEmpty else { return nil }
         let index = slot(for: key)
         guard let removed = objects[index] else { return nil }
         objects[index] = nil
-        count -= 1
+        tableCount -= 1
         // Backward-shift deletion: later slots of the same run move up, so lookups that stop
         // at the first empty slot still find them.
         let mask = objects.count - 1
@@ -61,11 +110,13 @@ struct ObjectRegistry {
 
     mutating func removeAll() {
         objects = []
-        count = 0
+        tableCount = 0
+        run = nil
     }
 
     /// Grows the table (to a power of two) so `capacity` objects fit without growing again.
     mutating func reserveCapacity(_ capacity: Int) {
+        dissolveRun()
         var slots = max(objects.count, 16)
         while capacity > slots / 5 * 4 { slots *= 2 }
         guard slots > objects.count else { return }
