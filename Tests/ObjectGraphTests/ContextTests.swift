@@ -72,6 +72,32 @@ final class ContextTests: ObjectGraphTestCase {
         XCTAssertFalse(undone.objectID.isTemporaryID)
     }
 
+    /// Inserting an object the context already holds changes nothing: it keeps its row and
+    /// its ID (found by the review of the registry that reads each object's own number).
+    func testInsertingAnObjectTheContextHoldsChangesNothing() throws {
+        let stack = try makeStack(.sqlite)
+        let context = stack.context
+        let saved = context.insertNewObject(forEntityName: "Tag")
+        saved["name"] = "saved"
+        try context.save()
+        let savedID = saved.objectID
+        let primaryKey = try XCTUnwrap(savedID.primaryKey)
+        let fresh = context.insertNewObject(forEntityName: "Tag")
+        fresh["name"] = "fresh"
+        context.insert(saved)
+        context.insert(fresh)
+        XCTAssertEqual(saved.objectID, savedID)
+        XCTAssertFalse(saved.isInserted)
+        XCTAssertEqual(context.insertedObjects.count, 1)
+        XCTAssert(try context.existingObject(entityName: "Tag", primaryKey: primaryKey) === saved)
+        try context.save()
+        XCTAssertEqual(try ManagedObjectContext(coordinator: stack.coordinator).names("Tag"), ["fresh", "saved"])
+        context.delete(saved)
+        context.insert(saved)
+        XCTAssertFalse(saved.isDeleted, "inserting a deleted object takes its deletion back")
+        XCTAssertFalse(context.hasChanges)
+    }
+
     func testOneObjectPerRowInAContext() {
         forEachStoreKind { kind in
             let stack = try makeStack(kind)

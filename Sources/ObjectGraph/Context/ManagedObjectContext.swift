@@ -167,13 +167,13 @@ public final class ManagedObjectContext {
     public func insert(_ object: ManagedObject) {
         precondition(!object.entity.isAbstract, "Cannot insert an object of abstract entity \(object.entity.name)")
         precondition(object.managedObjectContext == nil || object.managedObjectContext === self, "The object belongs to another context")
-        // An object without a context is in no set of any (its old context may be gone).
-        if object.managedObjectContext == nil { object.memberships = [] }
-        guard !insertedSet.contains(object) else { return }
-        if deletedSet.contains(object) {
-            undelete(object)
+        if object.managedObjectContext === self {
+            // Already this context's (inserted, fetched or saved): only a deleted one comes back.
+            if deletedSet.contains(object) { undelete(object) }
             return
         }
+        // An object without a context is in no set of any (its old context may be gone).
+        object.memberships = []
         temporaryCounter += 1
         object.assign(temporaryID(of: object.entity, number: temporaryCounter), in: self)
         for attribute in object.entity.attributes where attribute.defaultValue != nil && object.values[attribute.name] == nil {

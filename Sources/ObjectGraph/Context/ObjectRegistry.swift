@@ -71,11 +71,12 @@ struct ObjectRegistry {
                 if let index = run.index(of: key), run.objects[index] === object { return }
                 dissolveRun()
             }
+            // Probing reads each object's own number: one registered under another would be lost.
+            precondition(object.registeredPrimaryKey == key.primaryKey, "An object is registered under its own row")
             if !objects.isEmpty, case let index = slot(for: key), objects[index] != nil {
                 objects[index] = object
                 return
             }
-            assert(object.registeredPrimaryKey == key.primaryKey, "an object is registered under its own row")
             reserveCapacity(tableCount + 1)
             objects[slot(for: key)] = object
             tableCount += 1
