@@ -282,7 +282,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         set { (versionOrPendingKey, hasPendingPrimaryKey) = (newValue ?? 0, newValue != nil) }
     }
     /// One word for both: an object waiting for its first row has no row version yet (this
-    /// keeps every object within a 112-byte allocation).
+    /// keeps every object within an 80-byte allocation).
     private var versionOrPendingKey: Int64 = 0
     private var hasPendingPrimaryKey = false
     /// True from insertion until the first save: such an object needs no change tracking.
