@@ -70,8 +70,8 @@ enum PropertySlot {
 ///
 /// A word is 0 when absent; otherwise its low bits say what the rest holds (``PropertyWord``):
 /// an integer of 63 bits, a flag, a fault's primary key, a double, or a retained reference to
-/// a destination object or a box. A side array of other values made every buffer three words
-/// longer and a size class larger.
+/// a destination object or a box. A side array of other values (and its count) made every
+/// buffer two words longer and a size class larger.
 struct PropertyValues: Sequence {
     private var storage: PropertyStorage
 
