@@ -78,6 +78,23 @@ extension Vault {
         try seedAfterUnlocking()
     }
 
+    /// Runs `read` while the check an unlock with ``Verification/concurrent`` started runs on
+    /// its second connection, and returns what it read once the check has passed: the same
+    /// result as reading after an ``Verification/immediate`` unlock. When `read` fails, the
+    /// check's verdict comes first (a damaged row may be the tampering it names); then `read`
+    /// runs again, after the newer seed data the check loads.
+    public func readWhileVerifying<T>(_ read: () throws -> T) throws -> T {
+        let result: T
+        do {
+            result = try read()
+        } catch {
+            try awaitVerification()
+            return try read()
+        }
+        try awaitVerification()
+        return result
+    }
+
     /// Throws when the check found changes made outside mystash.
     func refuse(_ problems: [CheckProblem]) throws {
         guard let first = problems.first else { return }

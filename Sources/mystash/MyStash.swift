@@ -117,6 +117,14 @@ extension VaultOptions {
         return vault
     }
 
+    /// Opens and unlocks the vault to read from it: the integrity check runs on a second
+    /// connection while `read` runs, and what `read` returns is handed back only once the
+    /// check has passed (see ``Vault/readWhileVerifying(_:)``).
+    func readUnlockedVault<T>(_ read: (Vault) throws -> T) throws -> T {
+        let vault = try openUnlockedVault(verification: .concurrent)
+        return try vault.readWhileVerifying { try read(vault) }
+    }
+
     /// How many times a person at the terminal may type the master password.
     static let passwordTries = 3
 

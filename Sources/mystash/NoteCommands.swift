@@ -33,7 +33,7 @@ struct NoteCommand: ParsableCommand {
         @Flag(help: "Print JSON instead of a table.") var json = false
 
         func run() throws {
-            try reportingErrors { try printNotes(try options.openUnlockedVault().notes(), json: json) }
+            try reportingErrors { try printNotes(try options.readUnlockedVault { try $0.notes() }, json: json) }
         }
     }
 
@@ -45,7 +45,7 @@ struct NoteCommand: ParsableCommand {
 
         func run() throws {
             try reportingErrors {
-                let info = try options.openUnlockedVault().note(note)
+                let info = try options.readUnlockedVault { try $0.note(note) }
                 if json { return try Output.json(info) }
                 Output.line("# \(info.title)")
                 if let folder = info.folder { Output.line("Folder: \(folder)") }
@@ -108,7 +108,7 @@ struct NoteCommand: ParsableCommand {
         @Flag(help: "Print JSON instead of a table.") var json = false
 
         func run() throws {
-            try reportingErrors { try printNotes(try options.openUnlockedVault().searchNotes(query), json: json) }
+            try reportingErrors { try printNotes(try options.readUnlockedVault { try $0.searchNotes(query) }, json: json) }
         }
     }
 }

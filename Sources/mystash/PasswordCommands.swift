@@ -77,7 +77,7 @@ struct PasswordCommand: ParsableCommand {
         @Flag(help: "Print JSON instead of a table.") var json = false
 
         func run() throws {
-            try reportingErrors { try printEntries(try options.openUnlockedVault().entries(category: category), json: json) }
+            try reportingErrors { try printEntries(try options.readUnlockedVault { try $0.entries(category: category) }, json: json) }
         }
     }
 
@@ -108,19 +108,18 @@ struct PasswordCommand: ParsableCommand {
 
         func run() throws {
             try reportingErrors {
-                let vault = try options.openUnlockedVault()
                 if clip {
                     let name = clipField ?? field ?? "password"
-                    let value = try vault.fieldValue(name, of: entry)
+                    let value = try options.readUnlockedVault { try $0.fieldValue(name, of: entry) }
                     try ClipboardCopy.copy(value, what: "the \(Output.safe(name)) of '\(Output.safe(entry))'")
                     return
                 }
                 if let field {
-                    let value = try vault.fieldValue(field, of: entry)
+                    let value = try options.readUnlockedVault { try $0.fieldValue(field, of: entry) }
                     Output.write((Terminal.stdoutIsTerminal ? Output.safe(value, keepingLines: true) : value) + "\n")
                     return
                 }
-                let info = try vault.entry(entry, reveal: reveal)
+                let info = try options.readUnlockedVault { try $0.entry(entry, reveal: reveal) }
                 if json { return try Output.json(info) }
                 var fields: [(String, String?)] = [("ID", String(info.id)), ("Name", info.name), ("User", info.userId),
                                                    ("Password", info.password ?? "********"), ("URL", info.url)]
@@ -242,7 +241,7 @@ struct PasswordCommand: ParsableCommand {
         @Flag(help: "Print JSON instead of a table.") var json = false
 
         func run() throws {
-            try reportingErrors { try printEntries(try options.openUnlockedVault().searchEntries(query), json: json) }
+            try reportingErrors { try printEntries(try options.readUnlockedVault { try $0.searchEntries(query) }, json: json) }
         }
     }
 }

@@ -35,14 +35,7 @@ struct Browse: ParsableCommand {
             let vault = try options.openUnlockedVault(verification: .concurrent)
             let results = BrowseResults(vault: vault)
             let startTab: Browser.Tab = tab == .notes ? .notes : .passwords
-            do {
-                try results.fetch(startTab)
-            } catch {
-                // A damaged row may be the tampering the check names: its verdict comes first.
-                try vault.awaitVerification()
-                throw error
-            }
-            try vault.awaitVerification()
+            try vault.readWhileVerifying { try results.fetch(startTab) }
             // Commits made since the check began are checked too, before the first frame.
             try vault.followExternalChanges()
             // After the check, whose seeding is no change of the person's to take back.
