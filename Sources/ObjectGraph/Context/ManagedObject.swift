@@ -4,7 +4,7 @@ import Foundation
 /// identity until its first save, as `NSManagedObjectID`.
 ///
 /// 16 bytes: the entity name, store and kind live in an ``ObjectIDScope`` shared by every ID
-/// of that entity and store, so a save announcing 50,000 new IDs holds 0.8 MB of them, not 3.2.
+/// of that entity and store, so 50,000 IDs hold 0.8 MB, not 3.2.
 public struct ObjectID: Hashable, CustomStringConvertible, Sendable {
     let scope: ObjectIDScope
     /// The primary key, or the temporary number.

@@ -98,8 +98,7 @@ extension ManagedObjectContext {
         object.isPendingInsert = false
         insertedSet.remove(object)
         discardUnprocessed(object)
-        object.objectID = ObjectID(entityName: object.entity.name, storeIdentifier: store.identifier,
-                                   primaryKey: primaryKey, temporaryNumber: nil)
+        object.assign(permanentID(of: object.entity, in: store, primaryKey: primaryKey), in: self)
         registered[key] = object
         try resolveConflict(object, storedRow: row, root: root, store: store)
         if mergePolicy == .overwrite {

@@ -53,7 +53,7 @@ extension ManagedObjectContext {
         guard object.managedObjectContext === self else {
             undoManager?.register { [weak self] in self?.delete(object) }
             temporaryCounter += 1
-            object.objectID = temporaryID(of: object.entity, number: temporaryCounter)
+            object.assign(temporaryID(of: object.entity, number: temporaryCounter), in: self)
             object.version = 0
             object.changedKeys = []
             reinsertPrimitive(object)

@@ -38,6 +38,7 @@ struct ObjectRegistry {
     mutating func register(consecutive saved: [ManagedObject], rootEntityNumber: Int, firstKey: Int64) {
         assert(saved.enumerated().allSatisfy { $1.registeredPrimaryKey == firstKey + Int64($0) })
         guard isEmpty, saved.count > 1 else {
+            reserveCapacity(count + saved.count)
             for (offset, object) in saved.enumerated() {
                 self[ManagedObjectContext.ObjectKey(rootEntityNumber: rootEntityNumber, primaryKey: firstKey + Int64(offset))] = object
             }
@@ -91,7 +92,7 @@ struct ObjectRegistry {
         guard let removed = objects[index] else { return nil }
         objects[index] = nil
         tableCount -= 1
-        // Backward-shift deletion: later slots of the same run move up, so lookups that stop
+        // Backward-shift deletion: later slots of the same cluster move up, so lookups that stop
         // at the first empty slot still find them.
         let mask = objects.count - 1
         var hole = index
