@@ -78,21 +78,19 @@ struct ExportDocument: Codable {
         var updatedAt: Date?
     }
 
+    // Made once: a formatter per date cost a millisecond each (ICU setup), most of an import's time.
+    private static let wholeSeconds = Date.ISO8601FormatStyle()
+    private static let fractionalSeconds = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
+
     /// ISO 8601, with milliseconds when the date has a fraction of a second.
     static func dateText(_ date: Date) -> String {
-        let formatter = ISO8601DateFormatter()
-        if date.timeIntervalSinceReferenceDate.rounded(.down) != date.timeIntervalSinceReferenceDate {
-            formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        }
-        return formatter.string(from: date)
+        let hasFraction = date.timeIntervalSinceReferenceDate.rounded(.down) != date.timeIntervalSinceReferenceDate
+        return date.formatted(hasFraction ? fractionalSeconds : wholeSeconds)
     }
 
     /// Reads ISO 8601 dates with or without a fraction of a second.
     static func date(_ text: String) -> Date? {
-        let formatter = ISO8601DateFormatter()
-        if let date = formatter.date(from: text) { return date }
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return formatter.date(from: text)
+        (try? wholeSeconds.parse(text)) ?? (try? fractionalSeconds.parse(text))
     }
 
     var format = "mystash-json"

@@ -14,6 +14,8 @@ struct CaseResult: Codable {
     var baseline_rss_mib: Double?
     var ratio: Double?
     var note: String?
+    /// Cases run at two sizes: our time at this size over our time at the size ten times smaller.
+    var slope: Double?
 }
 
 typealias BenchData = (notes: [(String, String)], entries: [(name: String, user: String, password: String, url: String)])

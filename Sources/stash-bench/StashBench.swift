@@ -41,12 +41,13 @@ extension StashBench {
             "browse.firstPaint10k", "browse.keystroke10k", "browse.externalChange10k",
         ]
 
+        static var allCaseNames: [String] { libraryCaseNames + RelationshipCases.names + vaultCaseNames }
+
         func validate() throws {
             if let repeats, repeats < 1 { throw ValidationError("--repeats must be at least 1") }
-            if let only, !(Self.libraryCaseNames + Self.vaultCaseNames).contains(where: { $0.hasPrefix(only) }) {
+            if let only, !Self.allCaseNames.contains(where: { $0.hasPrefix(only) }) {
                 throw ValidationError(
-                    "--only '\(only)' matches no case; the cases are "
-                        + (Self.libraryCaseNames + Self.vaultCaseNames).joined(separator: ", "))
+                    "--only '\(only)' matches no case; the cases are " + Self.allCaseNames.joined(separator: ", "))
             }
         }
 
@@ -66,19 +67,28 @@ extension StashBench {
                 _ = try Child.measure("prepare", "ours", work: work, size: fetchSize)
             }
             for (name, size) in libraryCases {
-                var medians: [String: (seconds: Double, rssKiB: Int)] = [:]
-                for implementation in LibraryCases.implementations {
-                    let runs = try (0..<repeats).map { _ in try Child.measure(name, implementation, work: work, size: size) }
-                    medians[implementation] = (median(runs.map(\.seconds)), runs.map(\.rssKiB).max() ?? 0)
-                    log("\(name) \(implementation): \(format(median(runs.map(\.seconds)))) s")
-                }
-                guard let ours = medians["ours"] else { continue }
-                for (baseline, label) in [("grdb", "GRDB records"), ("sqlite", "raw SQLite")] {
-                    guard let base = medians[baseline] else { continue }
-                    results.append(CaseResult(
-                        name: name, ours_s: ours.seconds, ours_rss_mib: Double(ours.rssKiB) / 1024, baseline: label,
-                        baseline_s: base.seconds, baseline_rss_mib: Double(base.rssKiB) / 1024,
-                        ratio: ours.seconds / base.seconds))
+                results += try measureLibraryCase(name, size: size, implementations: LibraryCases.implementations,
+                                                  repeats: repeats, work: work)
+            }
+
+            let relationshipCases = RelationshipCases.names.filter(selected)
+            if !relationshipCases.isEmpty {
+                // Two sizes ten times apart: the slope says how each cost grows.
+                let sizes = quick ? [1_000, 10_000] : [10_000, 100_000]
+                var smaller: [String: Double] = [:]
+                for size in sizes {
+                    log("preparing a family of \(size) children with ObjectGraph and GRDB")
+                    _ = try Child.measure("prepare-relationships", "ours", work: work, size: size)
+                    for name in relationshipCases {
+                        var rows = try measureLibraryCase(name, size: size, implementations: ["ours", "grdb"],
+                                                          repeats: repeats, work: work)
+                        for index in rows.indices {
+                            rows[index].name = "\(name) \(size / 1000)k"
+                            rows[index].slope = smaller[name].map { rows[index].ours_s / $0 }
+                        }
+                        smaller[name] = rows.first?.ours_s
+                        results += rows
+                    }
                 }
             }
 
@@ -102,6 +112,25 @@ extension StashBench {
             try report(results, repeats: repeats)
         }
 
+        /// Runs one library case with each implementation and compares ours with each other one.
+        private func measureLibraryCase(_ name: String, size: Int, implementations: [String], repeats: Int,
+                                        work: URL) throws -> [CaseResult] {
+            var medians: [String: (seconds: Double, rssKiB: Int)] = [:]
+            for implementation in implementations {
+                let runs = try (0..<repeats).map { _ in try Child.measure(name, implementation, work: work, size: size) }
+                medians[implementation] = (median(runs.map(\.seconds)), runs.map(\.rssKiB).max() ?? 0)
+                log("\(name) \(implementation) \(size): \(format(median(runs.map(\.seconds)))) s")
+            }
+            guard let ours = medians["ours"] else { return [] }
+            return [("grdb", "GRDB records"), ("sqlite", "raw SQLite")].compactMap { baseline, label in
+                guard let base = medians[baseline] else { return nil }
+                return CaseResult(
+                    name: name, ours_s: ours.seconds, ours_rss_mib: Double(ours.rssKiB) / 1024, baseline: label,
+                    baseline_s: base.seconds, baseline_rss_mib: Double(base.rssKiB) / 1024,
+                    ratio: ours.seconds / base.seconds)
+            }
+        }
+
         private func report(_ results: [CaseResult], repeats: Int) throws {
             var uname = utsname()
             _ = Glibc.uname(&uname)
@@ -122,11 +151,13 @@ extension StashBench {
             }
             func cell(_ value: Double?, _ digits: Int = 3) -> String { value.map { String(format: "%.\(digits)f", $0) } ?? "—" }
             let header = ["case", "ours s", "beyond KDF s", "session s", "ours MiB", "baseline", "baseline s",
-                          "baseline MiB", "ratio"]
+                          "baseline MiB", "ratio", "memory ratio", "slope"]
             let rows = results.map { r in
                 [r.name, cell(r.ours_s), cell(r.ours_beyond_kdf_s), cell(r.ours_session_s), cell(r.ours_rss_mib, 0),
                  r.baseline + (r.note.map { " (\($0))" } ?? ""), cell(r.baseline_s), cell(r.baseline_rss_mib, 0),
-                 r.ratio.map { String(format: "%.2fx", $0) } ?? "—"]
+                 r.ratio.map { String(format: "%.2fx", $0) } ?? "—",
+                 r.baseline_rss_mib.map { String(format: "%.2fx", r.ours_rss_mib / $0) } ?? "—",
+                 r.slope.map { String(format: "%.1fx", $0) } ?? "—"]
             }
             let widths = header.indices.map { column in ([header] + rows).map { $0[column].count }.max() ?? 0 }
             print("machine: \(machineDescription)")
@@ -147,9 +178,17 @@ extension StashBench {
         @Argument var output: String
 
         func run() throws {
-            let seconds = name == "prepare"
-                ? try time { try LibraryCases.prepare(path: "\(directory)/fetch.sqlite", rows: size) }
-                : try LibraryCases.run(name, implementation: implementation, directory: directory, size: size)
+            let seconds: Double
+            switch name {
+            case "prepare":
+                seconds = try time { try LibraryCases.prepare(path: "\(directory)/fetch.sqlite", rows: size) }
+            case "prepare-relationships":
+                seconds = try time { try RelationshipCases.prepare(directory: directory, size: size) }
+            case _ where name.hasPrefix("relationship."):
+                seconds = try RelationshipCases.run(name, implementation: implementation, directory: directory, size: size)
+            default:
+                seconds = try LibraryCases.run(name, implementation: implementation, directory: directory, size: size)
+            }
             try String(seconds).write(toFile: output, atomically: true, encoding: .utf8)
         }
 

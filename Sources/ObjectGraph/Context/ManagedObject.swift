@@ -364,17 +364,21 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         }
     }
 
-    /// Adds `object` to a to-many relationship (and this object to its inverse).
+    /// Adds `object` to a to-many relationship (and this object to its inverse), in O(1): a
+    /// relationship not read yet stays unread.
     public func add(_ object: ManagedObject, toRelationship key: String) {
         let relationship = toManyRelationship(key)
-        guard !toManyObjects(relationship).contains(object) else { return }
-        replaceToMany(relationship, with: toManyObjects(relationship) + [object])
+        guard membersForChange(relationship).insert(object) else { return }
+        didChangeMembership(of: object, joined: true, in: relationship)
+        if let inverse = inverse(of: relationship) { object.primitiveLink(inverse, to: self) }
     }
 
-    /// Removes `object` from a to-many relationship (and this object from its inverse).
+    /// Removes `object` from a to-many relationship (and this object from its inverse), in O(1).
     public func remove(_ object: ManagedObject, fromRelationship key: String) {
         let relationship = toManyRelationship(key)
-        replaceToMany(relationship, with: toManyObjects(relationship).filter { $0 !== object })
+        guard membersForChange(relationship).remove(object) else { return }
+        didChangeMembership(of: object, joined: false, in: relationship)
+        if let inverse = inverse(of: relationship) { object.primitiveUnlink(inverse, from: self) }
     }
 
     /// The value at a dotted key path; through a to-many relationship the result is an array
@@ -453,11 +457,57 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     }
 
     func loadedToManyObjects(_ relationship: RelationshipDescription) throws -> [ManagedObject] {
-        if !loadedToMany.contains(relationship.name) {
-            values[relationship.name] = try managedObjectContext?.loadToMany(relationship, of: self) ?? []
-            loadedToMany.insert(relationship.name)
+        try loadedMembers(relationship).objects
+    }
+
+    /// The members of a to-many relationship, read from the store unless they are all here.
+    func loadedMembers(_ relationship: RelationshipDescription) throws -> RelationshipMembers {
+        if let members = values[relationship.name] as? RelationshipMembers, members.isComplete,
+           loadedToMany.contains(relationship.name) {
+            return members
         }
-        return values[relationship.name] as? [ManagedObject] ?? []
+        return installStored(try managedObjectContext?.loadToMany(relationship, of: self) ?? [], for: relationship)
+    }
+
+    /// Takes what the store lists as the members of `relationship`, with the changes made
+    /// since the last save applied (a fetch's prefetching reads many objects' at once).
+    @discardableResult
+    func installStored(_ stored: [ManagedObject], for relationship: RelationshipDescription) -> RelationshipMembers {
+        let pending = values[relationship.name] as? RelationshipMembers
+        let members = pending.map { $0.isComplete ? RelationshipMembers(complete: stored) : $0.completed(withStored: stored) }
+            ?? RelationshipMembers(complete: stored)
+        values[relationship.name] = members
+        loadedToMany.insert(relationship.name)
+        return members
+    }
+
+    /// The members of a to-many relationship to change: those read already, or the changes
+    /// made since the last save while the relationship is a fault (changing it never reads it).
+    func membersForChange(_ relationship: RelationshipDescription) -> RelationshipMembers {
+        let isLoaded = loadedToMany.contains(relationship.name)
+        if let members = values[relationship.name] as? RelationshipMembers, members.isComplete == isLoaded {
+            return members
+        }
+        // Never saved: nothing in the store to read, so the relationship is all here.
+        let neverSaved = isPendingInsert || objectID.primaryKey == nil
+        let members = neverSaved ? RelationshipMembers(complete: []) : RelationshipMembers()
+        values[relationship.name] = members
+        if neverSaved { loadedToMany.insert(relationship.name) }
+        return members
+    }
+
+    /// Forgets the members read from the store (they may be stale), keeping unsaved changes.
+    func forgetLoadedMembers() {
+        var kept: Set<String> = []
+        for name in loadedToMany {
+            guard let members = values[name] as? RelationshipMembers else { continue }
+            if members.rewritesAll {
+                kept.insert(name)
+            } else {
+                values[name] = members.hasUnsavedChanges ? members.unsavedChanges() : nil
+            }
+        }
+        loadedToMany = kept
     }
 
     /// The value of an attribute or relationship, loading what it needs from the store and
@@ -499,17 +549,17 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     }
 
     private func replaceToMany(_ relationship: RelationshipDescription, with objects: [ManagedObject]) {
-        let old = toManyObjects(relationship)
-        var seen: Set<ObjectIdentifier> = []
-        let new = objects.filter { seen.insert(ObjectIdentifier($0)).inserted }
-        let newSet = Set(new.map(ObjectIdentifier.init))
-        let oldSet = Set(old.map(ObjectIdentifier.init))
+        let members = deferringErrors { try loadedMembers(relationship) } ?? membersForChange(relationship)
+        let old = members.objects
         registerUndo(forKey: relationship.name)
-        values[relationship.name] = new
+        members.replaceAll(with: objects)
         markChanged(relationship.name)
         guard let inverse = inverse(of: relationship) else { return }
-        for removed in old where !newSet.contains(ObjectIdentifier(removed)) { removed.primitiveUnlink(inverse, from: self) }
-        for added in new where !oldSet.contains(ObjectIdentifier(added)) { added.primitiveLink(inverse, to: self) }
+        let oldSet = Set(old.map(ObjectIdentifier.init))
+        for removed in old where !members.contains(removed) { removed.primitiveUnlink(inverse, from: self) }
+        for added in members.objects where !oldSet.contains(ObjectIdentifier(added)) {
+            added.primitiveLink(inverse, to: self)
+        }
     }
 
     private func primitiveSetToOne(_ relationship: RelationshipDescription, _ object: ManagedObject?) {
@@ -522,11 +572,8 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// other side that just changed; a one-to-one's previous partner is released.
     func primitiveLink(_ relationship: RelationshipDescription, to owner: ManagedObject) {
         if relationship.isToMany {
-            let current = toManyObjects(relationship)
-            guard !current.contains(owner) else { return }
-            registerUndo(forKey: relationship.name)
-            values[relationship.name] = current + [owner]
-            markChanged(relationship.name)
+            guard membersForChange(relationship).insert(owner) else { return }
+            didChangeMembership(of: owner, joined: true, in: relationship)
         } else {
             let previous = toOneObject(relationship)
             guard previous !== owner else { return }
@@ -537,14 +584,18 @@ open class ManagedObject: Hashable, CustomStringConvertible {
 
     func primitiveUnlink(_ relationship: RelationshipDescription, from owner: ManagedObject) {
         if relationship.isToMany {
-            let current = toManyObjects(relationship)
-            guard current.contains(owner) else { return }
-            registerUndo(forKey: relationship.name)
-            values[relationship.name] = current.filter { $0 !== owner }
-            markChanged(relationship.name)
+            guard membersForChange(relationship).remove(owner) else { return }
+            didChangeMembership(of: owner, joined: false, in: relationship)
         } else if toOneObject(relationship) === owner {
             primitiveSetToOne(relationship, nil)
         }
+    }
+
+    /// After `member` joined or left a to-many relationship: undo learns the one change, not a
+    /// copy of the relationship.
+    private func didChangeMembership(of member: ManagedObject, joined: Bool, in relationship: RelationshipDescription) {
+        registerUndo(ofMembership: member, joined: joined, key: relationship.name)
+        markChanged(relationship.name)
     }
 
     func markChanged(_ key: String) {

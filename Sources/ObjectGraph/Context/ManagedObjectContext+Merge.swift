@@ -197,7 +197,7 @@ extension ManagedObjectContext {
         let isEmpty = merged.inserted.isEmpty && merged.updated.isEmpty && merged.deleted.isEmpty
         guard invalidatesAll || !isEmpty else { return }
         // Inverse to-many arrays may now miss or hold objects whose to-one moved: re-read on access.
-        for object in registered.values where !object.hasChanges { object.loadedToMany = [] }
+        for object in registered.values where !object.hasChanges { object.forgetLoadedMembers() }
         // Pending local changes go out first, in their own notification.
         processPendingChanges()
         var userInfo: [String: Any] = [

@@ -266,18 +266,32 @@ extension ManagedObjectContext {
         return true
     }
 
+    /// Writes what changed in an object's many-to-many relationships since the last save: the
+    /// rows of the members that joined or left, or every member's after a whole replacement.
     private func writeJoinRows(of object: ManagedObject, _ db: Database) throws {
         guard let primaryKey = primaryKey(of: object) else { return }
         for relationship in object.entity.relationships where SQLiteSchema.usesJoinTable(relationship, in: model) {
-            guard object.loadedToMany.contains(relationship.name), object.changedKeys.contains(relationship.name) || object.isInserted else { continue }
+            guard let members = object.values[relationship.name] as? RelationshipMembers,
+                  members.hasUnsavedChanges || (object.isInserted && members.count > 0) else { continue }
             let join = SQLiteSchema.joinTable(for: relationship, of: object.entity, in: model)
-            let store = try coordinator.store(for: object.entity.rootEntity)
-            let table = store.qualified(join.name)
-            try db.execute(sql: "DELETE FROM \(table) WHERE \(join.sourceColumn) = ?", arguments: [primaryKey])
-            for destination in object.toManyObjects(relationship) where !deletedSet.contains(destination) {
+            let table = try coordinator.store(for: object.entity.rootEntity).qualified(join.name)
+            let insertSQL = "INSERT OR IGNORE INTO \(table) (\(join.sourceColumn), \(join.destinationColumn)) VALUES (?, ?)"
+            let joined: [ManagedObject]
+            if members.rewritesAll || object.isInserted {
+                try db.execute(sql: "DELETE FROM \(table) WHERE \(join.sourceColumn) = ?", arguments: [primaryKey])
+                joined = members.objects
+            } else {
+                for member in members.removed.values {
+                    guard let destinationKey = self.primaryKey(of: member) else { continue }
+                    try db.executeCached(
+                        sql: "DELETE FROM \(table) WHERE \(join.sourceColumn) = ? AND \(join.destinationColumn) = ?",
+                        values: [primaryKey.databaseValue, destinationKey.databaseValue])
+                }
+                joined = Array(members.added.values)
+            }
+            for destination in joined where !deletedSet.contains(destination) {
                 guard let destinationKey = self.primaryKey(of: destination) else { continue }
-                try db.execute(sql: "INSERT OR IGNORE INTO \(table) (\(join.sourceColumn), \(join.destinationColumn)) VALUES (?, ?)",
-                               arguments: [primaryKey, destinationKey])
+                try db.executeCached(sql: insertSQL, values: [primaryKey.databaseValue, destinationKey.databaseValue])
             }
         }
     }
@@ -323,7 +337,12 @@ extension ManagedObjectContext {
     func finishSave(inserted: [ManagedObject], updated: [ManagedObject], deleted: [ManagedObject]) {
         for object in [inserted, updated].joined() {
             var committed = object.values
-            for name in object.entity.toManyRelationshipNames { committed[name] = nil }
+            for name in object.entity.toManyRelationshipNames {
+                committed[name] = nil
+                // Written now: members read keep no change list; a fault's changes are in the store.
+                guard let members = object.values[name] as? RelationshipMembers else { continue }
+                if members.isComplete { members.forgetChanges() } else { object.values[name] = nil }
+            }
             object.committedValues = committed
             object.changedKeys = []
             object.isPendingInsert = false

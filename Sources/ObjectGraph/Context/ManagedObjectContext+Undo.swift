@@ -83,12 +83,14 @@ extension ManagedObject {
         guard let undoManager = managedObjectContext?.undoManager, undoManager.isUndoRegistrationEnabled else {
             return
         }
-        let old = values[key]
+        // Members change in place: the snapshot needs storage of its own.
+        let old = (values[key] as? RelationshipMembers)?.copy() ?? values[key]
         let wasLoaded = loadedToMany.contains(key)
         let wasChanged = changedKeys.contains(key)
         let generation = managedObjectContext?.saveGeneration
         undoManager.register { [self] in
             registerUndo(forKey: key)
+            (old as? RelationshipMembers)?.markRewritesAll()
             values[key] = old
             if wasLoaded { loadedToMany.insert(key) } else { loadedToMany.remove(key) }
             var changed = wasChanged
@@ -98,6 +100,22 @@ extension ManagedObject {
                 changed = isToMany ? wasLoaded : !ManagedObjectContext.sameStoredValue(old, committedValues[key])
             }
             if changed && !isPendingInsert { changedKeys.insert(key) } else { changedKeys.remove(key) }
+            managedObjectContext?.objectWasRestored(self)
+        }
+    }
+
+    /// Records that `member` joined (or left) the to-many relationship `key`, so undo can take
+    /// back that one change: O(1), where a copy of the relationship would cost its size.
+    func registerUndo(ofMembership member: ManagedObject, joined: Bool, key: String) {
+        guard let undoManager = managedObjectContext?.undoManager, undoManager.isUndoRegistrationEnabled,
+              let relationship = entity.relationshipsByName[key] else {
+            return
+        }
+        undoManager.register { [self] in
+            let members = membersForChange(relationship)
+            if joined { members.remove(member) } else { members.insert(member) }
+            registerUndo(ofMembership: member, joined: !joined, key: key)
+            if members.hasUnsavedChanges && !isPendingInsert { changedKeys.insert(key) } else { changedKeys.remove(key) }
             managedObjectContext?.objectWasRestored(self)
         }
     }

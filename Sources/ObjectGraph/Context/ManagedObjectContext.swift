@@ -180,7 +180,10 @@ public final class ManagedObjectContext {
             object.values[attribute.name] = attribute.defaultValue
         }
         for relationship in object.entity.relationships where relationship.isToMany {
-            if object.values[relationship.name] == nil { object.values[relationship.name] = [ManagedObject]() }
+            // Never saved, so nothing else to read: what it holds is all of it.
+            let members = object.values[relationship.name] as? RelationshipMembers
+            object.values[relationship.name] = members.map { $0.isComplete ? $0 : RelationshipMembers(complete: $0.objects) }
+                ?? RelationshipMembers(complete: [])
             object.loadedToMany.insert(relationship.name)
         }
         insertedSet.insert(object)

@@ -317,10 +317,7 @@ extension ManagedObjectContext {
             }
         }
         for (primaryKey, source) in bySource where !source.loadedToMany.contains(key) {
-            let loaded = found[primaryKey] ?? []
-            source.values[key] = loaded
-            source.loadedToMany.insert(key)
-            destinations += loaded
+            destinations += source.installStored(found[primaryKey] ?? [], for: relationship).objects
         }
         return destinations
     }

@@ -54,8 +54,10 @@ enum Validator {
         }
         for relationship in entity.relationships {
             if relationship.isToMany {
-                let count = object.toManyObjects(relationship).filter { !$0.isDeleted }.count
                 let minimum = max(relationship.minCount, relationship.isOptional ? 0 : 1)
+                // Counting reads the relationship: only when the model bounds it.
+                guard minimum > 0 || relationship.maxCount > 0 else { continue }
+                let count = object.toManyObjects(relationship).filter { !$0.isDeleted }.count
                 if minimum > 0, count < minimum {
                     fail(.relationshipLacksMinimumCount, relationship.name, nil, .minimumCount(minimum))
                 }

@@ -1,0 +1,192 @@
+import Foundation
+import XCTest
+@testable import ObjectGraph
+
+/// Changing a to-many relationship costs the change, not the relationship: a relationship not
+/// read yet stays unread when an object joins or leaves it, a save writes only the join rows
+/// that changed, and undo takes back one membership change at a time.
+final class ToManyChangeTests: BoardTestCase {
+    /// Shelves and books, many-to-many.
+    static func libraryModel() throws -> ManagedObjectModel {
+        try ManagedObjectModel(entities: [
+            EntityDescription(name: "Shelf", attributes: [AttributeDescription(name: "name", type: .string)],
+                              relationships: [
+                RelationshipDescription(name: "books", destination: "Book", inverse: "shelves", isToMany: true),
+            ]),
+            EntityDescription(name: "Book", attributes: [AttributeDescription(name: "name", type: .string)],
+                              relationships: [
+                RelationshipDescription(name: "shelves", destination: "Shelf", inverse: "books", isToMany: true),
+            ]),
+        ])
+    }
+
+    func makeLibrary(_ kind: StoreKind) throws -> ManagedObjectContext {
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: try Self.libraryModel())
+        try coordinator.addPersistentStore(type: kind == .sqlite ? .sqlite : .inMemory,
+                                           at: directory.appendingPathComponent("library-\(kind).sqlite"))
+        return ManagedObjectContext(coordinator: coordinator, notificationCenter: NotificationCenter())
+    }
+
+    private func fresh(_ context: ManagedObjectContext) -> ManagedObjectContext {
+        ManagedObjectContext(coordinator: context.coordinator, notificationCenter: NotificationCenter())
+    }
+
+    private func names(_ objects: Any?) -> [String] {
+        ((objects as? [ManagedObject]) ?? []).map { $0["name"] as? String ?? "?" }.sorted()
+    }
+
+    private func saveGroup(_ context: ManagedObjectContext, items: Int) throws {
+        let group = context.insertNewObject(forEntityName: "Group")
+        group["name"] = "big"
+        for number in 0..<items {
+            let item = context.insertNewObject(forEntityName: "Item")
+            item["name"] = String(format: "item %03d", number)
+            item["group"] = group
+        }
+        try context.save()
+    }
+
+    func testJoiningAndLeavingAnUnreadRelationshipLeavesItUnread() {
+        forEachStoreKind { kind in
+            let writer = try makeBoard(kind)
+            try saveGroup(writer, items: 20)
+
+            let context = fresh(writer)
+            let group = try context.objects("Group", "name == 'big'")[0]
+            let leaving = try context.objects("Item", "name == 'item 005'")[0]
+            let joining = context.insertNewObject(forEntityName: "Item")
+            joining["name"] = "new"
+            joining["group"] = group
+            leaving["group"] = nil
+            XCTAssertFalse(group.loadedToMany.contains("items"), "[\(kind)] changing the inverse read the relationship")
+
+            let items = names(group["items"])
+            XCTAssertEqual(items.count, 20)
+            XCTAssertTrue(items.contains("new"))
+            XCTAssertFalse(items.contains("item 005"))
+            try context.save()
+
+            let reader = fresh(writer)
+            let stored = names(try reader.objects("Group", "name == 'big'")[0]["items"])
+            XCTAssertEqual(stored, items, "[\(kind)] the store holds what the context showed")
+            XCTAssertNil(try reader.objects("Item", "name == 'item 005'")[0]["group"])
+        }
+    }
+
+    func testChangesMadeWhileUnreadSurviveAnotherProcessCommitAndARead() {
+        forEachStoreKind { kind in
+            let writer = try makeBoard(kind)
+            try saveGroup(writer, items: 3)
+            let context = fresh(writer)
+            let group = try context.objects("Group", "name == 'big'")[0]
+            let joining = context.insertNewObject(forEntityName: "Item")
+            joining["name"] = "mine"
+            group.add(joining, toRelationship: "items")
+
+            // Someone else adds an item meanwhile: reading then shows theirs and ours.
+            let other = fresh(writer)
+            let theirs = other.insertNewObject(forEntityName: "Item")
+            theirs["name"] = "theirs"
+            theirs["group"] = try other.objects("Group", "name == 'big'")[0]
+            try other.save()
+
+            XCTAssertEqual(names(group["items"]), ["item 000", "item 001", "item 002", "mine", "theirs"])
+            XCTAssertTrue(joining["group"] as? ManagedObject === group, "the inverse follows add(_:toRelationship:)")
+        }
+    }
+
+    func testManyToManySavesWriteOnlyTheRowsThatChanged() {
+        forEachStoreKind { kind in
+            let writer = try makeLibrary(kind)
+            let shelf = writer.insertNewObject(forEntityName: "Shelf")
+            shelf["name"] = "s"
+            for name in ["a", "b", "c"] {
+                let book = writer.insertNewObject(forEntityName: "Book")
+                book["name"] = name
+                shelf.add(book, toRelationship: "books")
+            }
+            try writer.save()
+
+            let context = fresh(writer)
+            let loaded = try context.objects("Shelf")[0]
+            let a = try context.objects("Book", "name == 'a'")[0]
+            let d = context.insertNewObject(forEntityName: "Book")
+            d["name"] = "d"
+            loaded.add(d, toRelationship: "books")
+            a.remove(loaded, fromRelationship: "shelves")
+            XCTAssertFalse(loaded.loadedToMany.contains("books"))
+            try context.save()
+
+            let reader = fresh(writer)
+            XCTAssertEqual(names(try reader.objects("Shelf")[0]["books"]), ["b", "c", "d"], "[\(kind)]")
+            XCTAssertEqual(names(try reader.objects("Book", "name == 'a'")[0]["shelves"]), [])
+            XCTAssertEqual(names(try reader.objects("Book", "name == 'd'")[0]["shelves"]), ["s"])
+
+            // Read first, then changed: the same rows.
+            let again = fresh(writer)
+            let shelfAgain = try again.objects("Shelf")[0]
+            XCTAssertEqual(names(shelfAgain["books"]), ["b", "c", "d"])
+            shelfAgain.remove(try again.objects("Book", "name == 'b'")[0], fromRelationship: "books")
+            try again.save()
+            let last = fresh(writer)
+            XCTAssertEqual(names(try last.objects("Shelf")[0]["books"]), ["c", "d"], "[\(kind)]")
+        }
+    }
+
+    func testUndoTakesBackOneMembershipChangeAtATime() {
+        forEachStoreKind { kind in
+            let writer = try makeBoard(kind)
+            try saveGroup(writer, items: 2)
+            let context = fresh(writer)
+            context.undoManager = ContextUndoManager()
+            let group = try context.objects("Group", "name == 'big'")[0]
+            let first = try context.objects("Item", "name == 'item 000'")[0]
+
+            let joining = context.insertNewObject(forEntityName: "Item")
+            joining["name"] = "new"
+            joining["group"] = group
+            context.processPendingChanges()
+            first["group"] = nil
+            context.processPendingChanges()
+            XCTAssertEqual(names(group["items"]), ["item 001", "new"])
+
+            context.undo()
+            XCTAssertEqual(names(group["items"]), ["item 000", "item 001", "new"], "[\(kind)]")
+            XCTAssertTrue(first["group"] as? ManagedObject === group)
+            context.undo()
+            XCTAssertEqual(names(group["items"]), ["item 000", "item 001"], "[\(kind)]")
+            XCTAssertFalse(group.hasChanges, "[\(kind)] back at its saved state")
+            context.redo()
+            context.redo()
+            XCTAssertEqual(names(group["items"]), ["item 001", "new"], "[\(kind)]")
+            try context.save()
+            let reader = fresh(writer)
+            XCTAssertEqual(names(try reader.objects("Group", "name == 'big'")[0]["items"]), ["item 001", "new"])
+        }
+    }
+
+    func testReplacingAToManyThenUndoingRewritesTheJoinRows() {
+        forEachStoreKind { kind in
+            let writer = try makeLibrary(kind)
+            writer.undoManager = ContextUndoManager()
+            let shelf = writer.insertNewObject(forEntityName: "Shelf")
+            shelf["name"] = "s"
+            let books = ["a", "b", "c"].map { name -> ManagedObject in
+                let book = writer.insertNewObject(forEntityName: "Book")
+                book["name"] = name
+                return book
+            }
+            shelf["books"] = Array(books.prefix(2))
+            try writer.save()
+            writer.processPendingChanges()
+            shelf["books"] = [books[2]]
+            writer.processPendingChanges()
+            writer.undo()
+            XCTAssertEqual(names(shelf["books"]), ["a", "b"])
+            try writer.save()
+            let reader = fresh(writer)
+            XCTAssertEqual(names(try reader.objects("Shelf")[0]["books"]), ["a", "b"], "[\(kind)]")
+            XCTAssertEqual(names(try reader.objects("Book", "name == 'c'")[0]["shelves"]), [], "[\(kind)]")
+        }
+    }
+}
