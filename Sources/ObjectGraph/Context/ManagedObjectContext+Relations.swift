@@ -9,17 +9,23 @@ extension ManagedObjectContext {
     ///
     /// - throws: ``ObjectGraphError`` 133020 (merge conflict) naming the missing destination.
     func verifyDestinations(of objects: [ManagedObject], _ db: Database) throws {
+        // Each destination once per save, and none this save inserts: a thousand children of
+        // one new parent check nothing, of one stored parent one row.
+        var verified: Set<ObjectKey> = []
         for object in objects {
             for (relationship, _) in object.entity.storedToOne
             where insertedSet.contains(object) || object.changedKeys.contains(relationship.name) {
+                if let destination = object.values[relationship.name] as? ManagedObject,
+                   insertedSet.contains(destination) {
+                    continue
+                }
                 guard case .int64(let key) = storedValue(of: object, relationship).storage,
-                    let destination = model.entity(named: relationship.destinationEntityName)?.rootEntity
+                    let destination = model.entity(named: relationship.destinationEntityName)?.rootEntity,
+                    verified.insert(ObjectKey(rootEntityNumber: destination.entityNumber, primaryKey: key)).inserted
                 else { continue }
                 let table = try coordinator.store(for: destination).qualified(destination.tableName)
-                guard
-                    try Bool.fetchOne(
-                        db, sql: "SELECT EXISTS (SELECT 1 FROM \(table) WHERE Z_PK = ?)", arguments: [key]) == true
-                else {
+                let statement = try db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM \(table) WHERE Z_PK = ?)")
+                guard try Bool.fetchOne(statement, arguments: [key]) == true else {
                     let name =
                         object.objectID.primaryKey.map { "\(object.entity.name) row \($0)" }
                         ?? "the new \(object.entity.name)"
