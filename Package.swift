@@ -45,7 +45,7 @@ let package = Package(
         .executableTarget(
             name: "stash-bench",
             dependencies: [
-                "ObjectGraph", "MyStashKit", "StashCrypto", .product(name: "GRDB", package: "GRDB.swift"),
+                "ObjectGraph", "MyStashKit", "StashCrypto", "TestSupport", .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),

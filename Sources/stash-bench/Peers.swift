@@ -46,7 +46,7 @@ struct Peers {
             var runs: [Measurement] = []
             var note: String?
             do {
-                let count = name == "vault.search10k" && peer.name != "keepassxc-cli" ? slowRepeats : repeats
+                let count = name == "vault.search" && peer.name != "keepassxc-cli" ? slowRepeats : repeats
                 for _ in 0..<count {
                     guard let measurement = try body(peer) else { note = "not measured: \(peer.name) has no such operation"; break }
                     runs.append(measurement)

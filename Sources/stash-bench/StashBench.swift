@@ -30,6 +30,14 @@ extension StashBench {
         var only: String?
         @Option(help: "Runs per case; the median is reported (default 5, 3 with --quick).") var repeats: Int?
         @Flag(help: "Leave out pass, gopass and keepassxc-cli.") var noPeers = false
+        @Option(help: "Comma-separated vault sizes (default 10000,100000; 500,5000 with --quick).",
+                transform: { text in try text.split(separator: ",").map { part in
+                    guard let size = Int(part), size >= 100 else { throw ValidationError("'\(part)' is not a size of 100 or more") }
+                    return size
+                } })
+        var vaultSizes: [Int]?
+
+        static func sizeLabel(_ size: Int) -> String { size % 1000 == 0 ? "\(size / 1000)k" : "\(size)" }
 
         /// Every case name; the vault and browse cases share one prepared vault, so they run together.
         static let libraryCaseNames = [
@@ -37,8 +45,8 @@ extension StashBench {
             "objectgraph.update1k",
         ]
         static let vaultCaseNames = [
-            "vault.import10k", "vault.list10k", "vault.show", "vault.search10k", "vault.unlock",
-            "browse.firstPaint10k", "browse.keystroke10k", "browse.externalChange10k",
+            "vault.import", "vault.importBitwarden", "vault.list", "vault.show", "vault.showField", "vault.search",
+            "vault.unlock", "browse.firstPaint", "browse.keystroke", "browse.externalChange",
         ]
 
         static var allCaseNames: [String] { libraryCaseNames + RelationshipCases.names + vaultCaseNames }
@@ -83,7 +91,7 @@ extension StashBench {
                         var rows = try measureLibraryCase(name, size: size, implementations: ["ours", "grdb"],
                                                           repeats: repeats, work: work)
                         for index in rows.indices {
-                            rows[index].name = "\(name) \(size / 1000)k"
+                            rows[index].name = "\(name) \(Self.sizeLabel(size))"
                             rows[index].slope = smaller[name].map { rows[index].ours_s / $0 }
                         }
                         smaller[name] = rows.first?.ours_s
@@ -98,16 +106,28 @@ extension StashBench {
                 guard FileManager.default.isExecutableFile(atPath: mystash) else {
                     throw BenchError("mystash is not built beside stash-bench: swift build -c release")
                 }
-                let vaultWork = work.appendingPathComponent("vault-cases")
-                try FileManager.default.createDirectory(at: vaultWork, withIntermediateDirectories: true)
-                var bench = VaultBench(work: vaultWork, size: quick ? 500 : 10_000, repeats: repeats, mystash: mystash)
-                var peers = Peers.detect(work: vaultWork, repeats: repeats)
-                if noPeers {
-                    peers.missing = peers.available.map { ($0.name, "left out by --no-peers") } + peers.missing
-                    peers.available = []
+                // Realistic vaults at two sizes; the peers take hours at the larger one, so only the smaller.
+                var smaller: [String: Double] = [:]
+                for (index, size) in (vaultSizes ?? (quick ? [500, 5_000] : [10_000, 100_000])).enumerated() {
+                    let vaultWork = work.appendingPathComponent("vault-cases-\(size)")
+                    try FileManager.default.createDirectory(at: vaultWork, withIntermediateDirectories: true)
+                    var bench = VaultBench(work: vaultWork, size: size, repeats: repeats, mystash: mystash)
+                    var peers = Peers.detect(work: vaultWork, repeats: repeats)
+                    if noPeers || index > 0 {
+                        let reason = noPeers ? "left out by --no-peers" : "measured at the smaller size only"
+                        peers.missing = peers.available.map { ($0.name, reason) } + peers.missing
+                        peers.available = []
+                    }
+                    try bench.run(peers: peers)
+                    for var row in bench.results where selected(row.name) {
+                        let key = "\(row.name)/\(row.baseline)"
+                        row.slope = smaller[key].map { row.ours_s / $0 }
+                        smaller[key] = row.ours_s
+                        row.name += " \(Self.sizeLabel(size))"
+                        results.append(row)
+                    }
                 }
-                try bench.run(peers: peers)
-                results += bench.results.filter { selected($0.name) }
+                try? FileManager.default.removeItem(at: work.appendingPathComponent("vault-cases"))
             }
             try report(results, repeats: repeats)
         }

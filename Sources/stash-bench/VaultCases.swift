@@ -7,7 +7,7 @@ import StashCrypto
 struct VaultBench {
     let work: URL
     let size: Int
-    let repeats: Int
+    var repeats: Int
     let mystash: String
     let password = "bench-master-password"
     var results: [CaseResult] = []
@@ -22,27 +22,14 @@ struct VaultBench {
          "MYSTASH_PASSWORD": password, "MYSTASH_NEW_PASSWORD": password]
     }
 
-    /// `size` notes of about 1 KB and `size` entries; one note in 100 holds the search word.
-    func generateData() throws -> (notes: [(String, String)], entries: [(name: String, user: String, password: String, url: String)]) {
-        let words = PasswordGenerator.words.filter { $0 != searchWord }
-        var generator = SystemRandomNumberGenerator()
-        func text(_ length: Int) -> String {
-            var result = ""
-            while result.count < length { result += words.randomElement(using: &generator)! + " " }
-            return result
-        }
-        let notes = (0..<size).map { index in ("Note \(index) \(text(20))", (index % 100 == 0 ? searchWord + " " : "") + text(1000)) }
-        let entries = (0..<size).map { index in (name: "site-\(index)", user: "user\(index)@example.com", password: "pw-\(index)-\(text(8).replacingOccurrences(of: " ", with: "-"))", url: "https://site\(index).example.com/login") }
-        return (notes, entries)
-    }
+    var bitwardenFile: URL { work.appendingPathComponent("bitwarden.json") }
 
-    func writeMyStashJSON(_ data: (notes: [(String, String)], entries: [(name: String, user: String, password: String, url: String)])) throws {
-        let document: [String: Any] = [
-            "format": "mystash-json", "version": 1, "categories": [],
-            "notes": data.notes.map { ["title": $0.0, "text": $0.1] },
-            "passwords": data.entries.map { ["name": $0.name, "userId": $0.user, "password": $0.password, "url": $0.url] },
-        ]
-        try JSONSerialization.data(withJSONObject: document).write(to: dataFile)
+    /// The realistic vault of `size` entries and notes, as a mystash export and a Bitwarden one.
+    func writeData() throws -> RealisticData {
+        let data = RealisticData(size: size, searchWord: searchWord)
+        try data.mystashJSON().write(to: dataFile)
+        try data.bitwardenJSON().write(to: bitwardenFile)
+        return data
     }
 
     func mystashRun(_ arguments: [String], environment overrides: [String: String] = [:], removing: [String] = []) throws -> Measurement {
@@ -68,10 +55,14 @@ struct VaultBench {
         return (median(runs.map(\.seconds)), runs.map(\.rssKiB).max() ?? 0)
     }
 
+    /// Runs every vault case; peers (pass, gopass, keepassxc-cli) only when given, as they
+    /// take hours to import 100,000 items.
     mutating func run(peers: Peers) throws {
         try FileManager.default.createDirectory(at: home, withIntermediateDirectories: true)
-        let data = try generateData()
-        try writeMyStashJSON(data)
+        let data = try writeData()
+        let peerData: BenchData = (
+            notes: data.notes.map { ($0.title, $0.text) },
+            entries: data.entries.map { (name: $0.name, user: $0.user, password: $0.password, url: $0.url) })
         log("vault: \(size) notes and \(size) entries generated")
 
         // The KDF alone, at the cost users get by default (calibrated here).
@@ -80,25 +71,38 @@ struct VaultBench {
         let kdf = median(kdfRuns.map(\.seconds))
         log("vault: the KDF alone takes \(format(kdf)) s, \(kdfRuns.map(\.rssKiB).max()! / 1024) MiB")
 
-        // Import into a fresh vault each time.
-        let importRuns = try repeated {
-            let fresh = work.appendingPathComponent("import-\(UUID().uuidString)")
-            defer { try? FileManager.default.removeItem(at: fresh) }
-            _ = try mystashRun(["init", "--vault", fresh.path])
-            return try mystashRun(["import", dataFile.path, "--format", "mystash-json", "--vault", fresh.path])
+        // Imports into a fresh vault each time; the large ones once.
+        func importRuns(_ file: URL, _ format: String) throws -> (seconds: Double, rssKiB: Int) {
+            var bench = self
+            bench.repeats = size > 20_000 ? 1 : repeats
+            return try bench.repeated {
+                let fresh = work.appendingPathComponent("import-\(UUID().uuidString)")
+                defer { try? FileManager.default.removeItem(at: fresh) }
+                _ = try mystashRun(["init", "--vault", fresh.path])
+                return try mystashRun(["import", file.path, "--format", format, "--vault", fresh.path])
+            }
         }
+        let imported = try importRuns(dataFile, "mystash-json")
+        log("vault: import \(format(imported.seconds)) s")
+        results += peers.compare("vault.import", ours: imported, kdf: kdf, session: nil) { try $0.importData(peerData) }
+        let bitwarden = try importRuns(bitwardenFile, "bitwarden-json")
+        results += peers.compare("vault.importBitwarden", ours: bitwarden, kdf: kdf, session: nil) { _ in nil }
         _ = try mystashRun(["import", dataFile.path, "--format", "mystash-json"])
-        results.append(contentsOf: peers.compare("vault.import10k", ours: importRuns, kdf: kdf, session: nil) { try $0.importData(data) })
 
-        let list = try repeated { try mystashRun(["password", "list", "--json"]) }
-        let show = try repeated { try mystashRun(["password", "show", "site-\(size / 2)", "--reveal"]) }
-        let search = try repeated { try mystashRun(["note", "search", searchWord, "--json"]) }
+        let name = "site-\(size / 2)"
+        let commands: [(name: String, arguments: [String])] = [
+            ("vault.list", ["password", "list", "--json"]),
+            ("vault.show", ["password", "show", name, "--reveal"]),
+            ("vault.showField", ["password", "show", name, "--field", "password"]),
+            ("vault.search", ["note", "search", searchWord, "--json"]),
+        ]
+        let withPassword = try commands.map { command in try repeated { try mystashRun(command.arguments) } }
         var sessions: [String: (seconds: Double, rssKiB: Int)] = [:]
         if (try? mystashRun(["unlock", "--timeout", "30m"])) != nil {
-            sessions["list"] = try repeated { try mystashRun(["password", "list", "--json"], removing: ["MYSTASH_PASSWORD"]) }
-            sessions["show"] = try repeated { try mystashRun(["password", "show", "site-\(size / 2)", "--reveal"], removing: ["MYSTASH_PASSWORD"]) }
-            sessions["search"] = try repeated { try mystashRun(["note", "search", searchWord, "--json"], removing: ["MYSTASH_PASSWORD"]) }
-            if let list = sessions["list"] {
+            for command in commands {
+                sessions[command.name] = try repeated { try mystashRun(command.arguments, removing: ["MYSTASH_PASSWORD"]) }
+            }
+            if let list = sessions["vault.list"] {
                 var browseEnvironment = environment.merging(["TERM": "xterm-256color"]) { $1 }
                 browseEnvironment["MYSTASH_PASSWORD"] = nil
                 results.append(contentsOf: browseResults(try browseTimings(environment: browseEnvironment), list: list))
@@ -107,10 +111,19 @@ struct VaultBench {
         } else {
             log("vault: no kernel keyring here; session cases skipped")
         }
-        results.append(contentsOf: peers.compare("vault.list10k", ours: list, kdf: kdf, session: sessions["list"]) { try $0.list() })
-        results.append(contentsOf: peers.compare("vault.show", ours: show, kdf: kdf, session: sessions["show"]) { try $0.show(name: "site-\(size / 2)") })
-        results.append(contentsOf: peers.compare("vault.search10k", ours: search, kdf: kdf, session: sessions["search"]) { try $0.search(searchWord) })
-        results.append(contentsOf: peers.compare("vault.unlock", ours: (kdf, kdfRuns.map(\.rssKiB).max()!), kdf: kdf, session: nil) { try $0.unlock() })
+        let word = searchWord
+        let peerOperations: [String: (Peer) throws -> Measurement?] = [
+            "vault.list": { try $0.list() }, "vault.show": { try $0.show(name: name) },
+            "vault.search": { try $0.search(word) },
+        ]
+        for (command, ours) in zip(commands, withPassword) {
+            results += peers.compare(command.name, ours: ours, kdf: kdf, session: sessions[command.name]) { peer in
+                try peerOperations[command.name]?(peer)
+            }
+        }
+        results += peers.compare("vault.unlock", ours: (kdf, kdfRuns.map(\.rssKiB).max()!), kdf: kdf, session: nil) {
+            try $0.unlock()
+        }
     }
 }
 
