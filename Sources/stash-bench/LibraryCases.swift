@@ -10,9 +10,12 @@ enum ItemModel {
         return try ManagedObjectModel(entities: [EntityDescription(name: "Item", attributes: attributes)])
     }
 
-    static func stack(at path: String) throws -> (PersistentStoreCoordinator, ManagedObjectContext) {
+    static func stack(at path: String, tracksHistory: Bool = false) throws
+        -> (PersistentStoreCoordinator, ManagedObjectContext) {
         let coordinator = PersistentStoreCoordinator(managedObjectModel: try make())
-        try coordinator.addPersistentStore(type: .sqlite, at: URL(fileURLWithPath: path))
+        var options = StoreOptions()
+        options.tracksPersistentHistory = tracksHistory
+        try coordinator.addPersistentStore(type: .sqlite, at: URL(fileURLWithPath: path), options: options)
         return (coordinator, ManagedObjectContext(coordinator: coordinator))
     }
 
@@ -40,6 +43,8 @@ struct PlainItem: Codable, FetchableRecord, PersistableRecord {
 
 enum LibraryCases {
     static let implementations = ["ours", "grdb", "sqlite"]
+    /// Cases also run with persistent history on ("history"), compared with ours without it.
+    static let historyCases: Set<String> = ["objectgraph.insert50k", "objectgraph.update1k"]
 
     /// Writes `rows` Items with ObjectGraph into a new store, for the fetch cases.
     static func prepare(path: String, rows: Int) throws {
@@ -55,8 +60,10 @@ enum LibraryCases {
     /// Runs one case with one implementation and returns the seconds of the measured work.
     static func run(_ name: String, implementation: String, directory: String, size: Int) throws -> Double {
         switch (name, implementation) {
-        case ("objectgraph.insert50k", "ours"):
-            let (_, context) = try ItemModel.stack(at: "\(directory)/insert-ours-\(UUID().uuidString).sqlite")
+        case ("objectgraph.insert50k", "ours"), ("objectgraph.insert50k", "history"):
+            let (_, context) = try ItemModel.stack(
+                at: "\(directory)/insert-\(implementation)-\(UUID().uuidString).sqlite",
+                tracksHistory: implementation == "history")
             return try time {
                 for row in 0..<size {
                     let item = context.insertNewObject(forEntityName: "Item")
@@ -191,8 +198,8 @@ enum LibraryCases {
             try FileManager.default.copyItem(atPath: "\(directory)/fetch.sqlite", toPath: path)
             defer { try? FileManager.default.removeItem(atPath: path) }
             switch implementation {
-            case "ours":
-                let (_, context) = try ItemModel.stack(at: path)
+            case "ours", "history":
+                let (_, context) = try ItemModel.stack(at: path, tracksHistory: implementation == "history")
                 return try time {
                     var request = FetchRequest<ManagedObject>(entityName: "Item", predicate: try Predicate(format: "i0 < %@", 1_000_003 / (size / 1000)))
                     request.fetchLimit = 1000

@@ -75,8 +75,10 @@ extension StashBench {
                 _ = try Child.measure("prepare", "ours", work: work, size: fetchSize)
             }
             for (name, size) in libraryCases {
-                results += try measureLibraryCase(name, size: size, implementations: LibraryCases.implementations,
-                                                  repeats: repeats, work: work)
+                let history = LibraryCases.historyCases.contains(name)
+                results += try measureLibraryCase(
+                    name, size: size, implementations: LibraryCases.implementations + (history ? ["history"] : []),
+                    repeats: repeats, work: work)
             }
 
             let relationshipCases = RelationshipCases.names.filter(selected)
@@ -142,13 +144,20 @@ extension StashBench {
                 log("\(name) \(implementation) \(size): \(format(median(runs.map(\.seconds)))) s")
             }
             guard let ours = medians["ours"] else { return [] }
+            // Persistent history on, against the same case with it off.
+            let history = medians["history"].map { history in
+                CaseResult(
+                    name: "\(name) history", ours_s: history.seconds, ours_rss_mib: Double(history.rssKiB) / 1024,
+                    baseline: "ObjectGraph, history off", baseline_s: ours.seconds,
+                    baseline_rss_mib: Double(ours.rssKiB) / 1024, ratio: history.seconds / ours.seconds)
+            }
             return [("grdb", "GRDB records"), ("sqlite", "raw SQLite")].compactMap { baseline, label in
                 guard let base = medians[baseline] else { return nil }
                 return CaseResult(
                     name: name, ours_s: ours.seconds, ours_rss_mib: Double(ours.rssKiB) / 1024, baseline: label,
                     baseline_s: base.seconds, baseline_rss_mib: Double(base.rssKiB) / 1024,
                     ratio: ours.seconds / base.seconds)
-            }
+            } + (history.map { [$0] } ?? [])
         }
 
         private func report(_ results: [CaseResult], repeats: Int) throws {

@@ -62,6 +62,8 @@ extension ManagedObjectContext {
                     try enforceDeleteRules(of: deleted.filter { deletedSet.contains($0) }, db)
                     try verifyDestinations(of: inserted, db)
                     try verifyDestinations(of: updated, db)
+                    try recordHistory(inserted: inserted, updated: updated.filter { updatedSet.contains($0) },
+                                      deleted: deleted.filter { deletedSet.contains($0) }, db)
                     try coordinator.notifyRowsDidChange(try rowKeys(of: inserted) + changing, db)
                     try coordinator.writePendingMetadata(db)
                 }
@@ -141,7 +143,7 @@ extension ManagedObjectContext {
         }
     }
 
-    private func primaryKey(of object: ManagedObject) -> Int64? { object.objectID.primaryKey ?? object.pendingPrimaryKey }
+    func primaryKey(of object: ManagedObject) -> Int64? { object.objectID.primaryKey ?? object.pendingPrimaryKey }
 
     /// The rows of `objects`, for a ``StoreWriteObserver``.
     private func rowKeys(of objects: [ManagedObject]) throws -> [StoredRowKey] {
@@ -155,7 +157,7 @@ extension ManagedObjectContext {
     }
 
     /// The stored value of an attribute: encoded by its transformer when Transformable.
-    private func storedValue(of object: ManagedObject, _ column: StoredColumn, slot: Int, store: PersistentStore,
+    func storedValue(of object: ManagedObject, _ column: StoredColumn, slot: Int, store: PersistentStore,
                              primaryKey: Int64) throws -> DatabaseValue {
         if object.values.layout === object.entity.propertyLayout {
             switch (object.values.slot(slot), column.type) {

@@ -44,6 +44,10 @@ public final class ManagedObjectContext {
     public var mergePolicy = MergePolicy.error
     /// Records changes for ``undo()`` and ``redo()``; nil (the default) records nothing.
     public var undoManager: ContextUndoManager?
+    /// The context's name, recorded with each save in a store's history (Core Data's `name`).
+    public var name: String?
+    /// Who saves, recorded with each save in a store's history, as Core Data's `transactionAuthor`.
+    public var transactionAuthor: String?
 
     struct ObjectKey: Hashable {
         let rootEntityNumber: Int

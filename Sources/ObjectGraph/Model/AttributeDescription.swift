@@ -70,6 +70,9 @@ public struct AttributeDescription: Sendable {
     public var valueTransformerName: String?
     public var userInfo: [String: String]
     public var elementID: String?
+    /// Keeps the value in the history's tombstone when the object is deleted, as Core Data's
+    /// `preservesValueInHistoryOnDeletion` (model XML `preserveAfterDeletion="YES"`).
+    public var preservesValueInHistoryOnDeletion = false
 
     public init(
         name: String, type: AttributeType, isOptional: Bool = true, isTransient: Bool = false,

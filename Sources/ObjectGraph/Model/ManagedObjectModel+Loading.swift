@@ -132,12 +132,14 @@ final class ModelXMLParser: NSObject, XMLParserDelegate {
                 return fail(ModelError(file: file, entity: entityName, property: name,
                                        reason: "unknown attribute type '\(dict["attributeType"] ?? "")'"), parser)
             }
-            attributes.append(AttributeDescription(
+            var attribute = AttributeDescription(
                 name: name, type: type, isOptional: isTruthy(dict["optional"]), isTransient: isTruthy(dict["transient"]),
                 isIndexed: isTruthy(dict["indexed"]), defaultValueString: dict["defaultValueString"],
                 minValueString: dict["minValueString"], maxValueString: dict["maxValueString"],
                 regularExpression: dict["regularExpressionString"], valueTransformerName: dict["valueTransformerName"],
-                elementID: dict["elementID"]))
+                elementID: dict["elementID"])
+            attribute.preservesValueInHistoryOnDeletion = isTruthy(dict["preserveAfterDeletion"])
+            attributes.append(attribute)
             ownerStack.append(.attribute)
         case "relationship":
             let entityName = entityAttributes?["name"]

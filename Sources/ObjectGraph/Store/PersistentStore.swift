@@ -35,6 +35,8 @@ public final class PersistentStore {
     var atomicStore: AtomicStore?
     /// The files the coordinator's connection opened for this store (see ``StoreReader``).
     var openedFiles: Set<OpenFile> = []
+    /// Whether each save records a transaction in the store's history (``StoreOptions/tracksPersistentHistory``).
+    public internal(set) var tracksHistory = false
 
     init(type: StoreType, url: URL?, configurationName: String?, entities: [EntityDescription], schemaName: String) {
         self.type = type
@@ -76,6 +78,16 @@ public struct StoreOptions: Sendable {
     /// Infers the migration from the two versions, as `NSInferMappingModelAutomaticallyOption`;
     /// needed with ``migratesAutomatically``.
     public var infersMappingModel = false
+    /// Records every save as a transaction with its changes, as Core Data's
+    /// `NSPersistentHistoryTrackingKey` (see ``ManagedObjectContext/fetchHistory(after:)``).
+    /// SQLite and in-memory stores only.
+    public var tracksPersistentHistory = false
+    /// Posts ``PersistentStoreCoordinator/remoteChangeNotification`` when another connection
+    /// commits to the store, as `NSPersistentStoreRemoteChangeNotificationPostOptionKey`; the
+    /// store's file is watched, so a commit is announced within ``remoteChangePollInterval``.
+    public var postsRemoteChangeNotifications = false
+    /// How often the store is checked for other connections' commits (seconds).
+    public var remoteChangePollInterval: TimeInterval = 0.2
     public init() {}
 }
 

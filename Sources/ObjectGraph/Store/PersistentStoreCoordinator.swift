@@ -45,6 +45,8 @@ public final class PersistentStoreCoordinator {
     private var storeByEntityName: [String: PersistentStore] = [:]
     /// Schemas attached so far; each new one gets a fresh alias, also after a store is removed.
     private var attachedSchemaCount = 0
+    /// One a store with ``StoreOptions/postsRemoteChangeNotifications``; they stop with the coordinator.
+    private var remoteChangeWatchers: [RemoteChangeWatcher] = []
     /// Every version of the model, searched for a store's version when a store is added with
     /// ``StoreOptions/migratesAutomatically``; by default the current model alone.
     public var modelVersions: ModelVersions
@@ -123,7 +125,10 @@ public final class PersistentStoreCoordinator {
                         try self.leaveWriteAheadLogIfNeeded(adding: store, db: db)
                     }
                     // Locks only what it creates or migrates: opening an existing store writes nothing.
-                    try write(stores: []) { db in try self.prepare(store, name: name, options: options, db: db) }
+                    try write(stores: []) { db in
+                        try self.prepare(store, name: name, options: options, db: db)
+                        try self.prepareHistory(of: store, name: name, options: options, db: db)
+                    }
                 }
             } catch {
                 // A refused store leaves the coordinator as it was, so another can be added.
@@ -136,6 +141,12 @@ public final class PersistentStoreCoordinator {
             }
         }
         if let atomicClass, let url { try openAtomicStore(store, storeClass: atomicClass, url: url, options: options) }
+        if options.postsRemoteChangeNotifications, type == .sqlite {
+            try wrapStoreErrors(.storeOpenFailed, "cannot watch '\(name)' for other connections' commits") {
+                remoteChangeWatchers.append(try RemoteChangeWatcher(
+                    store: store, path: path, interval: options.remoteChangePollInterval, coordinator: self))
+            }
+        }
         persistentStores.append(store)
         for entity in entities { storeByEntityName[entity.name] = store }
         return store
@@ -158,6 +169,19 @@ public final class PersistentStoreCoordinator {
                         + "per file only. Close the other users of the file, or turn off atomicSavesAcrossStores")
             }
         }
+    }
+
+    /// Turns on the store's history when the options ask for it, creating its tables the first time.
+    private func prepareHistory(of store: PersistentStore, name: String, options: StoreOptions, db: Database) throws {
+        guard options.tracksPersistentHistory else { return }
+        guard store.type == .sqlite || store.type == .inMemory else {
+            throw ObjectGraphError(code: .storeOpenFailed,
+                                   message: "'\(name)': persistent history needs a SQLite or in-memory store")
+        }
+        if try !PersistentHistoryTables.exist(in: store, db) {
+            for statement in PersistentHistoryTables.createStatements(for: store) { try db.execute(sql: statement) }
+        }
+        store.tracksHistory = true
     }
 
     private func createFileIfNeeded(_ path: String, options: StoreOptions) throws {

@@ -1,0 +1,373 @@
+import Foundation
+import GRDB
+
+/// Where a store's history stands: per store, the number of the last transaction seen, as
+/// Core Data's `NSPersistentHistoryToken`. Tokens are values an application keeps (they are
+/// `Codable`) to fetch what happened after them.
+public struct PersistentHistoryToken: Hashable, Codable, Sendable, CustomStringConvertible {
+    /// Store identifier → number of the last transaction of that store the token covers.
+    public internal(set) var transactionNumbers: [String: Int64]
+
+    public init() { transactionNumbers = [:] }
+
+    init(_ numbers: [String: Int64]) { transactionNumbers = numbers }
+
+    /// The token that covers this one and `other`.
+    public func merged(with other: PersistentHistoryToken) -> PersistentHistoryToken {
+        PersistentHistoryToken(transactionNumbers.merging(other.transactionNumbers, uniquingKeysWith: max))
+    }
+
+    public var description: String {
+        transactionNumbers.sorted { $0.key < $1.key }.map { "\($0.key):\($0.value)" }.joined(separator: ",")
+    }
+}
+
+/// One save's changes to one store, as Core Data's `NSPersistentHistoryTransaction`.
+public struct PersistentHistoryTransaction: @unchecked Sendable {
+    public let storeIdentifier: String
+    /// The transaction's number in its store: increasing, never reused (also after deletion).
+    public let transactionNumber: Int64
+    /// The token right after this transaction: fetching after it returns what came later.
+    public let token: PersistentHistoryToken
+    public let timestamp: Date
+    /// The saving context's ``ManagedObjectContext/transactionAuthor``.
+    public let author: String?
+    /// The saving context's ``ManagedObjectContext/name``.
+    public let contextName: String?
+    /// The saving process, as a decimal process ID.
+    public let processID: String?
+    public let changes: [PersistentHistoryChange]
+}
+
+/// One object inserted, updated or deleted by a transaction, as `NSPersistentHistoryChange`.
+public struct PersistentHistoryChange: @unchecked Sendable {
+    public enum ChangeType: Int, Sendable {
+        case insert = 0, update = 1, delete = 2
+    }
+
+    public let changeType: ChangeType
+    public let changedObjectID: ObjectID
+    /// For an update: the properties it changed (attributes and relationships).
+    public let updatedProperties: Set<String>?
+    /// For a delete: the values of the attributes the model preserves after deletion
+    /// (``AttributeDescription/preservesValueInHistoryOnDeletion``), as stored: a
+    /// Transformable value keeps its encoded bytes, so an encrypted field stays encrypted.
+    public let tombstone: [String: Any]?
+}
+
+/// The tables of a store's history, named and laid out as Core Data's: `ATRANSACTION` (one row
+/// a save, strings interned in `ATRANSACTIONSTRING`), `ACHANGE` (one row a changed object, the
+/// changed properties as a bitmask over the entity's properties in `ZCOLUMNS`). One departure:
+/// tombstone values are one binary property list in `ZTOMBSTONE` rather than numbered columns.
+enum PersistentHistoryTables {
+    // Core Data's entity numbers for its history tables.
+    static let changeEntity: Int64 = 16001
+    static let transactionEntity: Int64 = 16002
+    static let stringEntity: Int64 = 16003
+
+    static func createStatements(for store: PersistentStore) -> [String] {
+        [
+            // AUTOINCREMENT: a transaction number is never reused once its history is deleted.
+            "CREATE TABLE IF NOT EXISTS \(store.qualified("ATRANSACTION")) (Z_PK INTEGER PRIMARY KEY AUTOINCREMENT, "
+                + "Z_ENT INTEGER, Z_OPT INTEGER, ZAUTHORTS INTEGER, ZBUNDLEIDTS INTEGER, ZCONTEXTNAMETS INTEGER, "
+                + "ZPROCESSIDTS INTEGER, ZTIMESTAMP FLOAT, ZAUTHOR VARCHAR, ZBUNDLEID VARCHAR, ZCONTEXTNAME VARCHAR, "
+                + "ZPROCESSID VARCHAR, ZQUERYGEN BLOB)",
+            "CREATE TABLE IF NOT EXISTS \(store.qualified("ACHANGE")) (Z_PK INTEGER PRIMARY KEY, Z_ENT INTEGER, "
+                + "Z_OPT INTEGER, ZCHANGETYPE INTEGER, ZENTITY INTEGER, ZENTITYPK INTEGER, ZTRANSACTIONID INTEGER, "
+                + "ZCOLUMNS BLOB, ZTOMBSTONE BLOB)",
+            "CREATE INDEX IF NOT EXISTS \(store.qualified("ACHANGE_ZTRANSACTIONID")) ON ACHANGE (ZTRANSACTIONID)",
+            "CREATE TABLE IF NOT EXISTS \(store.qualified("ATRANSACTIONSTRING")) (Z_PK INTEGER PRIMARY KEY, "
+                + "Z_ENT INTEGER, Z_OPT INTEGER, ZNAME VARCHAR NOT NULL UNIQUE)",
+        ]
+    }
+
+    static func exist(in store: PersistentStore, _ db: Database) throws -> Bool {
+        try Bool.fetchOne(
+            db, sql: "SELECT COUNT(*) > 0 FROM \(store.qualified("sqlite_master")) WHERE type = 'table' "
+                + "AND name = 'ATRANSACTION'") ?? false
+    }
+
+    /// The number of the store's last transaction, 0 before the first.
+    static func lastTransactionNumber(of store: PersistentStore, _ db: Database) throws -> Int64 {
+        try Int64.fetchOne(db, sql: "SELECT MAX(Z_PK) FROM \(store.qualified("ATRANSACTION"))")
+            ?? Int64.fetchOne(
+                db, sql: "SELECT seq FROM \(store.qualified("sqlite_sequence")) WHERE name = 'ATRANSACTION'")
+            ?? 0
+    }
+
+    /// The bitmask of `keys` over the entity's properties (attributes, then relationships).
+    static func columnMask(_ keys: Set<String>, of entity: EntityDescription) -> Data {
+        let names = entity.attributes.map(\.name) + entity.relationships.map(\.name)
+        var bytes = [UInt8](repeating: 0, count: (names.count + 7) / 8)
+        for (index, name) in names.enumerated() where keys.contains(name) { bytes[index / 8] |= 1 << (index % 8) }
+        return Data(bytes)
+    }
+
+    static func properties(inMask mask: Data, of entity: EntityDescription) -> Set<String> {
+        let names = entity.attributes.map(\.name) + entity.relationships.map(\.name)
+        let bytes = [UInt8](mask)
+        return Set(names.indices.filter { $0 / 8 < bytes.count && bytes[$0 / 8] & (1 << ($0 % 8)) != 0 }.map { names[$0] })
+    }
+}
+
+extension PersistentStoreCoordinator {
+    /// Posted when another connection (another process, or another coordinator) commits to a
+    /// store whose ``StoreOptions/postsRemoteChangeNotifications`` is on, as Core Data's
+    /// `NSPersistentStoreRemoteChange`. The object is the coordinator; `userInfo` holds the store's
+    /// identifier (``remoteChangeStoreIdentifierKey``) and, with history tracking on, the
+    /// history token after the commit (``remoteChangeHistoryTokenKey``). Posted on the
+    /// coordinator's notification queue, never on the caller's thread.
+    public static let remoteChangeNotification = Notification.Name("ObjectGraphPersistentStoreRemoteChange")
+    public static let remoteChangeStoreIdentifierKey = "storeUUID"
+    public static let remoteChangeHistoryTokenKey = "historyToken"
+
+    /// The token of the stores' history as it stands now (every store tracking history, or
+    /// those given), as Core Data's `currentPersistentHistoryToken(fromStores:)`.
+    public func currentPersistentHistoryToken(fromStores stores: [PersistentStore]? = nil) throws
+        -> PersistentHistoryToken {
+        let tracking = (stores ?? persistentStores).filter(\.tracksHistory)
+        return try read { db in
+            PersistentHistoryToken(Dictionary(uniqueKeysWithValues: try tracking.map {
+                ($0.identifier, try PersistentHistoryTables.lastTransactionNumber(of: $0, db))
+            }))
+        }
+    }
+}
+
+extension ManagedObjectContext {
+    // MARK: - Persistent history
+
+    /// The transactions committed after `token` (all of them without one) to the stores that
+    /// track history, oldest first, each with its changes, as Core Data's
+    /// `NSPersistentHistoryChangeRequest.fetchHistory(after:)`.
+    ///
+    /// - throws: the store's error.
+    public func fetchHistory(after token: PersistentHistoryToken?) throws -> [PersistentHistoryTransaction] {
+        let stores = coordinator.persistentStores.filter(\.tracksHistory)
+        return try wrapStoreErrors(.objectNotFound, "cannot read the stores' history") {
+            try coordinator.read { db in
+                var transactions: [PersistentHistoryTransaction] = []
+                for store in stores {
+                    transactions += try history(of: store, after: token?.transactionNumbers[store.identifier] ?? 0, db)
+                }
+                return transactions.sorted { ($0.timestamp, $0.transactionNumber) < ($1.timestamp, $1.transactionNumber) }
+            }
+        }
+    }
+
+    /// Deletes the transactions up to and including `token` (all of them without one), as
+    /// `NSPersistentHistoryChangeRequest.deleteHistory(before:)`; returns how many it deleted.
+    /// Later transactions keep their numbers, so tokens stay valid.
+    ///
+    /// - throws: the store's error.
+    @discardableResult
+    public func deleteHistory(before token: PersistentHistoryToken?) throws -> Int {
+        let stores = coordinator.persistentStores.filter(\.tracksHistory)
+        return try wrapStoreErrors(.saveFailed, "cannot delete the stores' history") {
+            var deleted = 0
+            try coordinator.write(stores: stores) { db in
+                for store in stores {
+                    let limit = token.map { $0.transactionNumbers[store.identifier] ?? 0 } ?? Int64.max
+                    try db.execute(sql: "DELETE FROM \(store.qualified("ACHANGE")) WHERE ZTRANSACTIONID <= ?",
+                                   arguments: [limit])
+                    try db.execute(sql: "DELETE FROM \(store.qualified("ATRANSACTION")) WHERE Z_PK <= ?",
+                                   arguments: [limit])
+                    deleted += db.changesCount
+                }
+            }
+            return deleted
+        }
+    }
+
+    private func history(of store: PersistentStore, after number: Int64, _ db: Database) throws
+        -> [PersistentHistoryTransaction] {
+        let strings = try Dictionary(uniqueKeysWithValues: Row.fetchAll(
+            db, sql: "SELECT Z_PK, ZNAME FROM \(store.qualified("ATRANSACTIONSTRING"))"
+        ).map { (row: Row) -> (Int64, String) in (row[0], row[1]) })
+        var changesByTransaction: [Int64: [PersistentHistoryChange]] = [:]
+        let entities = Dictionary(store.entities.map { (Int64($0.entityNumber), $0) }) { first, _ in first }
+        try db.forEachRow(
+            sql: "SELECT ZTRANSACTIONID, ZCHANGETYPE, ZENTITY, ZENTITYPK, ZCOLUMNS, ZTOMBSTONE FROM "
+                + "\(store.qualified("ACHANGE")) WHERE ZTRANSACTIONID > ? ORDER BY Z_PK",
+            arguments: [number.databaseValue]
+        ) { row in
+            guard let transaction = row.int64(at: 0), let typeNumber = row.int64(at: 1),
+                  let type = PersistentHistoryChange.ChangeType(rawValue: Int(typeNumber)),
+                  let entityNumber = row.int64(at: 2), let entity = entities[entityNumber],
+                  let primaryKey = row.int64(at: 3)
+            else {
+                throw ObjectGraphError(code: .undecodableValue,
+                                       message: "\(store.displayName): a row of its history (ACHANGE) is damaged")
+            }
+            let objectID = objectID(of: entity, storeIdentifier: store.identifier, kind: .permanent, number: primaryKey)
+            let tombstone = try Data.fromDatabaseValue(row.databaseValue(at: 5)).map { data -> [String: Any] in
+                guard let values = try? PropertyListSerialization.propertyList(from: data, format: nil) as? [String: Any],
+                      let typed = Self.typedTombstone(values, of: entity)
+                else {
+                    throw ObjectGraphError(code: .undecodableValue,
+                                           message: "\(store.displayName): a tombstone of its history is damaged")
+                }
+                return typed
+            }
+            changesByTransaction[transaction, default: []].append(PersistentHistoryChange(
+                changeType: type, changedObjectID: objectID,
+                updatedProperties: type == .update
+                    ? PersistentHistoryTables.properties(
+                        inMask: Data.fromDatabaseValue(row.databaseValue(at: 4)) ?? Data(), of: entity) : nil,
+                tombstone: tombstone))
+        }
+        return try Row.fetchAll(
+            db, sql: "SELECT Z_PK, ZTIMESTAMP, ZAUTHORTS, ZCONTEXTNAMETS, ZPROCESSIDTS FROM "
+                + "\(store.qualified("ATRANSACTION")) WHERE Z_PK > ? ORDER BY Z_PK", arguments: [number]
+        ).map { row in
+            let number: Int64 = row[0]
+            return PersistentHistoryTransaction(
+                storeIdentifier: store.identifier, transactionNumber: number,
+                token: PersistentHistoryToken([store.identifier: number]),
+                timestamp: Date(timeIntervalSinceReferenceDate: row[1] ?? 0),
+                author: (row[2] as Int64?).flatMap { strings[$0] },
+                contextName: (row[3] as Int64?).flatMap { strings[$0] },
+                processID: (row[4] as Int64?).flatMap { strings[$0] },
+                changes: changesByTransaction[number] ?? [])
+        }
+    }
+
+    /// Records this save in the history of each store that tracks it: one transaction a store,
+    /// one change an object. Runs inside the save's transaction, so history and rows commit together.
+    func recordHistory(inserted: [ManagedObject], updated: [ManagedObject], deleted: [ManagedObject],
+                       _ db: Database) throws {
+        let tracking = coordinator.persistentStores.filter(\.tracksHistory)
+        guard !tracking.isEmpty else { return }
+        var changesByStore: [ObjectIdentifier: [(PersistentHistoryChange.ChangeType, ManagedObject)]] = [:]
+        for (type, objects) in [(PersistentHistoryChange.ChangeType.insert, inserted), (.update, updated),
+                                (.delete, deleted)] {
+            for object in objects {
+                let store = try coordinator.store(for: object.entity.rootEntity)
+                guard store.tracksHistory else { continue }
+                changesByStore[ObjectIdentifier(store), default: []].append((type, object))
+            }
+        }
+        for store in tracking {
+            guard let changes = changesByStore[ObjectIdentifier(store)], !changes.isEmpty else { continue }
+            let intern = { (text: String?) throws -> Int64? in
+                guard let text else { return nil }
+                try db.executeCached(
+                    sql: "INSERT OR IGNORE INTO \(store.qualified("ATRANSACTIONSTRING")) (Z_ENT, Z_OPT, ZNAME) "
+                        + "VALUES (\(PersistentHistoryTables.stringEntity), 1, ?)", values: [text.databaseValue])
+                return try Int64.fetchOne(
+                    db.cachedStatement(sql: "SELECT Z_PK FROM \(store.qualified("ATRANSACTIONSTRING")) WHERE ZNAME = ?"),
+                    arguments: [text])
+            }
+            try db.executeCached(
+                sql: "INSERT INTO \(store.qualified("ATRANSACTION")) (Z_ENT, Z_OPT, ZAUTHORTS, ZCONTEXTNAMETS, "
+                    + "ZPROCESSIDTS, ZTIMESTAMP) VALUES (\(PersistentHistoryTables.transactionEntity), 1, ?, ?, ?, ?)",
+                values: [try intern(transactionAuthor).databaseValue, try intern(name).databaseValue,
+                         try intern(String(getpid())).databaseValue,
+                         Date().timeIntervalSinceReferenceDate.databaseValue])
+            let transaction = db.lastInsertedRowID
+            let insertChange = "INSERT INTO \(store.qualified("ACHANGE")) (Z_ENT, Z_OPT, ZCHANGETYPE, ZENTITY, "
+                + "ZENTITYPK, ZTRANSACTIONID, ZCOLUMNS, ZTOMBSTONE) "
+                + "VALUES (\(PersistentHistoryTables.changeEntity), 1, ?, ?, ?, ?, ?, ?)"
+            for (type, object) in changes {
+                guard let primaryKey = primaryKey(of: object) else { continue }
+                let columns = type == .update
+                    ? PersistentHistoryTables.columnMask(object.changedKeys, of: object.entity).databaseValue : .null
+                let tombstone = type == .delete ? try tombstoneValues(of: object, store: store, primaryKey: primaryKey)
+                    : .null
+                try db.executeCached(sql: insertChange, values: [
+                    type.rawValue.databaseValue, object.entity.entityNumber.databaseValue, primaryKey.databaseValue,
+                    transaction.databaseValue, columns, tombstone,
+                ])
+            }
+        }
+    }
+
+    /// Tombstone values as the attributes' types read them (a Transformable one stays encoded);
+    /// nil when one cannot be read.
+    private static func typedTombstone(_ values: [String: Any], of entity: EntityDescription) -> [String: Any]? {
+        var typed: [String: Any] = [:]
+        for (key, value) in values {
+            guard let attribute = entity.attribute(named: key) else { return nil }
+            let stored: DatabaseValue
+            switch value {
+            case let data as Data: stored = data.databaseValue
+            case let text as String: stored = text.databaseValue
+            case let number as Int64: stored = number.databaseValue
+            case let number as Int: stored = number.databaseValue
+            case let number as Double: stored = number.databaseValue
+            default: return nil
+            }
+            if attribute.type == .transformable {
+                typed[key] = value
+            } else {
+                guard let decoded = try? StoredValues.value(stored, type: attribute.type) else { return nil }
+                typed[key] = decoded
+            }
+        }
+        return typed
+    }
+
+    /// The preserved attributes of a deleted object, as stored, in a binary property list.
+    private func tombstoneValues(of object: ManagedObject, store: PersistentStore, primaryKey: Int64) throws
+        -> DatabaseValue {
+        var values: [String: Any] = [:]
+        for (position, column) in object.entity.storedColumns.enumerated()
+        where object.entity.attribute(named: column.name)?.preservesValueInHistoryOnDeletion == true {
+            let stored = try storedValue(of: object, column, slot: object.entity.storedColumnSlots[position],
+                                         store: store, primaryKey: primaryKey)
+            switch stored.storage {
+            case .null: continue
+            case .int64(let number): values[column.name] = number
+            case .double(let number): values[column.name] = number
+            case .string(let text): values[column.name] = text
+            case .blob(let data): values[column.name] = data
+            }
+        }
+        guard !values.isEmpty else { return .null }
+        return try PropertyListSerialization.data(fromPropertyList: values, format: .binary, options: 0).databaseValue
+    }
+}
+
+/// Watches one store file for commits made through other connections and announces them with
+/// ``PersistentStoreCoordinator/remoteChangeNotification``. SQLite tells a connection that the
+/// file changed (`PRAGMA data_version`), not who changed it: this coordinator's own commits are
+/// announced too, as Core Data's are; the transactions' author tells them apart.
+final class RemoteChangeWatcher: @unchecked Sendable {
+    private let timer: DispatchSourceTimer
+    // Touched only on the timer's queue.
+    private let connection: DatabaseQueue
+    private var lastVersion: Int64?
+
+    init(store: PersistentStore, path: String, interval: TimeInterval, coordinator: PersistentStoreCoordinator) throws {
+        var configuration = Configuration()
+        configuration.readonly = true
+        connection = try DatabaseQueue(path: path, configuration: configuration)
+        let identifier = store.identifier
+        let tracksHistory = store.tracksHistory
+        // Read now: a commit made before the first tick is announced too.
+        lastVersion = try connection.inDatabase { db in try Int64.fetchOne(db, sql: "PRAGMA data_version") }
+        timer = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "ObjectGraph.RemoteChangeWatcher"))
+        timer.schedule(deadline: .now() + interval, repeating: interval, leeway: .milliseconds(20))
+        timer.setEventHandler { [weak self, weak coordinator] in
+            guard let self, let coordinator else { return }
+            // A busy or vanished file is tried again at the next tick.
+            guard let (version, token) = try? self.connection.inDatabase({ db -> (Int64, Int64?) in
+                let version = try Int64.fetchOne(db, sql: "PRAGMA data_version") ?? 0
+                let last = tracksHistory ? try Int64.fetchOne(db, sql: "SELECT MAX(Z_PK) FROM ATRANSACTION") : nil
+                return (version, last)
+            }) else { return }
+            defer { self.lastVersion = version }
+            guard let previous = self.lastVersion, previous != version else { return }
+            var userInfo: [String: Any] = [PersistentStoreCoordinator.remoteChangeStoreIdentifierKey: identifier]
+            if let token {
+                userInfo[PersistentStoreCoordinator.remoteChangeHistoryTokenKey] =
+                    PersistentHistoryToken([identifier: token])
+            }
+            NotificationCenter.default.post(
+                name: PersistentStoreCoordinator.remoteChangeNotification, object: coordinator, userInfo: userInfo)
+        }
+        timer.resume()
+    }
+
+    deinit { timer.cancel() }
+}

@@ -1,0 +1,221 @@
+import Foundation
+import XCTest
+@testable import ObjectGraph
+
+/// Persistent history in Core Data's shape: a store option records each save as a transaction
+/// (author, context name, timestamp, process) with its changes, in the save's own transaction;
+/// fetched after a token, deleted before one; other connections' commits announced with the token.
+final class PersistentHistoryTests: BoardTestCase {
+    /// The board model with the item's name kept in the history when an item is deleted.
+    static func historyModel() throws -> ManagedObjectModel {
+        let model = try boardModel()
+        let group = model.entity(named: "Group")!.declaredAttributes
+        var item = model.entity(named: "Item")!.declaredAttributes
+        item[0].preservesValueInHistoryOnDeletion = true
+        return try ManagedObjectModel(entities: [
+            EntityDescription(name: "Group", attributes: group,
+                              relationships: model.entity(named: "Group")!.declaredRelationships),
+            EntityDescription(name: "Item", attributes: item,
+                              relationships: model.entity(named: "Item")!.declaredRelationships),
+        ])
+    }
+
+    func makeTracked(_ kind: StoreKind, tracks: Bool = true, watches: Bool = false,
+                     coordinator existing: PersistentStoreCoordinator? = nil) throws -> ManagedObjectContext {
+        let coordinator = try existing ?? {
+            let coordinator = PersistentStoreCoordinator(managedObjectModel: try Self.historyModel(), busyTimeout: 30)
+            var options = StoreOptions()
+            options.tracksPersistentHistory = tracks
+            options.postsRemoteChangeNotifications = watches
+            try coordinator.addPersistentStore(type: kind == .sqlite ? .sqlite : .inMemory,
+                                               at: directory.appendingPathComponent("history.sqlite"), options: options)
+            return coordinator
+        }()
+        let context = ManagedObjectContext(coordinator: coordinator, notificationCenter: NotificationCenter())
+        context.transactionAuthor = "tests"
+        context.name = "main"
+        return context
+    }
+
+    private func sqlite3(_ sql: String) throws -> String {
+        let output = try runSQLite3([directory.appendingPathComponent("history.sqlite").path, sql])
+        return String(decoding: output, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// Three saves: a group with two items; one item renamed; the other deleted.
+    @discardableResult
+    func makeThreeSaves(_ context: ManagedObjectContext) throws -> (group: ManagedObject, items: [ManagedObject]) {
+        let group = context.insertNewObject(forEntityName: "Group")
+        group["name"] = "g"
+        let items = ["a", "b"].map { name -> ManagedObject in
+            let item = context.insertNewObject(forEntityName: "Item")
+            item["name"] = name
+            item["group"] = group
+            return item
+        }
+        try context.save()
+        items[0]["name"] = "a2"
+        try context.save()
+        context.delete(items[1])
+        try context.save()
+        return (group, items)
+    }
+
+    func testEachSaveIsOneTransactionWithItsChanges() {
+        forEachStoreKind { kind in
+            let context = try makeTracked(kind)
+            let (group, items) = try makeThreeSaves(context)
+            let history = try context.fetchHistory(after: nil)
+            XCTAssertEqual(history.count, 3, "[\(kind)]")
+            XCTAssertEqual(history.map(\.author), ["tests", "tests", "tests"])
+            XCTAssertEqual(history.map(\.contextName), ["main", "main", "main"])
+            XCTAssertEqual(history[0].processID, String(getpid()))
+            XCTAssertEqual(history.map(\.transactionNumber), history.map(\.transactionNumber).sorted())
+
+            let inserted = history[0].changes
+            XCTAssertEqual(inserted.map(\.changeType), [.insert, .insert, .insert])
+            XCTAssertEqual(Set(inserted.map(\.changedObjectID)), Set([group.objectID] + items.map(\.objectID)))
+
+            XCTAssertEqual(history[1].changes.count, 1)
+            XCTAssertEqual(history[1].changes[0].changeType, .update)
+            XCTAssertEqual(history[1].changes[0].changedObjectID, items[0].objectID)
+            XCTAssertEqual(history[1].changes[0].updatedProperties, ["name"])
+
+            // The deleted item; its group's to-many changed too.
+            let deletion = try XCTUnwrap(history[2].changes.first { $0.changeType == .delete })
+            XCTAssertEqual(deletion.changedObjectID, items[1].objectID)
+            XCTAssertEqual(deletion.tombstone?["name"] as? String, "b", "[\(kind)] the preserved attribute")
+            let groupUpdate = try XCTUnwrap(history[2].changes.first { $0.changedObjectID == group.objectID })
+            XCTAssertEqual(groupUpdate.updatedProperties, ["items"])
+        }
+    }
+
+    func testFetchingAfterATokenReturnsOnlyWhatCameLater() {
+        forEachStoreKind { kind in
+            let context = try makeTracked(kind)
+            try makeThreeSaves(context)
+            let all = try context.fetchHistory(after: nil)
+            let token = try JSONDecoder().decode(
+                PersistentHistoryToken.self, from: try JSONEncoder().encode(all[0].token))
+            XCTAssertEqual(try context.fetchHistory(after: token).map(\.transactionNumber),
+                           all.dropFirst().map(\.transactionNumber), "[\(kind)] a token survives encoding")
+            let current = try context.coordinator.currentPersistentHistoryToken()
+            XCTAssertEqual(current, all[2].token)
+            XCTAssertTrue(try context.fetchHistory(after: current).isEmpty)
+        }
+    }
+
+    func testDeletingHistoryKeepsLaterTransactionsAndNeverReusesANumber() {
+        forEachStoreKind { kind in
+            let context = try makeTracked(kind)
+            try makeThreeSaves(context)
+            let all = try context.fetchHistory(after: nil)
+            XCTAssertEqual(try context.deleteHistory(before: all[1].token), 2)
+            XCTAssertEqual(try context.fetchHistory(after: nil).map(\.transactionNumber), [all[2].transactionNumber])
+            XCTAssertEqual(try context.deleteHistory(before: nil), 1)
+            XCTAssertTrue(try context.fetchHistory(after: nil).isEmpty)
+
+            let item = context.insertNewObject(forEntityName: "Item")
+            item["name"] = "later"
+            try context.save()
+            let later = try context.fetchHistory(after: nil)
+            XCTAssertEqual(later.count, 1)
+            XCTAssertGreaterThan(later[0].transactionNumber, all[2].transactionNumber, "[\(kind)]")
+            XCTAssertEqual(try context.fetchHistory(after: all[2].token).count, 1, "an old token still works")
+        }
+    }
+
+    func testAStoreWithoutTheOptionRecordsNothing() throws {
+        let context = try makeTracked(.sqlite, tracks: false)
+        try makeThreeSaves(context)
+        XCTAssertTrue(try context.fetchHistory(after: nil).isEmpty)
+        let tables = try sqlite3("SELECT name FROM sqlite_master WHERE name LIKE 'A%'")
+        XCTAssertEqual(tables, "")
+    }
+
+    func testAFailedSaveLeavesNoTransaction() throws {
+        let context = try makeTracked(.sqlite)
+        let (_, items) = try makeThreeSaves(context)
+        let other = try makeTracked(.sqlite, coordinator: context.coordinator)
+        let copy = try other.existingObject(with: items[0].objectID)
+        copy["name"] = "theirs"
+        try other.save()
+        items[0]["name"] = "mine"
+        XCTAssertThrowsError(try context.save(), "a merge conflict")
+        XCTAssertEqual(try context.fetchHistory(after: nil).count, 4, "three saves and theirs, not the failed one")
+    }
+
+    func testHistoryTablesAreCoreData() throws {
+        let context = try makeTracked(.sqlite)
+        try makeThreeSaves(context)
+        // Core Data's query for what one transaction touched works as it does on Apple's stores.
+        let touched = try sqlite3("""
+            SELECT p.Z_NAME, c.ZCHANGETYPE, COUNT(*) FROM ACHANGE c JOIN Z_PRIMARYKEY p ON p.Z_ENT = c.ZENTITY
+            WHERE c.ZTRANSACTIONID = (SELECT MIN(Z_PK) FROM ATRANSACTION) GROUP BY 1, 2 ORDER BY 1
+            """)
+        XCTAssertEqual(touched, "Group|0|1\nItem|0|2")
+        let author = try sqlite3("""
+            SELECT a.ZNAME FROM ATRANSACTION t JOIN ATRANSACTIONSTRING a ON a.Z_PK = t.ZAUTHORTS LIMIT 1
+            """)
+        XCTAssertEqual(author, "tests")
+    }
+
+    func testAnotherConnectionsCommitIsAnnouncedWithItsToken() throws {
+        let watching = try makeTracked(.sqlite, watches: true)
+        try makeThreeSaves(watching)
+        // A second coordinator: its own connection to the file, as another process has.
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: try Self.historyModel(), busyTimeout: 30)
+        var options = StoreOptions()
+        options.tracksPersistentHistory = true
+        try coordinator.addPersistentStore(type: .sqlite, at: directory.appendingPathComponent("history.sqlite"),
+                                           options: options)
+        let writer = try makeTracked(.sqlite, coordinator: coordinator)
+        writer.transactionAuthor = "elsewhere"
+
+        // Its own three saves may still be announced: wait for the one after them.
+        let before = try watching.coordinator.currentPersistentHistoryToken()
+        let store = try XCTUnwrap(before.transactionNumbers.keys.first)
+        let announcedToken = UncheckedToken()
+        let announced = expectation(forNotification: PersistentStoreCoordinator.remoteChangeNotification,
+                                    object: watching.coordinator) { notification in
+            guard let token = notification.userInfo?[PersistentStoreCoordinator.remoteChangeHistoryTokenKey]
+                    as? PersistentHistoryToken,
+                  notification.userInfo?[PersistentStoreCoordinator.remoteChangeStoreIdentifierKey] as? String == store,
+                  token.transactionNumbers[store, default: 0] > before.transactionNumbers[store, default: 0]
+            else { return false }
+            announcedToken.set(token)
+            return true
+        }
+        let item = writer.insertNewObject(forEntityName: "Item")
+        item["name"] = "from elsewhere"
+        try writer.save()
+        wait(for: [announced], timeout: 20)
+        let last = try XCTUnwrap(try watching.fetchHistory(after: nil).last)
+        XCTAssertEqual(last.author, "elsewhere")
+        XCTAssertEqual(announcedToken.get(), last.token, "the notification carries the commit's token")
+    }
+
+    func testPreserveAfterDeletionIsReadFromTheModelFile() throws {
+        let folder = directory.appendingPathComponent("Kept.xcdatamodel")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        try """
+            <?xml version="1.0" encoding="UTF-8" standalone="yes"?>
+            <model type="com.apple.IDECoreDataModeler.DataModel" documentVersion="1.0">
+                <entity name="Thing" representedClassName="Thing" syncable="YES">
+                    <attribute name="kept" optional="YES" attributeType="String" preserveAfterDeletion="YES"/>
+                    <attribute name="dropped" optional="YES" attributeType="String"/>
+                </entity>
+            </model>
+            """.write(to: folder.appendingPathComponent("contents"), atomically: true, encoding: .utf8)
+        let thing = try XCTUnwrap(try ManagedObjectModel(contentsOf: folder).entity(named: "Thing"))
+        XCTAssertEqual(thing.attributes.filter(\.preservesValueInHistoryOnDeletion).map(\.name), ["kept"])
+    }
+}
+
+/// The token a notification handler saw, read on the test's thread.
+private final class UncheckedToken: @unchecked Sendable {
+    private let lock = NSLock()
+    private var token: PersistentHistoryToken?
+    func set(_ value: PersistentHistoryToken) { lock.withLock { token = value } }
+    func get() -> PersistentHistoryToken? { lock.withLock { token } }
+}
