@@ -13,7 +13,7 @@ struct StashBench: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "stash-bench",
         abstract: "Measure ObjectGraph and mystash against GRDB, SQLite, pass, gopass and keepassxc-cli.",
-        subcommands: [Run.self, Child.self, KDF.self],
+        subcommands: [Run.self, WriteData.self, Child.self, KDF.self],
         defaultSubcommand: Run.self)
 
     /// This binary, for the child processes.
@@ -193,6 +193,29 @@ extension StashBench {
             for row in [header] + rows {
                 print(zip(row, widths).map { $0.padding(toLength: $1, withPad: " ", startingAt: 0) }.joined(separator: "  "))
             }
+        }
+    }
+
+    /// Writes the realistic vault the vault cases import, to reproduce or profile one outside a run.
+    struct WriteData: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "data", abstract: "Write the realistic vault data of one size as an export file.")
+
+        @Option(help: "How many entries and notes.") var size = 10_000
+        @Option(help: "The export format: mystash-json or bitwarden-json.") var format = "mystash-json"
+        @Argument(help: "The file to write.") var output: String
+
+        func validate() throws {
+            guard ["mystash-json", "bitwarden-json"].contains(format) else {
+                throw ValidationError("--format must be mystash-json or bitwarden-json, not '\(format)'")
+            }
+            guard size > 0 else { throw ValidationError("--size must be at least 1") }
+        }
+
+        func run() throws {
+            let data = RealisticData(size: size, searchWord: VaultBench.searchWord)
+            try (format == "mystash-json" ? data.mystashJSON() : data.bitwardenJSON())
+                .write(to: URL(fileURLWithPath: output))
         }
     }
 

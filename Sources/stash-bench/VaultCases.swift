@@ -15,7 +15,8 @@ struct VaultBench {
     var home: URL { work.appendingPathComponent("home") }
     var vault: URL { work.appendingPathComponent("vault") }
     var dataFile: URL { work.appendingPathComponent("data.json") }
-    var searchWord: String { "zebra" }
+    static let searchWord = "zebra"
+    var searchWord: String { Self.searchWord }
 
     var environment: [String: String] {
         ["HOME": home.path, "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "MYSTASH_VAULT": vault.path,
