@@ -108,8 +108,8 @@ struct ImportSource {
     var skipped: [ImportReport.Item] = []
     var warnings: [ImportReport.Item] = []
 
-    func invalid(_ format: ImportFormat, _ reason: String) -> VaultError {
-        VaultError(.invalidData, "the file is not valid \(format.rawValue): \(reason)")
+    func invalid(_ format: ImportFormat, _ reason: String, hint: String? = nil) -> VaultError {
+        VaultError(.invalidData, "the file is not valid \(format.rawValue): \(reason)", hint: hint)
     }
 }
 
