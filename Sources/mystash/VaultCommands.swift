@@ -180,9 +180,13 @@ struct Import: ParsableCommand {
                             .replacingOccurrences(of: "categorys", with: "categories")]
         var lines = ["\(report.dryRun ? "Would import" : "Imported") \(imported.joined(separator: ", ")); "
                      + "\(report.dryRun ? "would update" : "updated") \(report.updated.count); skipped \(report.skipped.count)."]
-        for item in report.updated { lines.append("  updated \(item.kind) '\(Output.safe(item.title))'") }
-        for item in report.skipped { lines.append("  skipped \(item.kind) '\(Output.safe(item.title))': \(item.reason ?? "")") }
-        for item in report.warnings { lines.append("  note: \(item.kind) '\(Output.safe(item.title))': \(item.reason ?? "")") }
+        // Titles and reasons quote the file (a reason can carry gpg's own words about it).
+        func described(_ item: ImportReport.Item) -> String {
+            "\(item.kind) '\(Output.safe(item.title))'" + (item.reason.map { ": " + Output.safe($0) } ?? "")
+        }
+        for item in report.updated { lines.append("  updated \(described(item))") }
+        for item in report.skipped { lines.append("  skipped \(described(item))") }
+        for item in report.warnings { lines.append("  note: \(described(item))") }
         if report.dryRun { lines.append("Nothing was saved (--dry-run).") }
         return lines
     }

@@ -1,0 +1,31 @@
+import Foundation
+import XCTest
+
+/// Import files made to hurt, through the built binary: what they hold must not reach the
+/// terminal raw, and bytes that are not text are refused rather than changed.
+final class HostileFileTests: CLITestCase {
+    func write(_ name: String, _ data: Data) throws -> String {
+        let file = home.appendingPathComponent(name)
+        try data.write(to: file)
+        return file.path
+    }
+
+    func testImportErrorsShowControlCharactersFromTheFileEscaped() throws {
+        try initVault()
+        // OSC 52 sets the clipboard, OSC 0 the window title: both must arrive as text.
+        let file = try write(
+            "evil.json",
+            Data(
+                #"""
+                {"items":[{"type":1,"name":"Evil\u001b]52;c;cHduZWQ=\u0007","login":{"password":"x"}},
+                          {"type":1,"name":"Title","login":{"username":"\u001b]0;pwned\u0007","password":"y"}}]}
+                """#.utf8))
+        let result = try run(["import", file, "--format", "bitwarden-json"])
+        XCTAssertEqual(result.status, 65, result.stderr)
+        XCTAssertFalse(result.stderr.unicodeScalars.contains("\u{1B}"), result.stderr)
+        XCTAssertFalse(result.stderr.unicodeScalars.contains("\u{07}"), result.stderr)
+        XCTAssertTrue(result.stderr.contains(#"entry 'Evil\x1B]52;c;cHduZWQ=\x07'"#), result.stderr)
+        XCTAssertTrue(result.stderr.contains(#"entry 'Title': user ID"#), result.stderr)
+        XCTAssertEqual(try run(["password", "list"]).stdout, "", "nothing was imported")
+    }
+}
