@@ -78,21 +78,24 @@ struct ExportDocument: Codable {
         var updatedAt: Date?
     }
 
-    /// ISO 8601, with milliseconds when the date has a fraction of a second.
-    static func dateText(_ date: Date) -> String {
-        let formatter = ISO8601DateFormatter()
-        if date.timeIntervalSinceReferenceDate.rounded(.down) != date.timeIntervalSinceReferenceDate {
+    /// ISO 8601 dates as mystash-json writes them: with milliseconds only when the date has a
+    /// fraction of a second. One per export or import: making a formatter costs far more than
+    /// using it, and was most of an import of 10,000 earlier passwords.
+    final class Dates: @unchecked Sendable {  // used by one encoder or decoder at a time
+        private let whole = ISO8601DateFormatter()
+        private let fractional: ISO8601DateFormatter = {
+            let formatter = ISO8601DateFormatter()
             formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        }
-        return formatter.string(from: date)
-    }
+            return formatter
+        }()
 
-    /// Reads ISO 8601 dates with or without a fraction of a second.
-    static func date(_ text: String) -> Date? {
-        let formatter = ISO8601DateFormatter()
-        if let date = formatter.date(from: text) { return date }
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return formatter.date(from: text)
+        func text(_ date: Date) -> String {
+            let isWhole = date.timeIntervalSinceReferenceDate.rounded(.down) == date.timeIntervalSinceReferenceDate
+            return (isWhole ? whole : fractional).string(from: date)
+        }
+
+        /// Reads dates with or without a fraction of a second.
+        func date(_ text: String) -> Date? { whole.date(from: text) ?? fractional.date(from: text) }
     }
 
     var format = "mystash-json"
@@ -151,10 +154,11 @@ extension Vault {
         try awaitVerification()
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        let dates = ExportDocument.Dates()
         encoder.dateEncodingStrategy = .custom { date, encoder in
             // Fractional seconds only when there are some, so whole-second dates read as before.
             var container = encoder.singleValueContainer()
-            try container.encode(ExportDocument.dateText(date))
+            try container.encode(dates.text(date))
         }
         return try encoder.encode(try exportDocument(progress: progress))
     }
@@ -205,10 +209,11 @@ extension Vault {
 
     private static func readMystashJSON(_ data: Data) throws -> ImportSource {
         let decoder = JSONDecoder()
+        let dates = ExportDocument.Dates()
         decoder.dateDecodingStrategy = .custom { decoder in
             let container = try decoder.singleValueContainer()
             let text = try container.decode(String.self)
-            guard let date = ExportDocument.date(text) else {
+            guard let date = dates.date(text) else {
                 throw DecodingError.dataCorruptedError(
                     in: container, debugDescription: "'\(text)' is not an ISO 8601 date")
             }
@@ -367,15 +372,20 @@ extension Vault {
     }
 
     /// Whether an import item would change nothing of an entry (dates and history aside;
-    /// history is merged).
+    /// history is merged: an earlier password older than all of a full history would be dropped).
     static func sameContent(_ a: ExportDocument.Entry, _ b: ExportDocument.Entry) -> Bool {
         func empty(_ text: String?) -> String { text ?? "" }
         let history = Set((a.history ?? []).map { "\($0.password ?? "")\u{0}\($0.replacedAt.timeIntervalSince1970)" })
+        let full = (a.history?.count ?? 0) >= historyLimit
+        let oldest = a.history?.map(\.replacedAt).min() ?? .distantPast
         return a.name == b.name && empty(a.userId) == empty(b.userId) && a.password == b.password && empty(a.url) == empty(b.url)
             && (a.moreURLs ?? []) == (b.moreURLs ?? []) && empty(a.notes) == empty(b.notes)
             && empty(a.category).lowercased() == empty(b.category).trimmingCharacters(in: .whitespaces).lowercased()
             && empty(a.totp) == empty(b.totp) && (a.favorite ?? false) == (b.favorite ?? false) && (a.fields ?? []) == (b.fields ?? [])
-            && (b.history ?? []).allSatisfy { history.contains("\($0.password ?? "")\u{0}\($0.replacedAt.timeIntervalSince1970)") }
+            && (b.history ?? []).allSatisfy {
+                (full && $0.replacedAt <= oldest)
+                    || history.contains("\($0.password ?? "")\u{0}\($0.replacedAt.timeIntervalSince1970)")
+            }
     }
 
     static func describe(_ error: Error) -> String {

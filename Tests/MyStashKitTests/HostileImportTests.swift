@@ -32,4 +32,40 @@ final class HostileImportTests: VaultTestCase {
         XCTAssertThrowsError(
             try Vault.read(keePassXML(groupsNested: KeePassXMLTreeBuilder.maximumDepth - 2), format: .keepassxcXML))
     }
+
+    /// One entry with `history` earlier passwords (the n-th replaced n seconds after 2001)
+    /// and `fields` custom fields.
+    func mystashJSON(history: Int, fields: Int) throws -> Data {
+        var entry = ExportDocument.Entry(name: "Rotating", password: "current")
+        entry.history = (0..<history).map {
+            HistoryInfo(password: "p\($0)", replacedAt: Date(timeIntervalSinceReferenceDate: Double($0)))
+        }
+        entry.fields = (0..<fields).map { FieldInfo(name: "f\($0)", value: "v\($0)", hidden: $0 % 2 == 0) }
+        let encoder = JSONEncoder()
+        encoder.dateEncodingStrategy = .iso8601
+        return try encoder.encode(ExportDocument(categories: [], notes: [], passwords: [entry]))
+    }
+
+    func testTenThousandEarlierPasswordsKeepTheMostRecentAndReportTheCount() throws {
+        let vault = try makeVault()
+        let report = try vault.importItems(try mystashJSON(history: 10_000, fields: 0), format: .mystashJSON)
+        XCTAssertEqual(
+            report.warnings.map(\.reason),
+            ["kept the \(Vault.historyLimit) most recent of 10000 earlier passwords"])
+        let kept = try vault.passwordHistory("Rotating", reveal: true)
+        XCTAssertEqual(kept.map(\.password), (0..<Vault.historyLimit).map { "p\(9_999 - $0)" })
+        // Importing again changes nothing: the older ones would be dropped again.
+        let again = try vault.importItems(try mystashJSON(history: 10_000, fields: 0), format: .mystashJSON)
+        XCTAssertEqual(again.imported, [])
+        XCTAssertEqual(again.updated, [])
+        XCTAssertEqual(again.skipped.map(\.reason), ["already in the vault, unchanged"])
+        XCTAssertEqual(try vault.passwordHistory("Rotating", reveal: true).map(\.password), kept.map(\.password))
+    }
+
+    func testTenThousandCustomFieldsAreAllImportedInOrder() throws {
+        let vault = try makeVault()
+        _ = try vault.importItems(try mystashJSON(history: 0, fields: 10_000), format: .mystashJSON)
+        let fields = try XCTUnwrap(try vault.entry("Rotating", reveal: true).fields)
+        XCTAssertEqual(fields, (0..<10_000).map { FieldInfo(name: "f\($0)", value: "v\($0)", hidden: $0 % 2 == 0) })
+    }
 }
