@@ -84,10 +84,8 @@ enum KeePassXCReader {
 
     static func readXML(_ data: Data) throws -> ImportSource {
         var source = ImportSource()
-        // Foundation's XMLParser traps on element names that are not UTF-8; KeePass XML always is.
-        guard String(data: data, encoding: .utf8) != nil, !data.contains(0) else {
-            throw source.invalid(.keepassxcXML, "it is not UTF-8 text")
-        }
+        // The text is UTF-8 (Vault.read checked); a NUL byte, which UTF-8 allows, XML does not.
+        guard !data.contains(0) else { throw source.invalid(.keepassxcXML, "it holds a NUL byte") }
         let parser = XMLParser(data: data)
         let reader = KeePassXMLTreeBuilder()
         parser.delegate = reader

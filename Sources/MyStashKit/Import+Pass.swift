@@ -5,7 +5,7 @@ import Foundation
 /// the password; `user:`/`login:`/`username:` and `url:` lines and an `otpauth://` line go to
 /// their fields; the rest becomes the notes; the folder path becomes the category.
 enum PassStoreReader {
-    static func read(_ directory: URL) throws -> ImportSource {
+    static func read(_ directory: URL, replacingInvalidUTF8: Bool = false) throws -> ImportSource {
         var source = ImportSource()
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: directory.path, isDirectory: &isDirectory), isDirectory.boolValue
@@ -41,7 +41,9 @@ enum PassStoreReader {
                 source.skipped.append(.init(kind: "entry", title: name, reason: error.message))
                 continue
             }
-            var entry = parse(String(decoding: plaintext, as: UTF8.self), name: title)
+            let text = try UTF8Text.decode(
+                plaintext, place: "the decrypted entry '\(name)'", replacingInvalid: replacingInvalidUTF8)
+            var entry = parse(text, name: title)
             entry.category = folder.isEmpty ? nil : folder
             source.document.passwords.append(entry)
         }

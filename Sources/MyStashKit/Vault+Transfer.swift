@@ -182,21 +182,30 @@ extension Vault {
     /// Reads `data` (or, for ``ImportFormat/pass``, the store directory at `url`) and adds or
     /// updates its items in one save: all of it, or (on any invalid item) nothing. An item
     /// already in the vault unchanged is skipped, so importing the same file twice adds nothing.
-    /// With `dryRun`, everything is checked and reported but nothing is saved.
+    /// With `dryRun`, everything is checked and reported but nothing is saved. Text that is not
+    /// UTF-8 is refused unless `replacingInvalidUTF8`, which turns each bad sequence into U+FFFD.
     ///
-    /// - throws: ``VaultError`` `.invalidData` (65) naming each bad item by its title and field.
-    public func importItems(_ data: Data, format: ImportFormat, dryRun: Bool = false, progress: Progress? = nil) throws -> ImportReport {
+    /// - throws: ``VaultError`` `.invalidData` (65) naming each bad item by its title and field;
+    ///   `.invalidText` (65) naming the line of a byte that is not UTF-8.
+    public func importItems(_ data: Data, format: ImportFormat, dryRun: Bool = false,
+                            replacingInvalidUTF8: Bool = false, progress: Progress? = nil) throws -> ImportReport {
         try awaitVerification()
-        return try importItems(try Self.read(data, format: format), dryRun: dryRun, progress: progress)
+        let source = try Self.read(data, format: format, replacingInvalidUTF8: replacingInvalidUTF8)
+        return try importItems(source, dryRun: dryRun, progress: progress)
     }
 
     /// Imports a pass or gopass store directory, decrypting each file with `gpg`.
-    public func importPasswordStore(at directory: URL, dryRun: Bool = false, progress: Progress? = nil) throws -> ImportReport {
+    public func importPasswordStore(at directory: URL, dryRun: Bool = false, replacingInvalidUTF8: Bool = false,
+                                    progress: Progress? = nil) throws -> ImportReport {
         try awaitVerification()
-        return try importItems(try PassStoreReader.read(directory), dryRun: dryRun, progress: progress)
+        let source = try PassStoreReader.read(directory, replacingInvalidUTF8: replacingInvalidUTF8)
+        return try importItems(source, dryRun: dryRun, progress: progress)
     }
 
-    static func read(_ data: Data, format: ImportFormat) throws -> ImportSource {
+    static func read(_ file: Data, format: ImportFormat, replacingInvalidUTF8: Bool = false) throws -> ImportSource {
+        // Every format is UTF-8 text: checked once here, so no reader turns a bad byte into U+FFFD.
+        let text = try UTF8Text.decode(file, place: "the file", replacingInvalid: replacingInvalidUTF8)
+        let data = Data(text.utf8)
         switch format {
         case .mystashJSON: return try readMystashJSON(data)
         case .bitwardenJSON: return try BitwardenReader.read(data)

@@ -19,12 +19,12 @@ func readEntryPassword(generate: Bool, generator: GeneratorOptions) throws -> St
         return generated.value
     }
     if !Terminal.stdinIsTerminal {
-        var text = Terminal.readStandardInput()
+        var text = try Terminal.readStandardInput()
         if text.hasSuffix("\n") { text.removeLast() }
         return text
     }
     let secret = try Terminal.readNewSecret(prompt: "Password: ", again: "Repeat the password: ")
-    return secret.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
+    return try secret.withUnsafeBytes { try UTF8Text.decode($0, place: "the typed password") }
 }
 
 struct PasswordCommand: ParsableCommand {
@@ -265,7 +265,8 @@ func readTOTPSecret(allowEmpty: Bool = false) throws -> String {
     guard let secret = Terminal.readSecret(prompt: "TOTP secret or otpauth:// URI: ") else {
         throw VaultError(.usage, "no terminal to ask for the TOTP secret")
     }
-    let text = secret.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }.trimmingCharacters(in: .whitespaces)
+    let text = try secret.withUnsafeBytes { try UTF8Text.decode($0, place: "the typed TOTP secret") }
+        .trimmingCharacters(in: .whitespaces)
     if text.isEmpty && !allowEmpty { throw VaultError(.usage, "no TOTP secret was given; nothing was saved") }
     return text
 }

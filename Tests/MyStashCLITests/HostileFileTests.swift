@@ -28,4 +28,26 @@ final class HostileFileTests: CLITestCase {
         XCTAssertTrue(result.stderr.contains(#"entry 'Title': user ID"#), result.stderr)
         XCTAssertEqual(try run(["password", "list"]).stdout, "", "nothing was imported")
     }
+
+    func testInvalidUTF8OnStandardInputIsRefusedNotChanged() throws {
+        try initVault()
+        let process = process(["password", "add", "Mail"])
+        let result = try execute(process, bytes: Data([0x70, 0x77, 0xE9, 0x0A]))  // "pw" and Latin-1 "é"
+        XCTAssertEqual(result.status, 65, result.stderr)
+        XCTAssertTrue(result.stderr.contains("standard input is not UTF-8 text (an invalid byte at line 1, byte 3)"),
+                      result.stderr)
+        XCTAssertEqual(try run(["password", "list"]).stdout, "", "nothing was saved")
+    }
+
+    func testImportWithLossyAcceptsInvalidUTF8AsReplacementCharacters() throws {
+        try initVault()
+        let file = try write(
+            "latin1.csv", Data(Array("\"Title\",\"Password\"\n\"Caf".utf8) + [0xE9] + Array("\",\"pw\"\n".utf8)))
+        let refused = try run(["import", file, "--format", "keepassxc-csv"])
+        XCTAssertEqual(refused.status, 65, refused.stderr)
+        XCTAssertTrue(refused.stderr.contains("line 2, byte 5"), refused.stderr)
+        XCTAssertTrue(refused.stderr.contains("--lossy"), refused.stderr)
+        try runOK(["import", file, "--format", "keepassxc-csv", "--lossy"])
+        XCTAssertEqual(try runOK(["password", "show", "Caf\u{FFFD}", "--field", "name"]).stdout, "Caf\u{FFFD}\n")
+    }
 }

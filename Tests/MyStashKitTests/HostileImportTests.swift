@@ -68,4 +68,41 @@ final class HostileImportTests: VaultTestCase {
         let fields = try XCTUnwrap(try vault.entry("Rotating", reveal: true).fields)
         XCTAssertEqual(fields, (0..<10_000).map { FieldInfo(name: "f\($0)", value: "v\($0)", hidden: $0 % 2 == 0) })
     }
+
+    // MARK: - Bytes that are not UTF-8
+
+    func testInvalidUTF8IsRefusedNamingItsLineInEveryFileFormat() throws {
+        let vault = try makeVault()
+        // "é" in Latin-1 (0xE9) on the second line, after a two-byte "ü" that is valid.
+        let files: [(ImportFormat, before: String, after: String)] = [
+            (.keepassxcCSV, "\"Title\",\"Password\"\n\"Grün\",\"p", "w\"\n"),
+            (.keepassxcXML, "<KeePassFile>\n<Root><Group><Name>Grün", "</Name></Group></Root></KeePassFile>"),
+            (.bitwardenJSON, "{\"items\":\n[{\"type\":1,\"name\":\"Grün", "\",\"login\":{}}]}"),
+            (.mystashJSON, "{\"format\":\"mystash-json\",\n\"Grün", "\":1}"),
+        ]
+        for (format, before, after) in files {
+            let bytes = Data(Array(before.utf8) + [0xE9] + Array(after.utf8))
+            assertVaultError(.invalidText, { _ = try vault.importItems(bytes, format: format) }) {
+                XCTAssertEqual($0.kind.exitCode, 65)
+                XCTAssertTrue($0.message.hasPrefix("the file is not UTF-8 text (an invalid byte at line 2"), $0.message)
+            }
+        }
+        XCTAssertEqual(try vault.entries().count, 0)
+    }
+
+    func testReplacingInvalidUTF8ImportsEachBadSequenceAsAReplacementCharacter() throws {
+        let vault = try makeVault()
+        let csv = Data(
+            Array("\"Title\",\"Password\"\n\"Caf".utf8) + [0xE9] + Array("\",\"p".utf8) + [0xFF, 0xFE]
+                + Array("w\"\n".utf8))
+        _ = try vault.importItems(csv, format: .keepassxcCSV, replacingInvalidUTF8: true)
+        XCTAssertEqual(try vault.entry("Caf\u{FFFD}", reveal: true).password, "p\u{FFFD}\u{FFFD}w")
+    }
+
+    func testTheFirstInvalidSequenceIsFoundByLineAndByte() {
+        let bytes = Array("ok\nü€😀".utf8) + [0xC3] + Array("x".utf8)  // a lead byte without its follower
+        XCTAssertTrue(UTF8Text.firstInvalidSequence(in: bytes) == (line: 2, byte: 10))
+        XCTAssertTrue(UTF8Text.firstInvalidSequence(in: [0xED, 0xA0, 0x80]) == (line: 1, byte: 1), "a surrogate")
+        XCTAssertEqual(try UTF8Text.decode(Array("ok\nü€😀".utf8), place: "x"), "ok\nü€😀")
+    }
 }
