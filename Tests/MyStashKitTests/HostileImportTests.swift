@@ -105,4 +105,65 @@ final class HostileImportTests: VaultTestCase {
         XCTAssertTrue(UTF8Text.firstInvalidSequence(in: [0xED, 0xA0, 0x80]) == (line: 1, byte: 1), "a surrogate")
         XCTAssertEqual(try UTF8Text.decode(Array("ok\nü€😀".utf8), place: "x"), "ok\nü€😀")
     }
+
+    // MARK: - pass stores
+
+    func testPassStoreLinksAndSpecialFilesAreSkippedWithTheReasonNeverFollowed() throws {
+        try withTestGPGKey { recipient in
+            let base = directory.deletingLastPathComponent().appendingPathComponent("pass-\(UUID().uuidString)")
+            let (store, outside) = (base.appendingPathComponent("store"), base.appendingPathComponent("outside"))
+            defer { try? FileManager.default.removeItem(at: base) }
+            for folder in [store.appendingPathComponent("Work"), outside] {
+                try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            }
+            func encrypt(_ text: [UInt8], to file: URL) throws {
+                try must(["gpg", "--batch", "--yes", "--encrypt", "-r", recipient, "-o", file.path], Data(text))
+            }
+            try encrypt(Array("mail-pw\n".utf8), to: store.appendingPathComponent("Work/mail.gpg"))
+            try encrypt(Array("stolen-pw\n".utf8), to: outside.appendingPathComponent("secret.gpg"))
+            let manager = FileManager.default
+            for (link, target) in [("secret.gpg", outside.path + "/secret.gpg"), ("Elsewhere", outside.path),
+                                   ("Work/same.gpg", "mail.gpg")] {
+                try manager.createSymbolicLink(atPath: store.path + "/" + link, withDestinationPath: target)
+            }
+            XCTAssertEqual(mkfifo(store.path + "/pipe.gpg", 0o600), 0)
+            let socket = Glibc.socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+            defer { close(socket) }
+            var address = sockaddr_un()
+            address.sun_family = sa_family_t(AF_UNIX)
+            let socketPath = store.path + "/agent.sock"
+            withUnsafeMutableBytes(of: &address.sun_path) {
+                $0.copyBytes(from: socketPath.utf8CString.map(UInt8.init))
+            }
+            let bound = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    bind(socket, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+                }
+            }
+            XCTAssertEqual(bound, 0)
+
+            let vault = try makeVault()
+            let report = try vault.importPasswordStore(at: store)
+            XCTAssertEqual(report.imported.filter { $0.kind == "entry" }.map(\.title), ["mail"])
+            XCTAssertEqual(
+                report.skipped.map { "\($0.title): \($0.reason ?? "")" },
+                [
+                    "Elsewhere: a symbolic link (to '\(outside.path)'), not followed",
+                    "Work/same.gpg: a symbolic link (to 'mail.gpg'), not followed",
+                    "agent.sock: a socket, not a file",
+                    "pipe.gpg: a named pipe, not a file",
+                    "secret.gpg: a symbolic link (to '\(outside.path)/secret.gpg'), not followed",
+                ])
+            XCTAssertEqual(try vault.entries().map(\.name), ["mail"], "nothing from outside the store")
+
+            // A decrypted entry that is not UTF-8 is refused by name, or read with replacement characters.
+            let latin = store.appendingPathComponent("Work/latin.gpg")
+            try encrypt(Array("caf".utf8) + [0xE9] + Array("\n".utf8), to: latin)
+            assertVaultError(.invalidText, { _ = try vault.importPasswordStore(at: store) }) {
+                XCTAssertTrue($0.message.hasPrefix("the decrypted entry 'Work/latin' is not UTF-8 text"), $0.message)
+            }
+            _ = try vault.importPasswordStore(at: store, replacingInvalidUTF8: true)
+            XCTAssertEqual(try vault.entry("latin", reveal: true).password, "caf\u{FFFD}")
+        }
+    }
 }
