@@ -165,16 +165,29 @@ extension Vault {
 
     /// Entries, notes and categories as CSV (plaintext): `kind,name,user,password,url,notes,category`.
     /// Custom fields, history and more URLs are only in `mystash-json`.
+    ///
+    /// - throws: ``VaultError`` `.invalidData` naming every item and column holding a control
+    ///   character (``CSV/hasControlCharacter(_:)``): CSV has no escape for one, so it would
+    ///   reach whatever shows the file raw; `mystash-json` escapes it.
     public func exportCSV(progress: Progress? = nil) throws -> String {
         try awaitVerification()
         let document = try exportDocument(progress: progress)
-        var lines = [CSV.line(["kind", "name", "user", "password", "url", "notes", "category"])]
-        for entry in document.passwords {
-            lines.append(CSV.line(["password", entry.name, entry.userId ?? "", entry.password, entry.url ?? "", entry.notes ?? "", entry.category ?? ""]))
+        let header = ["kind", "name", "user", "password", "url", "notes", "category"]
+        var rows: [[String]] = document.passwords.map {
+            ["password", $0.name, $0.userId ?? "", $0.password, $0.url ?? "", $0.notes ?? "", $0.category ?? ""]
         }
-        for note in document.notes { lines.append(CSV.line(["note", note.title, "", "", "", note.text ?? "", ""])) }
-        for category in document.categories { lines.append(CSV.line(["category", category, "", "", "", "", ""])) }
-        return lines.joined(separator: "\n") + "\n"
+        rows += document.notes.map { ["note", $0.title, "", "", "", $0.text ?? "", ""] }
+        rows += document.categories.map { ["category", $0, "", "", "", "", ""] }
+        let problems = rows.flatMap { row in
+            let item = "\(row[0] == "password" ? "entry" : row[0]) '\(row[1])'"
+            return zip(header, row).dropFirst().filter { CSV.hasControlCharacter($0.1) }.map { "\(item): \($0.0)" }
+        }
+        guard problems.isEmpty else {
+            throw VaultError(
+                .invalidData, "these values hold control characters, which CSV cannot carry; nothing was exported:",
+                details: problems, hint: "export as mystash-json, which escapes them, or remove them from these values")
+        }
+        return ([header] + rows).map(CSV.line).joined(separator: "\n") + "\n"
     }
 
     // MARK: - Import

@@ -50,4 +50,37 @@ final class HostileFileTests: CLITestCase {
         try runOK(["import", file, "--format", "keepassxc-csv", "--lossy"])
         XCTAssertEqual(try runOK(["password", "show", "Caf\u{FFFD}", "--field", "name"]).stdout, "Caf\u{FFFD}\n")
     }
+
+    // MARK: - Values with control characters
+
+    /// An entry whose password holds an OSC 52 sequence (standard input takes any text).
+    let oscPassword = "pw\u{1B}]52;c;eA==\u{07}"
+
+    func testFieldPrintsTheValueAsStoredAndEscapedOnlyWithEscape() throws {
+        try initVault()
+        try runOK(["password", "add", "Evil"], stdin: oscPassword)
+        XCTAssertEqual(try runOK(["password", "show", "Evil", "--field", "password"]).stdout, oscPassword + "\n")
+        // Also on a terminal: the script that asked may run under one (tmux, expect, script).
+        let session = try TerminalSession(
+            ["password", "show", "Evil", "--field", "password"], environment: baseEnvironment)
+        session.expect(oscPassword)
+        XCTAssertEqual(session.wait(), 0)
+        let escaped = try runOK(["password", "show", "Evil", "--field", "password", "--escape"]).stdout
+        XCTAssertEqual(escaped, #"pw\x1B]52;c;eA==\x07"# + "\n")
+        XCTAssertEqual(try run(["password", "show", "Evil", "--escape"]).status, 64, "--escape goes with --field")
+    }
+
+    func testCSVExportRefusesControlCharactersNamingEachEntryAndField() throws {
+        try initVault()
+        try runOK(["password", "add", "Evil"], stdin: oscPassword)
+        try runOK(["password", "add", "Fine"], stdin: "tab\tand\nline")
+        let result = try run(["export", "--format", "csv"])
+        XCTAssertEqual(result.status, 65, result.stderr)
+        XCTAssertEqual(result.stdout, "", "nothing half-written")
+        XCTAssertTrue(result.stderr.contains("  entry 'Evil': password\n"), result.stderr)
+        XCTAssertFalse(result.stderr.contains("'Fine'"), "tabs and line ends are CSV's own")
+        XCTAssertTrue(result.stderr.contains("mystash-json"), result.stderr)
+        // JSON carries the value exactly, escaped.
+        XCTAssertTrue(try runOK(["export"]).stdout.contains(#""pw\u001b]52;c;eA==\u0007""#))
+    }
 }
