@@ -43,6 +43,15 @@ enum CSV {
         return rows.filter { $0 != [""] }
     }
 
+    /// Whether `field` holds a control character other than a tab or a line end (C0, DEL, C1).
+    /// Quoting keeps a field's commas and lines in it, but an ESC passes through untouched to
+    /// the terminal or program that shows the file.
+    static func hasControlCharacter(_ field: String) -> Bool {
+        field.unicodeScalars.contains {
+            ($0.value < 0x20 && !["\t", "\n", "\r"].contains($0)) || (0x7F...0x9F).contains($0.value)
+        }
+    }
+
     static func line(_ fields: [String]) -> String {
         fields.map { field in
             field.contains(where: { $0 == "," || $0 == "\"" || $0.isNewline }) ? "\"" + field.replacingOccurrences(of: "\"", with: "\"\"") + "\"" : field

@@ -84,14 +84,19 @@ enum KeePassXCReader {
 
     static func readXML(_ data: Data) throws -> ImportSource {
         var source = ImportSource()
-        // Foundation's XMLParser traps on element names that are not UTF-8; KeePass XML always is.
-        guard String(data: data, encoding: .utf8) != nil, !data.contains(0) else {
-            throw source.invalid(.keepassxcXML, "it is not UTF-8 text")
-        }
+        // The text is UTF-8 (Vault.read checked); a NUL byte, which UTF-8 allows, XML does not.
+        guard !data.contains(0) else { throw source.invalid(.keepassxcXML, "it holds a NUL byte") }
         let parser = XMLParser(data: data)
         let reader = KeePassXMLTreeBuilder()
         parser.delegate = reader
-        guard parser.parse(), let root = reader.root, root.name == "KeePassFile" else {
+        let parsed = parser.parse()
+        if let line = reader.tooDeepAtLine {
+            let limit = KeePassXMLTreeBuilder.maximumDepth
+            throw source.invalid(
+                .keepassxcXML, "its elements are nested more than \(limit) deep (line \(line))",
+                hint: "export the database again from KeePassXC, whose own exports nest far less")
+        }
+        guard parsed, let root = reader.root, root.name == "KeePassFile" else {
             let reason =
                 parser.parserError.map { "\($0.localizedDescription) at line \(parser.lineNumber)" }
                 ?? "no <KeePassFile> element"
@@ -192,21 +197,35 @@ final class XMLNode {
     func child(_ name: String) -> XMLNode? { children.first { $0.name == name } }
 }
 
+/// Builds the tree as the parser streams the file, refusing it past ``maximumDepth``: the tree,
+/// its release and the walk over its groups all recurse, so a deeper file would overflow the
+/// stack (a file nested 3,000 deep did), whatever the parser below accepts.
 final class KeePassXMLTreeBuilder: NSObject, XMLParserDelegate {
+    /// Deeper than any real export: a KeePass file nests entries, history and values about 8
+    /// levels below its groups, and few people nest groups more than a dozen deep.
+    static let maximumDepth = 256
+
     var root: XMLNode?
+    /// Where the file went deeper than ``maximumDepth``; the parse stopped there.
+    private(set) var tooDeepAtLine: Int?
     private var stack: [XMLNode] = []
 
     func parser(
         _ parser: XMLParser, didStartElement name: String, namespaceURI: String?, qualifiedName: String?,
         attributes: [String: String] = [:]
     ) {
+        guard stack.count < Self.maximumDepth else {
+            if tooDeepAtLine == nil { tooDeepAtLine = parser.lineNumber }
+            parser.abortParsing()
+            return
+        }
         let node = XMLNode(name: name, attributes: attributes)
         if let parent = stack.last { parent.children.append(node) } else { root = node }
         stack.append(node)
     }
 
     func parser(_ parser: XMLParser, didEndElement name: String, namespaceURI: String?, qualifiedName: String?) {
-        stack.removeLast()
+        if !stack.isEmpty { stack.removeLast() }
     }
 
     func parser(_ parser: XMLParser, foundCharacters string: String) {

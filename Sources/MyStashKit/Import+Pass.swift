@@ -5,31 +5,18 @@ import Foundation
 /// the password; `user:`/`login:`/`username:` and `url:` lines and an `otpauth://` line go to
 /// their fields; the rest becomes the notes; the folder path becomes the category.
 enum PassStoreReader {
-    static func read(_ directory: URL) throws -> ImportSource {
+    static func read(_ directory: URL, replacingInvalidUTF8: Bool = false) throws -> ImportSource {
         var source = ImportSource()
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: directory.path, isDirectory: &isDirectory), isDirectory.boolValue
         else {
             throw VaultError(.notFound, "there is no password store at '\(directory.path)'")
         }
+        // The store itself may be a link (~/.password-store often is); nothing inside it is followed.
         let root = directory.standardizedFileURL.resolvingSymlinksInPath()
-        var files: [String] = []
-        if let walker = FileManager.default.enumerator(at: root, includingPropertiesForKeys: [.isRegularFileKey]) {
-            for case let url as URL in walker {
-                if url.lastPathComponent == ".git" {
-                    walker.skipDescendants()
-                    continue
-                }
-                guard url.pathExtension == "gpg",
-                    (try? url.resourceValues(forKeys: [.isRegularFileKey]).isRegularFile) == true
-                else { continue }
-                // Names come from where the file is in the store, not where a symlink points.
-                let path = url.standardizedFileURL.path
-                guard path.hasPrefix(root.path + "/") else { continue }
-                files.append(String(path.dropFirst(root.path.count + 1)))
-            }
-        }
-        for relative in files.sorted() {
+        let (files, notFiles) = storeFiles(under: root.path)
+        source.skipped += notFiles
+        for relative in files {
             let name = String(relative.dropLast(4))
             let parts = name.split(separator: "/").map(String.init)
             let title = parts.last ?? name
@@ -41,11 +28,51 @@ enum PassStoreReader {
                 source.skipped.append(.init(kind: "entry", title: name, reason: error.message))
                 continue
             }
-            var entry = parse(String(decoding: plaintext, as: UTF8.self), name: title)
+            let text = try UTF8Text.decode(
+                plaintext, place: "the decrypted entry '\(name)'", replacingInvalid: replacingInvalidUTF8)
+            var entry = parse(text, name: title)
             entry.category = folder.isEmpty ? nil : folder
             source.document.passwords.append(entry)
         }
         return source
+    }
+
+    /// The `*.gpg` files under `root` (paths relative to it, sorted), and everything there that is
+    /// neither a file nor a folder, each with the reason it is skipped: a symbolic link is never
+    /// followed (it may point outside the store), and gpg would wait forever on a named pipe.
+    /// Found with `lstat`, so a link is seen as a link, never as what it points at.
+    static func storeFiles(under root: String) -> (files: [String], skipped: [ImportReport.Item]) {
+        var files: [String] = []
+        var skipped: [ImportReport.Item] = []
+        var folders = [""]
+        while let folder = folders.popLast() {
+            let path = folder.isEmpty ? root : "\(root)/\(folder)"
+            let names: [String]
+            do {
+                names = try FileManager.default.contentsOfDirectory(atPath: path)
+            } catch {
+                skipped.append(.init(kind: "folder", title: folder, reason: "it cannot be read"))
+                continue
+            }
+            for name in names where name != ".git" {
+                let relative = folder.isEmpty ? name : "\(folder)/\(name)"
+                let full = "\(root)/\(relative)"
+                var status = stat()
+                guard lstat(full, &status) == 0 else { continue }  // gone since the listing
+                switch status.st_mode & S_IFMT {
+                case S_IFDIR: folders.append(relative)
+                case S_IFREG: if name.hasSuffix(".gpg") { files.append(relative) }
+                case S_IFLNK:
+                    let target = (try? FileManager.default.destinationOfSymbolicLink(atPath: full)) ?? "?"
+                    skipped.append(
+                        .init(kind: "file", title: relative, reason: "a symbolic link (to '\(target)'), not followed"))
+                case S_IFIFO: skipped.append(.init(kind: "file", title: relative, reason: "a named pipe, not a file"))
+                case S_IFSOCK: skipped.append(.init(kind: "file", title: relative, reason: "a socket, not a file"))
+                default: skipped.append(.init(kind: "file", title: relative, reason: "a device, not a file"))
+                }
+            }
+        }
+        return (files.sorted(), skipped.sorted { $0.title < $1.title })
     }
 
     /// One decrypted file as an entry.

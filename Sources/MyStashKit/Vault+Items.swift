@@ -315,30 +315,45 @@ extension Vault {
             entry["totp"] = totp.isEmpty ? nil : totp
         }
         if let favorite = changes.favorite { entry["favorite"] = favorite }
+        // Each to-many is set once, whole: linking objects one by one copies the entry's list
+        // each time, and 10,000 fields or earlier passwords took minutes.
         if let fields = changes.fields {
-            for old in entry.fields { context.delete(old) }
-            for (position, field) in fields.enumerated() {
+            let old = entry.fields
+            entry["fields"] = fields.enumerated().map { position, field in
                 let object = context.insert(CustomField.self)
                 object["name"] = field.name
                 object["value"] = field.value
                 object["hidden"] = field.hidden
                 object["position"] = position
-                object["entry"] = entry
+                return object
             }
+            for object in old { context.delete(object) }
         }
-        if !newHistory.isEmpty {
-            let known = Set(entry.history.map { "\($0.password)\u{0}\($0.replacedAt.timeIntervalSince1970)" })
-            for item in newHistory where !known.contains("\(item.password ?? "")\u{0}\(item.replacedAt.timeIntervalSince1970)") {
-                let object = context.insert(PasswordHistoryItem.self)
-                object["password"] = item.password ?? ""
-                object["replacedAt"] = item.replacedAt
-                object["entry"] = entry
-            }
-            // Bounded: the oldest replaced passwords go first.
-            for old in entry.history.dropFirst(Self.historyLimit) { context.delete(old) }
-        }
+        if !newHistory.isEmpty { mergeHistory(newHistory, into: entry) }
         if let date = changes.createdAt { entry["createdAt"] = date }
         if let date = changes.updatedAt { entry["updatedAt"] = date }
+    }
+
+    /// Adds earlier passwords the entry does not have yet, keeping the ``historyLimit`` most
+    /// recently replaced of old and new: only those are inserted, the others never made.
+    private func mergeHistory(_ items: [HistoryInfo], into entry: PasswordEntry) {
+        func key(_ password: String, _ date: Date) -> String { "\(password)\u{0}\(date.timeIntervalSince1970)" }
+        let existing = entry.history
+        let known = Set(existing.map { key($0.password, $0.replacedAt) })
+        let added = items.filter { !known.contains(key($0.password ?? "", $0.replacedAt)) }
+        guard !added.isEmpty else { return }
+        // Stable sort: among equal dates, what the entry had comes first, then the items in order.
+        let ranked = (existing.map { (date: $0.replacedAt, old: Optional($0), new: HistoryInfo?.none) }
+            + added.map { (date: $0.replacedAt, old: nil, new: Optional($0)) }).sorted { $0.date > $1.date }
+        let kept = ranked.prefix(Self.historyLimit).map { candidate -> PasswordHistoryItem in
+            if let old = candidate.old { return old }
+            let object = context.insert(PasswordHistoryItem.self)
+            object["password"] = candidate.new?.password ?? ""
+            object["replacedAt"] = candidate.date
+            return object
+        }
+        entry["history"] = kept
+        for dropped in ranked.dropFirst(Self.historyLimit) { if let old = dropped.old { context.delete(old) } }
     }
 
     public func entries(category: String? = nil) throws -> [EntryInfo] {

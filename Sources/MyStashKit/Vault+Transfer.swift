@@ -78,19 +78,24 @@ struct ExportDocument: Codable {
         var updatedAt: Date?
     }
 
-    // Made once: a formatter per date cost a millisecond each (ICU setup), most of an import's time.
-    private static let wholeSeconds = Date.ISO8601FormatStyle()
-    private static let fractionalSeconds = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
+    /// ISO 8601 dates as mystash-json writes them: with milliseconds only when the date has a
+    /// fraction of a second. One per export or import: making a formatter costs far more than
+    /// using it, and was most of an import of 10,000 earlier passwords.
+    final class Dates: @unchecked Sendable {  // used by one encoder or decoder at a time
+        private let whole = ISO8601DateFormatter()
+        private let fractional: ISO8601DateFormatter = {
+            let formatter = ISO8601DateFormatter()
+            formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+            return formatter
+        }()
 
-    /// ISO 8601, with milliseconds when the date has a fraction of a second.
-    static func dateText(_ date: Date) -> String {
-        let hasFraction = date.timeIntervalSinceReferenceDate.rounded(.down) != date.timeIntervalSinceReferenceDate
-        return date.formatted(hasFraction ? fractionalSeconds : wholeSeconds)
-    }
+        func text(_ date: Date) -> String {
+            let isWhole = date.timeIntervalSinceReferenceDate.rounded(.down) == date.timeIntervalSinceReferenceDate
+            return (isWhole ? whole : fractional).string(from: date)
+        }
 
-    /// Reads ISO 8601 dates with or without a fraction of a second.
-    static func date(_ text: String) -> Date? {
-        (try? wholeSeconds.parse(text)) ?? (try? fractionalSeconds.parse(text))
+        /// Reads dates with or without a fraction of a second.
+        func date(_ text: String) -> Date? { whole.date(from: text) ?? fractional.date(from: text) }
     }
 
     var format = "mystash-json"
@@ -106,8 +111,8 @@ struct ImportSource {
     var skipped: [ImportReport.Item] = []
     var warnings: [ImportReport.Item] = []
 
-    func invalid(_ format: ImportFormat, _ reason: String) -> VaultError {
-        VaultError(.invalidData, "the file is not valid \(format.rawValue): \(reason)")
+    func invalid(_ format: ImportFormat, _ reason: String, hint: String? = nil) -> VaultError {
+        VaultError(.invalidData, "the file is not valid \(format.rawValue): \(reason)", hint: hint)
     }
 }
 
@@ -149,26 +154,40 @@ extension Vault {
         try awaitVerification()
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        let dates = ExportDocument.Dates()
         encoder.dateEncodingStrategy = .custom { date, encoder in
             // Fractional seconds only when there are some, so whole-second dates read as before.
             var container = encoder.singleValueContainer()
-            try container.encode(ExportDocument.dateText(date))
+            try container.encode(dates.text(date))
         }
         return try encoder.encode(try exportDocument(progress: progress))
     }
 
     /// Entries, notes and categories as CSV (plaintext): `kind,name,user,password,url,notes,category`.
     /// Custom fields, history and more URLs are only in `mystash-json`.
+    ///
+    /// - throws: ``VaultError`` `.invalidData` naming every item and column holding a control
+    ///   character (``CSV/hasControlCharacter(_:)``): CSV has no escape for one, so it would
+    ///   reach whatever shows the file raw; `mystash-json` escapes it.
     public func exportCSV(progress: Progress? = nil) throws -> String {
         try awaitVerification()
         let document = try exportDocument(progress: progress)
-        var lines = [CSV.line(["kind", "name", "user", "password", "url", "notes", "category"])]
-        for entry in document.passwords {
-            lines.append(CSV.line(["password", entry.name, entry.userId ?? "", entry.password, entry.url ?? "", entry.notes ?? "", entry.category ?? ""]))
+        let header = ["kind", "name", "user", "password", "url", "notes", "category"]
+        var rows: [[String]] = document.passwords.map {
+            ["password", $0.name, $0.userId ?? "", $0.password, $0.url ?? "", $0.notes ?? "", $0.category ?? ""]
         }
-        for note in document.notes { lines.append(CSV.line(["note", note.title, "", "", "", note.text ?? "", ""])) }
-        for category in document.categories { lines.append(CSV.line(["category", category, "", "", "", "", ""])) }
-        return lines.joined(separator: "\n") + "\n"
+        rows += document.notes.map { ["note", $0.title, "", "", "", $0.text ?? "", ""] }
+        rows += document.categories.map { ["category", $0, "", "", "", "", ""] }
+        let problems = rows.flatMap { row in
+            let item = "\(row[0] == "password" ? "entry" : row[0]) '\(row[1])'"
+            return zip(header, row).dropFirst().filter { CSV.hasControlCharacter($0.1) }.map { "\(item): \($0.0)" }
+        }
+        guard problems.isEmpty else {
+            throw VaultError(
+                .invalidData, "these values hold control characters, which CSV cannot carry; nothing was exported:",
+                details: problems, hint: "export as mystash-json, which escapes them, or remove them from these values")
+        }
+        return ([header] + rows).map(CSV.line).joined(separator: "\n") + "\n"
     }
 
     // MARK: - Import
@@ -176,21 +195,30 @@ extension Vault {
     /// Reads `data` (or, for ``ImportFormat/pass``, the store directory at `url`) and adds or
     /// updates its items in one save: all of it, or (on any invalid item) nothing. An item
     /// already in the vault unchanged is skipped, so importing the same file twice adds nothing.
-    /// With `dryRun`, everything is checked and reported but nothing is saved.
+    /// With `dryRun`, everything is checked and reported but nothing is saved. Text that is not
+    /// UTF-8 is refused unless `replacingInvalidUTF8`, which turns each bad sequence into U+FFFD.
     ///
-    /// - throws: ``VaultError`` `.invalidData` (65) naming each bad item by its title and field.
-    public func importItems(_ data: Data, format: ImportFormat, dryRun: Bool = false, progress: Progress? = nil) throws -> ImportReport {
+    /// - throws: ``VaultError`` `.invalidData` (65) naming each bad item by its title and field;
+    ///   `.invalidText` (65) naming the line of a byte that is not UTF-8.
+    public func importItems(_ data: Data, format: ImportFormat, dryRun: Bool = false,
+                            replacingInvalidUTF8: Bool = false, progress: Progress? = nil) throws -> ImportReport {
         try awaitVerification()
-        return try importItems(try Self.read(data, format: format), dryRun: dryRun, progress: progress)
+        let source = try Self.read(data, format: format, replacingInvalidUTF8: replacingInvalidUTF8)
+        return try importItems(source, dryRun: dryRun, progress: progress)
     }
 
     /// Imports a pass or gopass store directory, decrypting each file with `gpg`.
-    public func importPasswordStore(at directory: URL, dryRun: Bool = false, progress: Progress? = nil) throws -> ImportReport {
+    public func importPasswordStore(at directory: URL, dryRun: Bool = false, replacingInvalidUTF8: Bool = false,
+                                    progress: Progress? = nil) throws -> ImportReport {
         try awaitVerification()
-        return try importItems(try PassStoreReader.read(directory), dryRun: dryRun, progress: progress)
+        let source = try PassStoreReader.read(directory, replacingInvalidUTF8: replacingInvalidUTF8)
+        return try importItems(source, dryRun: dryRun, progress: progress)
     }
 
-    static func read(_ data: Data, format: ImportFormat) throws -> ImportSource {
+    static func read(_ file: Data, format: ImportFormat, replacingInvalidUTF8: Bool = false) throws -> ImportSource {
+        // Every format is UTF-8 text: checked once here, so no reader turns a bad byte into U+FFFD.
+        let text = try UTF8Text.decode(file, place: "the file", replacingInvalid: replacingInvalidUTF8)
+        let data = Data(text.utf8)
         switch format {
         case .mystashJSON: return try readMystashJSON(data)
         case .bitwardenJSON: return try BitwardenReader.read(data)
@@ -203,10 +231,11 @@ extension Vault {
 
     private static func readMystashJSON(_ data: Data) throws -> ImportSource {
         let decoder = JSONDecoder()
+        let dates = ExportDocument.Dates()
         decoder.dateDecodingStrategy = .custom { decoder in
             let container = try decoder.singleValueContainer()
             let text = try container.decode(String.self)
-            guard let date = ExportDocument.date(text) else {
+            guard let date = dates.date(text) else {
                 throw DecodingError.dataCorruptedError(
                     in: container, debugDescription: "'\(text)' is not an ISO 8601 date")
             }
@@ -365,15 +394,20 @@ extension Vault {
     }
 
     /// Whether an import item would change nothing of an entry (dates and history aside;
-    /// history is merged).
+    /// history is merged: an earlier password older than all of a full history would be dropped).
     static func sameContent(_ a: ExportDocument.Entry, _ b: ExportDocument.Entry) -> Bool {
         func empty(_ text: String?) -> String { text ?? "" }
         let history = Set((a.history ?? []).map { "\($0.password ?? "")\u{0}\($0.replacedAt.timeIntervalSince1970)" })
+        let full = (a.history?.count ?? 0) >= historyLimit
+        let oldest = a.history?.map(\.replacedAt).min() ?? .distantPast
         return a.name == b.name && empty(a.userId) == empty(b.userId) && a.password == b.password && empty(a.url) == empty(b.url)
             && (a.moreURLs ?? []) == (b.moreURLs ?? []) && empty(a.notes) == empty(b.notes)
             && empty(a.category).lowercased() == empty(b.category).trimmingCharacters(in: .whitespaces).lowercased()
             && empty(a.totp) == empty(b.totp) && (a.favorite ?? false) == (b.favorite ?? false) && (a.fields ?? []) == (b.fields ?? [])
-            && (b.history ?? []).allSatisfy { history.contains("\($0.password ?? "")\u{0}\($0.replacedAt.timeIntervalSince1970)") }
+            && (b.history ?? []).allSatisfy {
+                (full && $0.replacedAt <= oldest)
+                    || history.contains("\($0.password ?? "")\u{0}\($0.replacedAt.timeIntervalSince1970)")
+            }
     }
 
     static func describe(_ error: Error) -> String {

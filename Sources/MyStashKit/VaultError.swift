@@ -11,6 +11,8 @@ public struct VaultError: Error, CustomStringConvertible {
         public let exitCode: Int32
         public static let usage = Kind(name: "usage", exitCode: 64)
         public static let invalidData = Kind(name: "invalid data", exitCode: 65)
+        /// Bytes that should be UTF-8 text and are not (a kind of invalid data).
+        public static let invalidText = Kind(name: "invalid text", exitCode: 65)
         public static let notFound = Kind(name: "not found", exitCode: 66)
         public static let cannotCreate = Kind(name: "cannot create", exitCode: 73)
         public static let busy = Kind(name: "busy", exitCode: 75)

@@ -85,11 +85,13 @@ func reportingErrors(_ body: () throws -> Void) throws {
     }
 }
 
-/// A failure as the CLI words it: `Error: ...`, the lines behind it, `hint: ...`.
+/// A failure as the CLI words it: `Error: ...`, the lines behind it, `hint: ...`. Messages quote
+/// names and values from files and the vault, so control characters in them are shown escaped.
 func errorLines(_ error: Error) -> [String] {
     let error = VaultError.wrapping(error)
-    return ["Error: \(error.message)"] + error.details.map { "  " + $0.trimmingCharacters(in: .whitespaces) }
-        + (error.hint.map { ["hint: \($0)"] } ?? [])
+    return ["Error: \(Output.safe(error.message))"]
+        + error.details.map { "  " + Output.safe($0.trimmingCharacters(in: .whitespaces)) }
+        + (error.hint.map { ["hint: \(Output.safe($0))"] } ?? [])
 }
 
 extension VaultOptions {

@@ -20,7 +20,7 @@ struct NoteCommand: ParsableCommand {
         func run() throws {
             try reportingErrors {
                 let vault = try options.openUnlockedVault()
-                let text = Terminal.stdinIsTerminal ? try Terminal.edit("") : Terminal.readStandardInput()
+                let text = Terminal.stdinIsTerminal ? try Terminal.edit("") : try Terminal.readStandardInput()
                 let id = try vault.addNote(title: title, text: text)
                 Terminal.printError("Added note \(id).")
             }
@@ -73,7 +73,8 @@ struct NoteCommand: ParsableCommand {
                 let vault = try options.openUnlockedVault()
                 var text: String?
                 if title == nil {
-                    text = Terminal.stdinIsTerminal ? try Terminal.edit(try vault.note(note).text ?? "") : Terminal.readStandardInput()
+                    text = Terminal.stdinIsTerminal
+                        ? try Terminal.edit(try vault.note(note).text ?? "") : try Terminal.readStandardInput()
                     if text?.isEmpty == true && !allowEmpty {
                         throw VaultError(.usage, "the new text is empty; nothing was saved", hint: "add --allow-empty to clear the note's text")
                     }

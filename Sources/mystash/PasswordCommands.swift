@@ -19,12 +19,12 @@ func readEntryPassword(generate: Bool, generator: GeneratorOptions) throws -> St
         return generated.value
     }
     if !Terminal.stdinIsTerminal {
-        var text = Terminal.readStandardInput()
+        var text = try Terminal.readStandardInput()
         if text.hasSuffix("\n") { text.removeLast() }
         return text
     }
     let secret = try Terminal.readNewSecret(prompt: "Password: ", again: "Repeat the password: ")
-    return secret.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
+    return try secret.withUnsafeBytes { try UTF8Text.decode($0, place: "the typed password") }
 }
 
 struct PasswordCommand: ParsableCommand {
@@ -86,7 +86,8 @@ struct PasswordCommand: ParsableCommand {
             abstract: "Show a password entry; the password and hidden fields are masked unless --reveal.",
             discussion: """
             --field prints one value alone, for scripts: password, user, url, otp (the current code), \
-            notes, name, category, or the name of a custom field. --clip copies a value to the \
+            notes, name, category, or the name of a custom field, as stored, control characters included \
+            (--escape shows them as \\x1B-style escapes, for a terminal). --clip copies a value to the \
             clipboard instead (the password unless a field is named after it) and clears it after \
             \(Clipboard.defaultClearSeconds) seconds (MYSTASH_CLIP_TIME), if it still holds that value.
             """,
@@ -96,7 +97,8 @@ struct PasswordCommand: ParsableCommand {
         @Argument(help: "With --clip, the field to copy (default: password).") var clipField: String?
         @Flag(help: "Show the password and hidden fields themselves.") var reveal = false
         @Flag(help: "Print JSON.") var json = false
-        @Option(help: ArgumentHelp("Print only this field's value.", valueName: "field")) var field: String?
+        @Option(help: ArgumentHelp("Print only this field's value, as stored.", valueName: "field")) var field: String?
+        @Flag(help: "With --field, show control characters in the value as \\x1B-style escapes.") var escape = false
         @Flag(name: [.customShort("c"), .long], help: "Copy a field (default: the password) to the clipboard instead of printing.")
         var clip = false
 
@@ -104,6 +106,7 @@ struct PasswordCommand: ParsableCommand {
             if clipField != nil && !clip { throw ValidationError("A second argument names the field to copy; add '--clip'") }
             if clip && json { throw ValidationError("Use either '--clip' or '--json', not both") }
             if clipField != nil && field != nil { throw ValidationError("Name the field once: '--clip FIELD' or '--field FIELD'") }
+            if escape && (field == nil || clip) { throw ValidationError("'--escape' goes with '--field FIELD'") }
         }
 
         func run() throws {
@@ -116,7 +119,8 @@ struct PasswordCommand: ParsableCommand {
                 }
                 if let field {
                     let value = try options.readUnlockedVault { try $0.fieldValue(field, of: entry) }
-                    Output.write((Terminal.stdoutIsTerminal ? Output.safe(value, keepingLines: true) : value) + "\n")
+                    // As stored: a script asked for this value, and gets it byte for byte.
+                    Output.write((escape ? Output.safe(value, keepingLines: true) : value) + "\n")
                     return
                 }
                 let info = try options.readUnlockedVault { try $0.entry(entry, reveal: reveal) }
@@ -265,7 +269,8 @@ func readTOTPSecret(allowEmpty: Bool = false) throws -> String {
     guard let secret = Terminal.readSecret(prompt: "TOTP secret or otpauth:// URI: ") else {
         throw VaultError(.usage, "no terminal to ask for the TOTP secret")
     }
-    let text = secret.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }.trimmingCharacters(in: .whitespaces)
+    let text = try secret.withUnsafeBytes { try UTF8Text.decode($0, place: "the typed TOTP secret") }
+        .trimmingCharacters(in: .whitespaces)
     if text.isEmpty && !allowEmpty { throw VaultError(.usage, "no TOTP secret was given; nothing was saved") }
     return text
 }

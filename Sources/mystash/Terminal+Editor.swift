@@ -82,7 +82,8 @@ extension Terminal {
                 .unexpected, "the editor '\(editor)' exited with status \(process.terminationStatus); nothing was saved"
             )
         }
-        return (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
+        // Not "" when it cannot be read as text: saving that would clear what was edited.
+        return try UTF8Text.decode(FileManager.default.contents(atPath: path) ?? Data(), place: "the edited text")
     }
 
     /// Removes editor directories left by mystash processes that no longer run (killed

@@ -72,9 +72,9 @@ enum Terminal {
         return ["y", "yes"].contains(String(decoding: answer, as: UTF8.self).trimmingCharacters(in: .whitespaces).lowercased())
     }
 
-    /// Everything on standard input, as text.
-    static func readStandardInput() -> String {
-        String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)
+    /// Everything on standard input, as text; bytes that are not UTF-8 are refused.
+    static func readStandardInput() throws -> String {
+        try UTF8Text.decode(FileHandle.standardInput.readDataToEndOfFile(), place: "standard input")
     }
 
     static func printError(_ text: String) {

@@ -145,31 +145,45 @@ struct Import: ParsableCommand {
               completion: .file()) var file: String
     @Option(help: "Read this format: mystash-json, bitwarden-json, keepassxc-csv, keepassxc-xml or pass.") var format: ImportFormat
     @Flag(help: "Check everything and show the report, but save nothing.") var dryRun = false
+    @Flag(help: "Accept text that is not UTF-8, each invalid sequence becoming U+FFFD (else it is refused).")
+    var lossy = false
     @Flag(help: "Print the report as JSON on stdout.") var json = false
 
     func run() throws {
         try reportingErrors {
-            let vault: Vault
-            let report: ImportReport
-            if format == .pass {
-                vault = try options.openUnlockedVault()
-                report = try vault.importPasswordStore(at: URL(fileURLWithPath: file), dryRun: dryRun, progress: Terminal.progress("Importing"))
-            } else {
-                let data: Data
-                if file == "-" {
-                    data = FileHandle.standardInput.readDataToEndOfFile()
-                } else {
-                    guard let contents = FileManager.default.contents(atPath: file) else {
-                        throw VaultError(.notFound, "cannot read '\(file)'", hint: "check the path")
-                    }
-                    data = contents
-                }
-                vault = try options.openUnlockedVault()
-                report = try vault.importItems(data, format: format, dryRun: dryRun, progress: Terminal.progress("Importing"))
+            do {
+                try importFile()
+            } catch var error as VaultError where error.kind == .invalidText {
+                error.hint = "convert it to UTF-8 first, or add '--lossy' to import each bad sequence as U+FFFD"
+                throw error
             }
-            if json { return try Output.json(report) }
-            for line in Import.describe(report) { Terminal.printError(line) }
         }
+    }
+
+    private func importFile() throws {
+        let vault: Vault
+        let report: ImportReport
+        let progress = Terminal.progress("Importing")
+        if format == .pass {
+            vault = try options.openUnlockedVault()
+            report = try vault.importPasswordStore(at: URL(fileURLWithPath: file), dryRun: dryRun,
+                                                   replacingInvalidUTF8: lossy, progress: progress)
+        } else {
+            let data: Data
+            if file == "-" {
+                data = FileHandle.standardInput.readDataToEndOfFile()
+            } else {
+                guard let contents = FileManager.default.contents(atPath: file) else {
+                    throw VaultError(.notFound, "cannot read '\(file)'", hint: "check the path")
+                }
+                data = contents
+            }
+            vault = try options.openUnlockedVault()
+            report = try vault.importItems(data, format: format, dryRun: dryRun, replacingInvalidUTF8: lossy,
+                                           progress: progress)
+        }
+        if json { return try Output.json(report) }
+        for line in Import.describe(report) { Terminal.printError(line) }
     }
 
     /// The report for people: a summary line, then one line per skipped item and warning.
@@ -180,9 +194,13 @@ struct Import: ParsableCommand {
                             .replacingOccurrences(of: "categorys", with: "categories")]
         var lines = ["\(report.dryRun ? "Would import" : "Imported") \(imported.joined(separator: ", ")); "
                      + "\(report.dryRun ? "would update" : "updated") \(report.updated.count); skipped \(report.skipped.count)."]
-        for item in report.updated { lines.append("  updated \(item.kind) '\(Output.safe(item.title))'") }
-        for item in report.skipped { lines.append("  skipped \(item.kind) '\(Output.safe(item.title))': \(item.reason ?? "")") }
-        for item in report.warnings { lines.append("  note: \(item.kind) '\(Output.safe(item.title))': \(item.reason ?? "")") }
+        // Titles and reasons quote the file (a reason can carry gpg's own words about it).
+        func described(_ item: ImportReport.Item) -> String {
+            "\(item.kind) '\(Output.safe(item.title))'" + (item.reason.map { ": " + Output.safe($0) } ?? "")
+        }
+        for item in report.updated { lines.append("  updated \(described(item))") }
+        for item in report.skipped { lines.append("  skipped \(described(item))") }
+        for item in report.warnings { lines.append("  note: \(described(item))") }
         if report.dryRun { lines.append("Nothing was saved (--dry-run).") }
         return lines
     }

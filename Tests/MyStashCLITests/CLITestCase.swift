@@ -77,6 +77,11 @@ class CLITestCase: XCTestCase {
 
     /// Runs `process` to its end with `stdin`, collecting what it writes (stdout to `stdout` when given).
     func execute(_ process: Process, stdin: String?, stdout: FileHandle? = nil) throws -> Result {
+        try execute(process, bytes: stdin.map { Data($0.utf8) }, stdout: stdout)
+    }
+
+    /// Runs `process` to its end with `bytes` (which need not be text) on its standard input.
+    func execute(_ process: Process, bytes stdin: Data?, stdout: FileHandle? = nil) throws -> Result {
         let (out, err) = (Pipe(), Pipe())
         process.standardOutput = stdout ?? out
         process.standardError = err
@@ -84,7 +89,7 @@ class CLITestCase: XCTestCase {
         process.standardInput = stdin == nil ? FileHandle.nullDevice : input
         try process.run()
         if let stdin {
-            input.fileHandleForWriting.write(Data(stdin.utf8))
+            input.fileHandleForWriting.write(stdin)
             try input.fileHandleForWriting.close()
         }
         // Read both pipes fully before waiting, so a large output cannot block the child.

@@ -51,6 +51,36 @@ class VaultTestCase: XCTestCase {
         return String(decoding: output, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
+    /// Runs a program that must succeed, with `input` on its standard input.
+    func must(
+        _ arguments: [String], _ input: Data = Data(), file: StaticString = #filePath, line: UInt = #line
+    ) throws {
+        let result = try XCTUnwrap(ChildProcess.execute(arguments, input: input), arguments[0], file: file, line: line)
+        XCTAssertEqual(
+            result.status, 0, "\(arguments.joined(separator: " ")): \(String(decoding: result.errors, as: UTF8.self))",
+            file: file, line: line)
+    }
+
+    /// Runs `body` with GNUPGHOME pointing at a new gpg home holding one key without a
+    /// passphrase, for `recipient`; skips the test without gpg.
+    func withTestGPGKey(_ body: (_ recipient: String) throws -> Void) throws {
+        guard ChildProcess.find("gpg") != nil else { throw XCTSkip("gpg is not installed (apt-get install gnupg)") }
+        // Short: the agent's socket path must fit in 108 bytes.
+        let home = directory.deletingLastPathComponent().appendingPathComponent("gnupg-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(
+            at: home, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        let saved = ProcessInfo.processInfo.environment["GNUPGHOME"]
+        setenv("GNUPGHOME", home.path, 1)
+        defer {
+            _ = ChildProcess.execute(["gpgconf", "--kill", "gpg-agent"])
+            if let saved { setenv("GNUPGHOME", saved, 1) } else { unsetenv("GNUPGHOME") }
+            try? FileManager.default.removeItem(at: home)
+        }
+        let recipient = "mystash-test@example.org"
+        try must(["gpg", "--batch", "--passphrase", "", "--quick-gen-key", recipient, "default", "default", "never"])
+        try body(recipient)
+    }
+
     func assertVaultError(_ kind: VaultError.Kind, _ body: () throws -> Void, file: StaticString = #filePath, line: UInt = #line,
                           check: (VaultError) -> Void = { _ in }) {
         do {
