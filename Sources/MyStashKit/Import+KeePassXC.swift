@@ -25,7 +25,7 @@ enum KeePassXCReader {
             group: column("group"), user: column("username"), url: column("url"), notes: column("notes"),
             totp: column("totp"), modified: column("last modified"), created: column("created")
         )
-        let dates = ISO8601DateFormatter()
+        let dates = ExportDocument.Dates()
         for (number, row) in rows.dropFirst().enumerated() {
             func value(_ index: Int?) -> String? {
                 index.flatMap { $0 < row.count ? row[$0] : nil }.flatMap { $0.isEmpty ? nil : $0 }
@@ -41,8 +41,8 @@ enum KeePassXCReader {
             var entry = ExportDocument.Entry(
                 name: name, userId: value(columns.user), password: value(password) ?? "",
                 url: value(columns.url), notes: value(columns.notes), category: path.category,
-                createdAt: value(columns.created).flatMap(dates.date(from:)),
-                updatedAt: value(columns.modified).flatMap(dates.date(from:)))
+                createdAt: value(columns.created).flatMap(dates.date),
+                updatedAt: value(columns.modified).flatMap(dates.date))
             addTOTP(value(columns.totp), to: &entry, source: &source)
             source.document.passwords.append(entry)
         }
@@ -106,7 +106,7 @@ enum KeePassXCReader {
         guard let top = root.child("Root")?.child("Group") else {
             throw source.invalid(.keepassxcXML, "no <Root><Group>")
         }
-        let dates = ISO8601DateFormatter()
+        let dates = ExportDocument.Dates()
         func walk(_ group: XMLNode, path: [String]) {
             let inRecycleBin = group.child("UUID")?.text == recycleBin && recycleBin != "AAAAAAAAAAAAAAAAAAAAAA=="
             for element in group.children where element.name == "Entry" {
@@ -169,15 +169,15 @@ enum KeePassXCReader {
         return values
     }
 
-    private static func entryValues(_ element: XMLNode, dates: ISO8601DateFormatter) -> ExportDocument.Entry {
+    private static func entryValues(_ element: XMLNode, dates: ExportDocument.Dates) -> ExportDocument.Entry {
         let values = strings(element)
         func value(_ key: String) -> String? { values[key].flatMap { $0.value.isEmpty ? nil : $0.value } }
         let times = element.child("Times")
         return ExportDocument.Entry(
             name: value("Title") ?? "", userId: value("UserName"), password: values["Password"]?.value ?? "",
             url: value("URL"), notes: value("Notes"),
-            createdAt: times?.child("CreationTime")?.text.flatMap(dates.date(from:)),
-            updatedAt: times?.child("LastModificationTime")?.text.flatMap(dates.date(from:)))
+            createdAt: times?.child("CreationTime")?.text.flatMap(dates.date),
+            updatedAt: times?.child("LastModificationTime")?.text.flatMap(dates.date))
     }
 }
 
