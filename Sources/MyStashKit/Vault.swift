@@ -80,7 +80,7 @@ public final class Vault {
         do {
             notesStore = try coordinator.addPersistentStore(type: .sqlite, configuration: "Notes", at: directory.appendingPathComponent(Self.notesFileName), options: options)
             passwordsStore = try coordinator.addPersistentStore(type: .sqlite, configuration: "Passwords", at: directory.appendingPathComponent(Self.passwordsFileName), options: options)
-        } catch let error as ObjectGraphError where error.code == .storeOpenFailed && error.message.contains("does not exist") {
+        } catch let error as ObjectGraphError where error.storeFailure == .missing {
             throw VaultError(.notFound, "the vault at '\(directory.path)' is incomplete: \(error.message)", hint: "restore the missing file from a backup")
         }
         // Ciphertexts are bound to their store's UUID: two stores must never share one.

@@ -80,11 +80,6 @@ extension FetchedResultsControllerDelegate {
     public func controller(_ controller: any FetchedResultsControlling, didFailWith error: Error) {}
 }
 
-extension ObjectGraphError.Code {
-    /// A request a fetched results controller cannot serve (Core Data's generic 134060).
-    public static let invalidRequest = ObjectGraphError.Code(rawValue: 134060)
-}
-
 /// Fetches objects in sections and follows their changes, as `NSFetchedResultsController`.
 ///
 /// After ``performFetch()`` the controller holds the request's objects split into sections

@@ -35,7 +35,7 @@ extension PersistentStoreCoordinator {
             throw ObjectGraphError(code: .storeOpenFailed, message: "a \(type.rawValue) store needs a file URL")
         }
         if options.mustExist, !FileManager.default.fileExists(atPath: url.path) {
-            throw ObjectGraphError(code: .storeOpenFailed, message: "store '\(url.path)' does not exist")
+            throw ObjectGraphError.missingStore(url.path)
         }
         return storeClass
     }

@@ -163,7 +163,7 @@ public final class PersistentStoreCoordinator {
     private func createFileIfNeeded(_ path: String, options: StoreOptions) throws {
         guard !FileManager.default.fileExists(atPath: path) else { return }
         guard !options.mustExist else {
-            throw ObjectGraphError(code: .storeOpenFailed, message: "store '\(path)' does not exist")
+            throw ObjectGraphError.missingStore(path)
         }
         // Created with its final permissions from the start, never chmod-ed afterwards.
         let descriptor = open(path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, options.fileMode)
