@@ -35,8 +35,12 @@ final class EncryptingTransformer: ValueTransformer {
         } catch let error as StashCryptoError {
             let store = storeNames[place.storeIdentifier] ?? "store \(place.storeIdentifier)"
             let what = error.code == .authenticationFailed ? "was modified or moved from another row or field" : error.message
-            throw VaultError(.invalidData, "tampered or damaged data: \(store), \(place.entityName) row \(place.primaryKey), field \(place.attributeName) \(what)",
-                             hint: "restore the vault from a backup; 'mystash check' lists every damaged field")
+            let problem = "field \(place.attributeName) \(what)"
+            var failure = VaultError(
+                .invalidData, "tampered or damaged data: \(store), \(place.entityName) row \(place.primaryKey), \(problem)",
+                hint: "restore the vault from a backup; 'mystash check' lists every damaged field")
+            failure.rowProblem = problem
+            throw failure
         }
     }
 }

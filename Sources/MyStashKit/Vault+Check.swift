@@ -30,16 +30,19 @@ extension Vault {
                 do {
                     _ = try context.existingObject(entityName: entity, primaryKey: row)
                 } catch {
-                    // The message names the place again; keep only what is wrong there.
-                    let message = VaultError.wrapping(error).message
-                    let problem = [", ", ": "].lazy.compactMap { message.range(of: "row \(row)\($0)") }.first
-                        .map { String(message[$0.upperBound...]) } ?? message
-                    problems.append(CheckProblem(store: store, entity: entity, primaryKey: row, message: problem))
+                    problems.append(CheckProblem(store: store, entity: entity, primaryKey: row,
+                                                 message: Self.rowProblem(error)))
                 }
                 done += 1
                 progress?.report(done, of: total)
             }
         }
         return problems
+    }
+
+    /// What is wrong with a row that cannot be read, without the place the check names itself.
+    private static func rowProblem(_ error: Error) -> String {
+        let error = VaultError.wrapping(error)
+        return error.rowProblem ?? error.message
     }
 }
