@@ -88,7 +88,17 @@ final class SecurityTests: VaultTestCase {
         XCTAssertThrowsError(try KDFPolicy.parameters(logN: 10, environment: [:])) { error in
             XCTAssertEqual((error as? VaultError)?.kind, .usage)
         }
+        #if DEBUG
+        XCTAssertTrue(KDFPolicy.honoursWeakSwitch)
         XCTAssertEqual(try KDFPolicy.parameters(logN: 10, environment: ["MYSTASH_TEST_ALLOW_WEAK_KDF": "1"]).logN, 10)
+        #else
+        // A release build refuses the weak cost even with the switch set, and says why.
+        XCTAssertFalse(KDFPolicy.honoursWeakSwitch)
+        XCTAssertThrowsError(try KDFPolicy.parameters(logN: 10, environment: ["MYSTASH_TEST_ALLOW_WEAK_KDF": "1"])) {
+            XCTAssertEqual(($0 as? VaultError)?.kind, .usage)
+            XCTAssertEqual(($0 as? VaultError)?.hint?.contains("debug"), true)
+        }
+        #endif
         XCTAssertEqual(try KDFPolicy.parameters(logN: 16, environment: [:]).logN, 16)
         XCTAssertThrowsError(try KDFPolicy.parameters(logN: 21, environment: ["MYSTASH_TEST_ALLOW_WEAK_KDF": "1"]))
     }
