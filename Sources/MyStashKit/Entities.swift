@@ -79,9 +79,11 @@ public final class Category: ManagedObject, ManagedEntity {
     public var id: Int64 { objectID.primaryKey ?? 0 }
     public var name: String { self["name"] as? String ?? "" }
 
-    public override func validateForSave(into errors: inout [ValidationError]) {
+    /// - throws: the store's error when the other categories cannot be read: a name is never
+    ///   saved unchecked.
+    public override func validateForSave(into errors: inout [ValidationError]) throws {
         guard let context = managedObjectContext, changedValues["name"] != nil || isInserted else { return }
-        let others = (try? context.fetch(FetchRequest<Category>(predicate: try? Predicate(format: "name ==[c] %@", name)))) ?? []
+        let others = try context.fetch(FetchRequest<Category>(predicate: try Predicate(format: "name ==[c] %@", name)))
         if others.contains(where: { $0 !== self && !$0.isDeleted }) {
             errors.append(ValidationError(code: .generic, object: self, key: "name", value: name,
                                           constraint: .custom("'\(name)' is already used by another category")))

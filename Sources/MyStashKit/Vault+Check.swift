@@ -19,7 +19,13 @@ extension Vault {
             }
         }
         problems += try Self.wrapErrors { try coordinator.checkIntegrity() }
-        problems += (try? duplicateCategoryNames()) ?? []
+        // A sub-check that cannot run is reported, never counted as passed; the others still run.
+        do {
+            problems += try duplicateCategoryNames()
+        } catch let error as VaultError where error.kind == .invalidData {
+            problems.append(CheckProblem(store: Self.passwordsFileName, entity: Category.entityName,
+                                         message: "category names could not be compared: \(error.message)"))
+        }
         problems += try integrityProblems()
         let entities = [(Note.entityName, Self.notesFileName), (PasswordEntry.entityName, Self.passwordsFileName), (Category.entityName, Self.passwordsFileName)]
         let keys = try Self.wrapErrors { try entities.map { try context.primaryKeys(forEntityName: $0.0) } }

@@ -79,6 +79,16 @@ final class SecurityTests: VaultTestCase {
         assertVaultError(.invalidData, { _ = try reopen().notes() })
     }
 
+    /// A part of check that cannot run (the categories cannot be read) is a problem, never a pass.
+    func testCheckReportsTheCategoryComparisonItCouldNotMake() throws {
+        _ = try makeVault()
+        try sqlite("Passwords.sqlite", "UPDATE ZCATEGORY SET Z_OPT = 'x' WHERE Z_PK = 1")
+        let problems = try reopen(verification: .skipped).check()
+        XCTAssertTrue(problems.contains {
+            $0.entity == "Category" && $0.primaryKey == nil && $0.message.hasPrefix("category names could not be compared: ")
+        }, "\(problems)")
+    }
+
     func testKDFDefaultsAreStrongAndTheFloorNeedsTheTestSwitch() throws {
         let calibrated = try KDFPolicy.parameters(logN: nil, environment: [:])
         XCTAssertGreaterThanOrEqual(calibrated.logN, 15)

@@ -561,7 +561,10 @@ open class ManagedObject: Hashable, CustomStringConvertible {
 
     /// Override to add checks to the model's validation; append failures to `errors`.
     /// Called at save for inserted and updated objects.
-    open func validateForSave(into errors: inout [ValidationError]) {}
+    ///
+    /// - throws: when the check itself cannot run (a fetch it needs failed): the save fails
+    ///   with that error and writes nothing, rather than saving what was not checked.
+    open func validateForSave(into errors: inout [ValidationError]) throws {}
 
     /// Called after the object is inserted into a context; default values are set already.
     open func awakeFromInsert() {}

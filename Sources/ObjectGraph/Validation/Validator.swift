@@ -2,7 +2,7 @@ import Foundation
 
 /// Checks objects against the rules of their model at save.
 enum Validator {
-    static func errors(for object: ManagedObject) -> [ValidationError] {
+    static func errors(for object: ManagedObject) throws -> [ValidationError] {
         var errors: [ValidationError] = []
         func fail(_ code: ValidationError.Code, _ key: String, _ value: Any?, _ constraint: ValidationConstraint) {
             errors.append(ValidationError(code: code, object: object, key: key, value: value, constraint: constraint))
@@ -66,7 +66,7 @@ enum Validator {
                 fail(.missingMandatoryProperty, relationship.name, nil, .required)
             }
         }
-        object.validateForSave(into: &errors)
+        try object.validateForSave(into: &errors)
         return errors
     }
 
