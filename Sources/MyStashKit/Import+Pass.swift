@@ -20,6 +20,7 @@ enum PassStoreReader {
                     walker.skipDescendants()
                     continue
                 }
+                // A file whose type cannot be read (it vanished) is not one pass would show either.
                 guard url.pathExtension == "gpg",
                     (try? url.resourceValues(forKeys: [.isRegularFileKey]).isRegularFile) == true
                 else { continue }

@@ -141,6 +141,7 @@ public final class Vault {
             throw VaultError(.cannotCreate, "a vault already exists at '\(directory.path)'", hint: "use it, or choose another directory with --vault")
         }
         let parent = directory.deletingLastPathComponent()
+        // A parent that cannot be made fails the mkdir below, with its reason.
         try? fileManager.createDirectory(at: parent, withIntermediateDirectories: true)
         removeAbandonedBuilds(beside: directory)
         let aside = parent.appendingPathComponent(".\(directory.lastPathComponent).init-\(getpid())")

@@ -284,8 +284,17 @@ extension ManagedObjectContext {
 
     private func conflict(_ object: ManagedObject, _ db: Database, store: PersistentStore) -> ObjectGraphError {
         let root = object.entity.rootEntity
-        let current = try? Int64.fetchOne(db, sql: "SELECT Z_OPT FROM \(store.qualified(root.tableName)) WHERE Z_PK = ?", arguments: [object.objectID.primaryKey!])
-        let what = current.map { "was changed by someone else (version \(object.version) read, now \($0))" } ?? "was deleted by someone else"
+        let what: String
+        do {
+            let current = try Int64.fetchOne(
+                db, sql: "SELECT Z_OPT FROM \(store.qualified(root.tableName)) WHERE Z_PK = ?",
+                arguments: [object.objectID.primaryKey!])
+            what = current.map { "was changed by someone else (version \(object.version) read, now \($0))" }
+                ?? "was deleted by someone else"
+        } catch {
+            // The conflict stands; only which kind it is could not be read.
+            what = "was changed or deleted by someone else"
+        }
         return ObjectGraphError(code: .mergeConflict,
                                 message: "merge conflict: \(object.entity.name) row \(object.objectID.primaryKey!) \(what) since it was read; nothing was saved",
                                 objects: [object])

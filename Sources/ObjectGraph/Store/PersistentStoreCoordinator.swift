@@ -330,13 +330,20 @@ public final class PersistentStoreCoordinator {
     }
 
     /// Re-reads every store's metadata from disk (another process may have changed it).
+    ///
+    /// - throws: ``ObjectGraphError`` 134061 when a store's `Z_METADATA` holds no readable
+    ///   property list: keeping the old metadata would trust what the file no longer says.
     public func reloadMetadata() throws {
         try read { db in
             for store in persistentStores {
-                if let plist = try Data.fetchOne(db, sql: "SELECT Z_PLIST FROM \(store.qualified("Z_METADATA"))"),
-                   let metadata = try? BinaryPropertyList.foundationPropertyList(from: plist) as? [String: Any] {
-                    store.metadata = metadata
+                guard let plist = try Data.fetchOne(db, sql: "SELECT Z_PLIST FROM \(store.qualified("Z_METADATA"))"),
+                      let metadata = try? BinaryPropertyList.foundationPropertyList(from: plist) as? [String: Any]
+                else {
+                    throw ObjectGraphError.damagedRow(
+                        storeName: store.displayName, entity: "Z_METADATA", primaryKey: nil,
+                        "Z_PLIST is not a readable property list")
                 }
+                store.metadata = metadata
             }
         }
     }

@@ -95,7 +95,9 @@ enum Validator {
         let key = (caseInsensitive ? "i:" : "s:") + pattern
         return cacheLock.withLock {
             if let expression = cache[key] { return expression }
-            let expression = try? NSRegularExpression(pattern: pattern, options: caseInsensitive ? [.caseInsensitive] : [])
+            // An invalid pattern matches nothing (a value fails it); the model's are checked when it loads.
+            let expression = try? NSRegularExpression(
+                pattern: pattern, options: caseInsensitive ? [.caseInsensitive] : [])
             cache[key] = expression
             return expression
         }
