@@ -41,11 +41,15 @@ public final class PasswordEntry: ManagedObject, ManagedEntity {
     public var isFavorite: Bool { self["favorite"] as? Bool ?? false }
     /// Custom fields in their order.
     public var fields: [CustomField] {
-        (self["fields"] as? [ManagedObject] ?? []).compactMap { $0 as? CustomField }.sorted { $0.position < $1.position }
+        (self["fields"] as? [ManagedObject] ?? []).compactMap { $0 as? CustomField }.sorted {
+            $0.position < $1.position
+        }
     }
     /// Earlier passwords, the most recently replaced first.
     public var history: [PasswordHistoryItem] {
-        (self["history"] as? [ManagedObject] ?? []).compactMap { $0 as? PasswordHistoryItem }.sorted { $0.replacedAt > $1.replacedAt }
+        (self["history"] as? [ManagedObject] ?? []).compactMap { $0 as? PasswordHistoryItem }.sorted {
+            $0.replacedAt > $1.replacedAt
+        }
     }
     public var createdAt: Date { self["createdAt"] as? Date ?? .distantPast }
     public var updatedAt: Date { self["updatedAt"] as? Date ?? .distantPast }

@@ -27,7 +27,10 @@ extension Vault {
                                          message: "category names could not be compared: \(error.message)"))
         }
         problems += try integrityProblems()
-        let entities = [(Note.entityName, Self.notesFileName), (PasswordEntry.entityName, Self.passwordsFileName), (Category.entityName, Self.passwordsFileName)]
+        let entities = [
+            (Note.entityName, Self.notesFileName), (PasswordEntry.entityName, Self.passwordsFileName),
+            (Category.entityName, Self.passwordsFileName),
+        ]
         let keys = try Self.wrapErrors { try entities.map { try context.primaryKeys(forEntityName: $0.0) } }
         let total = keys.map(\.count).reduce(0, +)
         var done = 0

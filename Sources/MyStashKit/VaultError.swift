@@ -50,12 +50,13 @@ public struct VaultError: Error, CustomStringConvertible {
             return VaultError(.invalidData, "nothing was saved:", details: ValidationMessages.messages(for: error))
         case let error as ObjectGraphError:
             if error.code == .mergeConflict {
-                return VaultError(.busy, "another mystash process changed this item at the same time; nothing was saved",
+                return VaultError(
+                    .busy, "another mystash process changed this item at the same time; nothing was saved",
                                   hint: "run the command again")
             }
             if error.code == .damagedRow || error.code == .undecodableValue {
                 var failure = VaultError(.invalidData, error.message,
-                                         hint: "restore the vault from a backup; 'mystash check' lists every damaged row")
+                    hint: "restore the vault from a backup; 'mystash check' lists every damaged row")
                 failure.rowProblem = error.rowProblem
                 return failure
             }
@@ -79,11 +80,13 @@ public struct VaultError: Error, CustomStringConvertible {
                 return VaultError(.invalidData, error.message, hint: "restore the vault from a backup")
             }
             if error.code == .migrationCannotBeInferred || error.code == .migrationFailed {
-                return VaultError(.invalidData, "this vault cannot be brought to this version of MyStash: \(error.message)",
+                return VaultError(
+                    .invalidData, "this vault cannot be brought to this version of MyStash: \(error.message)",
                                   hint: "nothing was changed; use the version of mystash that last wrote it")
             }
             if error.code == .incompatibleVersionHash {
-                return VaultError(.invalidData, "this vault was made by an incompatible version of MyStash: \(error.message)",
+                return VaultError(
+                    .invalidData, "this vault was made by an incompatible version of MyStash: \(error.message)",
                                   hint: "use the version of mystash that created it")
             }
             return VaultError(.unexpected, error.message)
@@ -91,7 +94,9 @@ public struct VaultError: Error, CustomStringConvertible {
             switch error.code {
             case .wrongPassword: return VaultError(.wrongPassword, "wrong master password")
             case .damagedKeySlot, .unsupportedVersion, .parametersRejected:
-                return VaultError(.invalidData, "the vault's key slot cannot be used: \(error.message)", hint: "restore the vault from a backup")
+                return VaultError(
+                    .invalidData, "the vault's key slot cannot be used: \(error.message)",
+                    hint: "restore the vault from a backup")
             default: return VaultError(.unexpected, error.message)
             }
         default:

@@ -60,7 +60,9 @@ extension StashBench {
             var results: [CaseResult] = []
             let insertSize = quick ? 5_000 : 50_000
             let fetchSize = quick ? 20_000 : 200_000
-            let libraryCases = Self.libraryCaseNames.filter(selected).map { ($0, $0.hasSuffix("insert50k") ? insertSize : fetchSize) }
+            let libraryCases = Self.libraryCaseNames.filter(selected).map {
+                ($0, $0.hasSuffix("insert50k") ? insertSize : fetchSize)
+            }
             if !libraryCases.isEmpty {
                 log("preparing \(fetchSize) rows with ObjectGraph")
                 _ = try Child.measure("prepare", "ours", work: work, size: fetchSize)
@@ -68,7 +70,9 @@ extension StashBench {
             for (name, size) in libraryCases {
                 var medians: [String: (seconds: Double, rssKiB: Int)] = [:]
                 for implementation in LibraryCases.implementations {
-                    let runs = try (0..<repeats).map { _ in try Child.measure(name, implementation, work: work, size: size) }
+                    let runs = try (0..<repeats).map { _ in
+                        try Child.measure(name, implementation, work: work, size: size)
+                    }
                     medians[implementation] = (median(runs.map(\.seconds)), runs.map(\.rssKiB).max() ?? 0)
                     log("\(name) \(implementation): \(format(median(runs.map(\.seconds)))) s")
                 }
@@ -107,7 +111,8 @@ extension StashBench {
             _ = Glibc.uname(&uname)
             let machine = withUnsafeBytes(of: uname.machine) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
             let info = ProcessInfo.processInfo
-            let machineDescription = "\(machine), \(info.activeProcessorCount) cores, \(info.physicalMemory >> 30) GiB, "
+            let machineDescription =
+                "\(machine), \(info.activeProcessorCount) cores, \(info.physicalMemory >> 30) GiB, "
                 + "\(quick ? "quick" : "full") sizes, median of \(repeats)"
             if json {
                 struct Report: Codable {
@@ -120,7 +125,9 @@ extension StashBench {
                 FileHandle.standardOutput.write(data + Data("\n".utf8))
                 return
             }
-            func cell(_ value: Double?, _ digits: Int = 3) -> String { value.map { String(format: "%.\(digits)f", $0) } ?? "—" }
+            func cell(_ value: Double?, _ digits: Int = 3) -> String {
+                value.map { String(format: "%.\(digits)f", $0) } ?? "—"
+            }
             let header = ["case", "ours s", "beyond KDF s", "session s", "ours MiB", "baseline", "baseline s",
                           "baseline MiB", "ratio"]
             let rows = results.map { r in
@@ -131,7 +138,9 @@ extension StashBench {
             let widths = header.indices.map { column in ([header] + rows).map { $0[column].count }.max() ?? 0 }
             print("machine: \(machineDescription)")
             for row in [header] + rows {
-                print(zip(row, widths).map { $0.padding(toLength: $1, withPad: " ", startingAt: 0) }.joined(separator: "  "))
+                print(
+                    zip(row, widths).map { $0.padding(toLength: $1, withPad: " ", startingAt: 0) }.joined(
+                        separator: "  "))
             }
         }
     }

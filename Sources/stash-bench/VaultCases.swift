@@ -23,7 +23,9 @@ struct VaultBench {
     }
 
     /// `size` notes of about 1 KB and `size` entries; one note in 100 holds the search word.
-    func generateData() throws -> (notes: [(String, String)], entries: [(name: String, user: String, password: String, url: String)]) {
+    func generateData() throws -> (
+        notes: [(String, String)], entries: [(name: String, user: String, password: String, url: String)]
+    ) {
         let words = PasswordGenerator.words.filter { $0 != searchWord }
         var generator = SystemRandomNumberGenerator()
         func text(_ length: Int) -> String {
@@ -31,25 +33,41 @@ struct VaultBench {
             while result.count < length { result += words.randomElement(using: &generator)! + " " }
             return result
         }
-        let notes = (0..<size).map { index in ("Note \(index) \(text(20))", (index % 100 == 0 ? searchWord + " " : "") + text(1000)) }
-        let entries = (0..<size).map { index in (name: "site-\(index)", user: "user\(index)@example.com", password: "pw-\(index)-\(text(8).replacingOccurrences(of: " ", with: "-"))", url: "https://site\(index).example.com/login") }
+        let notes = (0..<size).map { index in
+            ("Note \(index) \(text(20))", (index % 100 == 0 ? searchWord + " " : "") + text(1000))
+        }
+        let entries = (0..<size).map { index in
+            (
+                name: "site-\(index)", user: "user\(index)@example.com",
+                password: "pw-\(index)-\(text(8).replacingOccurrences(of: " ", with: "-"))",
+                url: "https://site\(index).example.com/login"
+            )
+        }
         return (notes, entries)
     }
 
-    func writeMyStashJSON(_ data: (notes: [(String, String)], entries: [(name: String, user: String, password: String, url: String)])) throws {
+    func writeMyStashJSON(
+        _ data: (notes: [(String, String)], entries: [(name: String, user: String, password: String, url: String)])
+    ) throws {
         let document: [String: Any] = [
             "format": "mystash-json", "version": 1, "categories": [],
             "notes": data.notes.map { ["title": $0.0, "text": $0.1] },
-            "passwords": data.entries.map { ["name": $0.name, "userId": $0.user, "password": $0.password, "url": $0.url] },
+            "passwords": data.entries.map {
+                ["name": $0.name, "userId": $0.user, "password": $0.password, "url": $0.url]
+            }
         ]
         try JSONSerialization.data(withJSONObject: document).write(to: dataFile)
     }
 
-    func mystashRun(_ arguments: [String], environment overrides: [String: String] = [:], removing: [String] = []) throws -> Measurement {
+    func mystashRun(
+        _ arguments: [String], environment overrides: [String: String] = [:], removing: [String] = []
+    ) throws -> Measurement {
         var env = environment.merging(overrides) { _, new in new }
         removing.forEach { env[$0] = nil }
         let (measurement, status, stderr) = try runTimed(mystash, arguments, environment: env)
-        guard status == 0 else { throw BenchError("mystash \(arguments.joined(separator: " ")) failed (\(status)): \(stderr)") }
+        guard status == 0 else {
+            throw BenchError("mystash \(arguments.joined(separator: " ")) failed (\(status)): \(stderr)")
+        }
         return measurement
     }
 
@@ -58,7 +76,9 @@ struct VaultBench {
         let output = work.appendingPathComponent("kdf-output").path
         let (measurement, status, stderr) = try runTimed(
             StashBench.executable, ["kdf", vault.path, output], environment: environment)
-        guard status == 0, let seconds = Double(try String(contentsOfFile: output, encoding: .utf8)) else { throw BenchError("KDF child failed: \(stderr)") }
+        guard status == 0, let seconds = Double(try String(contentsOfFile: output, encoding: .utf8)) else {
+            throw BenchError("KDF child failed: \(stderr)")
+        }
         return Measurement(seconds: seconds, rssKiB: measurement.rssKiB)
     }
 
@@ -88,16 +108,25 @@ struct VaultBench {
             return try mystashRun(["import", dataFile.path, "--format", "mystash-json", "--vault", fresh.path])
         }
         _ = try mystashRun(["import", dataFile.path, "--format", "mystash-json"])
-        results.append(contentsOf: peers.compare("vault.import10k", ours: importRuns, kdf: kdf, session: nil) { try $0.importData(data) })
+        results.append(
+            contentsOf: peers.compare("vault.import10k", ours: importRuns, kdf: kdf, session: nil) {
+                try $0.importData(data)
+            })
 
         let list = try repeated { try mystashRun(["password", "list", "--json"]) }
         let show = try repeated { try mystashRun(["password", "show", "site-\(size / 2)", "--reveal"]) }
         let search = try repeated { try mystashRun(["note", "search", searchWord, "--json"]) }
         var sessions: [String: (seconds: Double, rssKiB: Int)] = [:]
         if (try? mystashRun(["unlock", "--timeout", "30m"])) != nil {
-            sessions["list"] = try repeated { try mystashRun(["password", "list", "--json"], removing: ["MYSTASH_PASSWORD"]) }
-            sessions["show"] = try repeated { try mystashRun(["password", "show", "site-\(size / 2)", "--reveal"], removing: ["MYSTASH_PASSWORD"]) }
-            sessions["search"] = try repeated { try mystashRun(["note", "search", searchWord, "--json"], removing: ["MYSTASH_PASSWORD"]) }
+            sessions["list"] = try repeated {
+                try mystashRun(["password", "list", "--json"], removing: ["MYSTASH_PASSWORD"])
+            }
+            sessions["show"] = try repeated {
+                try mystashRun(["password", "show", "site-\(size / 2)", "--reveal"], removing: ["MYSTASH_PASSWORD"])
+            }
+            sessions["search"] = try repeated {
+                try mystashRun(["note", "search", searchWord, "--json"], removing: ["MYSTASH_PASSWORD"])
+            }
             if let list = sessions["list"] {
                 var browseEnvironment = environment.merging(["TERM": "xterm-256color"]) { $1 }
                 browseEnvironment["MYSTASH_PASSWORD"] = nil
@@ -107,10 +136,21 @@ struct VaultBench {
         } else {
             log("vault: no kernel keyring here; session cases skipped")
         }
-        results.append(contentsOf: peers.compare("vault.list10k", ours: list, kdf: kdf, session: sessions["list"]) { try $0.list() })
-        results.append(contentsOf: peers.compare("vault.show", ours: show, kdf: kdf, session: sessions["show"]) { try $0.show(name: "site-\(size / 2)") })
-        results.append(contentsOf: peers.compare("vault.search10k", ours: search, kdf: kdf, session: sessions["search"]) { try $0.search(searchWord) })
-        results.append(contentsOf: peers.compare("vault.unlock", ours: (kdf, kdfRuns.map(\.rssKiB).max()!), kdf: kdf, session: nil) { try $0.unlock() })
+        results.append(
+            contentsOf: peers.compare("vault.list10k", ours: list, kdf: kdf, session: sessions["list"]) {
+                try $0.list()
+            })
+        results.append(
+            contentsOf: peers.compare("vault.show", ours: show, kdf: kdf, session: sessions["show"]) {
+                try $0.show(name: "site-\(size / 2)")
+            })
+        results.append(
+            contentsOf: peers.compare("vault.search10k", ours: search, kdf: kdf, session: sessions["search"]) {
+                try $0.search(searchWord)
+            })
+        results.append(
+            contentsOf: peers.compare("vault.unlock", ours: (kdf, kdfRuns.map(\.rssKiB).max()!), kdf: kdf, session: nil)
+            { try $0.unlock() })
     }
 }
 

@@ -2,12 +2,14 @@ import Foundation
 import XCTest
 
 /// Rules about the source text itself that the compiler cannot check: nothing above ObjectGraph
-/// classifies an error by SQLite's numbers or by its message text.
+/// classifies an error by SQLite's numbers or by its message text, and no line in Sources/ is over
+/// 120 characters.
 final class SourceRulesTests: XCTestCase {
     static let sourcesURL = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
         .appendingPathComponent("../../Sources").standardizedFileURL
     /// The targets that reach the store only through ObjectGraph's typed errors.
     static let aboveObjectGraph = ["MyStashKit", "mystash", "objectgraph", "stash-bench"]
+    static let maximumLineLength = 120
 
     /// Patterns that classify an error by number or by text, each with a line it must catch.
     static let forbidden: [(pattern: String, why: String, examples: [String])] = [
@@ -66,5 +68,20 @@ final class SourceRulesTests: XCTestCase {
         }
         XCTAssertGreaterThan(checked, 30, "the sources were found at \(Self.sourcesURL.path)")
         XCTAssertEqual(violations, [])
+    }
+
+    func testNoSourceLineIsLongerThan120Characters() throws {
+        let files = (FileManager.default.enumerator(at: Self.sourcesURL, includingPropertiesForKeys: nil)?
+            .compactMap { $0 as? URL } ?? [])
+            .filter { ["swift", "c", "h", "modulemap", "md"].contains($0.pathExtension) }
+        XCTAssertGreaterThan(files.count, 100, "the sources were found at \(Self.sourcesURL.path)")
+        var long: [String] = []
+        for file in files {
+            let lines = try String(contentsOf: file, encoding: .utf8).components(separatedBy: "\n")
+            for (number, line) in lines.enumerated() where line.count > Self.maximumLineLength {
+                long.append("\(file.path.dropFirst(Self.sourcesURL.path.count + 1)):\(number + 1) (\(line.count))")
+            }
+        }
+        XCTAssertEqual(long, [], "\(long.count) lines over \(Self.maximumLineLength) characters")
     }
 }

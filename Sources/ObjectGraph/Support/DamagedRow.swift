@@ -15,7 +15,8 @@ extension ObjectGraphError {
         -> ObjectGraphError
     {
         let row = primaryKey.map { " row \($0)" } ?? ""
-        var error = ObjectGraphError(code: .damagedRow, message: "damaged row: \(storeName), \(entity)\(row): \(problem)")
+        var error = ObjectGraphError(
+            code: .damagedRow, message: "damaged row: \(storeName), \(entity)\(row): \(problem)")
         if primaryKey != nil { error.rowProblem = problem }
         return error
     }
