@@ -105,7 +105,9 @@ int ms_editor_guard_end(void) {
         guard_armed = 0;
         result = ms_wipe_directory(guarded_directory);
     }
-    for (size_t index = 0; index < GUARDED_COUNT; index++) sigaction(guarded_signals[index], &previous_actions[index], NULL);
+    for (size_t index = 0; index < GUARDED_COUNT; index++) {
+        sigaction(guarded_signals[index], &previous_actions[index], NULL);
+    }
     sigprocmask(SIG_SETMASK, &saved, NULL);
     return result;
 }

@@ -54,7 +54,8 @@ enum CSV {
 
     static func line(_ fields: [String]) -> String {
         fields.map { field in
-            field.contains(where: { $0 == "," || $0 == "\"" || $0.isNewline }) ? "\"" + field.replacingOccurrences(of: "\"", with: "\"\"") + "\"" : field
+            field.contains(where: { $0 == "," || $0 == "\"" || $0.isNewline })
+                ? "\"" + field.replacingOccurrences(of: "\"", with: "\"\"") + "\"" : field
         }.joined(separator: ",")
     }
 }

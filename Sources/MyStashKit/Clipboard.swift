@@ -65,7 +65,7 @@ public enum Clipboard {
         waitUntilClipboardHolds(value)
         guard seconds > 0 else { return .tool(tool.name, clearsAfter: nil) }
         let seconds = min(seconds, maximumClearSeconds)
-        try startDetached(clearHelper, input: "\(seconds) \(digest(value))\n")
+        try startDetached(clearHelper, input: "\(seconds) \(try digest(value))\n")
         return .tool(tool.name, clearsAfter: seconds)
     }
 
@@ -86,8 +86,9 @@ public enum Clipboard {
     /// Returns whether it did.
     @discardableResult
     public static func clear(ifDigest expected: String) -> Bool {
-        guard let tool = tool(), let current = contents(),
-            ConstantTime.equal(Array(digest(current).utf8), Array(expected.utf8))
+        // What cannot be hashed cannot be known to be ours: it is left alone, as another value is.
+        guard let tool = tool(), let current = contents(), let digest = try? digest(current),
+            ConstantTime.equal(Array(digest.utf8), Array(expected.utf8))
         else { return false }
         guard ChildProcess.run(tool.clear) != nil else { return false }
         // The secret is gone when this returns, not some moments later.
@@ -121,9 +122,10 @@ public enum Clipboard {
         try? tty.close()
     }
 
-    static func digest(_ value: String) -> String {
-        // SHA-256 of a short string cannot fail; an empty digest simply never matches.
-        ((try? SHA256Digest.hash(Array(value.utf8))) ?? []).map { String(format: "%02x", $0) }.joined()
+    /// - throws: when OpenSSL cannot hash (out of memory): a helper given no digest would
+    ///   never find its value and leave the secret on the clipboard.
+    static func digest(_ value: String) throws -> String {
+        try SHA256Digest.hash(Array(value.utf8)).map { String(format: "%02x", $0) }.joined()
     }
 
     /// Starts `command` through `setsid -f` (a new session, not our child) with `input` on its

@@ -13,13 +13,17 @@ final class EncryptingTransformer: ValueTransformer {
 
     private func key() throws -> SecretBytes {
         guard let dataKey else {
-            throw VaultError(.wrongPassword, "the vault is locked", hint: "give the master password (prompt, MYSTASH_PASSWORD) or run 'mystash unlock'")
+            throw VaultError(
+                .wrongPassword, "the vault is locked",
+                hint: "give the master password (prompt, MYSTASH_PASSWORD) or run 'mystash unlock'")
         }
         return dataKey
     }
 
     private func context(_ place: ValuePlace) -> FieldContext {
-        FieldContext(storeIdentifier: place.storeIdentifier, entity: place.entityName, attribute: place.attributeName, primaryKey: place.primaryKey)
+        FieldContext(
+            storeIdentifier: place.storeIdentifier, entity: place.entityName, attribute: place.attributeName,
+            primaryKey: place.primaryKey)
     }
 
     func transformedValue(_ value: Any, at place: ValuePlace) throws -> Data {
@@ -34,9 +38,15 @@ final class EncryptingTransformer: ValueTransformer {
             return try FieldEnvelope.open(Array(data), key: key(), context: context(place))
         } catch let error as StashCryptoError {
             let store = storeNames[place.storeIdentifier] ?? "store \(place.storeIdentifier)"
-            let what = error.code == .authenticationFailed ? "was modified or moved from another row or field" : error.message
-            throw VaultError(.invalidData, "tampered or damaged data: \(store), \(place.entityName) row \(place.primaryKey), field \(place.attributeName) \(what)",
-                             hint: "restore the vault from a backup; 'mystash check' lists every damaged field")
+            let what =
+                error.code == .authenticationFailed ? "was modified or moved from another row or field" : error.message
+            let problem = "field \(place.attributeName) \(what)"
+            var failure = VaultError(
+                .invalidData,
+                "tampered or damaged data: \(store), \(place.entityName) row \(place.primaryKey), \(problem)",
+                hint: "restore the vault from a backup; 'mystash check' lists every damaged field")
+            failure.rowProblem = problem
+            throw failure
         }
     }
 }

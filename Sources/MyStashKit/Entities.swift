@@ -41,11 +41,15 @@ public final class PasswordEntry: ManagedObject, ManagedEntity {
     public var isFavorite: Bool { self["favorite"] as? Bool ?? false }
     /// Custom fields in their order.
     public var fields: [CustomField] {
-        (self["fields"] as? [ManagedObject] ?? []).compactMap { $0 as? CustomField }.sorted { $0.position < $1.position }
+        (self["fields"] as? [ManagedObject] ?? []).compactMap { $0 as? CustomField }.sorted {
+            $0.position < $1.position
+        }
     }
     /// Earlier passwords, the most recently replaced first.
     public var history: [PasswordHistoryItem] {
-        (self["history"] as? [ManagedObject] ?? []).compactMap { $0 as? PasswordHistoryItem }.sorted { $0.replacedAt > $1.replacedAt }
+        (self["history"] as? [ManagedObject] ?? []).compactMap { $0 as? PasswordHistoryItem }.sorted {
+            $0.replacedAt > $1.replacedAt
+        }
     }
     public var createdAt: Date { self["createdAt"] as? Date ?? .distantPast }
     public var updatedAt: Date { self["updatedAt"] as? Date ?? .distantPast }
@@ -79,9 +83,11 @@ public final class Category: ManagedObject, ManagedEntity {
     public var id: Int64 { objectID.primaryKey ?? 0 }
     public var name: String { self["name"] as? String ?? "" }
 
-    public override func validateForSave(into errors: inout [ValidationError]) {
+    /// - throws: the store's error when the other categories cannot be read: a name is never
+    ///   saved unchecked.
+    public override func validateForSave(into errors: inout [ValidationError]) throws {
         guard let context = managedObjectContext, changedValues["name"] != nil || isInserted else { return }
-        let others = (try? context.fetch(FetchRequest<Category>(predicate: try? Predicate(format: "name ==[c] %@", name)))) ?? []
+        let others = try context.fetch(FetchRequest<Category>(predicate: try Predicate(format: "name ==[c] %@", name)))
         if others.contains(where: { $0 !== self && !$0.isDeleted }) {
             errors.append(ValidationError(code: .generic, object: self, key: "name", value: name,
                                           constraint: .custom("'\(name)' is already used by another category")))

@@ -291,7 +291,10 @@ final class IntegrityRecord: StoreWriteObserver {
                     + "ZMODEL TEXT, ZGENERATION INTEGER, "
                     + "ZPEERGENERATION INTEGER, ZROWCOUNT INTEGER, ZTAGSUM BLOB, ZMAC BLOB)")
             try transaction.execute("DELETE FROM \(tags)")
-            // Generations go on from the old record's, if any, so older copies stay older.
+            // Generations go on from the old record's, if any, so older copies stay older. One this
+            // record's key cannot verify (after a rekey it is under the old key) restarts at 0, a
+            // documented choice: copies from before carry a record under that other key and fail
+            // verification anyway, and both stores restart together, so their generations agree.
             let previous = try? self.record(of: store, in: transaction)
             var record = Record(
                 model: model, generation: previous?.generation ?? 0, peerGeneration: 0, rowCount: 0,

@@ -18,7 +18,9 @@ public enum KeyringSession {
     /// - throws: ``VaultError`` when the kernel keyring is unavailable here.
     public static func store(_ contents: Contents, vaultIdentifier: String, timeout: UInt32) throws {
         let payload = SecretBytes(copying: contents.slotIdentifier + contents.dataKey.bytes)
-        let serial = payload.withUnsafeBytes { ms_keyring_add_user_key(keyName(vaultIdentifier), $0.baseAddress, $0.count) }
+        let serial = payload.withUnsafeBytes {
+            ms_keyring_add_user_key(keyName(vaultIdentifier), $0.baseAddress, $0.count)
+        }
         guard serial > 0 else { throw unavailable(-Int(serial)) }
         let result = ms_keyring_set_timeout(serial, timeout)
         guard result == 0 else {

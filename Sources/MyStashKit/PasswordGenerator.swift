@@ -20,7 +20,9 @@ public enum PasswordGenerator {
         }
         let alphabet = letters + digits + (useSymbols ? symbols : [])
         var characters: [Character] = []
-        for _ in 0..<length { characters.append(alphabet[Int(try SecureRandom.uniform(below: UInt32(alphabet.count)))]) }
+        for _ in 0..<length {
+            characters.append(alphabet[Int(try SecureRandom.uniform(below: UInt32(alphabet.count)))])
+        }
         return Generated(value: String(characters), entropyBits: Double(length) * log2(Double(alphabet.count)))
     }
 

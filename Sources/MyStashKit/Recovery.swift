@@ -32,6 +32,7 @@ public enum Recovery {
 
     /// The files of an interrupted commit (`-journal`, `-mj…`) in `directory`.
     static func journalFiles(in directory: URL) -> [String] {
+        // A directory that cannot be listed cannot be opened as a vault either: that open reports it.
         let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
         return names.filter { name in
             storeNames.contains { name.hasPrefix($0 + "-journal") || name.hasPrefix($0 + "-mj") }
@@ -110,7 +111,8 @@ public enum Recovery {
     }
 
     /// The super-journal path recorded at the end of a rollback journal, and where that record
-    /// starts (pager.c: page number, name, length, checksum, magic).
+    /// starts (pager.c: page number, name, length, checksum, magic). Nil when the record cannot be
+    /// read or does not check out: SQLite's pager then treats the journal as standing alone too.
     static func superJournalPointer(_ path: String) -> (path: String, offset: off_t)? {
         guard let handle = FileHandle(forReadingAtPath: path) else { return nil }
         defer { try? handle.close() }
@@ -130,12 +132,15 @@ public enum Recovery {
     }
 
     /// Whether a rollback journal's header carries SQLite's magic, written only once the
-    /// journal is synced and before any page of the store is overwritten.
+    /// journal is synced and before any page of the store is overwritten. An empty journal has
+    /// none; one that cannot be opened or read counts as complete, so it is kept for SQLite to judge
+    /// rather than removed while it may be needed.
     static func hasCompleteHeader(_ path: String) -> Bool {
         guard let handle = FileHandle(forReadingAtPath: path) else { return true }
         defer { try? handle.close() }
-        guard let header = try? handle.read(upToCount: 8) else { return false }
-        return Array(header) == journalMagic
+        let header: Data?
+        do { header = try handle.read(upToCount: 8) } catch { return true }
+        return header.map { Array($0) == journalMagic } ?? false
     }
 
     private static func syncFile(_ path: String) -> Bool {

@@ -19,7 +19,8 @@ enum Resources {
     /// Loads every version of the model; each call gives new instances (contexts register
     /// classes on the current one).
     static func modelVersions() throws -> ModelVersions {
-        let versions = try ModelVersions(xcdatamodeldFiles: folder("MyStash.xcdatamodeld"), modelName: "MyStash.xcdatamodeld")
+        let versions = try ModelVersions(
+            xcdatamodeldFiles: folder("MyStash.xcdatamodeld"), modelName: "MyStash.xcdatamodeld")
         let model = versions.current
         model.setClass(Note.self, forEntityName: Note.entityName)
         model.setClass(PasswordEntry.self, forEntityName: PasswordEntry.entityName)
@@ -31,6 +32,7 @@ enum Resources {
     }
 
     static var wordList: [String] {
-        String(decoding: file("Wordlists/eff-large.txt") ?? Data(), as: UTF8.self).split(whereSeparator: \.isNewline).map(String.init)
+        String(decoding: file("Wordlists/eff-large.txt") ?? Data(), as: UTF8.self).split(whereSeparator: \.isNewline)
+            .map(String.init)
     }
 }

@@ -19,9 +19,18 @@ extension Vault {
             }
         }
         problems += try Self.wrapErrors { try coordinator.checkIntegrity() }
-        problems += (try? duplicateCategoryNames()) ?? []
+        // A sub-check that cannot run is reported, never counted as passed; the others still run.
+        do {
+            problems += try duplicateCategoryNames()
+        } catch let error as VaultError where error.kind == .invalidData {
+            problems.append(CheckProblem(store: Self.passwordsFileName, entity: Category.entityName,
+                                         message: "category names could not be compared: \(error.message)"))
+        }
         problems += try integrityProblems()
-        let entities = [(Note.entityName, Self.notesFileName), (PasswordEntry.entityName, Self.passwordsFileName), (Category.entityName, Self.passwordsFileName)]
+        let entities = [
+            (Note.entityName, Self.notesFileName), (PasswordEntry.entityName, Self.passwordsFileName),
+            (Category.entityName, Self.passwordsFileName),
+        ]
         let keys = try Self.wrapErrors { try entities.map { try context.primaryKeys(forEntityName: $0.0) } }
         let total = keys.map(\.count).reduce(0, +)
         var done = 0
@@ -30,16 +39,19 @@ extension Vault {
                 do {
                     _ = try context.existingObject(entityName: entity, primaryKey: row)
                 } catch {
-                    // The message names the place again; keep only what is wrong there.
-                    let message = VaultError.wrapping(error).message
-                    let problem = [", ", ": "].lazy.compactMap { message.range(of: "row \(row)\($0)") }.first
-                        .map { String(message[$0.upperBound...]) } ?? message
-                    problems.append(CheckProblem(store: store, entity: entity, primaryKey: row, message: problem))
+                    problems.append(CheckProblem(store: store, entity: entity, primaryKey: row,
+                                                 message: Self.rowProblem(error)))
                 }
                 done += 1
                 progress?.report(done, of: total)
             }
         }
         return problems
+    }
+
+    /// What is wrong with a row that cannot be read, without the place the check names itself.
+    private static func rowProblem(_ error: Error) -> String {
+        let error = VaultError.wrapping(error)
+        return error.rowProblem ?? error.message
     }
 }

@@ -197,7 +197,8 @@ final class PendingVerification: @unchecked Sendable {
     private let done = DispatchSemaphore(value: 0)
     private var waited = false
 
-    /// Starts the check; nil when no second connection can be opened (the caller checks itself).
+    /// Starts the check; nil when no second connection or record can be made: the caller then
+    /// checks on its own connection, where the same failure is thrown, never skipped.
     init?(vault: Vault, dataKey: SecretBytes) {
         guard let reader = try? vault.coordinator.makeReader(),
               let record = try? IntegrityRecord(

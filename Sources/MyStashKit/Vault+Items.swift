@@ -68,7 +68,8 @@ public struct CategoryInfo: Codable, Equatable {
 
 extension NoteInfo {
     init(_ note: Note, withText: Bool) {
-        self.init(id: note.id, title: note.title, folder: withText ? note.folder : nil, text: withText ? note.text : nil,
+        self.init(
+            id: note.id, title: note.title, folder: withText ? note.folder : nil, text: withText ? note.text : nil,
                   createdAt: note.createdAt, updatedAt: note.updatedAt)
     }
 }
@@ -143,13 +144,16 @@ extension Vault {
                                 describe: (T) -> String = { "ID \($0.objectID.primaryKey ?? 0)" }) throws -> T {
         try Self.wrapErrors {
             func byID(_ id: Int64) throws -> T? {
-                guard let object = try context.existingObject(entityName: T.entityName, primaryKey: id) as? T else { return nil }
+                guard let object = try context.existingObject(entityName: T.entityName, primaryKey: id) as? T else {
+                    return nil
+                }
                 try context.decodeValues(of: object)
                 return object
             }
             if let id = Self.referencedID(reference) {
                 guard let object = try byID(id) else {
-                    throw VaultError(.notFound, "no \(noun) with ID \(id)", hint: "'\(listCommand)' shows them with their IDs")
+                    throw VaultError(
+                        .notFound, "no \(noun) with ID \(id)", hint: "'\(listCommand)' shows them with their IDs")
                 }
                 return object
             }
@@ -160,15 +164,17 @@ extension Vault {
             switch matches.count {
             case 0:
                 if let id = Int64(reference), let object = try byID(id) { return object }
-                throw VaultError(.notFound, "no \(noun) named '\(reference)'", hint: "'\(listCommand)' shows them with their IDs")
+                throw VaultError(
+                    .notFound, "no \(noun) named '\(reference)'", hint: "'\(listCommand)' shows them with their IDs")
             case 1:
                 try context.decodeValues(of: matches[0])
                 return matches[0]
             default:
                 let plural = noun.hasSuffix("y") ? noun.dropLast() + "ies" : noun + "s"
                 for match in matches { try context.decodeValues(of: match) }
-                throw VaultError(.usage, "'\(reference)' matches \(matches.count) \(plural); give one of their IDs as #ID:",
-                                 details: matches.sorted { $0.objectID.primaryKey ?? 0 < $1.objectID.primaryKey ?? 0 }.map(describe))
+                throw VaultError(
+                    .usage, "'\(reference)' matches \(matches.count) \(plural); give one of their IDs as #ID:",
+                    details: matches.sorted { $0.objectID.primaryKey ?? 0 < $1.objectID.primaryKey ?? 0 }.map(describe))
             }
         }
     }
@@ -191,7 +197,8 @@ extension Vault {
     }
 
     private func findEntryOnly(_ reference: String) throws -> PasswordEntry {
-        try find(PasswordEntry.self, reference, nameKey: "name", noun: "entry", listCommand: "mystash password list") { entry in
+        try find(PasswordEntry.self, reference, nameKey: "name", noun: "entry", listCommand: "mystash password list") {
+            entry in
             ["#\(entry.id)", entry.name, "user: \(entry.userId ?? "-")", "category: \(entry.category?.name ?? "-")",
              "URL: \(entry.url ?? "-")"].joined(separator: "  ")
         }
@@ -216,7 +223,8 @@ extension Vault {
 
     public func notes() throws -> [NoteInfo] {
         try Self.wrapErrors {
-            var request = FetchRequest<Note>(sortDescriptors: [FetchSortDescriptor(key: "title", caseInsensitive: true)])
+            var request = FetchRequest<Note>(sortDescriptors: [FetchSortDescriptor(key: "title", caseInsensitive: true)]
+            )
             request.propertiesToFetch = ["title"]
             return try context.fetch(request).map { NoteInfo($0, withText: false) }
         }
@@ -245,7 +253,10 @@ extension Vault {
     public func searchNotes(_ query: String) throws -> [NoteInfo] {
         try Self.wrapErrors {
             let predicate = try Predicate(format: "title CONTAINS[cd] %@ OR text CONTAINS[cd] %@", query, query)
-            return try context.fetch(FetchRequest<Note>(predicate: predicate, sortDescriptors: [FetchSortDescriptor(key: "title", caseInsensitive: true)]))
+            return try context.fetch(
+                FetchRequest<Note>(
+                    predicate: predicate, sortDescriptors: [FetchSortDescriptor(key: "title", caseInsensitive: true)])
+            )
                 .map { NoteInfo($0, withText: false) }
         }
     }
@@ -260,7 +271,9 @@ extension Vault {
     @discardableResult
     public func addEntry(_ changes: EntryChanges, allowDuplicate: Bool = false) throws -> Int64 {
         if !allowDuplicate, let name = changes.name, let existing = try entryNamed(name) {
-            throw VaultError(.invalidData, "an entry named '\(existing.name)' exists already (#\(existing.id))", hint: "choose another name, or allow a second one")
+            throw VaultError(
+                .invalidData, "an entry named '\(existing.name)' exists already (#\(existing.id))",
+                hint: "choose another name, or allow a second one")
         }
         let categoryObject = try self.category(for: changes)
         let entry = try change {
@@ -272,8 +285,11 @@ extension Vault {
     }
 
     @discardableResult
-    public func addEntry(name: String, password: String, userId: String?, url: String?, category: String?, notes: String?) throws -> Int64 {
-        try addEntry(EntryChanges(name: name, userId: userId, url: url, category: category, password: password, notes: notes))
+    public func addEntry(
+        name: String, password: String, userId: String?, url: String?, category: String?, notes: String?
+    ) throws -> Int64 {
+        try addEntry(
+            EntryChanges(name: name, userId: userId, url: url, category: category, password: password, notes: notes))
     }
 
     private func entryNamed(_ name: String) throws -> PasswordEntry? {
@@ -360,7 +376,9 @@ extension Vault {
         let filter = try category.map { try findCategory($0) }
         return try Self.wrapErrors {
             try prefetchCategories()
-            var request = FetchRequest<PasswordEntry>(sortDescriptors: [FetchSortDescriptor(key: "name", caseInsensitive: true)])
+            var request = FetchRequest<PasswordEntry>(sortDescriptors: [
+                FetchSortDescriptor(key: "name", caseInsensitive: true)
+            ])
             if let filter { request.predicate = try Predicate(format: "category == %@", filter) }
             // What a list shows: never the password or the notes.
             request.propertiesToFetch = ["name", "userId", "url"]
@@ -403,7 +421,9 @@ extension Vault {
 
     /// The entry's earlier passwords, the most recently replaced first.
     public func passwordHistory(_ reference: String, reveal: Bool) throws -> [HistoryInfo] {
-        try findEntry(reference).history.map { HistoryInfo(password: reveal ? $0.password : nil, replacedAt: $0.replacedAt) }
+        try findEntry(reference).history.map {
+            HistoryInfo(password: reveal ? $0.password : nil, replacedAt: $0.replacedAt)
+        }
     }
 
     /// The entry's current TOTP code.
@@ -413,7 +433,9 @@ extension Vault {
     public func totpCode(_ reference: String, at date: Date = Date()) throws -> (code: TOTP.Code, totp: TOTP) {
         let entry = try findEntry(reference)
         guard let secret = entry.totp else {
-            throw VaultError(.notFound, "entry '\(entry.name)' has no TOTP secret", hint: "add one with 'mystash password edit --totp'")
+            throw VaultError(
+                .notFound, "entry '\(entry.name)' has no TOTP secret",
+                hint: "add one with 'mystash password edit --totp'")
         }
         do {
             let totp = try TOTP(parsing: secret)
@@ -442,9 +464,15 @@ extension Vault {
     public func searchEntries(_ query: String) throws -> [EntryInfo] {
         try Self.wrapErrors {
             try prefetchCategories()
-            let predicate = try Predicate(format: "name CONTAINS[cd] %@ OR userId CONTAINS[cd] %@ OR url CONTAINS[cd] %@ OR notes CONTAINS[cd] %@ OR category.name CONTAINS[cd] %@",
+            let predicate = try Predicate(
+                format:
+                    "name CONTAINS[cd] %@ OR userId CONTAINS[cd] %@ OR url CONTAINS[cd] %@ OR notes CONTAINS[cd] %@ OR "
+                        + "category.name CONTAINS[cd] %@",
                                           query, query, query, query, query)
-            return try context.fetch(FetchRequest<PasswordEntry>(predicate: predicate, sortDescriptors: [FetchSortDescriptor(key: "name", caseInsensitive: true)]))
+            return try context.fetch(
+                FetchRequest<PasswordEntry>(
+                    predicate: predicate, sortDescriptors: [FetchSortDescriptor(key: "name", caseInsensitive: true)])
+            )
                 .map { EntryInfo($0, reveal: false, detailed: false) }
         }
     }
@@ -480,8 +508,11 @@ extension Vault {
     public func categories() throws -> [CategoryInfo] {
         try Self.wrapErrors {
             // Counted in SQL: entries need not be decrypted, so this works on a locked vault.
-            try context.fetch(FetchRequest<Category>(sortDescriptors: [FetchSortDescriptor(key: "name", caseInsensitive: true)])).map { category in
-                let entries = try context.count(for: FetchRequest<PasswordEntry>(predicate: try Predicate(format: "category == %@", category)))
+            try context.fetch(
+                FetchRequest<Category>(sortDescriptors: [FetchSortDescriptor(key: "name", caseInsensitive: true)])
+            ).map { category in
+                let entries = try context.count(
+                    for: FetchRequest<PasswordEntry>(predicate: try Predicate(format: "category == %@", category)))
                 return CategoryInfo(id: category.id, name: category.name, entries: entries)
             }
         }

@@ -46,6 +46,8 @@ extension Vault {
             context.rollback()
             transformer.dataKey = oldKey
             coordinator.writeObserver = integrity
+            // The failed save's error is the one to report; metadata that cannot be reloaded
+            // here is read again when the vault is next opened.
             try? coordinator.reloadMetadata()
             throw VaultError.wrapping(error)
         }

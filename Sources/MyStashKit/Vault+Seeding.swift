@@ -23,7 +23,8 @@ extension Vault {
     static let categoryListName = "category"
 
     private func categoryList() throws -> SeedList? {
-        try context.fetch(FetchRequest<SeedList>(predicate: try Predicate(format: "name == %@", Self.categoryListName))).first
+        try context.fetch(FetchRequest<SeedList>(predicate: try Predicate(format: "name == %@", Self.categoryListName)))
+            .first
     }
 
     /// Inserts (unsaved) the seed rows newer than the loaded version, and records the new
@@ -68,6 +69,9 @@ extension Vault {
 
     public func seedStatus() throws -> [SeedStatus] {
         let loaded = try Self.wrapErrors { try categoryList()?.version ?? 0 }
-        return [SeedStatus(list: Self.categoryListName, loaded: loaded, available: Self.seedCategories.map(\.version).max() ?? 0)]
+        return [
+            SeedStatus(
+                list: Self.categoryListName, loaded: loaded, available: Self.seedCategories.map(\.version).max() ?? 0)
+        ]
     }
 }

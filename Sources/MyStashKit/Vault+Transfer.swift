@@ -118,11 +118,18 @@ extension Vault {
     private func exportDocument(progress: Progress?) throws -> ExportDocument {
         try Self.wrapErrors {
             let notes = try context.fetch(FetchRequest<Note>(sortDescriptors: [FetchSortDescriptor(key: "createdAt")]))
-            let entries = try context.fetch(FetchRequest<PasswordEntry>(sortDescriptors: [FetchSortDescriptor(key: "createdAt")]))
+            let entries = try context.fetch(
+                FetchRequest<PasswordEntry>(sortDescriptors: [FetchSortDescriptor(key: "createdAt")]))
             progress?.report(notes.count + entries.count, of: notes.count + entries.count)
             return ExportDocument(
-                categories: try context.fetch(FetchRequest<Category>(sortDescriptors: [FetchSortDescriptor(key: "name")])).map(\.name),
-                notes: notes.map { .init(title: $0.title, folder: $0.folder, text: $0.text, createdAt: $0.createdAt, updatedAt: $0.updatedAt) },
+                categories: try context.fetch(
+                    FetchRequest<Category>(sortDescriptors: [FetchSortDescriptor(key: "name")])
+                ).map(\.name),
+                notes: notes.map {
+                    .init(
+                        title: $0.title, folder: $0.folder, text: $0.text, createdAt: $0.createdAt,
+                        updatedAt: $0.updatedAt)
+                },
                 passwords: try entries.map { entry in
                     for field in entry.fields { try context.decodeValues(of: field) }
                     for item in entry.history { try context.decodeValues(of: item) }
@@ -132,16 +139,19 @@ extension Vault {
     }
 
     static func exportEntry(_ entry: PasswordEntry) -> ExportDocument.Entry {
-        var item = ExportDocument.Entry(name: entry.name, userId: entry.userId, password: entry.password, url: entry.url,
+        var item = ExportDocument.Entry(
+            name: entry.name, userId: entry.userId, password: entry.password, url: entry.url,
                                         notes: entry.notes, category: entry.category?.name,
                                         createdAt: entry.createdAt, updatedAt: entry.updatedAt)
         item.moreURLs = entry.moreURLs.isEmpty ? nil : entry.moreURLs
         item.totp = entry.totp
         item.favorite = entry.isFavorite ? true : nil
         let fields = entry.fields
-        item.fields = fields.isEmpty ? nil : fields.map { FieldInfo(name: $0.name, value: $0.value, hidden: $0.isHidden) }
+        item.fields =
+            fields.isEmpty ? nil : fields.map { FieldInfo(name: $0.name, value: $0.value, hidden: $0.isHidden) }
         let history = entry.history
-        item.history = history.isEmpty ? nil : history.map { HistoryInfo(password: $0.password, replacedAt: $0.replacedAt) }
+        item.history =
+            history.isEmpty ? nil : history.map { HistoryInfo(password: $0.password, replacedAt: $0.replacedAt) }
         return item
     }
 
@@ -243,9 +253,12 @@ extension Vault {
         } catch {
             throw source.invalid(.mystashJSON, describe(error))
         }
-        guard source.document.format == "mystash-json" else { throw source.invalid(.mystashJSON, "its format is '\(source.document.format)'") }
+        guard source.document.format == "mystash-json" else {
+            throw source.invalid(.mystashJSON, "its format is '\(source.document.format)'")
+        }
         guard (1...2).contains(source.document.version) else {
-            throw source.invalid(.mystashJSON, "version \(source.document.version) is newer than this mystash reads (1 or 2)")
+            throw source.invalid(
+                .mystashJSON, "version \(source.document.version) is newer than this mystash reads (1 or 2)")
         }
         return source
     }
@@ -274,7 +287,8 @@ extension Vault {
             let total = document.notes.count + document.passwords.count
             var done = 0
 
-            var existingNotes = try matchTable(try context.fetch(FetchRequest<Note>()), key: { Self.noteKey($0.title, $0.folder) })
+            var existingNotes = try matchTable(
+                try context.fetch(FetchRequest<Note>()), key: { Self.noteKey($0.title, $0.folder) })
             for (index, item) in document.notes.enumerated() {
                 let title = item.title.isEmpty ? "note \(index + 1) (untitled)" : "note '\(item.title)'"
                 let key = Self.noteKey(item.title, item.folder)
@@ -282,7 +296,8 @@ extension Vault {
                 if let existing = existingNotes[key]?.first {
                     existingNotes[key]?.removeFirst()
                     if existing.text == item.text ?? "" {
-                        report.skipped.append(.init(kind: "note", title: item.title, reason: "already in the vault, unchanged"))
+                        report.skipped.append(
+                            .init(kind: "note", title: item.title, reason: "already in the vault, unchanged"))
                         continue
                     }
                     note = existing
@@ -308,7 +323,7 @@ extension Vault {
                 let title = item.name.isEmpty ? "entry \(index + 1) (untitled)" : "entry '\(item.name)'"
                 let key = Self.entryKey(item.name, item.userId, item.url)
                 var changes = EntryChanges(name: item.name, userId: item.userId ?? "", url: item.url ?? "",
-                                           category: item.category ?? "", password: item.password, notes: item.notes ?? "")
+                    category: item.category ?? "", password: item.password, notes: item.notes ?? "")
                 changes.moreURLs = item.moreURLs ?? []
                 changes.totp = item.totp ?? ""
                 changes.favorite = item.favorite ?? false
@@ -322,7 +337,8 @@ extension Vault {
                     for field in existing.fields { try context.decodeValues(of: field) }
                     for old in existing.history { try context.decodeValues(of: old) }
                     if Self.sameContent(Self.exportEntry(existing), item) {
-                        report.skipped.append(.init(kind: "entry", title: item.name, reason: "already in the vault, unchanged"))
+                        report.skipped.append(
+                            .init(kind: "entry", title: item.name, reason: "already in the vault, unchanged"))
                         continue
                     }
                     entry = existing
@@ -335,13 +351,14 @@ extension Vault {
                 }
                 if let count = item.history?.count, count > Self.historyLimit {
                     report.warnings.append(.init(kind: "entry", title: item.name,
-                                                 reason: "kept the \(Self.historyLimit) most recent of \(count) earlier passwords"))
+                            reason: "kept the \(Self.historyLimit) most recent of \(count) earlier passwords"))
                 }
                 do {
                     try apply(changes, category: category(item.category), to: entry)
                 } catch let error as VaultError {
                     // An unusable TOTP secret: refused like any invalid field, naming the item.
-                    throw VaultError(.invalidData, "nothing was imported:", details: error.details.map { "\(title): \($0)" })
+                    throw VaultError(
+                        .invalidData, "nothing was imported:", details: error.details.map { "\(title): \($0)" })
                 }
                 labels[ObjectIdentifier(entry)] = title
                 for field in entry.fields { labels[ObjectIdentifier(field)] = "\(title), field '\(field.name)'" }
@@ -396,10 +413,12 @@ extension Vault {
         let history = Set((a.history ?? []).map { "\($0.password ?? "")\u{0}\($0.replacedAt.timeIntervalSince1970)" })
         let full = (a.history?.count ?? 0) >= historyLimit
         let oldest = a.history?.map(\.replacedAt).min() ?? .distantPast
-        return a.name == b.name && empty(a.userId) == empty(b.userId) && a.password == b.password && empty(a.url) == empty(b.url)
+        return a.name == b.name && empty(a.userId) == empty(b.userId) && a.password == b.password
+            && empty(a.url) == empty(b.url)
             && (a.moreURLs ?? []) == (b.moreURLs ?? []) && empty(a.notes) == empty(b.notes)
             && empty(a.category).lowercased() == empty(b.category).trimmingCharacters(in: .whitespaces).lowercased()
-            && empty(a.totp) == empty(b.totp) && (a.favorite ?? false) == (b.favorite ?? false) && (a.fields ?? []) == (b.fields ?? [])
+            && empty(a.totp) == empty(b.totp) && (a.favorite ?? false) == (b.favorite ?? false)
+            && (a.fields ?? []) == (b.fields ?? [])
             && (b.history ?? []).allSatisfy {
                 (full && $0.replacedAt <= oldest)
                     || history.contains("\($0.password ?? "")\u{0}\($0.replacedAt.timeIntervalSince1970)")

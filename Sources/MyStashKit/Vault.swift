@@ -70,7 +70,8 @@ public final class Vault {
     private init(directory: URL, newSlot: KeySlot?) throws {
         let creating = newSlot != nil
         self.directory = directory
-        coordinator = PersistentStoreCoordinator(modelVersions: try Resources.modelVersions(), busyTimeout: try Self.busyTimeout())
+        coordinator = PersistentStoreCoordinator(
+            modelVersions: try Resources.modelVersions(), busyTimeout: try Self.busyTimeout())
         coordinator.valueTransformers.register(transformer, forName: EncryptingTransformer.name)
         var options = StoreOptions()
         options.mustExist = !creating
@@ -78,10 +79,16 @@ public final class Vault {
         options.migratesAutomatically = true
         options.infersMappingModel = true
         do {
-            notesStore = try coordinator.addPersistentStore(type: .sqlite, configuration: "Notes", at: directory.appendingPathComponent(Self.notesFileName), options: options)
-            passwordsStore = try coordinator.addPersistentStore(type: .sqlite, configuration: "Passwords", at: directory.appendingPathComponent(Self.passwordsFileName), options: options)
-        } catch let error as ObjectGraphError where error.code == .storeOpenFailed && error.message.contains("does not exist") {
-            throw VaultError(.notFound, "the vault at '\(directory.path)' is incomplete: \(error.message)", hint: "restore the missing file from a backup")
+            notesStore = try coordinator.addPersistentStore(
+                type: .sqlite, configuration: "Notes", at: directory.appendingPathComponent(Self.notesFileName),
+                options: options)
+            passwordsStore = try coordinator.addPersistentStore(
+                type: .sqlite, configuration: "Passwords", at: directory.appendingPathComponent(Self.passwordsFileName),
+                options: options)
+        } catch let error as ObjectGraphError where error.storeFailure == .missing {
+            throw VaultError(
+                .notFound, "the vault at '\(directory.path)' is incomplete: \(error.message)",
+                hint: "restore the missing file from a backup")
         }
         // Ciphertexts are bound to their store's UUID: two stores must never share one.
         guard notesStore.identifier != passwordsStore.identifier else {
@@ -90,10 +97,15 @@ public final class Vault {
                                 + "(Z_METADATA.Z_UUID): "
                              + "one of them was altered or replaced", hint: "restore the vault from a backup")
         }
-        transformer.storeNames = [notesStore.identifier: Self.notesFileName, passwordsStore.identifier: Self.passwordsFileName]
+        transformer.storeNames = [
+            notesStore.identifier: Self.notesFileName, passwordsStore.identifier: Self.passwordsFileName,
+        ]
         context = ManagedObjectContext(coordinator: coordinator)
         keySlot = try newSlot ?? Self.readKeySlot(notesStore, passwordsStore)
-        identifier = creating ? UUID().uuidString : (passwordsStore.metadata[Self.vaultIdentifierKey] as? String ?? passwordsStore.identifier)
+        identifier =
+            creating
+            ? UUID().uuidString
+            : (passwordsStore.metadata[Self.vaultIdentifierKey] as? String ?? passwordsStore.identifier)
     }
 
     /// The stores this open migrated to the current model version, each with the versions it
@@ -123,7 +135,9 @@ public final class Vault {
                              hint: "restore \(damaged) from a backup and keep \(intact)")
         }
         guard a == b else {
-            throw VaultError(.invalidData, "the two stores of the vault hold different key slots", hint: "restore the vault from a backup")
+            throw VaultError(
+                .invalidData, "the two stores of the vault hold different key slots",
+                hint: "restore the vault from a backup")
         }
         return try KeySlot(serialized: Array(a))
     }
@@ -137,10 +151,14 @@ public final class Vault {
     /// - throws: ``VaultError`` `.cannotCreate` (exit 73) when a vault already exists there.
     public static func create(at directory: URL, password: SecretBytes, parameters: ScryptParameters) throws -> Vault {
         let fileManager = FileManager.default
-        for name in [notesFileName, passwordsFileName] where fileManager.fileExists(atPath: directory.appendingPathComponent(name).path) {
-            throw VaultError(.cannotCreate, "a vault already exists at '\(directory.path)'", hint: "use it, or choose another directory with --vault")
+        for name in [notesFileName, passwordsFileName]
+        where fileManager.fileExists(atPath: directory.appendingPathComponent(name).path) {
+            throw VaultError(
+                .cannotCreate, "a vault already exists at '\(directory.path)'",
+                hint: "use it, or choose another directory with --vault")
         }
         let parent = directory.deletingLastPathComponent()
+        // A parent that cannot be made fails the mkdir below, with its reason.
         try? fileManager.createDirectory(at: parent, withIntermediateDirectories: true)
         removeAbandonedBuilds(beside: directory)
         let aside = parent.appendingPathComponent(".\(directory.lastPathComponent).init-\(getpid())")
@@ -186,7 +204,8 @@ public final class Vault {
     private static func removeAbandonedBuilds(beside directory: URL) {
         let parent = directory.deletingLastPathComponent()
         let prefix = ".\(directory.lastPathComponent).init-"
-        for name in (try? FileManager.default.contentsOfDirectory(atPath: parent.path)) ?? [] where name.hasPrefix(prefix) {
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: parent.path)) ?? []
+        where name.hasPrefix(prefix) {
             guard let pid = Int32(name.dropFirst(prefix.count)), kill(pid, 0) != 0, errno == ESRCH else { continue }
             try? FileManager.default.removeItem(at: parent.appendingPathComponent(name))
         }
@@ -205,7 +224,9 @@ public final class Vault {
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: directory.path, isDirectory: &isDirectory), isDirectory.boolValue,
               FileManager.default.fileExists(atPath: directory.appendingPathComponent(passwordsFileName).path) else {
-            throw VaultError(.notFound, "there is no vault at '\(directory.path)'", hint: "create one with 'mystash init', or name another with --vault or MYSTASH_VAULT")
+            throw VaultError(
+                .notFound, "there is no vault at '\(directory.path)'",
+                hint: "create one with 'mystash init', or name another with --vault or MYSTASH_VAULT")
         }
         try checkPermissions(directory)
         Recovery.recover(in: directory)
@@ -222,12 +243,15 @@ public final class Vault {
             var info = stat()
             guard stat(path, &info) == 0 else { continue }
             if info.st_uid != geteuid() {
-                throw VaultError(.permission, "'\(path)' belongs to another user", hint: "a vault must belong to the user who opens it")
+                throw VaultError(
+                    .permission, "'\(path)' belongs to another user",
+                    hint: "a vault must belong to the user who opens it")
             }
             let mode = info.st_mode & 0o777
             if mode & 0o077 != 0 {
                 let wanted = index == 0 ? "700" : "600"
-                throw VaultError(.permission, "'\(path)' can be read or written by other users (mode \(String(mode, radix: 8)))",
+                throw VaultError(
+                    .permission, "'\(path)' can be read or written by other users (mode \(String(mode, radix: 8)))",
                                  hint: "run: chmod \(wanted) '\(path)'")
             }
         }

@@ -26,6 +26,9 @@ public struct VaultError: Error, CustomStringConvertible {
     /// Further lines, one per problem (validation failures, ambiguous matches).
     public var details: [String]
     public var hint: String?
+    /// For a failure about one row: what is wrong with it without naming the row, so `check`,
+    /// which lists problems by store, entity and row, names the place once.
+    var rowProblem: String?
 
     public init(_ kind: Kind, _ message: String, details: [String] = [], hint: String? = nil) {
         self.kind = kind
@@ -49,31 +52,43 @@ public struct VaultError: Error, CustomStringConvertible {
             return VaultError(.invalidData, "nothing was saved:", details: ValidationMessages.messages(for: error))
         case let error as ObjectGraphError:
             if error.code == .mergeConflict {
-                return VaultError(.busy, "another mystash process changed this item at the same time; nothing was saved",
+                return VaultError(
+                    .busy, "another mystash process changed this item at the same time; nothing was saved",
                                   hint: "run the command again")
             }
             if error.code == .damagedRow || error.code == .undecodableValue {
-                return VaultError(.invalidData, error.message,
-                                  hint: "restore the vault from a backup; 'mystash check' lists every damaged row")
+                var failure = VaultError(.invalidData, error.message,
+                    hint: "restore the vault from a backup; 'mystash check' lists every damaged row")
+                failure.rowProblem = error.rowProblem
+                return failure
             }
-            if error.isBusy {
-                return VaultError(.busy, "the vault is locked by another mystash process", hint: "wait for it to finish, or raise MYSTASH_BUSY_TIMEOUT (seconds)")
-            }
-            switch error.sqliteResultCode {
-            case 13?: return VaultError(.cannotCreate, "the disk is full; nothing was saved", hint: "free some space and run the command again")
-            case 8?, 3?, 23?: return VaultError(.permission, "the vault cannot be written: permission denied", hint: "check the owner and permissions of the vault directory")
-            case 11?, 26?: return VaultError(.invalidData, "a store of the vault is corrupt: \(error.message)", hint: "restore it from a backup; 'mystash check' lists what it can read")
-            default: break
+            switch error.storeFailure {
+            case .busy?:
+                return VaultError(.busy, "the vault is locked by another mystash process",
+                                  hint: "wait for it to finish, or raise MYSTASH_BUSY_TIMEOUT (seconds)")
+            case .full?:
+                return VaultError(.cannotCreate, "the disk is full; nothing was saved",
+                                  hint: "free some space and run the command again")
+            case .readOnly?, .permission?:
+                return VaultError(.permission, "the vault cannot be written: permission denied",
+                                  hint: "check the owner and permissions of the vault directory")
+            case .corrupt?:
+                return VaultError(.invalidData, "a store of the vault is corrupt: \(error.message)",
+                                  hint: "restore it from a backup; 'mystash check' lists what it can read")
+            default:
+                break
             }
             if error.code == .storeOpenFailed {
                 return VaultError(.invalidData, error.message, hint: "restore the vault from a backup")
             }
             if error.code == .migrationCannotBeInferred || error.code == .migrationFailed {
-                return VaultError(.invalidData, "this vault cannot be brought to this version of MyStash: \(error.message)",
+                return VaultError(
+                    .invalidData, "this vault cannot be brought to this version of MyStash: \(error.message)",
                                   hint: "nothing was changed; use the version of mystash that last wrote it")
             }
             if error.code == .incompatibleVersionHash {
-                return VaultError(.invalidData, "this vault was made by an incompatible version of MyStash: \(error.message)",
+                return VaultError(
+                    .invalidData, "this vault was made by an incompatible version of MyStash: \(error.message)",
                                   hint: "use the version of mystash that created it")
             }
             return VaultError(.unexpected, error.message)
@@ -81,7 +96,9 @@ public struct VaultError: Error, CustomStringConvertible {
             switch error.code {
             case .wrongPassword: return VaultError(.wrongPassword, "wrong master password")
             case .damagedKeySlot, .unsupportedVersion, .parametersRejected:
-                return VaultError(.invalidData, "the vault's key slot cannot be used: \(error.message)", hint: "restore the vault from a backup")
+                return VaultError(
+                    .invalidData, "the vault's key slot cannot be used: \(error.message)",
+                    hint: "restore the vault from a backup")
             default: return VaultError(.unexpected, error.message)
             }
         default:

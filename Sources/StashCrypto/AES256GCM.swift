@@ -28,7 +28,9 @@ public enum AES256GCM {
     /// Encrypts and authenticates `plaintext`, and authenticates `associatedData`.
     ///
     /// - parameter nonce: 12 bytes, unique per key; a random one when nil (the normal case).
-    public static func seal(_ plaintext: some ContiguousBytesLike, key: SecretBytes, nonce: [UInt8]? = nil, associatedData: [UInt8] = []) throws -> SealedBox {
+    public static func seal(
+        _ plaintext: some ContiguousBytesLike, key: SecretBytes, nonce: [UInt8]? = nil, associatedData: [UInt8] = []
+    ) throws -> SealedBox {
         let nonce = try nonce ?? SecureRandom.bytes(count: nonceSize)
         try checkSizes(key: key, nonce: nonce, tag: nil)
         let context = try CipherContext()
@@ -36,22 +38,36 @@ public enum AES256GCM {
         let ciphertext: [UInt8] = try plaintext.withBytes { input in
             try key.withUnsafeBytes { keyBytes in
                 try check(EVP_EncryptInit_ex(context.pointer, aes256GCM, nil, nil, nil), "EVP_EncryptInit_ex")
-                try check(EVP_CIPHER_CTX_ctrl(context.pointer, EVP_CTRL_GCM_SET_IVLEN, Int32(nonce.count), nil), "EVP_CTRL_GCM_SET_IVLEN")
-                try check(EVP_EncryptInit_ex(context.pointer, nil, nil, keyBytes.bindMemory(to: UInt8.self).baseAddress, nonce), "EVP_EncryptInit_ex")
+                try check(
+                    EVP_CIPHER_CTX_ctrl(context.pointer, EVP_CTRL_GCM_SET_IVLEN, Int32(nonce.count), nil),
+                    "EVP_CTRL_GCM_SET_IVLEN")
+                try check(
+                    EVP_EncryptInit_ex(
+                        context.pointer, nil, nil, keyBytes.bindMemory(to: UInt8.self).baseAddress, nonce),
+                    "EVP_EncryptInit_ex")
                 var length: Int32 = 0
                 if !associatedData.isEmpty {
-                    try check(EVP_EncryptUpdate(context.pointer, nil, &length, associatedData, Int32(associatedData.count)), "EVP_EncryptUpdate(aad)")
+                    try check(
+                        EVP_EncryptUpdate(context.pointer, nil, &length, associatedData, Int32(associatedData.count)),
+                        "EVP_EncryptUpdate(aad)")
                 }
                 var output = [UInt8](repeating: 0, count: input.count + 16)
                 var written: Int32 = 0
                 if input.count > 0 {
-                    try check(EVP_EncryptUpdate(context.pointer, &output, &written, input.bindMemory(to: UInt8.self).baseAddress, Int32(input.count)), "EVP_EncryptUpdate")
+                    try check(
+                        EVP_EncryptUpdate(
+                            context.pointer, &output, &written, input.bindMemory(to: UInt8.self).baseAddress,
+                            Int32(input.count)), "EVP_EncryptUpdate")
                 }
                 var final: Int32 = 0
                 try output.withUnsafeMutableBufferPointer { buffer in
-                    try check(EVP_EncryptFinal_ex(context.pointer, buffer.baseAddress! + Int(written), &final), "EVP_EncryptFinal_ex")
+                    try check(
+                        EVP_EncryptFinal_ex(context.pointer, buffer.baseAddress! + Int(written), &final),
+                        "EVP_EncryptFinal_ex")
                 }
-                try check(EVP_CIPHER_CTX_ctrl(context.pointer, EVP_CTRL_GCM_GET_TAG, Int32(tagSize), &tag), "EVP_CTRL_GCM_GET_TAG")
+                try check(
+                    EVP_CIPHER_CTX_ctrl(context.pointer, EVP_CTRL_GCM_GET_TAG, Int32(tagSize), &tag),
+                    "EVP_CTRL_GCM_GET_TAG")
                 return Array(output.prefix(Int(written + final)))
             }
         }
@@ -66,7 +82,9 @@ public enum AES256GCM {
         try open(box, key: key, associatedData: associatedData, lockingMemory: true)
     }
 
-    static func open(_ box: SealedBox, key: SecretBytes, associatedData: [UInt8], lockingMemory: Bool) throws -> SecretBytes {
+    static func open(
+        _ box: SealedBox, key: SecretBytes, associatedData: [UInt8], lockingMemory: Bool
+    ) throws -> SecretBytes {
         try checkSizes(key: key, nonce: box.nonce, tag: box.tag)
         let context = try CipherContext()
         // GCM's output is exactly as long as its input.
@@ -75,18 +93,29 @@ public enum AES256GCM {
             try plaintext.withUnsafeMutableBytes { output in
                 let out = output.bindMemory(to: UInt8.self).baseAddress!
                 try check(EVP_DecryptInit_ex(context.pointer, aes256GCM, nil, nil, nil), "EVP_DecryptInit_ex")
-                try check(EVP_CIPHER_CTX_ctrl(context.pointer, EVP_CTRL_GCM_SET_IVLEN, Int32(box.nonce.count), nil), "EVP_CTRL_GCM_SET_IVLEN")
-                try check(EVP_DecryptInit_ex(context.pointer, nil, nil, keyBytes.bindMemory(to: UInt8.self).baseAddress, box.nonce), "EVP_DecryptInit_ex")
+                try check(
+                    EVP_CIPHER_CTX_ctrl(context.pointer, EVP_CTRL_GCM_SET_IVLEN, Int32(box.nonce.count), nil),
+                    "EVP_CTRL_GCM_SET_IVLEN")
+                try check(
+                    EVP_DecryptInit_ex(
+                        context.pointer, nil, nil, keyBytes.bindMemory(to: UInt8.self).baseAddress, box.nonce),
+                    "EVP_DecryptInit_ex")
                 var written: Int32 = 0
                 if !associatedData.isEmpty {
-                    try check(EVP_DecryptUpdate(context.pointer, nil, &written, associatedData, Int32(associatedData.count)), "EVP_DecryptUpdate(aad)")
+                    try check(
+                        EVP_DecryptUpdate(context.pointer, nil, &written, associatedData, Int32(associatedData.count)),
+                        "EVP_DecryptUpdate(aad)")
                 }
                 written = 0
                 if !box.ciphertext.isEmpty {
-                    try check(EVP_DecryptUpdate(context.pointer, out, &written, box.ciphertext, Int32(box.ciphertext.count)), "EVP_DecryptUpdate")
+                    try check(
+                        EVP_DecryptUpdate(context.pointer, out, &written, box.ciphertext, Int32(box.ciphertext.count)),
+                        "EVP_DecryptUpdate")
                 }
                 var tag = box.tag
-                try check(EVP_CIPHER_CTX_ctrl(context.pointer, EVP_CTRL_GCM_SET_TAG, Int32(tag.count), &tag), "EVP_CTRL_GCM_SET_TAG")
+                try check(
+                    EVP_CIPHER_CTX_ctrl(context.pointer, EVP_CTRL_GCM_SET_TAG, Int32(tag.count), &tag),
+                    "EVP_CTRL_GCM_SET_TAG")
                 var final: Int32 = 0
                 guard EVP_DecryptFinal_ex(context.pointer, out + Int(written), &final) == 1 else {
                     ERR_clear_error()
@@ -95,14 +124,22 @@ public enum AES256GCM {
                 return Int(written + final)
             }
         }
-        guard length == plaintext.count else { throw StashCryptoError(.library, "AES-256-GCM returned \(length) bytes for \(plaintext.count)") }
+        guard length == plaintext.count else {
+            throw StashCryptoError(.library, "AES-256-GCM returned \(length) bytes for \(plaintext.count)")
+        }
         return plaintext
     }
 
     private static func checkSizes(key: SecretBytes, nonce: [UInt8], tag: [UInt8]?) throws {
-        guard key.count == keySize else { throw StashCryptoError(.invalidInput, "AES-256-GCM needs a 32-byte key, not \(key.count) bytes") }
-        guard nonce.count == nonceSize else { throw StashCryptoError(.invalidInput, "AES-256-GCM needs a 12-byte nonce, not \(nonce.count) bytes") }
-        if let tag, tag.count != tagSize { throw StashCryptoError(.invalidInput, "AES-256-GCM needs a 16-byte tag, not \(tag.count) bytes") }
+        guard key.count == keySize else {
+            throw StashCryptoError(.invalidInput, "AES-256-GCM needs a 32-byte key, not \(key.count) bytes")
+        }
+        guard nonce.count == nonceSize else {
+            throw StashCryptoError(.invalidInput, "AES-256-GCM needs a 12-byte nonce, not \(nonce.count) bytes")
+        }
+        if let tag, tag.count != tagSize {
+            throw StashCryptoError(.invalidInput, "AES-256-GCM needs a 16-byte tag, not \(tag.count) bytes")
+        }
     }
 }
 

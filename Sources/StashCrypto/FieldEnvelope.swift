@@ -38,7 +38,9 @@ public enum FieldEnvelope {
     public static let version: UInt8 = 1
     static let overhead = 1 + AES256GCM.nonceSize + AES256GCM.tagSize
 
-    public static func seal(_ plaintext: String, key: SecretBytes, context: FieldContext, nonce: [UInt8]? = nil) throws -> [UInt8] {
+    public static func seal(
+        _ plaintext: String, key: SecretBytes, context: FieldContext, nonce: [UInt8]? = nil
+    ) throws -> [UInt8] {
         // The value is an ordinary string already; the copy is cleared, not locked.
         let secret = SecretBytes(copying: Array(plaintext.utf8), lockingMemory: false)
         let box = try AES256GCM.seal(secret, key: key, nonce: nonce, associatedData: context.associatedData)
@@ -49,16 +51,20 @@ public enum FieldEnvelope {
     ///   or `.authenticationFailed` (modified, moved, or sealed under another key).
     public static func open(_ envelope: [UInt8], key: SecretBytes, context: FieldContext) throws -> String {
         guard envelope.count >= overhead else {
-            throw StashCryptoError(.invalidInput, "encrypted field is truncated (\(envelope.count) bytes, at least \(overhead) expected)")
+            throw StashCryptoError(
+                .invalidInput, "encrypted field is truncated (\(envelope.count) bytes, at least \(overhead) expected)")
         }
         guard envelope[0] == version else {
             throw StashCryptoError(.unsupportedVersion, "encrypted field has unknown format version \(envelope[0])")
         }
         let nonceEnd = 1 + AES256GCM.nonceSize
-        let box = AES256GCM.SealedBox(nonce: Array(envelope[1..<nonceEnd]), ciphertext: Array(envelope[nonceEnd..<(envelope.count - AES256GCM.tagSize)]),
+        let box = AES256GCM.SealedBox(
+            nonce: Array(envelope[1..<nonceEnd]),
+            ciphertext: Array(envelope[nonceEnd..<(envelope.count - AES256GCM.tagSize)]),
                                       tag: Array(envelope.suffix(AES256GCM.tagSize)))
         let plaintext = try AES256GCM.open(box, key: key, associatedData: context.associatedData, lockingMemory: false)
-        guard let text = plaintext.withUnsafeBytes({ String(validating: $0.bindMemory(to: UInt8.self), as: UTF8.self) }) else {
+        guard let text = plaintext.withUnsafeBytes({ String(validating: $0.bindMemory(to: UInt8.self), as: UTF8.self) })
+        else {
             throw StashCryptoError(.invalidInput, "encrypted field does not hold UTF-8 text")
         }
         return text

@@ -20,6 +20,9 @@ public struct KeySlot: Equatable, Sendable {
     /// A random identity, new each time the slot is written (a new master password).
     public private(set) var slotIdentifier: [UInt8]
     private var wrapped: AES256GCM.SealedBox
+    /// SHA-256 of the body, computed (and its failure thrown) when the slot is made or read, so
+    /// that ``serialized`` never writes a slot with a missing checksum.
+    private var checksum: [UInt8] = []
 
     /// Makes a new random data key and a slot wrapping it under `password`.
     public static func create(password: SecretBytes, parameters: ScryptParameters) throws -> (KeySlot, SecretBytes) {
@@ -28,12 +31,15 @@ public struct KeySlot: Equatable, Sendable {
     }
 
     /// A new slot (new salt and identity) wrapping an existing data key under `password`.
-    public static func wrapping(_ dataKey: SecretBytes, password: SecretBytes, parameters: ScryptParameters) throws -> KeySlot {
+    public static func wrapping(
+        _ dataKey: SecretBytes, password: SecretBytes, parameters: ScryptParameters
+    ) throws -> KeySlot {
         var slot = KeySlot(parameters: try parameters.checkedAgainstCaps(), salt: try SecureRandom.bytes(count: 16),
                            slotIdentifier: try SecureRandom.bytes(count: 16),
                            wrapped: AES256GCM.SealedBox(nonce: [], ciphertext: [], tag: []))
         let kek = try slot.keyEncryptionKey(password: password)
         slot.wrapped = try AES256GCM.seal(dataKey, key: kek, associatedData: slot.wrappingAssociatedData)
+        slot.checksum = try SHA256Digest.hash(slot.body)
         return slot
     }
 
@@ -62,26 +68,31 @@ public struct KeySlot: Equatable, Sendable {
         guard bytes[5] == Self.scryptIdentifier else {
             throw StashCryptoError(.unsupportedVersion, "the key slot names an unknown KDF (\(bytes[5]))")
         }
-        let parameters = ScryptParameters(logN: bytes[6], r: readBigEndian(bytes[7..<11], as: UInt32.self), p: readBigEndian(bytes[11..<15], as: UInt32.self))
+        let parameters = ScryptParameters(
+            logN: bytes[6], r: readBigEndian(bytes[7..<11], as: UInt32.self),
+            p: readBigEndian(bytes[11..<15], as: UInt32.self))
         var offset = Self.headerSize
         func take(_ count: Int) -> [UInt8] {
             defer { offset += count }
             return Array(bytes[offset..<(offset + count)])
         }
-        self.init(parameters: try parameters.checkedAgainstCaps(), salt: Array(bytes[15..<31]), slotIdentifier: Array(bytes[31..<47]),
+        self.init(
+            parameters: try parameters.checkedAgainstCaps(), salt: Array(bytes[15..<31]),
+            slotIdentifier: Array(bytes[31..<47]),
                   wrapped: AES256GCM.SealedBox(nonce: take(12), ciphertext: take(32), tag: take(16)))
+        checksum = Array(bytes.suffix(32))
     }
 
     private var header: [UInt8] {
-        Self.magic + [Self.version, Self.scryptIdentifier, parameters.logN] + bigEndianBytes(parameters.r) + bigEndianBytes(parameters.p) + salt + slotIdentifier
+        Self.magic + [Self.version, Self.scryptIdentifier, parameters.logN] + bigEndianBytes(parameters.r)
+            + bigEndianBytes(parameters.p) + salt + slotIdentifier
     }
 
     private var wrappingAssociatedData: [UInt8] { Array("mystash/keyslot/v1".utf8) + header }
 
-    public var serialized: [UInt8] {
-        let body = header + wrapped.nonce + wrapped.ciphertext + wrapped.tag
-        return body + ((try? SHA256Digest.hash(body)) ?? [])
-    }
+    private var body: [UInt8] { header + wrapped.nonce + wrapped.ciphertext + wrapped.tag }
+
+    public var serialized: [UInt8] { body + checksum }
 
     private func keyEncryptionKey(password: SecretBytes) throws -> SecretBytes {
         try Scrypt.deriveKey(password: password, salt: salt, parameters: parameters, length: AES256GCM.keySize)

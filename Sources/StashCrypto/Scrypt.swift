@@ -26,7 +26,11 @@ public struct ScryptParameters: Equatable, Sendable, CustomStringConvertible {
     public func checkedAgainstCaps() throws -> ScryptParameters {
         guard logN >= 1, logN <= Self.maximumLogN, r >= 1, r <= Self.maximumR, p >= 1, p <= Self.maximumP,
               memoryBytes <= Self.maximumMemory else {
-            throw StashCryptoError(.parametersRejected, "scrypt parameters \(self) are outside the accepted bounds (N ≤ 2^\(Self.maximumLogN), r ≤ \(Self.maximumR), p ≤ \(Self.maximumP), memory ≤ 1 GiB)")
+            throw StashCryptoError(
+                .parametersRejected,
+                "scrypt parameters \(self) are outside the accepted bounds (N ≤ 2^\(Self.maximumLogN), r ≤ "
+                    + "\(Self.maximumR), p ≤ \(Self.maximumP), memory ≤ 1 GiB)"
+            )
         }
         return self
     }
@@ -36,13 +40,18 @@ public struct ScryptParameters: Equatable, Sendable, CustomStringConvertible {
 
 /// The scrypt key-derivation function (RFC 7914), via `EVP_PBE_scrypt`.
 public enum Scrypt {
-    public static func deriveKey(password: some ContiguousBytesLike, salt: [UInt8], parameters: ScryptParameters, length: Int) throws -> SecretBytes {
+    public static func deriveKey(
+        password: some ContiguousBytesLike, salt: [UInt8], parameters: ScryptParameters, length: Int
+    ) throws -> SecretBytes {
         try derive(password: password, salt: salt, parameters: parameters.checkedAgainstCaps(), length: length,
                    memoryLimit: parameters.memoryBytes + (1 << 20))
     }
 
     /// Derivation without the caps; `memoryLimit` is OpenSSL's `maxmem`.
-    static func derive(password: some ContiguousBytesLike, salt: [UInt8], parameters: ScryptParameters, length: Int, memoryLimit: UInt64) throws -> SecretBytes {
+    static func derive(
+        password: some ContiguousBytesLike, salt: [UInt8], parameters: ScryptParameters, length: Int,
+        memoryLimit: UInt64
+    ) throws -> SecretBytes {
         let key = SecretBytes(count: length)
         try password.withBytes { passwordBytes in
             try key.withUnsafeMutableBytes { output in

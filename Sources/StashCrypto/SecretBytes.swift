@@ -32,7 +32,8 @@ public final class SecretBytes: Equatable, @unchecked Sendable {
     }
 
     /// Copies `bytes`; the caller remains responsible for clearing its own copy.
-    public convenience init<Bytes: Collection>(copying bytes: Bytes, lockingMemory: Bool = true) where Bytes.Element == UInt8 {
+    public convenience init<Bytes: Collection>(copying bytes: Bytes, lockingMemory: Bool = true)
+    where Bytes.Element == UInt8 {
         self.init(count: bytes.count, lockingMemory: lockingMemory)
         for (index, byte) in bytes.enumerated() { buffer[index] = byte }
     }
@@ -84,7 +85,8 @@ public enum ConstantTime {
 public enum SecureRandom {
     public static func fill(_ buffer: UnsafeMutableRawBufferPointer) throws {
         guard buffer.count > 0 else { return }
-        try check(RAND_bytes(buffer.baseAddress!.assumingMemoryBound(to: UInt8.self), Int32(buffer.count)), "RAND_bytes")
+        try check(
+            RAND_bytes(buffer.baseAddress!.assumingMemoryBound(to: UInt8.self), Int32(buffer.count)), "RAND_bytes")
     }
 
     public static func bytes(count: Int) throws -> [UInt8] {

@@ -10,7 +10,8 @@ struct CategoryCommand: ParsableCommand {
     )
 
     struct List: ParsableCommand {
-        static let configuration = CommandConfiguration(commandName: "list", abstract: "List the categories with their number of entries.", aliases: ["ls"])
+        static let configuration = CommandConfiguration(
+            commandName: "list", abstract: "List the categories with their number of entries.", aliases: ["ls"])
         @OptionGroup var options: VaultOptions
         @Flag(help: "Print JSON instead of a table.") var json = false
 
@@ -19,7 +20,9 @@ struct CategoryCommand: ParsableCommand {
                 // Category names are stored in plain text: no master password needed.
                 let categories = try options.openVault().categories()
                 if json { return try Output.json(categories) }
-                Output.table(["ID", "ENTRIES", "NAME"], categories.map { [String($0.id), String($0.entries), $0.name] }, empty: "No categories.")
+                Output.table(
+                    ["ID", "ENTRIES", "NAME"], categories.map { [String($0.id), String($0.entries), $0.name] },
+                    empty: "No categories.")
             }
         }
     }
@@ -40,7 +43,8 @@ struct CategoryCommand: ParsableCommand {
     struct Rename: ParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Rename a category.")
         @OptionGroup var options: VaultOptions
-        @Argument(help: "The category's current name, or #ID.", completion: .custom(completeCategoryNames)) var old: String
+        @Argument(help: "The category's current name, or #ID.", completion: .custom(completeCategoryNames)) var old:
+            String
         @Argument(help: "Its new name.") var new: String
 
         func run() throws {
@@ -52,7 +56,8 @@ struct CategoryCommand: ParsableCommand {
     }
 
     struct Remove: ParsableCommand {
-        static let configuration = CommandConfiguration(commandName: "rm", abstract: "Remove a category that no entry uses.", aliases: ["remove", "delete"])
+        static let configuration = CommandConfiguration(
+            commandName: "rm", abstract: "Remove a category that no entry uses.", aliases: ["remove", "delete"])
         @OptionGroup var options: VaultOptions
         @Argument(help: "The category's name, or #ID.", completion: .custom(completeCategoryNames)) var name: String
 

@@ -51,7 +51,12 @@ struct MyStash: ParsableCommand {
 
 /// Options every vault command takes.
 struct VaultOptions: ParsableArguments {
-    @Option(name: .long, help: ArgumentHelp("Use the vault in this directory (default: $MYSTASH_VAULT, else $XDG_DATA_HOME/mystash, else ~/.local/share/mystash).", valueName: "dir"),
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Use the vault in this directory (default: $MYSTASH_VAULT, else $XDG_DATA_HOME/mystash, else "
+                + "~/.local/share/mystash).",
+            valueName: "dir"),
             completion: .directory)
     var vault: String?
 
@@ -137,7 +142,10 @@ extension VaultOptions {
         }
         for attempt in 1...Self.passwordTries {
             guard let typed = Terminal.readSecret(prompt: "Master password for \(vault.directory.path): ") else {
-                throw VaultError(.wrongPassword, "no master password: the vault is not unlocked, MYSTASH_PASSWORD is not set, and there is no terminal to ask on",
+                throw VaultError(
+                    .wrongPassword,
+                    "no master password: the vault is not unlocked, MYSTASH_PASSWORD is not set, and there is no "
+                        + "terminal to ask on",
                                  hint: "run 'mystash unlock' in a terminal first, or set MYSTASH_PASSWORD for scripts")
             }
             do {

@@ -28,7 +28,8 @@ struct NoteCommand: ParsableCommand {
     }
 
     struct List: ParsableCommand {
-        static let configuration = CommandConfiguration(commandName: "list", abstract: "List the notes.", aliases: ["ls"])
+        static let configuration = CommandConfiguration(
+            commandName: "list", abstract: "List the notes.", aliases: ["ls"])
         @OptionGroup var options: VaultOptions
         @Flag(help: "Print JSON instead of a table.") var json = false
 
@@ -76,7 +77,9 @@ struct NoteCommand: ParsableCommand {
                     text = Terminal.stdinIsTerminal
                         ? try Terminal.edit(try vault.note(note).text ?? "") : try Terminal.readStandardInput()
                     if text?.isEmpty == true && !allowEmpty {
-                        throw VaultError(.usage, "the new text is empty; nothing was saved", hint: "add --allow-empty to clear the note's text")
+                        throw VaultError(
+                            .usage, "the new text is empty; nothing was saved",
+                            hint: "add --allow-empty to clear the note's text")
                     }
                 }
                 try vault.editNote(note, title: title, text: text)
@@ -86,7 +89,8 @@ struct NoteCommand: ParsableCommand {
     }
 
     struct Remove: ParsableCommand {
-        static let configuration = CommandConfiguration(commandName: "rm", abstract: "Remove a note.", aliases: ["remove", "delete"])
+        static let configuration = CommandConfiguration(
+            commandName: "rm", abstract: "Remove a note.", aliases: ["remove", "delete"])
         @OptionGroup var options: VaultOptions
         @Argument(help: "The note's title, or #ID.", completion: .custom(completeNoteNames)) var note: String
         @Flag(name: .shortAndLong, help: "Remove without asking.") var force = false
@@ -103,20 +107,25 @@ struct NoteCommand: ParsableCommand {
     }
 
     struct Search: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Find notes whose title or text contains a word, ignoring case and accents.", aliases: ["find"])
+        static let configuration = CommandConfiguration(
+            abstract: "Find notes whose title or text contains a word, ignoring case and accents.", aliases: ["find"])
         @OptionGroup var options: VaultOptions
         @Argument(help: "The text to look for.") var query: String
         @Flag(help: "Print JSON instead of a table.") var json = false
 
         func run() throws {
-            try reportingErrors { try printNotes(try options.readUnlockedVault { try $0.searchNotes(query) }, json: json) }
+            try reportingErrors {
+                try printNotes(try options.readUnlockedVault { try $0.searchNotes(query) }, json: json)
+            }
         }
     }
 }
 
 func printNotes(_ notes: [NoteInfo], json: Bool) throws {
     if json { return try Output.json(notes) }
-    Output.table(["ID", "UPDATED", "TITLE"], notes.map { [String($0.id), Output.date($0.updatedAt), Output.cell($0.title, width: 60)] }, empty: "No notes.")
+    Output.table(
+        ["ID", "UPDATED", "TITLE"],
+        notes.map { [String($0.id), Output.date($0.updatedAt), Output.cell($0.title, width: 60)] }, empty: "No notes.")
 }
 
 /// Asks before a removal on a terminal; elsewhere requires --force.

@@ -38,13 +38,18 @@ struct PasswordCommand: ParsableCommand {
     struct Add: ParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Add a password entry.",
-            discussion: "The password is read from standard input when it is not a terminal, else asked twice without echo; it is never an argument. --generate makes one instead.")
+            discussion:
+                "The password is read from standard input when it is not a terminal, else asked twice without echo; it "
+                    + "is never an argument. --generate makes one instead."
+        )
         @OptionGroup var options: VaultOptions
         @Argument(help: "The entry's name, such as the site or program.") var name: String
         @Option(name: .customLong("user"), help: "Record this user ID or login name.") var userId: String?
         @Option(help: "Record this address (scheme://...).") var url: String?
-        @Option(help: "File the entry under this category.", completion: .custom(completeCategoryNames)) var category: String?
-        @Flag(help: "Write the entry's notes in $EDITOR, on a private file in memory (notes are never arguments).") var editNotes = false
+        @Option(help: "File the entry under this category.", completion: .custom(completeCategoryNames)) var category:
+            String?
+        @Flag(help: "Write the entry's notes in $EDITOR, on a private file in memory (notes are never arguments).")
+        var editNotes = false
         @Flag(help: "Generate a random password instead of reading one.") var generate = false
         @Flag(help: "Ask for a TOTP secret (otpauth:// URI or base32) on the terminal.") var totp = false
         @Flag(help: "Mark the entry as a favourite.") var favorite = false
@@ -71,13 +76,17 @@ struct PasswordCommand: ParsableCommand {
     }
 
     struct List: ParsableCommand {
-        static let configuration = CommandConfiguration(commandName: "list", abstract: "List the password entries (without passwords).", aliases: ["ls"])
+        static let configuration = CommandConfiguration(
+            commandName: "list", abstract: "List the password entries (without passwords).", aliases: ["ls"])
         @OptionGroup var options: VaultOptions
-        @Option(help: "Only list entries of this category.", completion: .custom(completeCategoryNames)) var category: String?
+        @Option(help: "Only list entries of this category.", completion: .custom(completeCategoryNames)) var category:
+            String?
         @Flag(help: "Print JSON instead of a table.") var json = false
 
         func run() throws {
-            try reportingErrors { try printEntries(try options.readUnlockedVault { try $0.entries(category: category) }, json: json) }
+            try reportingErrors {
+                try printEntries(try options.readUnlockedVault { try $0.entries(category: category) }, json: json)
+            }
         }
     }
 
@@ -99,13 +108,19 @@ struct PasswordCommand: ParsableCommand {
         @Flag(help: "Print JSON.") var json = false
         @Option(help: ArgumentHelp("Print only this field's value, as stored.", valueName: "field")) var field: String?
         @Flag(help: "With --field, show control characters in the value as \\x1B-style escapes.") var escape = false
-        @Flag(name: [.customShort("c"), .long], help: "Copy a field (default: the password) to the clipboard instead of printing.")
+        @Flag(
+            name: [.customShort("c"), .long],
+            help: "Copy a field (default: the password) to the clipboard instead of printing.")
         var clip = false
 
         func validate() throws {
-            if clipField != nil && !clip { throw ValidationError("A second argument names the field to copy; add '--clip'") }
+            if clipField != nil && !clip {
+                throw ValidationError("A second argument names the field to copy; add '--clip'")
+            }
             if clip && json { throw ValidationError("Use either '--clip' or '--json', not both") }
-            if clipField != nil && field != nil { throw ValidationError("Name the field once: '--clip FIELD' or '--field FIELD'") }
+            if clipField != nil && field != nil {
+                throw ValidationError("Name the field once: '--clip FIELD' or '--field FIELD'")
+            }
             if escape && (field == nil || clip) { throw ValidationError("'--escape' goes with '--field FIELD'") }
         }
 
@@ -131,12 +146,16 @@ struct PasswordCommand: ParsableCommand {
                 fields += [("Category", info.category), ("Favorite", info.favorite == true ? "yes" : nil),
                            ("TOTP", info.hasTOTP == true ? (info.totp ?? "yes ('mystash password otp')") : nil)]
                 for custom in info.fields ?? [] { fields.append((custom.name, custom.value ?? "********")) }
-                fields += [("Notes", info.notes), ("History", info.historyCount.map { "\($0) earlier password(s) ('mystash password history')" }),
+                fields += [
+                    ("Notes", info.notes),
+                    ("History", info.historyCount.map { "\($0) earlier password(s) ('mystash password history')" }),
                            ("Updated", Output.date(info.updatedAt))]
                 let width = max(10, (fields.map(\.0.count).max() ?? 0) + 2)
                 for (label, value) in fields {
                     guard let value else { continue }
-                    Output.write((Output.safe(label) + ":").padding(toLength: width, withPad: " ", startingAt: 0) + Output.safe(value) + "\n")
+                    Output.write(
+                        (Output.safe(label) + ":").padding(toLength: width, withPad: " ", startingAt: 0)
+                            + Output.safe(value) + "\n")
                 }
             }
         }
@@ -148,7 +167,8 @@ struct PasswordCommand: ParsableCommand {
             abstract: "Print the current TOTP code of an entry; the seconds it stays valid go to stderr.")
         @OptionGroup var options: VaultOptions
         @Argument(help: "The entry's name, or #ID.", completion: .custom(completeEntryNames)) var entry: String
-        @Flag(name: [.customShort("c"), .long], help: "Copy the code to the clipboard instead of printing it.") var clip = false
+        @Flag(name: [.customShort("c"), .long], help: "Copy the code to the clipboard instead of printing it.")
+        var clip = false
         @Flag(help: "Print JSON.") var json = false
 
         func run() throws {
@@ -156,10 +176,13 @@ struct PasswordCommand: ParsableCommand {
                 let (code, totp) = try options.openUnlockedVault().totpCode(entry)
                 if json {
                     return try Output.json(["code": code.value, "secondsLeft": String(code.secondsLeft),
-                                            "digits": String(totp.digits), "period": String(totp.period), "algorithm": totp.algorithm.rawValue])
+                        "digits": String(totp.digits), "period": String(totp.period),
+                        "algorithm": totp.algorithm.rawValue,
+                    ])
                 }
                 if clip {
-                    try ClipboardCopy.copy(code.value, what: "the code (valid for \(code.secondsLeft) s)", clearAfter: code.secondsLeft)
+                    try ClipboardCopy.copy(
+                        code.value, what: "the code (valid for \(code.secondsLeft) s)", clearAfter: code.secondsLeft)
                     return
                 }
                 Output.write(code.value + "\n")
@@ -180,7 +203,8 @@ struct PasswordCommand: ParsableCommand {
             try reportingErrors {
                 let history = try options.openUnlockedVault().passwordHistory(entry, reveal: reveal)
                 if json { return try Output.json(history) }
-                Output.table(["REPLACED", "PASSWORD"], history.map { [Output.date($0.replacedAt), $0.password ?? "********"] },
+                Output.table(
+                    ["REPLACED", "PASSWORD"], history.map { [Output.date($0.replacedAt), $0.password ?? "********"] },
                              empty: "No earlier passwords.")
             }
         }
@@ -193,16 +217,21 @@ struct PasswordCommand: ParsableCommand {
         @Option(help: "Rename the entry.") var name: String?
         @Option(name: .customLong("user"), help: "Change the user ID ('' clears it).") var userId: String?
         @Option(help: "Change the address ('' clears it).") var url: String?
-        @Option(help: "Move the entry to this category ('' for none).", completion: .custom(completeCategoryNames)) var category: String?
-        @Flag(help: "Change the notes in $EDITOR, on a private file in memory (emptying them clears them).") var editNotes = false
+        @Option(help: "Move the entry to this category ('' for none).", completion: .custom(completeCategoryNames))
+        var category: String?
+        @Flag(help: "Change the notes in $EDITOR, on a private file in memory (emptying them clears them).")
+        var editNotes = false
         @Flag(help: "Read a new password (standard input, else asked twice).") var newPassword = false
         @Flag(help: "Generate a new random password.") var generate = false
-        @Flag(help: "Ask for a new TOTP secret (otpauth:// URI or base32) on the terminal; an empty answer removes it.") var totp = false
+        @Flag(help: "Ask for a new TOTP secret (otpauth:// URI or base32) on the terminal; an empty answer removes it.")
+        var totp = false
         @Flag(inversion: .prefixedNo, help: "Mark or unmark the entry as a favourite.") var favorite: Bool?
         @OptionGroup var generator: GeneratorOptions
 
         func validate() throws {
-            if newPassword && generate { throw ValidationError("Use either '--new-password' or '--generate', not both") }
+            if newPassword && generate {
+                throw ValidationError("Use either '--new-password' or '--generate', not both")
+            }
             if editNotes { try requireTerminal(for: "--edit-notes") }
             if totp { try requireTerminal(for: "--totp") }
         }
@@ -211,7 +240,8 @@ struct PasswordCommand: ParsableCommand {
             try reportingErrors {
                 let vault = try options.openUnlockedVault()
                 var changes = EntryChanges(name: name, userId: userId, url: url, category: category)
-                changes.password = newPassword || generate ? try readEntryPassword(generate: generate, generator: generator) : nil
+                changes.password =
+                    newPassword || generate ? try readEntryPassword(generate: generate, generator: generator) : nil
                 changes.notes = editNotes ? try Terminal.edit(try vault.entry(entry, reveal: false).notes ?? "") : nil
                 changes.totp = totp ? try readTOTPSecret(allowEmpty: true) : nil
                 changes.favorite = favorite
@@ -222,7 +252,8 @@ struct PasswordCommand: ParsableCommand {
     }
 
     struct Remove: ParsableCommand {
-        static let configuration = CommandConfiguration(commandName: "rm", abstract: "Remove a password entry.", aliases: ["remove", "delete"])
+        static let configuration = CommandConfiguration(
+            commandName: "rm", abstract: "Remove a password entry.", aliases: ["remove", "delete"])
         @OptionGroup var options: VaultOptions
         @Argument(help: "The entry's name, or #ID.", completion: .custom(completeEntryNames)) var entry: String
         @Flag(name: .shortAndLong, help: "Remove without asking.") var force = false
@@ -239,13 +270,17 @@ struct PasswordCommand: ParsableCommand {
     }
 
     struct Search: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Find entries whose name, user, URL, notes or category contains a word (never the password).", aliases: ["find"])
+        static let configuration = CommandConfiguration(
+            abstract: "Find entries whose name, user, URL, notes or category contains a word (never the password).",
+            aliases: ["find"])
         @OptionGroup var options: VaultOptions
         @Argument(help: "The text to look for.") var query: String
         @Flag(help: "Print JSON instead of a table.") var json = false
 
         func run() throws {
-            try reportingErrors { try printEntries(try options.readUnlockedVault { try $0.searchEntries(query) }, json: json) }
+            try reportingErrors {
+                try printEntries(try options.readUnlockedVault { try $0.searchEntries(query) }, json: json)
+            }
         }
     }
 }
@@ -253,7 +288,12 @@ struct PasswordCommand: ParsableCommand {
 func printEntries(_ entries: [EntryInfo], json: Bool) throws {
     if json { return try Output.json(entries) }
     Output.table(["ID", "NAME", "USER", "CATEGORY", "URL"],
-                 entries.map { [String($0.id), Output.cell($0.name, width: 30), Output.cell($0.userId, width: 30), $0.category ?? "", Output.cell($0.url, width: 40)] },
+        entries.map {
+            [
+                String($0.id), Output.cell($0.name, width: 30), Output.cell($0.userId, width: 30), $0.category ?? "",
+                Output.cell($0.url, width: 40),
+            ]
+        },
                  empty: "No entries.")
 }
 

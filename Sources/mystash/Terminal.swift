@@ -54,7 +54,11 @@ enum Terminal {
     /// Asks twice and insists the answers match.
     static func readNewSecret(prompt: String, again: String) throws -> SecretBytes {
         guard let first = readSecret(prompt: prompt) else {
-            throw VaultError(.usage, "no terminal to ask for the \(prompt.lowercased().trimmingCharacters(in: CharacterSet(charactersIn: ": ")))")
+            throw VaultError(
+                .usage,
+                "no terminal to ask for the "
+                    + "\(prompt.lowercased().trimmingCharacters(in: CharacterSet(charactersIn: ": ")))"
+            )
         }
         guard let second = readSecret(prompt: again), second == first else {
             throw VaultError(.usage, "the two entries did not match; nothing was changed")
@@ -69,7 +73,8 @@ enum Terminal {
         handle.write(Data("\(question) [y/N] ".utf8))
         var answer = Data()
         while let byte = try? handle.read(upToCount: 1), let first = byte.first, first != 10 { answer.append(first) }
-        return ["y", "yes"].contains(String(decoding: answer, as: UTF8.self).trimmingCharacters(in: .whitespaces).lowercased())
+        return ["y", "yes"].contains(
+            String(decoding: answer, as: UTF8.self).trimmingCharacters(in: .whitespaces).lowercased())
     }
 
     /// Everything on standard input, as text; bytes that are not UTF-8 are refused.
@@ -89,7 +94,8 @@ enum Terminal {
             let percent = total == 0 ? 100 : done * 100 / total
             guard percent != last || done == total else { return }
             last = percent
-            FileHandle.standardError.write(Data("\r\(label) \(done)/\(total) (\(percent)%)\(done == total ? "\n" : "")".utf8))
+            FileHandle.standardError.write(
+                Data("\r\(label) \(done)/\(total) (\(percent)%)\(done == total ? "\n" : "")".utf8))
         }
     }
 }

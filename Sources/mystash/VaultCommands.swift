@@ -6,9 +6,16 @@ import StashCrypto
 struct Init: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Create a new vault.",
-        discussion: "Creates the vault directory (mode 0700) with its two stores (mode 0600) and the seed categories, built beside it and renamed into place (it must be new or empty). The master password comes from MYSTASH_NEW_PASSWORD, else it is asked twice.")
+        discussion:
+            "Creates the vault directory (mode 0700) with its two stores (mode 0600) and the seed categories, built "
+                + "beside it and renamed into place (it must be new or empty). The master password comes from "
+                + "MYSTASH_NEW_PASSWORD, else it is asked twice."
+    )
     @OptionGroup var options: VaultOptions
-    @Option(help: ArgumentHelp("Set scrypt's cost to 2^N (default: calibrated to about 0.5 s here; at least \(KDFPolicy.minimumLogN)).", valueName: "N"))
+    @Option(
+        help: ArgumentHelp(
+            "Set scrypt's cost to 2^N (default: calibrated to about 0.5 s here; at least \(KDFPolicy.minimumLogN)).",
+            valueName: "N"))
     var kdfCost: Int?
 
     func run() throws {
@@ -22,7 +29,8 @@ struct Init: ParsableCommand {
 }
 
 struct Generate: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Print a random password or passphrase; its entropy goes to stderr.")
+    static let configuration = CommandConfiguration(
+        abstract: "Print a random password or passphrase; its entropy goes to stderr.")
     @OptionGroup var generator: GeneratorOptions
     @Option(help: "Make a passphrase of this many words (EFF long word list) instead.") var words: Int?
 
@@ -38,10 +46,18 @@ struct Generate: ParsableCommand {
 struct Passwd: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Change the master password.",
-        discussion: "Re-wraps the vault's data key under the new password in both stores at once; no entry is re-encrypted. With --rekey, every field is re-encrypted under a new data key in the same single transaction, so a data key copied earlier (from an unlocked session) decrypts nothing afterwards. The current password is asked for even in an unlocked session; the new one comes from MYSTASH_NEW_PASSWORD, else it is asked twice.")
+        discussion:
+            "Re-wraps the vault's data key under the new password in both stores at once; no entry is re-encrypted. "
+                + "With --rekey, every field is re-encrypted under a new data key in the same single transaction, so a "
+                + "data key copied earlier (from an unlocked session) decrypts nothing afterwards. The current "
+                + "password is asked for even in an unlocked session; the new one comes from MYSTASH_NEW_PASSWORD, "
+                + "else it is asked twice."
+    )
     @OptionGroup var options: VaultOptions
-    @Option(help: ArgumentHelp("Set scrypt's cost for the new password to 2^N (default: calibrated).", valueName: "N")) var kdfCost: Int?
-    @Flag(help: "Also replace the data key: re-encrypt every field under a new one, in one transaction.") var rekey = false
+    @Option(help: ArgumentHelp("Set scrypt's cost for the new password to 2^N (default: calibrated).", valueName: "N"))
+    var kdfCost: Int?
+    @Flag(help: "Also replace the data key: re-encrypt every field under a new one, in one transaction.") var rekey =
+        false
 
     func run() throws {
         try reportingErrors {
@@ -62,12 +78,20 @@ struct Passwd: ParsableCommand {
 struct Unlock: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Keep the vault unlocked for a while, so later commands do not ask.",
-        discussion: "The data key (never the password) is kept in the Linux kernel's user keyring, where it expires after the timeout. Nothing is written to disk.")
+        discussion:
+            "The data key (never the password) is kept in the Linux kernel's user keyring, where it expires after the "
+                + "timeout. Nothing is written to disk."
+    )
     @OptionGroup var options: VaultOptions
-    @Option(help: ArgumentHelp("Stay unlocked this long, such as 90s, 15m, 2h or 1h30m (at most 24h).", valueName: "duration")) var timeout = "15m"
+    @Option(
+        help: ArgumentHelp(
+            "Stay unlocked this long, such as 90s, 15m, 2h or 1h30m (at most 24h).", valueName: "duration"))
+    var timeout = "15m"
 
     func validate() throws {
-        guard Unlock.seconds(timeout) != nil else { throw ValidationError("Invalid duration '\(timeout)'; use forms such as 90s, 15m, 2h or 1h30m, at most 24h") }
+        guard Unlock.seconds(timeout) != nil else {
+            throw ValidationError("Invalid duration '\(timeout)'; use forms such as 90s, 15m, 2h or 1h30m, at most 24h")
+        }
     }
 
     /// A session lasts at most a day: a forgotten unlock must not last for weeks.
@@ -92,7 +116,8 @@ struct Unlock: ParsableCommand {
         try reportingErrors {
             let vault = try options.openVault()
             try options.unlockWithMasterPassword(vault)
-            try KeyringSession.store(try vault.sessionContents(), vaultIdentifier: vault.identifier, timeout: Unlock.seconds(timeout)!)
+            try KeyringSession.store(
+                try vault.sessionContents(), vaultIdentifier: vault.identifier, timeout: Unlock.seconds(timeout)!)
             Terminal.printError("Unlocked for \(timeout).")
         }
     }
@@ -105,7 +130,8 @@ struct Lock: ParsableCommand {
     func run() throws {
         try reportingErrors {
             let vault = try options.openVault()
-            Terminal.printError(KeyringSession.revoke(vaultIdentifier: vault.identifier) ? "Locked." : "The vault was not unlocked.")
+            Terminal.printError(
+                KeyringSession.revoke(vaultIdentifier: vault.identifier) ? "Locked." : "The vault was not unlocked.")
         }
     }
 }
@@ -119,7 +145,9 @@ struct Export: ParsableCommand {
     func run() throws {
         try reportingErrors {
             let vault = try options.openUnlockedVault()
-            Terminal.printError("Warning: the export is plaintext; keep it out of shared and backed-up places, and delete it when done.")
+            Terminal.printError(
+                "Warning: the export is plaintext; keep it out of shared and backed-up places, and delete it when done."
+            )
             switch format {
             case .json: Output.write(try vault.exportJSON(progress: Terminal.progress("Exporting")) + Data("\n".utf8))
             case .csv: Output.write(try vault.exportCSV(progress: Terminal.progress("Exporting")))
@@ -143,7 +171,8 @@ struct Import: ParsableCommand {
     @OptionGroup var options: VaultOptions
     @Argument(help: "The file to read ('-' for standard input); for --format pass, the store directory.",
               completion: .file()) var file: String
-    @Option(help: "Read this format: mystash-json, bitwarden-json, keepassxc-csv, keepassxc-xml or pass.") var format: ImportFormat
+    @Option(help: "Read this format: mystash-json, bitwarden-json, keepassxc-csv, keepassxc-xml or pass.") var format:
+        ImportFormat
     @Flag(help: "Check everything and show the report, but save nothing.") var dryRun = false
     @Flag(help: "Accept text that is not UTF-8, each invalid sequence becoming U+FFFD (else it is refused).")
     var lossy = false
@@ -189,11 +218,14 @@ struct Import: ParsableCommand {
     /// The report for people: a summary line, then one line per skipped item and warning.
     static func describe(_ report: ImportReport) -> [String] {
         func count(_ number: Int, _ noun: String) -> String { "\(number) \(noun)\(number == 1 ? "" : "s")" }
-        let imported = [count(report.importedCount("entry"), "entry").replacingOccurrences(of: "entrys", with: "entries"),
+        let imported = [
+            count(report.importedCount("entry"), "entry").replacingOccurrences(of: "entrys", with: "entries"),
                         count(report.importedCount("note"), "note"), count(report.importedCount("category"), "category")
                             .replacingOccurrences(of: "categorys", with: "categories")]
         var lines = ["\(report.dryRun ? "Would import" : "Imported") \(imported.joined(separator: ", ")); "
-                     + "\(report.dryRun ? "would update" : "updated") \(report.updated.count); skipped \(report.skipped.count)."]
+                + "\(report.dryRun ? "would update" : "updated") \(report.updated.count); "
+                + "skipped \(report.skipped.count)."
+        ]
         // Titles and reasons quote the file (a reason can carry gpg's own words about it).
         func described(_ item: ImportReport.Item) -> String {
             "\(item.kind) '\(Output.safe(item.title))'" + (item.reason.map { ": " + Output.safe($0) } ?? "")
@@ -207,7 +239,8 @@ struct Import: ParsableCommand {
 }
 
 struct Check: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Decrypt every field and verify every relationship and both stores' metadata.")
+    static let configuration = CommandConfiguration(
+        abstract: "Decrypt every field and verify every relationship and both stores' metadata.")
     @OptionGroup var options: VaultOptions
     @Flag(help: "Print JSON.") var json = false
 
@@ -217,7 +250,9 @@ struct Check: ParsableCommand {
             let problems = try vault.check(progress: Terminal.progress("Checking"))
             if json { try Output.json(problems) } else { problems.forEach { Output.line($0.description) } }
             guard problems.isEmpty else {
-                throw VaultError(.invalidData, "the vault has \(problems.count) problem\(problems.count == 1 ? "" : "s")", hint: "restore the damaged store from a backup")
+                throw VaultError(
+                    .invalidData, "the vault has \(problems.count) problem\(problems.count == 1 ? "" : "s")",
+                    hint: "restore the damaged store from a backup")
             }
             if !json { Terminal.printError("All is well.") }
         }
@@ -225,10 +260,12 @@ struct Check: ParsableCommand {
 }
 
 struct SeedCommand: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "seed", abstract: "Show the versions of the seed lists.", subcommands: [Status.self])
+    static let configuration = CommandConfiguration(
+        commandName: "seed", abstract: "Show the versions of the seed lists.", subcommands: [Status.self])
 
     struct Status: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Show each seed list's loaded and available versions.")
+        static let configuration = CommandConfiguration(
+            abstract: "Show each seed list's loaded and available versions.")
         @OptionGroup var options: VaultOptions
         @Flag(help: "Print JSON instead of a table.") var json = false
 
@@ -236,7 +273,9 @@ struct SeedCommand: ParsableCommand {
             try reportingErrors {
                 let status = try options.openVault().seedStatus()
                 if json { return try Output.json(status) }
-                Output.table(["LIST", "LOADED", "AVAILABLE"], status.map { [$0.list, String($0.loaded), String($0.available)] }, empty: "No seed lists.")
+                Output.table(
+                    ["LIST", "LOADED", "AVAILABLE"], status.map { [$0.list, String($0.loaded), String($0.available)] },
+                    empty: "No seed lists.")
             }
         }
     }

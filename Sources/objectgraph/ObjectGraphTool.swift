@@ -86,7 +86,7 @@ struct ToolError: Error {
             self = error
         case let error as ModelError:
             self.init(.invalidData, "\(error)", hint: "fix the model file named above")
-        case let error as ObjectGraphError where error.isBusy:
+        case let error as ObjectGraphError where error.storeFailure == .busy:
             self.init(.busy, error.message, hint: "another process is using the store; try again when it is done")
         case let error as ObjectGraphError:
             switch error.code {

@@ -6,7 +6,9 @@ import ObjectGraph
 /// GRDB's published performance workload: an entity with ten Integer 64 attributes.
 enum ItemModel {
     static func make() throws -> ManagedObjectModel {
-        let attributes = (0..<10).map { AttributeDescription(name: "i\($0)", type: .integer64, isOptional: false, isIndexed: $0 == 0) }
+        let attributes = (0..<10).map {
+            AttributeDescription(name: "i\($0)", type: .integer64, isOptional: false, isIndexed: $0 == 0)
+        }
         return try ManagedObjectModel(entities: [EntityDescription(name: "Item", attributes: attributes)])
     }
 
@@ -73,24 +75,36 @@ enum LibraryCases {
             }
         case ("objectgraph.insert50k", "grdb"):
             let queue = try DatabaseQueue(path: "\(directory)/insert-grdb-\(UUID().uuidString).sqlite")
-            try queue.write { db in try db.execute(sql: "CREATE TABLE items (i0 INT, i1 INT, i2 INT, i3 INT, i4 INT, i5 INT, i6 INT, i7 INT, i8 INT, i9 INT)") }
+            try queue.write { db in
+                try db.execute(
+                    sql:
+                        "CREATE TABLE items (i0 INT, i1 INT, i2 INT, i3 INT, i4 INT, i5 INT, i6 INT, i7 INT, i8 INT, "
+                            + "i9 INT)"
+                )
+            }
             return try time {
                 try queue.inTransaction { db in
                     for row in 0..<size {
                         let v = { (column: Int) in Int64(ItemModel.value(row, column)) }
-                        try PlainItem(i0: v(0), i1: v(1), i2: v(2), i3: v(3), i4: v(4), i5: v(5), i6: v(6), i7: v(7), i8: v(8), i9: v(9)).insert(db)
+                        try PlainItem(
+                            i0: v(0), i1: v(1), i2: v(2), i3: v(3), i4: v(4), i5: v(5), i6: v(6), i7: v(7), i8: v(8),
+                            i9: v(9)
+                        ).insert(db)
                     }
                     return .commit
                 }
             }
         case ("objectgraph.insert50k", "sqlite"):
             let db = try RawSQLite(path: "\(directory)/insert-raw-\(UUID().uuidString).sqlite")
-            try db.exec("CREATE TABLE items (i0 INT, i1 INT, i2 INT, i3 INT, i4 INT, i5 INT, i6 INT, i7 INT, i8 INT, i9 INT)")
+            try db.exec(
+                "CREATE TABLE items (i0 INT, i1 INT, i2 INT, i3 INT, i4 INT, i5 INT, i6 INT, i7 INT, i8 INT, i9 INT)")
             return try time {
                 try db.exec("BEGIN")
                 let statement = try db.prepare("INSERT INTO items VALUES (?,?,?,?,?,?,?,?,?,?)")
                 for row in 0..<size {
-                    for column in 0..<10 { sqlite3_bind_int64(statement, Int32(column + 1), Int64(ItemModel.value(row, column))) }
+                    for column in 0..<10 {
+                        sqlite3_bind_int64(statement, Int32(column + 1), Int64(ItemModel.value(row, column)))
+                    }
                     guard sqlite3_step(statement) == SQLITE_DONE else { throw BenchError("insert failed") }
                     sqlite3_reset(statement)
                 }
@@ -113,7 +127,9 @@ enum LibraryCases {
             var sum: Int64 = 0
             let seconds = try time {
                 for item in try queue.read({ try ItemRecord.fetchAll($0) }) {
-                    sum &+= item.ZI0 &+ item.ZI1 &+ item.ZI2 &+ item.ZI3 &+ item.ZI4 &+ item.ZI5 &+ item.ZI6 &+ item.ZI7 &+ item.ZI8 &+ item.ZI9
+                    sum &+=
+                        item.ZI0 &+ item.ZI1 &+ item.ZI2 &+ item.ZI3 &+ item.ZI4 &+ item.ZI5 &+ item.ZI6 &+ item.ZI7
+                        &+ item.ZI8 &+ item.ZI9
                 }
             }
             try check(Int(sum), rows: size)
@@ -151,7 +167,9 @@ enum LibraryCases {
                 try queue.read { db in
                     let cursor = try ItemRecord.fetchCursor(db)
                     while let item = try cursor.next() {
-                        sum &+= item.ZI0 &+ item.ZI1 &+ item.ZI2 &+ item.ZI3 &+ item.ZI4 &+ item.ZI5 &+ item.ZI6 &+ item.ZI7 &+ item.ZI8 &+ item.ZI9
+                        sum &+=
+                            item.ZI0 &+ item.ZI1 &+ item.ZI2 &+ item.ZI3 &+ item.ZI4 &+ item.ZI5 &+ item.ZI6 &+ item.ZI7
+                            &+ item.ZI8 &+ item.ZI9
                     }
                 }
             }
@@ -164,7 +182,8 @@ enum LibraryCases {
             let (_, context) = try ItemModel.stack(at: "\(directory)/fetch.sqlite")
             var count = 0
             let seconds = try time {
-                var request = FetchRequest<ManagedObject>(entityName: "Item", predicate: try Predicate(format: "i1 < %@ AND i2 > %@", 500_000, 250_000))
+                var request = FetchRequest<ManagedObject>(
+                    entityName: "Item", predicate: try Predicate(format: "i1 < %@ AND i2 > %@", 500_000, 250_000))
                 request.sortDescriptors = [FetchSortDescriptor(key: "i0")]
                 count = try context.fetch(request).count
             }
@@ -175,7 +194,8 @@ enum LibraryCases {
             var count = 0
             let seconds = try time {
                 count = try queue.read { db in
-                    try ItemRecord.filter(Column("ZI1") < 500_000 && Column("ZI2") > 250_000).order(Column("ZI0")).fetchAll(db).count
+                    try ItemRecord.filter(Column("ZI1") < 500_000 && Column("ZI2") > 250_000).order(Column("ZI0"))
+                        .fetchAll(db).count
                 }
             }
             try checkCount(count, directory: directory)
@@ -184,7 +204,10 @@ enum LibraryCases {
             let db = try RawSQLite(path: "\(directory)/fetch.sqlite")
             var count = 0
             let seconds = try time {
-                let statement = try db.prepare("SELECT Z_PK, Z_ENT, Z_OPT, ZI0, ZI1, ZI2, ZI3, ZI4, ZI5, ZI6, ZI7, ZI8, ZI9 FROM ZITEM WHERE ZI1 < ? AND ZI2 > ? ORDER BY ZI0")
+                let statement = try db.prepare(
+                    "SELECT Z_PK, Z_ENT, Z_OPT, ZI0, ZI1, ZI2, ZI3, ZI4, ZI5, ZI6, ZI7, ZI8, ZI9 FROM ZITEM WHERE ZI1 "
+                        + "< ? AND ZI2 > ? ORDER BY ZI0"
+                )
                 sqlite3_bind_int64(statement, 1, 500_000)
                 sqlite3_bind_int64(statement, 2, 250_000)
                 while sqlite3_step(statement) == SQLITE_ROW { count += 1 }
@@ -201,7 +224,8 @@ enum LibraryCases {
             case "ours", "history":
                 let (_, context) = try ItemModel.stack(at: path, tracksHistory: implementation == "history")
                 return try time {
-                    var request = FetchRequest<ManagedObject>(entityName: "Item", predicate: try Predicate(format: "i0 < %@", 1_000_003 / (size / 1000)))
+                    var request = FetchRequest<ManagedObject>(
+                        entityName: "Item", predicate: try Predicate(format: "i0 < %@", 1_000_003 / (size / 1000)))
                     request.fetchLimit = 1000
                     for item in try context.fetch(request) { item["i1"] = (item["i1"] as! Int) + 1 }
                     try context.save()
@@ -210,7 +234,9 @@ enum LibraryCases {
                 let queue = try DatabaseQueue(path: path)
                 return try time {
                     try queue.inTransaction { db in
-                        for var item in try ItemRecord.filter(Column("ZI0") < 1_000_003 / (size / 1000)).limit(1000).fetchAll(db) {
+                        for var item in try ItemRecord.filter(Column("ZI0") < 1_000_003 / (size / 1000)).limit(1000)
+                            .fetchAll(db)
+                        {
                             item.ZI1 += 1
                             item.Z_OPT += 1
                             try item.update(db)
@@ -222,7 +248,10 @@ enum LibraryCases {
                 let db = try RawSQLite(path: path)
                 return try time {
                     try db.exec("BEGIN")
-                    try db.exec("UPDATE ZITEM SET ZI1 = ZI1 + 1, Z_OPT = Z_OPT + 1 WHERE Z_PK IN (SELECT Z_PK FROM ZITEM WHERE ZI0 < \(1_000_003 / (size / 1000)) LIMIT 1000)")
+                    try db.exec(
+                        "UPDATE ZITEM SET ZI1 = ZI1 + 1, Z_OPT = Z_OPT + 1 WHERE Z_PK IN (SELECT Z_PK FROM ZITEM WHERE "
+                            + "ZI0 < \(1_000_003 / (size / 1000)) LIMIT 1000)"
+                    )
                     try db.exec("COMMIT")
                 }
             }
@@ -254,7 +283,8 @@ final class RawSQLite {
 
     init(path: String) throws {
         var handle: OpaquePointer?
-        guard sqlite3_open_v2(path, &handle, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nil) == SQLITE_OK, let handle else {
+        guard sqlite3_open_v2(path, &handle, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nil) == SQLITE_OK, let handle
+        else {
             throw BenchError("cannot open \(path)")
         }
         self.handle = handle
@@ -263,7 +293,9 @@ final class RawSQLite {
     deinit { sqlite3_close(handle) }
 
     func exec(_ sql: String) throws {
-        guard sqlite3_exec(handle, sql, nil, nil, nil) == SQLITE_OK else { throw BenchError(String(cString: sqlite3_errmsg(handle))) }
+        guard sqlite3_exec(handle, sql, nil, nil, nil) == SQLITE_OK else {
+            throw BenchError(String(cString: sqlite3_errmsg(handle)))
+        }
     }
 
     func prepare(_ sql: String) throws -> OpaquePointer {

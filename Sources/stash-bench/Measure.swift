@@ -16,13 +16,17 @@ func time(_ body: () throws -> Void) rethrows -> Double {
 func median(_ values: [Double]) -> Double {
     let sorted = values.sorted()
     guard !sorted.isEmpty else { return .nan }
-    return sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
+    return sorted.count % 2 == 1
+        ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
 }
 
 /// Runs a command with stdin from `stdinPath` (else /dev/null) and stdout discarded;
 /// returns its wall time, its own peak RSS (from wait4), its status and its stderr.
-func runTimed(_ executable: String, _ arguments: [String], environment: [String: String], stdinPath: String? = nil) throws -> (Measurement, Int32, String) {
-    let errorPath = FileManager.default.temporaryDirectory.appendingPathComponent("bench-stderr-\(UUID().uuidString)").path
+func runTimed(
+    _ executable: String, _ arguments: [String], environment: [String: String], stdinPath: String? = nil
+) throws -> (Measurement, Int32, String) {
+    let errorPath = FileManager.default.temporaryDirectory.appendingPathComponent("bench-stderr-\(UUID().uuidString)")
+        .path
     defer { unlink(errorPath) }
     var actions = posix_spawn_file_actions_t()
     posix_spawn_file_actions_init(&actions)
@@ -33,7 +37,8 @@ func runTimed(_ executable: String, _ arguments: [String], environment: [String:
     // Linux carries the spawning process's memory high-water mark over exec, so children
     // are started by GNU time (a tiny process) and their peak RSS is read from its report.
     let timer = "/usr/bin/time"
-    let wrapped = FileManager.default.isExecutableFile(atPath: timer) ? [timer, "-f", "MAXRSS:%M", executable] : [executable]
+    let wrapped =
+        FileManager.default.isExecutableFile(atPath: timer) ? [timer, "-f", "MAXRSS:%M", executable] : [executable]
     let argv = (wrapped + arguments).map { strdup($0) } + [nil]
     let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
     defer { (argv + envp).forEach { free($0) } }

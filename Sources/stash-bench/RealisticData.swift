@@ -48,7 +48,9 @@ struct RealisticData {
         let weighted = Self.categories.flatMap { Array(repeating: $0.name, count: $0.weight) }
         // Spread over the last ten years.
         let now = Date(timeIntervalSinceReferenceDate: 800_000_000)
-        func date(before: Date) -> Date { before.addingTimeInterval(-Double.random(in: 0..<315_360_000, using: &random)) }
+        func date(before: Date) -> Date {
+            before.addingTimeInterval(-Double.random(in: 0..<315_360_000, using: &random))
+        }
         entries = (0..<size).map { index in
             let updated = date(before: now)
             let created = date(before: updated)
@@ -56,15 +58,19 @@ struct RealisticData {
             return Entry(
                 name: "site-\(index)", user: "user\(index)@example.com",
                 password: "pw-\(index)-" + text(12).replacingOccurrences(of: " ", with: "-"),
-                url: "https://site\(index).example.com/login", category: weighted[Int.random(in: 0..<weighted.count, using: &random)],
+                url: "https://site\(index).example.com/login",
+                category: weighted[Int.random(in: 0..<weighted.count, using: &random)],
                 created: created, updated: updated,
                 totp: index % 10 == 0 ? Self.base32Secret(&random) : nil,
-                fields: rich ? [("Account number", "\(100_000 + index)", false), ("Recovery code", text(16), true)] : [],
-                history: rich ? (1...3).map { ("old-\($0)-" + text(8), created.addingTimeInterval(Double($0) * 86_400)) } : [])
+                fields: rich
+                    ? [("Account number", "\(100_000 + index)", false), ("Recovery code", text(16), true)] : [],
+                history: rich
+                    ? (1...3).map { ("old-\($0)-" + text(8), created.addingTimeInterval(Double($0) * 86_400)) } : [])
         }
         notes = (0..<size).map { index in
             let updated = date(before: now)
-            return Note(title: "Note \(index) " + text(20), text: (index % 100 == 0 ? searchWord + " " : "") + text(1000),
+            return Note(
+                title: "Note \(index) " + text(20), text: (index % 100 == 0 ? searchWord + " " : "") + text(1000),
                         created: date(before: updated), updated: updated)
         }
     }
@@ -87,14 +93,17 @@ struct RealisticData {
             "passwords": entries.map { entry -> [String: Any] in
                 var item: [String: Any] = [
                     "name": entry.name, "userId": entry.user, "password": entry.password, "url": entry.url,
-                    "category": entry.category, "createdAt": Self.iso(entry.created), "updatedAt": Self.iso(entry.updated),
+                    "category": entry.category, "createdAt": Self.iso(entry.created),
+                    "updatedAt": Self.iso(entry.updated)
                 ]
                 if let totp = entry.totp { item["totp"] = totp }
                 if !entry.fields.isEmpty {
                     item["fields"] = entry.fields.map { ["name": $0.name, "value": $0.value, "hidden": $0.hidden] }
                 }
                 if !entry.history.isEmpty {
-                    item["history"] = entry.history.map { ["password": $0.password, "replacedAt": Self.iso($0.replacedAt)] }
+                    item["history"] = entry.history.map {
+                        ["password": $0.password, "replacedAt": Self.iso($0.replacedAt)]
+                    }
                 }
                 return item
             },
@@ -117,7 +126,9 @@ struct RealisticData {
                 "folderId": folderIDs[entry.category]!, "type": 1, "reprompt": 0, "name": entry.name,
                 "notes": NSNull(), "favorite": false, "login": login,
                 "fields": entry.fields.map { ["name": $0.name, "value": $0.value, "type": $0.hidden ? 1 : 0] },
-                "passwordHistory": entry.history.map { ["password": $0.password, "lastUsedDate": Self.iso($0.replacedAt)] },
+                "passwordHistory": entry.history.map {
+                    ["password": $0.password, "lastUsedDate": Self.iso($0.replacedAt)]
+                },
                 "creationDate": Self.iso(entry.created), "revisionDate": Self.iso(entry.updated),
                 "deletedDate": NSNull(), "collectionIds": NSNull(),
             ]

@@ -152,7 +152,8 @@ enum RelationshipCases {
     }
 
     private static func parentRequest(_ name: String) throws -> ObjectGraph.FetchRequest<ManagedObject> {
-        ObjectGraph.FetchRequest<ManagedObject>(entityName: "Parent", predicate: try ObjectGraph.Predicate(format: "name == %@", name))
+        ObjectGraph.FetchRequest<ManagedObject>(
+            entityName: "Parent", predicate: try ObjectGraph.Predicate(format: "name == %@", name))
     }
 
     private static func insertOurs(_ context: ManagedObjectContext, size: Int) throws {

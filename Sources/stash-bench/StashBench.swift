@@ -32,7 +32,9 @@ extension StashBench {
         @Flag(help: "Leave out pass, gopass and keepassxc-cli.") var noPeers = false
         @Option(help: "Comma-separated vault sizes (default 10000,100000; 500,5000 with --quick).",
                 transform: { text in try text.split(separator: ",").map { part in
-                    guard let size = Int(part), size >= 100 else { throw ValidationError("'\(part)' is not a size of 100 or more") }
+                    guard let size = Int(part), size >= 100 else {
+                        throw ValidationError("'\(part)' is not a size of 100 or more")
+                    }
                     return size
                 } })
         var vaultSizes: [Int]?
@@ -69,7 +71,9 @@ extension StashBench {
             var results: [CaseResult] = []
             let insertSize = quick ? 5_000 : 50_000
             let fetchSize = quick ? 20_000 : 200_000
-            let libraryCases = Self.libraryCaseNames.filter(selected).map { ($0, $0.hasSuffix("insert50k") ? insertSize : fetchSize) }
+            let libraryCases = Self.libraryCaseNames.filter(selected).map {
+                ($0, $0.hasSuffix("insert50k") ? insertSize : fetchSize)
+            }
             if !libraryCases.isEmpty {
                 log("preparing \(fetchSize) rows with ObjectGraph")
                 _ = try Child.measure("prepare", "ours", work: work, size: fetchSize)
@@ -139,7 +143,8 @@ extension StashBench {
                                         work: URL) throws -> [CaseResult] {
             var medians: [String: (seconds: Double, rssKiB: Int)] = [:]
             for implementation in implementations {
-                let runs = try (0..<repeats).map { _ in try Child.measure(name, implementation, work: work, size: size) }
+                let runs = try (0..<repeats).map { _ in try Child.measure(name, implementation, work: work, size: size)
+                }
                 medians[implementation] = (median(runs.map(\.seconds)), runs.map(\.rssKiB).max() ?? 0)
                 log("\(name) \(implementation) \(size): \(format(median(runs.map(\.seconds)))) s")
             }
@@ -165,7 +170,8 @@ extension StashBench {
             _ = Glibc.uname(&uname)
             let machine = withUnsafeBytes(of: uname.machine) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
             let info = ProcessInfo.processInfo
-            let machineDescription = "\(machine), \(info.activeProcessorCount) cores, \(info.physicalMemory >> 30) GiB, "
+            let machineDescription =
+                "\(machine), \(info.activeProcessorCount) cores, \(info.physicalMemory >> 30) GiB, "
                 + "\(quick ? "quick" : "full") sizes, median of \(repeats)"
             if json {
                 struct Report: Codable {
@@ -178,7 +184,9 @@ extension StashBench {
                 FileHandle.standardOutput.write(data + Data("\n".utf8))
                 return
             }
-            func cell(_ value: Double?, _ digits: Int = 3) -> String { value.map { String(format: "%.\(digits)f", $0) } ?? "—" }
+            func cell(_ value: Double?, _ digits: Int = 3) -> String {
+                value.map { String(format: "%.\(digits)f", $0) } ?? "—"
+            }
             let header = ["case", "ours s", "beyond KDF s", "session s", "ours MiB", "baseline", "baseline s",
                           "baseline MiB", "ratio", "memory ratio", "slope"]
             let rows = results.map { r in
@@ -191,7 +199,9 @@ extension StashBench {
             let widths = header.indices.map { column in ([header] + rows).map { $0[column].count }.max() ?? 0 }
             print("machine: \(machineDescription)")
             for row in [header] + rows {
-                print(zip(row, widths).map { $0.padding(toLength: $1, withPad: " ", startingAt: 0) }.joined(separator: "  "))
+                print(
+                    zip(row, widths).map { $0.padding(toLength: $1, withPad: " ", startingAt: 0) }.joined(
+                        separator: "  "))
             }
         }
     }
@@ -237,7 +247,8 @@ extension StashBench {
             case "prepare-relationships":
                 seconds = try time { try RelationshipCases.prepare(directory: directory, size: size) }
             case _ where name.hasPrefix("relationship."):
-                seconds = try RelationshipCases.run(name, implementation: implementation, directory: directory, size: size)
+                seconds = try RelationshipCases.run(
+                    name, implementation: implementation, directory: directory, size: size)
             default:
                 seconds = try LibraryCases.run(name, implementation: implementation, directory: directory, size: size)
             }

@@ -33,11 +33,15 @@ struct VaultBench {
         return data
     }
 
-    func mystashRun(_ arguments: [String], environment overrides: [String: String] = [:], removing: [String] = []) throws -> Measurement {
+    func mystashRun(
+        _ arguments: [String], environment overrides: [String: String] = [:], removing: [String] = []
+    ) throws -> Measurement {
         var env = environment.merging(overrides) { _, new in new }
         removing.forEach { env[$0] = nil }
         let (measurement, status, stderr) = try runTimed(mystash, arguments, environment: env)
-        guard status == 0 else { throw BenchError("mystash \(arguments.joined(separator: " ")) failed (\(status)): \(stderr)") }
+        guard status == 0 else {
+            throw BenchError("mystash \(arguments.joined(separator: " ")) failed (\(status)): \(stderr)")
+        }
         return measurement
     }
 
@@ -46,7 +50,9 @@ struct VaultBench {
         let output = work.appendingPathComponent("kdf-output").path
         let (measurement, status, stderr) = try runTimed(
             StashBench.executable, ["kdf", vault.path, output], environment: environment)
-        guard status == 0, let seconds = Double(try String(contentsOfFile: output, encoding: .utf8)) else { throw BenchError("KDF child failed: \(stderr)") }
+        guard status == 0, let seconds = Double(try String(contentsOfFile: output, encoding: .utf8)) else {
+            throw BenchError("KDF child failed: \(stderr)")
+        }
         return Measurement(seconds: seconds, rssKiB: measurement.rssKiB)
     }
 
@@ -101,7 +107,9 @@ struct VaultBench {
         var sessions: [String: (seconds: Double, rssKiB: Int)] = [:]
         if (try? mystashRun(["unlock", "--timeout", "30m"])) != nil {
             for command in commands {
-                sessions[command.name] = try repeated { try mystashRun(command.arguments, removing: ["MYSTASH_PASSWORD"]) }
+                sessions[command.name] = try repeated {
+                    try mystashRun(command.arguments, removing: ["MYSTASH_PASSWORD"])
+                }
             }
             if let list = sessions["vault.list"] {
                 var browseEnvironment = environment.merging(["TERM": "xterm-256color"]) { $1 }

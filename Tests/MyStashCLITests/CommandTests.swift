@@ -35,6 +35,20 @@ final class CommandTests: CLITestCase {
         XCTAssertFalse(FileManager.default.fileExists(atPath: vaultDirectory.path), "nothing was created")
     }
 
+    /// The test switch (set in every run's environment here) lowers the floor only in a debug
+    /// build; a release `mystash` refuses the weak cost. The test runs the binary built beside
+    /// it, so each configuration checks its own (verified by hand for release: see KDFPolicy).
+    func testTheWeakKDFSwitchWorksOnlyInDebugBuilds() throws {
+        let result = try run(["init", "--kdf-cost", "10"])
+        #if DEBUG
+        XCTAssertEqual(result.status, 0, result.stderr)
+        #else
+        XCTAssertEqual(result.status, 64)
+        XCTAssertTrue(result.stderr.contains("works in test (debug) builds only"), result.stderr)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: vaultDirectory.path), "nothing was created")
+        #endif
+    }
+
     func testNotes() throws {
         try initVault()
         XCTAssertTrue(try runOK(["note", "add", "Café order"], stdin: "two crème brûlées\n").stderr.contains("Added note 1"))

@@ -46,9 +46,9 @@ final class ClipboardTests: XCTestCase {
         XCTAssertEqual(try Clipboard.copy(secret, clearAfter: 0, clearHelper: []), .tool("xclip", clearsAfter: nil))
         XCTAssertEqual(Clipboard.contents(), secret)
 
-        XCTAssertFalse(Clipboard.clear(ifDigest: Clipboard.digest("something else")))
+        XCTAssertFalse(Clipboard.clear(ifDigest: try Clipboard.digest("something else")))
         XCTAssertEqual(Clipboard.contents(), secret, "a value that is not ours stays")
-        XCTAssertTrue(Clipboard.clear(ifDigest: Clipboard.digest(secret)))
+        XCTAssertTrue(Clipboard.clear(ifDigest: try Clipboard.digest(secret)))
         XCTAssertEqual(Clipboard.contents(), "")
     }
 
@@ -60,13 +60,13 @@ final class ClipboardTests: XCTestCase {
             try? pipe.fileHandleForWriting.close()
             return Clipboard.runClearHelper(input: pipe.fileHandleForReading)
         }
-        XCTAssertFalse(helper("soon \(Clipboard.digest("mine"))\n"))
-        XCTAssertFalse(helper("\(Clipboard.maximumClearSeconds + 1) \(Clipboard.digest("mine"))\n"))
+        XCTAssertFalse(helper("soon \(try Clipboard.digest("mine"))\n"))
+        XCTAssertFalse(helper("\(Clipboard.maximumClearSeconds + 1) \(try Clipboard.digest("mine"))\n"))
         XCTAssertEqual(Clipboard.contents(), "mine")
         _ = try Clipboard.copy("theirs", clearAfter: 0, clearHelper: [])
-        XCTAssertTrue(helper("0 \(Clipboard.digest("mine"))\n"))
+        XCTAssertTrue(helper("0 \(try Clipboard.digest("mine"))\n"))
         XCTAssertEqual(Clipboard.contents(), "theirs", "the person copied something else since: left alone")
-        XCTAssertTrue(helper("0 \(Clipboard.digest("theirs"))\n"))
+        XCTAssertTrue(helper("0 \(try Clipboard.digest("theirs"))\n"))
         XCTAssertEqual(Clipboard.contents(), "")
     }
 

@@ -79,6 +79,16 @@ final class SecurityTests: VaultTestCase {
         assertVaultError(.invalidData, { _ = try reopen().notes() })
     }
 
+    /// A part of check that cannot run (the categories cannot be read) is a problem, never a pass.
+    func testCheckReportsTheCategoryComparisonItCouldNotMake() throws {
+        _ = try makeVault()
+        try sqlite("Passwords.sqlite", "UPDATE ZCATEGORY SET Z_OPT = 'x' WHERE Z_PK = 1")
+        let problems = try reopen(verification: .skipped).check()
+        XCTAssertTrue(problems.contains {
+            $0.entity == "Category" && $0.primaryKey == nil && $0.message.hasPrefix("category names could not be compared: ")
+        }, "\(problems)")
+    }
+
     func testKDFDefaultsAreStrongAndTheFloorNeedsTheTestSwitch() throws {
         let calibrated = try KDFPolicy.parameters(logN: nil, environment: [:])
         XCTAssertGreaterThanOrEqual(calibrated.logN, 15)
@@ -88,7 +98,17 @@ final class SecurityTests: VaultTestCase {
         XCTAssertThrowsError(try KDFPolicy.parameters(logN: 10, environment: [:])) { error in
             XCTAssertEqual((error as? VaultError)?.kind, .usage)
         }
+        #if DEBUG
+        XCTAssertTrue(KDFPolicy.honoursWeakSwitch)
         XCTAssertEqual(try KDFPolicy.parameters(logN: 10, environment: ["MYSTASH_TEST_ALLOW_WEAK_KDF": "1"]).logN, 10)
+        #else
+        // A release build refuses the weak cost even with the switch set, and says why.
+        XCTAssertFalse(KDFPolicy.honoursWeakSwitch)
+        XCTAssertThrowsError(try KDFPolicy.parameters(logN: 10, environment: ["MYSTASH_TEST_ALLOW_WEAK_KDF": "1"])) {
+            XCTAssertEqual(($0 as? VaultError)?.kind, .usage)
+            XCTAssertEqual(($0 as? VaultError)?.hint?.contains("debug"), true)
+        }
+        #endif
         XCTAssertEqual(try KDFPolicy.parameters(logN: 16, environment: [:]).logN, 16)
         XCTAssertThrowsError(try KDFPolicy.parameters(logN: 21, environment: ["MYSTASH_TEST_ALLOW_WEAK_KDF": "1"]))
     }

@@ -131,6 +131,16 @@ final class DamagedRowTests: ObjectGraphTestCase {
         }
     }
 
+    /// Metadata another process damaged is an error on reload, not the old metadata kept.
+    func testReloadingDamagedMetadataIsAnError() throws {
+        let stack = try makeStack(.sqlite)
+        let url = try XCTUnwrap(stack.notes.url)
+        _ = try runSQLite3([url.path, "UPDATE Z_METADATA SET Z_PLIST = X'00'"])
+        XCTAssertThrowsError(try stack.coordinator.reloadMetadata()) { error in
+            XCTAssertEqual((error as? ObjectGraphError)?.code, .damagedRow, "\(error)")
+        }
+    }
+
     func testARowDamagedByAnotherProcessIsAnErrorWhenMerged() throws {
         let source = Self.fixturesURL.appendingPathComponent(
             "CoreData/wibosco-migration-example/CoreDataMigration_Example_3.sqlite")

@@ -23,7 +23,7 @@ final class StoreLockingTests: ObjectGraphTestCase {
             let note = other.insertNewObject(forEntityName: "Note")
             note["title"] = "waits for the lock"
             XCTAssertThrowsError(try other.save()) { error in
-                XCTAssertTrue((error as? ObjectGraphError)?.isBusy == true, "\(error)")
+                XCTAssertEqual((error as? ObjectGraphError)?.storeFailure, .busy, "\(error)")
             }
             other.rollback()
         }

@@ -128,6 +128,19 @@ final class ValidationTests: ObjectGraphTestCase {
             XCTAssertEqual(ValidationMessages.messages(for: error) { _, key in "--\(key)" }.last, "--title is required")
         }
     }
+
+    /// A check of its own that cannot run (its fetch failed) fails the save instead of passing unchecked.
+    func testACheckThatCannotRunFailsTheSaveAndWritesNothing() throws {
+        forEachStoreKind { kind in
+            let model = try Self.shopModel()
+            model.setClass(UncheckableTag.self, forEntityName: UncheckableTag.entityName)
+            let stack = try makeStack(kind, model: model)
+            stack.context.insert(UncheckableTag.self)["name"] = "unchecked"
+            XCTAssertThrowsError(try stack.context.save()) { XCTAssertTrue($0 is UncheckableTag.CheckFailed, "\($0)") }
+            stack.context.rollback()
+            XCTAssertEqual(try stack.context.objects("Tag").count, 0)
+        }
+    }
 }
 
 final class RelationshipCountTests: ObjectGraphTestCase {
@@ -155,4 +168,12 @@ final class RelationshipCountTests: ObjectGraphTestCase {
             XCTAssertNoThrow(try context.save())
         }
     }
+}
+
+/// A tag whose own check always fails to run, as one whose fetch fails would.
+final class UncheckableTag: ManagedObject, ManagedEntity {
+    static let entityName = "Tag"
+    struct CheckFailed: Error {}
+
+    override func validateForSave(into errors: inout [ValidationError]) throws { throw CheckFailed() }
 }

@@ -97,7 +97,8 @@ final class ObjectIDScope: Hashable, Sendable {
     private static let lock = NSLock()
     nonisolated(unsafe) private static var scopes: [Key: WeakScope] = [:]
 
-    /// A scope of `context`'s own (the context keeps it: see ``ManagedObjectContext/idScope(of:storeIdentifier:kind:)``).
+    /// A scope of `context`'s own (the context keeps it: see
+    /// ``ManagedObjectContext/idScope(of:storeIdentifier:kind:)``).
     static func owned(by context: ManagedObjectContext, entityName: String, storeIdentifier: String?,
                       kind: Kind) -> ObjectIDScope {
         ObjectIDScope(entityName: entityName, storeIdentifier: storeIdentifier, kind: kind, context: context)
@@ -189,7 +190,8 @@ open class ManagedObject: Hashable, CustomStringConvertible {
 
     /// Gives the object an ID of `context`'s own, and so that context, in one step.
     func assign(_ id: ObjectID, in context: ManagedObjectContext) {
-        assert(id.scope.context === context && id.entityName == entity.name, "An ID of the context's own, for this entity")
+        assert(
+            id.scope.context === context && id.entityName == entity.name, "An ID of the context's own, for this entity")
         (identityScope, identityNumber) = (id.scope, id.number)
     }
 
@@ -328,7 +330,9 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     public func value(forKey key: String) -> Any? {
         if let index = entity.attributeNames.firstIndex(of: key) {
             let value = values.layout === entity.propertyLayout ? values[slot: index] : values[key]
-            guard entity.attributeTypeList[index] == .transformable, let encoded = value as? EncodedValue else { return value }
+            guard entity.attributeTypeList[index] == .transformable, let encoded = value as? EncodedValue else {
+                return value
+            }
             return decoded(key, encoded)
         }
         guard let relationship = entity.relationshipsByName[key] else {
@@ -342,9 +346,14 @@ open class ManagedObject: Hashable, CustomStringConvertible {
 
     public func setValue(_ value: Any?, forKey key: String) {
         if let index = entity.attributeNames.firstIndex(of: key) {
-            let normalized = StoredValues.normalized(value, type: entity.attributeTypeList[index], key: key, entity: entity.name)
+            let normalized = StoredValues.normalized(
+                value, type: entity.attributeTypeList[index], key: key, entity: entity.name)
             registerUndo(forKey: key)
-            if values.layout === entity.propertyLayout { values[slot: index] = normalized } else { values[key] = normalized }
+            if values.layout === entity.propertyLayout {
+                values[slot: index] = normalized
+            } else {
+                values[key] = normalized
+            }
             markChanged(key)
             return
         }
@@ -353,12 +362,14 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         }
         if relationship.isToMany {
             guard let objects = value as? [ManagedObject] ?? (value == nil ? [] : nil) else {
-                preconditionFailure("To-many relationship \(entity.name).\(key) takes [ManagedObject], not \(type(of: value!))")
+                preconditionFailure(
+                    "To-many relationship \(entity.name).\(key) takes [ManagedObject], not \(type(of: value!))")
             }
             replaceToMany(relationship, with: objects)
         } else {
             guard value == nil || value is ManagedObject else {
-                preconditionFailure("To-one relationship \(entity.name).\(key) takes a ManagedObject, not \(type(of: value!))")
+                preconditionFailure(
+                    "To-one relationship \(entity.name).\(key) takes a ManagedObject, not \(type(of: value!))")
             }
             setToOne(relationship, to: value as? ManagedObject)
         }
@@ -474,7 +485,8 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     @discardableResult
     func installStored(_ stored: [ManagedObject], for relationship: RelationshipDescription) -> RelationshipMembers {
         let pending = values[relationship.name] as? RelationshipMembers
-        let members = pending.map { $0.isComplete ? RelationshipMembers(complete: stored) : $0.completed(withStored: stored) }
+        let members =
+            pending.map { $0.isComplete ? RelationshipMembers(complete: stored) : $0.completed(withStored: stored) }
             ?? RelationshipMembers(complete: stored)
         values[relationship.name] = members
         loadedToMany.insert(relationship.name)
@@ -577,7 +589,9 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         } else {
             let previous = toOneObject(relationship)
             guard previous !== owner else { return }
-            if let previous, let backwards = inverse(of: relationship) { previous.primitiveUnlink(backwards, from: self) }
+            if let previous, let backwards = inverse(of: relationship) {
+                previous.primitiveUnlink(backwards, from: self)
+            }
             primitiveSetToOne(relationship, owner)
         }
     }
@@ -612,7 +626,10 @@ open class ManagedObject: Hashable, CustomStringConvertible {
 
     /// Override to add checks to the model's validation; append failures to `errors`.
     /// Called at save for inserted and updated objects.
-    open func validateForSave(into errors: inout [ValidationError]) {}
+    ///
+    /// - throws: when the check itself cannot run (a fetch it needs failed): the save fails
+    ///   with that error and writes nothing, rather than saving what was not checked.
+    open func validateForSave(into errors: inout [ValidationError]) throws {}
 
     /// Called after the object is inserted into a context; default values are set already.
     open func awakeFromInsert() {}

@@ -21,7 +21,8 @@ extension ManagedObjectContext {
                 // predicate evaluated in memory could look them up before.
                 let defersRegistration = plan.residual == nil
                 try db.forEachRow(sql: sql, arguments: plan.arguments) { row in
-                    let object = try materialize(row, root: plan.root, store: plan.store, decoding: request.propertiesToFetch,
+                    let object = try materialize(
+                        row, root: plan.root, store: plan.store, decoding: request.propertiesToFetch,
                                                  registering: !defersRegistration)
                     if request.includesPendingChanges, deletedSet.contains(object) { return }
                     if deletedInParent.contains(ObjectIdentifier(object)) { return }
@@ -33,7 +34,8 @@ extension ManagedObjectContext {
         }
         if plan.includesInserted {
             objects += insertedSet.objects.filter { object in
-                plan.entities.contains { $0 === object.entity } && (request.predicate.map { $0.evaluate(with: object) } ?? true)
+                plan.entities.contains { $0 === object.entity }
+                    && (request.predicate.map { $0.evaluate(with: object) } ?? true)
             }
         }
         if plan.sortsInMemory || plan.includesInserted { objects = sorted(objects, by: request.sortDescriptors) }
@@ -49,7 +51,9 @@ extension ManagedObjectContext {
         if T.self == ManagedObject.self { return unsafeBitCast(objects, to: [T].self) }
         return try objects.map { object in
             guard let typed = object as? T else {
-                throw ObjectGraphError(code: .objectNotFound, message: "\(object.entity.name) objects are \(type(of: object)), not \(T.self)")
+                throw ObjectGraphError(
+                    code: .objectNotFound,
+                    message: "\(object.entity.name) objects are \(type(of: object)), not \(T.self)")
             }
             return typed
         }
@@ -61,7 +65,8 @@ extension ManagedObjectContext {
         guard plan.needsMemoryWindow else {
             return try wrapStoreErrors(.objectNotFound, "cannot count \(request.entityName)") {
                 try coordinator.read { db in
-                    try Int.fetchOne(db, sql: plan.sql(select: ["COUNT(*)"], window: true, request: request, ordered: false),
+                    try Int.fetchOne(
+                        db, sql: plan.sql(select: ["COUNT(*)"], window: true, request: request, ordered: false),
                                      arguments: StatementArguments(plan.arguments)) ?? 0
                 }
             }
@@ -82,7 +87,9 @@ extension ManagedObjectContext {
         var includesInserted: Bool
         var needsMemoryWindow: Bool
 
-        func sql(select: [String], window: Bool, request: FetchRequest<some ManagedObject>, ordered: Bool = true) -> String {
+        func sql(
+            select: [String], window: Bool, request: FetchRequest<some ManagedObject>, ordered: Bool = true
+        ) -> String {
             var sql = "SELECT \(select.joined(separator: ", ")) FROM \(store.qualified(root.tableName)) t0"
             if !conditions.isEmpty { sql += " WHERE " + conditions.joined(separator: " AND ") }
             if ordered, !orderTerms.isEmpty, !sortsInMemory { sql += " ORDER BY " + orderTerms.joined(separator: ", ") }
@@ -101,7 +108,8 @@ extension ManagedObjectContext {
     func plan<T>(for request: FetchRequest<T>) throws -> FetchPlan {
         processPendingChanges()
         guard let entity = model.entity(named: request.entityName) else {
-            throw ObjectGraphError(code: .objectNotFound, message: "the model has no entity named '\(request.entityName)'")
+            throw ObjectGraphError(
+                code: .objectNotFound, message: "the model has no entity named '\(request.entityName)'")
         }
         try request.predicate?.checkKeyPaths(against: entity)
         let root = entity.rootEntity
@@ -118,23 +126,36 @@ extension ManagedObjectContext {
             if case .and(let parts) = node { conjuncts = parts } else { conjuncts = [node] }
             for conjunct in conjuncts {
                 do {
-                    if let sql = try compiler.compile(conjunct, entity: entity, alias: "t0") { conditions.append("(\(sql))") } else { residual.append(conjunct) }
+                    if let sql = try compiler.compile(conjunct, entity: entity, alias: "t0") {
+                        conditions.append("(\(sql))")
+                    } else {
+                        residual.append(conjunct)
+                    }
                 } catch PredicateSQLCompiler.CompileError.unknownKey(let key, let entityName) {
-                    throw ObjectGraphError(code: .objectNotFound, message: "keypath '\(key)' not found in entity \(entityName) (predicate '\(request.predicate!.format)')")
+                    throw ObjectGraphError(
+                        code: .objectNotFound,
+                        message:
+                            "keypath '\(key)' not found in entity \(entityName) (predicate "
+                                + "'\(request.predicate!.format)')"
+                    )
                 }
             }
         }
         for descriptor in request.sortDescriptors where !entity.resolves(keyPath: descriptor.key) {
-            throw ObjectGraphError(code: .objectNotFound, message: "sort key '\(descriptor.key)' not found in entity \(entity.name)")
+            throw ObjectGraphError(
+                code: .objectNotFound, message: "sort key '\(descriptor.key)' not found in entity \(entity.name)")
         }
         let orderTerms = request.sortDescriptors.map { compiler.orderTerm($0, entity: entity, alias: "t0") }
         let sortsInMemory = orderTerms.contains { $0 == nil }
-        let includesInserted = request.includesPendingChanges && insertedSet.objects.contains { object in entities.contains { $0 === object.entity } }
+        let includesInserted =
+            request.includesPendingChanges
+            && insertedSet.objects.contains { object in entities.contains { $0 === object.entity } }
         let excludesDeleted = request.includesPendingChanges && !deletedSet.isEmpty
         return FetchPlan(
             root: root, store: store, entities: entities,
             columns: root.selectColumns.map { "t0.\($0)" }, conditions: conditions, arguments: compiler.arguments,
-            orderTerms: orderTerms.compactMap { $0 }, residual: residual.isEmpty ? nil : (residual.count == 1 ? residual[0] : .and(residual)),
+            orderTerms: orderTerms.compactMap { $0 },
+            residual: residual.isEmpty ? nil : (residual.count == 1 ? residual[0] : .and(residual)),
             sortsInMemory: sortsInMemory, includesInserted: includesInserted,
             needsMemoryWindow: !residual.isEmpty || sortsInMemory || includesInserted || excludesDeleted)
     }
@@ -145,7 +166,9 @@ extension ManagedObjectContext {
         let keys = objects.map { object in
             descriptors.map { descriptor -> Any? in
                 let value = object.value(forKeyPath: descriptor.key)
-                if descriptor.caseInsensitive, let text = value as? String { return PredicateEvaluator.fold(text, .caseInsensitive) }
+                if descriptor.caseInsensitive, let text = value as? String {
+                    return PredicateEvaluator.fold(text, .caseInsensitive)
+                }
                 return value
             }
         }

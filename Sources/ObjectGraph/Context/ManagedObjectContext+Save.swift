@@ -55,7 +55,9 @@ extension ManagedObjectContext {
                     let changing = try rowKeys(of: updated + deleted)
                     try coordinator.notifyRowsWillChange(changing, db)
                     // Updates and deletes first: rows moving off unique values free them for new rows.
-                    for object in updated where try updateRow(of: object, db) { rowsUpdated.insert(ObjectIdentifier(object)) }
+                    for object in updated where try updateRow(of: object, db) {
+                        rowsUpdated.insert(ObjectIdentifier(object))
+                    }
                     for object in deleted where try !deleteRow(of: object, db) { deletedSet.remove(object) }
                     for object in inserted { try insertRow(of: object, db) }
                     for object in joinChanges { try writeJoinRows(of: object, db) }
@@ -98,7 +100,9 @@ extension ManagedObjectContext {
             let object = queue[index]
             index += 1
             for relationship in object.entity.relationships {
-                let destinations = relationship.isToMany ? object.toManyObjects(relationship) : object.toOneObject(relationship).map { [$0] } ?? []
+                let destinations =
+                    relationship.isToMany
+                    ? object.toManyObjects(relationship) : object.toOneObject(relationship).map { [$0] } ?? []
                 switch relationship.deleteRule {
                 case .cascade:
                     for destination in destinations where !destinationIsGone(destination) {
@@ -107,7 +111,9 @@ extension ManagedObjectContext {
                     }
                 case .nullify:
                     guard let inverseName = relationship.inverseName,
-                          let inverse = model.entity(named: relationship.destinationEntityName)?.relationship(named: inverseName) else { continue }
+                        let inverse = model.entity(named: relationship.destinationEntityName)?.relationship(
+                            named: inverseName)
+                    else { continue }
                     for destination in destinations where !deletedSet.contains(destination) {
                         destination.primitiveUnlink(inverse, from: object)
                     }
@@ -162,16 +168,23 @@ extension ManagedObjectContext {
         if object.values.layout === object.entity.propertyLayout {
             switch (object.values.slot(slot), column.type) {
             case (.absent, _): return .null
-            case (.int(let number), .integer16), (.int(let number), .integer32), (.int(let number), .integer64): return number.databaseValue
+            case (.int(let number), .integer16), (.int(let number), .integer32), (.int(let number), .integer64):
+                return number.databaseValue
             case (.double(let number), .double): return number.databaseValue
             default: break
             }
         }
-        guard column.type == .transformable else { return StoredValues.databaseValue(object.values[column.name], type: column.type) }
+        guard column.type == .transformable else {
+            return StoredValues.databaseValue(object.values[column.name], type: column.type)
+        }
         guard let value = object.values[column.name] else { return .null }
         if let encoded = value as? EncodedValue { return encoded.data.databaseValue }
-        let place = ValuePlace(storeIdentifier: store.identifier, entityName: object.entity.name, attributeName: column.name, primaryKey: primaryKey)
-        return try transformer(named: column.transformerName, entity: object.entity, key: column.name).transformedValue(value, at: place).databaseValue
+        let place = ValuePlace(
+            storeIdentifier: store.identifier, entityName: object.entity.name, attributeName: column.name,
+            primaryKey: primaryKey)
+        return try transformer(named: column.transformerName, entity: object.entity, key: column.name).transformedValue(
+            value, at: place
+        ).databaseValue
     }
 
     /// The stored value of a to-one relationship: the destination's primary key.
@@ -190,14 +203,18 @@ extension ManagedObjectContext {
         var arguments: [DatabaseValue] = [primaryKey.databaseValue, entity.entityNumber.databaseValue, 1.databaseValue]
         arguments.reserveCapacity(3 + entity.storedColumns.count + entity.storedToOne.count)
         for (position, column) in entity.storedColumns.enumerated() {
-            arguments.append(try storedValue(of: object, column, slot: entity.storedColumnSlots[position], store: store, primaryKey: primaryKey))
+            arguments.append(
+                try storedValue(
+                    of: object, column, slot: entity.storedColumnSlots[position], store: store, primaryKey: primaryKey))
         }
         for (relationship, _) in entity.storedToOne { arguments.append(storedValue(of: object, relationship)) }
         arguments += try entityColumnValues(of: object, db).map(\.value)
         let sql = insertSQL[entity.name] ?? {
             let columns = ["Z_PK", "Z_ENT", "Z_OPT"] + entity.storedColumns.map(\.columnName)
                 + entity.storedToOne.map(\.relationship.columnName) + entity.storedToOneEntityColumns.compactMap { $0 }
-            let sql = "INSERT INTO \(store.qualified(entity.rootEntity.tableName)) (\(columns.joined(separator: ", "))) VALUES (\(Array(repeating: "?", count: columns.count).joined(separator: ", ")))"
+                let sql =
+                    "INSERT INTO \(store.qualified(entity.rootEntity.tableName)) (\(columns.joined(separator: ", "))) "
+                        + "VALUES (\(Array(repeating: "?", count: columns.count).joined(separator: ", ")))"
             insertSQL[entity.name] = sql
             return sql
         }()
@@ -212,9 +229,13 @@ extension ManagedObjectContext {
         let primaryKey = object.objectID.primaryKey!
         var assignments: [String] = []
         var arguments: [DatabaseValue] = []
-        for (position, column) in object.entity.storedColumns.enumerated() where object.changedKeys.contains(column.name) {
+        for (position, column) in object.entity.storedColumns.enumerated()
+        where object.changedKeys.contains(column.name) {
             assignments.append("\(column.columnName) = ?")
-            arguments.append(try storedValue(of: object, column, slot: object.entity.storedColumnSlots[position], store: store, primaryKey: primaryKey))
+            arguments.append(
+                try storedValue(
+                    of: object, column, slot: object.entity.storedColumnSlots[position], store: store,
+                    primaryKey: primaryKey))
         }
         for (relationship, _) in object.entity.storedToOne where object.changedKeys.contains(relationship.name) {
             assignments.append("\(relationship.columnName) = ?")
@@ -230,7 +251,10 @@ extension ManagedObjectContext {
                                           "its version (Z_OPT) cannot grow any further")
         }
         arguments += [(object.version + 1).databaseValue, primaryKey.databaseValue, object.version.databaseValue]
-        try db.executeCached(sql: "UPDATE \(store.qualified(root.tableName)) SET \(assignments.joined(separator: ", ")), Z_OPT = ? WHERE Z_PK = ? AND Z_OPT = ?",
+        try db.executeCached(
+            sql:
+                "UPDATE \(store.qualified(root.tableName)) SET \(assignments.joined(separator: ", ")), Z_OPT = ? WHERE "
+                    + "Z_PK = ? AND Z_OPT = ?",
                              values: arguments)
         guard db.changesCount == 0 else { return true }
         guard mergePolicy != .error else { throw conflict(object, db, store: store) }
@@ -280,7 +304,8 @@ extension ManagedObjectContext {
                   members.hasUnsavedChanges || (object.isInserted && members.count > 0) else { continue }
             let join = SQLiteSchema.joinTable(for: relationship, of: object.entity, in: model)
             let table = try coordinator.store(for: object.entity.rootEntity).qualified(join.name)
-            let insertSQL = "INSERT OR IGNORE INTO \(table) (\(join.sourceColumn), \(join.destinationColumn)) VALUES (?, ?)"
+            let insertSQL =
+                "INSERT OR IGNORE INTO \(table) (\(join.sourceColumn), \(join.destinationColumn)) VALUES (?, ?)"
             let joined: [ManagedObject]
             if members.rewritesAll || object.isInserted {
                 try db.execute(sql: "DELETE FROM \(table) WHERE \(join.sourceColumn) = ?", arguments: [primaryKey])
@@ -303,16 +328,30 @@ extension ManagedObjectContext {
 
     private func conflict(_ object: ManagedObject, _ db: Database, store: PersistentStore) -> ObjectGraphError {
         let root = object.entity.rootEntity
-        let current = try? Int64.fetchOne(db, sql: "SELECT Z_OPT FROM \(store.qualified(root.tableName)) WHERE Z_PK = ?", arguments: [object.objectID.primaryKey!])
-        let what = current.map { "was changed by someone else (version \(object.version) read, now \($0))" } ?? "was deleted by someone else"
+        let what: String
+        do {
+            let current = try Int64.fetchOne(
+                db, sql: "SELECT Z_OPT FROM \(store.qualified(root.tableName)) WHERE Z_PK = ?",
+                arguments: [object.objectID.primaryKey!])
+            what = current.map { "was changed by someone else (version \(object.version) read, now \($0))" }
+                ?? "was deleted by someone else"
+        } catch {
+            // The conflict stands; only which kind it is could not be read.
+            what = "was changed or deleted by someone else"
+        }
         return ObjectGraphError(code: .mergeConflict,
-                                message: "merge conflict: \(object.entity.name) row \(object.objectID.primaryKey!) \(what) since it was read; nothing was saved",
+            message:
+                "merge conflict: \(object.entity.name) row \(object.objectID.primaryKey!) \(what) since it was read; "
+                    + "nothing was saved",
                                 objects: [object])
     }
 
     // MARK: - After commit
 
-    private func didCommit(inserted: [ManagedObject], updated: [ManagedObject], deleted: [ManagedObject], rowsUpdated: Set<ObjectIdentifier>) {
+    private func didCommit(
+        inserted: [ManagedObject], updated: [ManagedObject], deleted: [ManagedObject],
+        rowsUpdated: Set<ObjectIdentifier>
+    ) {
         // Objects of one root numbered in order (a bulk insert) are registered as they are;
         // otherwise the table grows once: doubling step by step held the old and the new table at once.
         let firstKey = inserted.first?.pendingPrimaryKey ?? 0
@@ -328,7 +367,9 @@ extension ManagedObjectContext {
             let store = coordinator.persistentStore(for: root)?.identifier
             object.objectID = objectID(of: object.entity, storeIdentifier: store, kind: .permanent, number: primaryKey)
             object.version = 1
-            if !consecutive { registered[ObjectKey(rootEntityNumber: root.entityNumber, primaryKey: primaryKey)] = object }
+            if !consecutive {
+                registered[ObjectKey(rootEntityNumber: root.entityNumber, primaryKey: primaryKey)] = object
+            }
         }
         if consecutive, let root {
             registered.register(consecutive: inserted, rootEntityNumber: root.entityNumber, firstKey: firstKey)
@@ -354,7 +395,8 @@ extension ManagedObjectContext {
         }
         for object in deleted {
             if let primaryKey = object.objectID.primaryKey {
-                registered[ObjectKey(rootEntityNumber: object.entity.rootEntity.entityNumber, primaryKey: primaryKey)] = nil
+                registered[ObjectKey(rootEntityNumber: object.entity.rootEntity.entityNumber, primaryKey: primaryKey)] =
+                    nil
             }
             object.managedObjectContext = nil
         }

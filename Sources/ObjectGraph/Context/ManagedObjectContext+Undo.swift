@@ -115,7 +115,11 @@ extension ManagedObject {
             let members = membersForChange(relationship)
             if joined { members.remove(member) } else { members.insert(member) }
             registerUndo(ofMembership: member, joined: !joined, key: key)
-            if members.hasUnsavedChanges && !isPendingInsert { changedKeys.insert(key) } else { changedKeys.remove(key) }
+            if members.hasUnsavedChanges && !isPendingInsert {
+                changedKeys.insert(key)
+            } else {
+                changedKeys.remove(key)
+            }
             managedObjectContext?.objectWasRestored(self)
         }
     }

@@ -17,7 +17,7 @@ extension ManagedObjectContext {
     func validateChanges() throws {
         var failures: [ValidationError] = []
         for object in [insertedSet.objects, updatedSet.objects].joined() where !deletedSet.contains(object) {
-            failures += Validator.errors(for: object)
+            failures += try Validator.errors(for: object)
         }
         for object in deletedSet.objects { failures += Validator.denyErrors(for: object) }
         try throwDeferredError()

@@ -25,7 +25,8 @@ public final class ManagedObjectContext {
     public var model: ManagedObjectModel { coordinator.managedObjectModel }
 
     /// Posted by ``processPendingChanges()`` (and so before each save and fetch) when objects
-    /// changed since the last time; `userInfo` holds ``insertedObjectsKey``, ``updatedObjectsKey``, ``deletedObjectsKey``.
+    /// changed since the last time; `userInfo` holds ``insertedObjectsKey``, ``updatedObjectsKey``,
+    /// ``deletedObjectsKey``.
     public static let objectsDidChangeNotification = Notification.Name("ObjectGraphObjectsDidChangeNotification")
     /// Posted after a save commits, with the same keys.
     public static let didSaveNotification = Notification.Name("ObjectGraphContextDidSaveNotification")
@@ -153,7 +154,9 @@ public final class ManagedObjectContext {
     /// - precondition: the entity exists and is not abstract.
     @discardableResult
     public func insertNewObject(forEntityName name: String) -> ManagedObject {
-        guard let entity = model.entity(named: name) else { preconditionFailure("No entity named '\(name)' in the model") }
+        guard let entity = model.entity(named: name) else {
+            preconditionFailure("No entity named '\(name)' in the model")
+        }
         let object = model.objectClass(for: entity).init(entity: entity)
         insert(object)
         return object
@@ -170,7 +173,9 @@ public final class ManagedObjectContext {
 
     public func insert(_ object: ManagedObject) {
         precondition(!object.entity.isAbstract, "Cannot insert an object of abstract entity \(object.entity.name)")
-        precondition(object.managedObjectContext == nil || object.managedObjectContext === self, "The object belongs to another context")
+        precondition(
+            object.managedObjectContext == nil || object.managedObjectContext === self,
+            "The object belongs to another context")
         if object.managedObjectContext === self {
             // Already this context's (inserted, fetched or saved): only a deleted one comes back.
             if deletedSet.contains(object) { undelete(object) }
@@ -180,13 +185,15 @@ public final class ManagedObjectContext {
         object.memberships = []
         temporaryCounter += 1
         object.assign(temporaryID(of: object.entity, number: temporaryCounter), in: self)
-        for attribute in object.entity.attributes where attribute.defaultValue != nil && object.values[attribute.name] == nil {
+        for attribute in object.entity.attributes
+        where attribute.defaultValue != nil && object.values[attribute.name] == nil {
             object.values[attribute.name] = attribute.defaultValue
         }
         for relationship in object.entity.relationships where relationship.isToMany {
             // Never saved, so nothing else to read: what it holds is all of it.
             let members = object.values[relationship.name] as? RelationshipMembers
-            object.values[relationship.name] = members.map { $0.isComplete ? $0 : RelationshipMembers(complete: $0.objects) }
+            object.values[relationship.name] =
+                members.map { $0.isComplete ? $0 : RelationshipMembers(complete: $0.objects) }
                 ?? RelationshipMembers(complete: [])
             object.loadedToMany.insert(relationship.name)
         }
@@ -218,8 +225,11 @@ public final class ManagedObjectContext {
     private func detachRelationships(of object: ManagedObject) {
         for relationship in object.entity.relationships {
             guard let inverseName = relationship.inverseName,
-                  let inverse = model.entity(named: relationship.destinationEntityName)?.relationship(named: inverseName) else { continue }
-            let destinations = relationship.isToMany ? object.toManyObjects(relationship) : object.toOneObject(relationship).map { [$0] } ?? []
+                let inverse = model.entity(named: relationship.destinationEntityName)?.relationship(named: inverseName)
+            else { continue }
+            let destinations =
+                relationship.isToMany
+                ? object.toManyObjects(relationship) : object.toOneObject(relationship).map { [$0] } ?? []
             for destination in destinations { destination.primitiveUnlink(inverse, from: object) }
         }
     }
@@ -296,12 +306,16 @@ public final class ManagedObjectContext {
         guard let primaryKey = object.objectID.primaryKey else { return }
         let root = object.entity.rootEntity
         let store = try coordinator.store(for: root)
-        let sql = "SELECT \(root.selectColumns.joined(separator: ", ")) FROM \(store.qualified(root.tableName)) WHERE Z_PK = ?"
+        let sql =
+            "SELECT \(root.selectColumns.joined(separator: ", ")) FROM \(store.qualified(root.tableName)) WHERE Z_PK = "
+                + "?"
         let row = try wrapStoreErrors(.objectNotFound, "cannot refresh \(object)") {
             try coordinator.read { db in try Row.fetchOne(db, sql: sql, arguments: [primaryKey]) }
         }
         guard let row else {
-            throw ObjectGraphError(code: .objectNotFound, message: "\(object.entity.name) row \(primaryKey) no longer exists", objects: [object])
+            throw ObjectGraphError(
+                code: .objectNotFound, message: "\(object.entity.name) row \(primaryKey) no longer exists",
+                objects: [object])
         }
         let kept = mergeChanges ? object.changedKeys : []
         let keptValues = object.values.filter { kept.contains($0) }
@@ -348,7 +362,8 @@ public final class ManagedObjectContext {
 
     /// The registered object for a row, updated from `row` unless it has unsaved changes,
     /// or a new object made from `row`.
-    func materialize(_ row: some StoredRow, root: EntityDescription, store: PersistentStore, decoding: Set<String>? = nil,
+    func materialize(
+        _ row: some StoredRow, root: EntityDescription, store: PersistentStore, decoding: Set<String>? = nil,
                      registering: Bool = true) throws -> ManagedObject {
         let primaryKey = try Self.integer(row, 0, "Z_PK", root: root, store: store)
         let key = ObjectKey(rootEntityNumber: root.entityNumber, primaryKey: primaryKey)
@@ -437,13 +452,17 @@ public final class ManagedObjectContext {
                                               "column \(column.columnName) holds \(dbValue.storageKind) "
                                                 + "where \(entity.name).\(column.name) keeps its encoded value")
             }
-            let place = ValuePlace(storeIdentifier: store.identifier, entityName: entity.name, attributeName: column.name, primaryKey: primaryKey)
+            let place = ValuePlace(
+                storeIdentifier: store.identifier, entityName: entity.name, attributeName: column.name,
+                primaryKey: primaryKey)
             let encoded = EncodedValue(data: data, place: place)
             values[column.name] = decoding.map { $0.contains(column.name) } ?? true
-                ? try decode(encoded, transformerName: column.transformerName, entity: entity, key: column.name) : encoded
+                ? try decode(encoded, transformerName: column.transformerName, entity: entity, key: column.name)
+                : encoded
         }
         for (relationship, index) in entity.storedToOne {
-            if let destination = try Self.optionalInteger(row, index, relationship.columnName, root: root, store: store) {
+            if let destination = try Self.optionalInteger(row, index, relationship.columnName, root: root, store: store)
+            {
                 values[relationship.name] = FaultReference(primaryKey: destination)
             }
         }
@@ -458,7 +477,8 @@ public final class ManagedObjectContext {
     /// - throws: ``ObjectGraphError`` 134060 naming the store, entity, attribute and row when
     ///   a built-in transformer cannot decode the bytes; an application's transformer's own
     ///   error unchanged (it was told the place).
-    func decode(_ encoded: EncodedValue, transformerName: String?, entity: EntityDescription, key: String) throws -> Any {
+    func decode(_ encoded: EncodedValue, transformerName: String?, entity: EntityDescription, key: String) throws -> Any
+    {
         let transformer = try transformer(named: transformerName, entity: entity, key: key)
         do {
             return try transformer.reverseTransformedValue(encoded.data, at: encoded.place)
@@ -479,17 +499,23 @@ public final class ManagedObjectContext {
     /// - throws: the transformer's error for the first value that cannot be decoded.
     public func decodeValues(of object: ManagedObject) throws {
         for (key, value) in object.values {
-            guard let encoded = value as? EncodedValue, let attribute = object.entity.attribute(named: key) else { continue }
-            let decoded = try decode(encoded, transformerName: attribute.valueTransformerName, entity: object.entity, key: key)
+            guard let encoded = value as? EncodedValue, let attribute = object.entity.attribute(named: key) else {
+                continue
+            }
+            let decoded = try decode(
+                encoded, transformerName: attribute.valueTransformerName, entity: object.entity, key: key)
             object.values[key] = decoded
             if object.committedValues[key] is EncodedValue { object.committedValues[key] = decoded }
         }
     }
 
-    func transformer(named transformerName: String?, entity: EntityDescription, key: String) throws -> ValueTransformer {
+    func transformer(named transformerName: String?, entity: EntityDescription, key: String) throws -> ValueTransformer
+    {
         let name = transformerName ?? ValueTransformerRegistry.defaultTransformerName
         guard let transformer = coordinator.valueTransformers.transformer(named: name) else {
-            throw ObjectGraphError(code: .saveFailed, message: "no value transformer named '\(name)' is registered (for \(entity.name).\(key))")
+            throw ObjectGraphError(
+                code: .saveFailed,
+                message: "no value transformer named '\(name)' is registered (for \(entity.name).\(key))")
         }
         return transformer
     }
@@ -504,7 +530,8 @@ public final class ManagedObjectContext {
         let place = "\(source.entity.name).\(relationship.name) of row \(source.objectID.primaryKey ?? 0)"
         guard let destination = model.entity(named: relationship.destinationEntityName) else {
             throw ObjectGraphError(
-                code: .objectNotFound, message: "\(place): the model has no entity \(relationship.destinationEntityName)")
+                code: .objectNotFound,
+                message: "\(place): the model has no entity \(relationship.destinationEntityName)")
         }
         guard let object = try object(primaryKey: primaryKey, root: destination.rootEntity),
               object.entity.isKind(of: destination) else {
@@ -517,11 +544,17 @@ public final class ManagedObjectContext {
     }
 
     func object(primaryKey: Int64, root: EntityDescription) throws -> ManagedObject? {
-        if let object = registered[ObjectKey(rootEntityNumber: root.entityNumber, primaryKey: primaryKey)] { return object }
+        if let object = registered[ObjectKey(rootEntityNumber: root.entityNumber, primaryKey: primaryKey)] {
+            return object
+        }
         let store = try coordinator.store(for: root)
-        let sql = "SELECT \(root.selectColumns.joined(separator: ", ")) FROM \(store.qualified(root.tableName)) WHERE Z_PK = ?"
+        let sql =
+            "SELECT \(root.selectColumns.joined(separator: ", ")) FROM \(store.qualified(root.tableName)) WHERE Z_PK = "
+                + "?"
         return try coordinator.read { db in
-            try Row.fetchOne(db, sql: sql, arguments: [primaryKey]).map { try materialize($0, root: root, store: store) }
+            try Row.fetchOne(db, sql: sql, arguments: [primaryKey]).map {
+                try materialize($0, root: root, store: store)
+            }
         }
     }
 
@@ -542,7 +575,8 @@ public final class ManagedObjectContext {
         guard let entity = model.entity(named: entityName) else {
             throw ObjectGraphError(code: .objectNotFound, message: "the model has no entity named '\(entityName)'")
         }
-        guard let object = try object(primaryKey: primaryKey, root: entity.rootEntity), object.entity.isKind(of: entity) else { return nil }
+        guard let object = try object(primaryKey: primaryKey, root: entity.rootEntity), object.entity.isKind(of: entity)
+        else { return nil }
         return deletedSet.contains(object) ? nil : object
     }
 
@@ -555,7 +589,12 @@ public final class ManagedObjectContext {
         let store = try coordinator.store(for: entity)
         let numbers = entity.selfAndDescendants.map { String($0.entityNumber) }.joined(separator: ", ")
         return try coordinator.read { db in
-            try Int64.fetchAll(db, sql: "SELECT Z_PK FROM \(store.qualified(entity.rootEntity.tableName)) WHERE Z_ENT IN (\(numbers)) ORDER BY Z_PK")
+            try Int64.fetchAll(
+                db,
+                sql:
+                    "SELECT Z_PK FROM \(store.qualified(entity.rootEntity.tableName)) WHERE Z_ENT IN (\(numbers)) "
+                        + "ORDER BY Z_PK"
+            )
         }
     }
 
@@ -576,13 +615,17 @@ public final class ManagedObjectContext {
         let sql: String
         if SQLiteSchema.usesJoinTable(relationship, in: model) {
             let join = SQLiteSchema.joinTable(for: relationship, of: object.entity, in: model)
-            sql = "SELECT \(columns) FROM \(store.qualified(root.tableName)) t0 JOIN \(store.qualified(join.name)) j ON j.\(join.destinationColumn) = t0.Z_PK WHERE j.\(join.sourceColumn) = ?"
+            sql =
+                "SELECT \(columns) FROM \(store.qualified(root.tableName)) t0 JOIN \(store.qualified(join.name)) j ON "
+                    + "j.\(join.destinationColumn) = t0.Z_PK WHERE j.\(join.sourceColumn) = ?"
         } else {
             guard let inverse = SQLiteSchema.inverse(of: relationship, in: model) else { return [] }
             sql = "SELECT \(columns) FROM \(store.qualified(root.tableName)) t0 WHERE t0.\(inverse.columnName) = ?"
         }
         let objects = try coordinator.read { db in
-            try Row.fetchAll(db, sql: sql, arguments: [primaryKey]).map { try materialize($0, root: root, store: store) }
+            try Row.fetchAll(db, sql: sql, arguments: [primaryKey]).map {
+                try materialize($0, root: root, store: store)
+            }
         }
         return objects.filter { $0.entity.isKind(of: destination) }
     }

@@ -63,7 +63,8 @@ extension ManagedObjectContext {
                   let destinationEntity = model.entity(named: relationship.destinationEntityName),
                   let inverse = destinationEntity.relationship(named: inverseName) else { continue }
             let members = mine[key] as? RelationshipMembers
-            let before = members.map { $0.objects + $0.removed.values } ?? (mine[key] as? ManagedObject).map { [$0] } ?? []
+            let before =
+                members.map { $0.objects + $0.removed.values } ?? (mine[key] as? ManagedObject).map { [$0] } ?? []
             let after = relationship.isToMany ? [] : [object.toOneObject(relationship)].compactMap { $0 }
             for destination in before + after where destination.managedObjectContext === self {
                 forgetChange(of: inverse, in: destination)

@@ -40,7 +40,9 @@ struct ObjectRegistry {
         guard isEmpty, saved.count > 1 else {
             reserveCapacity(count + saved.count)
             for (offset, object) in saved.enumerated() {
-                self[ManagedObjectContext.ObjectKey(rootEntityNumber: rootEntityNumber, primaryKey: firstKey + Int64(offset))] = object
+                self[
+                    ManagedObjectContext.ObjectKey(
+                        rootEntityNumber: rootEntityNumber, primaryKey: firstKey + Int64(offset))] = object
             }
             return
         }
@@ -53,7 +55,9 @@ struct ObjectRegistry {
         self.run = nil
         reserveCapacity(run.objects.count)
         for (offset, object) in run.objects.enumerated() {
-            self[ManagedObjectContext.ObjectKey(rootEntityNumber: run.rootEntityNumber, primaryKey: run.firstKey + Int64(offset))] = object
+            self[
+                ManagedObjectContext.ObjectKey(
+                    rootEntityNumber: run.rootEntityNumber, primaryKey: run.firstKey + Int64(offset))] = object
         }
     }
 
@@ -138,7 +142,9 @@ struct ObjectRegistry {
         let mask = objects.count - 1
         var index = Self.home(key.primaryKey, mask: mask)
         while let object = objects[index] {
-            if object.registeredPrimaryKey == key.primaryKey, object.entity.rootEntity.entityNumber == key.rootEntityNumber {
+            if object.registeredPrimaryKey == key.primaryKey,
+                object.entity.rootEntity.entityNumber == key.rootEntityNumber
+            {
                 return index
             }
             index = (index + 1) & mask

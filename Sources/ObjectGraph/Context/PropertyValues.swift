@@ -81,7 +81,8 @@ struct PropertyValues: Sequence {
 
     /// Values in `layout`'s order, all absent.
     init(layout: PropertyLayout) {
-        storage = layout === PropertyLayout.empty ? PropertyStorage.empty : PropertyStorage.make(layout: layout, copying: nil)
+        storage =
+            layout === PropertyLayout.empty ? PropertyStorage.empty : PropertyStorage.make(layout: layout, copying: nil)
     }
 
     private var count: Int { storage.header.count }

@@ -248,6 +248,7 @@ extension ManagedObjectContext {
             let entity = entityOf(group[0].1)
             let keys: [Int64] = group.map(\.0)
             for relationship in entity.relationships {
+                // A destination in no added store has no rows to cascade to, nullify or deny for.
                 guard let destination = model.entity(named: relationship.destinationEntityName),
                     let destinationStore = try? coordinator.store(for: destination.rootEntity)
                 else { continue }

@@ -80,11 +80,6 @@ extension FetchedResultsControllerDelegate {
     public func controller(_ controller: any FetchedResultsControlling, didFailWith error: Error) {}
 }
 
-extension ObjectGraphError.Code {
-    /// A request a fetched results controller cannot serve (Core Data's generic 134060).
-    public static let invalidRequest = ObjectGraphError.Code(rawValue: 134060)
-}
-
 /// Fetches objects in sections and follows their changes, as `NSFetchedResultsController`.
 ///
 /// After ``performFetch()`` the controller holds the request's objects split into sections
@@ -435,6 +430,8 @@ public final class FetchedResultsController<Result: ManagedObject>: FetchedResul
 
     private func cacheURL(_ name: String) -> URL { SectionCache.url(name: name, in: cacheDirectory) }
 
+    /// The cache when it can be read and its key (the request and the stores' contents) matches:
+    /// one that cannot be read is rebuilt, never trusted, so failures here cost only time.
     private func loadCache(_ key: SectionCache.Key) -> SectionCache? {
         guard let cacheName, let data = try? Data(contentsOf: cacheURL(cacheName)),
               let cache = try? JSONDecoder().decode(SectionCache.self, from: data), cache.key == key,

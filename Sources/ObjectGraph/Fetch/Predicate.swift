@@ -71,7 +71,8 @@ public struct Predicate: CustomStringConvertible {
     public static var alwaysTrue: Predicate { Predicate(root: .constant(true), format: "TRUEPREDICATE") }
 
     public static func and(_ predicates: [Predicate]) -> Predicate {
-        Predicate(root: .and(predicates.map(\.root)), format: predicates.map { "(\($0.format))" }.joined(separator: " AND "))
+        Predicate(
+            root: .and(predicates.map(\.root)), format: predicates.map { "(\($0.format))" }.joined(separator: " AND "))
     }
 
     public var description: String { format }
@@ -110,7 +111,8 @@ struct PredicateParser {
     }
 
     private func error(_ reason: String, at position: Int? = nil) -> PredicateSyntaxError {
-        PredicateSyntaxError(format: format, position: position ?? tokens[min(index, tokens.count - 1)].1, reason: reason)
+        PredicateSyntaxError(
+            format: format, position: position ?? tokens[min(index, tokens.count - 1)].1, reason: reason)
     }
 
     mutating func parse() throws -> Predicate.Node {
@@ -138,26 +140,36 @@ struct PredicateParser {
                     text.append(characters[i])
                     i += 1
                 }
-                guard i < characters.count else { throw PredicateSyntaxError(format: format, position: start, reason: "unterminated string") }
+                guard i < characters.count else {
+                    throw PredicateSyntaxError(format: format, position: start, reason: "unterminated string")
+                }
                 i += 1
                 tokens.append((.string(text), start))
-            } else if c.isNumber || (c == "-" && i + 1 < characters.count && characters[i + 1].isNumber && !lastIsValue) {
+            } else if c.isNumber || (c == "-" && i + 1 < characters.count && characters[i + 1].isNumber && !lastIsValue)
+            {
                 var text = String(c)
                 i += 1
-                while i < characters.count, characters[i].isNumber || characters[i] == "." || characters[i] == "e" { text.append(characters[i]); i += 1 }
+                while i < characters.count, characters[i].isNumber || characters[i] == "." || characters[i] == "e" {
+                    text.append(characters[i]); i += 1
+                }
                 tokens.append((.number(text), start))
             } else if c.isLetter || c == "_" || c == "@" || c == "$" || c == "#" {
                 var text = String(c)
                 i += 1
-                while i < characters.count, characters[i].isLetter || characters[i].isNumber || characters[i] == "_" { text.append(characters[i]); i += 1 }
+                while i < characters.count, characters[i].isLetter || characters[i].isNumber || characters[i] == "_" {
+                    text.append(characters[i]); i += 1
+                }
                 tokens.append((.word(text), start))
             } else if c == "%" {
-                guard i + 1 < characters.count else { throw PredicateSyntaxError(format: format, position: start, reason: "'%' at the end") }
+                guard i + 1 < characters.count else {
+                    throw PredicateSyntaxError(format: format, position: start, reason: "'%' at the end")
+                }
                 var spec = String(characters[i + 1])
                 i += 2
                 if spec == "l", i < characters.count { spec.append(characters[i]); i += 1 }
                 guard ["@", "K", "d", "i", "f", "ld", "li", "lf", "s"].contains(spec) else {
-                    throw PredicateSyntaxError(format: format, position: start, reason: "unknown format specifier '%\(spec)'")
+                    throw PredicateSyntaxError(
+                        format: format, position: start, reason: "unknown format specifier '%\(spec)'")
                 }
                 tokens.append((.argument(spec), start))
             } else if c == "[" {
@@ -165,7 +177,8 @@ struct PredicateParser {
                 i += 1
                 while i < characters.count, characters[i] != "]" { text.append(characters[i]); i += 1 }
                 guard i < characters.count, Set(text.lowercased()).isSubset(of: ["c", "d", "n"]) else {
-                    throw PredicateSyntaxError(format: format, position: start, reason: "bad comparison options '[\(text)'")
+                    throw PredicateSyntaxError(
+                        format: format, position: start, reason: "bad comparison options '[\(text)'")
                 }
                 i += 1
                 tokens.append((.options(text.lowercased()), start))
@@ -271,12 +284,15 @@ struct PredicateParser {
         case .symbol(">="), .symbol("=>"): op = .greaterOrEqual
         case .word(let w):
             guard let named = Predicate.Operator(rawValue: w.uppercased()), named.rawValue.first!.isLetter else {
-                throw PredicateSyntaxError(format: format, position: opPosition, reason: "expected a comparison operator, found '\(w)'")
+                throw PredicateSyntaxError(
+                    format: format, position: opPosition, reason: "expected a comparison operator, found '\(w)'")
             }
             op = named
         case let other:
             index -= 1
-            throw PredicateSyntaxError(format: format, position: tokens[index].1, reason: "expected a comparison operator, found \(describe(other))")
+            throw PredicateSyntaxError(
+                format: format, position: tokens[index].1,
+                reason: "expected a comparison operator, found \(describe(other))")
         }
         var options: Predicate.Options = []
         if case .options(let text) = peek {
@@ -287,13 +303,15 @@ struct PredicateParser {
         let right = try parseExpression()
         if op == .between {
             guard case .list(let bounds) = right, bounds.count == 2 else {
-                throw PredicateSyntaxError(format: format, position: opPosition, reason: "BETWEEN needs two bounds, as {low, high}")
+                throw PredicateSyntaxError(
+                    format: format, position: opPosition, reason: "BETWEEN needs two bounds, as {low, high}")
             }
         }
         let comparison = Predicate.Comparison(modifier: modifier, left: left, op: op, options: options, right: right)
         guard negate else { return comparison }
         // "a NOT IN b" and friends: the parser wraps these via a NONE-like flag is not in NSPredicate; keep it simple.
-        throw PredicateSyntaxError(format: format, position: opPosition, reason: "write NOT before the comparison: NOT (a \(op.rawValue) b)")
+        throw PredicateSyntaxError(
+            format: format, position: opPosition, reason: "write NOT before the comparison: NOT (a \(op.rawValue) b)")
     }
 
     private mutating func parseExpression() throws -> Predicate.Expression {
@@ -302,10 +320,14 @@ struct PredicateParser {
         case .string(let s): return .constant(s)
         case .number(let n):
             if let integer = Int(n) { return .constant(integer) }
-            guard let double = Double(n) else { throw PredicateSyntaxError(format: format, position: position, reason: "bad number '\(n)'") }
+            guard let double = Double(n) else {
+                throw PredicateSyntaxError(format: format, position: position, reason: "bad number '\(n)'")
+            }
             return .constant(double)
         case .argument(let spec):
-            guard !arguments.isEmpty else { throw PredicateSyntaxError(format: format, position: position, reason: "no argument for '%\(spec)'") }
+            guard !arguments.isEmpty else {
+                throw PredicateSyntaxError(format: format, position: position, reason: "no argument for '%\(spec)'")
+            }
             let value = arguments.removeFirst()
             if spec == "K" {
                 guard let keyPath = value as? String, !keyPath.isEmpty else {
@@ -319,34 +341,47 @@ struct PredicateParser {
         case .symbol("{"):
             var items: [Predicate.Expression] = []
             if peek != .symbol("}") {
-                repeat { items.append(try parseExpression()) } while peek == .symbol(",") && { _ = advance(); return true }()
+                repeat {
+                    items.append(try parseExpression())
+                } while peek == .symbol(",")
+                    && {
+                        _ = advance(); return true
+                    }()
             }
-            guard advance() == .symbol("}") else { throw PredicateSyntaxError(format: format, position: tokens[index - 1].1, reason: "expected '}'") }
+            guard advance() == .symbol("}") else {
+                throw PredicateSyntaxError(format: format, position: tokens[index - 1].1, reason: "expected '}'")
+            }
             return .list(items)
         case .symbol("("):
             let inner = try parseExpression()
-            guard advance() == .symbol(")") else { throw PredicateSyntaxError(format: format, position: tokens[index - 1].1, reason: "expected ')'") }
+            guard advance() == .symbol(")") else {
+                throw PredicateSyntaxError(format: format, position: tokens[index - 1].1, reason: "expected ')'")
+            }
             return inner
         case .word(let w):
             switch w.uppercased() {
             case "NIL", "NULL": return .constant(nil)
             case "TRUE", "YES": return .constant(true)
             case "FALSE", "NO": return .constant(false)
-            case "AND", "OR", "NOT", "BETWEEN", "CONTAINS", "BEGINSWITH", "ENDSWITH", "LIKE", "MATCHES", "IN", "ANY", "ALL", "NONE", "SOME":
-                throw PredicateSyntaxError(format: format, position: position, reason: "expected a value or key path, found '\(w)'")
+            case "AND", "OR", "NOT", "BETWEEN", "CONTAINS", "BEGINSWITH", "ENDSWITH", "LIKE", "MATCHES", "IN", "ANY",
+                "ALL", "NONE", "SOME":
+                throw PredicateSyntaxError(
+                    format: format, position: position, reason: "expected a value or key path, found '\(w)'")
             default:
                 var path = [w]
                 while peek == .symbol(".") {
                     _ = advance()
                     guard case .word(let next) = advance() else {
-                        throw PredicateSyntaxError(format: format, position: tokens[index - 1].1, reason: "expected a key after '.'")
+                        throw PredicateSyntaxError(
+                            format: format, position: tokens[index - 1].1, reason: "expected a key after '.'")
                     }
                     path.append(next)
                 }
                 return .keyPath(path)
             }
         case let other:
-            throw PredicateSyntaxError(format: format, position: position, reason: "expected a value or key path, found \(describe(other))")
+            throw PredicateSyntaxError(
+                format: format, position: position, reason: "expected a value or key path, found \(describe(other))")
         }
     }
 }

@@ -25,7 +25,9 @@ enum PredicateEvaluator {
         let left = value(comparison.left, on: object)
         let right = value(comparison.right, on: object)
         // A to-many key path yields an array: ANY unless ALL or NONE says otherwise.
-        if case .keyPath = comparison.left, let many = left as? [Any], !isListOperator(comparison.op) || comparison.modifier != .direct {
+        if case .keyPath = comparison.left, let many = left as? [Any],
+            !isListOperator(comparison.op) || comparison.modifier != .direct
+        {
             let test = { (item: Any) in compare(item, comparison.op, right, comparison.options) }
             switch comparison.modifier {
             case .direct, .any: return many.contains(where: test)
@@ -48,10 +50,13 @@ enum PredicateEvaluator {
         case .greaterOrEqual: return order(left, right, options).map { $0 >= 0 } ?? false
         case .between:
             guard let bounds = right as? [Any?], bounds.count == 2 else { return false }
-            return (order(left, bounds[0], options).map { $0 >= 0 } ?? false) && (order(left, bounds[1], options).map { $0 <= 0 } ?? false)
+            return (order(left, bounds[0], options).map { $0 >= 0 } ?? false)
+                && (order(left, bounds[1], options).map { $0 <= 0 } ?? false)
         case .in:
             if let list = right as? [Any?] { return list.contains { equal(left, $0, options) } }
-            if let text = right as? String, let needle = left as? String { return stringTest(.contains, text, needle, options) }
+            if let text = right as? String, let needle = left as? String {
+                return stringTest(.contains, text, needle, options)
+            }
             return false
         case .contains:
             if let list = left as? [Any?] { return list.contains { equal($0, right, options) } }
@@ -77,8 +82,12 @@ enum PredicateEvaluator {
     }
 
     /// The string operators, shared by the evaluator and the SQL function `OG_STRING_TEST`.
-    static func stringTest(_ op: Predicate.Operator, _ text: String, _ pattern: String, _ options: Predicate.Options) -> Bool {
-        if op == .contains || op == .beginsWith || op == .endsWith, let result = asciiTest(op, text, pattern, ignoringCase: options.contains(.caseInsensitive)) {
+    static func stringTest(
+        _ op: Predicate.Operator, _ text: String, _ pattern: String, _ options: Predicate.Options
+    ) -> Bool {
+        if op == .contains || op == .beginsWith || op == .endsWith,
+            let result = asciiTest(op, text, pattern, ignoringCase: options.contains(.caseInsensitive))
+        {
             return result
         }
         let text = fold(text, options)
@@ -100,17 +109,25 @@ enum PredicateEvaluator {
 
     /// CONTAINS, BEGINSWITH and ENDSWITH on ASCII text, compared byte by byte (folding case
     /// on the fly, no copies); nil when either string is not ASCII.
-    private static func asciiTest(_ op: Predicate.Operator, _ text: String, _ pattern: String, ignoringCase: Bool) -> Bool? {
+    private static func asciiTest(
+        _ op: Predicate.Operator, _ text: String, _ pattern: String, ignoringCase: Bool
+    ) -> Bool? {
         var text = text
         var pattern = pattern
         return text.withUTF8 { haystack -> Bool? in
             pattern.withUTF8 { needle -> Bool? in
-                guard !haystack.contains(where: { $0 >= 0x80 }), !needle.contains(where: { $0 >= 0x80 }) else { return nil }
+                guard !haystack.contains(where: { $0 >= 0x80 }), !needle.contains(where: { $0 >= 0x80 }) else {
+                    return nil
+                }
                 guard needle.count <= haystack.count else { return false }
                 guard !needle.isEmpty else { return true }
-                @inline(__always) func folded(_ byte: UInt8) -> UInt8 { ignoringCase && byte >= 65 && byte <= 90 ? byte | 0x20 : byte }
+                @inline(__always) func folded(_ byte: UInt8) -> UInt8 {
+                    ignoringCase && byte >= 65 && byte <= 90 ? byte | 0x20 : byte
+                }
                 func matches(at start: Int) -> Bool {
-                    for index in 0..<needle.count where folded(haystack[start + index]) != folded(needle[index]) { return false }
+                    for index in 0..<needle.count where folded(haystack[start + index]) != folded(needle[index]) {
+                        return false
+                    }
                     return true
                 }
                 switch op {
@@ -118,7 +135,8 @@ enum PredicateEvaluator {
                 case .endsWith: return matches(at: haystack.count - needle.count)
                 default:
                     let first = folded(needle[0])
-                    for start in 0...(haystack.count - needle.count) where folded(haystack[start]) == first && matches(at: start) { return true }
+                    for start in 0...(haystack.count - needle.count)
+                    where folded(haystack[start]) == first && matches(at: start) { return true }
                     return false
                 }
             }

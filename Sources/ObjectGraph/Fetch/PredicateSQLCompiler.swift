@@ -25,7 +25,9 @@ struct PredicateSQLCompiler {
         return result
     }
 
-    private mutating func compileNode(_ node: Predicate.Node, entity: EntityDescription, alias: String) throws -> String? {
+    private mutating func compileNode(
+        _ node: Predicate.Node, entity: EntityDescription, alias: String
+    ) throws -> String? {
         switch node {
         case .constant(let value):
             return value ? "1" : "0"
@@ -41,7 +43,8 @@ struct PredicateSQLCompiler {
             return try compileNode(inner, entity: entity, alias: alias).map { "NOT COALESCE((\($0)), 0)" }
         case .comparison(let comparison):
             guard case .keyPath(let path) = comparison.left else { return nil }
-            return try compilePath(path[...], comparison: comparison, entity: entity, alias: alias, modifier: comparison.modifier)
+            return try compilePath(
+                path[...], comparison: comparison, entity: entity, alias: alias, modifier: comparison.modifier)
         }
     }
 
@@ -50,7 +53,8 @@ struct PredicateSQLCompiler {
         return "t\(aliasCounter)"
     }
 
-    private mutating func compilePath(_ path: ArraySlice<String>, comparison: Predicate.Comparison, entity: EntityDescription,
+    private mutating func compilePath(
+        _ path: ArraySlice<String>, comparison: Predicate.Comparison, entity: EntityDescription,
                                       alias: String, modifier: Predicate.Modifier) throws -> String? {
         let key = path.first!
         if path.count == 1 {
@@ -58,27 +62,39 @@ struct PredicateSQLCompiler {
                 guard !attribute.isTransient, attribute.type != .transformable else { return nil }
                 return leaf("\(alias).\(attribute.columnName)", comparison)
             }
-            guard let relationship = entity.relationship(named: key) else { throw CompileError.unknownKey(key, entity: entity.name) }
+            guard let relationship = entity.relationship(named: key) else {
+                throw CompileError.unknownKey(key, entity: entity.name)
+            }
             // A to-one relationship compares by destination key (== object, == nil, IN objects).
             guard !relationship.isToMany, [.equal, .notEqual, .in].contains(comparison.op) else { return nil }
             return leaf("\(alias).\(relationship.columnName)", comparison)
         }
-        guard let relationship = entity.relationship(named: key) else { throw CompileError.unknownKey(key, entity: entity.name) }
+        guard let relationship = entity.relationship(named: key) else {
+            throw CompileError.unknownKey(key, entity: entity.name)
+        }
         guard let destination = model.entity(named: relationship.destinationEntityName),
               model.persistentStoreIsSame(destination, entity) else { return nil }
         let inner = nextAlias()
         let table = store.qualified(destination.rootEntity.tableName)
         if !relationship.isToMany {
-            guard let sub = try compilePath(path.dropFirst(), comparison: comparison, entity: destination, alias: inner, modifier: modifier) else { return nil }
+            guard
+                let sub = try compilePath(
+                    path.dropFirst(), comparison: comparison, entity: destination, alias: inner, modifier: modifier)
+            else { return nil }
             return "\(alias).\(relationship.columnName) IN (SELECT \(inner).Z_PK FROM \(table) \(inner) WHERE \(sub))"
         }
-        guard let link = linkCondition(relationship, of: entity, sourceAlias: alias, destinationAlias: inner) else { return nil }
+        guard let link = linkCondition(relationship, of: entity, sourceAlias: alias, destinationAlias: inner) else {
+            return nil
+        }
         if let function = path.dropFirst().first.flatMap(AggregateFunction.init(keyPathOperator:)) {
             guard let aggregate = try aggregateExpression(function, of: path.dropFirst(2), over: destination,
                                                           table: table, alias: inner, link: link) else { return nil }
             return leaf(aggregate.sql, comparison)
         }
-        guard let sub = try compilePath(path.dropFirst(), comparison: comparison, entity: destination, alias: inner, modifier: .direct) else { return nil }
+        guard
+            let sub = try compilePath(
+                path.dropFirst(), comparison: comparison, entity: destination, alias: inner, modifier: .direct)
+        else { return nil }
         switch modifier {
         case .direct, .any: return "EXISTS (SELECT 1 FROM \(table) \(inner) WHERE \(link) AND (\(sub)))"
         case .all: return "NOT EXISTS (SELECT 1 FROM \(table) \(inner) WHERE \(link) AND NOT COALESCE((\(sub)), 0))"
@@ -87,9 +103,13 @@ struct PredicateSQLCompiler {
     }
 
     /// `(SELECT SUM(t1.ZAMOUNT) FROM ... WHERE link)` for `@sum.amount` after a to-many step.
-    private func aggregateExpression(_ function: AggregateFunction, of rest: ArraySlice<String>, over destination: EntityDescription,
-                                     table: String, alias: String, link: String) throws -> (sql: String, type: AttributeType?)? {
-        if function == .count, rest.isEmpty { return ("(SELECT COUNT(*) FROM \(table) \(alias) WHERE \(link))", .integer64) }
+    private func aggregateExpression(
+        _ function: AggregateFunction, of rest: ArraySlice<String>, over destination: EntityDescription,
+        table: String, alias: String, link: String
+    ) throws -> (sql: String, type: AttributeType?)? {
+        if function == .count, rest.isEmpty {
+            return ("(SELECT COUNT(*) FROM \(table) \(alias) WHERE \(link))", .integer64)
+        }
         guard rest.count == 1, let key = rest.first else { return nil }
         guard let attribute = destination.attribute(named: key) else {
             throw CompileError.unknownKey(key, entity: destination.name)
@@ -109,25 +129,37 @@ struct PredicateSQLCompiler {
             guard !attribute.isTransient, attribute.type != .transformable else { return nil }
             return ("\(alias).\(attribute.columnName)", attribute.type)
         }
-        guard let relationship = entity.relationship(named: key) else { throw CompileError.unknownKey(key, entity: entity.name) }
+        guard let relationship = entity.relationship(named: key) else {
+            throw CompileError.unknownKey(key, entity: entity.name)
+        }
         guard path.count > 1, let destination = model.entity(named: relationship.destinationEntityName),
               model.persistentStoreIsSame(destination, entity) else { return nil }
         let inner = nextAlias()
         let table = store.qualified(destination.rootEntity.tableName)
         if relationship.isToMany {
             guard let function = AggregateFunction(keyPathOperator: path[path.index(after: path.startIndex)]),
-                  let link = linkCondition(relationship, of: entity, sourceAlias: alias, destinationAlias: inner) else { return nil }
-            return try aggregateExpression(function, of: path.dropFirst(2), over: destination, table: table, alias: inner, link: link)
+                let link = linkCondition(relationship, of: entity, sourceAlias: alias, destinationAlias: inner)
+            else { return nil }
+            return try aggregateExpression(
+                function, of: path.dropFirst(2), over: destination, table: table, alias: inner, link: link)
         }
         guard let sub = try valueExpression(path.dropFirst(), entity: destination, alias: inner) else { return nil }
-        return ("(SELECT \(sub.sql) FROM \(table) \(inner) WHERE \(inner).Z_PK = \(alias).\(relationship.columnName))", sub.type)
+        return (
+            "(SELECT \(sub.sql) FROM \(table) \(inner) WHERE \(inner).Z_PK = \(alias).\(relationship.columnName))",
+            sub.type
+        )
     }
 
     /// The condition tying destination rows to a source row of a to-many relationship.
-    private func linkCondition(_ relationship: RelationshipDescription, of entity: EntityDescription, sourceAlias: String, destinationAlias: String) -> String? {
+    private func linkCondition(
+        _ relationship: RelationshipDescription, of entity: EntityDescription, sourceAlias: String,
+        destinationAlias: String
+    ) -> String? {
         if SQLiteSchema.usesJoinTable(relationship, in: model) {
             let join = SQLiteSchema.joinTable(for: relationship, of: entity, in: model)
-            return "\(destinationAlias).Z_PK IN (SELECT \(join.destinationColumn) FROM \(store.qualified(join.name)) WHERE \(join.sourceColumn) = \(sourceAlias).Z_PK)"
+            return
+                "\(destinationAlias).Z_PK IN (SELECT \(join.destinationColumn) FROM \(store.qualified(join.name)) "
+                    + "WHERE \(join.sourceColumn) = \(sourceAlias).Z_PK)"
         }
         guard let inverse = SQLiteSchema.inverse(of: relationship, in: model) else { return nil }
         return "\(destinationAlias).\(inverse.columnName) = \(sourceAlias).Z_PK"
@@ -142,7 +174,9 @@ struct PredicateSQLCompiler {
     private mutating func leaf(_ column: String, _ comparison: Predicate.Comparison) -> String? {
         guard case let right = comparison.right, !isKeyPath(right) else { return nil }
         let options = comparison.options
-        let folded = { (expression: String) in options.isEmpty ? expression : "OG_FOLD(\(expression), \(options.rawValue))" }
+        let folded = { (expression: String) in
+            options.isEmpty ? expression : "OG_FOLD(\(expression), \(options.rawValue))"
+        }
         func constant(_ expression: Predicate.Expression) -> Any?? {
             if case .constant(let value) = expression { return .some(value) }
             return nil
@@ -170,7 +204,9 @@ struct PredicateSQLCompiler {
             return placeholders.isEmpty ? "0" : "\(folded(column)) IN (\(placeholders.joined(separator: ", ")))"
         case .beginsWith, .endsWith, .contains, .like, .matches:
             guard let value = constant(right), let text = value as? String else { return nil }
-            return "COALESCE(OG_STRING_TEST('\(comparison.op.rawValue)', \(column), \(bind(text)), \(options.rawValue)), 0)"
+            return
+                "COALESCE(OG_STRING_TEST('\(comparison.op.rawValue)', \(column), \(bind(text)), \(options.rawValue)), "
+                    + "0)"
         }
     }
 
@@ -187,7 +223,9 @@ struct PredicateSQLCompiler {
         var subqueries: [(table: String, alias: String, column: String)] = []
         for (offset, key) in path.enumerated() {
             if offset == path.count - 1 {
-                guard let attribute = current.attribute(named: key), !attribute.isTransient, attribute.type != .transformable else { return nil }
+                guard let attribute = current.attribute(named: key), !attribute.isTransient,
+                    attribute.type != .transformable
+                else { return nil }
                 var column = "\(expression).\(attribute.columnName)"
                 for sub in subqueries.reversed() {
                     column = "(SELECT \(column) FROM \(sub.table) \(sub.alias) WHERE \(sub.alias).Z_PK = \(sub.column))"
@@ -198,7 +236,8 @@ struct PredicateSQLCompiler {
             guard let relationship = current.relationship(named: key), !relationship.isToMany,
                   let destination = model.entity(named: relationship.destinationEntityName) else { return nil }
             let inner = "s\(offset)"
-            subqueries.append((store.qualified(destination.rootEntity.tableName), inner, "\(expression).\(relationship.columnName)"))
+            subqueries.append(
+                (store.qualified(destination.rootEntity.tableName), inner, "\(expression).\(relationship.columnName)"))
             expression = inner
             current = destination
         }

@@ -7,7 +7,8 @@ enum SQLFunctions {
         // OG_STRING_TEST(operator, text, pattern, options) -> 0/1
         db.add(function: DatabaseFunction("OG_STRING_TEST", argumentCount: 4, pure: true) { values in
             guard let op = String.fromDatabaseValue(values[0]).flatMap(Predicate.Operator.init(rawValue:)),
-                  let text = String.fromDatabaseValue(values[1]), let pattern = String.fromDatabaseValue(values[2]) else { return nil }
+                    let text = String.fromDatabaseValue(values[1]), let pattern = String.fromDatabaseValue(values[2])
+                else { return nil }
             let options = Predicate.Options(rawValue: Int.fromDatabaseValue(values[3]) ?? 0)
             return PredicateEvaluator.stringTest(op, text, pattern, options)
         })

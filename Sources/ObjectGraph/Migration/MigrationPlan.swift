@@ -1,13 +1,5 @@
 import Foundation
 
-extension ObjectGraphError.Code {
-    /// A migration failed while running (a value could not be carried over); nothing was changed.
-    public static let migrationFailed = ObjectGraphError.Code(rawValue: 134110)
-    /// No migration is possible: no version of the model fits the store, or a change cannot be
-    /// inferred and no custom step covers it. Nothing was written.
-    public static let migrationCannotBeInferred = ObjectGraphError.Code(rawValue: 134190)
-}
-
 /// One change a migration makes, in the model's words.
 public struct MigrationChange: Sendable, Equatable, CustomStringConvertible {
     /// What changes.

@@ -35,6 +35,7 @@ public final class ModelVersions {
     /// - throws: ``ModelError`` naming the version file at fault.
     public convenience init(contentsOf url: URL) throws {
         var files: [String: Data] = [:]
+        // What cannot be listed or read is absent, and the checks below name what is missing.
         let names = (try? FileManager.default.contentsOfDirectory(atPath: url.path)) ?? []
         for name in names where name.hasSuffix(".xcdatamodel") {
             let path = "\(name)/contents"
@@ -165,6 +166,7 @@ enum StoreMetadataReader {
         let hasTable =
             try Bool.fetchOne(db, sql: "SELECT COUNT(*) > 0 FROM \(quoted).sqlite_master WHERE name = 'Z_METADATA'")
             ?? false
+        // No readable metadata means no recorded versions: no model then fits, which is reported.
         guard hasTable, let plist = try Data.fetchOne(db, sql: "SELECT Z_PLIST FROM \(quoted).Z_METADATA"),
             let metadata = try? BinaryPropertyList.foundationPropertyList(from: plist) as? [String: Any]
         else {

@@ -84,7 +84,7 @@ extension PersistentStoreCoordinator {
     public func migrateStores(_ stores: [(configuration: String?, url: URL)]) throws -> [MigrationReport] {
         guard let first = stores.first else { return [] }
         for store in stores where !FileManager.default.fileExists(atPath: store.url.path) {
-            throw ObjectGraphError(code: .storeOpenFailed, message: "store '\(store.url.path)' does not exist")
+            throw ObjectGraphError.missingStore(store.url.path)
         }
         var configuration = Configuration()
         configuration.busyMode = .timeout(busyTimeout)

@@ -35,7 +35,9 @@ extension ManagedObjectModel {
         )
     }
 
-    private convenience init(modelName: String, listVersions: () -> [String], readFile: (String) -> Data?, isSingleVersion: Bool) throws {
+    private convenience init(
+        modelName: String, listVersions: () -> [String], readFile: (String) -> Data?, isSingleVersion: Bool
+    ) throws {
         let versionFolder: String?
         if isSingleVersion {
             versionFolder = nil
@@ -61,7 +63,9 @@ extension ManagedObjectModel {
         }
         let parsed = try ModelXMLParser.parse(xml, file: fileName)
         let identifier = (versionFolder ?? modelName).replacingOccurrences(of: ".xcdatamodel", with: "")
-        try self.init(entities: parsed.entities, configurations: parsed.configurations, versionIdentifier: identifier, file: fileName)
+        try self.init(
+            entities: parsed.entities, configurations: parsed.configurations, versionIdentifier: identifier,
+            file: fileName)
     }
 }
 
@@ -98,7 +102,11 @@ final class ModelXMLParser: NSObject, XMLParserDelegate {
         let ok = parser.parse()
         if let failure = delegate.failure { throw failure }
         guard ok, delegate.ownerStack.isEmpty, delegate.sawModel else {
-            throw ModelError(file: file, reason: "malformed XML at line \(parser.lineNumber): \(parser.parserError.map { "\($0)" } ?? "parse error")")
+            throw ModelError(
+                file: file,
+                reason:
+                    "malformed XML at line \(parser.lineNumber): \(parser.parserError.map { "\($0)" } ?? "parse error")"
+            )
         }
         return Result(entities: delegate.entities, configurations: delegate.configurations)
     }
@@ -108,12 +116,17 @@ final class ModelXMLParser: NSObject, XMLParserDelegate {
         parser.abortParsing()
     }
 
-    func parser(_ parser: XMLParser, didStartElement element: String, namespaceURI: String?, qualifiedName: String?, attributes dict: [String: String] = [:]) {
+    func parser(
+        _ parser: XMLParser, didStartElement element: String, namespaceURI: String?, qualifiedName: String?,
+        attributes dict: [String: String] = [:]
+    ) {
         switch element {
         case "model":
             sawModel = true
         case "entity":
-            guard let name = dict["name"], !name.isEmpty else { return fail(ModelError(file: file, reason: "an entity has no name"), parser) }
+            guard let name = dict["name"], !name.isEmpty else {
+                return fail(ModelError(file: file, reason: "an entity has no name"), parser)
+            }
             entityAttributes = dict
             attributes = []
             relationships = []
@@ -127,13 +140,16 @@ final class ModelXMLParser: NSObject, XMLParserDelegate {
             uniquenessConstraints[uniquenessConstraints.count - 1].append(value)
         case "attribute":
             let entityName = entityAttributes?["name"]
-            guard let name = dict["name"] else { return fail(ModelError(file: file, entity: entityName, reason: "an attribute has no name"), parser) }
+            guard let name = dict["name"] else {
+                return fail(ModelError(file: file, entity: entityName, reason: "an attribute has no name"), parser)
+            }
             guard let typeName = dict["attributeType"], let type = AttributeType(rawValue: typeName) else {
                 return fail(ModelError(file: file, entity: entityName, property: name,
                                        reason: "unknown attribute type '\(dict["attributeType"] ?? "")'"), parser)
             }
             var attribute = AttributeDescription(
-                name: name, type: type, isOptional: isTruthy(dict["optional"]), isTransient: isTruthy(dict["transient"]),
+                name: name, type: type, isOptional: isTruthy(dict["optional"]),
+                isTransient: isTruthy(dict["transient"]),
                 isIndexed: isTruthy(dict["indexed"]), defaultValueString: dict["defaultValueString"],
                 minValueString: dict["minValueString"], maxValueString: dict["maxValueString"],
                 regularExpression: dict["regularExpressionString"], valueTransformerName: dict["valueTransformerName"],
@@ -143,13 +159,19 @@ final class ModelXMLParser: NSObject, XMLParserDelegate {
             ownerStack.append(.attribute)
         case "relationship":
             let entityName = entityAttributes?["name"]
-            guard let name = dict["name"] else { return fail(ModelError(file: file, entity: entityName, reason: "a relationship has no name"), parser) }
+            guard let name = dict["name"] else {
+                return fail(ModelError(file: file, entity: entityName, reason: "a relationship has no name"), parser)
+            }
             guard let destination = dict["destinationEntity"] else {
-                return fail(ModelError(file: file, entity: entityName, property: name, reason: "no destination entity"), parser)
+                return fail(
+                    ModelError(file: file, entity: entityName, property: name, reason: "no destination entity"), parser)
             }
             let ruleName = dict["deletionRule"] ?? "Nullify"
             guard let rule = DeleteRule(rawValue: ruleName) else {
-                return fail(ModelError(file: file, entity: entityName, property: name, reason: "unknown deletion rule '\(ruleName)'"), parser)
+                return fail(
+                    ModelError(
+                        file: file, entity: entityName, property: name, reason: "unknown deletion rule '\(ruleName)'"),
+                    parser)
             }
             let toMany = isTruthy(dict["toMany"])
             relationships.append(RelationshipDescription(
@@ -169,7 +191,9 @@ final class ModelXMLParser: NSObject, XMLParserDelegate {
             currentConfiguration = dict["name"]
             if let name = currentConfiguration { configurations[name, default: []] = configurations[name] ?? [] }
         case "memberEntity":
-            if let configuration = currentConfiguration, let name = dict["name"] { configurations[configuration, default: []].append(name) }
+            if let configuration = currentConfiguration, let name = dict["name"] {
+                configurations[configuration, default: []].append(name)
+            }
         default:
             break
         }

@@ -19,7 +19,8 @@ public struct ModelError: Error, CustomStringConvertible {
         var place: [String] = []
         if let file { place.append(file) }
         if let entity { place.append(property.map { "\(entity).\($0)" } ?? entity) }
-        return place.isEmpty ? "invalid model: \(reason)" : "invalid model (\(place.joined(separator: ": "))): \(reason)"
+        return place.isEmpty
+            ? "invalid model: \(reason)" : "invalid model (\(place.joined(separator: ": "))): \(reason)"
     }
 }
 
@@ -61,7 +62,8 @@ public final class ManagedObjectModel {
         for entity in entities {
             if let parentName = entity.parentName {
                 guard let parent = byName[parentName] else {
-                    throw ModelError(file: file, entity: entity.name, reason: "parent entity '\(parentName)' does not exist")
+                    throw ModelError(
+                        file: file, entity: entity.name, reason: "parent entity '\(parentName)' does not exist")
                 }
                 entity.superentity = parent
             }
@@ -86,43 +88,57 @@ public final class ManagedObjectModel {
         for entity in ordered {
             entity.attributes = (entity.superentity?.attributes ?? []) + entity.declaredAttributes
             entity.relationships = (entity.superentity?.relationships ?? []) + entity.declaredRelationships
-            entity.attributesByName = Dictionary(entity.attributes.map { ($0.name, $0) }, uniquingKeysWith: { _, new in new })
-            entity.relationshipsByName = Dictionary(entity.relationships.map { ($0.name, $0) }, uniquingKeysWith: { _, new in new })
+            entity.attributesByName = Dictionary(
+                entity.attributes.map { ($0.name, $0) }, uniquingKeysWith: { _, new in new })
+            entity.relationshipsByName = Dictionary(
+                entity.relationships.map { ($0.name, $0) }, uniquingKeysWith: { _, new in new })
             for attribute in entity.declaredAttributes where entity.relationshipsByName[attribute.name] != nil {
-                throw ModelError(file: file, entity: entity.name, property: attribute.name, reason: "an attribute and a relationship share this name")
+                throw ModelError(
+                    file: file, entity: entity.name, property: attribute.name,
+                    reason: "an attribute and a relationship share this name")
             }
         }
         for root in roots {
             let family = root.selfAndDescendants
             root.tableAttributes = unique(family.flatMap(\.declaredAttributes).filter { !$0.isTransient }, by: \.name)
-            root.tableToOneRelationships = unique(family.flatMap(\.declaredRelationships).filter { !$0.isToMany }, by: \.name)
-            root.selectColumns = ["Z_PK", "Z_ENT", "Z_OPT"] + root.tableToOneRelationships.map(\.columnName) + root.tableAttributes.map(\.columnName)
+            root.tableToOneRelationships = unique(
+                family.flatMap(\.declaredRelationships).filter { !$0.isToMany }, by: \.name)
+            root.selectColumns =
+                ["Z_PK", "Z_ENT", "Z_OPT"] + root.tableToOneRelationships.map(\.columnName)
+                + root.tableAttributes.map(\.columnName)
             root.columnIndex = Dictionary(uniqueKeysWithValues: root.selectColumns.enumerated().map { ($1, $0) })
         }
         for entity in ordered {
             let root = entity.rootEntity
             entity.storedColumns = entity.attributes.filter { !$0.isTransient }.compactMap { attribute in
                 root.columnIndex[attribute.columnName].map {
-                    StoredColumn(name: attribute.name, columnName: attribute.columnName, type: attribute.type, index: $0,
-                                 transformerName: attribute.valueTransformerName ?? ValueTransformerRegistry.defaultTransformerName)
+                    StoredColumn(
+                        name: attribute.name, columnName: attribute.columnName, type: attribute.type, index: $0,
+                        transformerName: attribute.valueTransformerName
+                            ?? ValueTransformerRegistry.defaultTransformerName)
                 }
             }
             entity.attributeNames = entity.attributes.map(\.name)
             entity.attributeTypeList = entity.attributes.map(\.type)
             entity.propertyLayout = PropertyLayout(keys: entity.attributeNames + entity.relationships.map(\.name))
-            entity.storedColumnSlots = entity.storedColumns.map { column in entity.attributeNames.firstIndex(of: column.name) ?? 0 }
+            entity.storedColumnSlots = entity.storedColumns.map { column in
+                entity.attributeNames.firstIndex(of: column.name) ?? 0
+            }
             entity.storedToOne = entity.relationships.filter { !$0.isToMany }.compactMap { relationship in
                 root.columnIndex[relationship.columnName].map { (relationship, $0) }
             }
             entity.transientAttributes = entity.attributes.filter(\.isTransient)
             entity.attributeHasValueRules = entity.attributes.map {
-                $0.minValueString != nil || $0.maxValueString != nil || $0.regularExpression != nil || $0.type == .integer16 || $0.type == .integer32
+                $0.minValueString != nil || $0.maxValueString != nil || $0.regularExpression != nil
+                    || $0.type == .integer16 || $0.type == .integer32
             }
             entity.toManyRelationshipNames = entity.relationships.filter(\.isToMany).map(\.name)
         }
         try checkRelationships(file: file)
         try checkConfigurations(file: file)
-        for entity in ordered { entity.hasJoinTables = entity.relationships.contains { SQLiteSchema.usesJoinTable($0, in: self) } }
+        for entity in ordered {
+            entity.hasJoinTables = entity.relationships.contains { SQLiteSchema.usesJoinTable($0, in: self) }
+        }
         for entity in ordered {
             entity.storedToOneEntityColumns = entity.storedToOne.map {
                 SQLiteSchema.entityColumnName(of: $0.relationship, in: entity.rootEntity, model: self)
@@ -135,12 +151,12 @@ public final class ManagedObjectModel {
             for relationship in entity.declaredRelationships {
                 guard let destination = entitiesByName[relationship.destinationEntityName] else {
                     throw ModelError(file: file, entity: entity.name, property: relationship.name,
-                                     reason: "destination entity '\(relationship.destinationEntityName)' does not exist")
+                        reason: "destination entity '\(relationship.destinationEntityName)' does not exist")
                 }
                 if let inverseName = relationship.inverseName {
                     guard let inverse = destination.relationshipsByName[inverseName] else {
                         throw ModelError(file: file, entity: entity.name, property: relationship.name,
-                                         reason: "inverse relationship '\(destination.name).\(inverseName)' does not exist")
+                            reason: "inverse relationship '\(destination.name).\(inverseName)' does not exist")
                     }
                     guard let back = entitiesByName[inverse.destinationEntityName] else {
                         throw ModelError(
@@ -149,7 +165,10 @@ public final class ManagedObjectModel {
                     }
                     guard entity.isKind(of: back) || back.isKind(of: entity) else {
                         throw ModelError(file: file, entity: entity.name, property: relationship.name,
-                                         reason: "inverse '\(destination.name).\(inverseName)' points to '\(inverse.destinationEntityName)', not back to '\(entity.name)'")
+                            reason:
+                                "inverse '\(destination.name).\(inverseName)' points to "
+                                    + "'\(inverse.destinationEntityName)', not back to '\(entity.name)'"
+                        )
                     }
                 }
             }
@@ -163,10 +182,14 @@ public final class ManagedObjectModel {
             }
             for attribute in entity.declaredAttributes {
                 if attribute.type == .transformable, attribute.valueTransformerName?.isEmpty == true {
-                    throw ModelError(file: file, entity: entity.name, property: attribute.name, reason: "empty value transformer name")
+                    throw ModelError(
+                        file: file, entity: entity.name, property: attribute.name,
+                        reason: "empty value transformer name")
                 }
                 if let pattern = attribute.regularExpression, (try? NSRegularExpression(pattern: pattern)) == nil {
-                    throw ModelError(file: file, entity: entity.name, property: attribute.name, reason: "invalid regular expression '\(pattern)'")
+                    throw ModelError(
+                        file: file, entity: entity.name, property: attribute.name,
+                        reason: "invalid regular expression '\(pattern)'")
                 }
             }
         }
@@ -178,13 +201,17 @@ public final class ManagedObjectModel {
         for (configuration, members) in configurations.sorted(by: { $0.key < $1.key }) {
             for member in members {
                 guard entitiesByName[member] != nil else {
-                    throw ModelError(file: file, entity: member, reason: "configuration '\(configuration)' lists an entity that does not exist")
+                    throw ModelError(
+                        file: file, entity: member,
+                        reason: "configuration '\(configuration)' lists an entity that does not exist")
                 }
                 configured.insert(member)
             }
         }
         for entity in entities where !configured.contains(entity.name) {
-            throw ModelError(file: file, entity: entity.name, reason: "entity is in no configuration, but the model uses configurations")
+            throw ModelError(
+                file: file, entity: entity.name,
+                reason: "entity is in no configuration, but the model uses configurations")
         }
     }
 
@@ -201,10 +228,13 @@ public final class ManagedObjectModel {
 
     /// Makes instances of `type` represent `entityName` in every context using this model.
     public func setClass(_ type: ManagedObject.Type, forEntityName entityName: String) {
-        guard let entity = entitiesByName[entityName] else { preconditionFailure("No entity named '\(entityName)' in the model") }
+        guard let entity = entitiesByName[entityName] else {
+            preconditionFailure("No entity named '\(entityName)' in the model")
+        }
         classesByEntityName[entityName] = type
         // Sub-entities without a class of their own inherit this one.
-        for descendant in entity.selfAndDescendants where descendant === entity || classesByEntityName[descendant.name] == nil {
+        for descendant in entity.selfAndDescendants
+        where descendant === entity || classesByEntityName[descendant.name] == nil {
             descendant.objectClass = type
         }
     }
@@ -223,12 +253,17 @@ public final class ManagedObjectModel {
     public var entityShapes: [String: [String: String]] {
         var shapes: [String: [String: String]] = [:]
         for entity in entities {
-            var shape: [String: String] = ["(entity)": "parent=\(entity.parentName ?? "-") abstract=\(entity.isAbstract)"]
+            var shape: [String: String] = [
+                "(entity)": "parent=\(entity.parentName ?? "-") abstract=\(entity.isAbstract)"
+            ]
             for attribute in entity.attributes where !attribute.isTransient {
-                shape[attribute.name] = "attribute \(attribute.type.rawValue)" + (attribute.valueTransformerName.map { " via \($0)" } ?? "")
+                shape[attribute.name] =
+                    "attribute \(attribute.type.rawValue)" + (attribute.valueTransformerName.map { " via \($0)" } ?? "")
             }
             for relationship in entity.relationships {
-                shape[relationship.name] = "relationship to \(relationship.destinationEntityName) \(relationship.isToMany ? "to-many" : "to-one") inverse \(relationship.inverseName ?? "-")"
+                shape[relationship.name] =
+                    "relationship to \(relationship.destinationEntityName) "
+                        + "\(relationship.isToMany ? "to-many" : "to-one") inverse \(relationship.inverseName ?? "-")"
             }
             shapes[entity.name] = shape
         }

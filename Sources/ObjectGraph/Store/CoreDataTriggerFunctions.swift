@@ -72,6 +72,7 @@ extension ManagedObjectContext {
                                                     primaryKey: report.primaryKey)],
                   let attribute = object.entity.attribute(named: report.property), attribute.type != .transformable,
                   !object.changedKeys.contains(report.property),
+                  // A value that does not decode is left to the next fetch, which reports it.
                   let value = try? StoredValues.value(report.value, type: attribute.type) else { continue }
             object.values[report.property] = value
             object.committedValues[report.property] = value

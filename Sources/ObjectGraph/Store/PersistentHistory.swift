@@ -106,7 +106,8 @@ enum PersistentHistoryTables {
     static func properties(inMask mask: Data, of entity: EntityDescription) -> Set<String> {
         let names = entity.attributes.map(\.name) + entity.relationships.map(\.name)
         let bytes = [UInt8](mask)
-        return Set(names.indices.filter { $0 / 8 < bytes.count && bytes[$0 / 8] & (1 << ($0 % 8)) != 0 }.map { names[$0] })
+        return Set(
+            names.indices.filter { $0 / 8 < bytes.count && bytes[$0 / 8] & (1 << ($0 % 8)) != 0 }.map { names[$0] })
     }
 }
 
@@ -150,7 +151,9 @@ extension ManagedObjectContext {
                 for store in stores {
                     transactions += try history(of: store, after: token?.transactionNumbers[store.identifier] ?? 0, db)
                 }
-                return transactions.sorted { ($0.timestamp, $0.transactionNumber) < ($1.timestamp, $1.transactionNumber) }
+                return transactions.sorted {
+                    ($0.timestamp, $0.transactionNumber) < ($1.timestamp, $1.transactionNumber)
+                }
             }
         }
     }
@@ -201,7 +204,8 @@ extension ManagedObjectContext {
             }
             let objectID = objectID(of: entity, storeIdentifier: store.identifier, kind: .permanent, number: primaryKey)
             let tombstone = try Data.fromDatabaseValue(row.databaseValue(at: 5)).map { data -> [String: Any] in
-                guard let values = try? PropertyListSerialization.propertyList(from: data, format: nil) as? [String: Any],
+                guard
+                    let values = try? PropertyListSerialization.propertyList(from: data, format: nil) as? [String: Any],
                       let typed = Self.typedTombstone(values, of: entity)
                 else {
                     throw ObjectGraphError(code: .undecodableValue,
@@ -255,7 +259,8 @@ extension ManagedObjectContext {
                     sql: "INSERT OR IGNORE INTO \(store.qualified("ATRANSACTIONSTRING")) (Z_ENT, Z_OPT, ZNAME) "
                         + "VALUES (\(PersistentHistoryTables.stringEntity), 1, ?)", values: [text.databaseValue])
                 return try Int64.fetchOne(
-                    db.cachedStatement(sql: "SELECT Z_PK FROM \(store.qualified("ATRANSACTIONSTRING")) WHERE ZNAME = ?"),
+                    db.cachedStatement(
+                        sql: "SELECT Z_PK FROM \(store.qualified("ATRANSACTIONSTRING")) WHERE ZNAME = ?"),
                     arguments: [text])
             }
             try db.executeCached(

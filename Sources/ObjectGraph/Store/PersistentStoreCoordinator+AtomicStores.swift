@@ -35,7 +35,7 @@ extension PersistentStoreCoordinator {
             throw ObjectGraphError(code: .storeOpenFailed, message: "a \(type.rawValue) store needs a file URL")
         }
         if options.mustExist, !FileManager.default.fileExists(atPath: url.path) {
-            throw ObjectGraphError(code: .storeOpenFailed, message: "store '\(url.path)' does not exist")
+            throw ObjectGraphError.missingStore(url.path)
         }
         return storeClass
     }
@@ -58,7 +58,8 @@ extension PersistentStoreCoordinator {
                 if !options.ignoresVersioning { try checkCompatibility(of: store, name: url.lastPathComponent) }
                 let nodes = atomic.cacheNodes()
                 // The schema's Z_METADATA mirrors the file's, so reloadMetadata() reads the same.
-                let plist = try PropertyListSerialization.data(fromPropertyList: store.metadata, format: .binary, options: 0)
+                let plist = try PropertyListSerialization.data(
+                    fromPropertyList: store.metadata, format: .binary, options: 0)
                 try write { db in
                     try insert(nodes, into: store, db, from: url.lastPathComponent)
                     try db.execute(sql: "UPDATE \(store.qualified("Z_METADATA")) SET Z_UUID = ?, Z_PLIST = ?",
@@ -180,8 +181,8 @@ extension PersistentStoreCoordinator {
                         let destination = node(destinationKey, of: relationship)
                     else {
                         throw ObjectGraphError.undecodable(
-                            "the link \(sourceKey) → \(destinationKey) in \(join.name) points to no row", store: store,
-                            entity: entity.name, attribute: relationship.name, primaryKey: sourceKey)
+                            "the link \(sourceKey) → \(destinationKey) in \(join.name) points to no row",
+                            store: store, entity: entity.name, attribute: relationship.name, primaryKey: sourceKey)
                     }
                     // Each declaring entity reads the whole join table; links of its siblings are theirs.
                     guard managedObjectModel.entity(named: source.objectID.entityName)?.isKind(of: entity) == true

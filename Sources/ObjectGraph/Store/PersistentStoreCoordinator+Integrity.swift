@@ -32,14 +32,20 @@ extension PersistentStoreCoordinator {
         try read { db in
             for store in persistentStores {
                 let name = store.url?.lastPathComponent ?? "in-memory store"
-                for line in try String.fetchAll(db, sql: "PRAGMA \(store.schemaName).integrity_check") where line != "ok" {
+                for line in try String.fetchAll(db, sql: "PRAGMA \(store.schemaName).integrity_check")
+                where line != "ok" {
                     problems.append(IntegrityProblem(store: name, message: "SQLite: \(line)"))
                 }
                 for root in store.rootEntities {
                     let table = store.qualified(root.tableName)
                     let numbers = root.selfAndDescendants.map { String($0.entityNumber) }.joined(separator: ", ")
-                    for key in try Int64.fetchAll(db, sql: "SELECT Z_PK FROM \(table) WHERE Z_ENT NOT IN (\(numbers)) OR Z_ENT IS NULL") {
-                        problems.append(IntegrityProblem(store: name, entity: root.name, primaryKey: key, message: "row of an unknown entity (Z_ENT)"))
+                    for key in try Int64.fetchAll(
+                        db, sql: "SELECT Z_PK FROM \(table) WHERE Z_ENT NOT IN (\(numbers)) OR Z_ENT IS NULL")
+                    {
+                        problems.append(
+                            IntegrityProblem(
+                                store: name, entity: root.name, primaryKey: key,
+                                message: "row of an unknown entity (Z_ENT)"))
                     }
                     let damagedVersion = "SELECT Z_PK FROM \(table) "
                         + "WHERE typeof(Z_OPT) != 'integer' OR Z_OPT < 0 OR Z_OPT >= 9223372036854775807"
@@ -50,26 +56,46 @@ extension PersistentStoreCoordinator {
                     for relationship in root.tableToOneRelationships {
                         guard let destination = managedObjectModel.entity(named: relationship.destinationEntityName),
                               let destinationStore = persistentStore(for: destination) else { continue }
-                        let sql = "SELECT Z_PK FROM \(table) WHERE \(relationship.columnName) IS NOT NULL AND \(relationship.columnName) NOT IN (SELECT Z_PK FROM \(destinationStore.qualified(destination.rootEntity.tableName)))"
+                        let sql =
+                            "SELECT Z_PK FROM \(table) WHERE \(relationship.columnName) IS NOT NULL AND "
+                                + "\(relationship.columnName) NOT IN (SELECT Z_PK FROM "
+                                + "\(destinationStore.qualified(destination.rootEntity.tableName)))"
                         for key in try Int64.fetchAll(db, sql: sql) {
                             problems.append(IntegrityProblem(store: name, entity: root.name, primaryKey: key,
-                                                             message: "relationship '\(relationship.name)' points to a missing \(destination.name)"))
+                                    message:
+                                        "relationship '\(relationship.name)' points to a missing \(destination.name)"))
                         }
                     }
-                    let allocated = try Int64.fetchOne(db, sql: "SELECT Z_MAX FROM \(store.qualified("Z_PRIMARYKEY")) WHERE Z_ENT = ?", arguments: [root.entityNumber]) ?? 0
+                    let allocated =
+                        try Int64.fetchOne(
+                            db, sql: "SELECT Z_MAX FROM \(store.qualified("Z_PRIMARYKEY")) WHERE Z_ENT = ?",
+                            arguments: [root.entityNumber]) ?? 0
                     let highest = try Int64.fetchOne(db, sql: "SELECT MAX(Z_PK) FROM \(table)") ?? 0
                     if highest > allocated {
-                        problems.append(IntegrityProblem(store: name, entity: root.name, message: "row \(highest) is beyond the allocated primary keys (\(allocated))"))
+                        problems.append(
+                            IntegrityProblem(
+                                store: name, entity: root.name,
+                                message: "row \(highest) is beyond the allocated primary keys (\(allocated))"))
                     }
                 }
                 for entity in store.entities {
-                    for relationship in entity.declaredRelationships where SQLiteSchema.usesJoinTable(relationship, in: managedObjectModel) {
+                    for relationship in entity.declaredRelationships
+                    where SQLiteSchema.usesJoinTable(relationship, in: managedObjectModel) {
                         let join = SQLiteSchema.joinTable(for: relationship, of: entity, in: managedObjectModel)
-                        guard join.isOwner, let destination = managedObjectModel.entity(named: relationship.destinationEntityName) else { continue }
-                        let sql = "SELECT \(join.sourceColumn) FROM \(store.qualified(join.name)) WHERE \(join.sourceColumn) NOT IN (SELECT Z_PK FROM \(store.qualified(entity.rootEntity.tableName))) OR \(join.destinationColumn) NOT IN (SELECT Z_PK FROM \(store.qualified(destination.rootEntity.tableName)))"
+                        guard join.isOwner,
+                            let destination = managedObjectModel.entity(named: relationship.destinationEntityName)
+                        else { continue }
+                        let sql =
+                            "SELECT \(join.sourceColumn) FROM \(store.qualified(join.name)) WHERE \(join.sourceColumn) "
+                                + "NOT IN (SELECT Z_PK FROM \(store.qualified(entity.rootEntity.tableName))) OR "
+                                + "\(join.destinationColumn) NOT IN (SELECT Z_PK FROM "
+                                + "\(store.qualified(destination.rootEntity.tableName)))"
                         for key in try Int64.fetchAll(db, sql: sql) {
                             problems.append(IntegrityProblem(store: name, entity: entity.name, primaryKey: key,
-                                                             message: "relationship '\(relationship.name)' has a join row pointing to a missing object"))
+                                    message:
+                                        "relationship '\(relationship.name)' has a join row pointing to a missing "
+                                            + "object"
+                                ))
                         }
                     }
                 }

@@ -86,17 +86,22 @@ public final class PersistentStoreCoordinator {
     public func addPersistentStore(type: StoreType, configuration: String? = nil, at url: URL? = nil,
                                    options: StoreOptions = StoreOptions()) throws -> PersistentStore {
         if let configuration, managedObjectModel.configurations[configuration] == nil {
-            throw ObjectGraphError(code: .storeOpenFailed, message: "the model has no configuration named '\(configuration)'")
+            throw ObjectGraphError(
+                code: .storeOpenFailed, message: "the model has no configuration named '\(configuration)'")
         }
         let entities = managedObjectModel.entities(forConfiguration: configuration)
         for entity in entities where storeByEntityName[entity.name] != nil {
-            throw ObjectGraphError(code: .storeOpenFailed, message: "entity '\(entity.name)' is already in another store of this coordinator")
+            throw ObjectGraphError(
+                code: .storeOpenFailed,
+                message: "entity '\(entity.name)' is already in another store of this coordinator")
         }
         let path: String
         var atomicClass: AtomicStore.Type?
         switch type {
         case .sqlite:
-            guard let url else { throw ObjectGraphError(code: .storeOpenFailed, message: "a SQLite store needs a file URL") }
+            guard let url else {
+                throw ObjectGraphError(code: .storeOpenFailed, message: "a SQLite store needs a file URL")
+            }
             path = url.path
             try createFileIfNeeded(path, options: options)
         case .inMemory:
@@ -106,7 +111,8 @@ public final class PersistentStoreCoordinator {
             path = ":memory:"
         }
         let schemaName = connection == nil ? "main" : "store\(attachedSchemaCount + 1)"
-        let store = PersistentStore(type: type, url: url, configurationName: configuration, entities: entities, schemaName: schemaName)
+        let store = PersistentStore(
+            type: type, url: url, configurationName: configuration, entities: entities, schemaName: schemaName)
         let name = url?.lastPathComponent ?? "in-memory store"
         try wrapStoreErrors(.storeOpenFailed, "cannot open '\(name)'") {
             let isFirst = connection == nil
@@ -187,12 +193,13 @@ public final class PersistentStoreCoordinator {
     private func createFileIfNeeded(_ path: String, options: StoreOptions) throws {
         guard !FileManager.default.fileExists(atPath: path) else { return }
         guard !options.mustExist else {
-            throw ObjectGraphError(code: .storeOpenFailed, message: "store '\(path)' does not exist")
+            throw ObjectGraphError.missingStore(path)
         }
         // Created with its final permissions from the start, never chmod-ed afterwards.
         let descriptor = open(path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, options.fileMode)
         guard descriptor >= 0 else {
-            throw ObjectGraphError(code: .storeOpenFailed, message: "cannot create store '\(path)': \(String(cString: strerror(errno)))")
+            throw ObjectGraphError(
+                code: .storeOpenFailed, message: "cannot create store '\(path)': \(String(cString: strerror(errno)))")
         }
         Glibc.close(descriptor)
     }
@@ -206,21 +213,31 @@ public final class PersistentStoreCoordinator {
             SQLFunctions.register(in: db)
             CoreDataTriggerFunctions.register(in: db, reports: reports)
         }
-        return path == ":memory:" ? try DatabaseQueue(configuration: configuration) : try DatabaseQueue(path: path, configuration: configuration)
+        return path == ":memory:"
+            ? try DatabaseQueue(configuration: configuration)
+            : try DatabaseQueue(path: path, configuration: configuration)
     }
 
     private func prepare(_ store: PersistentStore, name: String, options: StoreOptions, db: Database) throws {
-        let hasMetadata = try Bool.fetchOne(db, sql: "SELECT COUNT(*) > 0 FROM \(store.qualified("sqlite_master")) WHERE name = 'Z_METADATA'") ?? false
+        let hasMetadata =
+            try Bool.fetchOne(
+                db, sql: "SELECT COUNT(*) > 0 FROM \(store.qualified("sqlite_master")) WHERE name = 'Z_METADATA'")
+            ?? false
         if !hasMetadata {
             let tableCount = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM \(store.qualified("sqlite_master"))") ?? 0
             guard tableCount == 0 else {
-                throw ObjectGraphError(code: .storeOpenFailed, message: "'\(name)' is a SQLite database but not a store (no Z_METADATA table)")
+                throw ObjectGraphError(
+                    code: .storeOpenFailed,
+                    message: "'\(name)' is a SQLite database but not a store (no Z_METADATA table)")
             }
             for statement in SQLiteSchema.createStatements(for: store, model: managedObjectModel) {
                 try db.execute(sql: statement)
             }
             for entity in store.entities {
-                try db.execute(sql: "INSERT INTO \(store.qualified("Z_PRIMARYKEY")) (Z_ENT, Z_NAME, Z_SUPER, Z_MAX) VALUES (?, ?, ?, 0)",
+                try db.execute(
+                    sql:
+                        "INSERT INTO \(store.qualified("Z_PRIMARYKEY")) (Z_ENT, Z_NAME, Z_SUPER, Z_MAX) VALUES (?, ?, "
+                            + "?, 0)",
                                arguments: [entity.entityNumber, entity.name, entity.superentity?.entityNumber ?? 0])
             }
             store.identifier = UUID().uuidString
@@ -230,7 +247,8 @@ public final class PersistentStoreCoordinator {
                 StoreMetadataKey.versionHashesVersion: 3,
             ]
             store.metadata.merge(modelMetadata(for: store)) { _, new in new }
-            try db.execute(sql: "INSERT INTO \(store.qualified("Z_METADATA")) (Z_VERSION, Z_UUID, Z_PLIST) VALUES (1, ?, ?)",
+            try db.execute(
+                sql: "INSERT INTO \(store.qualified("Z_METADATA")) (Z_VERSION, Z_UUID, Z_PLIST) VALUES (1, ?, ?)",
                            arguments: [store.identifier, try plistData(store.metadata)])
             return
         }
@@ -254,10 +272,11 @@ public final class PersistentStoreCoordinator {
     /// A store without ObjectGraph's shape metadata (one written by Apple's Core Data) is
     /// checked by what it holds: see ``StoreShape`` for the rule.
     private func checkStructuralCompatibility(of store: PersistentStore, name: String, db: Database) throws {
-        let differences = try StoreShape(db, schema: store.schemaName).differences(from: managedObjectModel, entities: store.entities)
+        let differences = try StoreShape(db, schema: store.schemaName).differences(
+            from: managedObjectModel, entities: store.entities)
         guard !differences.isEmpty else { return }
         throw ObjectGraphError(code: .incompatibleVersionHash,
-                               message: "the store '\(name)' does not fit the model '\(managedObjectModel.versionIdentifier)': "
+            message: "the store '\(name)' does not fit the model '\(managedObjectModel.versionIdentifier)': "
                                    + differences.map(\.description).joined(separator: "; "))
     }
 
@@ -277,7 +296,9 @@ public final class PersistentStoreCoordinator {
 
     func checkCompatibility(of store: PersistentStore, name: String) throws {
         let recorded = store.metadata[StoreMetadataKey.versionHashes] as? [String: Data] ?? [:]
-        let current = managedObjectModel.entityVersionHashesByName.filter { entity in store.entities.contains { $0.name == entity.key } }
+        let current = managedObjectModel.entityVersionHashesByName.filter { entity in
+            store.entities.contains { $0.name == entity.key }
+        }
         guard recorded != current else { return }
         let recordedShapes = store.metadata[StoreMetadataKey.entityShapes] as? [String: [String: String]] ?? [:]
         let currentShapes = managedObjectModel.entityShapes
@@ -293,20 +314,23 @@ public final class PersistentStoreCoordinator {
                 switch (old[property], new[property]) {
                 case (nil, let added?): differences.append("\(entity).\(property) added (\(added))")
                 case (let removed?, nil): differences.append("\(entity).\(property) removed (was \(removed))")
-                case (let before?, let after?): differences.append("\(entity).\(property) changed from \(before) to \(after)")
+                case (let before?, let after?):
+                    differences.append("\(entity).\(property) changed from \(before) to \(after)")
                 default: break
                 }
             }
             if old == new { differences.append("entity \(entity) changed") }
         }
         throw ObjectGraphError(code: .incompatibleVersionHash,
-                               message: "the store '\(name)' was made with an incompatible model: \(differences.joined(separator: "; "))")
+            message: "the store '\(name)' was made with an incompatible model: \(differences.joined(separator: "; "))")
     }
 
     /// Takes a store out of the coordinator's maps (its schema stays attached).
     func unregister(_ store: PersistentStore) {
         persistentStores.removeAll { $0 === store }
-        for entity in store.entities where storeByEntityName[entity.name] === store { storeByEntityName[entity.name] = nil }
+        for entity in store.entities where storeByEntityName[entity.name] === store {
+            storeByEntityName[entity.name] = nil
+        }
     }
 
     /// Puts a store back into the coordinator's maps.
@@ -339,13 +363,16 @@ public final class PersistentStoreCoordinator {
     /// Writes the pending metadata of every store in one transaction, atomic across stores.
     public func saveMetadata() throws {
         try wrapStoreErrors(.saveFailed, "cannot save store metadata") {
-            try write(stores: persistentStores.filter(\.metadataNeedsSaving)) { db in try self.writePendingMetadata(db) }
+            try write(stores: persistentStores.filter(\.metadataNeedsSaving)) { db in try self.writePendingMetadata(db)
+            }
         }
     }
 
     func writePendingMetadata(_ db: Database) throws {
         for store in persistentStores where store.metadataNeedsSaving {
-            try db.execute(sql: "UPDATE \(store.qualified("Z_METADATA")) SET Z_PLIST = ?", arguments: [try plistData(store.metadata)])
+            try db.execute(
+                sql: "UPDATE \(store.qualified("Z_METADATA")) SET Z_PLIST = ?",
+                arguments: [try plistData(store.metadata)])
         }
     }
 
@@ -354,13 +381,20 @@ public final class PersistentStoreCoordinator {
     }
 
     /// Re-reads every store's metadata from disk (another process may have changed it).
+    ///
+    /// - throws: ``ObjectGraphError`` 134061 when a store's `Z_METADATA` holds no readable
+    ///   property list: keeping the old metadata would trust what the file no longer says.
     public func reloadMetadata() throws {
         try read { db in
             for store in persistentStores {
-                if let plist = try Data.fetchOne(db, sql: "SELECT Z_PLIST FROM \(store.qualified("Z_METADATA"))"),
-                   let metadata = try? BinaryPropertyList.foundationPropertyList(from: plist) as? [String: Any] {
-                    store.metadata = metadata
+                guard let plist = try Data.fetchOne(db, sql: "SELECT Z_PLIST FROM \(store.qualified("Z_METADATA"))"),
+                      let metadata = try? BinaryPropertyList.foundationPropertyList(from: plist) as? [String: Any]
+                else {
+                    throw ObjectGraphError.damagedRow(
+                        storeName: store.displayName, entity: "Z_METADATA", primaryKey: nil,
+                        "Z_PLIST is not a readable property list")
                 }
+                store.metadata = metadata
             }
         }
     }
@@ -375,7 +409,8 @@ public final class PersistentStoreCoordinator {
 
     func store(for entity: EntityDescription) throws -> PersistentStore {
         guard let store = storeByEntityName[entity.name] else {
-            throw ObjectGraphError(code: .objectNotFound, message: "no store of this coordinator holds entity '\(entity.name)'")
+            throw ObjectGraphError(
+                code: .objectNotFound, message: "no store of this coordinator holds entity '\(entity.name)'")
         }
         return store
     }

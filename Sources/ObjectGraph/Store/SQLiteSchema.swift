@@ -9,14 +9,22 @@ enum SQLiteSchema {
         return inverse.isToMany
     }
 
-    static func inverse(of relationship: RelationshipDescription, in model: ManagedObjectModel) -> RelationshipDescription? {
-        relationship.inverseName.flatMap { model.entity(named: relationship.destinationEntityName)?.relationship(named: $0) }
+    static func inverse(
+        of relationship: RelationshipDescription, in model: ManagedObjectModel
+    ) -> RelationshipDescription? {
+        relationship.inverseName.flatMap {
+            model.entity(named: relationship.destinationEntityName)?.relationship(named: $0)
+        }
     }
 
     /// The entity declaring `relationship` (it may be inherited by `entity`).
-    static func declaringEntity(of relationship: RelationshipDescription, from entity: EntityDescription) -> EntityDescription {
+    static func declaringEntity(
+        of relationship: RelationshipDescription, from entity: EntityDescription
+    ) -> EntityDescription {
         var current = entity
-        while !current.declaredRelationships.contains(where: { $0.name == relationship.name }), let parent = current.superentity {
+        while !current.declaredRelationships.contains(where: { $0.name == relationship.name }),
+            let parent = current.superentity
+        {
             current = parent
         }
         return current
@@ -34,13 +42,15 @@ enum SQLiteSchema {
 
     /// - note: the model checked every destination when it was assembled; a destination
     ///   that is missing anyway is named after the relationship's own entity so nothing traps.
-    static func joinTable(for relationship: RelationshipDescription, of entity: EntityDescription, in model: ManagedObjectModel) -> JoinTable {
+    static func joinTable(
+        for relationship: RelationshipDescription, of entity: EntityDescription, in model: ManagedObjectModel
+    ) -> JoinTable {
         let source = declaringEntity(of: relationship, from: entity)
         let destination = model.entity(named: relationship.destinationEntityName) ?? source
         guard let inverse = inverse(of: relationship, in: model) else {
             let name = "Z_\(source.entityNumber)\(relationship.name.uppercased())"
             return JoinTable(name: name, sourceColumn: "Z_\(source.entityNumber)\(source.name.uppercased())",
-                             destinationColumn: "Z_\(destination.entityNumber)\(relationship.name.uppercased())", isOwner: true)
+                destinationColumn: "Z_\(destination.entityNumber)\(relationship.name.uppercased())", isOwner: true)
         }
         let inverseSource = declaringEntity(of: inverse, from: destination)
         // Core Data names the table after the side with the lower entity number (then name).
@@ -61,7 +71,10 @@ enum SQLiteSchema {
                                  model: ManagedObjectModel) -> String? {
         guard !relationship.isToMany, let destination = model.entity(named: relationship.destinationEntityName),
               !destination.subentities.isEmpty else { return nil }
-        let declaring = root.selfAndDescendants.first { entity in entity.declaredRelationships.contains { $0.name == relationship.name } } ?? root
+        let declaring =
+            root.selfAndDescendants.first { entity in
+                entity.declaredRelationships.contains { $0.name == relationship.name }
+            } ?? root
         return "Z\(declaring.entityNumber)_\(relationship.name.uppercased())"
     }
 
@@ -70,7 +83,9 @@ enum SQLiteSchema {
         var columns: [(name: String, type: String)] = [("Z_PK", "INTEGER"), ("Z_ENT", "INTEGER"), ("Z_OPT", "INTEGER")]
         for relationship in root.tableToOneRelationships {
             columns.append((relationship.columnName, "INTEGER"))
-            if let entityColumn = entityColumnName(of: relationship, in: root, model: model) { columns.append((entityColumn, "INTEGER")) }
+            if let entityColumn = entityColumnName(of: relationship, in: root, model: model) {
+                columns.append((entityColumn, "INTEGER"))
+            }
         }
         columns += root.tableAttributes.map { ($0.columnName, $0.type.columnType) }
         return columns
@@ -78,7 +93,9 @@ enum SQLiteSchema {
 
     /// Which entity and property each column of a root entity's table stores, with a short
     /// description of the property's persisted shape.
-    static func columnOwners(of root: EntityDescription, in model: ManagedObjectModel) -> [String: (entity: String, property: String, shape: String)] {
+    static func columnOwners(
+        of root: EntityDescription, in model: ManagedObjectModel
+    ) -> [String: (entity: String, property: String, shape: String)] {
         var owners: [String: (entity: String, property: String, shape: String)] = [:]
         for entity in root.selfAndDescendants.reversed() {
             for attribute in entity.declaredAttributes where !attribute.isTransient {
@@ -117,10 +134,14 @@ enum SQLiteSchema {
             columns[0] = "Z_PK INTEGER PRIMARY KEY"
             statements.append("CREATE TABLE \(store.qualified(root.tableName)) ( \(columns.joined(separator: ", ")) )")
             for relationship in root.tableToOneRelationships {
-                statements.append("CREATE INDEX \(store.qualified("\(root.tableName)_\(relationship.columnName)_INDEX")) ON \(root.tableName) (\(relationship.columnName))")
+                statements.append(
+                    "CREATE INDEX \(store.qualified("\(root.tableName)_\(relationship.columnName)_INDEX")) ON "
+                        + "\(root.tableName) (\(relationship.columnName))"
+                )
             }
             if !root.subentities.isEmpty {
-                statements.append("CREATE INDEX \(store.qualified("\(root.tableName)_Z_ENT_INDEX")) ON \(root.tableName) (Z_ENT)")
+                statements.append(
+                    "CREATE INDEX \(store.qualified("\(root.tableName)_Z_ENT_INDEX")) ON \(root.tableName) (Z_ENT)")
             }
             // Named as Core Data names them: Z_<Entity>_UNIQUE_<attribute>_<attribute>.
             for entity in root.selfAndDescendants {
@@ -132,7 +153,10 @@ enum SQLiteSchema {
                 }
             }
             for attribute in root.tableAttributes where attribute.isIndexed {
-                statements.append("CREATE INDEX \(store.qualified("\(root.tableName)_\(attribute.columnName)_INDEX")) ON \(root.tableName) (\(attribute.columnName))")
+                statements.append(
+                    "CREATE INDEX \(store.qualified("\(root.tableName)_\(attribute.columnName)_INDEX")) ON "
+                        + "\(root.tableName) (\(attribute.columnName))"
+                )
             }
         }
         var joinTables: Set<String> = []
@@ -141,12 +165,24 @@ enum SQLiteSchema {
                 let join = joinTable(for: relationship, of: entity, in: model)
                 guard join.isOwner, joinTables.insert(join.name).inserted else { continue }
                 let (ownerColumn, otherColumn) = (join.sourceColumn, join.destinationColumn)
-                statements.append("CREATE TABLE \(store.qualified(join.name)) ( \(ownerColumn) INTEGER, \(otherColumn) INTEGER, PRIMARY KEY (\(ownerColumn), \(otherColumn)) )")
-                statements.append("CREATE INDEX \(store.qualified("\(join.name)_\(otherColumn)_INDEX")) ON \(join.name) (\(otherColumn), \(ownerColumn))")
+                statements.append(
+                    "CREATE TABLE \(store.qualified(join.name)) ( \(ownerColumn) INTEGER, \(otherColumn) INTEGER, "
+                        + "PRIMARY KEY (\(ownerColumn), \(otherColumn)) )"
+                )
+                statements.append(
+                    "CREATE INDEX \(store.qualified("\(join.name)_\(otherColumn)_INDEX")) ON \(join.name) "
+                        + "(\(otherColumn), \(ownerColumn))"
+                )
             }
         }
-        statements.append("CREATE TABLE \(store.qualified("Z_PRIMARYKEY")) (Z_ENT INTEGER PRIMARY KEY, Z_NAME VARCHAR, Z_SUPER INTEGER, Z_MAX INTEGER)")
-        statements.append("CREATE TABLE \(store.qualified("Z_METADATA")) (Z_VERSION INTEGER PRIMARY KEY, Z_UUID VARCHAR(255), Z_PLIST BLOB)")
+        statements.append(
+            "CREATE TABLE \(store.qualified("Z_PRIMARYKEY")) (Z_ENT INTEGER PRIMARY KEY, Z_NAME VARCHAR, Z_SUPER "
+                + "INTEGER, Z_MAX INTEGER)"
+        )
+        statements.append(
+            "CREATE TABLE \(store.qualified("Z_METADATA")) (Z_VERSION INTEGER PRIMARY KEY, Z_UUID VARCHAR(255), "
+                + "Z_PLIST BLOB)"
+        )
         return statements
     }
 }

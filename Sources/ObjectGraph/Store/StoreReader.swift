@@ -82,7 +82,8 @@ struct OpenFile: Hashable {
     let device: UInt64
     let inode: UInt64
 
-    /// Every regular file this process has open, by descriptor.
+    /// Every regular file this process has open, by descriptor; none when `/proc` cannot be
+    /// read, so that ``PersistentStoreCoordinator/makeReader()`` finds no match and gives no reader.
     static func all() -> [Int32: OpenFile] {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
         var files: [Int32: OpenFile] = [:]

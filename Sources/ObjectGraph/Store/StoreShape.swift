@@ -68,7 +68,8 @@ public struct StoreShape: Sendable, Equatable {
     /// Reads the shape of the store attached as `schema` on `db`.
     init(_ db: Database, schema: String) throws {
         let quoted = "\"\(schema)\""
-        let names = try String.fetchAll(db, sql: "SELECT name FROM \(quoted).sqlite_master WHERE type = 'table' AND name LIKE 'Z%'")
+        let names = try String.fetchAll(
+            db, sql: "SELECT name FROM \(quoted).sqlite_master WHERE type = 'table' AND name LIKE 'Z%'")
         var tables: [String: [Column]] = [:]
         for name in names {
             let rows = try Row.fetchAll(db, sql: "PRAGMA \(quoted).table_info(\"\(name)\")")
@@ -103,23 +104,30 @@ public struct StoreShape: Sendable, Equatable {
     init(model: ManagedObjectModel, entities members: [EntityDescription]) {
         var entities: [String: Entity] = [:]
         for entity in members {
-            entities[entity.name] = Entity(name: entity.name, number: entity.entityNumber, parentNumber: entity.superentity?.entityNumber ?? 0)
+            entities[entity.name] = Entity(
+                name: entity.name, number: entity.entityNumber, parentNumber: entity.superentity?.entityNumber ?? 0)
         }
         var tables: [String: [Column]] = [:]
         var seenRoots: Set<String> = []
         for root in members.map(\.rootEntity) where seenRoots.insert(root.name).inserted {
-            tables[root.tableName] = SQLiteSchema.columns(of: root, in: model).map { Column(name: $0.name, type: $0.type) }
+            tables[root.tableName] = SQLiteSchema.columns(of: root, in: model).map {
+                Column(name: $0.name, type: $0.type)
+            }
         }
         for entity in members {
             for relationship in entity.declaredRelationships where SQLiteSchema.usesJoinTable(relationship, in: model) {
                 let join = SQLiteSchema.joinTable(for: relationship, of: entity, in: model)
                 guard join.isOwner else { continue }
-                tables[join.name] = [Column(name: join.sourceColumn, type: "INTEGER"), Column(name: join.destinationColumn, type: "INTEGER")]
+                tables[join.name] = [
+                    Column(name: join.sourceColumn, type: "INTEGER"),
+                    Column(name: join.destinationColumn, type: "INTEGER"),
+                ]
             }
         }
         tables["Z_PRIMARYKEY"] = [Column(name: "Z_ENT", type: "INTEGER"), Column(name: "Z_NAME", type: "VARCHAR"),
                                   Column(name: "Z_SUPER", type: "INTEGER"), Column(name: "Z_MAX", type: "INTEGER")]
-        tables["Z_METADATA"] = [Column(name: "Z_VERSION", type: "INTEGER"), Column(name: "Z_UUID", type: "VARCHAR(255)"),
+        tables["Z_METADATA"] = [
+            Column(name: "Z_VERSION", type: "INTEGER"), Column(name: "Z_UUID", type: "VARCHAR(255)"),
                                 Column(name: "Z_PLIST", type: "BLOB")]
         self.init(entities: entities, tables: tables)
     }
@@ -164,14 +172,16 @@ public struct StoreShape: Sendable, Equatable {
                 let columns = Set((tables[join.name] ?? []).map(\.name))
                 if !columns.isSuperset(of: [join.sourceColumn, join.destinationColumn]) {
                     found.append(StoreShapeDifference(entity: entity.name, property: relationship.name,
-                                                      kind: .propertyOnlyInModel("many-to-many join table \(join.name)")))
+                            kind: .propertyOnlyInModel("many-to-many join table \(join.name)")))
                 }
             }
         }
         return found
     }
 
-    private func tableDifferences(_ root: EntityDescription, expected: StoreShape, model: ManagedObjectModel) -> [StoreShapeDifference] {
+    private func tableDifferences(
+        _ root: EntityDescription, expected: StoreShape, model: ManagedObjectModel
+    ) -> [StoreShapeDifference] {
         guard let stored = tables[root.tableName] else {
             // An entity already reported missing from Z_PRIMARYKEY needs no second line.
             let listed = entities[root.name] ?? root.elementID.flatMap { entities[$0] }
@@ -191,11 +201,13 @@ public struct StoreShape: Sendable, Equatable {
             }
             if !SQLiteSchema.sameColumnType(actual.type, column.type) {
                 found.append(StoreShapeDifference(entity: owner?.entity ?? root.name, property: owner?.property,
-                                                  kind: .columnTypeDiffers(column: column.name, store: actual.type, model: column.type)))
+                        kind: .columnTypeDiffers(column: column.name, store: actual.type, model: column.type)))
             }
         }
         for column in stored where wantedByName[column.name] == nil {
-            found.append(StoreShapeDifference(entity: root.name, property: SQLiteSchema.propertyName(ofColumn: column.name),
+            found.append(
+                StoreShapeDifference(
+                    entity: root.name, property: SQLiteSchema.propertyName(ofColumn: column.name),
                                               kind: .propertyOnlyInStore(column: column.name, table: root.tableName)))
         }
         return found
@@ -237,7 +249,8 @@ public struct StoreShapeDifference: Sendable, Equatable, CustomStringConvertible
         switch kind {
         case .entityOnlyInModel: return "entity \(entity) is in the model but not in the store"
         case .entityOnlyInStore: return "entity \(entity) is in the store but not in the model"
-        case .entityPlaceDiffers(let store, let model): return "entity \(entity) is \(store) in the store but \(model) in the model"
+        case .entityPlaceDiffers(let store, let model):
+            return "entity \(entity) is \(store) in the store but \(model) in the model"
         case .tableMissing(let table): return "entity \(entity) has no table \(table) in the store"
         case .propertyOnlyInModel(let shape): return "\(place) is in the model (\(shape)) but not in the store"
         case .propertyOnlyInStore(let column, let table):

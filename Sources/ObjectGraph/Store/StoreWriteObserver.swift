@@ -84,14 +84,16 @@ public struct StoreTransaction {
     }
 
     /// Calls `body` with each row `sql` selects, one at a time: a whole table is never held.
-    public func forEachRow(_ sql: String, _ arguments: [StoredCell] = [], _ body: ([StoredCell]) throws -> Void) throws {
+    public func forEachRow(_ sql: String, _ arguments: [StoredCell] = [], _ body: ([StoredCell]) throws -> Void) throws
+    {
         let statement = try db.makeStatement(sql: sql)
         statement.arguments = StatementArguments(arguments.map(\.databaseValue))
         let cursor = try Row.fetchCursor(statement)
         let columns = CInt(statement.columnCount)
         // Straight from SQLite's columns: decoding through `Row` was half the cost of verifying a vault.
         while try cursor.next() != nil {
-            try body((0..<columns).map { StoredCell(DatabaseValue(sqliteStatement: statement.sqliteStatement, index: $0)) })
+            try body(
+                (0..<columns).map { StoredCell(DatabaseValue(sqliteStatement: statement.sqliteStatement, index: $0)) })
         }
     }
 }

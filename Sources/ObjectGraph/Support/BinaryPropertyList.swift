@@ -121,7 +121,9 @@ enum BinaryPropertyList {
             guard !overflow else { throw Failure(reason: "too many references") }
             _ = try slice(start, size)
             // Clamped: a reference beyond Int's range is out of range like any other too large one.
-            return (0..<count).map { Int(clamping: Self.unsigned(bytes, at: start + $0 * referenceSize, size: referenceSize)) }
+            return (0..<count).map {
+                Int(clamping: Self.unsigned(bytes, at: start + $0 * referenceSize, size: referenceSize))
+            }
         }
 
         mutating func object(_ index: Int, depth: Int) throws(Failure) -> Any {

@@ -1,12 +1,6 @@
 import Foundation
 import GRDB
 
-extension ObjectGraphError.Code {
-    /// A row holds what no store writes (an encoded value that is not a BLOB, a version that
-    /// cannot grow, keys that cannot be allocated): the store was damaged or edited by hand.
-    public static let damagedRow = ObjectGraphError.Code(rawValue: 134061)
-}
-
 extension ObjectGraphError {
     static func damagedRow(store: PersistentStore, root: EntityDescription, primaryKey: Int64?, _ problem: String)
         -> ObjectGraphError
@@ -21,7 +15,10 @@ extension ObjectGraphError {
         -> ObjectGraphError
     {
         let row = primaryKey.map { " row \($0)" } ?? ""
-        return ObjectGraphError(code: .damagedRow, message: "damaged row: \(storeName), \(entity)\(row): \(problem)")
+        var error = ObjectGraphError(
+            code: .damagedRow, message: "damaged row: \(storeName), \(entity)\(row): \(problem)")
+        if primaryKey != nil { error.rowProblem = problem }
+        return error
     }
 }
 

@@ -4,25 +4,12 @@ import GRDB
 /// An error from the persistence stack that is not a validation failure: a merge
 /// conflict, an incompatible store, a store that cannot be opened or written.
 ///
-/// Codes follow Core Data's where one exists (133020 merge conflict, 134100 incompatible
-/// model, 134080 store open failure, 134030 save failure).
+/// Its codes follow Core Data's where one exists; all are listed in `ErrorCodes.swift`.
+/// When SQLite refused to read or write a store, ``storeFailure`` names why.
 public struct ObjectGraphError: Error, CustomStringConvertible {
     public struct Code: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
         public var rawValue: Int
         public init(rawValue: Int) { self.rawValue = rawValue }
-        /// Another context or process changed or deleted a row this save would overwrite.
-        public static let mergeConflict = Code(rawValue: 133020)
-        /// The store was made with a model whose persisted shape differs.
-        public static let incompatibleVersionHash = Code(rawValue: 134100)
-        public static let storeOpenFailed = Code(rawValue: 134080)
-        public static let saveFailed = Code(rawValue: 134030)
-        public static let objectNotFound = Code(rawValue: 133000)
-        /// Objects share the values of a uniqueness constraint (Core Data's
-        /// `NSManagedObjectConstraintMergeError`).
-        public static let constraintConflict = Code(rawValue: 133021)
-        /// A stored value cannot be read as its attribute's type, or its transformer failed
-        /// (Core Data's general error code).
-        public static let undecodableValue = Code(rawValue: 134060)
         public var description: String { String(rawValue) }
     }
 
@@ -31,26 +18,98 @@ public struct ObjectGraphError: Error, CustomStringConvertible {
     /// The objects involved (the conflicting objects of a merge conflict). They belong to
     /// their context's queue, like every managed object: read them there.
     public nonisolated(unsafe) var objects: [ManagedObject]
-    /// The SQLite error behind this one, if any (busy, full disk, permission denied, ...).
+    /// The error behind this one, if any (SQLite's, a transformer's, the file system's).
     public var underlyingError: Error?
+    /// Why the store could not be read or written, when SQLite refused or the file is missing.
+    public var storeFailure: StoreFailure?
+    /// For a damaged row (``Code/damagedRow``): what is wrong with it, without the store, entity
+    /// and row ``message`` names, so a report that lists problems by place names it once.
+    public var rowProblem: String?
 
     public init(code: Code, message: String, objects: [ManagedObject] = [], underlyingError: Error? = nil) {
         self.code = code
         self.message = message
         self.objects = objects
         self.underlyingError = underlyingError
+        storeFailure = (underlyingError as? DatabaseError).map { StoreFailure($0.resultCode) }
     }
 
-    /// The SQLite primary result code behind this error, if it came from SQLite.
-    public var sqliteResultCode: Int32? {
-        (underlyingError as? DatabaseError).map { $0.resultCode.primaryResultCode.rawValue }
+    init(code: Code, message: String, storeFailure: StoreFailure) {
+        self.init(code: code, message: message)
+        self.storeFailure = storeFailure
     }
-
-    /// True when another connection held the store's lock beyond the busy timeout.
-    public var isBusy: Bool { sqliteResultCode == 5 || sqliteResultCode == 6 }
 
     public var description: String { "\(message) (code \(code.rawValue))" }
 }
+
+// MARK: - Store failures
+
+extension ObjectGraphError {
+    /// Why SQLite could not read or write a store, named as GRDB's `ResultCode` names SQLite's
+    /// result codes; the number itself stays inside ObjectGraph.
+    ///
+    /// For example:
+    ///
+    /// ```swift
+    /// switch (error as? ObjectGraphError)?.storeFailure {
+    /// case .busy?: print("another process holds the store; try again")
+    /// case .full?: print("the disk is full")
+    /// default: throw error
+    /// }
+    /// ```
+    ///
+    /// See <https://www.sqlite.org/rescode.html> for the result codes behind each kind.
+    public struct StoreFailure: Hashable, Sendable, CustomStringConvertible {
+        private enum Kind: String, Hashable, Sendable {
+            case busy, full, readOnly = "read-only", permission, corrupt, missing, cannotOpen = "cannot open"
+            case constraint, ioError = "I/O error", other
+        }
+
+        private let kind: Kind
+
+        private init(_ kind: Kind) { self.kind = kind }
+
+        /// Another connection held the store's lock beyond the busy timeout (`SQLITE_BUSY`, `SQLITE_LOCKED`).
+        public static let busy = Self(.busy)
+        /// The disk is full (`SQLITE_FULL`).
+        public static let full = Self(.full)
+        /// The store or its directory cannot be written (`SQLITE_READONLY`).
+        public static let readOnly = Self(.readOnly)
+        /// The file system or an authorizer refused access (`SQLITE_PERM`, `SQLITE_AUTH`).
+        public static let permission = Self(.permission)
+        /// The file is damaged or is not an SQLite database (`SQLITE_CORRUPT`, `SQLITE_NOTADB`).
+        public static let corrupt = Self(.corrupt)
+        /// The store's file does not exist and the store was asked not to create it.
+        public static let missing = Self(.missing)
+        /// SQLite cannot open the file (`SQLITE_CANTOPEN`).
+        public static let cannotOpen = Self(.cannotOpen)
+        /// A constraint of the schema refused a write (`SQLITE_CONSTRAINT`).
+        public static let constraint = Self(.constraint)
+        /// The operating system reported an I/O error (`SQLITE_IOERR`).
+        public static let ioError = Self(.ioError)
+        /// Any other SQLite failure; the error's message says which.
+        public static let other = Self(.other)
+
+        /// Names SQLite's primary result code.
+        init(_ resultCode: ResultCode) {
+            switch resultCode.primaryResultCode {
+            case .SQLITE_BUSY, .SQLITE_LOCKED: kind = .busy
+            case .SQLITE_FULL: kind = .full
+            case .SQLITE_READONLY: kind = .readOnly
+            case .SQLITE_PERM, .SQLITE_AUTH: kind = .permission
+            case .SQLITE_CORRUPT, .SQLITE_NOTADB: kind = .corrupt
+            case .SQLITE_CANTOPEN: kind = .cannotOpen
+            case .SQLITE_CONSTRAINT: kind = .constraint
+            case .SQLITE_IOERR: kind = .ioError
+            default: kind = .other
+            }
+        }
+
+        public var description: String { kind.rawValue }
+    }
+}
+
+// MARK: - Making errors
 
 extension ObjectGraphError {
     /// A stored value that cannot be read, named by store file, entity, attribute and row.
@@ -63,6 +122,11 @@ extension ObjectGraphError {
                 + "in store '\(store.displayName)': \(reason)",
             underlyingError: reason as? Error)
     }
+
+    /// A store the options say must exist, whose file does not.
+    static func missingStore(_ path: String) -> ObjectGraphError {
+        ObjectGraphError(code: .storeOpenFailed, message: "store '\(path)' does not exist", storeFailure: .missing)
+    }
 }
 
 /// Wraps SQLite failures into ``ObjectGraphError``; GRDB leaves statement arguments out
@@ -71,6 +135,8 @@ func wrapStoreErrors<T>(_ code: ObjectGraphError.Code, _ what: String, _ body: (
     do {
         return try body()
     } catch let error as DatabaseError {
-        throw ObjectGraphError(code: code, message: "\(what): \(error.message ?? "SQLite error \(error.resultCode.rawValue)")", underlyingError: error)
+        throw ObjectGraphError(
+            code: code, message: "\(what): \(error.message ?? "SQLite error \(error.resultCode.rawValue)")",
+            underlyingError: error)
     }
 }

@@ -154,7 +154,10 @@ enum StoredValues {
         if attributeType.isInteger, let integer = value as? Int { return integer }
         if value is NSNull { return nil }
         func mismatch() -> Never {
-            preconditionFailure("Unacceptable type of value for attribute \(entity).\(key): \(type(of: value)) is not \(attributeType.rawValue)")
+            preconditionFailure(
+                "Unacceptable type of value for attribute \(entity).\(key): \(type(of: value)) is not "
+                    + "\(attributeType.rawValue)"
+            )
         }
         switch attributeType {
         case .integer16, .integer32, .integer64:

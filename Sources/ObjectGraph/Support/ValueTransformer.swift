@@ -25,8 +25,12 @@ public struct ValuePlace: Hashable, Sendable, CustomStringConvertible {
 ///
 /// ```swift
 /// final class Reversed: ValueTransformer {
-///     func transformedValue(_ value: Any, at place: ValuePlace) throws -> Data { Data((value as! String).reversed().utf8) }
-///     func reverseTransformedValue(_ data: Data, at place: ValuePlace) throws -> Any { String(String(decoding: data, as: UTF8.self).reversed()) }
+///     func transformedValue(_ value: Any, at place: ValuePlace) throws -> Data {
+///         Data((value as! String).reversed().utf8)
+///     }
+///     func reverseTransformedValue(_ data: Data, at place: ValuePlace) throws -> Any {
+///         String(String(decoding: data, as: UTF8.self).reversed())
+///     }
 /// }
 /// ValueTransformerRegistry.shared.register(Reversed(), forName: "Reversed")
 /// ```

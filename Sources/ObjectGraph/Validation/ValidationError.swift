@@ -30,19 +30,6 @@ public struct ValidationError: Error, CustomStringConvertible {
     public struct Code: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
         public var rawValue: Int
         public init(rawValue: Int) { self.rawValue = rawValue }
-        public static let generic = Code(rawValue: 1550)
-        public static let multiple = Code(rawValue: 1560)
-        public static let missingMandatoryProperty = Code(rawValue: 1570)
-        public static let relationshipLacksMinimumCount = Code(rawValue: 1580)
-        public static let relationshipExceedsMaximumCount = Code(rawValue: 1590)
-        public static let relationshipDeniedDelete = Code(rawValue: 1600)
-        public static let numberTooLarge = Code(rawValue: 1610)
-        public static let numberTooSmall = Code(rawValue: 1620)
-        public static let dateTooLate = Code(rawValue: 1630)
-        public static let dateTooSoon = Code(rawValue: 1640)
-        public static let stringTooLong = Code(rawValue: 1660)
-        public static let stringTooShort = Code(rawValue: 1670)
-        public static let stringPatternMatching = Code(rawValue: 1680)
         public var description: String { String(rawValue) }
     }
 

@@ -38,7 +38,8 @@ public enum ValidationMessages {
             if let described = entity.attribute(named: key)?.userInfo["patternDescription"] {
                 return "\(field) must \(described)"
             }
-            return describe(pattern: pattern).map { "\(field) \($0)" } ?? "\(field) does not match the pattern \(pattern)"
+            return describe(pattern: pattern).map { "\(field) \($0)" }
+                ?? "\(field) does not match the pattern \(pattern)"
         case .minimum(let n)?:
             return "\(field) must be at least \(format(n))"
         case .maximum(let n)?:
@@ -84,14 +85,16 @@ public enum ValidationMessages {
         let negated = inner.hasPrefix("^")
         if negated { inner = inner.dropFirst() }
         guard let kinds = characterKinds(String(inner)), !kinds.isEmpty else { return nil }
-        return negated ? "can't contain \(list(kinds, conjunction: "or"))" : "can contain only \(list(kinds, conjunction: "and"))"
+        return negated
+            ? "can't contain \(list(kinds, conjunction: "or"))" : "can contain only \(list(kinds, conjunction: "and"))"
     }
 
     private static func characterKinds(_ set: String) -> [String]? {
         var kinds: [String] = []
         func add(_ kind: String) { if !kinds.contains(kind) { kinds.append(kind) } }
         let named: [(String, String)] = [
-            ("a-z", "letters"), ("A-Z", "letters"), ("0-9", "numbers"), ("\\p{L}", "letters"), ("\\p{Letter}", "letters"),
+            ("a-z", "letters"), ("A-Z", "letters"), ("0-9", "numbers"), ("\\p{L}", "letters"),
+            ("\\p{Letter}", "letters"),
             ("\\p{N}", "numbers"), ("\\p{Nd}", "numbers"), ("\\d", "numbers"), ("\\w", "letters, numbers, underscores"),
             ("\\s", "whitespace"), ("\\p{Cc}", "control characters"), ("\\p{C}", "control characters"),
             ("[:cntrl:]", "control characters"), ("\\-", "hyphens"), ("\\.", "periods"), ("\\_", "underscores"),

@@ -2,7 +2,7 @@ import Foundation
 
 /// Checks objects against the rules of their model at save.
 enum Validator {
-    static func errors(for object: ManagedObject) -> [ValidationError] {
+    static func errors(for object: ManagedObject) throws -> [ValidationError] {
         var errors: [ValidationError] = []
         func fail(_ code: ValidationError.Code, _ key: String, _ value: Any?, _ constraint: ValidationConstraint) {
             errors.append(ValidationError(code: code, object: object, key: key, value: value, constraint: constraint))
@@ -10,7 +10,9 @@ enum Validator {
         let entity = object.entity
         for index in entity.attributes.indices {
             guard let value = object.values[entity.attributes[index].name] else {
-                if !entity.attributes[index].isOptional { fail(.missingMandatoryProperty, entity.attributes[index].name, nil, .required) }
+                if !entity.attributes[index].isOptional {
+                    fail(.missingMandatoryProperty, entity.attributes[index].name, nil, .required)
+                }
                 continue
             }
             // Most attributes have no rule beyond being present: skip them cheaply.
@@ -41,13 +43,18 @@ enum Validator {
                 }
                 if let range = attribute.type.integerRange, let integer = value as? Int, !range.contains(integer) {
                     fail(integer < range.lowerBound ? .numberTooSmall : .numberTooLarge, attribute.name, value,
-                         integer < range.lowerBound ? .minimum(Double(range.lowerBound)) : .maximum(Double(range.upperBound)))
+                        integer < range.lowerBound
+                            ? .minimum(Double(range.lowerBound)) : .maximum(Double(range.upperBound)))
                 }
             } else if let date = value as? Date {
-                if let earliest = attribute.minValueString.flatMap({ Double($0) }).map({ Date(timeIntervalSinceReferenceDate: $0) }), date < earliest {
+                if let earliest = attribute.minValueString.flatMap({ Double($0) }).map({
+                    Date(timeIntervalSinceReferenceDate: $0)
+                }), date < earliest {
                     fail(.dateTooSoon, attribute.name, value, .earliest(earliest))
                 }
-                if let latest = attribute.maxValueString.flatMap({ Double($0) }).map({ Date(timeIntervalSinceReferenceDate: $0) }), date > latest {
+                if let latest = attribute.maxValueString.flatMap({ Double($0) }).map({
+                    Date(timeIntervalSinceReferenceDate: $0)
+                }), date > latest {
                     fail(.dateTooLate, attribute.name, value, .latest(latest))
                 }
             }
@@ -68,14 +75,16 @@ enum Validator {
                 fail(.missingMandatoryProperty, relationship.name, nil, .required)
             }
         }
-        object.validateForSave(into: &errors)
+        try object.validateForSave(into: &errors)
         return errors
     }
 
     /// Deny rules of a deleted object: a denying relationship that still has live destinations.
     static func denyErrors(for object: ManagedObject) -> [ValidationError] {
         object.entity.relationships.filter { $0.deleteRule == .deny }.compactMap { relationship in
-            let destinations = relationship.isToMany ? object.toManyObjects(relationship) : object.toOneObject(relationship).map { [$0] } ?? []
+            let destinations =
+                relationship.isToMany
+                ? object.toManyObjects(relationship) : object.toOneObject(relationship).map { [$0] } ?? []
             guard destinations.contains(where: { !$0.isDeleted }) else { return nil }
             return ValidationError(code: .relationshipDeniedDelete, object: object, key: relationship.name, value: nil,
                                    constraint: .deleteDenied(relationship: relationship.name))
@@ -97,7 +106,9 @@ enum Validator {
         let key = (caseInsensitive ? "i:" : "s:") + pattern
         return cacheLock.withLock {
             if let expression = cache[key] { return expression }
-            let expression = try? NSRegularExpression(pattern: pattern, options: caseInsensitive ? [.caseInsensitive] : [])
+            // An invalid pattern matches nothing (a value fails it); the model's are checked when it loads.
+            let expression = try? NSRegularExpression(
+                pattern: pattern, options: caseInsensitive ? [.caseInsensitive] : [])
             cache[key] = expression
             return expression
         }

@@ -1,0 +1,87 @@
+import Foundation
+import XCTest
+
+/// Rules about the source text itself that the compiler cannot check: nothing above ObjectGraph
+/// classifies an error by SQLite's numbers or by its message text, and no line in Sources/ is over
+/// 120 characters.
+final class SourceRulesTests: XCTestCase {
+    static let sourcesURL = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .appendingPathComponent("../../Sources").standardizedFileURL
+    /// The targets that reach the store only through ObjectGraph's typed errors.
+    static let aboveObjectGraph = ["MyStashKit", "mystash", "objectgraph", "stash-bench"]
+    static let maximumLineLength = 120
+
+    /// Patterns that classify an error by number or by text, each with a line it must catch.
+    static let forbidden: [(pattern: String, why: String, examples: [String])] = [
+        (#"\b(sqliteResultCode|resultCode|extendedResultCode|ResultCode|DatabaseError)\b"#,
+         "SQLite's result codes stay inside ObjectGraph: match ObjectGraphError.storeFailure",
+         ["switch error.sqliteResultCode {", "(underlyingError as? DatabaseError)?.resultCode"]),
+        (#"\bSQLITE_(BUSY|LOCKED|FULL|READONLY|PERM|AUTH|CORRUPT|NOTADB|CANTOPEN|CONSTRAINT|IOERR|ERROR)\b"#,
+         "SQLite's result codes stay inside ObjectGraph: match ObjectGraphError.storeFailure",
+         ["if code == SQLITE_BUSY {"]),
+        (#"\b(isBusy|code|rawValue|Code)\b\s*(==|!=|~=)\s*-?\d"#,
+         "an error's code is matched by name, never by number",
+         ["if error.code.rawValue == 134060 {", "where code == 5 || code == 6"]),
+        (#"Code\(rawValue:\s*\d"#,
+         "error codes are defined in ObjectGraph's ErrorCodes.swift",
+         ["let code = ObjectGraphError.Code(rawValue: 134080)"]),
+        (#"\b(message|description|localizedDescription|debugDescription|hint|details|reason)\b[\w.!?\[\]]*"#
+            + #"\s*\.\s*(contains|hasPrefix|hasSuffix|starts|range|firstRange|components)\("#,
+         "an error is classified by its type, code or storeFailure, never by its text",
+         [#"where error.message.contains("does not exist")"#, #"message.range(of: "row \(row): ")"#]),
+        (#"(\"\\\((error|failure)\)\"|String\(describing: *(error|failure)\))"#
+            + #"\s*\.\s*(contains|hasPrefix|hasSuffix|range)\("#,
+         "an error is classified by its type, code or storeFailure, never by its text",
+         [#"if "\(error)".contains("locked") {"#, #"String(describing: error).hasPrefix("SQLite")"#]),
+    ]
+
+    static func swiftFiles(under folder: URL) -> [URL] {
+        (FileManager.default.enumerator(at: folder, includingPropertiesForKeys: nil)?.compactMap { $0 as? URL } ?? [])
+            .filter { $0.pathExtension == "swift" }.sorted { $0.path < $1.path }
+    }
+
+    func testEachRuleCatchesItsExample() throws {
+        for rule in Self.forbidden {
+            let regex = try NSRegularExpression(pattern: rule.pattern)
+            for line in rule.examples {
+                XCTAssertNotNil(regex.firstMatch(in: line, range: NSRange(line.startIndex..., in: line)), line)
+            }
+        }
+    }
+
+    func testNothingAboveObjectGraphMatchesSQLiteCodesOrErrorText() throws {
+        let rules = try Self.forbidden.map { (try NSRegularExpression(pattern: $0.pattern), $0.why) }
+        var checked = 0
+        var violations: [String] = []
+        for target in Self.aboveObjectGraph {
+            for file in Self.swiftFiles(under: Self.sourcesURL.appendingPathComponent(target)) {
+                checked += 1
+                let lines = try String(contentsOf: file, encoding: .utf8).components(separatedBy: "\n")
+                for (number, line) in lines.enumerated()
+                where !line.trimmingCharacters(in: .whitespaces).hasPrefix("//") {
+                    for (regex, why) in rules
+                    where regex.firstMatch(in: line, range: NSRange(line.startIndex..., in: line)) != nil {
+                        violations.append("\(target)/\(file.lastPathComponent):\(number + 1): \(why)")
+                    }
+                }
+            }
+        }
+        XCTAssertGreaterThan(checked, 30, "the sources were found at \(Self.sourcesURL.path)")
+        XCTAssertEqual(violations, [])
+    }
+
+    func testNoSourceLineIsLongerThan120Characters() throws {
+        let files = (FileManager.default.enumerator(at: Self.sourcesURL, includingPropertiesForKeys: nil)?
+            .compactMap { $0 as? URL } ?? [])
+            .filter { ["swift", "c", "h", "modulemap", "md"].contains($0.pathExtension) }
+        XCTAssertGreaterThan(files.count, 100, "the sources were found at \(Self.sourcesURL.path)")
+        var long: [String] = []
+        for file in files {
+            let lines = try String(contentsOf: file, encoding: .utf8).components(separatedBy: "\n")
+            for (number, line) in lines.enumerated() where line.count > Self.maximumLineLength {
+                long.append("\(file.path.dropFirst(Self.sourcesURL.path.count + 1)):\(number + 1) (\(line.count))")
+            }
+        }
+        XCTAssertEqual(long, [], "\(long.count) lines over \(Self.maximumLineLength) characters")
+    }
+}
