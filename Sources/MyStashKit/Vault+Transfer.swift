@@ -79,19 +79,30 @@ struct ExportDocument: Codable {
     }
 
     /// ISO 8601 dates as mystash-json writes them: with milliseconds only when the date has a
-    /// fraction of a second. Foundation's format styles, not `ISO8601DateFormatter`: on Linux the
-    /// formatter goes through ICU, and parsing dates took half of an import's time.
+    /// fraction of a second. Foundation's format style reads and writes whole seconds (on Linux
+    /// `ISO8601DateFormatter` goes through ICU, and parsing dates took half of an import's time);
+    /// milliseconds are done here, rounded, because the style truncates them (.123 written as
+    /// .122) and parses them an ulp away from what ICU and a millisecond count give.
     struct Dates: Sendable {
-        private let whole = Date.ISO8601FormatStyle()
-        private let fractional = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
+        private let wholeSeconds = Date.ISO8601FormatStyle()
+        private let fractionalSeconds = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
 
         func text(_ date: Date) -> String {
-            let isWhole = date.timeIntervalSinceReferenceDate.rounded(.down) == date.timeIntervalSinceReferenceDate
-            return date.formatted(isWhole ? whole : fractional)
+            let seconds = date.timeIntervalSinceReferenceDate
+            guard seconds.rounded(.down) != seconds, seconds.isFinite else { return date.formatted(wholeSeconds) }
+            let milliseconds = (date.timeIntervalSince1970 * 1000).rounded()
+            let whole = (milliseconds / 1000).rounded(.down)
+            let text = Date(timeIntervalSince1970: whole).formatted(wholeSeconds)
+            // The whole-seconds form ends in "Z" (UTC).
+            return text.dropLast() + String(format: ".%03dZ", Int(milliseconds - whole * 1000))
         }
 
-        /// Reads dates with or without a fraction of a second.
-        func date(_ text: String) -> Date? { (try? whole.parse(text)) ?? (try? fractional.parse(text)) }
+        /// Reads dates with or without a fraction of a second, to the millisecond.
+        func date(_ text: String) -> Date? {
+            if let date = try? wholeSeconds.parse(text) { return date }
+            guard let date = try? fractionalSeconds.parse(text) else { return nil }
+            return Date(timeIntervalSince1970: (date.timeIntervalSince1970 * 1000).rounded() / 1000)
+        }
     }
 
     var format = "mystash-json"
