@@ -58,6 +58,24 @@ public final class PasswordEntry: ManagedObject, ManagedEntity {
         self["createdAt"] = Date()
         self["updatedAt"] = Date()
     }
+
+    /// Addresses must name a host with a scheme the model allows (``EntryRules``). Only
+    /// new or changed ones: a vault may hold older addresses this rule came after.
+    public override func validateForSave(into errors: inout [ValidationError]) {
+        let schemes = EntryRules.urlSchemes(of: entity)
+        for key in ["url", "moreURLs"] where isInserted || changedValues[key] != nil {
+            guard let text = self[key] as? String else { continue }
+            // Spaces and control characters break the model's pattern, which says so itself.
+            let breaksPattern = CharacterSet.whitespacesAndNewlines.union(.controlCharacters)
+            let addresses = text.split(separator: "\n").map(String.init)
+                .filter { !$0.unicodeScalars.contains(where: breaksPattern.contains) }
+            let problems = addresses.lazy.compactMap { EntryRules.problem(withAddress: $0, schemes: schemes) }
+            if let problem = problems.first {
+                errors.append(ValidationError(code: .generic, object: self, key: key, value: text,
+                                              constraint: .custom(problem)))
+            }
+        }
+    }
 }
 
 /// A named value of an entry beyond the standard fields (a PIN, a security question...).

@@ -11,7 +11,8 @@ enum BitwardenReader {
     static func read(_ data: Data) throws -> ImportSource {
         var source = ImportSource()
         guard let root = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] else {
-            throw source.invalid(.bitwardenJSON, "expected a JSON object")
+            let reason = JSONSyntax.firstProblem(in: data)?.description ?? "expected a JSON object"
+            throw source.invalid(.bitwardenJSON, reason)
         }
         if root["encrypted"] as? Bool == true {
             throw VaultError(

@@ -96,9 +96,11 @@ enum KeePassXCReader {
                 .keepassxcXML, "its elements are nested more than \(limit) deep (line \(line))",
                 hint: "export the database again from KeePassXC, whose own exports nest far less")
         }
-        guard parsed, let root = reader.root, root.name == "KeePassFile" else {
+        // FoundationXML may report success and still set an error (tags that do not match).
+        guard parsed, parser.parserError == nil, let root = reader.root, root.name == "KeePassFile" else {
+            let error = reader.firstError ?? parser.parserError.map { ($0, parser.lineNumber, parser.columnNumber) }
             let reason =
-                parser.parserError.map { "\($0.localizedDescription) at line \(parser.lineNumber)" }
+                error.map { "line \($0.line), column \($0.column): \(describe(xmlError: $0.error))" }
                 ?? "no <KeePassFile> element"
             throw source.invalid(.keepassxcXML, reason)
         }
@@ -159,6 +161,23 @@ enum KeePassXCReader {
         return source
     }
 
+    /// What the parser found wrong, in words. Its error holds only libxml2's code (xmlerror.h),
+    /// which FoundationXML's `ErrorCode` cases do not match on Linux: hence the numbers.
+    static func describe(xmlError error: Error) -> String {
+        let code = (error as NSError).code
+        switch code {
+        case 4: return "expected an element ('<')"
+        case 5, 86: return "more text after the end of the document's element"
+        case 6, 7, 8, 9: return "a character XML does not allow"
+        case 23, 26: return "an entity ('&name;') that XML does not know"
+        case 38, 39, 41, 42, 75: return "an attribute not written as name=\"value\""
+        case 68: return "expected an element name"
+        case 73, 77: return "a tag not finished with '>'"
+        case 74, 76, 85: return "a closing tag that does not match the element it closes"
+        default: return "XML error \(code)"
+        }
+    }
+
     private static func strings(_ entry: XMLNode) -> [String: (value: String, protected: Bool)] {
         var values: [String: (String, Bool)] = [:]
         for string in entry.children where string.name == "String" {
@@ -208,6 +227,9 @@ final class KeePassXMLTreeBuilder: NSObject, XMLParserDelegate {
     var root: XMLNode?
     /// Where the file went deeper than ``maximumDepth``; the parse stopped there.
     private(set) var tooDeepAtLine: Int?
+    /// The first error and where it was: the parser keeps only its last one, often a
+    /// consequence ("more after the end") of the first (a closing tag that does not match).
+    private(set) var firstError: (error: Error, line: Int, column: Int)?
     private var stack: [XMLNode] = []
 
     func parser(
@@ -226,6 +248,10 @@ final class KeePassXMLTreeBuilder: NSObject, XMLParserDelegate {
 
     func parser(_ parser: XMLParser, didEndElement name: String, namespaceURI: String?, qualifiedName: String?) {
         if !stack.isEmpty { stack.removeLast() }
+    }
+
+    func parser(_ parser: XMLParser, parseErrorOccurred error: Error) {
+        if firstError == nil { firstError = (error, parser.lineNumber, parser.columnNumber) }
     }
 
     func parser(_ parser: XMLParser, foundCharacters string: String) {

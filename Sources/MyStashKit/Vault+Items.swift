@@ -123,6 +123,13 @@ public struct EntryChanges {
         self.password = password
         self.notes = notes
     }
+
+    /// True when the change sets nothing: an edit of nothing is refused, not saved.
+    public var isEmpty: Bool {
+        let texts = [name, userId, url, category, password, notes, totp]
+        return texts.allSatisfy { $0 == nil } && moreURLs == nil && favorite == nil && fields == nil
+            && history == nil && createdAt == nil && updatedAt == nil
+    }
 }
 
 extension Vault {
@@ -214,7 +221,7 @@ extension Vault {
     public func addNote(title: String, text: String) throws -> Int64 {
         let note = try change {
             let note = context.insert(Note.self)
-            note.title = title
+            note.title = EntryRules.trimmedName(title)
             note.text = text
             return note
         }
@@ -238,7 +245,7 @@ extension Vault {
     public func editNote(_ reference: String, title: String?, text: String?) throws {
         let note = try findNote(reference)
         try change {
-            if let title { note.title = title }
+            if let title { note.title = EntryRules.trimmedName(title) }
             if let text { note.text = text }
             note["updatedAt"] = Date()
         }
@@ -270,11 +277,7 @@ extension Vault {
     /// `allowDuplicate`.
     @discardableResult
     public func addEntry(_ changes: EntryChanges, allowDuplicate: Bool = false) throws -> Int64 {
-        if !allowDuplicate, let name = changes.name, let existing = try entryNamed(name) {
-            throw VaultError(
-                .invalidData, "an entry named '\(existing.name)' exists already (#\(existing.id))",
-                hint: "choose another name, or allow a second one")
-        }
+        if !allowDuplicate, let name = changes.name { try refuseTakenName(name) }
         let categoryObject = try self.category(for: changes)
         let entry = try change {
             let entry = context.insert(PasswordEntry.self)
@@ -292,12 +295,18 @@ extension Vault {
             EntryChanges(name: name, userId: userId, url: url, category: category, password: password, notes: notes))
     }
 
-    private func entryNamed(_ name: String) throws -> PasswordEntry? {
-        try Self.wrapErrors {
-            var request = FetchRequest<PasswordEntry>(predicate: try Predicate(format: "name ==[c] %@", name))
+    /// Refuses a name (as stored: trimmed) that an entry other than `entry` has already,
+    /// ignoring case: on a rename as on an add.
+    private func refuseTakenName(_ name: String, besides entry: PasswordEntry? = nil) throws {
+        let taken = try Self.wrapErrors {
+            var request = FetchRequest<PasswordEntry>(
+                predicate: try Predicate(format: "name ==[c] %@", EntryRules.trimmedName(name)))
             request.propertiesToFetch = ["name"]
-            request.fetchLimit = 1
-            return try context.fetch(request).first
+            return try context.fetch(request).first { $0 !== entry }
+        }
+        if let taken {
+            throw VaultError(.invalidData, "an entry named '\(taken.name)' exists already (#\(taken.id))",
+                             hint: "choose another name, or allow a second one")
         }
     }
 
@@ -309,7 +318,7 @@ extension Vault {
     /// Sets the fields a change names; "" clears an optional field. A new password moves
     /// the old one into the history.
     func apply(_ changes: EntryChanges, category: Category?, to entry: PasswordEntry) throws {
-        if let name = changes.name { entry["name"] = name }
+        if let name = changes.name { entry["name"] = EntryRules.trimmedName(name) }
         var newHistory = changes.history ?? []
         if let password = changes.password {
             if !entry.isInserted, entry.password != password {
@@ -445,8 +454,15 @@ extension Vault {
         }
     }
 
-    public func editEntry(_ reference: String, _ changes: EntryChanges) throws {
+    /// Changes the fields `changes` names; a new name another entry has (ignoring case) is
+    /// refused unless `allowDuplicate`, as ``addEntry(_:allowDuplicate:)`` refuses it.
+    ///
+    /// - throws: ``VaultError`` `.usage` when `changes` names nothing, `.invalidData` for a
+    ///   taken name or any field the model refuses; nothing is saved then.
+    public func editEntry(_ reference: String, _ changes: EntryChanges, allowDuplicate: Bool = false) throws {
+        guard !changes.isEmpty else { throw VaultError(.usage, "nothing to change") }
         let entry = try findEntry(reference)
+        if !allowDuplicate, let name = changes.name { try refuseTakenName(name, besides: entry) }
         let category = try self.category(for: changes)
         try change {
             try apply(changes, category: category, to: entry)
@@ -522,7 +538,7 @@ extension Vault {
     public func addCategory(_ name: String) throws -> Int64 {
         let category = try change {
             let category = context.insert(Category.self)
-            category["name"] = name
+            category["name"] = EntryRules.trimmedName(name)
             return category
         }
         return category.id
@@ -530,7 +546,7 @@ extension Vault {
 
     public func renameCategory(_ reference: String, to newName: String) throws {
         let category = try findCategory(reference)
-        try change { category["name"] = newName }
+        try change { category["name"] = EntryRules.trimmedName(newName) }
     }
 
     /// Removes a category; refused (Deny) while entries use it.

@@ -262,7 +262,7 @@ extension Vault {
         do {
             source.document = try decoder.decode(ExportDocument.self, from: data)
         } catch {
-            throw source.invalid(.mystashJSON, describe(error))
+            throw source.invalid(.mystashJSON, describe(error, in: data))
         }
         guard source.document.format == "mystash-json" else {
             throw source.invalid(.mystashJSON, "its format is '\(source.document.format)'")
@@ -300,7 +300,8 @@ extension Vault {
 
             var existingNotes = try matchTable(
                 try context.fetch(FetchRequest<Note>()), key: { Self.noteKey($0.title, $0.folder) })
-            for (index, item) in document.notes.enumerated() {
+            for (index, var item) in document.notes.enumerated() {
+                item.title = EntryRules.trimmedName(item.title)
                 let title = item.title.isEmpty ? "note \(index + 1) (untitled)" : "note '\(item.title)'"
                 let key = Self.noteKey(item.title, item.folder)
                 let note: Note
@@ -330,7 +331,9 @@ extension Vault {
             try prefetchCategories()
             var existingEntries = try matchTable(try context.fetch(FetchRequest<PasswordEntry>()),
                                                  key: { Self.entryKey($0.name, $0.userId, $0.url) })
-            for (index, item) in document.passwords.enumerated() {
+            for (index, var item) in document.passwords.enumerated() {
+                // Matched and compared by the name as it is stored.
+                item.name = EntryRules.trimmedName(item.name)
                 let title = item.name.isEmpty ? "entry \(index + 1) (untitled)" : "entry '\(item.name)'"
                 let key = Self.entryKey(item.name, item.userId, item.url)
                 var changes = EntryChanges(name: item.name, userId: item.userId ?? "", url: item.url ?? "",
@@ -436,12 +439,22 @@ extension Vault {
             }
     }
 
-    static func describe(_ error: Error) -> String {
+    /// A decoding error of `data` in words: where the text stops being JSON (line and column),
+    /// else the path of the item that does not fit (`passwords[2].name`).
+    static func describe(_ error: Error, in data: Data) -> String {
+        if let problem = JSONSyntax.firstProblem(in: data) { return problem.description }
+        func path(_ keys: [CodingKey]) -> String {
+            keys.map { $0.intValue.map { "[\($0)]" } ?? ".\($0.stringValue)" }.joined().drop { $0 == "." }.description
+        }
         switch error {
-        case DecodingError.keyNotFound(let key, _): return "missing \"\(key.stringValue)\""
+        case DecodingError.keyNotFound(let key, let context):
+            let place = context.codingPath.isEmpty ? "" : " in \(path(context.codingPath))"
+            return "missing \"\(key.stringValue)\"" + place
         case DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context):
-            return "wrong value at \(context.codingPath.map(\.stringValue).joined(separator: "."))"
-        case DecodingError.dataCorrupted(let context): return context.debugDescription
+            return "wrong value at \(path(context.codingPath))"
+        case DecodingError.dataCorrupted(let context):
+            let place = context.codingPath.isEmpty ? "" : "\(path(context.codingPath)): "
+            return place + context.debugDescription
         default: return "\(error)"
         }
     }

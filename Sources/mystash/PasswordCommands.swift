@@ -20,6 +20,11 @@ func readEntryPassword(generate: Bool, generator: GeneratorOptions) throws -> St
     }
     if !Terminal.stdinIsTerminal {
         var text = try Terminal.readStandardInput()
+        // No byte at all is a pipe that lost its password; an empty line is meant.
+        guard !text.isEmpty else {
+            throw VaultError(.invalidData, "standard input is empty, so there is no password; nothing was saved",
+                             hint: "pipe the password in; an empty line (echo |) saves an empty password")
+        }
         if text.hasSuffix("\n") { text.removeLast() }
         return text
     }
@@ -45,7 +50,8 @@ struct PasswordCommand: ParsableCommand {
         @OptionGroup var options: VaultOptions
         @Argument(help: "The entry's name, such as the site or program.") var name: String
         @Option(name: .customLong("user"), help: "Record this user ID or login name.") var userId: String?
-        @Option(help: "Record this address (scheme://...).") var url: String?
+        @Option(help: "Record this address: scheme://host (see mystash(1) for the schemes) or a host: example.com.")
+        var url: String?
         @Option(help: "File the entry under this category.", completion: .custom(completeCategoryNames)) var category:
             String?
         @Flag(help: "Write the entry's notes in $EDITOR, on a private file in memory (notes are never arguments).")
@@ -226,9 +232,16 @@ struct PasswordCommand: ParsableCommand {
         @Flag(help: "Ask for a new TOTP secret (otpauth:// URI or base32) on the terminal; an empty answer removes it.")
         var totp = false
         @Flag(inversion: .prefixedNo, help: "Mark or unmark the entry as a favourite.") var favorite: Bool?
+        @Flag(help: "Rename the entry even if another one has the new name.") var allowDuplicate = false
         @OptionGroup var generator: GeneratorOptions
 
         func validate() throws {
+            let changesNothing = name == nil && userId == nil && url == nil && category == nil && favorite == nil
+                && !editNotes && !newPassword && !generate && !totp
+            if changesNothing {
+                throw ValidationError("Nothing to change: give at least one of --name, --user, --url, --category, "
+                                      + "--edit-notes, --new-password, --generate, --totp, --favorite, --no-favorite")
+            }
             if newPassword && generate {
                 throw ValidationError("Use either '--new-password' or '--generate', not both")
             }
@@ -245,7 +258,7 @@ struct PasswordCommand: ParsableCommand {
                 changes.notes = editNotes ? try Terminal.edit(try vault.entry(entry, reveal: false).notes ?? "") : nil
                 changes.totp = totp ? try readTOTPSecret(allowEmpty: true) : nil
                 changes.favorite = favorite
-                try vault.editEntry(entry, changes)
+                try vault.editEntry(entry, changes, allowDuplicate: allowDuplicate)
                 Terminal.printError("Saved.")
             }
         }

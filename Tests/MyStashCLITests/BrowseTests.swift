@@ -151,7 +151,7 @@ final class BrowseTests: CLITestCase {
         tmux.send("Tab", "Tab")
         tmux.type("nope")
         tmux.send("C-s")
-        let cli = try run(["password", "add", "", "--user", "a b", "--url", "nope"], stdin: "")
+        let cli = try run(["password", "add", "", "--user", "a b", "--url", "nope"], stdin: "\n")
         XCTAssertEqual(cli.status, 65)
         for line in cli.stderr.split(separator: "\n") {
             tmux.expect(String(line))  // the same words as the CLI, line for line
