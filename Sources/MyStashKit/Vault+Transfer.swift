@@ -99,8 +99,8 @@ struct ExportDocument: Codable {
 
         /// Reads dates with or without a fraction of a second, to the millisecond.
         func date(_ text: String) -> Date? {
-            if let date = try? wholeSeconds.parse(text) { return date }
-            guard let date = try? fractionalSeconds.parse(text) else { return nil }
+            // The whole-seconds style reads a fraction too, and both read it an ulp off.
+            guard let date = (try? wholeSeconds.parse(text)) ?? (try? fractionalSeconds.parse(text)) else { return nil }
             return Date(timeIntervalSince1970: (date.timeIntervalSince1970 * 1000).rounded() / 1000)
         }
     }

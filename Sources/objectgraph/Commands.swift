@@ -74,9 +74,12 @@ struct Dump: ParsableCommand {
     var entity: String?
     @Flag(name: .long, help: "Print JSON instead of text.")
     var json = false
+    @Flag(name: .long, help: "Print dates as Core Data stores them: seconds since 2001-01-01 UTC.")
+    var raw = false
 
     func run() throws {
         try reportingErrors {
+            var problems: [String] = []
             try readingFittingStore(modelOption, storeArgument) { versions, model, coordinator in
                 var entities = coordinator.persistentStores[0].entities.filter { !$0.isAbstract }
                 if let entity {
@@ -96,7 +99,7 @@ struct Dump: ParsableCommand {
                     for object in try context.fetch(request).sorted(by: {
                         ($0.objectID.primaryKey ?? 0) < ($1.objectID.primaryKey ?? 0)
                     }) {
-                        let values = StoredValueReader.values(of: object)
+                        let values = StoredValueReader.values(of: object, rawDates: raw, problems: &problems)
                         if json {
                             objects.append([
                                 "entity": entity.name, "primaryKey": object.objectID.primaryKey ?? NSNull(),
@@ -111,6 +114,14 @@ struct Dump: ParsableCommand {
                     }
                 }
                 if json { say(try jsonText(objects)) }
+            }
+            // Everything readable is printed first; then what was not, by exit status and on stderr.
+            guard problems.isEmpty else {
+                let what = problems.count == 1
+                    ? "a link points at a row that does not exist"
+                    : "\(problems.count) links point at rows that do not exist"
+                throw ToolError(.invalidData, what, details: problems,
+                                hint: "'objectgraph check' lists every problem of the store")
             }
         }
     }

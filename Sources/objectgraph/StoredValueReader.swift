@@ -26,29 +26,50 @@ enum StoredValueReader {
         return missing.sorted()
     }
 
-    /// Attributes (decoded) and relationships (primary keys) of `object`, JSON-compatible.
-    static func values(of object: ManagedObject) -> [String: Any] {
+    /// Attributes (decoded) and relationships (primary keys) of `object`, JSON-compatible; a
+    /// link whose destination row is missing is a problem, and reads as the error's words.
+    static func values(of object: ManagedObject, rawDates: Bool, problems: inout [String]) -> [String: Any] {
         var values: [String: Any] = [:]
         for attribute in object.entity.attributes where !attribute.isTransient {
-            values[attribute.name] = json(object[attribute.name])
+            values[attribute.name] = json(object[attribute.name], rawDates: rawDates)
         }
         for relationship in object.entity.relationships {
-            if relationship.isToMany {
-                let keys = (object[relationship.name] as? [ManagedObject] ?? []).compactMap(\.objectID.primaryKey)
-                    .sorted()
-                values[relationship.name] = keys
-            } else {
-                values[relationship.name] =
-                    (object[relationship.name] as? ManagedObject)?.objectID.primaryKey ?? NSNull()
+            do {
+                let destination = try object.loadedValue(forKey: relationship.name)
+                if relationship.isToMany {
+                    let members = destination as? [ManagedObject] ?? []
+                    values[relationship.name] = members.compactMap(\.objectID.primaryKey).sorted()
+                } else {
+                    values[relationship.name] = (destination as? ManagedObject)?.objectID.primaryKey ?? NSNull()
+                }
+            } catch {
+                let problem = (error as? ObjectGraphError)?.message ?? "\(error)"
+                values[relationship.name] = "dangling: \(problem)"
+                problems.append(problem)
             }
         }
         return values
     }
 
-    private static let dateStyle = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
+    private static let wholeSeconds = Date.ISO8601FormatStyle()
 
-    /// A value as JSON can hold it: dates in ISO 8601, data in base64, decimals as exact strings.
-    static func json(_ value: Any?) -> Any {
+    /// ISO 8601 UTC to the microsecond, as precise as Core Data's stored double is meaningful
+    /// (Foundation's fractional style stops at milliseconds, and truncates them).
+    static func isoText(_ date: Date) -> String {
+        let microseconds = (date.timeIntervalSince1970 * 1_000_000).rounded()
+        guard microseconds.isFinite, abs(microseconds) < 1e17 else { return "\(date.timeIntervalSinceReferenceDate)" }
+        let whole = (microseconds / 1_000_000).rounded(.down)
+        let fraction = Int(microseconds - whole * 1_000_000)
+        let text = Date(timeIntervalSince1970: whole).formatted(wholeSeconds)
+        guard fraction != 0 else { return text }
+        var digits = String(format: "%06d", fraction)
+        while digits.hasSuffix("0") { digits.removeLast() }
+        return text.dropLast() + ".\(digits)Z"
+    }
+
+    /// A value as JSON can hold it: dates in ISO 8601 (or the stored seconds since 2001 with
+    /// `rawDates`), data in base64, decimals as exact strings.
+    static func json(_ value: Any?, rawDates: Bool = false) -> Any {
         switch value {
         case nil, is NSNull: return NSNull()
         case let value as String: return value
@@ -57,12 +78,12 @@ enum StoredValueReader {
         case let value as Double: return value.isFinite ? value : "\(value)"
         case let value as Float: return value.isFinite ? Double(value) : "\(value)"
         case let value as Decimal: return "\(value)"
-        case let value as Date: return value.formatted(dateStyle)
+        case let value as Date: return rawDates ? value.timeIntervalSinceReferenceDate : isoText(value)
         case let value as Data: return value.base64EncodedString()
         case let value as UUID: return value.uuidString
         case let value as URL: return value.absoluteString
-        case let value as [Any]: return value.map { json($0) }
-        case let value as [String: Any]: return value.mapValues { json($0) }
+        case let value as [Any]: return value.map { json($0, rawDates: rawDates) }
+        case let value as [String: Any]: return value.mapValues { json($0, rawDates: rawDates) }
         case let value?: return "\(value)"
         }
     }

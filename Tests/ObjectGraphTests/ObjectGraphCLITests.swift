@@ -78,6 +78,48 @@ final class ObjectGraphCLITests: ObjectGraphTestCase {
         XCTAssertEqual(entities.first?["rows"] as? Int, Int(try sqlite3(url, "SELECT COUNT(*) FROM ZPOST")[0]))
     }
 
+    /// Core Data stores dates as doubles to the microsecond: dump prints them to the microsecond,
+    /// and with --raw as stored.
+    func testDumpPrintsDatesAtTheirFullPrecision() throws {
+        let url = try store(3)
+        let iso = try run("dump", "--model", model, "--json", url.path)
+        let raw = try run("dump", "--model", model, "--json", "--raw", url.path)
+        XCTAssertEqual(iso.status, 0, iso.stderr)
+        XCTAssertEqual(raw.status, 0, raw.stderr)
+        func dates(_ output: String) throws -> [Int: Any] {
+            let objects = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(output.utf8)) as? [[String: Any]])
+            return Dictionary(uniqueKeysWithValues: objects.filter { $0["entity"] as? String == "Post" }.compactMap {
+                object in
+                (object["primaryKey"] as? Int).map { ($0, (object["values"] as? [String: Any])?["date"] ?? NSNull()) }
+            })
+        }
+        let isoDates = try dates(iso.stdout)
+        let rawDates = try dates(raw.stdout)
+        let stored = try sqlite3(url, "SELECT Z_PK, ZDATE FROM ZPOST WHERE ZDATE IS NOT NULL")
+        XCTAssertFalse(stored.isEmpty)
+        for line in stored {
+            let fields = line.split(separator: "|").map(String.init)
+            let key = try XCTUnwrap(Int(fields[0]))
+            XCTAssertEqual(rawDates[key] as? Double, Double(fields[1]), line)
+            // sqlite3 prints the double to the microsecond here: the same digits after the point.
+            let fraction = fields[1].split(separator: ".").last.map(String.init) ?? ""
+            let text = try XCTUnwrap(isoDates[key] as? String, line)
+            XCTAssertTrue(text.hasSuffix(".\(fraction)Z"), "\(text) for \(fields[1])")
+        }
+    }
+
+    func testDumpPrintsWhatItCanReadAndNamesEachDanglingLink() throws {
+        let url = try store(3)
+        let post = try XCTUnwrap(try sqlite3(url, "SELECT ZPOST FROM ZSECTION WHERE ZPOST IS NOT NULL LIMIT 1").first)
+        _ = try sqlite3(url, "DELETE FROM ZPOST WHERE Z_PK = \(post)")
+        let result = try run("dump", "--model", model, url.path)
+        XCTAssertEqual(result.status, 65, result.stderr)
+        let sections = try sqlite3(url, "SELECT COUNT(*) FROM ZSECTION")[0]
+        XCTAssertEqual(result.lines.filter { $0.hasPrefix("Section ") }.count, Int(sections), "every row is printed")
+        XCTAssertTrue(result.stdout.contains("dangling: Section.post of row"), result.stdout)
+        XCTAssertTrue(result.stderr.contains("refers to Post row \(post), which does not exist"), result.stderr)
+    }
+
     func testDumpPrintsEveryObjectDecodedThroughTheModelAsSqlite3ShowsIt() throws {
         let url = try store(3)
         let result = try run("dump", "--model", model, "--json", url.path)
