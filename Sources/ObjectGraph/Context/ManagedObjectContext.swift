@@ -622,11 +622,14 @@ public final class ManagedObjectContext {
             guard let inverse = SQLiteSchema.inverse(of: relationship, in: model) else { return [] }
             sql = "SELECT \(columns) FROM \(store.qualified(root.tableName)) t0 WHERE t0.\(inverse.columnName) = ?"
         }
-        let objects = try coordinator.read { db in
-            try Row.fetchAll(db, sql: sql, arguments: [primaryKey]).map {
-                try materialize($0, root: root, store: store)
+        // Stepped straight off the statement, as a fetch is: a relationship may hold 100,000 rows.
+        var objects: [ManagedObject] = []
+        try coordinator.read { db in
+            try db.forEachRow(sql: sql, arguments: [primaryKey.databaseValue]) { row in
+                let object = try materialize(row, root: root, store: store)
+                if object.entity.isKind(of: destination) { objects.append(object) }
             }
         }
-        return objects.filter { $0.entity.isKind(of: destination) }
+        return objects
     }
 }
