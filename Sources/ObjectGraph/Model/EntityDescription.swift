@@ -53,6 +53,8 @@ public final class EntityDescription: CustomStringConvertible {
         attributeNames.firstIndex(of: key).map { attributeTypeList[$0] }
     }
     var storedToOne: [(relationship: RelationshipDescription, column: Int)] = []
+    /// For each of `storedToOne`, its position in `propertyLayout`.
+    var storedToOneSlots: [Int] = []
     /// Per `storedToOne` relationship: its `Z<n>_<REL>` entity column, when its destination has sub-entities.
     var storedToOneEntityColumns: [String?] = []
     var transientAttributes: [AttributeDescription] = []
