@@ -94,8 +94,11 @@ struct ExportDocument: Codable {
             return (isWhole ? whole : fractional).string(from: date)
         }
 
-        /// Reads dates with or without a fraction of a second.
-        func date(_ text: String) -> Date? { whole.date(from: text) ?? fractional.date(from: text) }
+        /// Reads dates with or without a fraction of a second; other shapes of ISO 8601 as the
+        /// formatters always read them.
+        func date(_ text: String) -> Date? {
+            InternetDate.date(text) ?? whole.date(from: text) ?? fractional.date(from: text)
+        }
     }
 
     var format = "mystash-json"
