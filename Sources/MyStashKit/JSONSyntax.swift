@@ -1,0 +1,178 @@
+import Foundation
+
+/// Where a JSON text stops being JSON (RFC 8259), for the message that refuses it: `JSONDecoder`
+/// says only "The given data was not valid JSON.", with no place, and reads a string's escapes
+/// only when it decodes that string, so a reader that skips a bad value would not see them.
+enum JSONSyntax {
+    /// "not JSON at line 3, column 7: expected ',' or '}'", or nil when `data` is JSON.
+    /// One pass over the bytes, nothing built.
+    static func error(in data: Data) -> String? {
+        data.withUnsafeBytes { raw in
+            let bytes = raw.bindMemory(to: UInt8.self)
+            guard let error = firstError(in: bytes) else { return nil }
+            let place = position(of: error.offset, in: bytes)
+            return "not JSON at line \(place.line), column \(place.column): expected \(error.expected)"
+        }
+    }
+
+    /// Where the text is not JSON, or else the decoder's own words (a number too large, deep nesting).
+    static func describeError(in data: Data, _ context: DecodingError.Context) -> String {
+        error(in: data) ?? context.debugDescription
+    }
+
+    /// The byte offset of the first syntax error and what was expected there; nil for valid JSON.
+    static func firstError(in bytes: UnsafeBufferPointer<UInt8>) -> (offset: Int, expected: String)? {
+        enum Expecting { case value, key, afterValue }
+        var scanner = Scanner(bytes: bytes)
+        if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { scanner.position = 3 }  // a byte order mark
+        var open: [UInt8] = []  // "{" and "[" not closed yet; a stack, so no depth recurses
+        var expecting = Expecting.value
+        while true {
+            scanner.skipWhitespace()
+            switch expecting {
+            case .value:
+                guard let byte = scanner.peek() else { return (scanner.position, "a value") }
+                switch byte {
+                case UInt8(ascii: "{"), UInt8(ascii: "["):
+                    scanner.position += 1
+                    scanner.skipWhitespace()
+                    let close = byte == UInt8(ascii: "{") ? UInt8(ascii: "}") : UInt8(ascii: "]")
+                    if scanner.peek() == close {
+                        scanner.position += 1
+                        expecting = .afterValue
+                    } else {
+                        open.append(byte)
+                        expecting = byte == UInt8(ascii: "{") ? .key : .value
+                    }
+                    continue
+                case UInt8(ascii: "\""):
+                    if let problem = scanner.string() { return problem }
+                case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+                    if let problem = scanner.number() { return problem }
+                default:
+                    guard scanner.literal("true") || scanner.literal("false") || scanner.literal("null") else {
+                        return (scanner.position, "a value")
+                    }
+                }
+                expecting = .afterValue
+            case .key:
+                guard scanner.peek() == UInt8(ascii: "\"") else { return (scanner.position, "a quoted name") }
+                if let problem = scanner.string() { return problem }
+                scanner.skipWhitespace()
+                guard scanner.peek() == UInt8(ascii: ":") else { return (scanner.position, "':'") }
+                scanner.position += 1
+                expecting = .value
+            case .afterValue:
+                guard let innermost = open.last else {
+                    return scanner.peek() == nil ? nil : (scanner.position, "the end of the text")
+                }
+                let isObject = innermost == UInt8(ascii: "{")
+                let close = isObject ? UInt8(ascii: "}") : UInt8(ascii: "]")
+                switch scanner.peek() {
+                case UInt8(ascii: ","):
+                    scanner.position += 1
+                    expecting = isObject ? .key : .value
+                case close:
+                    scanner.position += 1
+                    open.removeLast()
+                default:
+                    return (scanner.position, isObject ? "',' or '}'" : "',' or ']'")
+                }
+            }
+        }
+    }
+
+    /// Line and column (in characters) of a byte offset, both from 1.
+    static func position(of offset: Int, in bytes: UnsafeBufferPointer<UInt8>) -> (line: Int, column: Int) {
+        var (line, column) = (1, 1)
+        for byte in bytes[..<min(offset, bytes.count)] {
+            if byte == UInt8(ascii: "\n") {
+                (line, column) = (line + 1, 1)
+            } else if byte & 0xC0 != 0x80 {  // not a continuation byte: a new character
+                column += 1
+            }
+        }
+        return (line, column)
+    }
+
+    private struct Scanner {
+        let bytes: UnsafeBufferPointer<UInt8>
+        var position = 0
+
+        func peek() -> UInt8? { position < bytes.count ? bytes[position] : nil }
+
+        mutating func skipWhitespace() {
+            while let byte = peek(), byte == 0x20 || byte == 0x0A || byte == 0x0D || byte == 0x09 { position += 1 }
+        }
+
+        mutating func literal(_ word: StaticString) -> Bool {
+            let length = word.utf8CodeUnitCount
+            guard position + length <= bytes.count else { return false }
+            for index in 0..<length where bytes[position + index] != word.utf8Start[index] { return false }
+            position += length
+            return true
+        }
+
+        /// A string from its opening quote; nil when well-formed.
+        mutating func string() -> (offset: Int, expected: String)? {
+            position += 1
+            while let byte = peek() {
+                switch byte {
+                case UInt8(ascii: "\""):
+                    position += 1
+                    return nil
+                case UInt8(ascii: "\\"):
+                    position += 1
+                    guard let escaped = peek(), Array("\"\\/bfnrtu".utf8).contains(escaped) else {
+                        return (position, "an escape such as \\n or \\u0041")
+                    }
+                    position += 1
+                    if escaped == UInt8(ascii: "u") {
+                        for _ in 0..<4 {
+                            guard let digit = peek(), digit.isHexDigit else { return (position, "a hex digit") }
+                            position += 1
+                        }
+                    }
+                case 0..<0x20:
+                    return (position, "'\"' or text without control characters (escape them)")
+                default:
+                    position += 1
+                }
+            }
+            return (position, "'\"' closing the string")
+        }
+
+        /// A number; nil when well-formed.
+        mutating func number() -> (offset: Int, expected: String)? {
+            if peek() == UInt8(ascii: "-") { position += 1 }
+            if peek() == UInt8(ascii: "0") {
+                position += 1
+            } else if !digits() {
+                return (position, "a digit")
+            }
+            if peek() == UInt8(ascii: ".") {
+                position += 1
+                guard digits() else { return (position, "a digit") }
+            }
+            if peek() == UInt8(ascii: "e") || peek() == UInt8(ascii: "E") {
+                position += 1
+                if peek() == UInt8(ascii: "+") || peek() == UInt8(ascii: "-") { position += 1 }
+                guard digits() else { return (position, "a digit") }
+            }
+            return nil
+        }
+
+        private mutating func digits() -> Bool {
+            let start = position
+            while let byte = peek(), (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) { position += 1 }
+            return position > start
+        }
+    }
+}
+
+extension UInt8 {
+    fileprivate var isHexDigit: Bool {
+        (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(self) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(self)
+            || (UInt8(ascii: "A")...UInt8(ascii: "F")).contains(self)
+    }
+}
