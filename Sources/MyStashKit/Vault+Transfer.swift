@@ -220,8 +220,10 @@ extension Vault {
 
     static func read(_ file: Data, format: ImportFormat, replacingInvalidUTF8: Bool = false) throws -> ImportSource {
         // Every format is UTF-8 text: checked once here, so no reader turns a bad byte into U+FFFD.
-        let text = try UTF8Text.decode(file, place: "the file", replacingInvalid: replacingInvalidUTF8)
-        let data = Data(text.utf8)
+        let isText = file.withUnsafeBytes { UTF8Text.isValid($0.bindMemory(to: UInt8.self)) }
+        let data =
+            isText
+            ? file : Data(try UTF8Text.decode(file, place: "the file", replacingInvalid: replacingInvalidUTF8).utf8)
         switch format {
         case .mystashJSON: return try readMystashJSON(data)
         case .bitwardenJSON: return try BitwardenReader.read(data)

@@ -99,6 +99,22 @@ final class HostileImportTests: VaultTestCase {
         XCTAssertEqual(try vault.entry("Caf\u{FFFD}", reveal: true).password, "p\u{FFFD}\u{FFFD}w")
     }
 
+    /// Checked in slices: characters cut by a slice's end are still whole, a bad byte far in still found.
+    func testLongTextIsCheckedAcrossSliceBoundaries() {
+        func isValid(_ bytes: [UInt8]) -> Bool { bytes.withUnsafeBufferPointer { UTF8Text.isValid($0) } }
+        for character in ["€", "😀", "é"] {
+            for offset in 0..<4 {
+                let text = Array((String(repeating: "a", count: offset) + String(repeating: character, count: 70_000)).utf8)
+                XCTAssertTrue(isValid(text), "\(character) after \(offset)")
+                XCTAssertFalse(isValid(text.dropLast()), "\(character) after \(offset), cut at the end")
+                var damaged = text
+                damaged[100_001] = 0xFF
+                XCTAssertFalse(isValid(damaged), "\(character) after \(offset), a bad byte inside")
+            }
+        }
+        XCTAssertTrue(isValid([]))
+    }
+
     func testTheFirstInvalidSequenceIsFoundByLineAndByte() {
         let bytes = Array("ok\nü€😀".utf8) + [0xC3] + Array("x".utf8)  // a lead byte without its follower
         XCTAssertTrue(UTF8Text.firstInvalidSequence(in: bytes) == (line: 2, byte: 10))
