@@ -108,6 +108,29 @@ struct ExportDocument: Codable {
     var passwords: [Entry]
 }
 
+/// Where an object of an import comes from, named in a validation message.
+private enum ImportPlace {
+    case category(String)
+    case note(Int)
+    case entry(Int)
+    case field(entry: Int, name: String)
+    case earlierPassword(entry: Int)
+
+    /// "entry 'Mail'", "note 3 (untitled)", "entry 'Mail', field 'PIN'".
+    func label(in document: ExportDocument) -> String {
+        func title(_ kind: String, _ index: Int, _ title: String) -> String {
+            title.isEmpty ? "\(kind) \(index + 1) (untitled)" : "\(kind) '\(title)'"
+        }
+        switch self {
+        case .category(let name): return "category '\(name)'"
+        case .note(let index): return title("note", index, document.notes[index].title)
+        case .entry(let index): return title("entry", index, document.passwords[index].name)
+        case .field(let entry, let name): return "\(Self.entry(entry).label(in: document)), field '\(name)'"
+        case .earlierPassword(let entry): return "\(Self.entry(entry).label(in: document)), earlier password"
+        }
+    }
+}
+
 /// What an importer read: the items, and those it could not carry over (with the reason).
 struct ImportSource {
     var document = ExportDocument(categories: [], notes: [], passwords: [])
@@ -270,7 +293,9 @@ extension Vault {
         report.dryRun = dryRun
         report.skipped = source.skipped
         report.warnings = source.warnings
-        var labels: [ObjectIdentifier: String] = [:]
+        // Where each new or changed object comes from, for a validation message: labels are
+        // made only when one fails (a string for each of 100,000 items was kept for nothing).
+        var places: [ObjectIdentifier: ImportPlace] = [:]
         let document = source.document
         do {
             var categories = Dictionary(try context.fetch(FetchRequest<Category>()).map { ($0.name.lowercased(), $0) },
@@ -280,7 +305,7 @@ extension Vault {
                 if let existing = categories[name.lowercased()] { return existing }
                 let created = context.insert(Category.self)
                 created["name"] = name
-                labels[ObjectIdentifier(created)] = "category '\(name)'"
+                places[ObjectIdentifier(created)] = .category(name)
                 categories[name.lowercased()] = created
                 report.imported.append(.init(kind: "category", title: name))
                 return created
@@ -291,7 +316,6 @@ extension Vault {
 
             var existingNotes = try matchTable(try context.fetch(FetchRequest<Note>()), key: { Self.noteKey($0.title, $0.folder) })
             for (index, item) in document.notes.enumerated() {
-                let title = item.title.isEmpty ? "note \(index + 1) (untitled)" : "note '\(item.title)'"
                 let key = Self.noteKey(item.title, item.folder)
                 let note: Note
                 if let existing = existingNotes[key]?.first {
@@ -311,7 +335,7 @@ extension Vault {
                 }
                 note.text = item.text ?? ""
                 note["updatedAt"] = item.updatedAt ?? Date()
-                labels[ObjectIdentifier(note)] = title
+                places[ObjectIdentifier(note)] = .note(index)
                 done += 1
                 progress?.report(done, of: total)
             }
@@ -320,7 +344,6 @@ extension Vault {
             var existingEntries = try matchTable(try context.fetch(FetchRequest<PasswordEntry>()),
                                                  key: { Self.entryKey($0.name, $0.userId, $0.url) })
             for (index, item) in document.passwords.enumerated() {
-                let title = item.name.isEmpty ? "entry \(index + 1) (untitled)" : "entry '\(item.name)'"
                 let key = Self.entryKey(item.name, item.userId, item.url)
                 var changes = EntryChanges(name: item.name, userId: item.userId ?? "", url: item.url ?? "",
                                            category: item.category ?? "", password: item.password, notes: item.notes ?? "")
@@ -356,11 +379,12 @@ extension Vault {
                     try apply(changes, category: category(item.category), to: entry)
                 } catch let error as VaultError {
                     // An unusable TOTP secret: refused like any invalid field, naming the item.
+                    let title = ImportPlace.entry(index).label(in: document)
                     throw VaultError(.invalidData, "nothing was imported:", details: error.details.map { "\(title): \($0)" })
                 }
-                labels[ObjectIdentifier(entry)] = title
-                for field in entry.fields { labels[ObjectIdentifier(field)] = "\(title), field '\(field.name)'" }
-                for old in entry.history { labels[ObjectIdentifier(old)] = "\(title), earlier password" }
+                places[ObjectIdentifier(entry)] = .entry(index)
+                for field in entry.fields { places[ObjectIdentifier(field)] = .field(entry: index, name: field.name) }
+                for old in entry.history { places[ObjectIdentifier(old)] = .earlierPassword(entry: index) }
                 done += 1
                 progress?.report(done, of: total)
             }
@@ -375,7 +399,7 @@ extension Vault {
         } catch let error as ValidationError {
             context.rollback()
             let lines = error.errors.map { failure in
-                let label = failure.object.flatMap { labels[ObjectIdentifier($0)] }
+                let label = failure.object.flatMap { places[ObjectIdentifier($0)]?.label(in: document) }
                 return (label.map { "\($0): " } ?? "") + ValidationMessages.message(for: failure)
             }
             throw VaultError(.invalidData, "nothing was imported:", details: lines)

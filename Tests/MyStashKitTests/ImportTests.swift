@@ -233,6 +233,23 @@ final class ImportTests: VaultTestCase {
         XCTAssertEqual(try vault.entries().count, 0)
     }
 
+    func testValidationNamesUntitledNotesAndCustomFieldsByWhereTheyAre() throws {
+        let vault = try makeVault()
+        let bad = Data(
+            #"""
+            {"items":[{"type":2,"name":"Fine","notes":"x"}, {"type":2,"name":"","notes":"y"},
+                      {"type":1,"name":"Mail","login":{"password":"p"},"fields":[{"name":"PIN\u0007","value":"1"}]}]}
+            """#.utf8)
+        assertVaultError(.invalidData, { _ = try vault.importItems(bad, format: .bitwardenJSON) }) { error in
+            XCTAssertEqual(error.details.count, 2, "\(error.details)")
+            XCTAssertEqual(error.details.filter { $0.hasPrefix("note 2 (untitled): title ") }.count, 1, "\(error.details)")
+            XCTAssertEqual(
+                error.details.filter { $0.hasPrefix("entry 'Mail', field 'PIN\u{7}': field name ") }.count, 1,
+                "\(error.details)")
+        }
+        XCTAssertEqual(try vault.notes().count, 0)
+    }
+
     func testHistoryIsBounded() throws {
         let vault = try makeVault()
         try vault.addEntry(name: "Rotating", password: "p0", userId: nil, url: nil, category: nil, notes: nil)
