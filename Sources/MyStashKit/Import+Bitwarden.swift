@@ -10,7 +10,6 @@ enum BitwardenReader {
 
     static func read(_ data: Data) throws -> ImportSource {
         var source = ImportSource()
-        let export: BitwardenExport
         let dates = ExportDocument.Dates()
         let decoder = JSONDecoder()
         decoder.dateDecodingStrategy = .custom { decoder in
@@ -23,12 +22,14 @@ enum BitwardenReader {
         // Checked whole first: members are read leniently, and the decoder reads a string only
         // when asked for it, so a damaged string in a member of the wrong type would pass unseen.
         if let error = JSONSyntax.error(in: data) { throw source.invalid(.bitwardenJSON, error) }
+        let export: BitwardenExport
         do {
-            export = try decoder.decode(BitwardenExport.self, from: data)
+            guard let read = try BitwardenExport(data, decoder: decoder) else {
+                throw source.invalid(.bitwardenJSON, "expected a JSON object")
+            }
+            export = read
         } catch let DecodingError.dataCorrupted(context) {
             throw source.invalid(.bitwardenJSON, context.debugDescription)
-        } catch {
-            throw source.invalid(.bitwardenJSON, "expected a JSON object")
         }
         if export.encrypted == true {
             throw VaultError(
@@ -41,7 +42,13 @@ enum BitwardenReader {
         }
         let folders = names(export.folders)
         let collections = names(export.collections)
-        for (index, item) in items.enumerated() {
+        for (index, place) in items.enumerated() {
+            let item: BitwardenExport.Item
+            do {
+                item = try export.item(at: place)
+            } catch let DecodingError.dataCorrupted(context) {
+                throw source.invalid(.bitwardenJSON, "item \(index + 1): \(context.debugDescription)")
+            }
             let name = item.name ?? ""
             let title = name.isEmpty ? "item \(index + 1)" : name
             let folder = item.folderId.flatMap { folders[$0] }
@@ -155,7 +162,7 @@ enum BitwardenReader {
 /// Every member is read leniently: a value of another type than expected counts as absent and
 /// never refuses the file; a list with one element of the wrong kind counts as absent whole.
 /// Members not named here are not read.
-struct BitwardenExport: Decodable {
+struct BitwardenExport {
     struct Named: Decodable {
         @Lenient var id: String?
         @Lenient var name: String?
@@ -268,20 +275,37 @@ struct BitwardenExport: Decodable {
     var encrypted: Bool?
     var folders: [Named]?
     var collections: [Named]?
-    /// Nil when missing or not an array of objects: the file is refused.
-    var items: [Item]?
+    /// Where each item is in the text: each is decoded alone, when its turn comes (``item(at:)``),
+    /// so the decoder never maps the whole text. Nil when missing or not an array of objects:
+    /// the file is refused.
+    var items: [Range<Data.Index>]?
+    private let data: Data
+    private let decoder: JSONDecoder
 
-    private enum CodingKeys: String, CodingKey { case encrypted, folders, collections, items }
-
-    init(from decoder: Decoder) throws {
-        let container = try decoder.container(keyedBy: CodingKeys.self)
-        encrypted = try container.decode(Lenient<Bool>.self, forKey: .encrypted).wrappedValue
+    /// The export in `data`, a text ``JSONSyntax/error(in:)`` passed; nil when its root is not an object.
+    init?(_ data: Data, decoder: JSONDecoder) throws {
+        guard let members = JSONSyntax.rootMembers(of: data) else { return nil }
+        self.data = data
+        self.decoder = decoder
+        var values: [String: Range<Data.Index>] = [:]
+        for member in members { values[member.name] = member.value }
+        func member<Value: LenientValue>(_ name: String, _ type: Value.Type) throws -> Value? {
+            guard let range = values[name] else { return nil }
+            return try decoder.decode(Lenient<Value>.self, from: data[range]).wrappedValue
+        }
+        encrypted = try member("encrypted", Bool.self)
         // The items of an encrypted export are ciphertext: not read at all.
         guard encrypted != true else { return }
-        folders = try container.decode(Lenient<[Named]>.self, forKey: .folders).wrappedValue
-        collections = try container.decode(Lenient<[Named]>.self, forKey: .collections).wrappedValue
-        items = try container.decode(Lenient<[Item]>.self, forKey: .items).wrappedValue
+        folders = try member("folders", [Named].self)
+        collections = try member("collections", [Named].self)
+        if let range = values["items"], let elements = JSONSyntax.elements(ofArrayAt: range, in: data),
+            elements.allSatisfy({ data[$0.lowerBound] == UInt8(ascii: "{") })
+        {
+            items = elements
+        }
     }
+
+    func item(at range: Range<Data.Index>) throws -> Item { try decoder.decode(Item.self, from: data[range]) }
 }
 
 /// A card, an identity or an SSH key: labelled fields, and the category the entry goes to.

@@ -20,6 +20,62 @@ enum JSONSyntax {
         error(in: data) ?? context.debugDescription
     }
 
+    // MARK: - Members, each decoded alone
+
+    /// The members of the root object of a text ``error(in:)`` passed: each name with the range
+    /// of `data` its value takes, so that each can be decoded alone. `JSONDecoder` maps all the
+    /// text it is given before it decodes any of it, a map twice the size of the text. Nil when
+    /// the root is not an object.
+    static func rootMembers(of data: Data) -> [(name: String, value: Range<Data.Index>)]? {
+        data.withUnsafeBytes { raw in
+            var scanner = Scanner(bytes: raw.bindMemory(to: UInt8.self))
+            if scanner.bytes.starts(with: [0xEF, 0xBB, 0xBF]) { scanner.position = 3 }
+            scanner.skipWhitespace()
+            guard scanner.peek() == UInt8(ascii: "{") else { return nil }
+            scanner.position += 1
+            var members: [(name: String, value: Range<Data.Index>)] = []
+            while true {
+                scanner.skipWhitespace()
+                guard scanner.peek() == UInt8(ascii: "\"") else { return members }  // the closing brace
+                let nameStart = scanner.position
+                _ = scanner.string()
+                let quoted = data[data.startIndex + nameStart..<data.startIndex + scanner.position]
+                // Names with escapes are rare: the decoder reads those.
+                let name =
+                    quoted.contains(UInt8(ascii: "\\"))
+                    ? (try? JSONDecoder().decode(String.self, from: quoted)) ?? ""
+                    : String(decoding: quoted.dropFirst().dropLast(), as: UTF8.self)
+                scanner.skipWhitespace()
+                scanner.position += 1  // the colon
+                scanner.skipWhitespace()
+                let valueStart = scanner.position
+                scanner.skipValue()
+                members.append((name, data.startIndex + valueStart..<data.startIndex + scanner.position))
+                scanner.skipWhitespace()
+                if scanner.peek() == UInt8(ascii: ",") { scanner.position += 1 }
+            }
+        }
+    }
+
+    /// The ranges of `data` the elements of the array at `range` take, or nil when no array is there.
+    static func elements(ofArrayAt range: Range<Data.Index>, in data: Data) -> [Range<Data.Index>]? {
+        data[range].withUnsafeBytes { raw in
+            var scanner = Scanner(bytes: raw.bindMemory(to: UInt8.self))
+            guard scanner.peek() == UInt8(ascii: "[") else { return nil }
+            scanner.position += 1
+            var elements: [Range<Data.Index>] = []
+            while true {
+                scanner.skipWhitespace()
+                guard let byte = scanner.peek(), byte != UInt8(ascii: "]") else { return elements }
+                let start = scanner.position
+                scanner.skipValue()
+                elements.append(range.lowerBound + start..<range.lowerBound + scanner.position)
+                scanner.skipWhitespace()
+                if scanner.peek() == UInt8(ascii: ",") { scanner.position += 1 }
+            }
+        }
+    }
+
     /// The byte offset of the first syntax error and what was expected there; nil for valid JSON.
     static func firstError(in bytes: UnsafeBufferPointer<UInt8>) -> (offset: Int, expected: String)? {
         enum Expecting { case value, key, afterValue }
@@ -105,6 +161,45 @@ enum JSONSyntax {
             while let byte = peek(), byte == 0x20 || byte == 0x0A || byte == 0x0D || byte == 0x09 { position += 1 }
         }
 
+        /// Past the value that starts here, in a text known to be JSON.
+        mutating func skipValue() {
+            var depth = 0
+            repeat {
+                skipWhitespace()
+                guard let byte = peek() else { return }
+                switch byte {
+                case UInt8(ascii: "{"), UInt8(ascii: "["):
+                    depth += 1
+                    position += 1
+                case UInt8(ascii: "}"), UInt8(ascii: "]"):
+                    depth -= 1
+                    position += 1
+                case UInt8(ascii: "\""):
+                    _ = string()
+                case UInt8(ascii: ","), UInt8(ascii: ":"):
+                    position += 1
+                default:  // a number, true, false or null
+                    while let byte = peek(), !Self.endsScalar(byte) { position += 1 }
+                }
+            } while depth > 0
+        }
+
+        private static func isEscape(_ byte: UInt8) -> Bool {
+            switch byte {
+            case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"), UInt8(ascii: "b"), UInt8(ascii: "f"),
+                UInt8(ascii: "n"), UInt8(ascii: "r"), UInt8(ascii: "t"), UInt8(ascii: "u"):
+                return true
+            default: return false
+            }
+        }
+
+        private static func endsScalar(_ byte: UInt8) -> Bool {
+            switch byte {
+            case 0x20, 0x0A, 0x0D, 0x09, UInt8(ascii: ","), UInt8(ascii: "]"), UInt8(ascii: "}"): return true
+            default: return false
+            }
+        }
+
         mutating func literal(_ word: StaticString) -> Bool {
             let length = word.utf8CodeUnitCount
             guard position + length <= bytes.count else { return false }
@@ -123,7 +218,7 @@ enum JSONSyntax {
                     return nil
                 case UInt8(ascii: "\\"):
                     position += 1
-                    guard let escaped = peek(), Array("\"\\/bfnrtu".utf8).contains(escaped) else {
+                    guard let escaped = peek(), Self.isEscape(escaped) else {
                         return (position, "an escape such as \\n or \\u0041")
                     }
                     position += 1

@@ -104,7 +104,8 @@ final class HostileImportTests: VaultTestCase {
         func isValid(_ bytes: [UInt8]) -> Bool { bytes.withUnsafeBufferPointer { UTF8Text.isValid($0) } }
         for character in ["€", "😀", "é"] {
             for offset in 0..<4 {
-                let text = Array((String(repeating: "a", count: offset) + String(repeating: character, count: 70_000)).utf8)
+                let text = Array(
+                    (String(repeating: "a", count: offset) + String(repeating: character, count: 70_000)).utf8)
                 XCTAssertTrue(isValid(text), "\(character) after \(offset)")
                 XCTAssertFalse(isValid(text.dropLast()), "\(character) after \(offset), cut at the end")
                 var damaged = text

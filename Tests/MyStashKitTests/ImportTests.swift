@@ -167,6 +167,24 @@ final class ImportTests: VaultTestCase {
         XCTAssertEqual(try vault.entries().count, 0)
     }
 
+    /// Members are found in the text and decoded one by one: spacing, escaped names, members
+    /// in any order and values of every kind around the items are all read as a decoder reads them.
+    func testBitwardenMembersAreFoundWhateverTheirSpacingOrderAndEscapes() throws {
+        let vault = try makeVault()
+        let export = Data(
+            #"""
+            	{ "\u0069tems" :
+              [ {"type":1,"name":"A [x], {y}","login":{"password":"p\"]}"}} ,{"type":1,"name":"B","folderId":"f"} ] ,
+              "other": [1, -2.5e3, true, null, {"a": [[]]}], "folders" : [{"id": "f", "name": "Home"}],
+              "encrypted": false }
+            """#.utf8)
+        _ = try vault.importItems(export, format: .bitwardenJSON)
+        XCTAssertEqual(try vault.entry("A [x], {y}", reveal: true).password, #"p"]}"#)
+        XCTAssertEqual(try vault.entry("B", reveal: true).category, "Home")
+        let empty = try vault.importItems(Data(#"{"items": [ ]}"#.utf8), format: .bitwardenJSON)
+        XCTAssertEqual(empty.imported, [])
+    }
+
     func testTheSyntaxCheckerAcceptsWhatJSONDecoderAccepts() throws {
         let documents = [
             #"{"a": [1, -0.5e+3, true, false, null, "\"\\\/\b\f\n\r\t\u00e9"], "b": {}, "c": []}"#, "  [ ]  ", "0",
@@ -242,7 +260,8 @@ final class ImportTests: VaultTestCase {
             """#.utf8)
         assertVaultError(.invalidData, { _ = try vault.importItems(bad, format: .bitwardenJSON) }) { error in
             XCTAssertEqual(error.details.count, 2, "\(error.details)")
-            XCTAssertEqual(error.details.filter { $0.hasPrefix("note 2 (untitled): title ") }.count, 1, "\(error.details)")
+            XCTAssertEqual(
+                error.details.filter { $0.hasPrefix("note 2 (untitled): title ") }.count, 1, "\(error.details)")
             XCTAssertEqual(
                 error.details.filter { $0.hasPrefix("entry 'Mail', field 'PIN\u{7}': field name ") }.count, 1,
                 "\(error.details)")
