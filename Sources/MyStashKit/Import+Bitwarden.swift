@@ -28,8 +28,8 @@ enum BitwardenReader {
                 throw source.invalid(.bitwardenJSON, "expected a JSON object")
             }
             export = read
-        } catch let DecodingError.dataCorrupted(context) {
-            throw source.invalid(.bitwardenJSON, context.debugDescription)
+        } catch let error as DecodingError {
+            throw source.invalid(.bitwardenJSON, Vault.describe(error))
         }
         if export.encrypted == true {
             throw VaultError(
@@ -46,8 +46,8 @@ enum BitwardenReader {
             let item: BitwardenExport.Item
             do {
                 item = try export.item(at: place)
-            } catch let DecodingError.dataCorrupted(context) {
-                throw source.invalid(.bitwardenJSON, "item \(index + 1): \(context.debugDescription)")
+            } catch let error as DecodingError {  // nesting deeper than the decoder goes, say
+                throw source.invalid(.bitwardenJSON, "item \(index + 1): \(Vault.describe(error))")
             }
             let name = item.name ?? ""
             let title = name.isEmpty ? "item \(index + 1)" : name
