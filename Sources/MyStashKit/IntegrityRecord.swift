@@ -235,32 +235,41 @@ final class IntegrityRecord: StoreWriteObserver {
             records[store.identifier] = record
         }
         if let problem = generationMismatch(records) { throw IntegrityFailure(problem) }
-        for (identifier, keys) in Dictionary(grouping: rows, by: \.storeIdentifier) {
-            guard let store = store(identifier), var record = records[identifier] else { continue }
-            let tags = try transaction.qualified(Self.tagTable, storeIdentifier: identifier)
-            var columnsByTable: [String: [String]] = [:]
-            for row in Set(keys) {
-                let columns = try columnsByTable[row.table] ?? columns(of: row.table, store: store, in: transaction)
-                columnsByTable[row.table] = columns
-                if let old = try recordedTag(row, in: transaction) {
-                    record.tagSum = Self.add(record.tagSum, old, negating: true)
-                    record.rowCount -= 1
-                }
-                if let new = try currentTag(row, store: store, columns: columns, in: transaction) {
-                    try transaction.execute(
-                        "INSERT OR REPLACE INTO \(tags) (ZTABLE, ZPK, ZTAG) VALUES (?, ?, ?)",
-                        [.text(row.table), .integer(row.primaryKey), .blob(Data(new))])
-                    record.tagSum = Self.add(record.tagSum, new)
-                    record.rowCount += 1
-                } else {
-                    try transaction.execute(
-                        "DELETE FROM \(tags) WHERE ZTABLE = ? AND ZPK = ?",
-                        [.text(row.table), .integer(row.primaryKey)])
-                }
+        // Row by row as given, not regrouped or deduplicated into copies of what may be 300,000
+        // keys: a row given twice is harmless, as its second pass takes out the tag the first put in.
+        var tagTables: [String: String] = [:]
+        var columnsByTable: [StoredTable: [String]] = [:]
+        for row in rows {
+            guard let store = store(row.storeIdentifier), var record = records[row.storeIdentifier] else { continue }
+            let tags = try tagTables[row.storeIdentifier]
+                ?? transaction.qualified(Self.tagTable, storeIdentifier: row.storeIdentifier)
+            tagTables[row.storeIdentifier] = tags
+            let tableKey = StoredTable(storeIdentifier: row.storeIdentifier, name: row.table)
+            let columns = try columnsByTable[tableKey] ?? columns(of: row.table, store: store, in: transaction)
+            columnsByTable[tableKey] = columns
+            if let old = try recordedTag(row, in: transaction) {
+                record.tagSum = Self.add(record.tagSum, old, negating: true)
+                record.rowCount -= 1
             }
-            records[identifier] = record
+            if let new = try currentTag(row, store: store, columns: columns, in: transaction) {
+                try transaction.execute(
+                    "INSERT OR REPLACE INTO \(tags) (ZTABLE, ZPK, ZTAG) VALUES (?, ?, ?)",
+                    [.text(row.table), .integer(row.primaryKey), .blob(Data(new))])
+                record.tagSum = Self.add(record.tagSum, new)
+                record.rowCount += 1
+            } else {
+                try transaction.execute(
+                    "DELETE FROM \(tags) WHERE ZTABLE = ? AND ZPK = ?", [.text(row.table), .integer(row.primaryKey)])
+            }
+            records[row.storeIdentifier] = record
         }
         try advanceGenerations(records, in: transaction)
+    }
+
+    /// A table of one of the stores.
+    private struct StoredTable: Hashable {
+        let storeIdentifier: String
+        let name: String
     }
 
     /// Both stores one generation on, each naming the other's: an older copy of either no longer matches.

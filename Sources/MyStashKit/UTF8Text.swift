@@ -21,6 +21,26 @@ public enum UTF8Text {
             hint: "convert it to UTF-8 first")
     }
 
+    /// Whether `bytes` are UTF-8, checked a slice at a time: a 150 MB import file is not copied
+    /// into a `String` (and back) just to learn that it is text.
+    static func isValid(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        let sliceSize = 1 << 16
+        var start = 0
+        while start < bytes.count {
+            var end = min(start + sliceSize, bytes.count)
+            // Each slice ends before a byte that starts a character, so none is cut in two
+            // (a run of continuation bytes that long is invalid either way).
+            var backedUp = 0
+            while end < bytes.count, bytes[end] & 0xC0 == 0x80, backedUp < 3 {
+                end -= 1
+                backedUp += 1
+            }
+            guard String(validating: bytes[start..<end], as: UTF8.self) != nil else { return false }
+            start = end
+        }
+        return true
+    }
+
     /// Where the first invalid sequence starts: its line and its byte in that line, from 1.
     static func firstInvalidSequence<Bytes: Collection<UInt8>>(in bytes: Bytes) -> (line: Int, byte: Int) {
         var parser = Unicode.UTF8.ForwardParser()

@@ -208,7 +208,8 @@ struct Import: ParsableCommand {
                 data = contents
             }
             vault = try options.openUnlockedVault()
-            report = try vault.importItems(data, format: format, dryRun: dryRun, replacingInvalidUTF8: lossy,
+            // Handed over, so the file is freed once read.
+            report = try vault.importItems(consume data, format: format, dryRun: dryRun, replacingInvalidUTF8: lossy,
                                            progress: progress)
         }
         if json { return try Output.json(report) }

@@ -75,6 +75,6 @@ final class OneValidationCLITests: CLITestCase {
         let badJSON = try run(["import", json.path, "--format", "mystash-json"])
         XCTAssertEqual(badJSON.status, 65)
         XCTAssertEqual(badJSON.stderr,
-                       "Error: the file is not valid mystash-json: line 3, column 3: expected ',' or '}'\n")
+                       "Error: the file is not valid mystash-json: not JSON at line 3, column 3: expected ',' or '}'\n")
     }
 }

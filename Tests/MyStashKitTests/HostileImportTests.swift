@@ -99,6 +99,38 @@ final class HostileImportTests: VaultTestCase {
         XCTAssertEqual(try vault.entry("Caf\u{FFFD}", reveal: true).password, "p\u{FFFD}\u{FFFD}w")
     }
 
+    /// Nesting is followed without recursion by the syntax check, and refused by the decoder.
+    func testBitwardenJSONNestedAMillionDeepIsRefusedNotACrash() throws {
+        let vault = try makeVault()
+        let deep = String(repeating: "[", count: 1_000_000) + String(repeating: "]", count: 1_000_000)
+        let inItem = #"{"items": [{"type": 1, "name": "x", "junk": \#(deep)}]}"#
+        for text in [inItem, #"{"folders": \#(deep), "items": []}"#] {
+            assertVaultError(.invalidData, { _ = try vault.importItems(Data(text.utf8), format: .bitwardenJSON) })
+        }
+        let unclosed = #"{"items": [{"junk": "# + String(repeating: "[", count: 1_000_000)
+        assertVaultError(.invalidData, { _ = try vault.importItems(Data(unclosed.utf8), format: .bitwardenJSON) }) {
+            XCTAssertTrue($0.message.contains("not JSON at line 1, column 1000021: expected a value"), $0.message)
+        }
+        XCTAssertEqual(try vault.entries().count, 0)
+    }
+
+    /// Checked in slices: characters cut by a slice's end are still whole, a bad byte far in still found.
+    func testLongTextIsCheckedAcrossSliceBoundaries() {
+        func isValid(_ bytes: [UInt8]) -> Bool { bytes.withUnsafeBufferPointer { UTF8Text.isValid($0) } }
+        for character in ["€", "😀", "é"] {
+            for offset in 0..<4 {
+                let text = Array(
+                    (String(repeating: "a", count: offset) + String(repeating: character, count: 70_000)).utf8)
+                XCTAssertTrue(isValid(text), "\(character) after \(offset)")
+                XCTAssertFalse(isValid(text.dropLast()), "\(character) after \(offset), cut at the end")
+                var damaged = text
+                damaged[100_001] = 0xFF
+                XCTAssertFalse(isValid(damaged), "\(character) after \(offset), a bad byte inside")
+            }
+        }
+        XCTAssertTrue(isValid([]))
+    }
+
     func testTheFirstInvalidSequenceIsFoundByLineAndByte() {
         let bytes = Array("ok\nü€😀".utf8) + [0xC3] + Array("x".utf8)  // a lead byte without its follower
         XCTAssertTrue(UTF8Text.firstInvalidSequence(in: bytes) == (line: 2, byte: 10))

@@ -106,6 +106,103 @@ final class ImportTests: VaultTestCase {
         XCTAssertEqual(try vault.entries().count, 0)
     }
 
+    /// Values of another type than Bitwarden documents read as absent (or, for numbers and
+    /// booleans where text belongs, as text), as the dictionary reader took them.
+    func testBitwardenValuesOfAnotherTypeReadAsAbsentOrAsText() throws {
+        let vault = try makeVault()
+        let export = Data(
+            #"""
+            {"folders": "not a list", "items": [
+              {"type": 3, "name": "Amex", "favorite": 1, "card": {"number": 378282246310005, "expMonth": 7,
+               "expYear": "2030", "code": true, "brand": {"name": "Amex"}}, "fields": {"name": "x"}},
+              {"type": 1.0, "name": "Mail", "folderId": 42, "notes": 8080, "login": {"username": ["a"],
+               "password": "pw", "uris": [{"uri": "mail.example.com"}, {"uri": null}, {"uri": 8080}]},
+               "passwordHistory": [{"password": "old", "lastUsedDate": 5}], "collectionIds": [1]},
+              {"type": "1", "name": "Stringly typed"}
+            ]}
+            """#.utf8)
+        // A number where an address belongs becomes text, and as an address it is refused.
+        assertVaultError(.invalidData, { _ = try vault.importItems(export, format: .bitwardenJSON) }) {
+            XCTAssertEqual($0.details, ["entry 'Mail': more URLs must name a host, as in https://example.com or example.com"])
+        }
+        let report = try vault.importItems(
+            Data(String(decoding: export, as: UTF8.self).replacingOccurrences(of: #", {"uri": 8080}"#, with: "").utf8),
+            format: .bitwardenJSON)
+        XCTAssertEqual(report.skipped.map(\.reason), ["unknown Bitwarden item type (none)"])
+        let amex = try vault.entry("Amex", reveal: true)
+        XCTAssertEqual(
+            amex.fields,
+            [
+                FieldInfo(name: "Number", value: "378282246310005", hidden: true),
+                FieldInfo(name: "Expiry month", value: "7", hidden: false),
+                FieldInfo(name: "Expiry year", value: "2030", hidden: false),
+                FieldInfo(name: "Security code", value: "1", hidden: true),
+            ])
+        XCTAssertEqual(amex.favorite, true)
+        let mail = try vault.entry("Mail", reveal: true)
+        XCTAssertNil(mail.userId)
+        XCTAssertNil(mail.category)
+        XCTAssertEqual(mail.url, "mail.example.com")
+        XCTAssertEqual(mail.moreURLs, nil, "a null address is none")
+        XCTAssertEqual(mail.notes, "8080")
+        XCTAssertEqual(
+            try vault.passwordHistory("Mail", reveal: true).map(\.replacedAt), [Date(timeIntervalSince1970: 0)])
+    }
+
+    func testJSONThatIsNotJSONIsRefusedNamingLineAndColumn() throws {
+        let vault = try makeVault()
+        let cases: [(ImportFormat, String, String)] = [
+            (.bitwardenJSON, "{\"items\": [\n  {\"type\": 1, \"name\": \"A\"}\n  {\"type\": 1}]}", "line 3, column 3"),
+            (.bitwardenJSON, #"{"items": [{"name": "Grün\x"}]}"#, "line 1, column 27"),
+            (.mystashJSON, "{\"format\": \"mystash-json\",\n \"version\": 2,\n \"notes\": [tru]}", "line 3, column 12"),
+            (.bitwardenJSON, "{\"items\": [", "line 1, column 12"),
+        ]
+        for (format, text, place) in cases {
+            XCTAssertThrowsError(try vault.importItems(Data(text.utf8), format: format), text) { error in
+                let message = (error as? VaultError)?.message ?? "\(error)"
+                XCTAssertTrue(message.contains("not JSON at \(place): expected"), message)
+            }
+        }
+        assertVaultError(.invalidData, { _ = try vault.importItems(Data("[1]".utf8), format: .bitwardenJSON) }) {
+            XCTAssertTrue($0.message.hasSuffix("expected a JSON object"), $0.message)
+        }
+        assertVaultError(.invalidData, {
+            _ = try vault.importItems(Data(#"{"items": [{"type": 1}, 2]}"#.utf8), format: .bitwardenJSON)
+        }) {
+            XCTAssertTrue($0.message.hasSuffix(#"expected an object with an "items" array"#), $0.message)
+        }
+        XCTAssertEqual(try vault.entries().count, 0)
+    }
+
+    /// Members are found in the text and decoded one by one: spacing, escaped names, members
+    /// in any order and values of every kind around the items are all read as a decoder reads them.
+    func testBitwardenMembersAreFoundWhateverTheirSpacingOrderAndEscapes() throws {
+        let vault = try makeVault()
+        let export = Data(
+            #"""
+            	{ "\u0069tems" :
+              [ {"type":1,"name":"A [x], {y}","login":{"password":"p\"]}"}} ,{"type":1,"name":"B","folderId":"f"} ] ,
+              "other": [1, -2.5e3, true, null, {"a": [[]]}], "folders" : [{"id": "f", "name": "Home"}],
+              "encrypted": false }
+            """#.utf8)
+        _ = try vault.importItems(export, format: .bitwardenJSON)
+        XCTAssertEqual(try vault.entry("A [x], {y}", reveal: true).password, #"p"]}"#)
+        XCTAssertEqual(try vault.entry("B", reveal: true).category, "Home")
+        let empty = try vault.importItems(Data(#"{"items": [ ]}"#.utf8), format: .bitwardenJSON)
+        XCTAssertEqual(empty.imported, [])
+    }
+
+    func testTheSyntaxCheckerAcceptsWhatJSONDecoderAccepts() throws {
+        let documents = [
+            #"{"a": [1, -0.5e+3, true, false, null, "\"\\\/\b\f\n\r\t\u00e9"], "b": {}, "c": []}"#, "  [ ]  ", "0",
+            String(decoding: try fixture("bitwarden-all-types.json"), as: UTF8.self),
+        ]
+        for text in documents {
+            XCTAssertNoThrow(try JSONSerialization.jsonObject(with: Data(text.utf8), options: .fragmentsAllowed))
+            XCTAssertNil(Data(text.utf8).withUnsafeBytes { JSONSyntax.firstError(in: $0.bindMemory(to: UInt8.self)) })
+        }
+    }
+
     // MARK: - Reports, dry runs and re-imports
 
     func testImportingTheSameFileAgainAddsNothingAndADryRunSavesNothing() throws {
@@ -159,6 +256,24 @@ final class ImportTests: VaultTestCase {
                 ])
         }
         XCTAssertEqual(try vault.entries().count, 0)
+    }
+
+    func testValidationNamesUntitledNotesAndCustomFieldsByWhereTheyAre() throws {
+        let vault = try makeVault()
+        let bad = Data(
+            #"""
+            {"items":[{"type":2,"name":"Fine","notes":"x"}, {"type":2,"name":"","notes":"y"},
+                      {"type":1,"name":"Mail","login":{"password":"p"},"fields":[{"name":"PIN\u0007","value":"1"}]}]}
+            """#.utf8)
+        assertVaultError(.invalidData, { _ = try vault.importItems(bad, format: .bitwardenJSON) }) { error in
+            XCTAssertEqual(error.details.count, 2, "\(error.details)")
+            XCTAssertEqual(
+                error.details.filter { $0.hasPrefix("note 2 (untitled): title ") }.count, 1, "\(error.details)")
+            XCTAssertEqual(
+                error.details.filter { $0.hasPrefix("entry 'Mail', field 'PIN\u{7}': field name ") }.count, 1,
+                "\(error.details)")
+        }
+        XCTAssertEqual(try vault.notes().count, 0)
     }
 
     func testHistoryIsBounded() throws {

@@ -23,6 +23,23 @@ final class IntegrityRecordTests: VaultTestCase {
             reopened.coordinator.managedObjectModel.versionIdentifier)
     }
 
+    /// A save may name a row twice (the observer no longer deduplicates a copy of every key):
+    /// its tag is counted once, so the vault still checks clean.
+    func testARowNamedTwiceInOneSaveIsCountedOnce() throws {
+        let vault = try makeVault()
+        try vault.addNote(title: "kept", text: "text")
+        let record = try IntegrityRecord(
+            dataKey: try vault.sessionContents().dataKey, stores: vault.integrityStores,
+            model: vault.coordinator.managedObjectModel.versionIdentifier)
+        let notes = try XCTUnwrap(vault.integrityStores.first { $0.fileName == "Notes.sqlite" })
+        let row = StoredRowKey(storeIdentifier: notes.identifier, table: "ZNOTE", primaryKey: 1)
+        try vault.coordinator.performWrite { try record.rowsDidChange([row, row, row], in: $0) }
+        XCTAssertEqual(try reopen().check(), [])
+        // And a change made outside mystash afterwards is still caught.
+        _ = try sqlite("Notes.sqlite", "UPDATE ZNOTE SET Z_OPT = Z_OPT + 1")
+        assertVaultError(.invalidData, { _ = try reopen() })
+    }
+
     /// A record of the current version is not renewed: a change made outside mystash stays visible.
     func testTheCurrentRecordIsNeverRenewedOverAChange() throws {
         let vault = try makeVault()

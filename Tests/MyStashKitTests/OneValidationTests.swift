@@ -93,13 +93,13 @@ final class OneValidationTests: VaultTestCase {
         let vault = try makeVault()
         let cases: [(String, String)] = [
             ("{\"format\":\"mystash-json\",\n \"version\": 2,, \"x\": 1}",
-             "line 2, column 15: expected a name in quotes"),
+             "not JSON at line 2, column 15: expected a quoted name"),
             ("{\"passwords\": [\n  {\"name\": \"é\", \"password\": \"x\"}\n  {}]}",
-             "line 3, column 3: expected ',' or ']'"),
-            ("{\"a\": [1, 2", "line 1, column 12: expected ',' or ']'"),
-            ("{\"a\": 01}", "line 1, column 7: expected a number"),
-            ("{\"a\": tru}", "line 1, column 7: expected a value"),
-            ("{} {}", "line 1, column 4: expected the end of the file"),
+             "not JSON at line 3, column 3: expected ',' or ']'"),
+            ("{\"a\": [1, 2", "not JSON at line 1, column 12: expected ',' or ']'"),
+            ("{\"a\": 01}", "not JSON at line 1, column 8: expected ',' or '}'"),
+            ("{\"a\": tru}", "not JSON at line 1, column 7: expected a value"),
+            ("{} {}", "not JSON at line 1, column 4: expected the end of the text"),
         ]
         for (text, position) in cases {
             for format in [ImportFormat.mystashJSON, .bitwardenJSON] {
@@ -108,9 +108,10 @@ final class OneValidationTests: VaultTestCase {
                 }
             }
         }
-        XCTAssertNil(JSONSyntax.firstProblem(in: Data(#"{"a":[1,-2.5e+3,"\u00e9\n",true,null,{}],"b":{"c":[]}}"#.utf8)))
+        XCTAssertNil(JSONSyntax.error(in: Data(#"{"a":[1,-2.5e+3,"\u00e9\n",true,null,{}],"b":{"c":[]}}"#.utf8)))
         let deep = String(repeating: "[", count: 1_000_000)
-        XCTAssertEqual(JSONSyntax.firstProblem(in: Data(deep.utf8))?.expected, "a value", "no recursion")
+        XCTAssertEqual(JSONSyntax.error(in: Data(deep.utf8)), "not JSON at line 1, column 1000001: expected a value",
+                       "no recursion")
         assertVaultError(.invalidData, {
             _ = try self.importJSON(vault, #"{"name":"a","password":"x"},{"password":"y"}"#)
         }) {

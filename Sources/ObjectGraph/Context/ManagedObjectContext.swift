@@ -438,7 +438,7 @@ public final class ManagedObjectContext {
             let dbValue = row.databaseValue(at: column.index)
             guard column.type == .transformable else {
                 do {
-                    // By slot: a row's values skip the search by name (a fetch of 100,000 rows does it a million times).
+                    // By slot: no search by name (a fetch of 100,000 rows would do it a million times).
                     if let value = try StoredValues.value(dbValue, type: column.type) {
                         values.setSlot(entity.storedColumnSlots[position], PropertySlot(value))
                     }

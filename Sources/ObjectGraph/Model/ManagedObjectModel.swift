@@ -127,7 +127,9 @@ public final class ManagedObjectModel {
             entity.storedToOne = entity.relationships.filter { !$0.isToMany }.compactMap { relationship in
                 root.columnIndex[relationship.columnName].map { (relationship, $0) }
             }
-            entity.storedToOneSlots = entity.storedToOne.map { entity.propertyLayout.index(of: $0.relationship.name) ?? 0 }
+            entity.storedToOneSlots = entity.storedToOne.map {
+                entity.propertyLayout.index(of: $0.relationship.name) ?? 0
+            }
             entity.transientAttributes = entity.attributes.filter(\.isTransient)
             entity.attributeHasValueRules = entity.attributes.map {
                 $0.minValueString != nil || $0.maxValueString != nil || $0.regularExpression != nil

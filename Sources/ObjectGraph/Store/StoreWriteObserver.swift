@@ -71,22 +71,30 @@ public struct StoreTransaction {
         return PersistentStore.qualified(table, schemaName: schemaName)
     }
 
-    /// Runs one SQL statement.
+    /// Runs one SQL statement, prepared once per connection: an observer runs the same few
+    /// statements for every row a save writes, and compiling them each time was most of its cost.
     public func execute(_ sql: String, _ arguments: [StoredCell] = []) throws {
-        try db.execute(sql: sql, arguments: StatementArguments(arguments.map(\.databaseValue)))
+        try db.cachedStatement(sql: sql).execute(arguments: StatementArguments(arguments.map(\.databaseValue)))
     }
 
-    /// Every row `sql` selects, each as its cells in column order.
+    /// Every row `sql` selects, each as its cells in column order. Prepared once per connection
+    /// too: all rows are read before anything else can run the same statement.
     public func rows(_ sql: String, _ arguments: [StoredCell] = []) throws -> [[StoredCell]] {
         var rows: [[StoredCell]] = []
-        try forEachRow(sql, arguments) { rows.append($0) }
+        try forEachRow(try db.cachedStatement(sql: sql), arguments) { rows.append($0) }
         return rows
     }
 
     /// Calls `body` with each row `sql` selects, one at a time: a whole table is never held.
     public func forEachRow(_ sql: String, _ arguments: [StoredCell] = [], _ body: ([StoredCell]) throws -> Void) throws
     {
-        let statement = try db.makeStatement(sql: sql)
+        // Not cached: `body` may run the same query while this one is still being stepped.
+        try forEachRow(try db.makeStatement(sql: sql), arguments, body)
+    }
+
+    private func forEachRow(_ statement: Statement, _ arguments: [StoredCell], _ body: ([StoredCell]) throws -> Void)
+        throws
+    {
         statement.arguments = StatementArguments(arguments.map(\.databaseValue))
         let cursor = try Row.fetchCursor(statement)
         let columns = CInt(statement.columnCount)
