@@ -190,3 +190,116 @@ final class ToManyChangeTests: BoardTestCase {
         }
     }
 }
+
+/// Sequences an outside review found wrong: a change to an unread relationship cancelled by a
+/// later one as if the first had been needed, a replacement undone back to the stored state
+/// rewriting every join row, and refresh(mergeChanges:) dropping unsaved members.
+final class ToManyChangeSequenceTests: BoardTestCase {
+    private func names(_ objects: Any?) -> [String] {
+        ((objects as? [ManagedObject]) ?? []).map { $0["name"] as? String ?? "?" }.sorted()
+    }
+
+    private func library(_ kind: StoreKind, shelf: String, books: [String], onShelf: [String]) throws
+        -> ManagedObjectContext {
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: try ToManyChangeTests.libraryModel())
+        try coordinator.addPersistentStore(type: kind == .sqlite ? .sqlite : .inMemory,
+                                           at: directory.appendingPathComponent("sequences-\(kind).sqlite"))
+        let context = ManagedObjectContext(coordinator: coordinator, notificationCenter: NotificationCenter())
+        let shelfObject = context.insertNewObject(forEntityName: "Shelf")
+        shelfObject["name"] = shelf
+        for name in books {
+            let book = context.insertNewObject(forEntityName: "Book")
+            book["name"] = name
+            if onShelf.contains(name) { shelfObject.add(book, toRelationship: "books") }
+        }
+        try context.save()
+        return context
+    }
+
+    private func fresh(_ context: ManagedObjectContext) -> ManagedObjectContext {
+        ManagedObjectContext(coordinator: context.coordinator, notificationCenter: NotificationCenter())
+    }
+
+    func testAddingAStoredMemberThenRemovingItRemovesIt() {
+        forEachStoreKind { kind in
+            let writer = try library(kind, shelf: "S", books: ["B"], onShelf: ["B"])
+            let context = fresh(writer)
+            let shelf = try context.objects("Shelf")[0]
+            let book = try context.objects("Book")[0]
+            shelf.add(book, toRelationship: "books")
+            shelf.remove(book, fromRelationship: "books")
+            XCTAssertEqual(names(shelf["books"]), [], "[\(kind)]")
+            try context.save()
+            let reader = fresh(writer)
+            XCTAssertEqual(names(try reader.objects("Shelf")[0]["books"]), [], "[\(kind)] the join row is gone")
+        }
+    }
+
+    func testRemovingANonMemberThenAddingItAddsIt() {
+        forEachStoreKind { kind in
+            let writer = try library(kind, shelf: "S", books: ["X"], onShelf: [])
+            let context = fresh(writer)
+            let shelf = try context.objects("Shelf")[0]
+            let book = try context.objects("Book")[0]
+            shelf.remove(book, fromRelationship: "books")
+            shelf.add(book, toRelationship: "books")
+            try context.save()
+            let reader = fresh(writer)
+            XCTAssertEqual(names(try reader.objects("Shelf")[0]["books"]), ["X"], "[\(kind)]")
+            XCTAssertEqual(names(try reader.objects("Book")[0]["shelves"]), ["S"], "[\(kind)]")
+        }
+    }
+
+    func testUndoingARedundantAddKeepsTheStoredMember() {
+        forEachStoreKind { kind in
+            let writer = try library(kind, shelf: "S", books: ["B"], onShelf: ["B"])
+            let context = fresh(writer)
+            context.undoManager = ContextUndoManager()
+            let shelf = try context.objects("Shelf")[0]
+            shelf.add(try context.objects("Book")[0], toRelationship: "books")
+            context.processPendingChanges()
+            context.undo()
+            XCTAssertEqual(names(shelf["books"]), ["B"], "[\(kind)]")
+            try context.save()
+            let reader = fresh(writer)
+            XCTAssertEqual(names(try reader.objects("Shelf")[0]["books"]), ["B"], "[\(kind)]")
+        }
+    }
+
+    func testAReplacementUndoneToTheStoredStateWritesNothingStale() {
+        forEachStoreKind { kind in
+            let writer = try library(kind, shelf: "S", books: ["B0", "B1", "B2", "B3"], onShelf: ["B0"])
+            let context = fresh(writer)
+            context.undoManager = ContextUndoManager()
+            let shelf = try context.objects("Shelf")[0]
+            XCTAssertEqual(names(shelf["books"]), ["B0"])
+            shelf["books"] = [try context.objects("Book", "name == 'B1'")[0]]
+            context.processPendingChanges()
+            context.undo()
+            XCTAssertFalse(shelf.hasChanges, "[\(kind)] back at the stored state")
+            // Another context adds B2 meanwhile; then this one adds B3.
+            let other = fresh(writer)
+            try other.objects("Shelf")[0].add(try other.objects("Book", "name == 'B2'")[0], toRelationship: "books")
+            try other.save()
+            shelf.add(try context.objects("Book", "name == 'B3'")[0], toRelationship: "books")
+            try context.save()
+            let reader = fresh(writer)
+            XCTAssertEqual(names(try reader.objects("Shelf")[0]["books"]), ["B0", "B2", "B3"], "[\(kind)] B2 kept")
+        }
+    }
+
+    func testRefreshMergingChangesKeepsUnsavedMembers() {
+        forEachStoreKind { kind in
+            let context = try makeBoard(kind)
+            let group = context.insertNewObject(forEntityName: "Group")
+            group["name"] = "g"
+            try context.save()
+            XCTAssertEqual(names(group["items"]), [])
+            let item = context.insertNewObject(forEntityName: "Item")
+            item["name"] = "new"
+            item["group"] = group
+            try context.refresh(group, mergeChanges: true)
+            XCTAssertEqual(names(group["items"]), ["new"], "[\(kind)]")
+        }
+    }
+}

@@ -379,7 +379,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// relationship not read yet stays unread.
     public func add(_ object: ManagedObject, toRelationship key: String) {
         let relationship = toManyRelationship(key)
-        guard membersForChange(relationship).insert(object) else { return }
+        guard join(object, relationship) else { return }
         didChangeMembership(of: object, joined: true, in: relationship)
         if let inverse = inverse(of: relationship) { object.primitiveLink(inverse, to: self) }
     }
@@ -387,7 +387,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// Removes `object` from a to-many relationship (and this object from its inverse), in O(1).
     public func remove(_ object: ManagedObject, fromRelationship key: String) {
         let relationship = toManyRelationship(key)
-        guard membersForChange(relationship).remove(object) else { return }
+        guard leave(object, relationship) else { return }
         didChangeMembership(of: object, joined: false, in: relationship)
         if let inverse = inverse(of: relationship) { object.primitiveUnlink(inverse, from: self) }
     }
@@ -508,6 +508,34 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         return members
     }
 
+    /// Makes `member` join the to-many `relationship`; false when it was a member already.
+    func join(_ member: ManagedObject, _ relationship: RelationshipDescription) -> Bool {
+        membersForChange(relationship).insert(member) { isStoredMember(member, of: relationship) }
+    }
+
+    /// Takes `member` out of the to-many `relationship`; false when it was not a member.
+    func leave(_ member: ManagedObject, _ relationship: RelationshipDescription) -> Bool {
+        membersForChange(relationship).remove(member) { isStoredMember(member, of: relationship) }
+    }
+
+    /// Whether the store lists `member` in this object's unread to-many `relationship`: for a
+    /// one-to-many, the member's stored to-one says so (no read); for a many-to-many, its join row.
+    private func isStoredMember(_ member: ManagedObject, of relationship: RelationshipDescription) -> Bool {
+        guard let ownKey = objectID.primaryKey, let memberKey = member.objectID.primaryKey,
+              let inverse = inverse(of: relationship) else { return false }
+        guard inverse.isToMany else {
+            switch member.committedValues[inverse.name] {
+            case let owner as ManagedObject: return owner === self
+            case let fault as FaultReference: return fault.primaryKey == ownKey
+            default: return false
+            }
+        }
+        return deferringErrors {
+            try managedObjectContext?.joinRowExists(
+                from: self, primaryKey: ownKey, to: memberKey, through: relationship)
+        } ?? false
+    }
+
     /// Forgets the members read from the store (they may be stale), keeping unsaved changes.
     func forgetLoadedMembers() {
         var kept: Set<String> = []
@@ -584,7 +612,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// other side that just changed; a one-to-one's previous partner is released.
     func primitiveLink(_ relationship: RelationshipDescription, to owner: ManagedObject) {
         if relationship.isToMany {
-            guard membersForChange(relationship).insert(owner) else { return }
+            guard join(owner, relationship) else { return }
             didChangeMembership(of: owner, joined: true, in: relationship)
         } else {
             let previous = toOneObject(relationship)
@@ -598,7 +626,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
 
     func primitiveUnlink(_ relationship: RelationshipDescription, from owner: ManagedObject) {
         if relationship.isToMany {
-            guard membersForChange(relationship).remove(owner) else { return }
+            guard leave(owner, relationship) else { return }
             didChangeMembership(of: owner, joined: false, in: relationship)
         } else if toOneObject(relationship) === owner {
             primitiveSetToOne(relationship, nil)

@@ -90,7 +90,6 @@ extension ManagedObject {
         let generation = managedObjectContext?.saveGeneration
         undoManager.register { [self] in
             registerUndo(forKey: key)
-            (old as? RelationshipMembers)?.markRewritesAll()
             values[key] = old
             if wasLoaded { loadedToMany.insert(key) } else { loadedToMany.remove(key) }
             var changed = wasChanged
@@ -100,6 +99,10 @@ extension ManagedObject {
                 changed = isToMany ? wasLoaded : !ManagedObjectContext.sameStoredValue(old, committedValues[key])
             }
             if changed && !isPendingInsert { changedKeys.insert(key) } else { changedKeys.remove(key) }
+            // Put back as a whole: what differs from the store is written whole, or nothing is.
+            if let members = old as? RelationshipMembers {
+                if changed { members.markRewritesAll() } else { members.forgetChanges() }
+            }
             managedObjectContext?.objectWasRestored(self)
         }
     }
@@ -112,8 +115,8 @@ extension ManagedObject {
             return
         }
         undoManager.register { [self] in
+            if joined { _ = leave(member, relationship) } else { _ = join(member, relationship) }
             let members = membersForChange(relationship)
-            if joined { members.remove(member) } else { members.insert(member) }
             registerUndo(ofMembership: member, joined: !joined, key: key)
             if members.hasUnsavedChanges && !isPendingInsert {
                 changedKeys.insert(key)

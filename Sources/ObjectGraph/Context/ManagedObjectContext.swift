@@ -322,6 +322,15 @@ public final class ManagedObjectContext {
         try load(row, into: object, root: root, store: store)
         object.values.merge(keptValues)
         object.changedKeys = kept
+        // A kept to-many is read again, its unsaved changes applied (a whole replacement stays whole).
+        for name in object.entity.toManyRelationshipNames where kept.contains(name) {
+            guard let members = object.values[name] as? RelationshipMembers else { continue }
+            if members.rewritesAll {
+                object.loadedToMany.insert(name)
+            } else {
+                object.values[name] = members.unsavedChanges()
+            }
+        }
         if kept.isEmpty { updatedSet.remove(object); unprocessedUpdated.remove(object) }
     }
 
@@ -598,6 +607,19 @@ public final class ManagedObjectContext {
                     "SELECT Z_PK FROM \(store.qualified(entity.rootEntity.tableName)) WHERE Z_ENT IN (\(numbers)) "
                         + "ORDER BY Z_PK"
             )
+        }
+    }
+
+    /// Whether the store holds the join row linking `source` (row `primaryKey`) to row
+    /// `destinationKey` through the many-to-many `relationship`: one indexed look-up.
+    func joinRowExists(from source: ManagedObject, primaryKey: Int64, to destinationKey: Int64,
+                       through relationship: RelationshipDescription) throws -> Bool {
+        let join = SQLiteSchema.joinTable(for: relationship, of: source.entity, in: model)
+        let store = try coordinator.store(for: source.entity.rootEntity)
+        let sql = "SELECT EXISTS (SELECT 1 FROM \(store.qualified(join.name)) WHERE \(join.sourceColumn) = ? "
+            + "AND \(join.destinationColumn) = ?)"
+        return try coordinator.read { db in
+            try Bool.fetchOne(db.cachedStatement(sql: sql), arguments: [primaryKey, destinationKey]) ?? false
         }
     }
 

@@ -93,28 +93,37 @@ final class RelationshipMembers {
     /// Whether `object` is a member; unknown for an object not added while a fault.
     func contains(_ object: ManagedObject) -> Bool { positions[ObjectIdentifier(object)] != nil }
 
-    /// Adds `object` at the end; false when it is a member already.
+    /// Adds `object` at the end; false when it is a member already. While a fault, `isStored`
+    /// says whether the store lists it (asked only when nothing here tells).
     @discardableResult
-    func insert(_ object: ManagedObject) -> Bool {
+    func insert(_ object: ManagedObject, isStored: () -> Bool) -> Bool {
         let identifier = ObjectIdentifier(object)
         guard positions[identifier] == nil else { return false }
+        let wasRemoved = removed.removeValue(forKey: identifier) != nil
+        if !wasRemoved {
+            // A member the store lists is no change: recording it would make a later removal cancel it.
+            if !isComplete, isStored() { return false }
+            added[identifier] = object
+        }
         append(object)
-        if removed.removeValue(forKey: identifier) == nil { added[identifier] = object }
         return true
     }
 
-    /// Removes `object`; false when it was not a member (while a fault: when it is known gone).
+    /// Removes `object`; false when it was not a member. While a fault, `isStored` says
+    /// whether the store lists it (asked only when nothing here tells).
     @discardableResult
-    func remove(_ object: ManagedObject) -> Bool {
+    func remove(_ object: ManagedObject, isStored: () -> Bool) -> Bool {
         let identifier = ObjectIdentifier(object)
         if let position = positions.removeValue(forKey: identifier) {
             slots[position] = nil
             cachedObjects = nil
             if slots.count >= 64, positions.count < slots.count / 2 { compact() }
-        } else if isComplete || removed[identifier] != nil {
-            return false
+            // Added since the last save: nothing to take out of the store; else a stored member.
+            if added.removeValue(forKey: identifier) == nil { removed[identifier] = object }
+            return true
         }
-        if added.removeValue(forKey: identifier) == nil { removed[identifier] = object }
+        guard !isComplete, removed[identifier] == nil, isStored() else { return false }
+        removed[identifier] = object
         return true
     }
 

@@ -27,8 +27,9 @@ public struct PersistentHistoryTransaction: @unchecked Sendable {
     public let storeIdentifier: String
     /// The transaction's number in its store: increasing, never reused (also after deletion).
     public let transactionNumber: Int64
-    /// The token right after this transaction: fetching after it returns what came later.
-    public let token: PersistentHistoryToken
+    /// The token right after this transaction, covering every store's transactions before it
+    /// in the fetch's order: fetching after it returns what came later.
+    public internal(set) var token: PersistentHistoryToken
     public let timestamp: Date
     /// The saving context's ``ManagedObjectContext/transactionAuthor``.
     public let author: String?
@@ -147,15 +148,31 @@ extension ManagedObjectContext {
         let stores = coordinator.persistentStores.filter(\.tracksHistory)
         return try wrapStoreErrors(.objectNotFound, "cannot read the stores' history") {
             try coordinator.read { db in
-                var transactions: [PersistentHistoryTransaction] = []
-                for store in stores {
-                    transactions += try history(of: store, after: token?.transactionNumbers[store.identifier] ?? 0, db)
+                let byStore = try stores.map {
+                    try history(of: $0, after: token?.transactionNumbers[$0.identifier] ?? 0, db)
                 }
-                return transactions.sorted {
-                    ($0.timestamp, $0.transactionNumber) < ($1.timestamp, $1.transactionNumber)
-                }
+                return Self.interleaved(byStore, after: token ?? PersistentHistoryToken())
             }
         }
+    }
+
+    /// Each store's transactions in their numbers' order, interleaved by time (a clock set back
+    /// never reorders one store's), each token covering everything up to its transaction in
+    /// every store, so a client may keep the last one it handled.
+    static func interleaved(_ byStore: [[PersistentHistoryTransaction]], after token: PersistentHistoryToken)
+        -> [PersistentHistoryTransaction] {
+        var next = byStore.map { _ in 0 }
+        var running = token
+        var result: [PersistentHistoryTransaction] = []
+        while let store = byStore.indices.filter({ next[$0] < byStore[$0].count })
+            .min(by: { byStore[$0][next[$0]].timestamp < byStore[$1][next[$1]].timestamp }) {
+            var transaction = byStore[store][next[store]]
+            next[store] += 1
+            running.transactionNumbers[transaction.storeIdentifier] = transaction.transactionNumber
+            transaction.token = running
+            result.append(transaction)
+        }
+        return result
     }
 
     /// Deletes the transactions up to and including `token` (all of them without one), as
@@ -338,6 +355,8 @@ extension ManagedObjectContext {
 /// file changed (`PRAGMA data_version`), not who changed it: this coordinator's own commits are
 /// announced too, as Core Data's are; the transactions' author tells them apart.
 final class RemoteChangeWatcher: @unchecked Sendable {
+    /// The store watched (held weakly: the coordinator holds its stores).
+    private(set) weak var store: PersistentStore?
     private let timer: DispatchSourceTimer
     // Touched only on the timer's queue.
     private let connection: DatabaseQueue
@@ -347,6 +366,7 @@ final class RemoteChangeWatcher: @unchecked Sendable {
         var configuration = Configuration()
         configuration.readonly = true
         connection = try DatabaseQueue(path: path, configuration: configuration)
+        self.store = store
         let identifier = store.identifier
         let tracksHistory = store.tracksHistory
         // Read now: a commit made before the first tick is announced too.

@@ -328,6 +328,8 @@ public final class PersistentStoreCoordinator {
     /// Takes a store out of the coordinator's maps (its schema stays attached).
     func unregister(_ store: PersistentStore) {
         persistentStores.removeAll { $0 === store }
+        // A store that left stops being watched (and its file no longer held open for it).
+        remoteChangeWatchers.removeAll { $0.store === store }
         for entity in store.entities where storeByEntityName[entity.name] === store {
             storeByEntityName[entity.name] = nil
         }
@@ -347,6 +349,7 @@ public final class PersistentStoreCoordinator {
 
     /// Closes the connection; the coordinator cannot be used afterwards.
     public func close() throws {
+        remoteChangeWatchers = []
         try connection?.close()
         connection = nil
     }
