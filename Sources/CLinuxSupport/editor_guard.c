@@ -64,9 +64,17 @@ int ms_wipe_directory(const char *directory) {
 
 static char guarded_directory[4096];
 static volatile sig_atomic_t guard_armed;
-static const int guarded_signals[] = {SIGINT, SIGHUP, SIGTERM, SIGQUIT};
+// Every signal another process can end mystash with (those whose default is to terminate),
+// then the real-time ones. Not the faults (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGABRT,
+// SIGSYS): mystash only waits for the editor meanwhile, and the runtime reports its own crashes.
+static const int guarded_signals[] = {SIGINT,  SIGHUP,  SIGTERM, SIGQUIT,   SIGUSR1, SIGUSR2,   SIGALRM,
+                                      SIGPIPE, SIGPOLL, SIGPROF, SIGVTALRM, SIGXCPU, SIGXFSZ,   SIGPWR,
+                                      SIGSTKFLT};
 #define GUARDED_COUNT (sizeof guarded_signals / sizeof guarded_signals[0])
-static struct sigaction previous_actions[GUARDED_COUNT];
+#define REALTIME_MAX 64
+static struct sigaction previous_actions[GUARDED_COUNT + REALTIME_MAX];
+static int guarded[GUARDED_COUNT + REALTIME_MAX];
+static size_t guarded_total;
 
 static void guard_handler(int signal_number) {
     if (guard_armed) {
@@ -90,8 +98,18 @@ int ms_editor_guard_begin(const char *directory) {
     memset(&action, 0, sizeof action);
     action.sa_handler = guard_handler;
     sigfillset(&action.sa_mask);
-    for (size_t index = 0; index < GUARDED_COUNT; index++) {
-        if (sigaction(guarded_signals[index], &action, &previous_actions[index]) != 0) return -errno;
+    guarded_total = 0;
+    for (size_t index = 0; index < GUARDED_COUNT; index++) guarded[guarded_total++] = guarded_signals[index];
+    for (int number = SIGRTMIN; number <= SIGRTMAX && guarded_total < GUARDED_COUNT + REALTIME_MAX; number++) {
+        guarded[guarded_total++] = number;
+    }
+    for (size_t index = 0; index < guarded_total; index++) {
+        struct sigaction current;
+        if (sigaction(guarded[index], NULL, &current) != 0) return -errno;
+        previous_actions[index] = current;
+        // A signal the process ignores (SIGPIPE, say) cannot end it: left as it is.
+        if (current.sa_handler == SIG_IGN) continue;
+        if (sigaction(guarded[index], &action, NULL) != 0) return -errno;
     }
     return 0;
 }
@@ -105,9 +123,7 @@ int ms_editor_guard_end(void) {
         guard_armed = 0;
         result = ms_wipe_directory(guarded_directory);
     }
-    for (size_t index = 0; index < GUARDED_COUNT; index++) {
-        sigaction(guarded_signals[index], &previous_actions[index], NULL);
-    }
+    for (size_t index = 0; index < guarded_total; index++) sigaction(guarded[index], &previous_actions[index], NULL);
     sigprocmask(SIG_SETMASK, &saved, NULL);
     return result;
 }

@@ -38,8 +38,8 @@ extension Terminal {
 
     /// Opens $EDITOR (else $VISUAL, else vi) on a 0600 file holding `initial` and returns
     /// what was saved. The file and anything the editor put beside it (swap and backup
-    /// files) are overwritten and removed afterwards, on error, and on SIGINT, SIGHUP,
-    /// SIGTERM and SIGQUIT. The editor gets no master password in its environment.
+    /// files) are overwritten and removed afterwards, on error, and on every signal whose
+    /// default is to end the process. The editor gets no master password in its environment.
     static func edit(_ initial: String) throws -> String {
         guard let base = editorBaseDirectories().first else {
             throw VaultError(

@@ -94,6 +94,12 @@ final class EditorSignalTests: CLITestCase {
     func testSIGHUPWipesTheEditorFile() throws { try assertWipedOnSignal("HUP", SIGHUP) }
     func testSIGTERMWipesTheEditorFile() throws { try assertWipedOnSignal("TERM", SIGTERM) }
     func testSIGQUITWipesTheEditorFile() throws { try assertWipedOnSignal("QUIT", SIGQUIT) }
+    func testSIGUSR1WipesTheEditorFile() throws { try assertWipedOnSignal("USR1", SIGUSR1) }
+    func testSIGALRMWipesTheEditorFile() throws { try assertWipedOnSignal("ALRM", SIGALRM) }
+    func testARealTimeSignalWipesTheEditorFile() throws {
+        let number = __libc_current_sigrtmin() + 3
+        try assertWipedOnSignal("\(number)", number)
+    }
 
     func testAfterSIGKILLTheNextRunRemovesTheLeftoverAndSaysSo() throws {
         let process = try editNotes(signal: "KILL")
