@@ -118,6 +118,17 @@ final class TamperTests: CLITestCase {
             "Passwords.sqlite", "rows and their tags were removed or replaced together", by: ["password", "list"])
     }
 
+    /// An allocation of primary keys at its end: every add is refused naming it, and check lists it.
+    func testPrimaryKeysAllocatedToTheEnd() throws {
+        _ = try sqlite("Passwords.sqlite", "UPDATE Z_PRIMARYKEY SET Z_MAX = 9223372036854775807 WHERE Z_NAME = 'System'")
+        let add = try run(["password", "add", "Later"], stdin: "later\n")
+        XCTAssertEqual(add.status, 65, add.stderr)
+        XCTAssertTrue(add.stderr.contains("no primary key is left to allocate"), add.stderr)
+        let check = try run(["check"])
+        XCTAssertEqual(check.status, 65, check.stderr)
+        XCTAssertTrue(check.stdout.contains("Passwords.sqlite, System: no primary key is left to allocate"), check.stdout)
+    }
+
     /// What the record cannot see, as FORMAT.md says: the whole vault put back to an older copy
     /// of both stores from the same moment (a backup restored) is a vault mystash wrote.
     func testTheWholeVaultRolledBackIsNotDetected() throws {

@@ -66,10 +66,27 @@ extension PersistentStoreCoordinator {
                                         "relationship '\(relationship.name)' points to a missing \(destination.name)"))
                         }
                     }
-                    let allocated =
-                        try Int64.fetchOne(
-                            db, sql: "SELECT Z_MAX FROM \(store.qualified("Z_PRIMARYKEY")) WHERE Z_ENT = ?",
-                            arguments: [root.entityNumber]) ?? 0
+                    let allocation = try DatabaseValue.fetchOne(
+                        db, sql: "SELECT Z_MAX FROM \(store.qualified("Z_PRIMARYKEY")) WHERE Z_ENT = ?",
+                        arguments: [root.entityNumber])
+                    // What allocates the next primary key: without it, or at its end, every insert fails.
+                    let allocated: Int64
+                    switch allocation?.storage {
+                    case .int64(let number)?:
+                        allocated = number
+                    case nil:
+                        problems.append(IntegrityProblem(store: name, entity: root.name,
+                                                         message: "no row of Z_PRIMARYKEY allocates its primary keys"))
+                        continue
+                    default:
+                        problems.append(IntegrityProblem(store: name, entity: root.name,
+                                                         message: "Z_PRIMARYKEY.Z_MAX is not a count of primary keys"))
+                        continue
+                    }
+                    if allocated == Int64.max {
+                        problems.append(IntegrityProblem(store: name, entity: root.name,
+                                message: "no primary key is left to allocate (Z_PRIMARYKEY.Z_MAX is at its largest)"))
+                    }
                     let highest = try Int64.fetchOne(db, sql: "SELECT MAX(Z_PK) FROM \(table)") ?? 0
                     if highest > allocated {
                         problems.append(
