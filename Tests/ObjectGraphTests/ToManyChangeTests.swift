@@ -27,13 +27,6 @@ final class ToManyChangeTests: BoardTestCase {
         return ManagedObjectContext(coordinator: coordinator, notificationCenter: NotificationCenter())
     }
 
-    private func fresh(_ context: ManagedObjectContext) -> ManagedObjectContext {
-        ManagedObjectContext(coordinator: context.coordinator, notificationCenter: NotificationCenter())
-    }
-
-    private func names(_ objects: Any?) -> [String] {
-        ((objects as? [ManagedObject]) ?? []).map { $0["name"] as? String ?? "?" }.sorted()
-    }
 
     private func saveGroup(_ context: ManagedObjectContext, items: Int) throws {
         let group = context.insertNewObject(forEntityName: "Group")
@@ -195,9 +188,6 @@ final class ToManyChangeTests: BoardTestCase {
 /// later one as if the first had been needed, a replacement undone back to the stored state
 /// rewriting every join row, and refresh(mergeChanges:) dropping unsaved members.
 final class ToManyChangeSequenceTests: BoardTestCase {
-    private func names(_ objects: Any?) -> [String] {
-        ((objects as? [ManagedObject]) ?? []).map { $0["name"] as? String ?? "?" }.sorted()
-    }
 
     private func library(_ kind: StoreKind, shelf: String, books: [String], onShelf: [String]) throws
         -> ManagedObjectContext {
@@ -216,9 +206,6 @@ final class ToManyChangeSequenceTests: BoardTestCase {
         return context
     }
 
-    private func fresh(_ context: ManagedObjectContext) -> ManagedObjectContext {
-        ManagedObjectContext(coordinator: context.coordinator, notificationCenter: NotificationCenter())
-    }
 
     func testAddingAStoredMemberThenRemovingItRemovesIt() {
         forEachStoreKind { kind in
@@ -301,5 +288,17 @@ final class ToManyChangeSequenceTests: BoardTestCase {
             try context.refresh(group, mergeChanges: true)
             XCTAssertEqual(names(group["items"]), ["new"], "[\(kind)]")
         }
+    }
+}
+
+extension BoardTestCase {
+    /// Another context on the same coordinator: what the store holds, read afresh.
+    fileprivate func fresh(_ context: ManagedObjectContext) -> ManagedObjectContext {
+        ManagedObjectContext(coordinator: context.coordinator, notificationCenter: NotificationCenter())
+    }
+
+    /// The names of the objects of a to-many, sorted.
+    fileprivate func names(_ objects: Any?) -> [String] {
+        ((objects as? [ManagedObject]) ?? []).map { $0["name"] as? String ?? "?" }.sorted()
     }
 }
