@@ -15,11 +15,6 @@ enum JSONSyntax {
         }
     }
 
-    /// Where the text is not JSON, or else the decoder's own words (a number too large, deep nesting).
-    static func describeError(in data: Data, _ context: DecodingError.Context) -> String {
-        error(in: data) ?? context.debugDescription
-    }
-
     // MARK: - Members, each decoded alone
 
     /// The members of the root object of a text ``error(in:)`` passed: each name with the range

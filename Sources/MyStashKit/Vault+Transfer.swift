@@ -297,8 +297,6 @@ extension Vault {
         var source = ImportSource()
         do {
             source.document = try decoder.decode(ExportDocument.self, from: data)
-        } catch let DecodingError.dataCorrupted(context) where context.codingPath.isEmpty {
-            throw source.invalid(.mystashJSON, JSONSyntax.describeError(in: data, context))
         } catch {
             throw source.invalid(.mystashJSON, describe(error, in: data))
         }

@@ -60,7 +60,8 @@ final class RelationshipMembers {
     /// once they may be stale.
     func unsavedChanges() -> RelationshipMembers {
         let fault = RelationshipMembers()
-        for object in added.values { fault.append(object) }
+        // In the order they joined.
+        for case let object? in slots where added[ObjectIdentifier(object)] != nil { fault.append(object) }
         fault.added = added
         fault.removed = removed
         return fault

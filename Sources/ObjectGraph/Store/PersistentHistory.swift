@@ -98,14 +98,14 @@ enum PersistentHistoryTables {
 
     /// The bitmask of `keys` over the entity's properties (attributes, then relationships).
     static func columnMask(_ keys: Set<String>, of entity: EntityDescription) -> Data {
-        let names = entity.attributes.map(\.name) + entity.relationships.map(\.name)
+        let names = entity.propertyLayout.keys
         var bytes = [UInt8](repeating: 0, count: (names.count + 7) / 8)
         for (index, name) in names.enumerated() where keys.contains(name) { bytes[index / 8] |= 1 << (index % 8) }
         return Data(bytes)
     }
 
     static func properties(inMask mask: Data, of entity: EntityDescription) -> Set<String> {
-        let names = entity.attributes.map(\.name) + entity.relationships.map(\.name)
+        let names = entity.propertyLayout.keys
         let bytes = [UInt8](mask)
         return Set(
             names.indices.filter { $0 / 8 < bytes.count && bytes[$0 / 8] & (1 << ($0 % 8)) != 0 }.map { names[$0] })
