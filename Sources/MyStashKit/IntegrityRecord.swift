@@ -34,11 +34,15 @@ final class IntegrityRecord: StoreWriteObserver {
     let stores: [Store]
     /// The current model's version identifier.
     let model: String
+    /// The serialized key slot the data key came from: a record this key cannot verify while
+    /// the stores hold another slot was written under a key changed since, not tampered with.
+    var keySlot: Data
     private let key: HMAC.Key
 
-    init(dataKey: SecretBytes, stores: [Store], model: String) throws {
+    init(dataKey: SecretBytes, keySlot: KeySlot, stores: [Store], model: String) throws {
         self.stores = stores
         self.model = model
+        self.keySlot = Data(keySlot.serialized)
         key = try HMAC.Key(.sha256, bytes: try HKDF.sha256(key: dataKey, info: Self.keyInfo, length: 32).bytes)
     }
 
@@ -187,6 +191,8 @@ final class IntegrityRecord: StoreWriteObserver {
         let record = Record(
             model: model, generation: generation, peerGeneration: peer, rowCount: count, tagSum: Array(sum))
         guard ConstantTime.equal(try self.mac(of: record, store: store), Array(mac)) else {
+            let storedSlot = try? transaction.metadata(ofStore: store.identifier)[Vault.keySlotKey] as? Data
+            if let storedSlot, storedSlot != keySlot { throw KeyChangedElsewhere() }
             throw IntegrityFailure(
                 store: store.fileName, message: "its integrity record was altered or comes from another vault")
         }
@@ -447,6 +453,10 @@ final class IntegrityRecord: StoreWriteObserver {
         return problems
     }
 }
+
+/// The stores hold a key slot other than the one this process unlocked, and a record its key
+/// cannot verify: another process changed the vault's key (a rekey) since.
+struct KeyChangedElsewhere: Error {}
 
 /// Tampering found while writing: the save is refused and names the place.
 struct IntegrityFailure: Error {

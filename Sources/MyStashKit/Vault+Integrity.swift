@@ -36,7 +36,8 @@ extension Vault {
         guard let dataKey = transformer.dataKey else { return }
         let record = try Self.wrapErrors {
             try IntegrityRecord(
-                dataKey: dataKey, stores: integrityStores, model: coordinator.managedObjectModel.versionIdentifier)
+                dataKey: dataKey, keySlot: keySlot, stores: integrityStores,
+                model: coordinator.managedObjectModel.versionIdentifier)
         }
         integrity = record
         coordinator.writeObserver = record
@@ -202,7 +203,7 @@ final class PendingVerification: @unchecked Sendable {
     init?(vault: Vault, dataKey: SecretBytes) {
         guard let reader = try? vault.coordinator.makeReader(),
               let record = try? IntegrityRecord(
-                dataKey: dataKey, stores: vault.integrityStores,
+                dataKey: dataKey, keySlot: vault.keySlot, stores: vault.integrityStores,
                 model: vault.coordinator.managedObjectModel.versionIdentifier)
         else { return nil }
         let check = UncheckedBox((reader, record))

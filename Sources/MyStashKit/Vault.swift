@@ -101,6 +101,8 @@ public final class Vault {
             notesStore.identifier: Self.notesFileName, passwordsStore.identifier: Self.passwordsFileName,
         ]
         context = ManagedObjectContext(coordinator: coordinator)
+        // Both stores' metadata from one read: a key change committing meanwhile is seen in both or neither.
+        if !creating { try coordinator.reloadMetadata() }
         keySlot = try newSlot ?? Self.readKeySlot(notesStore, passwordsStore)
         identifier =
             creating
@@ -313,15 +315,44 @@ public final class Vault {
 
     /// Re-wraps the data key under a new master password, in both stores in one
     /// transaction; no field is re-encrypted. Unlocked sessions of the old slot become stale.
+    ///
+    /// - throws: ``VaultError`` `.busy` when another process changed the master password or the
+    ///   key since this vault was unlocked: nothing is changed, and the other change stands.
     public func changePassword(to newPassword: SecretBytes, parameters: ScryptParameters) throws {
         try awaitVerification()
         guard let dataKey = transformer.dataKey else { throw VaultError(.wrongPassword, "the vault is locked") }
         let slot = try Self.wrapErrors { try KeySlot.wrapping(dataKey, password: newPassword, parameters: parameters) }
-        for store in [notesStore, passwordsStore] {
-            coordinator.setMetadata(Data(slot.serialized), forKey: Self.keySlotKey, in: store)
+        try changingKey {
+            for store in [notesStore, passwordsStore] {
+                coordinator.setMetadata(Data(slot.serialized), forKey: Self.keySlotKey, in: store)
+            }
+            try coordinator.saveMetadata()
         }
-        try Self.wrapErrors { try coordinator.saveMetadata() }
         keySlot = slot
+        integrity?.keySlot = Data(slot.serialized)
         KeyringSession.revoke(vaultIdentifier: identifier)
+    }
+
+    /// Runs a change of the key slot holding every store's write lock, once the slot on disk is
+    /// known to be still the one this vault was unlocked with: two key changes never both
+    /// succeed, and no other writer commits between what the change reads and what it writes.
+    func changingKey(_ body: () throws -> Void) throws {
+        do {
+            try coordinator.performExclusively {
+                try coordinator.reloadMetadata()
+                guard try Self.readKeySlot(notesStore, passwordsStore) == keySlot else {
+                    throw VaultError(
+                        .busy,
+                        "another process changed the master password or the vault's key since this one "
+                            + "unlocked it; nothing was changed",
+                        hint: "unlock with the master password now in use and try again")
+                }
+                try body()
+            }
+        } catch {
+            // The metadata set for the new slot must not linger; what the stores hold is read again.
+            try? coordinator.reloadMetadata()
+            throw VaultError.wrapping(error)
+        }
     }
 }

@@ -44,6 +44,11 @@ public struct VaultError: Error, CustomStringConvertible {
         switch error {
         case let error as VaultError:
             return error
+        case is KeyChangedElsewhere:
+            return VaultError(
+                .busy, "another process changed the vault's key (a master password change with --rekey) since it "
+                    + "was unlocked here; nothing was saved",
+                hint: "unlock again with the master password now in use, then repeat the command")
         case let failure as IntegrityFailure:
             return VaultError(.invalidData,
                               "the vault was changed outside mystash: \(failure.problem); nothing was saved",

@@ -11,7 +11,8 @@ final class IntegrityRecordTests: VaultTestCase {
         let vault = try makeVault()
         try vault.addNote(title: "kept", text: "text")
         let stale = try IntegrityRecord(
-            dataKey: try vault.sessionContents().dataKey, stores: vault.integrityStores, model: "MyStash 0")
+            dataKey: try vault.sessionContents().dataKey, keySlot: vault.keySlot,
+            stores: vault.integrityStores, model: "MyStash 0")
         try vault.coordinator.performWrite { try stale.create(in: $0) }
         // Rows changed as a migration would change them.
         _ = try sqlite("Notes.sqlite", "UPDATE ZNOTE SET Z_OPT = Z_OPT + 1")
@@ -29,7 +30,8 @@ final class IntegrityRecordTests: VaultTestCase {
         let vault = try makeVault()
         try vault.addNote(title: "kept", text: "text")
         let record = try IntegrityRecord(
-            dataKey: try vault.sessionContents().dataKey, stores: vault.integrityStores,
+            dataKey: try vault.sessionContents().dataKey, keySlot: vault.keySlot,
+            stores: vault.integrityStores,
             model: vault.coordinator.managedObjectModel.versionIdentifier)
         let notes = try XCTUnwrap(vault.integrityStores.first { $0.fileName == "Notes.sqlite" })
         let row = StoredRowKey(storeIdentifier: notes.identifier, table: "ZNOTE", primaryKey: 1)
