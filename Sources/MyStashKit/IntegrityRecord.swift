@@ -48,6 +48,17 @@ final class IntegrityRecord: StoreWriteObserver {
 
     private func store(_ identifier: String) -> Store? { stores.first { $0.identifier == identifier } }
 
+    /// The statements creating the record's tables, each table named through `qualified`.
+    static func tableDefinitions(_ qualified: (String) throws -> String) rethrows -> [String] {
+        [
+            "CREATE TABLE IF NOT EXISTS \(try qualified(tagTable)) (ZTABLE TEXT NOT NULL, ZPK INTEGER NOT NULL, "
+                + "ZTAG BLOB NOT NULL, PRIMARY KEY (ZTABLE, ZPK)) WITHOUT ROWID",
+            "CREATE TABLE IF NOT EXISTS \(try qualified(recordTable)) (ZID INTEGER PRIMARY KEY CHECK (ZID = 1), "
+                + "ZMODEL TEXT, ZGENERATION INTEGER, ZPEERGENERATION INTEGER, ZROWCOUNT INTEGER, ZTAGSUM BLOB, "
+                + "ZMAC BLOB)",
+        ]
+    }
+
     // MARK: - Tags
 
     /// The tag of a row: its store, table, and every column's name and stored value.
@@ -297,14 +308,10 @@ final class IntegrityRecord: StoreWriteObserver {
         var records: [String: Record] = [:]
         for store in stores {
             let tags = try transaction.qualified(Self.tagTable, storeIdentifier: store.identifier)
-            let recordTable = try transaction.qualified(Self.recordTable, storeIdentifier: store.identifier)
-            try transaction.execute(
-                "CREATE TABLE IF NOT EXISTS \(tags) (ZTABLE TEXT NOT NULL, ZPK INTEGER NOT NULL, ZTAG BLOB NOT NULL, "
-                    + "PRIMARY KEY (ZTABLE, ZPK)) WITHOUT ROWID")
-            try transaction.execute(
-                "CREATE TABLE IF NOT EXISTS \(recordTable) (ZID INTEGER PRIMARY KEY CHECK (ZID = 1), "
-                    + "ZMODEL TEXT, ZGENERATION INTEGER, "
-                    + "ZPEERGENERATION INTEGER, ZROWCOUNT INTEGER, ZTAGSUM BLOB, ZMAC BLOB)")
+            for statement in try Self.tableDefinitions({ try transaction.qualified($0, storeIdentifier: store.identifier) })
+            {
+                try transaction.execute(statement)
+            }
             try transaction.execute("DELETE FROM \(tags)")
             // Generations go on from the old record's, if any, so older copies stay older. One this
             // record's key cannot verify (after a rekey it is under the old key) restarts at 0, a

@@ -9,6 +9,12 @@ extension Vault {
     /// Decrypts every field, verifies every relationship and both stores' metadata.
     public func check(progress: Progress? = nil) throws -> [CheckProblem] {
         var problems = Recovery.leftovers(in: directory).map { CheckProblem(store: $0.fileName, message: $0.reason) }
+        guard schemaProblems.isEmpty else {
+            // Rows read through a changed schema prove nothing, and a missing table fails every read.
+            return problems + schemaProblems + [
+                CheckProblem(store: "vault", message: "rows were not checked: the schema must be restored first")
+            ]
+        }
         for store in [notesStore, passwordsStore] {
             let name = store.url?.lastPathComponent ?? "store"
             if (store.metadata[Self.keySlotKey] as? Data).map({ Array($0) }) != keySlot.serialized {

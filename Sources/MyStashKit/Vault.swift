@@ -36,6 +36,8 @@ public final class Vault {
     var pendingVerification: PendingVerification?
     /// Whether this process has seen the vault's integrity record (checked or made it).
     var integrityRecordSeen = false
+    /// How the stores' schemas differ from the vault's (see ``open(at:refusingChangedSchema:)``).
+    public private(set) var schemaProblems: [CheckProblem] = []
 
     /// `$XDG_DATA_HOME/mystash`, else `~/.local/share/mystash`.
     public static func defaultDirectory(environment: [String: String] = ProcessInfo.processInfo.environment) -> URL {
@@ -222,7 +224,15 @@ public final class Vault {
 
     /// Opens an existing vault (still locked), after checking its permissions. Seed data
     /// newer than the vault's is loaded once it is unlocked.
-    public static func open(at directory: URL) throws -> Vault {
+    ///
+    /// Each store's schema must be the one mystash creates (tables, columns, indexes, no
+    /// trigger or view): one changed outside mystash could alter what is written or read, so
+    /// it is refused, unless `refusingChangedSchema` is false (to check the vault), when the
+    /// differences are in ``schemaProblems``.
+    ///
+    /// - throws: ``VaultError`` `.notFound`, `.permission`, `.invalidData` naming each change
+    ///   to the schema.
+    public static func open(at directory: URL, refusingChangedSchema: Bool = true) throws -> Vault {
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: directory.path, isDirectory: &isDirectory), isDirectory.boolValue,
               FileManager.default.fileExists(atPath: directory.appendingPathComponent(passwordsFileName).path) else {
@@ -232,7 +242,27 @@ public final class Vault {
         }
         try checkPermissions(directory)
         Recovery.recover(in: directory)
-        return try wrapErrors { try Vault(directory: directory, newSlot: nil) }
+        let vault = try wrapErrors { try Vault(directory: directory, newSlot: nil) }
+        vault.schemaProblems = try wrapErrors { try vault.coordinator.schemaProblems(extraObjects: vault.ownSchema()) }
+        if refusingChangedSchema, let first = vault.schemaProblems.first {
+            throw VaultError(
+                .invalidData, "the vault's schema was changed outside mystash: \(first)",
+                details: vault.schemaProblems.dropFirst().map(\.description),
+                hint: "restore the vault from a backup; 'mystash check' lists every problem")
+        }
+        return vault
+    }
+
+    /// The tables and indexes the vault adds to each store beside the model's.
+    private func ownSchema() throws -> [String: [String]] {
+        let categoryNames = try coordinator.uniqueIndexStatement(
+            on: Category.entityName, attribute: "name", caseInsensitive: true)
+        var objects: [String: [String]] = [:]
+        for store in [notesStore, passwordsStore] {
+            objects[store.identifier] = IntegrityRecord.tableDefinitions { $0 }
+        }
+        objects[categoryNames.storeIdentifier, default: []].append(categoryNames.statement)
+        return objects
     }
 
     /// Refuses a vault that other users could read or write, as ssh refuses such keys.

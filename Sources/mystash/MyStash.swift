@@ -102,8 +102,8 @@ func errorLines(_ error: Error) -> [String] {
 extension VaultOptions {
     /// Opens the vault without unlocking it.
     /// Opens the vault; one line on stderr says when this open migrated it to a newer model.
-    func openVault() throws -> Vault {
-        let vault = try Vault.open(at: directory)
+    func openVault(refusingChangedSchema: Bool = true) throws -> Vault {
+        let vault = try Vault.open(at: directory, refusingChangedSchema: refusingChangedSchema)
         if let last = vault.migrations.last {
             Terminal.printError("Upgraded the vault from model '\(last.from)' to '\(last.to)' "
                                 + "(\(vault.migrations.map(\.store).joined(separator: ", "))).")
@@ -115,7 +115,8 @@ extension VaultOptions {
     /// prompt on the terminal. Changes made outside mystash are an error, checked as
     /// `verification` says (check lists them instead).
     func openUnlockedVault(verification: Vault.Verification = .immediate) throws -> Vault {
-        let vault = try openVault()
+        // Only a check (which skips verifying, to list problems instead) opens a changed schema.
+        let vault = try openVault(refusingChangedSchema: verification != .skipped)
         if let session = KeyringSession.load(vaultIdentifier: vault.identifier),
            try vault.unlock(session: session, verification: verification) {
             return vault
