@@ -36,6 +36,9 @@ public final class Vault {
     var pendingVerification: PendingVerification?
     /// Whether this process has seen the vault's integrity record (checked or made it).
     var integrityRecordSeen = false
+    /// The key slot this vault was unlocked from, saying the vault has an integrity record,
+    /// to be written once the vault is known to hold one (see `bindIntegrityRecordToKeySlot`).
+    var slotRequiringRecord: KeySlot?
     /// How the stores' schemas differ from the vault's (see ``open(at:refusingChangedSchema:)``).
     public private(set) var schemaProblems: [CheckProblem] = []
 
@@ -318,7 +321,9 @@ public final class Vault {
     /// - throws: ``VaultError`` `.wrongPassword` (exit 77); `.invalidData` (65) naming each
     ///   row changed outside mystash.
     public func unlock(password: SecretBytes, verification: Verification = .immediate) throws {
-        transformer.dataKey = try Self.wrapErrors { try keySlot.unlock(password: password) }
+        let (dataKey, requiring) = try Self.wrapErrors { try keySlot.unlockRequiringIntegrityRecord(password: password) }
+        transformer.dataKey = dataKey
+        slotRequiringRecord = requiring
         try didUnlock(verification)
     }
 
@@ -352,6 +357,8 @@ public final class Vault {
         try awaitVerification()
         guard let dataKey = transformer.dataKey else { throw VaultError(.wrongPassword, "the vault is locked") }
         let slot = try Self.wrapErrors { try KeySlot.wrapping(dataKey, password: newPassword, parameters: parameters) }
+        // The new slot says the vault has an integrity record: it must have one first.
+        try ensureIntegrityRecord()
         try changingKey {
             for store in [notesStore, passwordsStore] {
                 coordinator.setMetadata(Data(slot.serialized), forKey: Self.keySlotKey, in: store)

@@ -77,4 +77,24 @@ final class SchemaTamperTests: CLITestCase {
         _ = try sqlite("Notes.sqlite", "ALTER TABLE ZNOTE ADD COLUMN ZSPY BLOB DEFAULT X'00'")
         try assertRefused("Notes.sqlite: table 'ZNOTE' differs from the model: column ZSPY was added")
     }
+
+    /// Dropping both stores' record tables switched the integrity record off (the vault passed
+    /// for one made before it); the key slot now says the vault has one.
+    func testRemovingBothRecordsIsTampering() throws {
+        for store in ["Notes.sqlite", "Passwords.sqlite"] {
+            _ = try sqlite(store, "DROP TABLE MYSTASH_ROW_TAG; DROP TABLE MYSTASH_RECORD")
+        }
+        _ = try sqlite("Passwords.sqlite", "UPDATE ZSYSTEM SET ZCATEGORY = (SELECT Z_PK FROM ZCATEGORY WHERE "
+                           + "ZNAME = 'Shopping')")
+        for command in [["password", "show", "Bank"], ["password", "list"], ["export"], ["note", "list"]] {
+            let result = try run(command)
+            XCTAssertEqual(result.status, 65, "\(command): \(result.stderr)")
+            XCTAssertTrue(result.stderr.contains("its integrity record was removed outside mystash"), result.stderr)
+            XCTAssertEqual(result.stdout, "")
+        }
+        let check = try run(["check"])
+        XCTAssertEqual(check.status, 65)
+        XCTAssertTrue(check.stdout.contains("Passwords.sqlite: its integrity record was removed outside mystash"),
+                      check.stdout)
+    }
 }

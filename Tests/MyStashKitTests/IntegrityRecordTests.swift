@@ -131,4 +131,39 @@ final class IntegrityRecordTests: VaultTestCase {
             XCTAssertTrue(error.message.contains("its integrity record was removed outside mystash"), error.message)
         }
     }
+
+    /// The key slot says the vault has a record: dropping both record tables is tampering,
+    /// where before it made the vault one from before the record, trusted as it was.
+    func testRemovingTheRecordOfAVaultWhoseSlotRequiresOneIsTampering() throws {
+        let vault = try makeVault()
+        _ = try vault.addNote(title: "kept", text: "text")
+        XCTAssertTrue(vault.keySlot.requiresIntegrityRecord)
+        for store in ["Notes.sqlite", "Passwords.sqlite"] {
+            try sqlite(store, "DROP TABLE MYSTASH_ROW_TAG; DROP TABLE MYSTASH_RECORD")
+        }
+        assertVaultError(.invalidData, { _ = try reopen() }) {
+            XCTAssertTrue($0.message.contains("its integrity record was removed outside mystash"), $0.message)
+        }
+        let checking = try Vault.open(at: directory)
+        try checking.unlock(password: password, verification: .skipped)
+        XCTAssertEqual(try checking.check().map(\.message), Array(
+            repeating: "its integrity record was removed outside mystash", count: 2))
+    }
+
+    /// A vault from before the record (a version 1 slot) gets the record at its next change and,
+    /// at the next unlock with the master password, the slot that requires it.
+    func testAnOlderVaultsSlotComesToRequireTheRecordOnceItHasOne() throws {
+        let vault = try makeVault()
+        _ = try vault.addNote(title: "kept", text: "text")
+        try dropIntegrityRecord()
+        XCTAssertFalse(try Vault.open(at: directory).keySlot.requiresIntegrityRecord)
+        let older = try reopen()
+        _ = try older.addNote(title: "second", text: "text")
+        let session = try older.sessionContents()
+        let upgraded = try reopen()
+        XCTAssertTrue(upgraded.keySlot.requiresIntegrityRecord)
+        XCTAssertEqual(upgraded.keySlot.slotIdentifier, session.slotIdentifier, "sessions stay valid")
+        XCTAssertTrue(try Vault.open(at: directory).unlock(session: session))
+        XCTAssertEqual(try upgraded.check(), [])
+    }
 }

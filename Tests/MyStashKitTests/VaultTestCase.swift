@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 @testable import MyStashKit
-import StashCrypto
+@testable import StashCrypto
 
 /// Each test gets a fresh temporary directory and, on demand, a vault with a cheap KDF.
 class VaultTestCase: XCTestCase {
@@ -29,8 +29,17 @@ class VaultTestCase: XCTestCase {
         return vault
     }
 
-    /// Makes the vault one from before the integrity record (which the next change gives it).
+    /// Makes the vault one from before the integrity record (which the next change gives it):
+    /// no record, and a version 1 key slot, which cannot say the vault has one.
     func dropIntegrityRecord() throws {
+        let vault = try reopen(verification: .skipped)
+        let olderSlot = try KeySlot.wrapping(
+            try vault.sessionContents().dataKey, password: password, parameters: cheap, version: 1)
+        for store in vault.coordinator.persistentStores {
+            vault.coordinator.setMetadata(Data(olderSlot.serialized), forKey: Vault.keySlotKey, in: store)
+        }
+        try vault.coordinator.saveMetadata()
+        try vault.coordinator.close()
         for store in ["Notes.sqlite", "Passwords.sqlite"] {
             try sqlite(store, "DROP TABLE MYSTASH_ROW_TAG; DROP TABLE MYSTASH_RECORD")
         }
