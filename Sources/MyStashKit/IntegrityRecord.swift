@@ -383,6 +383,8 @@ final class IntegrityRecord: StoreWriteObserver {
                 }
                 records[store.identifier] = record
                 problems += try verifyRows(of: store, against: record, in: transaction)
+                // Reads go through indexes the tags do not cover: each must hold exactly its table's rows.
+                problems += try transaction.indexProblems(storeIdentifier: store.identifier, storeName: store.fileName)
             } catch let failure as IntegrityFailure {
                 problems.append(failure.problem)
             }

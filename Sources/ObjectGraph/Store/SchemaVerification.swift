@@ -166,3 +166,89 @@ struct SchemaObject: Equatable {
         return "table '\(name)' differs from the model: " + details.joined(separator: "; ")
     }
 }
+
+extension StoreTransaction {
+    /// Indexes of the store whose entries are not exactly its table's rows: a damaged index
+    /// byte can make a fetch through it miss rows (or find others) while the table is intact.
+    /// Each table is read once without its indexes and each index once on its own (a covering
+    /// scan), and the two multisets of (indexed values, row) compared by count and a keyed sum
+    /// of hashes (the key is random per process, so no edit can be made to match it): O(rows).
+    /// Damage SQLite reports while reading is a problem too.
+    ///
+    /// - throws: ``ObjectGraphError`` when the store's list of indexes cannot be read.
+    public func indexProblems(storeIdentifier: String, storeName: String) throws -> [IntegrityProblem] {
+        let master = try qualified("sqlite_master", storeIdentifier: storeIdentifier)
+        let schema = String(master.dropLast("sqlite_master".count))
+        var indexesByTable: [String: [(name: String, columns: [String])]] = [:]
+        let listed = try rows("SELECT name, tbl_name FROM \(master) WHERE type = 'index' ORDER BY name")
+        for row in listed {
+            guard case .text(let name) = row[0], case .text(let table) = row[1] else { continue }
+            let columns = try rows("PRAGMA \(schema)index_info(\"\(name)\")").map { info -> String? in
+                if info.count > 2, case .text(let column) = info[2] { return column }
+                return nil
+            }
+            let isPartial = try rows("PRAGMA \(schema)index_list(\"\(table)\")").contains {
+                $0.count > 4 && $0[1] == .text(name) && $0[4] == .integer(1)
+            }
+            // Whole indexes on named columns of a rowid table (primary-key ones of join tables too):
+            // every row has exactly one entry.
+            guard !columns.isEmpty, !columns.contains(nil), !isPartial, try hasRowid(table, master: master)
+            else { continue }
+            indexesByTable[table, default: []].append((name, columns.compactMap { $0 }))
+        }
+        var problems: [IntegrityProblem] = []
+        for (table, indexes) in indexesByTable.sorted(by: { $0.key < $1.key }) {
+            do {
+                var fromTable = indexes.map { _ in MultisetDigest() }
+                let allColumns = Array(Set(indexes.flatMap(\.columns))).sorted()
+                let position = Dictionary(uniqueKeysWithValues: allColumns.enumerated().map { ($1, $0) })
+                let selected = allColumns.map { "\"\($0)\"" } + ["rowid"]
+                try forEachRow("SELECT \(selected.joined(separator: ", ")) FROM \(schema)\(table) NOT INDEXED") {
+                    cells in
+                    for (slot, index) in indexes.enumerated() {
+                        fromTable[slot].add(index.columns.map { cells[position[$0]!] } + [cells[allColumns.count]])
+                    }
+                }
+                for (slot, index) in indexes.enumerated() {
+                    var fromIndex = MultisetDigest()
+                    let columns = index.columns.map { "\"\($0)\"" } + ["rowid"]
+                    try forEachRow(
+                        "SELECT \(columns.joined(separator: ", ")) FROM \(schema)\(table) INDEXED BY \"\(index.name)\""
+                    ) { fromIndex.add($0) }
+                    if fromIndex != fromTable[slot] {
+                        problems.append(IntegrityProblem(
+                            store: storeName,
+                            message: "index '\(index.name)' does not match table \(table) (\(fromIndex.count) entries "
+                                + "for \(fromTable[slot].count) rows): reads through it would miss or invent rows"))
+                    }
+                }
+            } catch let error as DatabaseError {
+                problems.append(IntegrityProblem(
+                    store: storeName,
+                    message: "table \(table) or one of its indexes cannot be read: \(error.message ?? "SQLite error")"))
+            }
+        }
+        return problems
+    }
+
+    private func hasRowid(_ table: String, master: String) throws -> Bool {
+        // A WITHOUT ROWID table is its own primary-key index: there is no row to compare with.
+        guard case .text(let sql)? = try rows("SELECT sql FROM \(master) WHERE type = 'table' AND name = ?",
+                                               [.text(table)]).first?.first else { return false }
+        return !sql.uppercased().split(whereSeparator: \.isWhitespace).joined(separator: " ").contains("WITHOUT ROWID")
+    }
+}
+
+/// A multiset of rows as a count and a wrapping sum of keyed hashes (Swift's `Hasher` is
+/// SipHash under a key random per process).
+struct MultisetDigest: Equatable {
+    private(set) var count = 0
+    private var sum: UInt64 = 0
+
+    mutating func add(_ cells: [StoredCell]) {
+        var hasher = Hasher()
+        hasher.combine(cells)
+        sum &+= UInt64(bitPattern: Int64(hasher.finalize()))
+        count += 1
+    }
+}
