@@ -37,6 +37,9 @@ final class IntegrityRecord: StoreWriteObserver {
     /// The serialized key slot the data key came from: a record this key cannot verify while
     /// the stores hold another slot was written under a key changed since, not tampered with.
     var keySlot: Data
+    /// The generation of each store the last save wrote: found on disk after the save failed,
+    /// the save's commit took effect before the failure.
+    private(set) var lastWrittenGenerations: [String: Int64] = [:]
     private let key: HMAC.Key
 
     init(dataKey: SecretBytes, keySlot: KeySlot, stores: [Store], model: String) throws {
@@ -293,6 +296,7 @@ final class IntegrityRecord: StoreWriteObserver {
     private func advanceGenerations(_ records: [String: Record], in transaction: StoreTransaction) throws {
         var next = records
         for store in stores { next[store.identifier]?.generation += 1 }
+        lastWrittenGenerations = next.mapValues(\.generation)
         for store in stores {
             guard let peer = stores.first(where: { $0.identifier != store.identifier }),
                 var record = next[store.identifier]
@@ -346,6 +350,14 @@ final class IntegrityRecord: StoreWriteObserver {
     func needsRenewal(in transaction: StoreTransaction) -> Bool {
         stores.contains { store in
             (try? record(of: store, in: transaction)).flatMap { $0 }.map { $0.model != model } ?? false
+        }
+    }
+
+    /// Whether the stores hold the generations the last save wrote.
+    func holdsLastWrittenGenerations(in transaction: StoreTransaction) throws -> Bool {
+        guard !lastWrittenGenerations.isEmpty else { return false }
+        return try stores.allSatisfy {
+            try record(of: $0, in: transaction)?.generation == lastWrittenGenerations[$0.identifier]
         }
     }
 

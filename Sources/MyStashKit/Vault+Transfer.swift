@@ -422,7 +422,7 @@ extension Vault {
                 context.rollback()
             } else {
                 try ensureStoreConstraints()
-                try context.save()
+                try saveChanges()
             }
             return report
         } catch let error as ValidationError {

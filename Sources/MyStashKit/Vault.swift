@@ -303,11 +303,28 @@ public final class Vault {
         do {
             try ensureStoreConstraints()
             let result = try body()
-            try context.save()
+            try saveChanges()
             return result
         } catch {
             context.rollback()
             throw VaultError.wrapping(error)
+        }
+    }
+
+    /// Saves the context. A save whose commit took effect before the disk reported an error
+    /// (syncing the directory after the commit) is reported as saved but not synced, never as
+    /// a change that was not made.
+    func saveChanges() throws {
+        do {
+            try context.save()
+        } catch let error as ObjectGraphError where error.storeFailure == .ioError {
+            guard let integrity,
+                  (try? coordinator.performRead({ try integrity.holdsLastWrittenGenerations(in: $0) })) == true
+            else { throw error }
+            throw VaultError(
+                .ioError,
+                "the change was saved, but the disk reported an error while syncing it (\(error.message))",
+                hint: "check the disk (dmesg) and run 'mystash check'; do not run the command again")
         }
     }
 
