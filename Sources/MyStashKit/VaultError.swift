@@ -50,7 +50,7 @@ public struct VaultError: Error, CustomStringConvertible {
         case is KeyChangedElsewhere:
             return VaultError(
                 .busy, "another process changed the vault's key (a master password change with --rekey) since it "
-                    + "was unlocked here; nothing was saved",
+                    + "was unlocked here; nothing was read or saved with the old key",
                 hint: "unlock again with the master password now in use, then repeat the command")
         case let failure as IntegrityFailure:
             return VaultError(.invalidData,

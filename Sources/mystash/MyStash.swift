@@ -117,11 +117,20 @@ extension VaultOptions {
     func openUnlockedVault(verification: Vault.Verification = .immediate) throws -> Vault {
         // Only a check (which skips verifying, to list problems instead) opens a changed schema.
         let vault = try openVault(refusingChangedSchema: verification != .skipped)
-        if let session = KeyringSession.load(vaultIdentifier: vault.identifier),
-           try vault.unlock(session: session, verification: verification) {
-            return vault
+        var sessionIsStale = false
+        if let session = KeyringSession.load(vaultIdentifier: vault.identifier) {
+            if try vault.unlock(session: session, verification: verification) { return vault }
+            sessionIsStale = true
         }
-        try unlockWithMasterPassword(vault, verification: verification)
+        do {
+            try unlockWithMasterPassword(vault, verification: verification)
+        } catch let error as VaultError where sessionIsStale && error.kind == .wrongPassword {
+            throw VaultError(
+                error.kind,
+                "the unlocked session ended: the master password or the vault's key was changed since; "
+                    + error.message,
+                hint: "run 'mystash unlock' with the master password now in use")
+        }
         return vault
     }
 

@@ -80,4 +80,17 @@ final class RekeyTests: VaultTestCase {
         XCTAssertEqual(try reopened.notes().map(\.title), ["kept"])
         XCTAssertEqual(try reopened.check(), [])
     }
+
+    /// A vault still open with the data key from before another process rekeyed it (a browse
+    /// view, an unlocked session): re-checking it says the key changed, not that it was tampered with.
+    func testReadingUnderAKeyAnotherProcessReplacedAsksToUnlockAgain() throws {
+        let vault = try makeVault()
+        _ = try vault.addNote(title: "kept", text: "text")
+        let stale = try reopen()
+        try reopen().rekey(to: .password("rekeyed"), parameters: cheap)
+        assertVaultError(.busy, { _ = try stale.check() }) {
+            XCTAssertTrue($0.message.contains("changed the vault's key"), $0.message)
+            XCTAssertFalse($0.message.contains("outside mystash"), $0.message)
+        }
+    }
 }
