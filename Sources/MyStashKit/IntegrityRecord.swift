@@ -247,8 +247,13 @@ final class IntegrityRecord: StoreWriteObserver {
         }
     }
 
+    /// Checks, inside each save, that the stores' schema is still the one verified (a trigger
+    /// added meanwhile would change what the save wrote before its tags are computed).
+    var schemaCheck: ((StoreTransaction) throws -> Void)?
+
     /// Replaces the tags of written rows, then moves both stores' records one generation on.
     func rowsDidChange(_ rows: [StoredRowKey], in transaction: StoreTransaction) throws {
+        try schemaCheck?(transaction)
         var records: [String: Record] = [:]
         for store in stores {
             guard let record = try record(of: store, in: transaction) else { return }

@@ -39,6 +39,7 @@ extension Vault {
                 dataKey: dataKey, keySlot: keySlot, stores: integrityStores,
                 model: coordinator.managedObjectModel.versionIdentifier)
         }
+        record.schemaCheck = { [unowned self] in try recheckSchemaIfChanged($0) }
         integrity = record
         coordinator.writeObserver = record
         guard verification != .skipped else { return }

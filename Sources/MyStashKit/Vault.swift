@@ -39,6 +39,8 @@ public final class Vault {
     /// The key slot this vault was unlocked from, saying the vault has an integrity record,
     /// to be written once the vault is known to hold one (see `bindIntegrityRecordToKeySlot`).
     var slotRequiringRecord: KeySlot?
+    /// Each store's schema cookie when its schema was last checked.
+    var checkedSchemaVersions: [String: Int64] = [:]
     /// How the stores' schemas differ from the vault's (see ``open(at:refusingChangedSchema:)``).
     public private(set) var schemaProblems: [CheckProblem] = []
 
@@ -246,6 +248,8 @@ public final class Vault {
         try checkPermissions(directory)
         Recovery.recover(in: directory)
         let vault = try wrapErrors { try Vault(directory: directory, newSlot: nil) }
+        // Read before the check: a change between the two makes the first save check again.
+        vault.checkedSchemaVersions = try wrapErrors { try vault.coordinator.performRead(vault.schemaVersions) }
         vault.schemaProblems = try wrapErrors { try vault.coordinator.schemaProblems(extraObjects: vault.ownSchema()) }
         if refusingChangedSchema, let first = vault.schemaProblems.first {
             throw VaultError(
@@ -254,6 +258,23 @@ public final class Vault {
                 hint: "restore the vault from a backup; 'mystash check' lists every problem")
         }
         return vault
+    }
+
+    func schemaVersions(_ transaction: StoreTransaction) throws -> [String: Int64] {
+        Dictionary(uniqueKeysWithValues: try [notesStore, passwordsStore].map {
+            ($0.identifier, try transaction.schemaVersion(ofStore: $0.identifier))
+        })
+    }
+
+    /// Inside a save: when a store's schema changed since it was checked (mystash's own index
+    /// or record tables, or anything else), checks it again before the save's tags are computed.
+    func recheckSchemaIfChanged(_ transaction: StoreTransaction) throws {
+        let versions = try schemaVersions(transaction)
+        guard versions != checkedSchemaVersions else { return }
+        if let problem = try coordinator.schemaProblems(extraObjects: ownSchema()).first {
+            throw IntegrityFailure(problem)
+        }
+        checkedSchemaVersions = versions
     }
 
     /// The tables and indexes the vault adds to each store beside the model's.

@@ -166,4 +166,23 @@ final class IntegrityRecordTests: VaultTestCase {
         XCTAssertTrue(try Vault.open(at: directory).unlock(session: session))
         XCTAssertEqual(try upgraded.check(), [])
     }
+
+    /// A trigger planted while a vault is open (its schema checked at open): the next save checks
+    /// the schema again before computing its tags, so what the trigger wrote is never tagged.
+    func testATriggerPlantedWhileTheVaultIsOpenStopsTheNextSave() throws {
+        let vault = try makeVault()
+        try vault.addEntry(name: "Bank", password: "old-secret", userId: nil, url: nil, category: nil, notes: nil)
+        try vault.editEntry("Bank", EntryChanges(password: "new-secret"))
+        let old = try sqlite("Passwords.sqlite", "SELECT hex(ZPASSWORD) FROM ZPASSWORDHISTORY LIMIT 1")
+        try sqlite("Passwords.sqlite", "CREATE TRIGGER KEEP_OLD AFTER UPDATE ON ZSYSTEM BEGIN "
+                   + "UPDATE ZSYSTEM SET ZPASSWORD = X'\(old)' WHERE Z_PK = NEW.Z_PK; END")
+        assertVaultError(.invalidData, { try vault.editEntry("Bank", EntryChanges(password: "newest-secret")) }) {
+            XCTAssertTrue($0.message.contains("trigger 'KEEP_OLD' on ZSYSTEM was added outside ObjectGraph"),
+                          $0.message)
+        }
+        try sqlite("Passwords.sqlite", "DROP TRIGGER KEEP_OLD")
+        let reopened = try reopen()
+        XCTAssertEqual(try reopened.check(), [])
+        XCTAssertEqual(try reopened.entry("Bank", reveal: true).password, "new-secret")
+    }
 }

@@ -168,6 +168,16 @@ struct SchemaObject: Equatable {
 }
 
 extension StoreTransaction {
+    /// The store's schema cookie (`PRAGMA schema_version`): it changes whenever any connection
+    /// changes the schema, so a schema checked at one value is unchanged while it stays.
+    public func schemaVersion(ofStore storeIdentifier: String) throws -> Int64 {
+        let master = try qualified("sqlite_master", storeIdentifier: storeIdentifier)
+        guard case .integer(let version)? = try rows("PRAGMA \(master.dropLast("sqlite_master".count))schema_version")
+            .first?.first
+        else { return 0 }
+        return version
+    }
+
     /// Indexes of the store whose entries are not exactly its table's rows: a damaged index
     /// byte can make a fetch through it miss rows (or find others) while the table is intact.
     /// Each table is read once without its indexes and each index once on its own (a covering
