@@ -6,10 +6,6 @@ import XCTest
 /// Imports of files made by the real tools (keepassxc-cli, pass with gpg) where this machine
 /// can make them, and of Bitwarden exports built from its documented schema with every item type.
 final class ImportTests: VaultTestCase {
-    static var fixtures: URL { Bundle.module.url(forResource: "Fixtures", withExtension: nil)! }
-
-    func fixture(_ name: String) throws -> Data { try Data(contentsOf: Self.fixtures.appendingPathComponent(name)) }
-
     // MARK: - Bitwarden
 
     func testBitwardenEveryItemTypeIsCarriedOverOrReported() throws {
@@ -291,28 +287,6 @@ final class ImportTests: VaultTestCase {
     }
 
     // MARK: - KeePassXC, through keepassxc-cli
-
-    /// Imports Fixtures/keepassxc-source.xml into a real KeePassXC database and exports it.
-    func keepassxcExport(_ format: String) throws -> Data {
-        guard let cli = ChildProcess.find("keepassxc-cli") else {
-            throw XCTSkip("keepassxc-cli is not installed (apt-get install keepassxc)")
-        }
-        let work = directory.deletingLastPathComponent().appendingPathComponent("kp-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: work) }
-        let database = work.appendingPathComponent("test.kdbx").path
-        let made = try XCTUnwrap(
-            ChildProcess.execute(
-                [
-                    cli, "import", "-p", Self.fixtures.appendingPathComponent("keepassxc-source.xml").path,
-                    database,
-                ], input: Data("pw\npw\n".utf8)))
-        XCTAssertEqual(made.status, 0, String(decoding: made.errors, as: UTF8.self))
-        let exported = try XCTUnwrap(
-            ChildProcess.execute([cli, "export", "-f", format, database], input: Data("pw\n".utf8)))
-        XCTAssertEqual(exported.status, 0, String(decoding: exported.errors, as: UTF8.self))
-        return exported.output
-    }
 
     func testKeePassXCCSVFromKeePassXCWithBOMAndCRLF() throws {
         let csv = try keepassxcExport("csv")

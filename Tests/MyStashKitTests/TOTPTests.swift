@@ -4,10 +4,8 @@ import XCTest
 import StashCrypto
 
 final class TOTPTests: XCTestCase {
-    static var fixtures: URL { Bundle.module.url(forResource: "Fixtures", withExtension: nil)! }
-
     func testRFC6238Vectors() throws {
-        let data = try Data(contentsOf: Self.fixtures.appendingPathComponent("rfc6238.json"))
+        let data = try Data(contentsOf: VaultTestCase.fixtures.appendingPathComponent("rfc6238.json"))
         let root = try XCTUnwrap(try JSONSerialization.jsonObject(with: data) as? [String: Any])
         let seeds = try XCTUnwrap(root["seeds"] as? [String: String])
         let vectors = try XCTUnwrap(root["vectors"] as? [[String: Any]])

@@ -17,6 +17,31 @@ class VaultTestCase: XCTestCase {
         try? FileManager.default.removeItem(at: directory)
     }
 
+    static var fixtures: URL { Bundle.module.url(forResource: "Fixtures", withExtension: nil)! }
+
+    func fixture(_ name: String) throws -> Data { try Data(contentsOf: Self.fixtures.appendingPathComponent(name)) }
+
+    /// Imports the KeePass XML fixture `source` into a real KeePassXC database and exports it
+    /// as `format` (csv or xml) with keepassxc-cli.
+    func keepassxcExport(_ format: String, of source: String = "keepassxc-source.xml") throws -> Data {
+        guard let cli = ChildProcess.find("keepassxc-cli") else {
+            throw XCTSkip("keepassxc-cli is not installed (apt-get install keepassxc)")
+        }
+        let work = directory.deletingLastPathComponent().appendingPathComponent("kp-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: work) }
+        let database = work.appendingPathComponent("test.kdbx").path
+        let made = try XCTUnwrap(
+            ChildProcess.execute(
+                [cli, "import", "-p", Self.fixtures.appendingPathComponent(source).path, database],
+                input: Data("pw\npw\n".utf8)))
+        XCTAssertEqual(made.status, 0, String(decoding: made.errors, as: UTF8.self))
+        let exported = try XCTUnwrap(
+            ChildProcess.execute([cli, "export", "-f", format, database], input: Data("pw\n".utf8)))
+        XCTAssertEqual(exported.status, 0, String(decoding: exported.errors, as: UTF8.self))
+        return exported.output
+    }
+
     func makeVault() throws -> Vault {
         try Vault.create(at: directory, password: password, parameters: cheap)
     }
