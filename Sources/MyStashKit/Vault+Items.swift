@@ -321,7 +321,8 @@ extension Vault {
         if let name = changes.name { entry["name"] = EntryRules.trimmedName(name) }
         var newHistory = changes.history ?? []
         if let password = changes.password {
-            if !entry.isInserted, entry.password != password {
+            // An empty password is no earlier password worth keeping.
+            if !entry.isInserted, entry.password != password, !entry.password.isEmpty {
                 newHistory.append(HistoryInfo(password: entry.password, replacedAt: changes.updatedAt ?? Date()))
             }
             entry["password"] = password

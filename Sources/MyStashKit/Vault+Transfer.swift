@@ -19,13 +19,16 @@ public struct ImportReport: Codable, Equatable {
         public var kind: String
         public var title: String
         public var reason: String?
+        /// The ID of the item an update changes (two entries may share a title); nil for others.
+        public var id: Int64?
         /// Each value an update changes (``Change``); nil for other items.
         public var changes: [Change]?
 
-        public init(kind: String, title: String, reason: String? = nil, changes: [Change]? = nil) {
+        public init(kind: String, title: String, reason: String? = nil, id: Int64? = nil, changes: [Change]? = nil) {
             self.kind = kind
             self.title = title
             self.reason = reason
+            self.id = id
             self.changes = changes
         }
     }
@@ -359,7 +362,7 @@ extension Vault {
                         continue
                     }
                     note = existing
-                    report.updated.append(.init(kind: "note", title: item.title, changes: [
+                    report.updated.append(.init(kind: "note", title: item.title, id: existing.id, changes: [
                         EntryMerge.change("text", existing.text, text, secret: true)]))
                 } else {
                     note = context.insert(Note.self)
@@ -432,7 +435,7 @@ extension Vault {
                         changes.append(.init(field: "history", old: Self.earlierPasswords(before),
                                              new: Self.earlierPasswords(after)))
                     }
-                    report.updated.append(.init(kind: "entry", title: item.name, changes: changes))
+                    report.updated.append(.init(kind: "entry", title: item.name, id: entry.id, changes: changes))
                 }
                 places[ObjectIdentifier(entry)] = .entry(index)
                 for field in entry.fields { places[ObjectIdentifier(field)] = .field(entry: index, name: field.name) }
