@@ -173,8 +173,9 @@ struct Import: ParsableCommand {
     @OptionGroup var options: VaultOptions
     @Argument(help: "The file to read ('-' for standard input); for --format pass, the store directory.",
               completion: .file()) var file: String
-    @Option(help: "Read this format: mystash-json, bitwarden-json, keepassxc-csv, keepassxc-xml or pass.") var format:
-        ImportFormat
+    @Option(help: ArgumentHelp("Read this format: mystash-json, bitwarden-json, keepassxc-csv, keepassxc-xml or pass "
+                + "(default: told by the file's content; pass for a directory)."))
+    var format: ImportFormat?
     @Flag(help: "Check everything and show the report, but save nothing.") var dryRun = false
     @Flag(help: "Remove from an item the vault has the values the file lacks (else they are kept).")
     var replace = false
@@ -199,7 +200,10 @@ struct Import: ParsableCommand {
         let vault: Vault
         let report: ImportReport
         let progress = Terminal.progress("Importing")
-        if format == .pass {
+        var isDirectory: ObjCBool = false
+        let isStore = file != "-" && FileManager.default.fileExists(atPath: file, isDirectory: &isDirectory)
+            && isDirectory.boolValue
+        if format == .pass || (format == nil && isStore) {
             vault = try options.openUnlockedVault()
             report = try vault.importPasswordStore(at: URL(fileURLWithPath: file), dryRun: dryRun, merge: merge,
                                                    replacingInvalidUTF8: lossy, progress: progress)
@@ -213,6 +217,7 @@ struct Import: ParsableCommand {
                 }
                 data = contents
             }
+            let format = try self.format ?? Import.detectFormat(data)
             vault = try options.openUnlockedVault()
             // Handed over, so the file is freed once read.
             report = try vault.importItems(consume data, format: format, dryRun: dryRun, merge: merge,
@@ -220,6 +225,16 @@ struct Import: ParsableCommand {
         }
         if json { return try Output.json(report) }
         for line in Import.describe(report) { Terminal.printError(line) }
+    }
+
+    static func detectFormat(_ data: Data) throws -> ImportFormat {
+        do {
+            return try ImportFormat.detect(in: data)
+        } catch var error as VaultError {
+            error.hint = "name it with '--format' ("
+                + ImportFormat.allCases.map(\.rawValue).joined(separator: ", ") + ")"
+            throw error
+        }
     }
 
     /// The report for people: a summary line, then one line per skipped item and warning.
