@@ -332,9 +332,9 @@ extension Vault {
         if let notes = changes.notes { entry["notes"] = notes.isEmpty ? nil : notes }
         if changes.category != nil { entry["category"] = category }
         if let urls = changes.moreURLs { entry["moreURLs"] = urls.isEmpty ? nil : urls.joined(separator: "\n") }
-        if let totp = changes.totp {
+        if var totp = changes.totp {
             if !totp.isEmpty {
-                do { _ = try TOTP(parsing: totp) } catch {
+                do { totp = try TOTP.normalized(totp) } catch {
                     throw VaultError(.invalidData, "nothing was saved:", details: ["TOTP secret: \(error)"])
                 }
             }

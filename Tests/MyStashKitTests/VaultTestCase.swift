@@ -24,6 +24,11 @@ class VaultTestCase: XCTestCase {
     /// Imports the KeePass XML fixture `source` into a real KeePassXC database and exports it
     /// as `format` (csv or xml) with keepassxc-cli.
     func keepassxcExport(_ format: String, of source: String = "keepassxc-source.xml") throws -> Data {
+        try keepassxcExport(format, xml: Self.fixtures.appendingPathComponent(source))
+    }
+
+    /// The KeePass XML file `xml` through a real KeePassXC database, exported as `format`.
+    func keepassxcExport(_ format: String, xml: URL) throws -> Data {
         guard let cli = ChildProcess.find("keepassxc-cli") else {
             throw XCTSkip("keepassxc-cli is not installed (apt-get install keepassxc)")
         }
@@ -33,7 +38,7 @@ class VaultTestCase: XCTestCase {
         let database = work.appendingPathComponent("test.kdbx").path
         let made = try XCTUnwrap(
             ChildProcess.execute(
-                [cli, "import", "-p", Self.fixtures.appendingPathComponent(source).path, database],
+                [cli, "import", "-p", xml.path, database],
                 input: Data("pw\npw\n".utf8)))
         XCTAssertEqual(made.status, 0, String(decoding: made.errors, as: UTF8.self))
         let exported = try XCTUnwrap(
