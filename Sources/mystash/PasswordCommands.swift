@@ -179,7 +179,7 @@ struct PasswordCommand: ParsableCommand {
 
         func run() throws {
             try reportingErrors {
-                let (code, totp) = try options.openUnlockedVault().totpCode(entry)
+                let (code, totp) = try options.readUnlockedVault { try $0.totpCode(entry) }
                 if json {
                     return try Output.json(["code": code.value, "secondsLeft": String(code.secondsLeft),
                         "digits": String(totp.digits), "period": String(totp.period),
@@ -207,7 +207,7 @@ struct PasswordCommand: ParsableCommand {
 
         func run() throws {
             try reportingErrors {
-                let history = try options.openUnlockedVault().passwordHistory(entry, reveal: reveal)
+                let history = try options.readUnlockedVault { try $0.passwordHistory(entry, reveal: reveal) }
                 if json { return try Output.json(history) }
                 Output.table(
                     ["REPLACED", "PASSWORD"], history.map { [Output.date($0.replacedAt), $0.password ?? "********"] },

@@ -304,7 +304,8 @@ struct SeedCommand: ParsableCommand {
 
         func run() throws {
             try reportingErrors {
-                let status = try options.openVault().seedStatus()
+                // Checked and seeded first, so the versions shown are those now loaded.
+                let status = try options.openUnlockedVault().seedStatus()
                 if json { return try Output.json(status) }
                 Output.table(
                     ["LIST", "LOADED", "AVAILABLE"], status.map { [$0.list, String($0.loaded), String($0.available)] },

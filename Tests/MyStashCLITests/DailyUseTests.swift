@@ -170,17 +170,7 @@ final class DailyUseTests: CLITestCase {
     }
 
     func testAVersion1VaultIsUpgradedOnItsNextOpenWithOneLine() throws {
-        let fixture = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-            .appendingPathComponent("../MyStashKitTests/Fixtures/vault-v1").standardizedFileURL
-        try FileManager.default.createDirectory(
-            at: vaultDirectory, withIntermediateDirectories: true,
-            attributes: [.posixPermissions: 0o700])
-        for store in ["Notes.sqlite", "Passwords.sqlite"] {
-            let target = vaultDirectory.appendingPathComponent(store)
-            try FileManager.default.copyItem(at: fixture.appendingPathComponent(store), to: target)
-            try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: target.path)
-        }
-        let password = ["MYSTASH_PASSWORD": "fixture-password"]
+        let password = try installVersion1Vault()
         let first = try runOK(["password", "show", "Router", "--field", "password"], environment: password)
         XCTAssertEqual(first.stdout, "p@ss w0rd é\n")
         XCTAssertEqual(
