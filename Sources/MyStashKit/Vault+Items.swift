@@ -203,11 +203,43 @@ extension Vault {
         return entry
     }
 
+    /// The entry `reference` names: `#ID`, its name, or, when no entry has that name, a path
+    /// `category/name` as pass names its files (`web/github`; categories may hold `/` too).
     private func findEntryOnly(_ reference: String) throws -> PasswordEntry {
-        try find(PasswordEntry.self, reference, nameKey: "name", noun: "entry", listCommand: "mystash password list") {
-            entry in
-            ["#\(entry.id)", entry.name, "user: \(entry.userId ?? "-")", "category: \(entry.category?.name ?? "-")",
-             "URL: \(entry.url ?? "-")"].joined(separator: "  ")
+        do {
+            return try find(
+                PasswordEntry.self, reference, nameKey: "name", noun: "entry", listCommand: "mystash password list",
+                describe: Self.describeEntry)
+        } catch let error as VaultError where error.kind == .notFound && reference.contains("/") {
+            let matches = try entries(atPath: reference)
+            guard matches.count < 2 else {
+                throw VaultError(
+                    .usage, "'\(reference)' matches \(matches.count) entries; give one of their IDs as #ID:",
+                    details: matches.map(Self.describeEntry))
+            }
+            guard let entry = matches.first else { throw error }
+            return entry
+        }
+    }
+
+    private static func describeEntry(_ entry: PasswordEntry) -> String {
+        ["#\(entry.id)", entry.name, "user: \(entry.userId ?? "-")", "category: \(entry.category?.name ?? "-")",
+         "URL: \(entry.url ?? "-")"].joined(separator: "  ")
+    }
+
+    /// Entries whose category and name, joined by `/`, are `path` (ignoring case), in ID order.
+    private func entries(atPath path: String) throws -> [PasswordEntry] {
+        try Self.wrapErrors {
+            var found: [PasswordEntry] = []
+            for slash in path.indices where path[slash] == "/" {
+                let category = String(path[..<slash]), name = String(path[path.index(after: slash)...])
+                guard !category.isEmpty, !name.isEmpty else { continue }
+                let request = FetchRequest<PasswordEntry>(
+                    predicate: try Predicate(format: "category.name ==[c] %@ AND name ==[c] %@", category, name))
+                found += try context.fetch(request)
+            }
+            for entry in found { try context.decodeValues(of: entry) }
+            return found.sorted { $0.id < $1.id }
         }
     }
 
@@ -275,13 +307,16 @@ extension Vault {
 
     /// Adds an entry; a name another entry has already (ignoring case) is refused unless
     /// `allowDuplicate`.
+    /// With `creatingCategory`, a category the vault does not have yet is added in the same save.
     @discardableResult
-    public func addEntry(_ changes: EntryChanges, allowDuplicate: Bool = false) throws -> Int64 {
+    public func addEntry(_ changes: EntryChanges, allowDuplicate: Bool = false, creatingCategory: Bool = false)
+        throws -> Int64
+    {
         if !allowDuplicate, let name = changes.name { try refuseTakenName(name) }
-        let categoryObject = try self.category(for: changes)
+        let category = try self.category(for: changes, creating: creatingCategory)
         let entry = try change {
             let entry = context.insert(PasswordEntry.self)
-            try apply(changes, category: categoryObject, to: entry)
+            try apply(changes, category: category(), to: entry)
             return entry
         }
         return entry.id
@@ -310,9 +345,26 @@ extension Vault {
         }
     }
 
-    /// The category an entry change names, looked up before the change begins.
-    private func category(for changes: EntryChanges) throws -> Category? {
-        try changes.category.flatMap { $0.isEmpty ? nil : $0 }.map { try findCategory($0) }
+    /// The category an entry change names, looked up before the change begins; the closure
+    /// gives it inside the change, where one `creating` allows is inserted.
+    private func category(for changes: EntryChanges, creating: Bool) throws -> () -> Category? {
+        guard let name = changes.category.flatMap({ $0.isEmpty ? nil : $0 }) else { return { nil } }
+        do {
+            let found = try findCategory(name)
+            return { found }
+        } catch let error as VaultError where error.kind == .notFound && creating && Self.referencedID(name) == nil {
+            return { self.insertCategory(name) }
+        }
+    }
+
+    /// Whether a category is named `name` (ignoring case), or has the ID `#N` names.
+    public func hasCategory(_ name: String) throws -> Bool {
+        do {
+            _ = try findCategory(name)
+            return true
+        } catch let error as VaultError where error.kind == .notFound {
+            return false
+        }
     }
 
     /// Sets the fields a change names; "" clears an optional field. A new password moves
@@ -460,13 +512,14 @@ extension Vault {
     ///
     /// - throws: ``VaultError`` `.usage` when `changes` names nothing, `.invalidData` for a
     ///   taken name or any field the model refuses; nothing is saved then.
-    public func editEntry(_ reference: String, _ changes: EntryChanges, allowDuplicate: Bool = false) throws {
+    public func editEntry(_ reference: String, _ changes: EntryChanges, allowDuplicate: Bool = false,
+                          creatingCategory: Bool = false) throws {
         guard !changes.isEmpty else { throw VaultError(.usage, "nothing to change") }
         let entry = try findEntry(reference)
         if !allowDuplicate, let name = changes.name { try refuseTakenName(name, besides: entry) }
-        let category = try self.category(for: changes)
+        let category = try self.category(for: changes, creating: creatingCategory)
         try change {
-            try apply(changes, category: category, to: entry)
+            try apply(changes, category: category(), to: entry)
             entry["updatedAt"] = Date()
         }
     }
@@ -537,12 +590,13 @@ extension Vault {
 
     @discardableResult
     public func addCategory(_ name: String) throws -> Int64 {
-        let category = try change {
-            let category = context.insert(Category.self)
-            category["name"] = EntryRules.trimmedName(name)
-            return category
-        }
-        return category.id
+        try change { insertCategory(name) }.id
+    }
+
+    private func insertCategory(_ name: String) -> Category {
+        let category = context.insert(Category.self)
+        category["name"] = EntryRules.trimmedName(name)
+        return category
     }
 
     public func renameCategory(_ reference: String, to newName: String) throws {
