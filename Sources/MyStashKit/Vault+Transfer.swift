@@ -431,7 +431,9 @@ extension Vault {
                 if let (merged, before) = updated {
                     var changes = merged.changes
                     let after = entry.history.count
-                    if after != before {
+                    // A new password moves the old one there: listed only when the source brought more.
+                    let moved = merged.changes.contains { $0.field == "password" && $0.old != nil } ? 1 : 0
+                    if after != min(before + moved, Self.historyLimit) {
                         changes.append(.init(field: "history", old: Self.earlierPasswords(before),
                                              new: Self.earlierPasswords(after)))
                     }

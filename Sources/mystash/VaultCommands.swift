@@ -260,8 +260,9 @@ struct Import: ParsableCommand {
                     guard let value else { return absent }
                     return value == ImportReport.Change.masked ? value : "'\(Output.safe(value))'"
                 }
+                let kept = change.field == "password" && change.old != nil ? " (the old one kept in the history)" : ""
                 lines.append("    \(Output.safe(change.field)): \(shown(change.old, "(none)")) -> "
-                             + shown(change.new, "(removed)"))
+                             + shown(change.new, "(removed)") + kept)
             }
         }
         for item in report.skipped { lines.append("  skipped \(described(item))") }

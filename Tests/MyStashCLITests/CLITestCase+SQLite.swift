@@ -15,20 +15,3 @@ extension CLITestCase {
         return (process.terminationStatus, String(decoding: data, as: UTF8.self))
     }
 }
-
-extension CLITestCase {
-    /// Puts the version-1 vault of MyStashKitTests/Fixtures/vault-v1 where the commands look, and
-    /// returns the environment that gives its master password.
-    func installVersion1Vault() throws -> [String: String] {
-        let fixture = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-            .appendingPathComponent("../MyStashKitTests/Fixtures/vault-v1").standardizedFileURL
-        try FileManager.default.createDirectory(
-            at: vaultDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        for store in ["Notes.sqlite", "Passwords.sqlite"] {
-            let target = vaultDirectory.appendingPathComponent(store)
-            try FileManager.default.copyItem(at: fixture.appendingPathComponent(store), to: target)
-            try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: target.path)
-        }
-        return ["MYSTASH_PASSWORD": "fixture-password"]
-    }
-}

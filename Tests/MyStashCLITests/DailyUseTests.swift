@@ -4,18 +4,6 @@ import XCTest
 /// Day-to-day behaviour: pipes, terminal safety, suggestions, sessions, TOTP, history,
 /// the clipboard and completion, each through the built binary.
 final class DailyUseTests: CLITestCase {
-    /// Runs a shell script with the test environment and mystash on PATH.
-    func shell(_ script: String, environment: [String: String] = [:], stdout: FileHandle? = nil,
-               bash: Bool = false) throws -> Result {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: bash ? "/bin/bash" : "/bin/sh")
-        process.arguments = ["-c", script]
-        var env = baseEnvironment.merging(environment) { _, new in new }
-        env["PATH"] = Self.binary.deletingLastPathComponent().path + ":" + (env["PATH"] ?? "")
-        process.environment = env
-        return try execute(process, stdin: nil, stdout: stdout)
-    }
-
     func importJSON(_ json: String) throws {
         let file = home.appendingPathComponent("import-\(UUID().uuidString).json")
         try json.write(to: file, atomically: true, encoding: .utf8)
