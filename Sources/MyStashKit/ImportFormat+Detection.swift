@@ -39,7 +39,8 @@ extension ImportFormat {
             throw unknown("it is empty")
         default:
             let header = String(decoding: data.prefix(while: { $0 != 0x0A }).prefix(4096), as: UTF8.self)
-            let columns = Set(CSV.parse(header).first?.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? [])
+            let names = CSV.parse(header).first ?? []
+            let columns = Set(names.map { $0.trimmingCharacters(in: .whitespaces).lowercased() })
             guard columns.isSuperset(of: ["title", "password"]) else {
                 throw unknown("neither JSON, XML nor a CSV with \"Title\" and \"Password\" columns")
             }

@@ -27,7 +27,8 @@ enum TOTPForms {
 
     static func find(in attributes: [String: String], label: String) -> Found? {
         func value(_ name: String) -> String? {
-            attributes[name].map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }.flatMap { $0.isEmpty ? nil : $0 }
+            let trimmed = attributes[name]?.trimmingCharacters(in: .whitespacesAndNewlines) ?? ""
+            return trimmed.isEmpty ? nil : trimmed
         }
         do {
             if let otp = value("otp") { return .secret(try uri(otp, label: label)) }
@@ -52,7 +53,9 @@ enum TOTPForms {
                 secret = attributes["TimeOtp-Secret"].flatMap { $0.isEmpty ? nil : Array($0.utf8) }
             }
             guard let secret else { return nil }
-            let algorithm = value("TimeOtp-Algorithm").map { $0.uppercased().replacingOccurrences(of: "HMAC-", with: "") }
+            let algorithm = value("TimeOtp-Algorithm").map {
+                $0.uppercased().replacingOccurrences(of: "HMAC-", with: "")
+            }
             return .secret(try uri(secret: secret, label: label, algorithm: algorithm, digits: value("TimeOtp-Length"),
                                    period: value("TimeOtp-Period")))
         } catch {
@@ -85,8 +88,8 @@ enum TOTPForms {
         components.host = "totp"
         components.path = "/" + label
         components.queryItems = [URLQueryItem(name: "secret", value: TOTP.base32Encode(secret))]
-            + [("algorithm", algorithm?.replacingOccurrences(of: "-", with: "")), ("digits", digits), ("period", period)]
-            .compactMap { name, value in value.map { URLQueryItem(name: name, value: $0) } }
+            + [("algorithm", algorithm?.replacingOccurrences(of: "-", with: "")), ("digits", digits),
+               ("period", period)].compactMap { name, value in value.map { URLQueryItem(name: name, value: $0) } }
         guard let text = components.string else { throw TOTP.ParseError(description: "the label cannot be written") }
         _ = try TOTP(parsing: text)
         return text

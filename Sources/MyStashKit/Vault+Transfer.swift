@@ -270,7 +270,9 @@ extension Vault {
 
     /// Imports a pass or gopass store directory, decrypting each file with `gpg`.
     public func importPasswordStore(at directory: URL, dryRun: Bool = false, merge: ImportMerge = .keepingValues,
-                                    replacingInvalidUTF8: Bool = false, progress: Progress? = nil) throws -> ImportReport {
+                                    replacingInvalidUTF8: Bool = false, progress: Progress? = nil)
+        throws -> ImportReport
+    {
         try awaitVerification()
         let source = try PassStoreReader.read(directory, replacingInvalidUTF8: replacingInvalidUTF8)
         return try importItems(source, dryRun: dryRun, merge: merge, progress: progress)

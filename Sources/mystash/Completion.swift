@@ -58,7 +58,8 @@ private func openForCompletion(_ arguments: [String]) -> Vault? {
 
 /// That vault unlocked by a session; nil without one.
 private func unlockedForCompletion(_ arguments: [String]) -> Vault? {
-    guard let vault = openForCompletion(arguments), let session = KeyringSession.load(vaultIdentifier: vault.identifier),
+    guard let vault = openForCompletion(arguments),
+          let session = KeyringSession.load(vaultIdentifier: vault.identifier),
           // Not verifying: completion only reads names, and must never write or complain.
           (try? vault.unlock(session: session, verification: .skipped)) == true
     else { return nil }

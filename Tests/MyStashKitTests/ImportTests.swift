@@ -345,13 +345,10 @@ final class ImportTests: VaultTestCase {
     }
 
     func importPassStore(madeFor recipient: String) throws {
-        let store = directory.deletingLastPathComponent().appendingPathComponent("store-\(UUID().uuidString)")
-        setenv("PASSWORD_STORE_DIR", store.path, 1)
-        defer {
-            unsetenv("PASSWORD_STORE_DIR")
-            try? FileManager.default.removeItem(at: store)
-        }
-        try must(["pass", "init", recipient])
+        try withPassStore(for: recipient) { store in try importPassStore(store) }
+    }
+
+    func importPassStore(_ store: URL) throws {
         try must(
             ["pass", "insert", "-m", "Work/Mail & Chat/ada@example.org"],
             Data(

@@ -81,20 +81,12 @@ final class TOTPFormsTests: VaultTestCase {
         // Steam's codes use their own alphabet: kept as the attributes they were, and reported.
         XCTAssertEqual(try vault.entry("Steam", reveal: true).hasTOTP, nil)
         XCTAssertEqual(try vault.entry("Steam", reveal: true).fields?.map(\.name), ["TOTP Seed", "TOTP Settings"])
-        XCTAssertEqual(
-            report.warnings.map(\.title), ["Steam"], "\(report.warnings)")
+        XCTAssertEqual(report.warnings.map(\.title), ["Steam"], "\(report.warnings)")
     }
 
     func testGopassTOTPKeyAndOtpauthLinesThroughPass() throws {
         guard ChildProcess.find("pass") != nil else { throw XCTSkip("pass is not installed (apt-get install pass)") }
-        try withTestGPGKey { recipient in
-            let store = directory.deletingLastPathComponent().appendingPathComponent("store-\(UUID().uuidString)")
-            setenv("PASSWORD_STORE_DIR", store.path, 1)
-            defer {
-                unsetenv("PASSWORD_STORE_DIR")
-                try? FileManager.default.removeItem(at: store)
-            }
-            try must(["pass", "init", recipient])
+        try withTestGPGKey { recipient in try withPassStore(for: recipient) { store in
             // gopass's layout: the password, a YAML marker, then keys.
             try must(["pass", "insert", "-m", "web/gopass"], Data("pw\n---\ntotp: jbsw y3dp ehpk 3pxp\nuser: ada\n".utf8))
             try must(
@@ -110,7 +102,7 @@ final class TOTPFormsTests: VaultTestCase {
             XCTAssertEqual(try code(vault, "gopass-uri"), try oathtool("JBSWY3DPEHPK3PXP", algorithm: "sha512", digits: 8))
             XCTAssertEqual(try code(vault, "pass-otp"), try oathtool("JBSWY3DPEHPK3PXP", period: 60))
             XCTAssertEqual(try vault.entry("pass-otp", reveal: true).notes, "note")
-        }
+        } }
     }
 
     func testBitwardenBase32WithSpacesAndLowercaseAndURIsWithRawSpaces() throws {

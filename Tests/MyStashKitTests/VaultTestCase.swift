@@ -93,6 +93,18 @@ class VaultTestCase: XCTestCase {
 
     /// Runs `body` with GNUPGHOME pointing at a new gpg home holding one key without a
     /// passphrase, for `recipient`; skips the test without gpg.
+    /// A new pass store for `recipient` (PASSWORD_STORE_DIR while `body` runs), removed after.
+    func withPassStore(for recipient: String, _ body: (_ store: URL) throws -> Void) throws {
+        let store = directory.deletingLastPathComponent().appendingPathComponent("store-\(UUID().uuidString)")
+        setenv("PASSWORD_STORE_DIR", store.path, 1)
+        defer {
+            unsetenv("PASSWORD_STORE_DIR")
+            try? FileManager.default.removeItem(at: store)
+        }
+        try must(["pass", "init", recipient])
+        try body(store)
+    }
+
     func withTestGPGKey(_ body: (_ recipient: String) throws -> Void) throws {
         guard ChildProcess.find("gpg") != nil else { throw XCTSkip("gpg is not installed (apt-get install gnupg)") }
         // Short: the agent's socket path must fit in 108 bytes.
