@@ -186,9 +186,51 @@ extension Vault {
         }
     }
 
+    /// The note `reference` names: `#ID`, its title, or, when no note has that title,
+    /// `folder/title` (the folder an import brought it from).
     func findNote(_ reference: String) throws -> Note {
-        try find(Note.self, reference, nameKey: "title", noun: "note", listCommand: "mystash note list") { note in
+        func describe(_ note: Note) -> String {
             "#\(note.id)  \(note.title)" + (note.folder.map { "  folder: \($0)" } ?? "")
+        }
+        return try findFallingBackToPath(reference, noun: "notes", describe: describe) {
+            try find(Note.self, reference, nameKey: "title", noun: "note", listCommand: "mystash note list",
+                     describe: describe)
+        } atPath: { container, name in
+            try Predicate(format: "folder ==[c] %@ AND title ==[c] %@", container, name)
+        }
+    }
+
+    /// What `find` finds; when it finds nothing and `reference` holds a slash, the one object
+    /// whose container (category or folder) and name, joined by `/`, are `reference` (ignoring
+    /// case; a container may hold `/` itself, so every split is tried).
+    ///
+    /// - throws: `find`'s error when no path matches either; ``VaultError`` `.usage` listing
+    ///   each match when several do.
+    private func findFallingBackToPath<T: ManagedEntity>(
+        _ reference: String, noun: String, describe: (T) -> String, find: () throws -> T,
+        atPath predicate: (_ container: String, _ name: String) throws -> ObjectGraph.Predicate
+    ) throws -> T {
+        do {
+            return try find()
+        } catch let error as VaultError where error.kind == .notFound && reference.contains("/") {
+            let matches = try Self.wrapErrors {
+                var found: [T] = []
+                for slash in reference.indices where reference[slash] == "/" {
+                    let container = String(reference[..<slash])
+                    let name = String(reference[reference.index(after: slash)...])
+                    guard !container.isEmpty, !name.isEmpty else { continue }
+                    found += try context.fetch(FetchRequest<T>(predicate: try predicate(container, name)))
+                }
+                for object in found { try context.decodeValues(of: object) }
+                return found.sorted { ($0.objectID.primaryKey ?? 0) < ($1.objectID.primaryKey ?? 0) }
+            }
+            guard matches.count < 2 else {
+                throw VaultError(
+                    .usage, "'\(reference)' matches \(matches.count) \(noun); give one of their IDs as #ID:",
+                    details: matches.map(describe))
+            }
+            guard let object = matches.first else { throw error }
+            return object
         }
     }
 
@@ -206,41 +248,17 @@ extension Vault {
     /// The entry `reference` names: `#ID`, its name, or, when no entry has that name, a path
     /// `category/name` as pass names its files (`web/github`; categories may hold `/` too).
     private func findEntryOnly(_ reference: String) throws -> PasswordEntry {
-        do {
-            return try find(
-                PasswordEntry.self, reference, nameKey: "name", noun: "entry", listCommand: "mystash password list",
-                describe: Self.describeEntry)
-        } catch let error as VaultError where error.kind == .notFound && reference.contains("/") {
-            let matches = try entries(atPath: reference)
-            guard matches.count < 2 else {
-                throw VaultError(
-                    .usage, "'\(reference)' matches \(matches.count) entries; give one of their IDs as #ID:",
-                    details: matches.map(Self.describeEntry))
-            }
-            guard let entry = matches.first else { throw error }
-            return entry
+        try findFallingBackToPath(reference, noun: "entries", describe: Self.describeEntry) {
+            try find(PasswordEntry.self, reference, nameKey: "name", noun: "entry",
+                     listCommand: "mystash password list", describe: Self.describeEntry)
+        } atPath: { container, name in
+            try Predicate(format: "category.name ==[c] %@ AND name ==[c] %@", container, name)
         }
     }
 
     private static func describeEntry(_ entry: PasswordEntry) -> String {
         ["#\(entry.id)", entry.name, "user: \(entry.userId ?? "-")", "category: \(entry.category?.name ?? "-")",
          "URL: \(entry.url ?? "-")"].joined(separator: "  ")
-    }
-
-    /// Entries whose category and name, joined by `/`, are `path` (ignoring case), in ID order.
-    private func entries(atPath path: String) throws -> [PasswordEntry] {
-        try Self.wrapErrors {
-            var found: [PasswordEntry] = []
-            for slash in path.indices where path[slash] == "/" {
-                let category = String(path[..<slash]), name = String(path[path.index(after: slash)...])
-                guard !category.isEmpty, !name.isEmpty else { continue }
-                let request = FetchRequest<PasswordEntry>(
-                    predicate: try Predicate(format: "category.name ==[c] %@ AND name ==[c] %@", category, name))
-                found += try context.fetch(request)
-            }
-            for entry in found { try context.decodeValues(of: entry) }
-            return found.sorted { $0.id < $1.id }
-        }
     }
 
     func findCategory(_ reference: String) throws -> Category {

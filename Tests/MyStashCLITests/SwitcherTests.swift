@@ -100,6 +100,11 @@ final class SwitcherTests: CLITestCase {
         // A name that holds a slash itself is found as it is.
         try runOK(["password", "add", "a/b"], stdin: "slash-pw\n")
         XCTAssertEqual(try runOK(["password", "show", "a/b", "--field", "password"]).stdout, "slash-pw\n")
+        // Notes by the folder an import brought them from.
+        try runOK(["import", try write(
+            #"{"folders":[{"id":"h","name":"Home"}],"items":[{"type":2,"name":"Codes","folderId":"h","notes":"4711"}]}"#,
+            to: "notes.json")])
+        XCTAssertEqual(try runOK(["note", "show", "home/codes", "--json"]).stdout.contains("\"4711\""), true)
     }
 
     func testACategoryIsCreatedOnlyWhenAsked() throws {
