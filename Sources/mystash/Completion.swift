@@ -68,51 +68,111 @@ private func unlockedForCompletion(_ arguments: [String]) -> Vault? {
 
 // MARK: - Aliases
 
-/// The completion script for `shell`: swift-argument-parser's, which knows no aliases, with (for
-/// bash) a wrapper that rewrites each alias on the line (`pw`, `ls`, `get`...) to its command
-/// before completing.
-func completionScriptWithAliases(for shell: CompletionShell) -> String {
-    let script = MyStash.completionScript(for: shell)
-    guard shell == .bash else { return script }
-    var cases: [String] = []
-    func collect(_ command: ParsableCommand.Type, path: [String]) {
+/// Every alias with the command path it is typed after (" password ls": `ls` after `password`)
+/// and the name of the command it stands for.
+private func aliases() -> [(path: String, command: String)] {
+    var found: [(String, String)] = []
+    func collect(_ command: ParsableCommand.Type, path: String) {
         for sub in command.configuration.subcommands {
             let name = sub.configuration.commandName ?? sub._commandName
-            for alias in sub.configuration.aliases {
-                cases.append("        \"\((path + [alias]).joined(separator: " "))\") canonical=\(name) ;;")
-            }
-            collect(sub, path: path + [name])
+            for alias in sub.configuration.aliases { found.append(("\(path) \(alias)", name)) }
+            collect(sub, path: "\(path) \(name)")
         }
     }
-    collect(MyStash.self, path: [""])
-    let registration = "complete -o filenames -F _mystash mystash"
-    guard script.hasSuffix(registration) || script.hasSuffix(registration + "\n") else { return script }
-    return script.trimmingCharacters(in: .newlines).dropLast(registration.count) + """
+    collect(MyStash.self, path: "")
+    return found
+}
 
-        # Aliases complete as the commands they stand for: each on the line before the cursor is
-        # replaced by its command's name (in COMP_WORDS, COMP_LINE and COMP_POINT alike).
-        _mystash_aliases() {
-            local rest="${COMP_LINE}" line="" path="" word canonical before i
-            for ((i = 0; i < COMP_CWORD; i++)); do
-                word="${COMP_WORDS[i]}"
-                before="${rest%%"${word}"*}"
-                rest="${rest:$((${#before} + ${#word}))}"
-                canonical="${word}"
-                if ((i > 0)); then
-                    case "${path} ${word}" in
-        \(cases.joined(separator: "\n"))
+/// The completion script for `shell`: swift-argument-parser's, which knows no aliases, with a
+/// wrapper that reads each alias on the line (`pw`, `ls`, `get`...) as its command's name.
+func completionScriptWithAliases(for shell: CompletionShell) -> String {
+    let script = MyStash.completionScript(for: shell)
+    switch shell {
+    case .bash:
+        let registration = "complete -o filenames -F _mystash mystash"
+        guard script.trimmingCharacters(in: .newlines).hasSuffix(registration) else { return script }
+        let cases = aliases().map { "        \"\($0.path)\") canonical=\($0.command) ;;" }
+        return script.trimmingCharacters(in: .newlines).dropLast(registration.count) + """
+            # Aliases complete as the commands they stand for: each on the line before the cursor is
+            # replaced by its command's name (in COMP_WORDS, COMP_LINE and COMP_POINT alike).
+            _mystash_aliases() {
+                local rest="${COMP_LINE}" line="" path="" word canonical before i
+                for ((i = 0; i < COMP_CWORD; i++)); do
+                    word="${COMP_WORDS[i]}"
+                    before="${rest%%"${word}"*}"
+                    rest="${rest:$((${#before} + ${#word}))}"
+                    canonical="${word}"
+                    if ((i > 0)); then
+                        case "${path} ${word}" in
+            \(cases.joined(separator: "\n"))
+                        esac
+                        path="${path} ${canonical}"
+                    fi
+                    line+="${before}${canonical}"
+                    COMP_POINT=$((COMP_POINT + ${#canonical} - ${#word}))
+                    COMP_WORDS[i]="${canonical}"
+                done
+                COMP_LINE="${line}${rest}"
+                _mystash "$@"
+            }
+
+            complete -o filenames -F _mystash_aliases mystash
+
+            """
+    case .zsh:
+        let registration = """
+            if [[ "${funcstack[1]}" = _mystash ]]; then
+                _mystash "${@}"
+            else
+                compdef _mystash mystash
+            fi
+            """
+        guard script.contains(registration) else { return script }
+        let cases = aliases().map { "    '\($0.path)') words[i]=\($0.command) ;;" }
+        return script.replacingOccurrences(of: registration, with: """
+            # Aliases complete as the commands they stand for: each before the cursor is read as
+            # its command's name.
+            _mystash_aliases() {
+                local i path=''
+                for ((i = 2; i < CURRENT; i++)); do
+                    case "${path} ${words[i]}" in
+            \(cases.joined(separator: "\n"))
                     esac
-                    path="${path} ${canonical}"
-                fi
-                line+="${before}${canonical}"
-                COMP_POINT=$((COMP_POINT + ${#canonical} - ${#word}))
-                COMP_WORDS[i]="${canonical}"
-            done
-            COMP_LINE="${line}${rest}"
-            _mystash "$@"
-        }
+                    path="${path} ${words[i]}"
+                done
+                _mystash "${@}"
+            }
 
-        complete -o filenames -F _mystash_aliases mystash
+            if [[ "${funcstack[1]}" = _mystash ]]; then
+                _mystash_aliases "${@}"
+            else
+                compdef _mystash_aliases mystash
+            fi
+            """)
+    case .fish:
+        guard script.contains("function __mystash_tokens\n") else { return script }
+        let cases = aliases().map { "            case '\($0.path)'\n                set tokens[$i] \($0.command)" }
+        return script + """
 
-        """
+            # Aliases complete as the commands they stand for: each before the cursor is read as
+            # its command's name.
+            functions -c __mystash_tokens __mystash_tokens_as_typed
+            function __mystash_tokens
+                set -l tokens (__mystash_tokens_as_typed $argv)
+                # Only the line's tokens (-p), not the one under the cursor alone (-t).
+                string match -q -- '-p*' $argv; or begin; printf '%s\\n' $tokens; return; end
+                set -l path ''
+                for i in (seq 2 (count $tokens))
+                    switch "$path $tokens[$i]"
+            \(cases.joined(separator: "\n"))
+                    end
+                    set path "$path $tokens[$i]"
+                end
+                printf '%s\\n' $tokens
+            end
+
+            """
+    default:
+        return script
+    }
 }

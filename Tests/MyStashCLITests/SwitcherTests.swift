@@ -219,6 +219,42 @@ final class SwitcherTests: CLITestCase {
         XCTAssertEqual(try complete(["mystash", "pw", "show", "Bank", "--field", "P"]).stdout, "[PIN]\n")
     }
 
+    func testFishCompletesAliasesAsTheirCommands() throws {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/fish") else {
+            throw XCTSkip("fish is not installed (apt-get install fish)")
+        }
+        func complete(_ line: String) throws -> String {
+            try shell("fish -c \(shellQuoted("""
+                mystash --generate-completion-script fish | source; complete -C \(shellQuoted(line))
+                """))").stdout
+        }
+        XCTAssertEqual(try complete("mystash pw ls --cat"), "--category\tOnly list entries of this category.\n")
+        XCTAssertEqual(try complete("mystash password list --cat"), try complete("mystash pw ls --cat"))
+        XCTAssertTrue(try complete("mystash pw get x --fie").hasPrefix("--field\t"))
+        XCTAssertTrue(try complete("mystash note delete --fo").hasPrefix("--force\t"))
+    }
+
+    func testZshCompletesAliasesAsTheirCommands() throws {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/zsh") else {
+            throw XCTSkip("zsh is not installed (apt-get install zsh)")
+        }
+        let script = home.appendingPathComponent("_mystash")
+        try Data(try runOK(["--generate-completion-script", "zsh"]).stdout.utf8).write(to: script)
+        // An interactive zsh on a pseudo-terminal (zsh/zpty): type the line and a tab, and read
+        // until the completed option shows (timeout ends a wait that never matches).
+        let driver = """
+            zmodload zsh/zpty
+            zpty z zsh -f -i
+            zpty -w z 'PROMPT="> "; autoload -Uz compinit; compinit -u -D; source \(script.path); echo READY'
+            zpty -r z line '*READY*'; zpty -r z line '*READY*'
+            zpty -w -n z $'mystash pw ls --cat\\t'
+            zpty -r z out '*--category*' && print COMPLETED
+            zpty -d z
+            """
+        let result = try shell("timeout 30 zsh -f -c \(shellQuoted(driver))")
+        XCTAssertTrue(result.stdout.hasSuffix("COMPLETED\n"), result.stdout + result.stderr)
+    }
+
     func testTheClipboardIsPutBackAfterTheCopyIsCleared() throws {
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/xvfb-run"),
             FileManager.default.isExecutableFile(atPath: "/usr/bin/xclip")
