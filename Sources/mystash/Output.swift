@@ -76,10 +76,7 @@ enum Output {
         }
         func append(_ cells: [String], to output: inout String) {
             for (index, (cell, width)) in zip(cells, widths).enumerated() {
-                output += cell
-                if index < cells.count - 1 {
-                    output += String(repeating: " ", count: max(0, width - TextWidth.columns(of: cell)) + 2)
-                }
+                output += index < cells.count - 1 ? padded(cell, to: width + 2) : cell
             }
             output += "\n"
         }
@@ -89,6 +86,12 @@ enum Output {
         var output = Terminal.stdoutIsTerminal ? "\u{1B}[1m\(top.dropLast())\u{1B}[0m\n" : top
         for row in safeRows { append(row, to: &output) }
         write(output)
+    }
+
+    /// `text` (printable: see ``safe(_:keepingLines:)``) with spaces after it up to `width`
+    /// terminal columns.
+    static func padded(_ text: String, to width: Int) -> String {
+        text + String(repeating: " ", count: max(0, width - TextWidth.columns(of: text)))
     }
 
     /// One formatter for every date printed: each new one makes ICU build a formatter again,

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import MyStashKit
+import TerminalUI
 
 struct GeneratorOptions: ParsableArguments {
     @Option(help: "Make generated passwords this many characters long.") var length = 20
@@ -166,14 +167,15 @@ struct PasswordCommand: ParsableCommand {
                     ("Notes", info.notes),
                     ("History", info.historyCount.map { "\($0) earlier password(s) ('mystash password history')" }),
                            ("Updated", Output.date(info.updatedAt))]
-                let width = max(10, (fields.map(\.0.count).max() ?? 0) + 2)
+                // Labels (custom field names too) measured in terminal columns.
+                let width = max(10, (fields.map { TextWidth.columns(of: Output.safe($0.0)) }.max() ?? 0) + 2)
                 for (label, value) in fields {
                     guard let value else { continue }
                     // A value of several lines (notes) as lines, each under the first.
                     let lines = Output.safe(value, keepingLines: true)
                         .split(separator: "\n", omittingEmptySubsequences: false)
                     Output.write(
-                        (Output.safe(label) + ":").padding(toLength: width, withPad: " ", startingAt: 0)
+                        Output.padded(Output.safe(label) + ":", to: width)
                             + lines.joined(separator: "\n" + String(repeating: " ", count: width)) + "\n")
                 }
             }

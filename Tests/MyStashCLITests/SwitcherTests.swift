@@ -175,6 +175,12 @@ final class SwitcherTests: CLITestCase {
         XCTAssertEqual(lines.count, 3)
         XCTAssertEqual(columnOfUser(lines[0], "USER"), columnOfUser(lines[1], "ada"), lines.joined(separator: "\n"))
         XCTAssertEqual(columnOfUser(lines[0], "USER"), columnOfUser(lines[2], "山田"), lines.joined(separator: "\n"))
+        try runOK(["import", try write(
+            #"{"items":[{"type":1,"name":"Bank","login":{"password":"p"},"fields":[{"name":"暗証番号","value":"1"}]}]}"#,
+            to: "bank.json")])
+        let shown = try runOK(["password", "show", "Bank"]).stdout
+        // 暗証番号: takes 9 columns: its value starts at column 10, as Bank after Name: does.
+        XCTAssertTrue(shown.contains("\nName:     Bank\n") && shown.contains("\n暗証番号: 1\n"), shown)
     }
 
     func testOTPJSONNumbersAreNumbers() throws {
