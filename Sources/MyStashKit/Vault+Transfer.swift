@@ -402,9 +402,11 @@ extension Vault {
                     }
                     entry = existing
                     updated = (merged, existing.history.count)
+                    // Changed now, unless the source says when it changed.
+                    let changedAt = item.updatedAt ?? Date()
                     item = merged.result
                     item.createdAt = nil
-                    if item.updatedAt == nil { item.updatedAt = Date() }
+                    item.updatedAt = changedAt
                 } else {
                     entry = context.insert(PasswordEntry.self)
                     report.imported.append(.init(kind: "entry", title: item.name))

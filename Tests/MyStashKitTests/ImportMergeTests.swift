@@ -204,6 +204,7 @@ final class ImportMergeTests: VaultTestCase {
                 .init(field: "category", old: "Work/Mail & Chat", new: "Network"),
             ])
         let entry = try vault.entry("GitHub", reveal: true)
+        XCTAssertEqual(entry.updatedAt, ISO8601DateFormatter().date(from: "2024-05-05T05:05:05Z"), "as the source says")
         XCTAssertEqual(entry.notes, "line one\nline two", "notes the source lacks stay")
         XCTAssertEqual(entry.hasTOTP, true, "the TOTP secret the source lacks stays")
         XCTAssertEqual(entry.fields?.first { $0.name == "Recovery code" }?.value, "rc-1234-5678")
