@@ -30,6 +30,8 @@ extension ImportFormat {
             case (let format?, false): throw unknown("a JSON object whose \"format\" is \(format)")
             case (nil, false): throw unknown("a JSON object with neither \"format\" nor \"items\"")
             }
+        case UInt8(ascii: "["):
+            throw unknown("JSON whose top level is an array; every format's is an object")
         case UInt8(ascii: "<"):
             // The root element comes within the first lines, after the declaration and comments.
             let head = String(decoding: data.prefix(4096), as: UTF8.self)

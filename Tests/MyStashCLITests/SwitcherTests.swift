@@ -102,7 +102,8 @@ final class SwitcherTests: CLITestCase {
         XCTAssertEqual(try runOK(["password", "show", "a/b", "--field", "password"]).stdout, "slash-pw\n")
         // Notes by the folder an import brought them from.
         try runOK(["import", try write(
-            #"{"folders":[{"id":"h","name":"Home"}],"items":[{"type":2,"name":"Codes","folderId":"h","notes":"4711"}]}"#,
+            #"{"folders":[{"id":"h","name":"Home"}],"#
+                + #""items":[{"type":2,"name":"Codes","folderId":"h","notes":"4711"}]}"#,
             to: "notes.json")])
         XCTAssertEqual(try runOK(["note", "show", "home/codes", "--json"]).stdout.contains("\"4711\""), true)
     }
@@ -176,7 +177,8 @@ final class SwitcherTests: CLITestCase {
         XCTAssertEqual(columnOfUser(lines[0], "USER"), columnOfUser(lines[1], "ada"), lines.joined(separator: "\n"))
         XCTAssertEqual(columnOfUser(lines[0], "USER"), columnOfUser(lines[2], "山田"), lines.joined(separator: "\n"))
         try runOK(["import", try write(
-            #"{"items":[{"type":1,"name":"Bank","login":{"password":"p"},"fields":[{"name":"暗証番号","value":"1"}]}]}"#,
+            #"{"items":[{"type":1,"name":"Bank","login":{"password":"p"},"#
+                + #""fields":[{"name":"暗証番号","value":"1"}]}]}"#,
             to: "bank.json")])
         let shown = try runOK(["password", "show", "Bank"]).stdout
         // 暗証番号: takes 9 columns: its value starts at column 10, as Bank after Name: does.

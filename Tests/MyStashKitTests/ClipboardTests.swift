@@ -74,8 +74,8 @@ final class ClipboardTests: XCTestCase {
         _ = try Clipboard.copy("a link I copied", clearAfter: 0, clearHelper: [])
         _ = try Clipboard.copy("the secret", clearAfter: 0, clearHelper: [])
         let pipe = Pipe()
-        pipe.fileHandleForWriting.write(
-            Data("0 \(try Clipboard.digest("the secret"))\n\(Data("a link I copied".utf8).base64EncodedString())\n".utf8))
+        let earlier = Data("a link I copied".utf8).base64EncodedString()
+        pipe.fileHandleForWriting.write(Data("0 \(try Clipboard.digest("the secret"))\n\(earlier)\n".utf8))
         try pipe.fileHandleForWriting.close()
         XCTAssertTrue(Clipboard.runClearHelper(input: pipe.fileHandleForReading))
         XCTAssertEqual(Clipboard.contents(), "a link I copied")

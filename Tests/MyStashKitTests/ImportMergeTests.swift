@@ -40,8 +40,11 @@ final class ImportMergeTests: VaultTestCase {
         var categories: Set<String> = []
 
         static func == (a: Snapshot, b: Snapshot) -> Bool {
-            a.entries == b.entries && a.history == b.history && a.categories == b.categories
-                && a.notes.mapValues { "\($0.title)\u{0}\($0.text)" } == b.notes.mapValues { "\($0.title)\u{0}\($0.text)" }
+            func notes(_ snapshot: Snapshot) -> [Int64: String] {
+                snapshot.notes.mapValues { "\($0.title)\u{0}\($0.text)" }
+            }
+            return a.entries == b.entries && a.history == b.history && a.categories == b.categories
+                && notes(a) == notes(b)
         }
     }
 
@@ -142,6 +145,21 @@ final class ImportMergeTests: VaultTestCase {
             }
         }
         XCTAssertGreaterThan(updates, 10, "the fixtures share entries, so re-imports update some")
+    }
+
+    func testEachSourceSaysWhichFormatItIs() throws {
+        for source in try sources() {
+            XCTAssertEqual(try ImportFormat.detect(in: source.data), source.format, source.label)
+        }
+        // With a byte order mark and CRLF line ends, as Windows tools save them.
+        let csv = Data([0xEF, 0xBB, 0xBF]) + Data("\"Title\",\"Password\"\r\n\"a\",\"b\"\r\n".utf8)
+        XCTAssertEqual(try ImportFormat.detect(in: csv), .keepassxcCSV)
+        for unknown in [
+            "", "  \n", "[1]", "{\"a\": 1}", "{\"format\": \"x\"}", "{\"items\": [], \"format\": 1}", "<a/>",
+            "Name,Secret\n", "{\"items\": [",
+        ] {
+            assertVaultError(.usage, { _ = try ImportFormat.detect(in: Data(unknown.utf8)) })
+        }
     }
 
     func testARefusedImportChangesNothing() throws {

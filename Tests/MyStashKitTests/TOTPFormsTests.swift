@@ -88,7 +88,8 @@ final class TOTPFormsTests: VaultTestCase {
         guard ChildProcess.find("pass") != nil else { throw XCTSkip("pass is not installed (apt-get install pass)") }
         try withTestGPGKey { recipient in try withPassStore(for: recipient) { store in
             // gopass's layout: the password, a YAML marker, then keys.
-            try must(["pass", "insert", "-m", "web/gopass"], Data("pw\n---\ntotp: jbsw y3dp ehpk 3pxp\nuser: ada\n".utf8))
+            try must(
+                ["pass", "insert", "-m", "web/gopass"], Data("pw\n---\ntotp: jbsw y3dp ehpk 3pxp\nuser: ada\n".utf8))
             try must(
                 ["pass", "insert", "-m", "web/gopass-uri"],
                 Data("pw\n---\ntotp: otpauth://totp/x?secret=JBSWY3DPEHPK3PXP&digits=8&algorithm=SHA512\n".utf8))
@@ -99,7 +100,8 @@ final class TOTPFormsTests: VaultTestCase {
             XCTAssertEqual(try code(vault, "gopass"), try oathtool("JBSWY3DPEHPK3PXP"))
             XCTAssertEqual(try vault.entry("gopass", reveal: true).userId, "ada")
             XCTAssertNil(try vault.entry("gopass", reveal: true).notes, "the YAML marker is no note")
-            XCTAssertEqual(try code(vault, "gopass-uri"), try oathtool("JBSWY3DPEHPK3PXP", algorithm: "sha512", digits: 8))
+            XCTAssertEqual(
+                try code(vault, "gopass-uri"), try oathtool("JBSWY3DPEHPK3PXP", algorithm: "sha512", digits: 8))
             XCTAssertEqual(try code(vault, "pass-otp"), try oathtool("JBSWY3DPEHPK3PXP", period: 60))
             XCTAssertEqual(try vault.entry("pass-otp", reveal: true).notes, "note")
         } }
