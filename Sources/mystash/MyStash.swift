@@ -36,7 +36,17 @@ struct MyStash: ParsableCommand {
         }
         // A closed pipe shows up as EPIPE on write, where Output ends quietly.
         signal(SIGPIPE, SIG_IGN)
-        if let suggestion = CommandSuggestion.check(Array(CommandLine.arguments.dropFirst()), root: MyStash.self) {
+        let arguments = Array(CommandLine.arguments.dropFirst())
+        if arguments.first?.hasPrefix("--generate-completion-script") == true, arguments.count <= 2 {
+            // swift-argument-parser's script, completing aliases too.
+            let named = arguments.first!.split(separator: "=", maxSplits: 1).dropFirst().first.map(String.init)
+                ?? arguments.dropFirst().first
+            if let shell = named.map(CompletionShell.init(rawValue:)) ?? CompletionShell.autodetected() {
+                Output.write(completionScriptWithAliases(for: shell))
+                return
+            }
+        }
+        if let suggestion = CommandSuggestion.check(arguments, root: MyStash.self) {
             Terminal.printError("Error: \(suggestion)")
             Self.exit(withError: ExitCode(64))
         }
