@@ -232,6 +232,8 @@ final class IntegrityRecord: StoreWriteObserver {
     func rowsWillChange(_ rows: [StoredRowKey], in transaction: StoreTransaction) throws {
         for (identifier, keys) in Dictionary(grouping: rows, by: \.storeIdentifier) {
             guard let store = store(identifier), try hasRecord(store, in: transaction) else { continue }
+            // The record first: under a key another process replaced since, every tag differs.
+            _ = try record(of: store, in: transaction)
             var columnsByTable: [String: [String]] = [:]
             for row in keys {
                 let columns = try columnsByTable[row.table] ?? columns(of: row.table, store: store, in: transaction)
@@ -317,10 +319,10 @@ final class IntegrityRecord: StoreWriteObserver {
         var records: [String: Record] = [:]
         for store in stores {
             let tags = try transaction.qualified(Self.tagTable, storeIdentifier: store.identifier)
-            for statement in try Self.tableDefinitions({ try transaction.qualified($0, storeIdentifier: store.identifier) })
-            {
-                try transaction.execute(statement)
+            let definitions = try Self.tableDefinitions {
+                try transaction.qualified($0, storeIdentifier: store.identifier)
             }
+            for statement in definitions { try transaction.execute(statement) }
             try transaction.execute("DELETE FROM \(tags)")
             // Generations go on from the old record's, if any, so older copies stay older. One this
             // record's key cannot verify (after a rekey it is under the old key) restarts at 0, a

@@ -359,7 +359,9 @@ public final class Vault {
     /// - throws: ``VaultError`` `.wrongPassword` (exit 77); `.invalidData` (65) naming each
     ///   row changed outside mystash.
     public func unlock(password: SecretBytes, verification: Verification = .immediate) throws {
-        let (dataKey, requiring) = try Self.wrapErrors { try keySlot.unlockRequiringIntegrityRecord(password: password) }
+        let (dataKey, requiring) = try Self.wrapErrors {
+            try keySlot.unlockRequiringIntegrityRecord(password: password)
+        }
         transformer.dataKey = dataKey
         slotRequiringRecord = requiring
         try didUnlock(verification)

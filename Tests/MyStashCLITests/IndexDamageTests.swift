@@ -94,4 +94,44 @@ final class IndexDamageTests: CLITestCase {
         }
         XCTAssertGreaterThan(damaged, 10)
     }
+
+    /// A copy of the vault taken while a save was being written, without its rollback journals
+    /// (a backup tool that skips them): each such copy opens as the vault before or after the
+    /// save, or is refused with exit 65 and, by check, named problems — never exit 1.
+    func testCopiesTakenMidSaveWithoutTheirJournalsAreNamedByCheck() throws {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/strace") else {
+            throw XCTSkip("strace is not installed (.ci/run installs it)")
+        }
+        try initVault()
+        for index in 0..<30 { try runOK(["password", "add", "entry \(index)", "--category", "Banking"], stdin: "pw\(index)\n") }
+        let base = home.appendingPathComponent("base")
+        try FileManager.default.copyItem(at: vaultDirectory, to: base)
+        var refused = 0
+        for write in stride(from: 1, through: 40, by: 3) {
+            try? FileManager.default.removeItem(at: vaultDirectory)
+            try FileManager.default.copyItem(at: base, to: vaultDirectory)
+            let killed = Process()
+            killed.executableURL = URL(fileURLWithPath: "/usr/bin/strace")
+            killed.arguments = ["-f", "-o", "/dev/null", "-e", "inject=pwrite64:signal=KILL:when=\(write)",
+                                Self.binary.path, "import", home.appendingPathComponent("more.json").path]
+            try """
+                {"format": "mystash-json", "version": 2, "categories": ["Banking"], "notes": [], "passwords": [
+                  {"name": "new one", "password": "x", "category": "Banking"},
+                  {"name": "entry 3", "password": "changed", "category": "Banking"}]}
+                """.write(to: home.appendingPathComponent("more.json"), atomically: true, encoding: .utf8)
+            killed.environment = baseEnvironment
+            _ = try execute(killed, stdin: nil)
+            for leftover in try FileManager.default.contentsOfDirectory(atPath: vaultDirectory.path)
+            where leftover.contains("-journal") || leftover.contains("-mj") {
+                try FileManager.default.removeItem(at: vaultDirectory.appendingPathComponent(leftover))
+            }
+            let check = try run(["check"])
+            XCTAssertTrue([0, 65].contains(check.status), "write \(write): \(check.stderr)")
+            XCTAssertFalse((check.stdout + check.stderr).contains("SQLite error"), "write \(write): \(check.stderr)")
+            if check.status == 65 { refused += 1 }
+            let list = try run(["password", "list"])
+            XCTAssertTrue([0, 65].contains(list.status), "write \(write): \(list.stderr)")
+        }
+        XCTAssertGreaterThan(refused, 0, "some copies are torn, and check names them")
+    }
 }

@@ -40,7 +40,8 @@ extension PersistentStoreCoordinator {
                 where [.SQLITE_CORRUPT, .SQLITE_NOTADB, .SQLITE_FORMAT].contains(error.resultCode.primaryResultCode)
             {
                 return [IntegrityProblem(
-                    store: name, message: "SQLite cannot read it: \(error.message ?? "SQLite error") (the file is damaged)")]
+                    store: name,
+                    message: "SQLite cannot read it: \(error.message ?? "SQLite error") (the file is damaged)")]
             } catch let error as DatabaseError where error.resultCode == .SQLITE_ERROR {
                 return [IntegrityProblem(
                     store: name, message: "SQLite cannot read it: \(error.message ?? "SQLite error") (its schema is "

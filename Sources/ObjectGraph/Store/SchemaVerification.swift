@@ -159,7 +159,8 @@ struct SchemaObject: Equatable {
             switch (actualColumns[column], wantedColumns[column]) {
             case (_?, nil): details.append("column \(column) was added")
             case (nil, _?): details.append("column \(column) is missing")
-            case (let have?, let want?) where have != want: details.append("column \(column) is '\(have)', not '\(want)'")
+            case (let have?, let want?) where have != want:
+                details.append("column \(column) is '\(have)', not '\(want)'")
             default: continue
             }
         }
