@@ -24,7 +24,7 @@ struct MyStash: ParsableCommand {
         version: "1.0.0",
         subcommands: [Init.self, NoteCommand.self, PasswordCommand.self, CategoryCommand.self, Generate.self,
                       Passwd.self, Unlock.self, Lock.self, Export.self, Import.self, Check.self, SeedCommand.self,
-                      Browse.self, ClipboardClear.self]
+                      Browse.self, ClipboardClear.self, GitCredential.self]
     )
 
     static func main() {
@@ -36,12 +36,17 @@ struct MyStash: ParsableCommand {
         }
         // A closed pipe shows up as EPIPE on write, where Output ends quietly.
         signal(SIGPIPE, SIG_IGN)
-        if let suggestion = CommandSuggestion.check(Array(CommandLine.arguments.dropFirst()), root: MyStash.self) {
+        var arguments = Array(CommandLine.arguments.dropFirst())
+        // Installed as git-credential-mystash, git runs it as `credential.helper mystash`.
+        if CommandLine.arguments.first.map({ URL(fileURLWithPath: $0).lastPathComponent }) == "git-credential-mystash" {
+            arguments.insert(GitCredential.configuration.commandName!, at: 0)
+        }
+        if let suggestion = CommandSuggestion.check(arguments, root: MyStash.self) {
             Terminal.printError("Error: \(suggestion)")
             Self.exit(withError: ExitCode(64))
         }
         do {
-            var command = try parseAsRoot()
+            var command = try parseAsRoot(arguments)
             try command.run()
         } catch {
             exit(withError: error)
