@@ -145,7 +145,8 @@ struct PatternMatcher {
             var end = start + 1
             var turns = 0
             var last: Int?
-            while end < characters.count, let direction = Self.direction(from: characters[end - 1], to: characters[end]) {
+            while end < characters.count,
+                  let direction = Self.direction(from: characters[end - 1], to: characters[end]) {
                 if direction != last { turns += 1 }
                 last = direction
                 end += 1
