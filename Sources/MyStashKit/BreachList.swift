@@ -40,9 +40,14 @@ public struct BreachList {
     /// How many times the password appears in the breaches the list counts; 0 when it does not.
     public func occurrences(of password: String) throws -> Int {
         let hex = try SHA1Digest.hash(Array(password.utf8)).map { String(format: "%02X", $0) }.joined()
+        return try occurrences(ofSHA1: Array(hex.utf8))
+    }
+
+    /// The count of a SHA-1 given as 40 uppercase hex digits.
+    func occurrences(ofSHA1 hash: [UInt8]) throws -> Int {
         switch layout {
-        case .rangeDirectory: return try rangeOccurrences(hex)
-        case .sortedFile: return try sortedOccurrences(Array(hex.utf8))
+        case .rangeDirectory: return try rangeOccurrences(String(decoding: hash, as: UTF8.self))
+        case .sortedFile: return try sortedOccurrences(hash)
         }
     }
 

@@ -1,0 +1,121 @@
+import ArgumentParser
+import Foundation
+import MyStashKit
+import StashCrypto
+
+struct Health: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Report weak, reused, old and breached passwords, and vault settings weaker than they should be.",
+        discussion: """
+        Strength is a zxcvbn-style estimate of the guesses a password takes (common passwords, \
+        English words, look-alike letters, keyboard walks, sequences, repeats, dates); under \
+        10^10 guesses is weak. Reused passwords are listed by the entries sharing them, never \
+        shown. A password is old when unchanged for --max-age days. With --breaches, each \
+        password's SHA-1 is looked up in a downloaded copy of Pwned Passwords, offline. The \
+        settings checked are scrypt's cost against what this machine calibrates to and the time \
+        left in the unlocked session. Exit status 0 when nothing is found, 2 when something is.
+        """)
+
+    /// The exit status when the report has findings (scripts tell it from errors, which are 1 or 64 and up).
+    static let findingsStatus: Int32 = 2
+
+    @OptionGroup var options: VaultOptions
+    @Flag(help: "Print the report as JSON.") var json = false
+    @Option(help: ArgumentHelp(
+        "Look passwords up in this downloaded Pwned Passwords list: a directory of range files or one SHA-1 file "
+            + "ordered by hash.", valueName: "path"), completion: .file())
+    var breaches: String?
+    @Option(help: ArgumentHelp("Count a password unchanged for this many days as old.", valueName: "days"))
+    var maxAge = 365
+
+    func validate() throws {
+        guard (1...36500).contains(maxAge) else {
+            throw ValidationError("--max-age must be a number of days from 1 to 36500, not \(maxAge)")
+        }
+    }
+
+    func run() throws {
+        var healthy = true
+        try reportingErrors {
+            // The list is checked before the vault is unlocked, so a wrong path costs no password.
+            let list = try breaches.map { try BreachList(at: URL(fileURLWithPath: $0)) }
+            var policy = HealthPolicy()
+            policy.maximumAge = TimeInterval(maxAge) * 86400
+            let calibrated = try KDFPolicy.calibrated()
+            let report = try options.readUnlockedVault {
+                try $0.healthReport(policy: policy, breaches: list, calibrated: calibrated)
+            }
+            healthy = report.isHealthy
+            if json { return try Output.json(report) }
+            printReport(report)
+        }
+        if !healthy { throw ExitCode(Self.findingsStatus) }
+    }
+
+    private func printReport(_ report: HealthReport) {
+        func heading(_ title: String, _ count: Int, _ detail: String = "") {
+            Output.write("\(title) (\(count)\(detail)):\n")
+        }
+        if !report.weak.isEmpty {
+            heading("Weak passwords", report.weak.count)
+            Output.table(["ID", "NAME", "BITS", "GUESSABLE AS"], report.weak.map { weak in
+                [String(weak.entry.id), weak.entry.name, String(format: "%.1f", weak.bits), Self.describe(weak)]
+            }, empty: "")
+        }
+        if !report.reused.isEmpty {
+            heading("Reused passwords", report.reused.count, report.reused.count == 1 ? " group" : " groups")
+            for group in report.reused {
+                Output.line("  " + group.map { "\($0.name) (#\($0.id))" }.joined(separator: ", "))
+            }
+        }
+        if !report.old.isEmpty {
+            heading("Old passwords", report.old.count, ", unchanged for \(maxAge) days or more")
+            Output.table(["ID", "NAME", "SET", "DAYS"], report.old.map {
+                [String($0.entry.id), $0.entry.name, Output.date($0.since), String($0.days)]
+            }, empty: "")
+        }
+        if let breached = report.breached, !breached.isEmpty {
+            heading("Breached passwords", breached.count)
+            Output.table(["ID", "NAME", "SEEN"], breached.map {
+                [String($0.entry.id), $0.entry.name, "\($0.occurrences) times"]
+            }, empty: "")
+        }
+        if !report.settings.isEmpty {
+            heading("Vault settings", report.settings.count)
+            for setting in report.settings { Output.line("  " + Self.describe(setting)) }
+        }
+        var summary = "Checked \(report.entriesChecked) passwords: \(report.weak.count) weak, "
+            + "\(report.reused.reduce(0) { $0 + $1.count }) reused, \(report.old.count) old"
+        if let breached = report.breached { summary += ", \(breached.count) breached" }
+        let settings = report.settings.count
+        summary += settings == 0 ? "; settings sound." : "; \(settings) setting\(settings == 1 ? "" : "s") to change."
+        Output.line(summary)
+    }
+
+    static func describe(_ weak: HealthReport.WeakPassword) -> String {
+        let words: [PasswordStrength.Pattern: String] = [
+            .commonPassword: "a common password", .dictionaryWord: "dictionary words",
+            .keyboardWalk: "a keyboard pattern", .sequence: "a sequence", .repeated: "repeated characters",
+            .date: "a date or year", .bruteForce: "too short",
+        ]
+        let parts = (weak.patterns.isEmpty ? [.bruteForce] : weak.patterns).compactMap { words[$0] }
+        return parts.joined(separator: ", ") + (weak.substitutions ? " (look-alike letters)" : "")
+    }
+
+    static func describe(_ setting: HealthReport.Setting) -> String {
+        switch setting.kind {
+        case .scryptCost:
+            return "scrypt's cost is N=2^\(setting.current), below the 2^\(setting.recommended) this machine "
+                + "calibrates to: run 'mystash passwd' to raise it"
+        case .sessionLifetime:
+            let left = setting.current < 0 ? "no time limit" : "\(Self.duration(setting.current)) left"
+            return "the unlocked session has \(left) (at most \(Self.duration(setting.recommended)) is advised): "
+                + "run 'mystash lock', then unlock with a shorter --timeout"
+        }
+    }
+
+    private static func duration(_ seconds: Int) -> String {
+        seconds >= 3600 ? "\(seconds / 3600)h" + (seconds % 3600 >= 60 ? "\(seconds % 3600 / 60)m" : "")
+            : "\(seconds / 60)m"
+    }
+}
