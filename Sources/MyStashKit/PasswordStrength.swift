@@ -41,11 +41,12 @@ public struct PasswordStrength: Equatable, Sendable {
     public var bits: Double { log2(max(guesses, 1)) }
 
     public var score: Int {
+        // zxcvbn's margin: exactly 10^8 brute-force guesses (8 random digits) is still a 2.
         switch guesses {
-        case ..<1e3: return 0
-        case ..<1e6: return 1
-        case ..<1e8: return 2
-        case ..<1e10: return 3
+        case ..<(1e3 + 5): return 0
+        case ..<(1e6 + 5): return 1
+        case ..<(1e8 + 5): return 2
+        case ..<(1e10 + 5): return 3
         default: return 4
         }
     }

@@ -13,6 +13,7 @@ final class PasswordStrengthTests: XCTestCase {
         ("wsxcde34rfv", 36_046_000, 2), ("drowssap", 5, 0), ("nohtyp!", 69576, 1), ("Summer2024!", 27_610_000, 2),
         ("Ilove_London88", 80_500_000_000, 4), ("hello world", 100_290_334, 3), ("sunshine", 47, 0),
         ("zyxwvu", 49, 0), ("97531", 41, 0), ("ki8ju7hy6gt5", 1e12 + 1, 4), ("tr4ctorTRACTOR", 26_480_088, 2),
+        ("glpat-42", 100_000_001, 2), ("Xk7$mQ2pLr", 10_000_000_001, 3),
     ]
     /// Phrases of words rarer than the 10,000 most frequent, which our shorter lists lack.
     static let zxcvbnRareWords: [(password: String, guesses: Double, score: Int)] = [
@@ -26,6 +27,14 @@ final class PasswordStrengthTests: XCTestCase {
             XCTAssertEqual(log10(estimate.guesses), log10(guesses), accuracy: 1, password)
             XCTAssertLessThanOrEqual(abs(estimate.score - score), 1, password)
         }
+    }
+
+    func testScoresAreZxcvbnsAtTheirBoundaries() {
+        // Random characters count 10 guesses each, plus one: 8 of them are 10^8 + 1, still a 2.
+        XCTAssertEqual(PasswordStrength.estimate("Xk7$mQ2p").score, 2)
+        XCTAssertEqual(PasswordStrength.estimate("Xk7$mQ2pL").score, 3)
+        XCTAssertEqual(PasswordStrength.estimate("Xk7$mQ2pLr").score, 3)
+        XCTAssertEqual(PasswordStrength.estimate("Xk7$mQ2pLr9").score, 4)
     }
 
     func testPhrasesOfRarerWordsAreNeverRatedWeakerThanZxcvbnRatesThem() {
