@@ -26,16 +26,21 @@ struct PatternMatcher {
 
     // MARK: - Dictionaries
 
-    /// The ranked lists: zxcvbn's common passwords and English words (Config/Wordlists/ATTRIBUTION.md).
-    static let dictionaries: [(pattern: PasswordStrength.Pattern, ranks: [String: Int], longest: Int)] = [
-        (.commonPassword, "common-passwords.txt"), (.dictionaryWord, "english-words.txt"),
-    ].map { pattern, file in
-        var ranks: [String: Int] = [:]
-        let lines = String(decoding: Resources.file("Wordlists/\(file)") ?? Data(), as: UTF8.self)
-            .split(whereSeparator: \.isNewline)
-        for (index, line) in lines.enumerated() where ranks[String(line)] == nil { ranks[String(line)] = index + 1 }
-        return (pattern, ranks, lines.map(\.count).max() ?? 0)
-    }
+    /// zxcvbn's common passwords and English words (Config/Wordlists/ATTRIBUTION.md), each
+    /// string with its rank in the list that ranks it higher.
+    static let ranked: [String: (pattern: PasswordStrength.Pattern, rank: Int)] = {
+        var ranked: [String: (pattern: PasswordStrength.Pattern, rank: Int)] = [:]
+        for (pattern, file) in [(PasswordStrength.Pattern.commonPassword, "common-passwords.txt"),
+                                (.dictionaryWord, "english-words.txt")] {
+            let lines = String(decoding: Resources.file("Wordlists/\(file)") ?? Data(), as: UTF8.self)
+                .split(whereSeparator: \.isNewline)
+            for (index, line) in lines.enumerated() where (ranked[String(line)]?.rank ?? .max) > index + 1 {
+                ranked[String(line)] = (pattern, index + 1)
+            }
+        }
+        return ranked
+    }()
+    static let longestWord = ranked.keys.map(\.count).max() ?? 0
 
     /// Letters and the characters written for them.
     static let lookAlikes: [Character: [Character]] = [
@@ -44,28 +49,40 @@ struct PatternMatcher {
         "$": ["s"], "5": ["s"], "+": ["t"], "%": ["x"], "2": ["z"],
     ]
 
+    /// Every substring found in a list as it is, reversed, or with its look-alikes read as letters.
     private func dictionaryMatches() -> [Part.Located] {
         var found: [Part.Located] = []
-        for (pattern, ranks, longest) in Self.dictionaries where longest > 0 {
-            for start in lowered.indices {
-                for end in (start + 1)...min(lowered.count, start + longest) {
-                    let token = Array(lowered[start..<end])
-                    let capitals = capitalisations(start, end)
-                    if let rank = ranks[String(token)] {
-                        found.append(located(start, end, pattern, Double(rank) * capitals, rank: rank))
-                    }
-                    if token.count >= 3, Array(token.reversed()) != token, let rank = ranks[String(token.reversed())] {
-                        found.append(located(start, end, pattern, Double(rank) * capitals * 2, reversed: true,
-                                             rank: rank))
-                    }
-                    for (plain, substitutions) in unsubstituted(token) {
-                        guard let rank = ranks[String(plain)] else { continue }
-                        let ways = substitutions.reduce(1.0) { product, pair in
-                            product * variations(token.filter { $0 == pair.key }.count,
-                                                 token.filter { $0 == pair.value }.count)
+        // Look-alikes before each position, so a substring without one skips that search.
+        var lookAlikesBefore = [0]
+        for character in lowered {
+            let isLookAlike = Self.lookAlikes[character] != nil
+            lookAlikesBefore.append(lookAlikesBefore[lookAlikesBefore.count - 1] + (isLookAlike ? 1 : 0))
+        }
+        for start in lowered.indices where Self.longestWord > 0 {
+            var token = ""
+            for end in (start + 1)...min(lowered.count, start + Self.longestWord) {
+                token.append(lowered[end - 1])
+                func add(_ word: String, reversed: Bool = false, substitutions: [Character: Character] = [:]) {
+                    guard let (pattern, rank) = Self.ranked[word] else { return }
+                    var guesses = Double(rank) * capitalisations(start, end) * (reversed ? 2 : 1)
+                    for (symbol, letter) in substitutions {
+                        var (changed, unchanged) = (0, 0)
+                        for character in lowered[start..<end] {
+                            if character == symbol { changed += 1 } else if character == letter { unchanged += 1 }
                         }
-                        found.append(located(start, end, pattern, Double(rank) * capitals * ways, substituted: true,
-                                             rank: rank))
+                        guesses *= variations(changed, unchanged)
+                    }
+                    found.append(located(start, end, pattern, guesses, substituted: !substitutions.isEmpty,
+                                         reversed: reversed, rank: rank))
+                }
+                add(token)
+                if end - start >= 3 {
+                    let backwards = String(token.reversed())
+                    if backwards != token { add(backwards, reversed: true) }
+                }
+                if lookAlikesBefore[end] > lookAlikesBefore[start] {
+                    for (plain, substitutions) in unsubstituted(lowered[start..<end]) {
+                        add(plain, substitutions: substitutions)
                     }
                 }
             }
@@ -81,27 +98,37 @@ struct PatternMatcher {
     }
 
     private func capitalisations(_ start: Int, _ end: Int) -> Double {
-        let token = characters[start..<end]
-        let upper = token.filter(\.isUppercase).count
-        let lower = token.filter(\.isLowercase).count
+        var (upper, lower) = (0, 0)
+        for character in characters[start..<end] {
+            if character.isUppercase { upper += 1 } else if character.isLowercase { lower += 1 }
+        }
         if upper == 0 { return 1 }
-        if lower == 0 || (upper == 1 && (token.first!.isUppercase || token.last!.isUppercase)) { return 2 }
+        if lower == 0 || (upper == 1 && (characters[start].isUppercase || characters[end - 1].isUppercase)) {
+            return 2
+        }
         return variations(upper, lower)
     }
 
-    /// The token with its look-alikes read as letters, each way of reading them (at most 32),
+    /// The token with its look-alikes read as letters, each way of reading them (at most 8),
     /// with which character stood for which letter.
-    private func unsubstituted(_ token: [Character]) -> [([Character], [Character: Character])] {
-        let present = Array(Set(token.filter { Self.lookAlikes[$0] != nil })).sorted()
-        guard !present.isEmpty else { return [] }
+    private func unsubstituted(_ token: ArraySlice<Character>) -> [(String, [Character: Character])] {
+        var present: [Character] = []
+        for character in token where Self.lookAlikes[character] != nil && !present.contains(character) {
+            present.append(character)
+        }
         var readings: [[Character: Character]] = [[:]]
         for character in present {
-            readings = readings.flatMap { reading in
-                Self.lookAlikes[character]!.map { reading.merging([character: $0]) { $1 } }
+            var next: [[Character: Character]] = []
+            for reading in readings {
+                for letter in Self.lookAlikes[character]! where next.count < 8 {
+                    var extended = reading
+                    extended[character] = letter
+                    next.append(extended)
+                }
             }
-            if readings.count > 32 { readings = Array(readings.prefix(32)) }
+            readings = next
         }
-        return readings.map { reading in (token.map { reading[$0] ?? $0 }, reading) }
+        return readings.map { reading in (String(token.map { reading[$0] ?? $0 }), reading) }
     }
 
     // MARK: - Keyboard walks
