@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import XCTest
 
 /// `mystash git-credential` as git's credential helper: the real `git` cloning and pushing
@@ -277,6 +278,28 @@ final class GitCredentialTests: CLITestCase {
 
     // MARK: - The helper alone
 
+    func testBashCompletesTheActionsAndHealthsOptions() throws {
+        func complete(_ words: [String]) throws -> String {
+            let line = words.joined(separator: " ")
+            let script = """
+            eval "$(mystash --generate-completion-script bash)"
+            COMP_WORDS=(\(words.map(shellQuoted).joined(separator: " "))); COMP_CWORD=\(words.count - 1)
+            COMP_LINE=\(shellQuoted(line)); COMP_POINT=${#COMP_LINE}
+            _mystash mystash \(shellQuoted(words.last!)) \(shellQuoted(words[words.count - 2]))
+            printf '[%s]' "${COMPREPLY[@]}"
+            """
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/bin/bash")
+            process.arguments = ["-c", script]
+            process.environment = baseEnvironment.merging(
+                ["PATH": Self.binary.deletingLastPathComponent().path + ":" + baseEnvironment["PATH"]!]) { $1 }
+            return try execute(process, stdin: nil).stdout
+        }
+        XCTAssertEqual(try complete(["mystash", "git-cr"]), "[git-credential]")
+        XCTAssertEqual(try complete(["mystash", "git-credential", ""]), "[get][store][erase]")
+        XCTAssertEqual(try complete(["mystash", "health", "--br"]), "[--breaches]")
+    }
+
     func testNewerKeysAreIgnoredAndUnknownActionsDoNothing() throws {
         try runOK(["password", "add", "forge", "--user", "carol", "--url", "https://git.example.com"], stdin: "p1\n")
         let request = """
@@ -325,6 +348,35 @@ final class GitCredentialTests: CLITestCase {
         }
         XCTAssertEqual(try revealed("forge")["password"] as? String, "p1")
         XCTAssertEqual(try entries().count, 1)
+    }
+
+    /// Requests cut, flipped and padded at random: each is answered (0) or refused (65), never a crash.
+    func testRandomlyDamagedRequestsAreAnsweredOrRefusedNeverACrash() throws {
+        try runOK(["password", "add", "forge", "--user", "carol", "--url", "https://git.example.com"], stdin: "p1\n")
+        let valid = Array("protocol=https\nhost=git.example.com\nusername=carol\npath=a/b.git\n\n".utf8)
+        let specials: [UInt8] = [0, 10, 13, 61, 0xFF, 0xC3, 0x80, 0xE2, 0x80, 0xAE]
+        var random = SplitMix64(seed: 2024)
+        var outcomes: [Int32: Int] = [:]
+        for round in 0..<120 {
+            var bytes = valid
+            for _ in 0..<(1 + Int(random.next() % 6)) {
+                let position = Int(random.next() % UInt64(bytes.count + 1))
+                switch random.next() % 4 {
+                case 0: bytes.insert(specials[Int(random.next() % UInt64(specials.count))], at: position)
+                case 1 where position < bytes.count: bytes[position] = UInt8(truncatingIfNeeded: random.next())
+                case 2: bytes = Array(bytes.prefix(position))
+                default: bytes.insert(contentsOf: [UInt8](repeating: 61, count: Int(random.next() % 5000)), at: position)
+                }
+            }
+            let result = try execute(process(["git-credential", "get"]), bytes: Data(bytes))
+            XCTAssertTrue([0, 65].contains(result.status), "round \(round): \(result.status) \(result.stderr)")
+            XCTAssertTrue(result.stdout.isEmpty || result.stdout == "username=carol\npassword=p1\n",
+                          "round \(round): \(result.stdout)")
+            outcomes[result.status, default: 0] += 1
+        }
+        // Both outcomes occur: the damage is neither always harmless nor always fatal.
+        XCTAssertGreaterThan(outcomes[0] ?? 0, 5, "\(outcomes)")
+        XCTAssertGreaterThan(outcomes[65] ?? 0, 5, "\(outcomes)")
     }
 
     func testALockedVaultWithoutATerminalSaysSoAndDoesNotPrompt() throws {
