@@ -52,44 +52,66 @@ struct Health: ParsableCommand {
         if !healthy { throw ExitCode(Self.findingsStatus) }
     }
 
+    /// A line of the report as people read it, in the CLI and in `browse`.
+    struct Line: Equatable {
+        enum Kind { case title, header, row }
+        var kind: Kind
+        var text: String
+    }
+
     private func printReport(_ report: HealthReport) {
-        func heading(_ title: String, _ count: Int, _ detail: String = "") {
-            Output.write("\(title) (\(count)\(detail)):\n")
+        var output = ""
+        for line in Self.lines(report, maximumAgeDays: maxAge) {
+            let bold = line.kind == .header && Terminal.stdoutIsTerminal
+            output += bold ? "\u{1B}[1m\(line.text)\u{1B}[0m\n" : line.text + "\n"
+        }
+        Output.write(output)
+    }
+
+    /// The report's sections (those with findings) and a summary line; names are neutralised.
+    static func lines(_ report: HealthReport, maximumAgeDays: Int) -> [Line] {
+        var lines: [Line] = []
+        func section(_ title: String, _ header: [String], _ rows: [[String]]) {
+            lines.append(Line(kind: .title, text: title))
+            let table = Output.aligned(header, rows)
+            lines.append(Line(kind: .header, text: table[0]))
+            lines += table.dropFirst().map { Line(kind: .row, text: $0) }
         }
         if !report.weak.isEmpty {
-            heading("Weak passwords", report.weak.count)
-            Output.table(["ID", "NAME", "BITS", "GUESSABLE AS"], report.weak.map { weak in
-                [String(weak.entry.id), weak.entry.name, String(format: "%.1f", weak.bits), Self.describe(weak)]
-            }, empty: "")
+            section("Weak passwords (\(report.weak.count)):", ["ID", "NAME", "BITS", "GUESSABLE AS"], report.weak.map {
+                [String($0.entry.id), $0.entry.name, String(format: "%.1f", $0.bits), describe($0)]
+            })
         }
         if !report.reused.isEmpty {
-            heading("Reused passwords", report.reused.count, report.reused.count == 1 ? " group" : " groups")
-            for group in report.reused {
-                Output.line("  " + group.map { "\($0.name) (#\($0.id))" }.joined(separator: ", "))
+            let groups = report.reused.count
+            lines.append(Line(kind: .title, text: "Reused passwords (\(groups) group\(groups == 1 ? "" : "s")):"))
+            lines += report.reused.map { group in
+                let names = group.map { "\($0.name) (#\($0.id))" }.joined(separator: ", ")
+                return Line(kind: .row, text: "  " + Output.safe(names))
             }
         }
         if !report.old.isEmpty {
-            heading("Old passwords", report.old.count, ", unchanged for \(maxAge) days or more")
-            Output.table(["ID", "NAME", "SET", "DAYS"], report.old.map {
+            section("Old passwords (\(report.old.count), unchanged for \(maximumAgeDays) days or more):",
+                    ["ID", "NAME", "SET", "DAYS"], report.old.map {
                 [String($0.entry.id), $0.entry.name, Output.date($0.since), String($0.days)]
-            }, empty: "")
+            })
         }
         if let breached = report.breached, !breached.isEmpty {
-            heading("Breached passwords", breached.count)
-            Output.table(["ID", "NAME", "SEEN"], breached.map {
+            section("Breached passwords (\(breached.count)):", ["ID", "NAME", "SEEN"], breached.map {
                 [String($0.entry.id), $0.entry.name, "\($0.occurrences) times"]
-            }, empty: "")
+            })
         }
         if !report.settings.isEmpty {
-            heading("Vault settings", report.settings.count)
-            for setting in report.settings { Output.line("  " + Self.describe(setting)) }
+            lines.append(Line(kind: .title, text: "Vault settings (\(report.settings.count)):"))
+            lines += report.settings.map { Line(kind: .row, text: "  " + describe($0)) }
         }
         var summary = "Checked \(report.entriesChecked) passwords: \(report.weak.count) weak, "
             + "\(report.reused.reduce(0) { $0 + $1.count }) reused, \(report.old.count) old"
         if let breached = report.breached { summary += ", \(breached.count) breached" }
         let settings = report.settings.count
         summary += settings == 0 ? "; settings sound." : "; \(settings) setting\(settings == 1 ? "" : "s") to change."
-        Output.line(summary)
+        lines.append(Line(kind: .title, text: summary))
+        return lines
     }
 
     static func describe(_ weak: HealthReport.WeakPassword) -> String {

@@ -170,3 +170,31 @@ final class HealthCommandTests: CLITestCase {
         XCTAssertEqual(try sessionSettings().count, 0)
     }
 }
+
+extension BrowseTests {
+    func testF2ShowsTheHealthReportAndAnyOtherKeyClosesIt() throws {
+        try addEntries()
+        try runOK(["password", "add", "Mail"], stdin: "P@ssw0rd1")
+        try runOK(["password", "add", "Shop"], stdin: "bank-secret-3")
+        let tmux = try TmuxSession(browseCommand(), columns: 120, rows: 30)
+        tmux.expect("Passwords (5)")
+        tmux.send("F2")
+        tmux.expect("Password health")
+        tmux.expect("Weak passwords (")
+        tmux.wait(for: "Mail among the weak, as a common password") { screen in
+            screen.split(separator: "\n").contains { $0.contains("Mail") && $0.contains("a common password") }
+        }
+        tmux.expect("Reused passwords (1 group):")
+        tmux.expect("Shop (#5), 漢字 Bank (#3)")
+        tmux.expect("scrypt's cost is N=2^10")
+        XCTAssertFalse(tmux.screen().contains("P@ssw0rd1"))
+        XCTAssertFalse(tmux.screen().contains("bank-secret-3"))
+        tmux.send("Down")
+        tmux.wait(for: "the report scrolled by a line") { !$0.contains("Weak passwords (") }
+        tmux.send("q")
+        tmux.expectGone("Password health")
+        tmux.expect("Passwords (5)")
+        tmux.send("C-q")
+        tmux.expect("browse-exit=0")
+    }
+}
