@@ -49,19 +49,49 @@ struct PatternMatcher {
         "$": ["s"], "5": ["s"], "+": ["t"], "%": ["x"], "2": ["z"],
     ]
 
-    /// Every substring found in a list as it is, reversed, or with its look-alikes read as letters.
+    /// The listed strings and the same reversed, sorted, to tell whether a substring can
+    /// still grow into one (so the search stops as soon as none begins so).
+    private static let sortedWords = ranked.keys.sorted()
+    private static let sortedReversedWords = ranked.keys.map { String($0.reversed()) }.sorted()
+
+    /// Whether some string of `sorted` begins with `prefix`.
+    private static func begins(_ sorted: [String], _ prefix: String) -> Bool {
+        var (low, high) = (0, sorted.count)
+        while low < high {
+            let middle = (low + high) / 2
+            if sorted[middle] < prefix { low = middle + 1 } else { high = middle }
+        }
+        return low < sorted.count && sorted[low].hasPrefix(prefix)
+    }
+
+    /// Every substring found in a list as it is, reversed, or with its look-alikes read as
+    /// letters (every occurrence of a character read as the same letter, at most 8 readings).
+    /// Substrings grow from each start while one of those can still become a listed string.
     private func dictionaryMatches() -> [Part.Located] {
         var found: [Part.Located] = []
-        // Look-alikes before each position, so a substring without one skips that search.
-        var lookAlikesBefore = [0]
-        for character in lowered {
-            let isLookAlike = Self.lookAlikes[character] != nil
-            lookAlikesBefore.append(lookAlikesBefore[lookAlikesBefore.count - 1] + (isLookAlike ? 1 : 0))
-        }
-        for start in lowered.indices where Self.longestWord > 0 {
+        for start in lowered.indices {
             var token = ""
+            var tokenAlive = true
+            var readings: [(text: String, letters: [Character: Character])] = []
             for end in (start + 1)...min(lowered.count, start + Self.longestWord) {
-                token.append(lowered[end - 1])
+                let character = lowered[end - 1]
+                let before = token
+                token.append(character)
+                readings = readings.flatMap { reading -> [(text: String, letters: [Character: Character])] in
+                    if let letter = reading.letters[character] {
+                        return [(reading.text + String(letter), reading.letters)]
+                    }
+                    guard let letters = Self.lookAlikes[character] else {
+                        return [(reading.text + String(character), reading.letters)]
+                    }
+                    return letters.map { (reading.text + String($0), reading.letters.merging([character: $0]) { $1 }) }
+                }
+                if readings.isEmpty, tokenAlive, let letters = Self.lookAlikes[character] {
+                    readings = letters.map { (before + String($0), [character: $0]) }
+                }
+                readings = Array(readings.filter { Self.begins(Self.sortedWords, $0.text) }.prefix(8))
+                tokenAlive = Self.begins(Self.sortedWords, token) || Self.begins(Self.sortedReversedWords, token)
+                guard tokenAlive || !readings.isEmpty else { break }
                 func add(_ word: String, reversed: Bool = false, substitutions: [Character: Character] = [:]) {
                     guard let (pattern, rank) = Self.ranked[word] else { return }
                     var guesses = Double(rank) * capitalisations(start, end) * (reversed ? 2 : 1)
@@ -75,16 +105,12 @@ struct PatternMatcher {
                     found.append(located(start, end, pattern, guesses, substituted: !substitutions.isEmpty,
                                          reversed: reversed, rank: rank))
                 }
-                add(token)
-                if end - start >= 3 {
+                if tokenAlive {
+                    add(token)
                     let backwards = String(token.reversed())
-                    if backwards != token { add(backwards, reversed: true) }
+                    if end - start >= 3, backwards != token { add(backwards, reversed: true) }
                 }
-                if lookAlikesBefore[end] > lookAlikesBefore[start] {
-                    for (plain, substitutions) in unsubstituted(lowered[start..<end]) {
-                        add(plain, substitutions: substitutions)
-                    }
-                }
+                for reading in readings { add(reading.text, substitutions: reading.letters) }
             }
         }
         return found
@@ -107,28 +133,6 @@ struct PatternMatcher {
             return 2
         }
         return variations(upper, lower)
-    }
-
-    /// The token with its look-alikes read as letters, each way of reading them (at most 8),
-    /// with which character stood for which letter.
-    private func unsubstituted(_ token: ArraySlice<Character>) -> [(String, [Character: Character])] {
-        var present: [Character] = []
-        for character in token where Self.lookAlikes[character] != nil && !present.contains(character) {
-            present.append(character)
-        }
-        var readings: [[Character: Character]] = [[:]]
-        for character in present {
-            var next: [[Character: Character]] = []
-            for reading in readings {
-                for letter in Self.lookAlikes[character]! where next.count < 8 {
-                    var extended = reading
-                    extended[character] = letter
-                    next.append(extended)
-                }
-            }
-            readings = next
-        }
-        return readings.map { reading in (String(token.map { reading[$0] ?? $0 }), reading) }
     }
 
     // MARK: - Keyboard walks

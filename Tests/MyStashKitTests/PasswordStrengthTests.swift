@@ -1,4 +1,5 @@
 import MyStashKit
+import TestSupport
 import XCTest
 
 /// The estimate against zxcvbn itself: the guesses and scores below are what Dropbox's
@@ -69,6 +70,21 @@ final class PasswordStrengthTests: XCTestCase {
         XCTAssertEqual(PasswordStrength.estimate("").guesses, 1)
         for odd in ["\u{0}\u{0}\u{0}", "🔑🔑🔑🔑", "e\u{301}e\u{301}e\u{301}", "\u{202E}drowssap", "1/1/1"] {
             XCTAssertGreaterThanOrEqual(PasswordStrength.estimate(odd).guesses, 1, odd)
+        }
+    }
+
+    /// Random text from look-alikes, keyboard rows, digits, separators and other scripts:
+    /// every estimate is a finite number of guesses of at least 1, and never above brute force.
+    func testRandomTextIsEstimatedWithinBounds() {
+        let alphabet = Array("aeos4@3$0|1!7+qwertyasdf-./ 1987 12 31 zZ\u{0}\u{301}é漢🔑\u{202E}")
+        var random = SplitMix64(seed: 31)
+        for round in 0..<2000 {
+            let length = Int(random.next() % 90)
+            let text = String((0..<length).map { _ in alphabet[Int(random.next() % UInt64(alphabet.count))] })
+            let estimate = PasswordStrength.estimate(text)
+            XCTAssertTrue(estimate.guesses.isFinite && estimate.guesses >= 1, "round \(round)")
+            let bruteForce = max(pow(10, Double(text.count)), 51) + 1
+            XCTAssertLessThanOrEqual(estimate.guesses, bruteForce * (1 + 1e-9), "round \(round)")  // log10 sums round
         }
     }
 }
