@@ -173,7 +173,7 @@ final class GitCredentialTests: CLITestCase {
         XCTAssertEqual(try git(["ls-remote", origin + "/repo.git"]).status, 0)
     }
 
-    func testARefusedPasswordIsErasedIntoTheHistoryAndTheNextCloneFailsWithoutIt() throws {
+    func testARefusedPasswordIsErasedIntoTheHistoryAndTheRightOneFillsTheSameEntry() throws {
         try startServer()
         try runOK(["password", "add", "build server", "--user", Self.user, "--url", origin],
                   stdin: "an-old-password\n")
@@ -189,6 +189,12 @@ final class GitCredentialTests: CLITestCase {
         let fill = try git(["credential", "fill"], stdin: "url=\(origin)/repo.git\n\n")
         XCTAssertNotEqual(fill.status, 0)
         XCTAssertFalse(fill.stdout.contains("password="), fill.stdout)
+        // The right password, given once (here in the URL), fills the same entry again.
+        let retry = try git(["clone", "-q", "http://\(Self.user):\(Self.password)@127.0.0.1:\(port)/repo.git", "work"])
+        XCTAssertEqual(retry.status, 0, retry.stderr)
+        XCTAssertTrue(retry.stderr.contains("stored the new password in entry 'build server'"), retry.stderr)
+        XCTAssertEqual(try revealed("build server")["password"] as? String, Self.password)
+        XCTAssertEqual(try entries().count, 1)
     }
 
     func testASuccessfulCloneWithTheCredentialInTheURLStoresItOnceAndLaterClonesUseIt() throws {
