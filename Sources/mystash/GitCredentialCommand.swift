@@ -42,7 +42,7 @@ struct GitCredential: ParsableCommand {
                     throw VaultError(.invalidData,
                                      "the password of entry '\(credential.entryName)' has a line break, which git's "
                                         + "credential protocol cannot carry",
-                                     hint: "copy it with 'mystash clip \(credential.entryName)' instead")
+                                     hint: "copy it with 'mystash password show #\(credential.entryID) --clip' instead")
                 }
                 var answer = ""
                 if let username = credential.username { answer += "username=\(username)\n" }
@@ -52,16 +52,16 @@ struct GitCredential: ParsableCommand {
                 guard query.password != nil else { return }
                 switch try options.openUnlockedVault().storeCredential(query) {
                 case let .added(id, name):
-                    Terminal.printError("mystash: stored the credential in new entry '\(name)' (#\(id))")
+                    Terminal.printError("mystash: stored the credential in new entry '\(Output.safe(name))' (#\(id)).")
                 case let .updated(id, name):
-                    Terminal.printError("mystash: stored the new password in entry '\(name)' (#\(id))")
+                    Terminal.printError("mystash: stored the new password in entry '\(Output.safe(name))' (#\(id)).")
                 case .unchanged:
                     break
                 }
             default:
                 for name in try options.openUnlockedVault().eraseCredential(query) {
                     Terminal.printError(
-                        "mystash: cleared the refused password of entry '\(name)' (its history keeps it).")
+                        "mystash: cleared the refused password of entry '\(Output.safe(name))' (its history keeps it).")
                 }
             }
         }
