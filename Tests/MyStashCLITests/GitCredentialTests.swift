@@ -246,6 +246,7 @@ final class GitCredentialTests: CLITestCase {
         try runOK(["import", "--format", "bitwarden-json", "-"], stdin: export)
         try runOK(["password", "add", "plain http", "--user", "fay", "--url", "http://git.example.com"],
                   stdin: "p4\n")
+        try runOK(["password", "add", "bare host", "--user", "gus", "--url", "Gitea.Example.org"], stdin: "p5\n")
 
         XCTAssertTrue(try fill("url=https://git.example.com/any.git").stdout.contains("username=carol\npassword=p1"))
         XCTAssertTrue(try fill("url=https://dave@git.example.com/x.git").stdout.contains("password=p2"))
@@ -253,13 +254,17 @@ final class GitCredentialTests: CLITestCase {
         XCTAssertTrue(try fill("url=https://git.example.com:8443/x").stdout.contains("username=erin\npassword=p3"))
         // The default port is the same as none.
         XCTAssertTrue(try fill("url=https://git.example.com:443/x").stdout.contains("password=p1"))
+        // A bare host, as exports hold them, serves http and https, in any case.
+        XCTAssertTrue(try fill("url=https://gitea.example.org/x.git").stdout.contains("username=gus\npassword=p5"))
+        XCTAssertTrue(try fill("url=http://GITEA.example.org/x.git").stdout.contains("username=gus\npassword=p5"))
         let usePath = ["-c", "credential.useHttpPath=true"]
         XCTAssertTrue(try fill("url=https://git.example.com/team/repo.git", config: usePath).stdout
             .contains("username=dave\npassword=p2"))
         XCTAssertTrue(try fill("url=https://git.example.com/other/repo.git", config: usePath).stdout
             .contains("username=carol\npassword=p1"))
         for unknown in ["url=https://nobody@git.example.com/", "url=https://git.example.org/",
-                        "url=ftp://git.example.com/", "url=https://git.example.com:8080/"] {
+                        "url=ftp://git.example.com/", "url=https://git.example.com:8080/",
+                        "url=ssh://gitea.example.org/x.git"] {
             let result = try fill(unknown)
             XCTAssertNotEqual(result.status, 0, unknown)
             XCTAssertFalse(result.stdout.contains("password="), "\(unknown): \(result.stdout)")
