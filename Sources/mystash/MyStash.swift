@@ -24,7 +24,8 @@ struct MyStash: ParsableCommand {
         version: "1.0.0",
         subcommands: [Init.self, NoteCommand.self, PasswordCommand.self, CategoryCommand.self, Generate.self,
                       Passwd.self, Unlock.self, Lock.self, Export.self, Import.self, Check.self, SeedCommand.self,
-                      Browse.self, ClipboardClear.self]
+                      Browse.self, ClipboardClear.self, GitCredential.self,
+                      Health.self]
     )
 
     static func main() {
@@ -36,7 +37,11 @@ struct MyStash: ParsableCommand {
         }
         // A closed pipe shows up as EPIPE on write, where Output ends quietly.
         signal(SIGPIPE, SIG_IGN)
-        let arguments = Array(CommandLine.arguments.dropFirst())
+        var arguments = Array(CommandLine.arguments.dropFirst())
+        // Installed as git-credential-mystash, git runs it as `credential.helper mystash`.
+        if CommandLine.arguments.first.map({ URL(fileURLWithPath: $0).lastPathComponent }) == "git-credential-mystash" {
+            arguments.insert(GitCredential.configuration.commandName!, at: 0)
+        }
         if arguments.first?.hasPrefix("--generate-completion-script") == true, arguments.count <= 2 {
             // swift-argument-parser's script, completing aliases too.
             let named = arguments.first!.split(separator: "=", maxSplits: 1).dropFirst().first.map(String.init)
@@ -51,7 +56,7 @@ struct MyStash: ParsableCommand {
             Self.exit(withError: ExitCode(64))
         }
         do {
-            var command = try parseAsRoot()
+            var command = try parseAsRoot(arguments)
             try command.run()
         } catch {
             exit(withError: error)

@@ -70,22 +70,27 @@ enum Output {
             Terminal.printError(empty)
             return
         }
+        let lines = aligned(header, rows)
+        // The whole table in one write: a write per row was a system call per entry.
+        var output = Terminal.stdoutIsTerminal ? "\u{1B}[1m\(lines[0])\u{1B}[0m\n" : lines[0] + "\n"
+        for line in lines.dropFirst() { output += line + "\n" }
+        write(output)
+    }
+
+    /// The header and rows as lines, columns padded to their widest cell, stored values
+    /// neutralised (``safe(_:keepingLines:)``).
+    static func aligned(_ header: [String], _ rows: [[String]]) -> [String] {
         let safeRows = rows.map { $0.map { safe($0) } }
         let widths = header.indices.map { column in
             ([header] + safeRows).map { TextWidth.columns(of: $0[column]) }.max() ?? 0
         }
-        func append(_ cells: [String], to output: inout String) {
+        return ([header] + safeRows).map { cells in
+            var line = ""
             for (index, (cell, width)) in zip(cells, widths).enumerated() {
-                output += index < cells.count - 1 ? padded(cell, to: width + 2) : cell
+                line += index < cells.count - 1 ? padded(cell, to: width + 2) : cell
             }
-            output += "\n"
+            return line
         }
-        var top = ""
-        append(header, to: &top)
-        // The whole table in one write: a write per row was a system call per entry.
-        var output = Terminal.stdoutIsTerminal ? "\u{1B}[1m\(top.dropLast())\u{1B}[0m\n" : top
-        for row in safeRows { append(row, to: &output) }
-        write(output)
     }
 
     /// `text` (printable: see ``safe(_:keepingLines:)``) with spaces after it up to `width`
