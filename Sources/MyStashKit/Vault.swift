@@ -359,6 +359,7 @@ public final class Vault {
     /// - throws: ``VaultError`` `.wrongPassword` (exit 77); `.invalidData` (65) naming each
     ///   row changed outside mystash.
     public func unlock(password: SecretBytes, verification: Verification = .immediate) throws {
+        try reloadKeySlot()
         let (dataKey, requiring) = try Self.wrapErrors {
             try keySlot.unlockRequiringIntegrityRecord(password: password)
         }
@@ -373,6 +374,7 @@ public final class Vault {
     /// - throws: as ``unlock(password:verification:)``, once the key is accepted.
     @discardableResult
     public func unlock(session: KeyringSession.Contents, verification: Verification = .immediate) throws -> Bool {
+        try reloadKeySlot()
         guard session.slotIdentifier == keySlot.slotIdentifier else {
             KeyringSession.revoke(vaultIdentifier: identifier)
             return false
@@ -380,6 +382,13 @@ public final class Vault {
         transformer.dataKey = session.dataKey
         try didUnlock(verification)
         return true
+    }
+
+    /// The key slot as the stores hold it now: a vault open for long (browse) is unlocked again
+    /// with the master password of now, after another process changed it.
+    private func reloadKeySlot() throws {
+        try Self.wrapErrors { try coordinator.reloadMetadata() }
+        keySlot = try Self.readKeySlot(notesStore, passwordsStore)
     }
 
     /// The data key with the slot it came from, to keep in an unlocked session.

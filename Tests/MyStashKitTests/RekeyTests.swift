@@ -92,5 +92,9 @@ final class RekeyTests: VaultTestCase {
             XCTAssertTrue($0.message.contains("changed the vault's key"), $0.message)
             XCTAssertFalse($0.message.contains("outside mystash"), $0.message)
         }
+        // Unlocked again (as browse does after locking its view) with the password of now.
+        try stale.unlock(password: .password("rekeyed"))
+        XCTAssertEqual(try stale.check(), [])
+        XCTAssertEqual(try stale.notes().map(\.title), ["kept"])
     }
 }
