@@ -18,7 +18,7 @@ import GRDB
 /// ```
 ///
 /// - warning: A context and its objects belong to its queue, as in Core Data: use them inside
-///   ``perform(_:)`` or ``performAndWait(_:)`` (or on the main thread for a main-queue context),
+///   `perform(_:)` or `performAndWait(_:)` (or on the main thread for a main-queue context),
 ///   and pass ``ObjectID``s, never objects, between contexts.
 public final class ManagedObjectContext {
     public let coordinator: PersistentStoreCoordinator
@@ -100,7 +100,7 @@ public final class ManagedObjectContext {
         }
     }
 
-    /// The queue ``perform(_:)`` and ``performAndWait(_:)`` run on.
+    /// The queue `perform(_:)` and `performAndWait(_:)` run on.
     public let concurrencyType: ConcurrencyType
     let queue: DispatchQueue
     /// The context whose save this context's save pushes into, or nil when it saves to the stores.
@@ -112,7 +112,7 @@ public final class ManagedObjectContext {
 
     /// A context over a coordinator's stores.
     ///
-    /// - parameter concurrencyType: the queue its ``perform(_:)`` blocks run on: a private
+    /// - parameter concurrencyType: the queue its `perform(_:)` blocks run on: a private
     ///   serial queue (the default) or the main queue.
     public init(coordinator: PersistentStoreCoordinator, notificationCenter: NotificationCenter = .default,
                 concurrencyType: ConcurrencyType = .privateQueue) {

@@ -3,9 +3,13 @@ import GRDB
 
 /// A problem found by ``PersistentStoreCoordinator/checkIntegrity()``.
 public struct IntegrityProblem: CustomStringConvertible, Codable, Equatable, Sendable {
+    /// The store's file name.
     public var store: String
+    /// The entity of the row or table concerned, if any.
     public var entity: String?
+    /// The row concerned (`Z_PK`), if any.
     public var primaryKey: Int64?
+    /// What is wrong, in words.
     public var message: String
 
     public init(store: String, entity: String? = nil, primaryKey: Int64? = nil, message: String) {

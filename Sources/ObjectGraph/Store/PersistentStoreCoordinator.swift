@@ -30,7 +30,9 @@ import GRDB
 /// let context = ManagedObjectContext(coordinator: coordinator)
 /// ```
 public final class PersistentStoreCoordinator {
+    /// The model every store and context of this coordinator uses.
     public let managedObjectModel: ManagedObjectModel
+    /// The stores added, in the order they were added.
     public private(set) var persistentStores: [PersistentStore] = []
     /// Transformers for Transformable attributes; falls back to ``ValueTransformerRegistry/shared``.
     public let valueTransformers = ValueTransformerRegistry()
