@@ -47,6 +47,13 @@ public struct ImportReport: Codable, Equatable {
 }
 
 /// The `mystash-json` document: everything in the vault, in plaintext (man page, FILES).
+/// A CSV export: its text, and what it could not carry (CSV has no column for it), in words.
+public struct CSVExport {
+    public var text: String
+    /// Such as "3 custom fields of 2 entries"; empty when nothing was left out.
+    public var leftOut: [String]
+}
+
 struct ExportDocument: Codable {
     struct Entry: Codable {
         var name: String
@@ -222,25 +229,48 @@ extension Vault {
     /// - throws: ``VaultError`` `.invalidData` naming every item and column holding a control
     ///   character (``CSV/hasControlCharacter(_:)``): CSV has no escape for one, so it would
     ///   reach whatever shows the file raw; `mystash-json` escapes it.
-    public func exportCSV(progress: Progress? = nil) throws -> String {
+    public func exportCSV(progress: Progress? = nil) throws -> CSVExport {
         try awaitVerification()
         let document = try exportDocument(progress: progress)
-        let header = ["kind", "name", "user", "password", "url", "notes", "category"]
+        let dates = ExportDocument.Dates()
+        func date(_ value: Date?) -> String { value.map { dates.text($0) } ?? "" }
+        let header = ["kind", "name", "user", "password", "url", "notes", "category", "totp", "more_urls", "favorite",
+                      "folder", "created", "updated"]
         var rows: [[String]] = document.passwords.map {
-            ["password", $0.name, $0.userId ?? "", $0.password, $0.url ?? "", $0.notes ?? "", $0.category ?? ""]
+            ["password", $0.name, $0.userId ?? "", $0.password, $0.url ?? "", $0.notes ?? "", $0.category ?? "",
+             $0.totp ?? "", ($0.moreURLs ?? []).joined(separator: "\n"), $0.favorite == true ? "yes" : "", "",
+             date($0.createdAt), date($0.updatedAt)]
         }
-        rows += document.notes.map { ["note", $0.title, "", "", "", $0.text ?? "", ""] }
-        rows += document.categories.map { ["category", $0, "", "", "", "", ""] }
+        rows += document.notes.map {
+            ["note", $0.title, "", "", "", $0.text ?? "", "", "", "", "", $0.folder ?? "", date($0.createdAt),
+             date($0.updatedAt)]
+        }
+        rows += document.categories.map { ["category", $0] + Array(repeating: "", count: header.count - 2) }
         let problems = rows.flatMap { row in
             let item = "\(row[0] == "password" ? "entry" : row[0]) '\(row[1])'"
-            return zip(header, row).dropFirst().filter { CSV.hasControlCharacter($0.1) }.map { "\(item): \($0.0)" }
+            return zip(header, row).dropFirst().filter { $0.0 != "more_urls" && CSV.hasControlCharacter($0.1) }
+                .map { "\(item): \($0.0)" }
         }
         guard problems.isEmpty else {
             throw VaultError(
                 .invalidData, "these values hold control characters, which CSV cannot carry; nothing was exported:",
                 details: problems, hint: "export as mystash-json, which escapes them, or remove them from these values")
         }
-        return ([header] + rows).map(CSV.line).joined(separator: "\n") + "\n"
+        // What has no column: named, never dropped without a word.
+        var leftOut: [String] = []
+        let withFields = document.passwords.filter { !($0.fields ?? []).isEmpty }
+        if !withFields.isEmpty {
+            let count = withFields.reduce(0) { $0 + ($1.fields?.count ?? 0) }
+            leftOut.append("\(count) custom field\(count == 1 ? "" : "s") of \(withFields.count) "
+                           + "entr\(withFields.count == 1 ? "y" : "ies")")
+        }
+        let withHistory = document.passwords.filter { !($0.history ?? []).isEmpty }
+        if !withHistory.isEmpty {
+            let count = withHistory.reduce(0) { $0 + ($1.history?.count ?? 0) }
+            leftOut.append("\(count) earlier password\(count == 1 ? "" : "s") of \(withHistory.count) "
+                           + "entr\(withHistory.count == 1 ? "y" : "ies")")
+        }
+        return CSVExport(text: ([header] + rows).map(CSV.line).joined(separator: "\n") + "\n", leftOut: leftOut)
     }
 
     // MARK: - Import

@@ -150,7 +150,13 @@ struct Export: ParsableCommand {
             )
             switch format {
             case .json: Output.write(try vault.exportJSON(progress: Terminal.progress("Exporting")) + Data("\n".utf8))
-            case .csv: Output.write(try vault.exportCSV(progress: Terminal.progress("Exporting")))
+            case .csv:
+                let export = try vault.exportCSV(progress: Terminal.progress("Exporting"))
+                Output.write(export.text)
+                if !export.leftOut.isEmpty {
+                    Terminal.printError("Warning: CSV has no column for " + export.leftOut.joined(separator: " and ")
+                                        + "; they are not in this export (export as json to keep them).")
+                }
             }
         }
     }
