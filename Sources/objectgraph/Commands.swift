@@ -93,12 +93,28 @@ struct Dump: ParsableCommand {
                 StoredValueReader.registerRawTransformers(for: entities, in: coordinator)
                 let context = ManagedObjectContext(coordinator: coordinator, notificationCenter: NotificationCenter())
                 var objects: [[String: Any]] = []
+                // Row by row, so that a row that cannot be read is reported in place and the rest printed.
+                var unreadable: Set<String> = []
                 for entity in entities {
-                    var request = FetchRequest<ManagedObject>(entityName: entity.name)
-                    request.includesSubentities = false
-                    for object in try context.fetch(request).sorted(by: {
-                        ($0.objectID.primaryKey ?? 0) < ($1.objectID.primaryKey ?? 0)
-                    }) {
+                    for primaryKey in try context.primaryKeys(forEntityName: entity.name) {
+                        let object: ManagedObject
+                        do {
+                            guard let read = try context.existingObject(entityName: entity.name, primaryKey: primaryKey),
+                                  read.entity === entity else { continue }
+                            object = read
+                        } catch {
+                            let place = "\(entity.rootEntity.name) \(primaryKey)"
+                            guard unreadable.insert(place).inserted else { continue }
+                            let problem = (error as? ObjectGraphError)?.message ?? "\(error)"
+                            problems.append(problem)
+                            if json {
+                                objects.append(["entity": entity.rootEntity.name, "primaryKey": primaryKey,
+                                                "unreadable": problem])
+                            } else {
+                                say("\(place)\n  unreadable: \(problem)")
+                            }
+                            continue
+                        }
                         let values = StoredValueReader.values(of: object, rawDates: raw, problems: &problems)
                         if json {
                             objects.append([
@@ -118,8 +134,9 @@ struct Dump: ParsableCommand {
             // Everything readable is printed first; then what was not, by exit status and on stderr.
             guard problems.isEmpty else {
                 let what = problems.count == 1
-                    ? "a link points at a row that does not exist"
-                    : "\(problems.count) links point at rows that do not exist"
+                    ? "one value could not be read (a link to a missing row, or a cell that cannot be decoded)"
+                    : "\(problems.count) values could not be read (links to missing rows, or cells that cannot be "
+                        + "decoded)"
                 throw ToolError(.invalidData, what, details: problems,
                                 hint: "'objectgraph check' lists every problem of the store")
             }

@@ -31,7 +31,14 @@ enum StoredValueReader {
     static func values(of object: ManagedObject, rawDates: Bool, problems: inout [String]) -> [String: Any] {
         var values: [String: Any] = [:]
         for attribute in object.entity.attributes where !attribute.isTransient {
-            values[attribute.name] = json(object[attribute.name], rawDates: rawDates)
+            do {
+                values[attribute.name] = json(try object.loadedValue(forKey: attribute.name), rawDates: rawDates)
+            } catch {
+                // One cell that cannot be decoded is reported in its place; the dump goes on.
+                let problem = (error as? ObjectGraphError)?.message ?? "\(error)"
+                values[attribute.name] = "undecodable: \(problem)"
+                problems.append(problem)
+            }
         }
         for relationship in object.entity.relationships {
             do {

@@ -120,6 +120,25 @@ final class ObjectGraphCLITests: ObjectGraphTestCase {
         XCTAssertTrue(result.stderr.contains("refers to Post row \(post), which does not exist"), result.stderr)
     }
 
+    /// Rows holding a cell that cannot be decoded are reported where they are, naming the cell;
+    /// every other row is printed, and the exit status says something was not read.
+    func testDumpReportsUndecodableCellsInPlaceAndGoesOn() throws {
+        let url = try store(3)
+        let posts = try sqlite3(url, "SELECT Z_PK FROM ZPOST ORDER BY Z_PK")
+        XCTAssertGreaterThan(posts.count, 2)
+        _ = try sqlite3(url, "UPDATE ZPOST SET ZDATE = X'00FF' WHERE Z_PK = \(posts[0]); "
+                        + "UPDATE ZPOST SET ZDATE = 'soon' WHERE Z_PK = \(posts[1])")
+        let result = try run("dump", "--model", model, url.path)
+        XCTAssertEqual(result.status, 65, result.stderr)
+        XCTAssertEqual(result.lines.filter { $0.hasPrefix("Post ") }.count, posts.count, result.stdout)
+        for key in posts.prefix(2) {
+            let after = try XCTUnwrap(result.stdout.components(separatedBy: "Post \(key)\n").last)
+            XCTAssertTrue(after.hasPrefix("  unreadable: cannot read Post.date of row \(key)"), result.stdout)
+        }
+        // The two rows, and the links of sections to them.
+        XCTAssertTrue(result.stderr.contains("4 values could not be read"), result.stderr)
+    }
+
     func testDumpPrintsEveryObjectDecodedThroughTheModelAsSqlite3ShowsIt() throws {
         let url = try store(3)
         let result = try run("dump", "--model", model, "--json", url.path)
