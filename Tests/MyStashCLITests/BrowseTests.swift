@@ -321,6 +321,29 @@ final class BrowseTests: CLITestCase {
         tmux.expect("browse-exit=0")
     }
 
+    /// The view comes back from an idle lock as it was: both tabs' counts, the item selected in
+    /// each, and the filter typed (issue 22: the tab counts and the selection were lost).
+    func testUnlockingBringsBackBothTabsAndEachSelection() throws {
+        try addEntries()
+        let tmux = try TmuxSession(browseCommand(["--idle-lock", "3"]))
+        tmux.expect("Passwords (3)")
+        tmux.send("Tab")
+        tmux.wait(for: "the notes tab") { $0.contains("Notes (1)") && $0.contains("door code 4711") }
+        tmux.send("Tab")
+        tmux.send("Down")
+        tmux.send("Down")
+        tmux.wait(for: "Router selected") { $0.contains("Name      Router") }
+        tmux.expect("MyStash is locked", timeout: 20)
+        XCTAssertFalse(tmux.screen().contains("Notes (1)"), "nothing is shown while locked")
+        tmux.type("pw")
+        tmux.send("Enter")
+        tmux.wait(for: "the view as it was", timeout: 10) {
+            $0.contains("Passwords (3)") && $0.contains("Notes (1)") && $0.contains("Name      Router")
+        }
+        tmux.send("C-c")
+        tmux.expect("browse-exit=0")
+    }
+
     func testNarrowResizedAndWithoutColour() throws {
         try addEntries()
         let tmux = try TmuxSession(browseCommand(environment: ["NO_COLOR": "1"]), columns: 40, rows: 16)

@@ -357,6 +357,11 @@ final class Browser {
     /// Drops every decrypted value (lists, detail, form, what the renderer remembers of the
     /// screen) and the data key, and asks for the master password.
     func lock(reason: String) {
+        // Which tabs were loaded, each one's selected item and filter: kept (they hold no secret),
+        // so unlocking shows the view as it was.
+        keptAcrossLock = lists.compactMapValues { list in
+            list.isLoaded ? (selected: list.selectedRow?.id, filter: list.filter) : nil
+        }
         results.stop()
         vault.lock()
         for tab in Tab.allCases { lists[tab]?.clear() }
@@ -373,6 +378,8 @@ final class Browser {
 
     /// Whether an unlocked session could unlock the view, looked up once when it locks.
     private(set) var hasSession = false
+    /// The tabs loaded when the view locked, with the item selected in each and the filter typed.
+    private var keptAcrossLock: [Tab: (selected: Int64?, filter: String)] = [:]
 
     private func handleLocked(_ event: TerminalScreen.Event) throws {
         guard case .key(let key) = event else {
@@ -411,7 +418,12 @@ final class Browser {
         }
         mode = .list
         lockMessage = nil
-        try load(tab)
+        for kept in Set(keptAcrossLock.keys).union([tab]) { try load(kept) }
+        for (kept, state) in keptAcrossLock {
+            lists[kept]?.setFilter(state.filter)
+            if let id = state.selected { lists[kept]?.select(id: id) }
+        }
+        keptAcrossLock = [:]
     }
 
     // MARK: - Words
