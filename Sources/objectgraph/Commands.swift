@@ -99,8 +99,8 @@ struct Dump: ParsableCommand {
                     for primaryKey in try context.primaryKeys(forEntityName: entity.name) {
                         let object: ManagedObject
                         do {
-                            guard let read = try context.existingObject(entityName: entity.name, primaryKey: primaryKey),
-                                  read.entity === entity else { continue }
+                            let read = try context.existingObject(entityName: entity.name, primaryKey: primaryKey)
+                            guard let read, read.entity === entity else { continue }
                             object = read
                         } catch {
                             let place = "\(entity.rootEntity.name) \(primaryKey)"

@@ -276,6 +276,7 @@ final class BrowseTests: CLITestCase {
 
         tmux.send("C-o")
         tmux.expect("Error: entry 'GitHub' has no TOTP secret")
+        XCTAssertFalse(tmux.screen().contains("mystash password edit"), "no command line inside the view")
         // A TOTP secret added in the edit form (its seventh field), then its code copied.
         tmux.send("C-e")
         tmux.expect("Edit entry 1")

@@ -134,7 +134,7 @@ final class Browser {
         } catch {
             // A change made outside mystash, or a check that could not run: nothing read
             // since is shown.
-            lock(reason: errorLines(error).first ?? "\(error)")
+            lock(reason: viewLines(error).first ?? "\(error)")
         }
     }
 
@@ -149,7 +149,7 @@ final class Browser {
             }
         } catch {
             detail = nil
-            say(errorLines(error).first ?? "\(error)", isError: true)
+            say(viewLines(error).first ?? "\(error)", isError: true)
         }
         return detail
     }
@@ -163,7 +163,7 @@ final class Browser {
             let days = Int(HealthPolicy().maximumAge / 86400)
             mode = .health(Health.lines(report, maximumAgeDays: days), offset: 0)
         } catch {
-            say(errorLines(error).first ?? "\(error)", isError: true)
+            say(viewLines(error).first ?? "\(error)", isError: true)
         }
     }
 
@@ -294,7 +294,7 @@ final class Browser {
             let added = form.purpose == .addEntry || form.purpose == .addNote
             say(added ? "Added \(tab.noun) \(id)." : "Saved \(tab.noun) \(id).")
         } catch {
-            form.errors = errorLines(error)
+            form.errors = viewLines(error)
             mode = .form(form)
         }
     }
@@ -308,7 +308,7 @@ final class Browser {
             try load(tab)
             say("Removed \(tab.noun) \(row.id). Ctrl-Z brings it back.")
         } catch {
-            say(errorLines(error).joined(separator: " "), isError: true)
+            say(viewLines(error).joined(separator: " "), isError: true)
         }
     }
 
@@ -319,7 +319,7 @@ final class Browser {
             let value = try vault.fieldValue(field, of: "#\(row.id)")
             say(try ClipboardCopy.copyReporting(value, what: what), seconds: 8)
         } catch {
-            say(errorLines(error).joined(separator: " "), isError: true)
+            say(viewLines(error).joined(separator: " "), isError: true)
         }
     }
 
@@ -343,7 +343,7 @@ final class Browser {
             case .reverted: say("Undone: \(noun) has its fields back.")
             }
         } catch {
-            say(errorLines(error).joined(separator: " "), isError: true)
+            say(viewLines(error).joined(separator: " "), isError: true)
         }
     }
 
@@ -412,7 +412,7 @@ final class Browser {
             do {
                 try vault.unlock(password: SecretBytes(copying: lockPrompt))
             } catch {
-                lockMessage = errorLines(error).first ?? "wrong master password"
+                lockMessage = viewLines(error).first ?? "wrong master password"
                 return
             }
         }
@@ -427,6 +427,17 @@ final class Browser {
     }
 
     // MARK: - Words
+
+    /// An error in the view's words: its message and details, and its hint only when the hint
+    /// is not a command line to type elsewhere (a `mystash` command, a flag, a variable).
+    func viewLines(_ error: Error) -> [String] {
+        let error = VaultError.wrapping(error)
+        let lines = ["Error: \(Output.safe(error.message))"] + error.details.map { "  " + Output.safe($0) }
+        // What is shown is chosen by the words of the advice, never what the error is.
+        guard let advice = error.hint,
+              !["'mystash ", "--", "MYSTASH_"].contains(where: { advice.contains($0) }) else { return lines }
+        return lines + ["hint: \(Output.safe(advice))"]
+    }
 
     static func duration(_ seconds: TimeInterval) -> String {
         seconds >= 120 ? "\(Int(seconds / 60)) minutes" : "\(Int(seconds)) seconds"
