@@ -1,0 +1,291 @@
+internal import COpenSSL
+
+/// A private key that signs: Ed25519, ECDSA over the NIST curves, or RSA (PKCS #1 v1.5), built
+/// from the raw numbers a key file holds (OpenSSH's format, an SSH agent's add request) and
+/// checked against its public half before it is used.
+///
+/// ```swift
+/// let key = try SigningKey.ed25519(seed: seed, publicKey: publicKey)
+/// let signature = try key.sign(Array("message".utf8))
+/// ```
+public final class SigningKey: @unchecked Sendable {
+    /// The NIST curves SSH uses, by their SSH names.
+    public enum Curve: String, Sendable, CaseIterable {
+        case p256 = "nistp256", p384 = "nistp384", p521 = "nistp521"
+
+        /// OpenSSL's name of the curve.
+        var groupName: String {
+            switch self {
+            case .p256: "prime256v1"
+            case .p384: "secp384r1"
+            case .p521: "secp521r1"
+            }
+        }
+
+        /// The hash SSH signs with on this curve (RFC 5656, section 6.2.1).
+        public var hash: Hash {
+            switch self {
+            case .p256: .sha256
+            case .p384: .sha384
+            case .p521: .sha512
+            }
+        }
+
+        /// The size of one coordinate, in bytes.
+        public var coordinateSize: Int {
+            switch self {
+            case .p256: 32
+            case .p384: 48
+            case .p521: 66
+            }
+        }
+    }
+
+    public enum Hash: Sendable {
+        case sha1, sha256, sha384, sha512
+
+        var function: OpaquePointer? {
+            switch self {
+            case .sha1: EVP_sha1()
+            case .sha256: EVP_sha256()
+            case .sha384: EVP_sha384()
+            case .sha512: EVP_sha512()
+            }
+        }
+    }
+
+    public enum Signature: Equatable, Sendable {
+        /// Ed25519's 64 bytes, or RSA's signature as long as the modulus.
+        case bytes([UInt8])
+        /// ECDSA's two numbers, big-endian without leading zeros.
+        case ecdsa(r: [UInt8], s: [UInt8])
+    }
+
+    public enum Kind: Equatable, Sendable {
+        case ed25519
+        case ecdsa(Curve)
+        case rsa(bits: Int)
+    }
+
+    public let kind: Kind
+    private let key: OpaquePointer
+
+    private init(kind: Kind, takingOwnership key: OpaquePointer) {
+        self.kind = kind
+        self.key = key
+    }
+
+    deinit { EVP_PKEY_free(key) }
+
+    /// An Ed25519 key from its 32-byte seed, which must give `publicKey`.
+    ///
+    /// - throws: ``StashCryptoError`` `.invalidInput` for sizes other than 32 or a seed whose
+    ///   public key is not `publicKey`.
+    public static func ed25519(seed: SecretBytes, publicKey: [UInt8]) throws -> SigningKey {
+        guard seed.count == 32, publicKey.count == 32 else {
+            throw StashCryptoError(.invalidInput, "an Ed25519 key has a 32-byte seed and a 32-byte public key")
+        }
+        let made = seed.withUnsafeBytes {
+            EVP_PKEY_new_raw_private_key(EVP_PKEY_ED25519, nil, $0.bindMemory(to: UInt8.self).baseAddress, 32)
+        }
+        guard let made else { throw StashCryptoError.openSSL("EVP_PKEY_new_raw_private_key") }
+        let key = SigningKey(kind: .ed25519, takingOwnership: made)
+        var derived = [UInt8](repeating: 0, count: 32)
+        var length = 32
+        try check(EVP_PKEY_get_raw_public_key(made, &derived, &length), "EVP_PKEY_get_raw_public_key")
+        guard ConstantTime.equal(derived, publicKey) else {
+            throw StashCryptoError(.invalidInput, "the Ed25519 private key does not match its public key")
+        }
+        return key
+    }
+
+    /// An ECDSA key from its private scalar and its public point (uncompressed, `04 || x || y`).
+    ///
+    /// - throws: ``StashCryptoError`` `.invalidInput` when the point is not on the curve or the
+    ///   scalar does not give it.
+    public static func ecdsa(curve: Curve, privateScalar: SecretBytes, publicPoint: [UInt8]) throws -> SigningKey {
+        guard publicPoint.count == 1 + 2 * curve.coordinateSize, publicPoint.first == 4 else {
+            throw StashCryptoError(.invalidInput, "the \(curve.rawValue) public key is not an uncompressed point")
+        }
+        let scalar = try BigNumber(secret: privateScalar)
+        let made = try fromData(type: "EC") { builder in
+            try check(OSSL_PARAM_BLD_push_utf8_string(builder, "group", curve.groupName, 0), "OSSL_PARAM_BLD_push")
+            try check(OSSL_PARAM_BLD_push_octet_string(builder, "pub", publicPoint, publicPoint.count),
+                      "OSSL_PARAM_BLD_push")
+            try check(OSSL_PARAM_BLD_push_BN(builder, "priv", scalar.pointer), "OSSL_PARAM_BLD_push")
+        }
+        let key = SigningKey(kind: .ecdsa(curve), takingOwnership: made)
+        try key.checkPair("ECDSA")
+        return key
+    }
+
+    /// An RSA key from its numbers (big-endian bytes, as SSH's mpints hold them). `coefficient`
+    /// is q⁻¹ mod p; the CRT exponents are computed.
+    public static func rsa(
+        modulus: [UInt8], publicExponent: [UInt8], privateExponent: SecretBytes, prime1: SecretBytes,
+        prime2: SecretBytes, coefficient: SecretBytes
+    ) throws -> SigningKey {
+        let n = try BigNumber(public: modulus)
+        let e = try BigNumber(public: publicExponent)
+        let d = try BigNumber(secret: privateExponent)
+        let p = try BigNumber(secret: prime1)
+        let q = try BigNumber(secret: prime2)
+        let qInverse = try BigNumber(secret: coefficient)
+        let bits = Int(BN_num_bits(n.pointer))
+        guard (1024...16384).contains(bits) else {
+            throw StashCryptoError(.invalidInput, "an RSA modulus of \(bits) bits is outside 1024 to 16384")
+        }
+        let dP = try d.remainder(dividedBy: p.minusOne())
+        let dQ = try d.remainder(dividedBy: q.minusOne())
+        let made = try fromData(type: "RSA") { builder in
+            for (name, number) in [("n", n), ("e", e), ("d", d), ("rsa-factor1", p), ("rsa-factor2", q),
+                                   ("rsa-exponent1", dP), ("rsa-exponent2", dQ), ("rsa-coefficient1", qInverse)] {
+                try check(OSSL_PARAM_BLD_push_BN(builder, name, number.pointer), "OSSL_PARAM_BLD_push_BN")
+            }
+        }
+        let key = SigningKey(kind: .rsa(bits: bits), takingOwnership: made)
+        try key.checkPair("RSA")
+        return key
+    }
+
+    /// Signs `message`: Ed25519 hashes it itself (`hash` is ignored), ECDSA uses its curve's hash,
+    /// RSA the one given (SHA-1 for SSH's old `ssh-rsa`).
+    public func sign(_ message: [UInt8], hash: Hash = .sha256) throws -> Signature {
+        guard let context = EVP_MD_CTX_new() else { throw StashCryptoError.openSSL("EVP_MD_CTX_new") }
+        defer { EVP_MD_CTX_free(context) }
+        let function: OpaquePointer? = switch kind {
+        case .ed25519: nil
+        case .ecdsa(let curve): curve.hash.function
+        case .rsa: hash.function
+        }
+        try check(EVP_DigestSignInit(context, nil, function, nil, key), "EVP_DigestSignInit")
+        var length = 0
+        // OpenSSL wants an address even for an empty message.
+        let input = message.isEmpty ? [0] : message
+        try check(EVP_DigestSign(context, nil, &length, input, message.count), "EVP_DigestSign")
+        var signature = [UInt8](repeating: 0, count: length)
+        try check(EVP_DigestSign(context, &signature, &length, input, message.count), "EVP_DigestSign")
+        signature.removeSubrange(length...)
+        guard case .ecdsa = kind else { return .bytes(signature) }
+        return try signature.withUnsafeBufferPointer { buffer in
+            var cursor = buffer.baseAddress
+            guard let parsed = d2i_ECDSA_SIG(nil, &cursor, buffer.count) else {
+                throw StashCryptoError.openSSL("d2i_ECDSA_SIG")
+            }
+            defer { ECDSA_SIG_free(parsed) }
+            var r: OpaquePointer?
+            var s: OpaquePointer?
+            ECDSA_SIG_get0(parsed, &r, &s)
+            return .ecdsa(r: BigNumber.bytes(of: r), s: BigNumber.bytes(of: s))
+        }
+    }
+
+    /// Builds a key from OpenSSL parameters pushed by `push`.
+    private static func fromData(type: String, _ push: (OpaquePointer) throws -> Void) throws -> OpaquePointer {
+        guard let builder = OSSL_PARAM_BLD_new() else { throw StashCryptoError.openSSL("OSSL_PARAM_BLD_new") }
+        defer { OSSL_PARAM_BLD_free(builder) }
+        try push(builder)
+        guard let parameters = OSSL_PARAM_BLD_to_param(builder) else {
+            throw StashCryptoError.openSSL("OSSL_PARAM_BLD_to_param")
+        }
+        defer { OSSL_PARAM_free(parameters) }
+        guard let context = EVP_PKEY_CTX_new_from_name(nil, type, nil) else {
+            throw StashCryptoError.openSSL("EVP_PKEY_CTX_new_from_name")
+        }
+        defer { EVP_PKEY_CTX_free(context) }
+        try check(EVP_PKEY_fromdata_init(context), "EVP_PKEY_fromdata_init")
+        var key: OpaquePointer?
+        guard EVP_PKEY_fromdata(context, &key, MS_EVP_PKEY_KEYPAIR, parameters) == 1, let key else {
+            ERR_clear_error()
+            throw StashCryptoError(.invalidInput, "the \(type) key's numbers do not make a key")
+        }
+        return key
+    }
+
+    /// Refuses a private half that does not belong to the public one (a damaged or forged file).
+    private func checkPair(_ name: String) throws {
+        guard let context = EVP_PKEY_CTX_new_from_pkey(nil, key, nil) else {
+            throw StashCryptoError.openSSL("EVP_PKEY_CTX_new_from_pkey")
+        }
+        defer { EVP_PKEY_CTX_free(context) }
+        guard EVP_PKEY_pairwise_check(context) == 1 else {
+            ERR_clear_error()
+            throw StashCryptoError(.invalidInput, "the \(name) private key does not match its public key")
+        }
+    }
+}
+
+/// An OpenSSL BIGNUM, cleared when freed.
+private final class BigNumber {
+    let pointer: OpaquePointer
+
+    private init(_ pointer: OpaquePointer) { self.pointer = pointer }
+
+    convenience init(public bytes: [UInt8]) throws {
+        guard let made = BN_bin2bn(bytes, Int32(bytes.count), nil) else { throw StashCryptoError.openSSL("BN_bin2bn") }
+        self.init(made)
+    }
+
+    convenience init(secret: SecretBytes) throws {
+        guard let made = BN_secure_new() else { throw StashCryptoError.openSSL("BN_secure_new") }
+        self.init(made)
+        let converted = secret.withUnsafeBytes {
+            BN_bin2bn($0.bindMemory(to: UInt8.self).baseAddress, Int32($0.count), made)
+        }
+        guard converted != nil else { throw StashCryptoError.openSSL("BN_bin2bn") }
+    }
+
+    deinit { BN_clear_free(pointer) }
+
+    func minusOne() throws -> BigNumber {
+        guard let copy = BN_dup(pointer) else { throw StashCryptoError.openSSL("BN_dup") }
+        let result = BigNumber(copy)
+        try check(BN_sub_word(copy, 1), "BN_sub_word")
+        return result
+    }
+
+    func remainder(dividedBy divisor: BigNumber) throws -> BigNumber {
+        guard let made = BN_secure_new(), let context = BN_CTX_secure_new() else {
+            throw StashCryptoError.openSSL("BN_secure_new")
+        }
+        defer { BN_CTX_free(context) }
+        let result = BigNumber(made)
+        try check(BN_div(nil, made, pointer, divisor.pointer, context), "BN_div")
+        return result
+    }
+
+    static func bytes(of number: OpaquePointer?) -> [UInt8] {
+        guard let number else { return [] }
+        var bytes = [UInt8](repeating: 0, count: Int((BN_num_bits(number) + 7) / 8))
+        _ = BN_bn2bin(number, &bytes)
+        return bytes
+    }
+}
+
+/// AES-256 in counter mode, which OpenSSH encrypts private key files with by default.
+public enum AES256CTR {
+    /// Decrypts (or encrypts: the same in counter mode) `data` under a 32-byte key and a 16-byte
+    /// initial counter.
+    public static func apply(key: SecretBytes, counter: [UInt8], to data: [UInt8]) throws -> SecretBytes {
+        guard key.count == 32, counter.count == 16 else {
+            throw StashCryptoError(.invalidInput, "AES-256-CTR needs a 32-byte key and a 16-byte counter")
+        }
+        let context = try CipherContext()
+        let output = SecretBytes(count: data.count)
+        guard !data.isEmpty else { return output }
+        try key.withUnsafeBytes { keyBytes in
+            try output.withUnsafeMutableBytes { out in
+                try check(
+                    EVP_EncryptInit_ex(context.pointer, EVP_aes_256_ctr(), nil,
+                                       keyBytes.bindMemory(to: UInt8.self).baseAddress, counter),
+                    "EVP_EncryptInit_ex")
+                var written: Int32 = 0
+                try check(
+                    EVP_EncryptUpdate(context.pointer, out.bindMemory(to: UInt8.self).baseAddress, &written, data,
+                                      Int32(data.count)),
+                    "EVP_EncryptUpdate")
+            }
+        }
+        return output
+    }
+}
