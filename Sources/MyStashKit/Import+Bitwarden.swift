@@ -6,7 +6,7 @@ enum BitwardenReader {
     /// Seed categories the kinds without a login go to (Config/Seeds/categories.csv, version 5).
     static let cardCategory = "Payment Card"
     static let identityCategory = "Identity"
-    static let sshKeyCategory = "SSH Key"
+    static let sshKeyCategory = Vault.sshKeyCategory
 
     static func read(_ data: Data) throws -> ImportSource {
         var source = ImportSource()

@@ -109,10 +109,9 @@ public final class SigningKey: @unchecked Sendable {
         }
         let scalar = try BigNumber(secret: privateScalar)
         let made = try fromData(type: "EC") { builder in
-            try check(OSSL_PARAM_BLD_push_utf8_string(builder, "group", curve.groupName, 0), "OSSL_PARAM_BLD_push")
-            try check(OSSL_PARAM_BLD_push_octet_string(builder, "pub", publicPoint, publicPoint.count),
-                      "OSSL_PARAM_BLD_push")
-            try check(OSSL_PARAM_BLD_push_BN(builder, "priv", scalar.pointer), "OSSL_PARAM_BLD_push")
+            try builder.push("group", text: curve.groupName)
+            try builder.push("pub", bytes: publicPoint)
+            try builder.push("priv", number: scalar)
         }
         let key = SigningKey(kind: .ecdsa(curve), takingOwnership: made)
         try key.checkPair("ECDSA")
@@ -140,7 +139,7 @@ public final class SigningKey: @unchecked Sendable {
         let made = try fromData(type: "RSA") { builder in
             for (name, number) in [("n", n), ("e", e), ("d", d), ("rsa-factor1", p), ("rsa-factor2", q),
                                    ("rsa-exponent1", dP), ("rsa-exponent2", dQ), ("rsa-coefficient1", qInverse)] {
-                try check(OSSL_PARAM_BLD_push_BN(builder, name, number.pointer), "OSSL_PARAM_BLD_push_BN")
+                try builder.push(name, number: number)
             }
         }
         let key = SigningKey(kind: .rsa(bits: bits), takingOwnership: made)
@@ -180,12 +179,11 @@ public final class SigningKey: @unchecked Sendable {
         }
     }
 
-    /// Builds a key from OpenSSL parameters pushed by `push`.
-    private static func fromData(type: String, _ push: (OpaquePointer) throws -> Void) throws -> OpaquePointer {
-        guard let builder = OSSL_PARAM_BLD_new() else { throw StashCryptoError.openSSL("OSSL_PARAM_BLD_new") }
-        defer { OSSL_PARAM_BLD_free(builder) }
+    /// Builds a key from the OpenSSL parameters `push` adds.
+    private static func fromData(type: String, _ push: (ParameterBuilder) throws -> Void) throws -> OpaquePointer {
+        let builder = try ParameterBuilder()
         try push(builder)
-        guard let parameters = OSSL_PARAM_BLD_to_param(builder) else {
+        guard let parameters = OSSL_PARAM_BLD_to_param(builder.pointer) else {
             throw StashCryptoError.openSSL("OSSL_PARAM_BLD_to_param")
         }
         defer { OSSL_PARAM_free(parameters) }
@@ -212,6 +210,45 @@ public final class SigningKey: @unchecked Sendable {
             ERR_clear_error()
             throw StashCryptoError(.invalidInput, "the \(name) private key does not match its public key")
         }
+    }
+}
+
+/// OpenSSL's parameter builder, which keeps the addresses of the names and values it is given
+/// until it builds: copies live here until then, never Swift's temporary C strings.
+private final class ParameterBuilder {
+    let pointer: OpaquePointer
+    private var copies: [UnsafeMutableRawPointer] = []
+
+    init() throws {
+        guard let made = OSSL_PARAM_BLD_new() else { throw StashCryptoError.openSSL("OSSL_PARAM_BLD_new") }
+        pointer = made
+    }
+
+    deinit {
+        OSSL_PARAM_BLD_free(pointer)
+        copies.forEach { free($0) }
+    }
+
+    private func kept(_ text: String) -> UnsafeMutablePointer<CChar> {
+        let copy = strdup(text)!
+        copies.append(UnsafeMutableRawPointer(copy))
+        return copy
+    }
+
+    func push(_ name: String, text: String) throws {
+        try check(OSSL_PARAM_BLD_push_utf8_string(pointer, kept(name), kept(text), 0), "OSSL_PARAM_BLD_push")
+    }
+
+    func push(_ name: String, bytes: [UInt8]) throws {
+        let copy = UnsafeMutableRawPointer.allocate(byteCount: max(bytes.count, 1), alignment: 1)
+        copy.copyMemory(from: bytes, byteCount: bytes.count)
+        copies.append(copy)
+        try check(OSSL_PARAM_BLD_push_octet_string(pointer, kept(name), copy, bytes.count), "OSSL_PARAM_BLD_push")
+    }
+
+    /// The number must outlive the builder's use (its caller holds it).
+    func push(_ name: String, number: BigNumber) throws {
+        try check(OSSL_PARAM_BLD_push_BN(pointer, kept(name), number.pointer), "OSSL_PARAM_BLD_push_BN")
     }
 }
 
