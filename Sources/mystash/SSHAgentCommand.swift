@@ -50,6 +50,8 @@ struct SSHAgentCommand: ParsableCommand {
                 Terminal.printError("mystash ssh-agent: serving the keys of \(vault.directory.path) on \(path)")
                 server.serve()
             } else {
+                // Refused here, where the person sees why, rather than in the agent, which has no terminal.
+                try SSHAgentServer.claim(path)
                 try startInBackground(path: path)
             }
         }
@@ -64,7 +66,12 @@ struct SSHAgentCommand: ParsableCommand {
         if allowAdd { arguments.append("--allow-add") }
         var ends: [Int32] = [-1, -1]
         guard pipe(&ends) == 0 else { throw VaultError(.unexpected, "cannot make a pipe to the agent") }
-        _ = fcntl(ends[0], F_SETFD, FD_CLOEXEC)
+        // The agent outlives us: it must not keep our caller's pipes (or the vault's files) open,
+        // or whoever reads our output would wait for the agent to end.
+        let inherited = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+        for descriptor in inherited.compactMap(Int32.init) where descriptor > 2 {
+            _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
+        }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -240,6 +247,31 @@ final class SSHAgentServer {
     /// A listening socket at `path`, created with mode 0600. A socket left there by an agent that
     /// died is replaced; a live one, or a file of another kind, is not.
     private static func listen(at path: String) throws -> Int32 {
+        var address = try claim(path)
+        let descriptor = Glibc.socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard descriptor >= 0 else { throw VaultError(.unexpected, "cannot make a socket") }
+        let previous = umask(0o177)
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        umask(previous)
+        guard bound == 0, chmod(path, 0o600) == 0, Glibc.listen(descriptor, 16) == 0 else {
+            let reason = String(cString: strerror(errno))
+            close(descriptor)
+            throw VaultError(.cannotCreate, "cannot listen on '\(path)' (\(reason))",
+                             hint: "check that its directory exists and is yours")
+        }
+        return descriptor
+    }
+
+    /// The address of `path`, once a socket an agent that died left there is removed.
+    ///
+    /// - throws: ``VaultError`` `.busy` when an agent listens there, `.cannotCreate` when it is
+    ///   another kind of file, `.usage` when the path is too long for a socket.
+    @discardableResult
+    static func claim(_ path: String) throws -> sockaddr_un {
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
         let capacity = MemoryLayout.size(ofValue: address.sun_path)
@@ -261,22 +293,7 @@ final class SSHAgentServer {
             }
             unlink(path)
         }
-        let descriptor = Glibc.socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard descriptor >= 0 else { throw VaultError(.unexpected, "cannot make a socket") }
-        let previous = umask(0o177)
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
-            }
-        }
-        umask(previous)
-        guard bound == 0, chmod(path, 0o600) == 0, Glibc.listen(descriptor, 16) == 0 else {
-            let reason = String(cString: strerror(errno))
-            close(descriptor)
-            throw VaultError(.cannotCreate, "cannot listen on '\(path)' (\(reason))",
-                             hint: "check that its directory exists and is yours")
-        }
-        return descriptor
+        return address
     }
 
     private static func connects(to address: inout sockaddr_un) -> Bool {
