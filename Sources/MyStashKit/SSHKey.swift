@@ -90,10 +90,11 @@ public final class SSHPrivateKey: @unchecked Sendable {
     /// The bytes between the markers; other kinds of key file are named, with a way to convert them.
     private static func base64Body(_ text: String) throws -> Data {
         let convert = "convert it with 'ssh-keygen -p -f FILE', which rewrites it in OpenSSH's format"
-        guard let begin = text.range(of: beginMarker), let end = text.range(of: endMarker, range: begin.upperBound..<text.endIndex)
+        guard let begin = text.range(of: beginMarker),
+              let end = text.range(of: endMarker, range: begin.upperBound..<text.endIndex)
         else {
-            if text.contains("-----BEGIN ENCRYPTED PRIVATE KEY-----") || text.contains("-----BEGIN RSA PRIVATE KEY-----")
-                || text.contains("-----BEGIN EC PRIVATE KEY-----") || text.contains("-----BEGIN PRIVATE KEY-----") {
+            let pemLabels = ["ENCRYPTED PRIVATE KEY", "RSA PRIVATE KEY", "EC PRIVATE KEY", "PRIVATE KEY"]
+            if pemLabels.contains(where: { text.contains("-----BEGIN \($0)-----") }) {
                 throw VaultError(.invalidData, "this is a PEM private key, not one in OpenSSH's format", hint: convert)
             }
             let words = text.split(whereSeparator: \.isWhitespace)
@@ -146,8 +147,9 @@ public final class SSHPrivateKey: @unchecked Sendable {
             guard header.rounds <= BcryptPBKDF.maximumRounds else {
                 throw VaultError(
                     .invalidData,
-                    "the key asks for \(header.rounds) rounds of bcrypt_pbkdf, more than the \(BcryptPBKDF.maximumRounds) "
-                        + "accepted", hint: "re-encrypt it with 'ssh-keygen -p -a 100 -f FILE'")
+                    "the key asks for \(header.rounds) rounds of bcrypt_pbkdf, more than the "
+                        + "\(BcryptPBKDF.maximumRounds) accepted",
+                    hint: "re-encrypt it with 'ssh-keygen -p -a 100 -f FILE'")
             }
             let derived = try BcryptPBKDF.derive(password: try passphrase(), salt: header.salt,
                                                  rounds: Int(header.rounds), count: 32 + ivSize)
@@ -155,7 +157,8 @@ public final class SSHPrivateKey: @unchecked Sendable {
             let iv = derived.withUnsafeBytes { Array($0[32...]) }
             if gcm {
                 do {
-                    section = try AES256GCM.open(.init(nonce: iv, ciphertext: header.encrypted, tag: header.tag), key: key)
+                    let box = AES256GCM.SealedBox(nonce: iv, ciphertext: header.encrypted, tag: header.tag)
+                    section = try AES256GCM.open(box, key: key)
                 } catch let error as StashCryptoError where error.code == .authenticationFailed {
                     throw Self.wrongPassphrase
                 }
@@ -175,7 +178,9 @@ public final class SSHPrivateKey: @unchecked Sendable {
             let parsed = try Self.readKey(&reader)
             var padding: UInt8 = 1
             while !reader.isAtEnd {
-                guard try reader.byte() == padding else { throw SSHFormatError("its private part has bytes after the key") }
+                guard try reader.byte() == padding else {
+                    throw SSHFormatError("its private part has bytes after the key")
+                }
                 padding &+= 1
             }
             return parsed

@@ -23,7 +23,8 @@ public enum BcryptPBKDF {
     ///   `.invalidInput` for an empty salt.
     public static func derive(password: SecretBytes, salt: [UInt8], rounds: Int, count: Int) throws -> SecretBytes {
         guard (1...maximumRounds).contains(rounds) else {
-            throw StashCryptoError(.parametersRejected, "bcrypt_pbkdf rounds must be 1 to \(maximumRounds), not \(rounds)")
+            throw StashCryptoError(
+                .parametersRejected, "bcrypt_pbkdf rounds must be 1 to \(maximumRounds), not \(rounds)")
         }
         guard (1...maximumCount).contains(count) else {
             throw StashCryptoError(.parametersRejected, "bcrypt_pbkdf output must be 1 to \(maximumCount) bytes")
@@ -42,7 +43,9 @@ public enum BcryptPBKDF {
         var blockNumber: UInt32 = 1
         while remaining > 0 {
             let countedSalt = salt + withUnsafeBytes(of: blockNumber.bigEndian) { Array($0) }
-            try countedSalt.withUnsafeBytes { bytes in try saltHash.withUnsafeMutableBytes { try sha512(bytes, into: $0) } }
+            try countedSalt.withUnsafeBytes { bytes in
+                try saltHash.withUnsafeMutableBytes { try sha512(bytes, into: $0) }
+            }
             try passwordHash.withUnsafeBytes { password in
                 try saltHash.withUnsafeMutableBytes { salted in
                     try hashed.withUnsafeMutableBytes { round in
@@ -119,7 +122,9 @@ private final class EksBlowfish {
     }
 
     /// bcrypt_hash: 32 bytes from the two 64-byte SHA-512 hashes.
-    func hash(password: UnsafeRawBufferPointer, salt: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer) {
+    func hash(
+        password: UnsafeRawBufferPointer, salt: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer
+    ) {
         blowfishInitialState.withUnsafeBufferPointer { words.update(from: $0.baseAddress!, count: Self.stateWords) }
         expand(key: password, data: salt)
         for _ in 0..<64 {

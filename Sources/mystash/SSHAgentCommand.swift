@@ -231,7 +231,9 @@ final class SSHAgentServer {
     private func send(_ bytes: [UInt8], to client: Int32) -> Bool {
         var offset = 0
         while offset < bytes.count {
-            let written = bytes[offset...].withUnsafeBytes { Glibc.send(client, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            let written = bytes[offset...].withUnsafeBytes {
+                Glibc.send(client, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL))
+            }
             if written < 0 && errno == EINTR { continue }
             guard written > 0 else { return false }
             offset += written

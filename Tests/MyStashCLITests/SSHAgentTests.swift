@@ -144,7 +144,8 @@ final class SSHAgentTests: CLITestCase {
         let path = try keygen("enc", "ed25519", passphrase: "right")
         let wrong = try run(["ssh", "add", "enc", path], environment: ["MYSTASH_SSH_PASSPHRASE": "wrong"])
         XCTAssertEqual(wrong.status, 77)
-        XCTAssertEqual(wrong.stderr, "Error: wrong passphrase for the key\nhint: type the passphrase the key was saved with\n")
+        XCTAssertEqual(
+            wrong.stderr, "Error: wrong passphrase for the key\nhint: type the passphrase the key was saved with\n")
         let none = try run(["ssh", "add", "enc", path])
         XCTAssertEqual(none.status, 64)
         XCTAssertTrue(none.stderr.contains("no terminal to ask for its passphrase"), none.stderr)
@@ -227,7 +228,8 @@ final class SSHAgentTests: CLITestCase {
         allowing.expect("added SHA256:")
         let keys = try XCTUnwrap(try json(try runOK(["ssh", "list", "--json"]).stdout) as? [[String: Any]])
         XCTAssertEqual(keys.map { $0["name"] as? String }, ["extra@test", "stored"])
-        XCTAssertEqual(try runOK(["ssh", "export-public", "extra@test"]).stdout, try String(contentsOfFile: extra + ".pub"))
+        XCTAssertEqual(try runOK(["ssh", "export-public", "extra@test"]).stdout,
+                       try String(contentsOfFile: extra + ".pub"))
         // A lifetime cannot be kept for a key stored in the vault: refused.
         let timed = try keygen("timed", "ed25519")
         XCTAssertEqual(try tool("ssh-add", ["-t", "60", timed]).status, 1)
@@ -361,7 +363,9 @@ final class LocalSSHD {
 
             """.write(to: config, atomically: false, encoding: .utf8)
         // As root, sshd wants its privilege separation directory.
-        if getuid() == 0 { try? FileManager.default.createDirectory(atPath: "/run/sshd", withIntermediateDirectories: true) }
+        if getuid() == 0 {
+            try? FileManager.default.createDirectory(atPath: "/run/sshd", withIntermediateDirectories: true)
+        }
         // Spawned and reaped directly: Foundation's Process, waiting on a daemon that outlives
         // the commands run after it, held up their ends.
         var ends: [Int32] = [-1, -1]

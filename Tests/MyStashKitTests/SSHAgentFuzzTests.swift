@@ -17,6 +17,10 @@ final class SSHAgentFuzzTests: XCTestCase {
         }
     }
 
+    private func randomBytes(_ counts: ClosedRange<Int>, _ generator: inout SplitMix64) -> [UInt8] {
+        (0..<Int.random(in: counts, using: &generator)).map { _ in UInt8.random(in: 0...255, using: &generator) }
+    }
+
     private func string(_ bytes: [UInt8]) -> [UInt8] {
         let count = UInt32(bytes.count)
         return [UInt8(count >> 24), UInt8(count >> 16 & 0xFF), UInt8(count >> 8 & 0xFF), UInt8(count & 0xFF)] + bytes
@@ -45,7 +49,7 @@ final class SSHAgentFuzzTests: XCTestCase {
             // Cut short anywhere.
             expectFailure(Array(message.prefix(Int.random(in: 0..<message.count, using: &generator))), "truncated")
             // Bytes after a complete request.
-            let extra = (0..<Int.random(in: 1...32, using: &generator)).map { _ in UInt8.random(in: 0...255, using: &generator) }
+            let extra = randomBytes(1...32, &generator)
             expectFailure(message + extra, "padded")
             // A length inside that claims more than is there.
             if message.count > 5 {
@@ -55,10 +59,10 @@ final class SSHAgentFuzzTests: XCTestCase {
             }
             // Random bytes after each message number, including add, remove, lock and extensions.
             let type = UInt8.random(in: 0...40, using: &generator)
-            let body = (0..<Int.random(in: 0...300, using: &generator)).map { _ in UInt8.random(in: 0...255, using: &generator) }
+            let body = randomBytes(0...300, &generator)
             if !(type == 11 && body.isEmpty) { expectFailure([type] + body, "random body for type \(type)") }
             // A sign request for a key the agent does not have.
-            let stranger = (0..<Int.random(in: 0...80, using: &generator)).map { _ in UInt8.random(in: 0...255, using: &generator) }
+            let stranger = randomBytes(0...80, &generator)
             expectFailure([13] + string(stranger) + string([1, 2, 3]) + [0, 0, 0, 0], "unknown key")
         }
         XCTAssertGreaterThanOrEqual(cases, 2_000)
@@ -73,9 +77,7 @@ final class SSHAgentFuzzTests: XCTestCase {
     func testFramesAreSplitWhereverTheStreamIsCutAndOversizedOnesEndTheConnection() {
         var generator = SplitMix64(seed: 7)
         for _ in 0..<200 {
-            let messages = (0..<Int.random(in: 1...5, using: &generator)).map { _ in
-                (0..<Int.random(in: 0...600, using: &generator)).map { _ in UInt8.random(in: 0...255, using: &generator) }
-            }
+            let messages = (0..<Int.random(in: 1...5, using: &generator)).map { _ in randomBytes(0...600, &generator) }
             var stream = messages.flatMap { SSHAgent.frame($0) }
             var reader = SSHAgent.FrameReader()
             var received: [[UInt8]] = []

@@ -50,7 +50,8 @@ final class SSHKeyTests: XCTestCase {
     func testEveryTypePlainAndEncryptedReadsAsSSHKeygenSeesIt() throws {
         let files = try SSHKeyFiles()
         for (type, bits) in SSHKeyFiles.types {
-            for (passphrase, cipher) in [("", nil), ("correct horse", nil), ("correct horse", "aes256-gcm@openssh.com")] {
+            let encryptions = [("", nil), ("correct horse", nil), ("correct horse", "aes256-gcm@openssh.com")]
+            for (passphrase, cipher) in encryptions {
                 let path = try files.make(type, bits: bits, passphrase: passphrase, cipher: cipher)
                 var asked = 0
                 let key = try SSHPrivateKey(openSSH: try SSHKeyFiles.text(path)) {
