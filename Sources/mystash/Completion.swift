@@ -17,6 +17,11 @@ import MyStashKit
     completionNames(.categories, arguments: arguments, prefix: prefix)
 }
 
+/// Entries of the "SSH Key" category, for `ssh export-public`.
+@Sendable func completeSSHKeyNames(_ arguments: [String], _ index: Int, _ prefix: String) -> [String] {
+    completionNames(.sshKeys, arguments: arguments, prefix: prefix)
+}
+
 private func completionNames(_ kind: Vault.NameKind, arguments: [String], prefix: String) -> [String] {
     let named = arguments.firstIndex(of: "--vault").flatMap { $0 + 1 < arguments.count ? arguments[$0 + 1] : nil }
     guard let vault = try? Vault.open(at: VaultOptions.directory(vault: named)) else { return [] }

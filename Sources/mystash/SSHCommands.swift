@@ -62,7 +62,7 @@ struct SSHCommand: ParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "export-public", abstract: "Print a key's public key line, as authorized_keys takes it.")
         @OptionGroup var options: VaultOptions
-        @Argument(help: "The entry's name or #id.", completion: .custom(completeEntryNames)) var name: String
+        @Argument(help: "The entry's name or #id.", completion: .custom(completeSSHKeyNames)) var name: String
 
         func run() throws {
             try reportingErrors {

@@ -162,6 +162,15 @@ final class SSHAgentTests: CLITestCase {
     }
 
     /// Locking the session makes the agent list no keys and sign nothing; unlocking brings them back.
+    func testExportPublicCompletesSSHKeyNamesOnly() throws {
+        try vaultKey("laptop key", "ed25519")
+        try runOK(["password", "add", "laptop login"], stdin: "pw")
+        try unlock()
+        let query = ["---completion", "ssh", "export-public", "--", "positional@0", "3", "2", "mystash", "ssh",
+                     "export-public", "lap"]
+        XCTAssertEqual(try run(query).stdout, "laptop key\n")
+    }
+
     func testLockingTheSessionHidesTheKeysUntilUnlocked() throws {
         try vaultKey("work", "ed25519")
         let path = home.appendingPathComponent("work").path
