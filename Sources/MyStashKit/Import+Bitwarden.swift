@@ -120,7 +120,11 @@ enum BitwardenReader {
                 continue
             case 3?: kindEntry(item.card)
             case 4?: kindEntry(item.identity)
-            case 5?: kindEntry(item.sshKey)
+            case 5?:
+                kindEntry(item.sshKey)
+                if let privateKey = item.sshKey?.privateKey, !privateKey.isEmpty {
+                    source.shapeSSHKeyEntry(&entry, privateKey: privateKey, passphrase: nil)
+                }
             case let type:
                 source.skipped.append(
                     .init(

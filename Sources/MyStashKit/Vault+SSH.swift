@@ -105,3 +105,37 @@ extension Vault {
         return entry
     }
 }
+
+// MARK: - Imported SSH keys
+
+extension ImportSource {
+    /// Gives an imported SSH key entry the shape `ssh add` gives: the "SSH Key" category and
+    /// the private key (decrypted with `passphrase` when it is encrypted), public key and
+    /// fingerprint read from the key itself, its other fields kept. A key that cannot be read
+    /// is kept as it came, with a warning: the agent will not serve it.
+    mutating func shapeSSHKeyEntry(_ entry: inout ExportDocument.Entry, privateKey text: String,
+                                   passphrase: String?) {
+        entry.category = Vault.sshKeyCategory
+        let keyFields: Set<String> = [Vault.SSHKeyField.privateKey, Vault.SSHKeyField.publicKey,
+                                      Vault.SSHKeyField.fingerprint].reduce(into: []) { $0.insert($1.lowercased()) }
+        let others = (entry.fields ?? []).filter { !keyFields.contains($0.name.lowercased()) }
+        do {
+            let key = try SSHPrivateKey(openSSH: text) {
+                guard let passphrase, !passphrase.isEmpty else {
+                    throw VaultError(.invalidData, "it is encrypted, and the entry's password is not its passphrase")
+                }
+                return .password(passphrase)
+            }
+            entry.fields = try Vault.sshKeyFields(key) + others
+        } catch {
+            let privateKeyName = Vault.SSHKeyField.privateKey.lowercased()
+            if !(entry.fields ?? []).contains(where: { $0.name.lowercased() == privateKeyName }) {
+                entry.fields = [FieldInfo(name: Vault.SSHKeyField.privateKey, value: text, hidden: true)] + others
+            }
+            let reason = (error as? VaultError)?.message ?? "\(error)"
+            warnings.append(
+                .init(kind: "entry", title: entry.name,
+                      reason: "its SSH key cannot be read (\(reason)); kept as it is, not served by the agent"))
+        }
+    }
+}

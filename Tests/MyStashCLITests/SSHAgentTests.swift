@@ -171,6 +171,55 @@ final class SSHAgentTests: CLITestCase {
         XCTAssertEqual(try run(query).stdout, "laptop key\n")
     }
 
+    /// A key attached to a KeePassXC entry (encrypted, its passphrase the entry's password, as
+    /// KeePassXC's agent keeps it) and a Bitwarden SSH key item land as `ssh add` stores keys.
+    func testImportedKeysFromKeePassXCAndBitwardenAreServedLikeAddedOnes() throws {
+        guard let keepassxc = ChildProcess.find("keepassxc-cli") else {
+            throw XCTSkip("keepassxc-cli is not installed (CI installs keepassxc)")
+        }
+        let attached = try keygen("attached", "ed25519", passphrase: "entry password")
+        let database = home.appendingPathComponent("keys.kdbx").path
+        for (arguments, input) in [
+            (["db-create", "-p", database], "pw\npw\n"),
+            (["add", "-p", database, "deploy", "-u", "git"], "pw\nentry password\n"),
+            (["attachment-import", database, "deploy", "id_ed25519", attached], "pw\n"),
+        ] {
+            let result = try XCTUnwrap(ChildProcess.execute([keepassxc] + arguments, input: Data(input.utf8)))
+            XCTAssertEqual(result.status, 0, String(decoding: result.errors, as: UTF8.self))
+        }
+        let exported = try XCTUnwrap(ChildProcess.execute([keepassxc, "export", "-f", "xml", database],
+                                                          input: Data("pw\n".utf8)))
+        let xml = home.appendingPathComponent("keys.xml")
+        try exported.output.write(to: xml)
+        try runOK(["import", "--format", "keepassxc-xml", xml.path])
+
+        let itemKey = try keygen("item", "ecdsa", bits: "256")
+        let item: [String: Any] = [
+            "type": 5, "name": "build server",
+            "sshKey": ["privateKey": try String(contentsOfFile: itemKey), "publicKey": "ssh-ecdsa AAAA-stale",
+                       "keyFingerprint": "SHA256:stale"],
+        ]
+        let export = home.appendingPathComponent("bitwarden.json")
+        try JSONSerialization.data(withJSONObject: ["encrypted": false, "items": [item]]).write(to: export)
+        try runOK(["import", "--format", "bitwarden-json", export.path])
+        for path in [attached, itemKey] { try FileManager.default.removeItem(atPath: path) }
+
+        let keys = try XCTUnwrap(try json(try runOK(["ssh", "list", "--json"]).stdout) as? [[String: Any]])
+        XCTAssertEqual(keys.map { $0["name"] as? String }, ["build server", "deploy"])
+        for (name, path) in [("build server", itemKey), ("deploy", attached)] {
+            let shown = try runOK(["password", "show", name, "--json"]).stdout
+            let entry = try XCTUnwrap(try json(shown) as? [String: Any])
+            XCTAssertEqual(entry["category"] as? String, "SSH Key")
+            XCTAssertEqual(try runOK(["ssh", "export-public", name]).stdout, try String(contentsOfFile: path + ".pub"))
+        }
+        try unlock()
+        try startAgent()
+        let listed = try tool("ssh-add", ["-l"], expecting: 0).stdout
+        for path in [attached, itemKey] {
+            XCTAssertTrue(listed.contains(try tool("ssh-keygen", ["-l", "-f", path + ".pub"]).stdout), listed)
+        }
+    }
+
     func testLockingTheSessionHidesTheKeysUntilUnlocked() throws {
         try vaultKey("work", "ed25519")
         let path = home.appendingPathComponent("work").path
