@@ -118,7 +118,7 @@ public final class SSHAgent {
 
     private func add(_ reader: inout SSHReader, constrained: Bool) throws -> [UInt8] {
         guard let addKey else {
-            report("refused to add a key: start the agent with --allow-add to store added keys in the vault")
+            report("refused to add a key: this agent does not store added keys")
             return Self.failure
         }
         let key = try SSHPrivateKey.readKey(&reader)
