@@ -12,6 +12,7 @@
 #include <openssl/ec.h>
 #include <openssl/param_build.h>
 #include <openssl/blowfish.h>
+#include <openssl/pem.h>
 
 /* Blowfish's block function, for bcrypt_pbkdf (OpenSSH's key files), which keys Blowfish
    itself: OpenSSL 3 marks the low-level call deprecated, and no EVP cipher takes a key schedule. */

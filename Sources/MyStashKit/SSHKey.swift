@@ -76,6 +76,11 @@ public final class SSHPrivateKey: @unchecked Sendable {
     /// - throws: ``VaultError`` `.invalidData` naming what is wrong with the text,
     ///   `.wrongPassword` when the passphrase does not decrypt it; whatever `passphrase` throws.
     public convenience init(openSSH text: String, passphrase: () throws -> SecretBytes) throws {
+        let isPEM = Self.pemLabels.contains { text.contains("-----BEGIN \($0)-----") }
+        if isPEM && !text.contains(Self.beginMarker) {
+            try self.init(pem: text, passphrase: passphrase)
+            return
+        }
         let body = try Self.base64Body(text)
         do {
             try self.init(decoded: body, passphrase: passphrase)
@@ -89,14 +94,9 @@ public final class SSHPrivateKey: @unchecked Sendable {
 
     /// The bytes between the markers; other kinds of key file are named, with a way to convert them.
     private static func base64Body(_ text: String) throws -> Data {
-        let convert = "convert it with 'ssh-keygen -p -f FILE', which rewrites it in OpenSSH's format"
         guard let begin = text.range(of: beginMarker),
               let end = text.range(of: endMarker, range: begin.upperBound..<text.endIndex)
         else {
-            let pemLabels = ["ENCRYPTED PRIVATE KEY", "RSA PRIVATE KEY", "EC PRIVATE KEY", "PRIVATE KEY"]
-            if pemLabels.contains(where: { text.contains("-----BEGIN \($0)-----") }) {
-                throw VaultError(.invalidData, "this is a PEM private key, not one in OpenSSH's format", hint: convert)
-            }
             let words = text.split(whereSeparator: \.isWhitespace)
             if let first = words.first, supportedTypes.contains(String(first)) || first.hasPrefix("sk-") {
                 throw VaultError(.invalidData, "this is a public key; the private key is needed",
@@ -111,6 +111,55 @@ public final class SSHPrivateKey: @unchecked Sendable {
                              hint: "check that the whole file was copied")
         }
         return body
+    }
+
+    /// The PEM forms OpenSSL reads: PKCS #1, SEC 1, PKCS #8 (plain and encrypted).
+    private static let pemLabels = ["ENCRYPTED PRIVATE KEY", "RSA PRIVATE KEY", "EC PRIVATE KEY", "PRIVATE KEY"]
+
+    /// A PEM key, through OpenSSL, re-encoded as OpenSSH encodes a key and read as one. PEM
+    /// keys carry no comment.
+    private convenience init(pem text: String, passphrase: () throws -> SecretBytes) throws {
+        let numbers: PEMPrivateKey.Numbers
+        do {
+            numbers = try PEMPrivateKey.read(text, passphrase: passphrase)
+        } catch let error as StashCryptoError where error.code == .wrongPassword {
+            throw Self.wrongPassphrase
+        } catch let error as StashCryptoError {
+            throw VaultError(.invalidData, "the PEM key cannot be used: \(error)",
+                             hint: "convert it with 'ssh-keygen -p -f FILE', which rewrites it in OpenSSH's format")
+        }
+        var writer = SSHWriter()
+        switch numbers {
+        case .ed25519(let seed, let publicKey):
+            writer.string("ssh-ed25519")
+            writer.string(publicKey)
+            writer.string(seed.bytes + publicKey)
+        case .ecdsa(let curve, let scalar, let point):
+            writer.string("ecdsa-sha2-\(curve.rawValue)")
+            writer.string(curve.rawValue)
+            writer.string(point)
+            writer.positiveInteger(scalar.bytes)
+        case .rsa(let modulus, let exponent, let privateExponent, let prime1, let prime2, let coefficient):
+            writer.string("ssh-rsa")
+            for number in [modulus, exponent, privateExponent.bytes, coefficient.bytes, prime1.bytes, prime2.bytes] {
+                writer.positiveInteger(number)
+            }
+        }
+        writer.string("")
+        let encoding = SecretBytes(copying: writer.bytes)
+        let key: SSHPrivateKey
+        do {
+            key = try encoding.withUnsafeBytes { bytes in
+                var reader = SSHReader(bytes)
+                return try Self.readKey(&reader)
+            }
+        } catch let error as SSHFormatError {
+            throw VaultError(.invalidData, "the PEM key cannot be used: \(error)")
+        } catch let error as StashCryptoError {
+            throw VaultError(.invalidData, "the PEM key cannot be used: \(error)")
+        }
+        self.init(type: key.type, publicKeyBlob: key.publicKeyBlob, comment: key.comment, signer: key.signer,
+                  privateEncoding: key.privateEncoding)
     }
 
     private convenience init(decoded body: Data, passphrase: () throws -> SecretBytes) throws {

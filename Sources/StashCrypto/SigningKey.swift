@@ -326,3 +326,82 @@ public enum AES256CTR {
         return output
     }
 }
+
+/// A private key in one of the PEM forms OpenSSL reads (PKCS #1 `RSA PRIVATE KEY`, SEC 1
+/// `EC PRIVATE KEY`, PKCS #8 `PRIVATE KEY` and `ENCRYPTED PRIVATE KEY`), taken apart into the
+/// numbers SSH encodes.
+public enum PEMPrivateKey {
+    public enum Numbers {
+        case ed25519(seed: SecretBytes, publicKey: [UInt8])
+        case ecdsa(curve: SigningKey.Curve, scalar: SecretBytes, point: [UInt8])
+        case rsa(modulus: [UInt8], publicExponent: [UInt8], privateExponent: SecretBytes, prime1: SecretBytes,
+                 prime2: SecretBytes, coefficient: SecretBytes)
+    }
+
+    /// Reads `text`; `passphrase` is called only when the PEM says it is encrypted.
+    ///
+    /// - throws: ``StashCryptoError`` `.wrongPassword` when an encrypted key does not open
+    ///   with the passphrase, `.invalidInput` when the text is no key OpenSSL reads or one of
+    ///   another kind (DSA, Ed448, an unnamed curve).
+    public static func read(_ text: String, passphrase: () throws -> SecretBytes) throws -> Numbers {
+        let encrypted = text.contains("ENCRYPTED")
+        let secret = encrypted ? try passphrase() : SecretBytes(count: 0)
+        // OpenSSL takes a NUL-terminated passphrase when no callback is given.
+        let terminated = SecretBytes(count: secret.count + 1)
+        terminated.withUnsafeMutableBytes { out in secret.withUnsafeBytes { out.copyMemory(from: $0) } }
+        let bytes = Array(text.utf8)
+        guard let bio = BIO_new_mem_buf(bytes, Int32(bytes.count)) else { throw StashCryptoError.openSSL("BIO_new") }
+        defer { BIO_free(bio) }
+        let read = terminated.withUnsafeMutableBytes { PEM_read_bio_PrivateKey(bio, nil, nil, $0.baseAddress) }
+        guard let key = read else {
+            ERR_clear_error()
+            throw encrypted
+                ? StashCryptoError(.wrongPassword, "the passphrase does not open the PEM key")
+                : StashCryptoError(.invalidInput, "the PEM text is not a private key OpenSSL reads")
+        }
+        defer { EVP_PKEY_free(key) }
+        switch String(cString: EVP_PKEY_get0_type_name(key)) {
+        case "ED25519":
+            let seed = SecretBytes(count: 32)
+            var length = 32
+            try seed.withUnsafeMutableBytes {
+                try check(EVP_PKEY_get_raw_private_key(key, $0.bindMemory(to: UInt8.self).baseAddress, &length),
+                          "EVP_PKEY_get_raw_private_key")
+            }
+            var publicKey = [UInt8](repeating: 0, count: 32)
+            try check(EVP_PKEY_get_raw_public_key(key, &publicKey, &length), "EVP_PKEY_get_raw_public_key")
+            return .ed25519(seed: seed, publicKey: publicKey)
+        case "EC":
+            var group = [CChar](repeating: 0, count: 64)
+            try check(EVP_PKEY_get_utf8_string_param(key, "group", &group, group.count, nil), "EVP_PKEY_get_param")
+            let name = String(cString: group)
+            guard let curve = SigningKey.Curve.allCases.first(where: { $0.groupName == name }) else {
+                throw StashCryptoError(.invalidInput, "the EC curve '\(name)' is not one SSH uses")
+            }
+            var point = [UInt8](repeating: 0, count: 1 + 2 * curve.coordinateSize)
+            var length = 0
+            try check(EVP_PKEY_get_octet_string_param(key, "encoded-pub-key", &point, point.count, &length),
+                      "EVP_PKEY_get_param")
+            return .ecdsa(curve: curve, scalar: try secretNumber(key, "priv"), point: Array(point.prefix(length)))
+        case "RSA":
+            return .rsa(
+                modulus: try secretNumber(key, "n").bytes, publicExponent: try secretNumber(key, "e").bytes,
+                privateExponent: try secretNumber(key, "d"), prime1: try secretNumber(key, "rsa-factor1"),
+                prime2: try secretNumber(key, "rsa-factor2"), coefficient: try secretNumber(key, "rsa-coefficient1"))
+        case let other:
+            throw StashCryptoError(.invalidInput, "a \(other) key is not one SSH agents serve here")
+        }
+    }
+
+    /// A number of the key as big-endian bytes, kept as secret bytes.
+    private static func secretNumber(_ key: OpaquePointer, _ name: String) throws -> SecretBytes {
+        var number: OpaquePointer?
+        guard EVP_PKEY_get_bn_param(key, name, &number) == 1, let number else {
+            throw StashCryptoError.openSSL("EVP_PKEY_get_bn_param(\(name))")
+        }
+        defer { BN_clear_free(number) }
+        let bytes = SecretBytes(count: Int((BN_num_bits(number) + 7) / 8))
+        _ = bytes.withUnsafeMutableBytes { BN_bn2bin(number, $0.bindMemory(to: UInt8.self).baseAddress) }
+        return bytes
+    }
+}

@@ -17,7 +17,8 @@ struct SSHCommand: ParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Store an OpenSSH private key file in a new entry.",
             discussion: """
-            Reads Ed25519, ECDSA (nistp256, nistp384, nistp521) and RSA keys in OpenSSH's format. \
+            Reads Ed25519, ECDSA (nistp256, nistp384, nistp521) and RSA keys in OpenSSH's format, \
+            or PEM (PKCS #1, SEC 1, PKCS #8). \
             An encrypted key is decrypted with its passphrase (MYSTASH_SSH_PASSPHRASE, else asked on \
             the terminal) and stored without it, under the vault's encryption.
             """)

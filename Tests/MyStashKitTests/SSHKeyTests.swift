@@ -76,6 +76,42 @@ final class SSHKeyTests: XCTestCase {
         }
     }
 
+    /// PEM keys (PKCS #1, SEC 1, PKCS #8, plain and encrypted) as ssh-keygen and openssl write them.
+    func testPEMKeysReadThroughOpenSSL() throws {
+        let files = try SSHKeyFiles()
+        for (type, bits) in [("rsa", "2048"), ("ecdsa", "256"), ("ecdsa", "521")] {
+            for format in ["PEM", "PKCS8"] {
+                for passphrase in ["", "pass phrase"] {
+                    let path = try files.make(type, bits: bits, passphrase: passphrase, format: format)
+                    let text = try SSHKeyFiles.text(path)
+                    XCTAssertFalse(text.contains("OPENSSH PRIVATE KEY"), "ssh-keygen wrote \(format)")
+                    let key = try SSHPrivateKey(openSSH: text) { .password(passphrase) }
+                    let keygen = try SSHKeyFiles.keygen(["-l", "-f", path.appendingPathExtension("pub").path])
+                    XCTAssertEqual(keygen, "\(key.bits) \(key.fingerprint) test key (\(key.algorithmName))",
+                                   "\(type) \(format)")
+                    if !passphrase.isEmpty {
+                        XCTAssertThrowsError(try SSHPrivateKey(openSSH: text) { .password("wrong") }) {
+                            XCTAssertEqual(($0 as? VaultError)?.kind, .wrongPassword)
+                        }
+                    }
+                }
+            }
+        }
+        guard ChildProcess.find("openssl") != nil else { return }
+        for encryption in [[], ["-aes256", "-pass", "pass:pass phrase"]] {
+            let path = files.directory.appendingPathComponent("ed25519-\(encryption.count).pem").path
+            XCTAssertEqual(ChildProcess.execute(["openssl", "genpkey", "-algorithm", "ed25519", "-out", path]
+                                                + encryption)?.status, 0)
+            let key = try SSHPrivateKey(openSSH: try String(contentsOfFile: path, encoding: .utf8)) {
+                .password("pass phrase")
+            }
+            let publicDER = try XCTUnwrap(ChildProcess.execute(
+                ["openssl", "pkey", "-in", path, "-passin", "pass:pass phrase", "-pubout", "-outform", "DER"]))
+            XCTAssertEqual(Array(key.publicKeyBlob.suffix(32)), Array(publicDER.output.suffix(32)))
+            XCTAssertEqual(key.type, "ssh-ed25519")
+        }
+    }
+
     func testAWrongPassphraseIsToldApartFromDamage() throws {
         let files = try SSHKeyFiles()
         for cipher in [nil, "aes256-gcm@openssh.com"] {
@@ -90,8 +126,8 @@ final class SSHKeyTests: XCTestCase {
         let files = try SSHKeyFiles()
         let pem = try files.make("rsa", bits: "2048", format: "PEM")
         let cases: [(String, String)] = [
-            (try SSHKeyFiles.text(pem), "PEM private key"),
             (try SSHKeyFiles.text(pem.appendingPathExtension("pub")), "this is a public key"),
+            ("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n", "the PEM key cannot be used"),
             ("hello", "not an OpenSSH private key"),
             ("-----BEGIN OPENSSH PRIVATE KEY-----\n!!!\n-----END OPENSSH PRIVATE KEY-----\n", "not base64"),
         ]
