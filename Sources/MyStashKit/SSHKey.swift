@@ -7,7 +7,7 @@ import StashCrypto
 /// agent's add request. It knows its public key, its fingerprint, and signs as SSH signs.
 ///
 /// ```swift
-/// let key = try SSHPrivateKey(openSSH: text) { try askPassphrase() }
+/// let key = try SSHPrivateKey(keyFile: text) { try askPassphrase() }
 /// print(key.publicKeyLine)  // ssh-ed25519 AAAAC3Nza... alice@laptop
 /// ```
 public final class SSHPrivateKey: @unchecked Sendable {
@@ -71,11 +71,12 @@ public final class SSHPrivateKey: @unchecked Sendable {
 
     // MARK: - OpenSSH's key file
 
-    /// Reads an OpenSSH private key file's text; `passphrase` is called only for an encrypted key.
+    /// Reads a private key file's text: OpenSSH's format, or PEM through OpenSSL; `passphrase`
+    /// is called only for an encrypted key.
     ///
     /// - throws: ``VaultError`` `.invalidData` naming what is wrong with the text,
     ///   `.wrongPassword` when the passphrase does not decrypt it; whatever `passphrase` throws.
-    public convenience init(openSSH text: String, passphrase: () throws -> SecretBytes) throws {
+    public convenience init(keyFile text: String, passphrase: () throws -> SecretBytes) throws {
         let isPEM = Self.pemLabels.contains { text.contains("-----BEGIN \($0)-----") }
         if isPEM && !text.contains(Self.beginMarker) {
             try self.init(pem: text, passphrase: passphrase)

@@ -71,7 +71,7 @@ extension Vault {
                 return SSHKeyEntry(id: entry.id, name: entry.name, problem: "no '\(SSHKeyField.privateKey)' field")
             }
             do {
-                let key = try SSHPrivateKey(openSSH: text) {
+                let key = try SSHPrivateKey(keyFile: text) {
                     throw VaultError(.invalidData, "the stored key is encrypted with a passphrase")
                 }
                 return SSHKeyEntry(id: entry.id, name: entry.name, key: key)
@@ -120,7 +120,7 @@ extension ImportSource {
                                       Vault.SSHKeyField.fingerprint].reduce(into: []) { $0.insert($1.lowercased()) }
         let others = (entry.fields ?? []).filter { !keyFields.contains($0.name.lowercased()) }
         do {
-            let key = try SSHPrivateKey(openSSH: text) {
+            let key = try SSHPrivateKey(keyFile: text) {
                 guard let passphrase, !passphrase.isEmpty else {
                     throw VaultError(.invalidData, "it is encrypted, and the entry's password is not its passphrase")
                 }

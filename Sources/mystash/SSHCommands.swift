@@ -85,7 +85,7 @@ struct SSHCommand: ParsableCommand {
             data = contents
         }
         let text = try UTF8Text.decode(data, place: path == "-" ? "standard input" : "'\(path)'")
-        return try SSHPrivateKey(openSSH: text) {
+        return try SSHPrivateKey(keyFile: text) {
             if let passphrase = ProcessInfo.processInfo.environment["MYSTASH_SSH_PASSPHRASE"] {
                 return .password(passphrase)
             }

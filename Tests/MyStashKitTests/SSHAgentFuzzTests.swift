@@ -13,7 +13,7 @@ final class SSHAgentFuzzTests: XCTestCase {
     private func keys() throws -> [SSHPrivateKey] {
         let files = try SSHKeyFiles()
         return try [("ed25519", nil), ("ecdsa", "256"), ("rsa", "2048")].map { type, bits in
-            try SSHPrivateKey(openSSH: try SSHKeyFiles.text(try files.make(type, bits: bits))) { .password("") }
+            try SSHPrivateKey(keyFile: try SSHKeyFiles.text(try files.make(type, bits: bits))) { .password("") }
         }
     }
 

@@ -54,7 +54,7 @@ final class SSHKeyTests: XCTestCase {
             for (passphrase, cipher) in encryptions {
                 let path = try files.make(type, bits: bits, passphrase: passphrase, cipher: cipher)
                 var asked = 0
-                let key = try SSHPrivateKey(openSSH: try SSHKeyFiles.text(path)) {
+                let key = try SSHPrivateKey(keyFile: try SSHKeyFiles.text(path)) {
                     asked += 1
                     return .password(passphrase)
                 }
@@ -85,12 +85,12 @@ final class SSHKeyTests: XCTestCase {
                     let path = try files.make(type, bits: bits, passphrase: passphrase, format: format)
                     let text = try SSHKeyFiles.text(path)
                     XCTAssertFalse(text.contains("OPENSSH PRIVATE KEY"), "ssh-keygen wrote \(format)")
-                    let key = try SSHPrivateKey(openSSH: text) { .password(passphrase) }
+                    let key = try SSHPrivateKey(keyFile: text) { .password(passphrase) }
                     let keygen = try SSHKeyFiles.keygen(["-l", "-f", path.appendingPathExtension("pub").path])
                     XCTAssertEqual(keygen, "\(key.bits) \(key.fingerprint) test key (\(key.algorithmName))",
                                    "\(type) \(format)")
                     if !passphrase.isEmpty {
-                        XCTAssertThrowsError(try SSHPrivateKey(openSSH: text) { .password("wrong") }) {
+                        XCTAssertThrowsError(try SSHPrivateKey(keyFile: text) { .password("wrong") }) {
                             XCTAssertEqual(($0 as? VaultError)?.kind, .wrongPassword)
                         }
                     }
@@ -102,7 +102,7 @@ final class SSHKeyTests: XCTestCase {
             let path = files.directory.appendingPathComponent("ed25519-\(encryption.count).pem").path
             XCTAssertEqual(ChildProcess.execute(["openssl", "genpkey", "-algorithm", "ed25519", "-out", path]
                                                 + encryption)?.status, 0)
-            let key = try SSHPrivateKey(openSSH: try String(contentsOfFile: path, encoding: .utf8)) {
+            let key = try SSHPrivateKey(keyFile: try String(contentsOfFile: path, encoding: .utf8)) {
                 .password("pass phrase")
             }
             let publicDER = try XCTUnwrap(ChildProcess.execute(
@@ -116,7 +116,7 @@ final class SSHKeyTests: XCTestCase {
         let files = try SSHKeyFiles()
         for cipher in [nil, "aes256-gcm@openssh.com"] {
             let path = try files.make("ed25519", passphrase: "right", cipher: cipher)
-            XCTAssertThrowsError(try SSHPrivateKey(openSSH: try SSHKeyFiles.text(path)) { .password("wrong") }) {
+            XCTAssertThrowsError(try SSHPrivateKey(keyFile: try SSHKeyFiles.text(path)) { .password("wrong") }) {
                 XCTAssertEqual(($0 as? VaultError)?.kind, .wrongPassword, "\(cipher ?? "ctr"): \($0)")
             }
         }
@@ -132,7 +132,7 @@ final class SSHKeyTests: XCTestCase {
             ("-----BEGIN OPENSSH PRIVATE KEY-----\n!!!\n-----END OPENSSH PRIVATE KEY-----\n", "not base64"),
         ]
         for (text, expected) in cases {
-            XCTAssertThrowsError(try SSHPrivateKey(openSSH: text) { XCTFail("asked"); return .password("") }) {
+            XCTAssertThrowsError(try SSHPrivateKey(keyFile: text) { XCTFail("asked"); return .password("") }) {
                 let error = $0 as? VaultError
                 XCTAssertEqual(error?.kind, .invalidData)
                 XCTAssertTrue(error?.message.contains(expected) == true, "\(String(describing: error))")
@@ -154,17 +154,17 @@ final class SSHKeyTests: XCTestCase {
                 "-----BEGIN OPENSSH PRIVATE KEY-----\n\(bytes.base64EncodedString())\n-----END OPENSSH PRIVATE KEY-----"
             }
             for length in stride(from: 0, to: body.count, by: max(1, body.count / 200)) {
-                XCTAssertThrowsError(try SSHPrivateKey(openSSH: wrapped(body.prefix(length))) { .password("") })
+                XCTAssertThrowsError(try SSHPrivateKey(keyFile: wrapped(body.prefix(length))) { .password("") })
             }
             // A changed byte is refused, or it was in the comment or padding: the numbers are
             // checked against the public key, so a damaged key never reads as another one.
-            let original = try SSHPrivateKey(openSSH: text) { .password("") }
+            let original = try SSHPrivateKey(keyFile: text) { .password("") }
             var refused = 0
             for _ in 0..<100 {
                 var damaged = body
                 let index = Int.random(in: 0..<body.count, using: &generator)
                 damaged[index] ^= UInt8.random(in: 1...255, using: &generator)
-                if let key = try? SSHPrivateKey(openSSH: wrapped(damaged), passphrase: { .password("") }) {
+                if let key = try? SSHPrivateKey(keyFile: wrapped(damaged), passphrase: { .password("") }) {
                     XCTAssertEqual(key.publicKeyBlob, original.publicKeyBlob, "\(type) byte \(index)")
                 } else {
                     refused += 1
