@@ -145,12 +145,21 @@ enum KeePassXCReader {
                 }
                 entry.history = history.isEmpty ? nil : history
                 var attachments = element.children.filter { $0.name == "Binary" }
-                // KeePassXC's SSH agent keeps a key as an attachment, its passphrase as the password.
+                // KeePassXC's SSH agent keeps a key as an attachment, its passphrase as the password;
+                // some people keep the key's text in an attribute instead.
+                var keyText: String?
                 if let (index, key) = attachments.lazy.enumerated().compactMap({ index, attachment in
                     sshKey(in: attachment, binaries: binaries).map { (index, $0) }
                 }).first {
                     attachments.remove(at: index)
                     attachments.removeAll { $0.child("Key")?.text == "KeeAgent.settings" }
+                    keyText = key
+                } else if let index = entry.fields?.firstIndex(where: {
+                    $0.value?.contains(SSHPrivateKey.beginMarker) == true
+                }) {
+                    keyText = entry.fields?.remove(at: index).value
+                }
+                if let key = keyText {
                     if let folder = entry.category {
                         entry.fields = (entry.fields ?? []) + [FieldInfo(name: "Folder", value: folder, hidden: false)]
                     }

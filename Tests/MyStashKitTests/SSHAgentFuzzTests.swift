@@ -26,7 +26,7 @@ final class SSHAgentFuzzTests: XCTestCase {
         return [UInt8(count >> 24), UInt8(count >> 16 & 0xFF), UInt8(count >> 8 & 0xFF), UInt8(count & 0xFF)] + bytes
     }
 
-    func testTwoThousandFiveHundredMalformedRequestsGetTheFailureAnswer() throws {
+    func testOverTwoThousandMalformedRequestsGetTheFailureAnswer() throws {
         let keys = try keys()
         var added = 0
         let agent = SSHAgent(identities: { keys.map { SSHAgent.Identity(key: $0, comment: $0.comment, name: "k") } },
