@@ -143,7 +143,7 @@ final class SSHAgentServer {
     private let listener: Int32
     private let path: String
     private let keys: AgentKeys
-    private var agent: SSHAgent!
+    private let agent: SSHAgent
     private var clients: [Int32: SSHAgent.FrameReader] = [:]
     /// The socket path, for the signal handler to remove.
     nonisolated(unsafe) private static var socketPath: UnsafeMutablePointer<CChar>?
