@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <linux/keyctl.h>
@@ -34,4 +35,12 @@ long ms_keyring_set_timeout(int32_t key, unsigned int seconds) {
 
 long ms_keyring_revoke(int32_t key) {
     return result(syscall(SYS_keyctl, KEYCTL_REVOKE, key));
+}
+
+int ms_socket_peer_uid(int descriptor, uint32_t *uid) {
+    struct ucred credentials;
+    socklen_t length = sizeof credentials;
+    if (getsockopt(descriptor, SOL_SOCKET, SO_PEERCRED, &credentials, &length) != 0) return -errno;
+    *uid = credentials.uid;
+    return 0;
 }

@@ -11,7 +11,7 @@ import Glibc
 /// daemon behind (xclip keeps serving the selection) would hang it.
 public enum ChildProcess {
     /// Variables that may hold a master password; never passed on to a child.
-    static let secretVariables: Set<String> = ["MYSTASH_PASSWORD", "MYSTASH_NEW_PASSWORD"]
+    static let secretVariables: Set<String> = ["MYSTASH_PASSWORD", "MYSTASH_NEW_PASSWORD", "MYSTASH_SSH_PASSPHRASE"]
 
     /// What a finished program left: its exit status (-1 when killed by a signal) and output.
     public struct Result: Sendable {

@@ -6,7 +6,7 @@ enum BitwardenReader {
     /// Seed categories the kinds without a login go to (Config/Seeds/categories.csv, version 5).
     static let cardCategory = "Payment Card"
     static let identityCategory = "Identity"
-    static let sshKeyCategory = "SSH Key"
+    static let sshKeyCategory = Vault.sshKeyCategory
 
     static func read(_ data: Data) throws -> ImportSource {
         var source = ImportSource()
@@ -120,7 +120,11 @@ enum BitwardenReader {
                 continue
             case 3?: kindEntry(item.card)
             case 4?: kindEntry(item.identity)
-            case 5?: kindEntry(item.sshKey)
+            case 5?:
+                kindEntry(item.sshKey)
+                if let privateKey = item.sshKey?.privateKey, !privateKey.isEmpty {
+                    source.shapeSSHKeyEntry(&entry, privateKey: privateKey, passphrase: nil)
+                }
             case let type:
                 source.skipped.append(
                     .init(

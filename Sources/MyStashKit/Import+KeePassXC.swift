@@ -99,6 +99,7 @@ enum KeePassXCReader {
             throw source.invalid(.keepassxcXML, "no <Root><Group>")
         }
         let dates = ExportDocument.Dates()
+        let binaries = sharedBinaries(root.child("Meta")?.child("Binaries"))
         func walk(_ group: XMLNode, path: [String]) {
             let inRecycleBin = group.child("UUID")?.text == recycleBin && recycleBin != "AAAAAAAAAAAAAAAAAAAAAA=="
             for element in group.children where element.name == "Entry" {
@@ -141,8 +142,29 @@ enum KeePassXCReader {
                     }
                 }
                 entry.history = history.isEmpty ? nil : history
-                let attachments = element.children.filter { $0.name == "Binary" }.count
-                if attachments > 0 {
+                var attachments = element.children.filter { $0.name == "Binary" }
+                // KeePassXC's SSH agent keeps a key as an attachment, its passphrase as the password;
+                // some people keep the key's text in an attribute instead.
+                var keyText: String?
+                if let (index, key) = attachments.lazy.enumerated().compactMap({ index, attachment in
+                    sshKey(in: attachment, binaries: binaries).map { (index, $0) }
+                }).first {
+                    attachments.remove(at: index)
+                    attachments.removeAll { $0.child("Key")?.text == "KeeAgent.settings" }
+                    keyText = key
+                } else if let index = entry.fields?.firstIndex(where: {
+                    $0.value?.contains(SSHPrivateKey.beginMarker) == true
+                }) {
+                    keyText = entry.fields?.remove(at: index).value
+                }
+                if let key = keyText {
+                    if let folder = entry.category {
+                        entry.fields = (entry.fields ?? []) + [FieldInfo(name: "Folder", value: folder, hidden: false)]
+                    }
+                    source.shapeSSHKeyEntry(&entry, privateKey: key, passphrase: entry.password)
+                }
+                if !attachments.isEmpty {
+                    let attachments = attachments.count
                     source.warnings.append(
                         .init(
                             kind: "entry", title: entry.name,
@@ -174,6 +196,37 @@ enum KeePassXCReader {
         case 74, 76, 85: return "a closing tag that does not match the element it closes"
         default: return "XML error \(code)"
         }
+    }
+
+    /// The attachments kept once in `<Meta><Binaries>` and referred to by ID: base64, gzipped
+    /// when `Compressed="True"`.
+    private static func sharedBinaries(_ binaries: XMLNode?) -> [String: (text: String, compressed: Bool)] {
+        var shared: [String: (String, Bool)] = [:]
+        for binary in binaries?.children ?? [] where binary.name == "Binary" {
+            guard let id = binary.attributes["ID"] else { continue }
+            shared[id] = (binary.text ?? "", binary.attributes["Compressed"] == "True")
+        }
+        return shared
+    }
+
+    /// The text of an attachment that holds an OpenSSH private key, else nil.
+    private static func sshKey(in attachment: XMLNode, binaries: [String: (text: String, compressed: Bool)])
+        -> String?
+    {
+        guard let value = attachment.child("Value") else { return nil }
+        let stored = value.attributes["Ref"].flatMap { binaries[$0] }
+            ?? (value.text ?? "", value.attributes["Compressed"] == "True")
+        let base64 = stored.text.filter { !$0.isWhitespace }
+        guard var data = Data(base64Encoded: base64) else { return nil }
+        if stored.compressed {
+            // Foundation has no gzip on Linux; gzip reads it from a pipe, never from a file.
+            guard let expanded = ChildProcess.run(["gzip", "-dc"], input: data, captureOutput: true) else { return nil }
+            data = expanded
+        }
+        guard let text = String(data: data, encoding: .utf8), text.contains(SSHPrivateKey.beginMarker) else {
+            return nil
+        }
+        return text
     }
 
     private static func strings(_ entry: XMLNode) -> [String: (value: String, protected: Bool)] {

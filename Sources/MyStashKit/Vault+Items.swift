@@ -584,12 +584,20 @@ extension Vault {
                 return try context.fetch(request).map(\.title)
             case .categories:
                 return try context.fetch(FetchRequest<Category>()).map(\.name)
+            case .sshKeys:
+                let named = try Predicate(format: "name ==[c] %@", Vault.sshKeyCategory)
+                guard let category = try context.fetch(FetchRequest<Category>(predicate: named)).first else {
+                    return []
+                }
+                var request = FetchRequest<PasswordEntry>(predicate: try Predicate(format: "category == %@", category))
+                request.propertiesToFetch = ["name"]
+                return try context.fetch(request).map(\.name)
             }
         }
     }
 
     /// What ``names(of:)`` lists.
-    public enum NameKind: Sendable { case entries, notes, categories }
+    public enum NameKind: Sendable { case entries, notes, categories, sshKeys }
 
     // MARK: - Categories
 

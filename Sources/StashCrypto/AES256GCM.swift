@@ -149,7 +149,7 @@ nonisolated(unsafe) private let aes256GCM: OpaquePointer? =
     EVP_CIPHER_fetch(nil, "AES-256-GCM", nil) ?? EVP_aes_256_gcm()
 
 /// Owns an `EVP_CIPHER_CTX` and frees it.
-private final class CipherContext {
+final class CipherContext {
     let pointer: OpaquePointer
 
     init() throws {

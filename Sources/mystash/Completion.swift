@@ -18,6 +18,11 @@ import MyStashKit
     completionNames(.categories, arguments: arguments, prefix: prefix)
 }
 
+/// Entries of the "SSH Key" category, for `ssh export-public`.
+@Sendable func completeSSHKeyNames(_ arguments: [String], _ index: Int, _ prefix: String) -> [String] {
+    completionNames(.sshKeys, arguments: arguments, prefix: prefix)
+}
+
 private func completionNames(_ kind: Vault.NameKind, arguments: [String], prefix: String) -> [String] {
     // Category names are plain: they complete on a locked vault too.
     guard let vault = kind == .categories ? openForCompletion(arguments) : unlockedForCompletion(arguments) else {

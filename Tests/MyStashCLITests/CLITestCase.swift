@@ -156,10 +156,11 @@ final class TerminalSession: @unchecked Sendable {  // the buffer is read and wr
         try process.run()
     }
 
-    /// Waits (up to `timeout` seconds) until `text` has appeared on the terminal.
-    func expect(_ text: String, timeout: TimeInterval = 20, file: StaticString = #filePath, line: UInt = #line) {
+    /// Waits (up to `timeout` seconds) until `text` has appeared on the terminal (`times` times).
+    func expect(_ text: String, times: Int = 1, timeout: TimeInterval = 20, file: StaticString = #filePath,
+                line: UInt = #line) {
         let deadline = Date().addingTimeInterval(timeout)
-        while !lock.withLock({ buffer.contains(text) }) {
+        while lock.withLock({ buffer.components(separatedBy: text).count - 1 }) < times {
             if arrived.wait(timeout: .now() + max(0, deadline.timeIntervalSinceNow)) == .timedOut {
                 XCTFail("'\(text)' did not appear; the terminal shows: \(transcript)", file: file, line: line)
                 return

@@ -6,6 +6,10 @@
 /// Makes the process non-dumpable and sets RLIMIT_CORE to 0. Returns 0 or -errno.
 int ms_disable_core_dumps(void);
 
+/// The user ID of the process at the other end of a Unix socket (SO_PEERCRED), which Swift's
+/// Glibc module leaves out (struct ucred needs _GNU_SOURCE). Returns 0 or -errno.
+int ms_socket_peer_uid(int descriptor, uint32_t *uid);
+
 /// Kernel keyring (keyrings(7)) through raw syscalls, so no libkeyutils is needed.
 /// Each returns a key serial (>0) / byte count, or -errno.
 int32_t ms_keyring_add_user_key(const char *description, const void *payload, size_t length);
