@@ -101,7 +101,9 @@ enum KeePassXCReader {
         let dates = ExportDocument.Dates()
         let binaries = sharedBinaries(root.child("Meta")?.child("Binaries"))
         func walk(_ group: XMLNode, path: [String]) {
-            let inRecycleBin = group.child("UUID")?.text == recycleBin && recycleBin != "AAAAAAAAAAAAAAAAAAAAAA=="
+            // A file naming no recycle bin (or the null UUID) has none: no group is in it.
+            let inRecycleBin = recycleBin.map { $0 != "AAAAAAAAAAAAAAAAAAAAAA==" && group.child("UUID")?.text == $0 }
+                ?? false
             for element in group.children where element.name == "Entry" {
                 var entry = entryValues(element, dates: dates)
                 if inRecycleBin {

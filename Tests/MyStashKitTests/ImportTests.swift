@@ -375,4 +375,20 @@ final class ImportTests: VaultTestCase {
         XCTAssertEqual(try vault.entry("router", reveal: true).password, "router-pw")
         XCTAssertEqual(try vault.importPasswordStore(at: store).imported, [], "a second import adds nothing")
     }
+
+    /// A hand-made KeePass XML without a recycle bin and without group UUIDs: every entry is
+    /// imported (nil compared equal to nil put them all in "the recycle bin").
+    func testAKeePassXMLWithoutARecycleBinImportsEveryEntry() throws {
+        let vault = try makeVault()
+        let xml = """
+            <KeePassFile><Meta></Meta><Root><Group><Name>Root</Name>
+            <Entry><String><Key>Title</Key><Value>Mail</Value></String>
+            <String><Key>Password</Key><Value>pw</Value></String></Entry>
+            </Group></Root></KeePassFile>
+            """
+        let report = try vault.importItems(Data(xml.utf8), format: .keepassxcXML)
+        XCTAssertEqual(report.skipped.map(\.reason), [])
+        XCTAssertEqual(try vault.entry("Mail", reveal: true).password, "pw")
+    }
 }
+
