@@ -52,8 +52,7 @@ extension ManagedObjectContext {
     func undelete(_ object: ManagedObject) {
         guard object.managedObjectContext === self else {
             undoManager?.register { [weak self] in self?.delete(object) }
-            temporaryCounter += 1
-            object.assign(temporaryID(of: object.entity, number: temporaryCounter), in: self)
+            object.assign(temporaryID(of: object.entity, number: Self.nextTemporaryNumber()), in: self)
             object.version = 0
             object.changedKeys = []
             reinsertPrimitive(object)

@@ -82,7 +82,15 @@ public final class ManagedObjectContext {
     var unprocessedInserted = ObjectSet(.unprocessedInserted)
     var unprocessedUpdated = ObjectSet(.unprocessedUpdated)
     var unprocessedDeleted = ObjectSet(.unprocessedDeleted)
-    var temporaryCounter = 0
+    /// Temporary IDs are unique in the process, so a child's copy of its parent's insert keeps its ID.
+    private static let temporaryLock = NSLock()
+    nonisolated(unsafe) private static var temporaryCounter = 0
+    static func nextTemporaryNumber() -> Int {
+        temporaryLock.withLock {
+            temporaryCounter += 1
+            return temporaryCounter
+        }
+    }
     /// Counts saves, so undo knows whether a recorded state predates one.
     var saveGeneration = 0
     /// A failure while loading a relationship behind a property access (which cannot
@@ -106,9 +114,12 @@ public final class ManagedObjectContext {
     /// The context whose save this context's save pushes into, or nil when it saves to the stores.
     public let parent: ManagedObjectContext?
     /// Objects a child read whose rows its parent deleted without saving yet: fetches leave them out.
-    var deletedInParent: Set<ObjectIdentifier> = []
+    /// By row, not by object: an object left out of a fetch is freed, and its address reused.
+    var deletedInParent: Set<ObjectKey> = []
     /// The objects this child inserted and pushed, with the parent's object for each.
     var pushedInserts: [ObjectIdentifier: (child: ManagedObject, parent: ManagedObject)] = [:]
+    /// This child's copies of the objects its parent inserted and has not saved, by their ID there.
+    var parentInserted: [ObjectID: ManagedObject] = [:]
 
     /// A context over a coordinator's stores.
     ///
@@ -128,8 +139,9 @@ public final class ManagedObjectContext {
     ///
     /// A child reads what the stores hold, with the parent's unsaved changes to those objects'
     /// attributes and to-one relationships on top, and without the objects the parent deleted.
-    /// Objects the parent inserted and has not saved are not visible in it (nor are to-many
-    /// changes seen from the other side): use it as a scratch pad over saved objects.
+    /// Its fetches, as Core Data's, also return the objects the parent (or an ancestor) inserted
+    /// and has not saved, and match the rows the parent changed on the parent's values. To-many
+    /// changes the parent made to saved objects are not seen from their other side.
     public init(parent: ManagedObjectContext, concurrencyType: ConcurrencyType = .privateQueue) {
         self.coordinator = parent.coordinator
         self.notificationCenter = parent.notificationCenter
@@ -143,7 +155,7 @@ public final class ManagedObjectContext {
     public var deletedObjects: [ManagedObject] { deletedSet.objects }
     public var registeredObjects: [ManagedObject] {
         let pushed = pushedInserts.values.map(\.child).filter { $0.managedObjectContext === self }
-        return registered.values + insertedSet.objects + pushed
+        return registered.values + insertedSet.objects + pushed + parentInserted.values
     }
     public var hasChanges: Bool { !insertedSet.isEmpty || !updatedSet.isEmpty || !deletedSet.isEmpty }
 
@@ -183,8 +195,7 @@ public final class ManagedObjectContext {
         }
         // An object without a context is in no set of any (its old context may be gone).
         object.memberships = []
-        temporaryCounter += 1
-        object.assign(temporaryID(of: object.entity, number: temporaryCounter), in: self)
+        object.assign(temporaryID(of: object.entity, number: Self.nextTemporaryNumber()), in: self)
         for attribute in object.entity.attributes
         where attribute.defaultValue != nil && object.values[attribute.name] == nil {
             object.values[attribute.name] = attribute.defaultValue
@@ -337,8 +348,9 @@ public final class ManagedObjectContext {
     /// Forgets every object and change.
     public func reset() {
         rollback()
-        for object in registered.values { object.managedObjectContext = nil }
+        for object in registered.values + parentInserted.values { object.managedObjectContext = nil }
         registered.removeAll()
+        parentInserted.removeAll()
     }
 
     // MARK: - Objects from rows
@@ -577,6 +589,12 @@ public final class ManagedObjectContext {
     /// - throws: ``ObjectGraphError`` 133000 when no such object exists.
     public func existingObject(with objectID: ObjectID) throws -> ManagedObject {
         if let object = insertedSet.objects.first(where: { $0.objectID == objectID }) { return object }
+        if objectID.isTemporaryID, let parent {
+            let pending = parent.performAndWait { parent.pendingStateForChild() }
+            if let object = mirrors(ofParentInserts: pending.inserted.filter { $0.objectID == objectID }).first {
+                return object
+            }
+        }
         guard let primaryKey = objectID.primaryKey, let entity = model.entity(named: objectID.entityName),
               let object = try object(primaryKey: primaryKey, root: entity.rootEntity) else {
             throw ObjectGraphError(code: .objectNotFound, message: "no object with ID \(objectID)")
