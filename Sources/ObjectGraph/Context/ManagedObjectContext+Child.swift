@@ -170,7 +170,9 @@ extension ManagedObjectContext {
     func mirrors(ofParentInserts inserted: [ParentPendingState.Inserted]) -> [ManagedObject] {
         var byID: [ObjectID: ManagedObject] = [:]
         // Objects this child inserted and pushed are already its own.
-        for (child, _) in pushedInserts.values where child.managedObjectContext === self { byID[child.objectID] = child }
+        for (child, _) in pushedInserts.values where child.managedObjectContext === self {
+            byID[child.objectID] = child
+        }
         var refreshed: [(ManagedObject, ParentPendingState.Inserted)] = []
         for snapshot in inserted where byID[snapshot.objectID] == nil {
             if let mine = parentInserted[snapshot.objectID] {

@@ -44,7 +44,9 @@ extension ManagedObjectContext {
                     && (request.predicate.map { $0.evaluate(with: object) } ?? true)
             }
         }
-        if plan.sortsInMemory || plan.includesInserted || plan.parentPending != nil { objects = sorted(objects, by: request.sortDescriptors) }
+        if plan.sortsInMemory || plan.includesInserted || plan.parentPending != nil {
+            objects = sorted(objects, by: request.sortDescriptors)
+        }
         try throwDeferredError()
         if plan.needsMemoryWindow {
             objects = Array(objects.dropFirst(request.fetchOffset))
