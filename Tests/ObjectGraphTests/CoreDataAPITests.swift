@@ -61,4 +61,90 @@ final class CoreDataAPITests: BoardTestCase, @unchecked Sendable {
             XCTAssertEqual(try leaf.names("Item"), ["kept", "middle's"])
         }
     }
+
+    // MARK: - Faulting and permanent IDs
+
+    func testFetchingAsFaultsReadsValuesOnFirstAccess() throws {
+        forEachStoreKind { kind in
+            let context = try makeBoard(kind)
+            item(context, "a", rank: 1, group: group(context, "g"))
+            try context.save()
+            let reader = ManagedObjectContext(coordinator: context.coordinator)
+            var request = FetchRequest<ManagedObject>(entityName: "Item")
+            request.returnsObjectsAsFaults = true
+            let fault = try XCTUnwrap(reader.fetch(request).first)
+            XCTAssertTrue(fault.isFault)
+            // Changed behind the fault's back: it reads the row as it is when fired.
+            try XCTUnwrap(context.objects("Item").first)["rank"] = 5
+            try context.save()
+            XCTAssertEqual(fault["rank"] as? Int, 5)
+            XCTAssertFalse(fault.isFault)
+            XCTAssertEqual((fault["group"] as? ManagedObject)?["name"] as? String, "g")
+            request.returnsObjectsAsFaults = false
+            XCTAssertFalse(try XCTUnwrap(ManagedObjectContext(coordinator: context.coordinator).fetch(request).first)
+                .isFault)
+        }
+    }
+
+    func testRefreshWithoutMergingTurnsAnObjectIntoAFaultAndDropsItsChanges() throws {
+        let context = try makeBoard(.sqlite)
+        let saved = item(context, "a", rank: 1, group: nil)
+        try context.save()
+        saved["rank"] = 2
+        try context.refresh(saved, mergeChanges: false)
+        XCTAssertTrue(saved.isFault)
+        XCTAssertFalse(context.hasChanges)
+        let other = ManagedObjectContext(coordinator: context.coordinator)
+        try XCTUnwrap(other.objects("Item").first)["rank"] = 3
+        try other.save()
+        XCTAssertEqual(saved["rank"] as? Int, 3, "fired, it reads what the store holds now")
+        saved["rank"] = 4
+        try context.refresh(saved, mergeChanges: true)
+        XCTAssertFalse(saved.isFault)
+        XCTAssertEqual(saved["rank"] as? Int, 4, "merging keeps the unsaved change")
+
+        try context.refresh(saved, mergeChanges: false)
+        other.delete(try XCTUnwrap(other.objects("Item").first))
+        try other.save()
+        XCTAssertNil(saved["name"])
+        XCTAssertThrowsError(try context.objects("Item")) { error in
+            XCTAssertEqual((error as? ObjectGraphError)?.code, .objectNotFound, "\(error)")
+        }
+    }
+
+    func testObtainedPermanentIDsAreTheSavedObjectsIDs() throws {
+        forEachStoreKind { kind in
+            let context = try makeBoard(kind)
+            let first = item(context, "first", group: nil), second = item(context, "second", group: nil)
+            try context.obtainPermanentIDs(for: [first, second])
+            XCTAssertFalse(first.objectID.isTemporaryID)
+            XCTAssertNotEqual(first.objectID, second.objectID)
+            let ids = [first.objectID, second.objectID]
+            XCTAssertTrue(first.isInserted)
+            XCTAssertTrue(try context.existingObject(with: ids[0]) === first)
+            try context.save()
+            XCTAssertEqual([first.objectID, second.objectID], ids)
+            let reader = ManagedObjectContext(coordinator: context.coordinator)
+            XCTAssertEqual(try ids.map { try reader.existingObject(with: $0)["name"] as? String }, ["first", "second"])
+            let third = item(context, "third", group: nil)
+            try context.save()
+            XCTAssertFalse(ids.contains(third.objectID), "keys handed out are not handed out again")
+        }
+    }
+
+    func testAChildsObtainedIDIsTheParentsAndTheStoresID() throws {
+        let parent = try makeBoard(.sqlite)
+        let child = ManagedObjectContext(parent: parent)
+        let id: ObjectID = try child.performAndWait {
+            let new = item(child, "from child", group: nil)
+            try child.obtainPermanentIDs(for: [new])
+            try child.save()
+            return new.objectID
+        }
+        XCTAssertFalse(id.isTemporaryID)
+        XCTAssertEqual(try parent.existingObject(with: id)["name"] as? String, "from child")
+        try parent.save()
+        XCTAssertEqual(try ManagedObjectContext(coordinator: parent.coordinator).existingObject(with: id)["name"]
+            as? String, "from child")
+    }
 }

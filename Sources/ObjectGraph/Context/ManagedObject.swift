@@ -289,6 +289,20 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     private var hasPendingPrimaryKey = false
     /// True from insertion until the first save: such an object needs no change tracking.
     var isPendingInsert = false
+    /// True while the object's values are not loaded, as `NSManagedObject.isFault`: it was
+    /// fetched with ``FetchRequest/returnsObjectsAsFaults`` or turned into a fault by
+    /// ``ManagedObjectContext/refresh(_:mergeChanges:)``. Reading or changing any property
+    /// fulfills it (one read of its row); a fault whose row is gone reads as empty, and the
+    /// context's next fetch or save throws ``ObjectGraphError`` 133000.
+    public internal(set) var isFault = false
+
+    /// Loads the values of a fault from its row.
+    @inline(__always)
+    func fireFault() {
+        guard isFault else { return }
+        isFault = false
+        _ = deferringErrors { try managedObjectContext?.fulfillFault(self) }
+    }
     /// The sets of its context this object is in (see ``ObjectSet``).
     var memberships: ObjectSet.Membership = []
 
@@ -310,6 +324,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
 
     /// The values changed since the last save or fetch, by key.
     public var changedValues: [String: Any] {
+        fireFault()
         if isPendingInsert { return Dictionary(values.map { ($0.key, $0.value) }, uniquingKeysWith: { _, new in new }) }
         var result: [String: Any] = [:]
         for key in changedKeys { result[key] = self[key] ?? NSNull() }
@@ -328,6 +343,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     }
 
     public func value(forKey key: String) -> Any? {
+        fireFault()
         if let index = entity.attributeNames.firstIndex(of: key) {
             let value = values.layout === entity.propertyLayout ? values[slot: index] : values[key]
             guard entity.attributeTypeList[index] == .transformable, let encoded = value as? EncodedValue else {
@@ -345,6 +361,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     public func value<T>(forKey key: String, as type: T.Type) -> T? { value(forKey: key) as? T }
 
     public func setValue(_ value: Any?, forKey key: String) {
+        fireFault()
         if let index = entity.attributeNames.firstIndex(of: key) {
             let normalized = StoredValues.normalized(
                 value, type: entity.attributeTypeList[index], key: key, entity: entity.name)
@@ -444,7 +461,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         deferringErrors { try loadedToManyObjects(relationship) } ?? []
     }
 
-    private func deferringErrors<T>(_ body: () throws -> T?) -> T? {
+    func deferringErrors<T>(_ body: () throws -> T?) -> T? {
         do {
             return try body()
         } catch {
@@ -454,6 +471,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     }
 
     func loadedToOneObject(_ relationship: RelationshipDescription) throws -> ManagedObject? {
+        fireFault()
         switch values[relationship.name] {
         case let object as ManagedObject:
             return object
@@ -473,6 +491,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
 
     /// The members of a to-many relationship, read from the store unless they are all here.
     func loadedMembers(_ relationship: RelationshipDescription) throws -> RelationshipMembers {
+        fireFault()
         if let members = values[relationship.name] as? RelationshipMembers, members.isComplete,
            loadedToMany.contains(relationship.name) {
             return members
@@ -496,6 +515,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// The members of a to-many relationship to change: those read already, or the changes
     /// made since the last save while the relationship is a fault (changing it never reads it).
     func membersForChange(_ relationship: RelationshipDescription) -> RelationshipMembers {
+        fireFault()
         let isLoaded = loadedToMany.contains(relationship.name)
         if let members = values[relationship.name] as? RelationshipMembers, members.isComplete == isLoaded {
             return members
@@ -521,6 +541,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// Whether the store lists `member` in this object's unread to-many `relationship`: for a
     /// one-to-many, the member's stored to-one says so (no read); for a many-to-many, its join row.
     private func isStoredMember(_ member: ManagedObject, of relationship: RelationshipDescription) -> Bool {
+        member.fireFault()
         guard let ownKey = objectID.primaryKey, let memberKey = member.objectID.primaryKey,
               let inverse = inverse(of: relationship) else { return false }
         guard inverse.isToMany else {
@@ -558,6 +579,10 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     ///   exist or an unknown key, 134060 for a stored value that cannot be decoded, or the
     ///   store's error.
     public func loadedValue(forKey key: String) throws -> Any? {
+        if isFault {
+            isFault = false
+            try managedObjectContext?.fulfillFault(self)
+        }
         if let type = entity.attributeType(of: key) {
             guard type == .transformable, let encoded = values[key] as? EncodedValue else { return values[key] }
             guard let context = managedObjectContext else { return nil }

@@ -77,6 +77,8 @@ extension ManagedObjectContext {
         }
         let deletions = deleted.map(reference)
         let entityNames = inserted.map(\.entity.name)
+        // IDs made permanent in the child (obtainPermanentIDs(for:)) stay theirs in the parent.
+        let permanentIDs = inserted.map { $0.objectID.isTemporaryID ? nil : $0.objectID }
 
         let (created, createdIDs): ([ManagedObject], [ObjectID]) = try parent.performAndWait {
             // Every saved object is found before anything changes, so a missing one changes nothing.
@@ -86,6 +88,7 @@ extension ManagedObjectContext {
                 existing[objectID] = try parent.existingObject(with: objectID)
             }
             let created = entityNames.map { parent.insertNewObject(forEntityName: $0) }
+            for (object, objectID) in zip(created, permanentIDs) { if let objectID { object.objectID = objectID } }
             func resolve(_ reference: ParentReference) -> ManagedObject {
                 switch reference {
                 case .inserted(let index): return created[index]
@@ -180,16 +183,17 @@ extension ManagedObjectContext {
                 if !mine.hasChanges { refreshed.append((mine, snapshot)) }
                 continue
             }
-            guard let entity = model.entity(named: snapshot.entityName), let number = snapshot.objectID.temporaryNumber
-            else { continue }
+            guard let entity = model.entity(named: snapshot.entityName) else { continue }
             let object = model.objectClass(for: entity).init(entity: entity)
-            object.assign(objectID(of: entity, storeIdentifier: nil, kind: .temporary, number: Int64(number)), in: self)
+            let id = snapshot.objectID
+            let mine = objectID(of: entity, storeIdentifier: id.storeIdentifier, kind: id.scope.kind, number: id.number)
+            object.assign(mine, in: self)
             parentInserted[snapshot.objectID] = object
             byID[snapshot.objectID] = object
             refreshed.append((object, snapshot))
         }
         func resolve(_ objectID: ObjectID) -> ManagedObject? {
-            byID[objectID] ?? (objectID.primaryKey == nil ? nil : try? existingObject(with: objectID))
+            byID[objectID] ?? (objectID.isTemporaryID ? nil : try? existingObject(with: objectID))
         }
         for (object, snapshot) in refreshed {
             var values = PropertyValues(layout: object.entity.propertyLayout)
@@ -199,7 +203,7 @@ extension ManagedObjectContext {
                 } else if let objectIDs = value as? [ObjectID] {
                     values[name] = RelationshipMembers(complete: objectIDs.compactMap(resolve))
                 } else if let objectID = value as? ObjectID {
-                    values[name] = objectID.primaryKey.map { FaultReference(primaryKey: $0) } ?? resolve(objectID)
+                    values[name] = byID[objectID] ?? objectID.primaryKey.map { FaultReference(primaryKey: $0) }
                 }
             }
             object.values = values

@@ -16,14 +16,17 @@ extension ManagedObjectContext {
         var objects: [ManagedObject] = []
         try wrapStoreErrors(.objectNotFound, "cannot fetch \(request.entityName)") {
             try coordinator.read { db in
-                let sql = plan.sql(select: plan.columns, window: !plan.needsMemoryWindow, request: request)
+                let asFault = request.returnsObjectsAsFaults && plan.residual == nil && !plan.sortsInMemory
+                    && plan.parentPending == nil
+                let columns = asFault ? ["t0.Z_PK", "t0.Z_ENT", "t0.Z_OPT"] : plan.columns
+                let sql = plan.sql(select: columns, window: !plan.needsMemoryWindow, request: request)
                 // New objects are registered after the last row, in a registry grown once; only a
                 // predicate evaluated in memory could look them up before.
                 let defersRegistration = plan.residual == nil
                 try db.forEachRow(sql: sql, arguments: plan.arguments) { row in
                     let object = try materialize(
                         row, root: plan.root, store: plan.store, decoding: request.propertiesToFetch,
-                                                 registering: !defersRegistration)
+                                                 registering: !defersRegistration, asFault: asFault)
                     if request.includesPendingChanges, deletedSet.contains(object) { return }
                     if !deletedInParent.isEmpty, deletedInParent.contains(
                         ObjectKey(rootEntityNumber: plan.root.entityNumber, primaryKey: object.registeredPrimaryKey)) {

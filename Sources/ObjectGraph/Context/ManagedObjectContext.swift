@@ -311,10 +311,22 @@ public final class ManagedObjectContext {
         object.changedKeys = []
     }
 
-    /// Re-reads an object from its store. Without `mergeChanges` its unsaved changes are
-    /// dropped; with it they are kept over the fresh values.
+    /// Brings an object up to date with its store, as Core Data's `refresh(_:mergeChanges:)`.
+    ///
+    /// Without `mergeChanges` its unsaved changes are dropped and it becomes a fault
+    /// (``ManagedObject/isFault``): its values are let go and read again on next access. With
+    /// it, it is re-read now and its unsaved changes are kept over the fresh values.
+    ///
+    /// - throws: ``ObjectGraphError`` 133000 when, merging, its row no longer exists.
     public func refresh(_ object: ManagedObject, mergeChanges: Bool) throws {
         guard let primaryKey = object.objectID.primaryKey else { return }
+        if !mergeChanges, !insertedSet.contains(object) {
+            if deletedSet.contains(object) { deletedSet.remove(object); unprocessedDeleted.remove(object) }
+            updatedSet.remove(object)
+            unprocessedUpdated.remove(object)
+            turnIntoFault(object)
+            return
+        }
         let root = object.entity.rootEntity
         let store = try coordinator.store(for: root)
         let sql =
@@ -343,6 +355,36 @@ public final class ManagedObjectContext {
             }
         }
         if kept.isEmpty { updatedSet.remove(object); unprocessedUpdated.remove(object) }
+    }
+
+    /// Lets go of an unchanged object's values; they are read again on its next access.
+    func turnIntoFault(_ object: ManagedObject) {
+        object.values = PropertyValues(layout: object.entity.propertyLayout)
+        object.committedValues = PropertyValues()
+        object.loadedToMany = []
+        object.changedKeys = []
+        object.isFault = true
+    }
+
+    /// Reads a fault's row into it (with a child's parent's unsaved state on top).
+    ///
+    /// - throws: ``ObjectGraphError`` 133000 when its row no longer exists; the store's error.
+    func fulfillFault(_ object: ManagedObject) throws {
+        guard let primaryKey = object.objectID.primaryKey else { return }
+        let root = object.entity.rootEntity
+        let store = try coordinator.store(for: root)
+        let sql = "SELECT \(root.selectColumns.joined(separator: ", ")) FROM \(store.qualified(root.tableName)) "
+            + "WHERE Z_PK = ?"
+        let row = try wrapStoreErrors(.objectNotFound, "cannot read \(object)") {
+            try coordinator.read { db in try Row.fetchOne(db, sql: sql, arguments: [primaryKey]) }
+        }
+        guard let row else {
+            throw ObjectGraphError(
+                code: .objectNotFound, message: "\(object.entity.name) row \(primaryKey) no longer exists",
+                objects: [object])
+        }
+        try load(row, into: object, root: root, store: store)
+        adoptParentState(of: object, key: ObjectKey(rootEntityNumber: root.entityNumber, primaryKey: primaryKey))
     }
 
     /// Forgets every object and change.
@@ -385,11 +427,13 @@ public final class ManagedObjectContext {
     /// or a new object made from `row`.
     func materialize(
         _ row: some StoredRow, root: EntityDescription, store: PersistentStore, decoding: Set<String>? = nil,
-                     registering: Bool = true) throws -> ManagedObject {
+                     registering: Bool = true, asFault: Bool = false) throws -> ManagedObject {
         let primaryKey = try Self.integer(row, 0, "Z_PK", root: root, store: store)
         let key = ObjectKey(rootEntityNumber: root.entityNumber, primaryKey: primaryKey)
         if let object = registered[key] {
-            if !object.hasChanges, try object.version != Self.integer(row, 2, "Z_OPT", root: root, store: store) {
+            if asFault { return object }
+            if !object.hasChanges,
+               try object.isFault || object.version != Self.integer(row, 2, "Z_OPT", root: root, store: store) {
                 try load(row, into: object, root: root, store: store, decoding: decoding)
                 adoptParentState(of: object, key: key)
             }
@@ -403,6 +447,12 @@ public final class ManagedObjectContext {
         }
         let object = model.objectClass(for: entity).init(entity: entity)
         object.assign(permanentID(of: entity, in: store, primaryKey: primaryKey), in: self)
+        if asFault {
+            object.isFault = true
+            object.version = try Self.integer(row, 2, "Z_OPT", root: root, store: store)
+            if registering { registered[key] = object }
+            return object
+        }
         try load(row, into: object, root: root, store: store, decoding: decoding)
         if registering { registered[key] = object }
         adoptParentState(of: object, key: key)
@@ -496,6 +546,7 @@ public final class ManagedObjectContext {
         object.loadedToMany = []
         object.changedKeys = []
         object.version = try Self.integer(row, 2, "Z_OPT", root: root, store: store)
+        object.isFault = false
     }
 
     /// - throws: ``ObjectGraphError`` 134060 naming the store, entity, attribute and row when
@@ -589,6 +640,7 @@ public final class ManagedObjectContext {
     /// - throws: ``ObjectGraphError`` 133000 when no such object exists.
     public func existingObject(with objectID: ObjectID) throws -> ManagedObject {
         if let object = insertedSet.objects.first(where: { $0.objectID == objectID }) { return object }
+        if let object = parentInserted[objectID] { return object }
         if objectID.isTemporaryID, let parent {
             let pending = parent.performAndWait { parent.pendingStateForChild() }
             if let object = mirrors(ofParentInserts: pending.inserted.filter { $0.objectID == objectID }).first {
