@@ -147,4 +147,52 @@ final class CoreDataAPITests: BoardTestCase, @unchecked Sendable {
         XCTAssertEqual(try ManagedObjectContext(coordinator: parent.coordinator).existingObject(with: id)["name"]
             as? String, "from child")
     }
+
+    // MARK: - Lifecycle hooks
+
+    func testLifecycleHooksRunAsCoreDatasDo() throws {
+        let context = try makeBoard(.sqlite)
+        context.model.setClass(HookedItem.self, forEntityName: "Item")
+        context.model.setClass(HookedGroup.self, forEntityName: "Group")
+        let group = group(context, "g")
+        let stamped = item(context, "stamped", group: group)
+        XCTAssertEqual(try XCTUnwrap(context.insertNewObject(forEntityName: "Item") as? HookedItem).awoken, 1)
+        context.delete(try XCTUnwrap(context.insertedObjects.first { $0["name"] == nil }))
+        try context.save()
+        XCTAssertEqual(stamped["rank"] as? Int, 1, "willSave's change is saved")
+        let reader = ManagedObjectContext(coordinator: context.coordinator)
+        XCTAssertEqual(try reader.objects("Item").map { $0["rank"] as? Int }, [1])
+
+        stamped["name"] = "renamed"
+        try context.save()
+        XCTAssertEqual(try ManagedObjectContext(coordinator: context.coordinator).objects("Item").first?["rank"]
+            as? Int, 2, "once per save that writes it")
+
+        context.delete(group)
+        context.processPendingChanges()
+        XCTAssertEqual((group as? HookedGroup)?.preparedWith, ["renamed"], "before its delete rules ran")
+        XCTAssertEqual((group as? HookedGroup)?.prepared, 1)
+        XCTAssertEqual(stamped["group"] as? ManagedObject, nil, "then they ran")
+        try context.save()
+        XCTAssertEqual((group as? HookedGroup)?.prepared, 1, "once per deletion")
+    }
+}
+
+/// Counts its hooks: willSave bumps `rank`, so a test can see what was saved.
+final class HookedItem: ManagedObject {
+    var awoken = 0
+    override func awakeFromInsert() { awoken += 1 }
+    override func willSave() {
+        guard !isDeleted else { return }
+        self["rank"] = (self["rank"] as? Int ?? 0) + 1
+    }
+}
+
+final class HookedGroup: ManagedObject {
+    var prepared = 0
+    var preparedWith: [String] = []
+    override func prepareForDeletion() {
+        prepared += 1
+        preparedWith = (self["items"] as? [ManagedObject] ?? []).compactMap { $0["name"] as? String }
+    }
 }

@@ -295,6 +295,8 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// fulfills it (one read of its row); a fault whose row is gone reads as empty, and the
     /// context's next fetch or save throws ``ObjectGraphError`` 133000.
     public internal(set) var isFault = false
+    /// Whether ``prepareForDeletion()`` ran for its pending deletion.
+    var isPreparedForDeletion = false
 
     /// Loads the values of a fault from its row.
     @inline(__always)
@@ -685,7 +687,21 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     open func validateForSave(into errors: inout [ValidationError]) throws {}
 
     /// Called after the object is inserted into a context; default values are set already.
+    ///
+    /// Lifecycle hooks are methods of ``ManagedObject`` to override, as in Core Data: register the
+    /// subclass with ``ManagedObjectModel/setClass(_:forEntityName:)``.
     open func awakeFromInsert() {}
+
+    /// Called at the start of each save of its context that writes this object (inserted,
+    /// updated or deleted), before validation, as Core Data's `willSave()`. Changes made here
+    /// are saved with it; changing another object makes that one part of the save too.
+    open func willSave() {}
+
+    /// Called once when the object is about to be deleted, before its delete rules run (its
+    /// relationships are still set), as Core Data's `prepareForDeletion()`: at the end of the
+    /// event in which it was deleted, or at the save, whichever comes first; also for objects a
+    /// cascade deletes.
+    open func prepareForDeletion() {}
 
     // MARK: - Hashable, description
 

@@ -16,6 +16,11 @@ extension ManagedObjectContext {
         // Delete rules run first, so their changes join the same event (and undo group).
         propagateDeletes()
         processPendingChanges()
+        let deletions = deletedSet.count
+        for object in insertedSet.objects + updatedSet.objects + deletedSet.objects { object.willSave() }
+        // What the hooks changed or deleted joins this save.
+        if deletedSet.count != deletions { propagateDeletes(of: deletedSet.objects.filter { !$0.isPreparedForDeletion }) }
+        processPendingChanges()
         try throwDeferredError()
         let metadataPending = coordinator.persistentStores.contains { $0.metadataNeedsSaving }
         guard hasChanges || metadataPending else { return }
@@ -99,6 +104,10 @@ extension ManagedObjectContext {
         while index < queue.count {
             let object = queue[index]
             index += 1
+            if !object.isPreparedForDeletion {
+                object.isPreparedForDeletion = true
+                object.prepareForDeletion()
+            }
             for relationship in object.entity.relationships {
                 let destinations =
                     relationship.isToMany

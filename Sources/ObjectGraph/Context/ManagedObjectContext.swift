@@ -306,6 +306,7 @@ public final class ManagedObjectContext {
     }
 
     private func revertToCommitted(_ object: ManagedObject) {
+        object.isPreparedForDeletion = false
         object.values = object.committedValues
         object.loadedToMany = []
         object.changedKeys = []
