@@ -19,7 +19,9 @@ extension ManagedObjectContext {
         let deletions = deletedSet.count
         for object in insertedSet.objects + updatedSet.objects + deletedSet.objects { object.willSave() }
         // What the hooks changed or deleted joins this save.
-        if deletedSet.count != deletions { propagateDeletes(of: deletedSet.objects.filter { !$0.isPreparedForDeletion }) }
+        if deletedSet.count != deletions {
+            propagateDeletes(of: deletedSet.objects.filter { !$0.isPreparedForDeletion })
+        }
         processPendingChanges()
         try throwDeferredError()
         let metadataPending = coordinator.persistentStores.contains { $0.metadataNeedsSaving }
