@@ -176,6 +176,95 @@ final class CoreDataAPITests: BoardTestCase, @unchecked Sendable {
         try context.save()
         XCTAssertEqual((group as? HookedGroup)?.prepared, 1, "once per deletion")
     }
+
+    // MARK: - Container and automatic merging
+
+    func testAContainerLoadsItsStoresAndItsContextsShareThem() throws {
+        let container = PersistentContainer(name: "Board", model: try Self.boardModel(),
+                                            notificationCenter: NotificationCenter())
+        XCTAssertEqual(container.persistentStoreDescriptions.map(\.url?.lastPathComponent), ["Board.sqlite"])
+        let url = directory.appendingPathComponent("nested/dir/Board.sqlite")
+        container.persistentStoreDescriptions = [PersistentStoreDescription(url: url)]
+        var loaded: [(PersistentStoreDescription, Error?)] = []
+        container.loadPersistentStores { loaded.append(($0, $1)) }
+        XCTAssertEqual(loaded.count, 1)
+        XCTAssertNil(loaded.first?.1)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: url.path))
+        XCTAssertEqual(container.viewContext.concurrencyType, .mainQueue)
+        XCTAssertTrue(container.viewContext === container.viewContext)
+
+        let background = container.newBackgroundContext()
+        XCTAssertEqual(background.concurrencyType, .privateQueue)
+        try background.performAndWait {
+            item(background, "from background", group: nil)
+            try background.save()
+        }
+        let done = expectation(description: "background task ran")
+        nonisolated(unsafe) var seen: [String] = []
+        container.performBackgroundTask { context in
+            XCTAssertTrue(context.isOnQueue)
+            seen = (try? context.names("Item")) ?? ["<error>"]
+            done.fulfill()
+        }
+        wait(for: [done], timeout: 60)
+        XCTAssertEqual(seen, ["from background"])
+        XCTAssertEqual(try container.viewContext.names("Item"), ["from background"])
+    }
+
+    func testAContainerReportsAStoreItCannotOpen() throws {
+        let container = PersistentContainer(name: "Board", model: try Self.boardModel())
+        let notAStore = directory.appendingPathComponent("garbage.sqlite")
+        try Data("not a database, just text that is long enough to be a header".utf8).write(to: notAStore)
+        var memory = PersistentStoreDescription(url: nil, type: .inMemory)
+        memory.configuration = "NoSuchConfiguration"
+        container.persistentStoreDescriptions = [PersistentStoreDescription(url: notAStore), memory]
+        var errors: [Error?] = []
+        container.loadPersistentStores { errors.append($1) }
+        XCTAssertEqual(errors.count, 2)
+        XCTAssertEqual(errors.map { ($0 as? ObjectGraphError)?.code }, [.storeOpenFailed, .storeOpenFailed],
+                       "\(errors)")
+        XCTAssertTrue(container.persistentStoreCoordinator.persistentStores.isEmpty)
+    }
+
+    func testContextsMergeTheirSiblingsSavesWhenAskedTo() throws {
+        let writer = try makeBoard(.sqlite)
+        let saved = item(writer, "a", rank: 1, group: nil)
+        let doomed = item(writer, "doomed", group: nil)
+        try writer.save()
+        let center = writer.notificationCenter
+        let merging = ManagedObjectContext(coordinator: writer.coordinator, notificationCenter: center)
+        let notMerging = ManagedObjectContext(coordinator: writer.coordinator, notificationCenter: center)
+        merging.automaticallyMergesChangesFromParent = true
+        XCTAssertTrue(merging.automaticallyMergesChangesFromParent)
+        let (mine, theirs) = try merging.performAndWait {
+            (try XCTUnwrap(merging.objects("Item", "name == 'a'").first),
+             try XCTUnwrap(merging.objects("Item", "name == 'doomed'").first))
+        }
+        let unmerged = try XCTUnwrap(notMerging.objects("Item", "name == 'a'").first)
+        let child = ManagedObjectContext(parent: merging)
+        child.automaticallyMergesChangesFromParent = true
+        let childsCopy = try child.performAndWait { try XCTUnwrap(child.objects("Item", "name == 'a'").first) }
+
+        saved["rank"] = 2
+        writer.delete(doomed)
+        item(writer, "new", group: nil)
+        try writer.save()
+        // Merges run on each context's queue after the save: a block queued now runs after them.
+        merging.performAndWait {
+            XCTAssertEqual(mine["rank"] as? Int, 2)
+            XCTAssertNil(theirs.managedObjectContext, "the deleted object left the context")
+        }
+        XCTAssertEqual(unmerged["rank"] as? Int, 1, "a context not asked to merge keeps what it read")
+
+        merging.performAndWait { mine["rank"] = 3 }
+        try merging.performAndWait { try merging.save() }
+        child.performAndWait { XCTAssertEqual(childsCopy["rank"] as? Int, 3, "a child merges its parent's saves") }
+        merging.automaticallyMergesChangesFromParent = false
+        try writer.refresh(saved, mergeChanges: false)
+        saved["rank"] = 9
+        try writer.save()
+        merging.performAndWait { XCTAssertEqual(mine["rank"] as? Int, 3, "turned off, it merges no more") }
+    }
 }
 
 /// Counts its hooks: willSave bumps `rank`, so a test can see what was saved.

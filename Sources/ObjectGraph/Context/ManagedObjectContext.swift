@@ -118,6 +118,8 @@ public final class ManagedObjectContext {
     var deletedInParent: Set<ObjectKey> = []
     /// The objects this child inserted and pushed, with the parent's object for each.
     var pushedInserts: [ObjectIdentifier: (child: ManagedObject, parent: ManagedObject)] = [:]
+    /// Observes other contexts' saves while ``automaticallyMergesChangesFromParent`` is on.
+    var mergeObserver: NSObjectProtocol?
     /// This child's copies of the objects its parent inserted and has not saved, by their ID there.
     var parentInserted: [ObjectID: ManagedObject] = [:]
 
@@ -148,6 +150,10 @@ public final class ManagedObjectContext {
         self.concurrencyType = concurrencyType
         self.parent = parent
         self.queue = Self.makeQueue(concurrencyType)
+    }
+
+    deinit {
+        if let mergeObserver { notificationCenter.removeObserver(mergeObserver) }
     }
 
     public var insertedObjects: [ManagedObject] { insertedSet.objects }
