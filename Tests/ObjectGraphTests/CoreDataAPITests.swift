@@ -265,6 +265,78 @@ final class CoreDataAPITests: BoardTestCase, @unchecked Sendable {
         try writer.save()
         merging.performAndWait { XCTAssertEqual(mine["rank"] as? Int, 3, "turned off, it merges no more") }
     }
+
+    // MARK: - SUBQUERY
+
+    func testSubqueryCountsMatchingMembersInSQLAndInMemory() throws {
+        forEachStoreKind { kind in
+            let context = try makeBoard(kind)
+            for (name, ranks) in [("busy", [6, 7, 1]), ("one", [9, 2]), ("quiet", [1, 2, 3]), ("empty", [])] {
+                let owner = group(context, name)
+                for (index, rank) in ranks.enumerated() { item(context, "\(name)\(index)", rank: rank, group: owner) }
+            }
+            try context.save()
+            let cases: [(String, [Any?], [String])] = [
+                ("SUBQUERY(items, $i, $i.rank > %@).@count >= 2", [5], ["busy"]),
+                ("SUBQUERY(items, $i, $i.rank > 5).@count == 0", [], ["empty", "quiet"]),
+                ("SUBQUERY(items, $item, $item.rank > 5 AND $item.name ENDSWITH '1').@count > 0", [], ["busy"]),
+                ("name != 'one' AND SUBQUERY(items, $i, $i.rank < 3).@count BETWEEN {1, 2}", [], ["busy", "quiet"]),
+                ("SUBQUERY(items, $i, $i.group.name BEGINSWITH 'o').@count == 2", [], ["one"]),
+                ("NOT (SUBQUERY(items, $i, TRUEPREDICATE).@count > 2)", [], ["empty", "one"]),
+            ]
+            let groupEntity = try XCTUnwrap(context.model.entity(named: "Group"))
+            let store = try context.coordinator.store(for: groupEntity)
+            let all = try context.objects("Group")
+            for (format, arguments, expected) in cases {
+                let predicate = try Predicate(format: format, argumentArray: arguments)
+                var compiler = PredicateSQLCompiler(model: context.model, store: store)
+                XCTAssertNotNil(try compiler.compile(predicate.root, entity: groupEntity, alias: "t0"),
+                                "\(format) runs in SQL")
+                let fetched = try context.fetch(FetchRequest<ManagedObject>(entityName: "Group", predicate: predicate))
+                XCTAssertEqual(fetched.compactMap { $0["name"] as? String }.sorted(), expected,
+                               "[\(kind)] SQL: \(format)")
+                let inMemory = all.filter { predicate.evaluate(with: $0) }.compactMap { $0["name"] as? String }
+                XCTAssertEqual(inMemory.sorted(), expected, "[\(kind)] in memory: \(format)")
+            }
+        }
+    }
+
+    func testSubqueryOverAManyToManyGoesThroughTheJoinTable() throws {
+        let stack = try makeStack(.sqlite)
+        let context = stack.context
+        let web = context.insertNewObject(forEntityName: "Tag"), work = context.insertNewObject(forEntityName: "Tag")
+        (web["name"], work["name"]) = ("web", "work")
+        for (name, tags) in [("mail", [web, work]), ("bank", [work]), ("blog", [web])] {
+            let system = context.insertNewObject(forEntityName: "System")
+            (system["name"], system["userId"]) = (name, "user1")
+            system["tags"] = tags
+        }
+        try context.save()
+        let reader = ManagedObjectContext(coordinator: stack.coordinator)
+        XCTAssertEqual(try reader.names("System", "SUBQUERY(tags, $t, $t.name BEGINSWITH 'w').@count == 2"), ["mail"])
+        XCTAssertEqual(try reader.names("System", "SUBQUERY(tags, $t, $t.name == 'web').@count == 0"), ["bank"])
+        XCTAssertEqual(try reader.names("Tag", "SUBQUERY(systems, $s, $s.name CONTAINS 'a').@count == 2"), ["work"])
+    }
+
+    func testAMalformedSubqueryIsRefusedNamingTheProblem() throws {
+        let context = try makeBoard(.inMemory)
+        for (format, reason) in [
+            ("SUBQUERY(items, $i, $i.rank > 5) > 1", "must be followed by .@count"),
+            ("SUBQUERY(items, $i, rank > 5).@count > 1", "must start with $i"),
+            ("SUBQUERY(items, i, i.rank > 5).@count > 1", "expected a variable"),
+            ("SUBQUERY(items, $i, $i.rank > 5.@count > 1", "expected ')'"),
+        ] {
+            XCTAssertThrowsError(try Predicate(format: format)) { error in
+                XCTAssertTrue("\(error)".contains(reason), "\(format): \(error)")
+            }
+        }
+        XCTAssertThrowsError(try context.objects("Group", "SUBQUERY(name, $i, $i.rank > 5).@count > 1")) { error in
+            XCTAssertTrue("\(error)".contains("SUBQUERY needs a to-many relationship"), "\(error)")
+        }
+        XCTAssertThrowsError(try context.objects("Group", "SUBQUERY(items, $i, $i.colour == 1).@count > 1")) { error in
+            XCTAssertEqual((error as? ObjectGraphError)?.code, .objectNotFound, "\(error)")
+        }
+    }
 }
 
 /// Counts its hooks: willSave bumps `rank`, so a test can see what was saved.
