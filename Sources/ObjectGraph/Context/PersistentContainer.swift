@@ -5,11 +5,13 @@ import Foundation
 /// As in Core Data, a description made from a URL migrates a store of an older model version
 /// automatically, inferring the mapping.
 public struct PersistentStoreDescription: Sendable, CustomStringConvertible {
+    /// The kind of store: SQLite (the default), in-memory, binary or XML.
     public var type: StoreType
     /// The store's file; nil for an in-memory store.
     public var url: URL?
     /// The model configuration whose entities the store holds; nil for all of them.
     public var configuration: String?
+    /// How the store is opened (migration, history tracking, file mode...).
     public var options: StoreOptions
 
     /// A description of a store of `type` at `url` (SQLite by default).
@@ -22,6 +24,7 @@ public struct PersistentStoreDescription: Sendable, CustomStringConvertible {
         self.options = options
     }
 
+    /// The store's kind and place, for messages.
     public var description: String { "\(type) store at \(url?.path ?? "(memory)")" }
 }
 
@@ -41,8 +44,11 @@ public struct PersistentStoreDescription: Sendable, CustomStringConvertible {
 ///
 /// - warning: ``viewContext`` is a main-queue context: use it on the main thread.
 public final class PersistentContainer: @unchecked Sendable {
+    /// The container's name, which names its default store's file.
     public let name: String
+    /// The model of every store and context of the container.
     public let managedObjectModel: ManagedObjectModel
+    /// The coordinator the stores are added to and the contexts read and write through.
     public let persistentStoreCoordinator: PersistentStoreCoordinator
     /// The stores ``loadPersistentStores(completionHandler:)`` opens. By default one SQLite
     /// store, `<name>.sqlite` in ``defaultDirectoryURL()``.
