@@ -47,6 +47,20 @@ final class CoreDataAPITests: BoardTestCase, @unchecked Sendable {
         }
     }
 
+    func testAChildDeletesItsParentsUnsavedInsertThroughItsSave() throws {
+        let parent = try makeBoard(.sqlite)
+        item(parent, "keep", group: nil)
+        item(parent, "drop", group: nil)
+        let child = ManagedObjectContext(parent: parent)
+        try child.performAndWait {
+            child.delete(try XCTUnwrap(child.objects("Item", "name == 'drop'").first))
+            XCTAssertEqual(try child.names("Item"), ["keep"])
+            try child.save()
+        }
+        XCTAssertEqual(try parent.names("Item"), ["keep"])
+        XCTAssertEqual(parent.insertedObjects.count, 1)
+    }
+
     func testAGrandchildSeesItsGrandparentsInsertsUnlessTheParentDeletedThem() throws {
         let root = try makeBoard(.sqlite)
         item(root, "kept", group: nil)
