@@ -289,6 +289,22 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     private var hasPendingPrimaryKey = false
     /// True from insertion until the first save: such an object needs no change tracking.
     var isPendingInsert = false
+    /// True while the object's values are not loaded, as `NSManagedObject.isFault`: it was
+    /// fetched with ``FetchRequest/returnsObjectsAsFaults`` or turned into a fault by
+    /// ``ManagedObjectContext/refresh(_:mergeChanges:)``. Reading or changing any property
+    /// fulfills it (one read of its row); a fault whose row is gone reads as empty, and the
+    /// context's next fetch or save throws ``ObjectGraphError`` 133000.
+    public internal(set) var isFault = false
+    /// Whether ``prepareForDeletion()`` ran for its pending deletion.
+    var isPreparedForDeletion = false
+
+    /// Loads the values of a fault from its row.
+    @inline(__always)
+    func fireFault() {
+        guard isFault else { return }
+        isFault = false
+        _ = deferringErrors { try managedObjectContext?.fulfillFault(self) }
+    }
     /// The sets of its context this object is in (see ``ObjectSet``).
     var memberships: ObjectSet.Membership = []
 
@@ -310,6 +326,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
 
     /// The values changed since the last save or fetch, by key.
     public var changedValues: [String: Any] {
+        fireFault()
         if isPendingInsert { return Dictionary(values.map { ($0.key, $0.value) }, uniquingKeysWith: { _, new in new }) }
         var result: [String: Any] = [:]
         for key in changedKeys { result[key] = self[key] ?? NSNull() }
@@ -328,6 +345,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     }
 
     public func value(forKey key: String) -> Any? {
+        fireFault()
         if let index = entity.attributeNames.firstIndex(of: key) {
             let value = values.layout === entity.propertyLayout ? values[slot: index] : values[key]
             guard entity.attributeTypeList[index] == .transformable, let encoded = value as? EncodedValue else {
@@ -345,6 +363,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     public func value<T>(forKey key: String, as type: T.Type) -> T? { value(forKey: key) as? T }
 
     public func setValue(_ value: Any?, forKey key: String) {
+        fireFault()
         if let index = entity.attributeNames.firstIndex(of: key) {
             let normalized = StoredValues.normalized(
                 value, type: entity.attributeTypeList[index], key: key, entity: entity.name)
@@ -444,7 +463,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         deferringErrors { try loadedToManyObjects(relationship) } ?? []
     }
 
-    private func deferringErrors<T>(_ body: () throws -> T?) -> T? {
+    func deferringErrors<T>(_ body: () throws -> T?) -> T? {
         do {
             return try body()
         } catch {
@@ -454,6 +473,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     }
 
     func loadedToOneObject(_ relationship: RelationshipDescription) throws -> ManagedObject? {
+        fireFault()
         switch values[relationship.name] {
         case let object as ManagedObject:
             return object
@@ -473,6 +493,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
 
     /// The members of a to-many relationship, read from the store unless they are all here.
     func loadedMembers(_ relationship: RelationshipDescription) throws -> RelationshipMembers {
+        fireFault()
         if let members = values[relationship.name] as? RelationshipMembers, members.isComplete,
            loadedToMany.contains(relationship.name) {
             return members
@@ -496,6 +517,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// The members of a to-many relationship to change: those read already, or the changes
     /// made since the last save while the relationship is a fault (changing it never reads it).
     func membersForChange(_ relationship: RelationshipDescription) -> RelationshipMembers {
+        fireFault()
         let isLoaded = loadedToMany.contains(relationship.name)
         if let members = values[relationship.name] as? RelationshipMembers, members.isComplete == isLoaded {
             return members
@@ -521,6 +543,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// Whether the store lists `member` in this object's unread to-many `relationship`: for a
     /// one-to-many, the member's stored to-one says so (no read); for a many-to-many, its join row.
     private func isStoredMember(_ member: ManagedObject, of relationship: RelationshipDescription) -> Bool {
+        member.fireFault()
         guard let ownKey = objectID.primaryKey, let memberKey = member.objectID.primaryKey,
               let inverse = inverse(of: relationship) else { return false }
         guard inverse.isToMany else {
@@ -558,6 +581,10 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     ///   exist or an unknown key, 134060 for a stored value that cannot be decoded, or the
     ///   store's error.
     public func loadedValue(forKey key: String) throws -> Any? {
+        if isFault {
+            isFault = false
+            try managedObjectContext?.fulfillFault(self)
+        }
         if let type = entity.attributeType(of: key) {
             guard type == .transformable, let encoded = values[key] as? EncodedValue else { return values[key] }
             guard let context = managedObjectContext else { return nil }
@@ -660,7 +687,21 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     open func validateForSave(into errors: inout [ValidationError]) throws {}
 
     /// Called after the object is inserted into a context; default values are set already.
+    ///
+    /// Lifecycle hooks are methods of ``ManagedObject`` to override, as in Core Data: register the
+    /// subclass with ``ManagedObjectModel/setClass(_:forEntityName:)``.
     open func awakeFromInsert() {}
+
+    /// Called at the start of each save of its context that writes this object (inserted,
+    /// updated or deleted), before validation, as Core Data's `willSave()`. Changes made here
+    /// are saved with it; changing another object makes that one part of the save too.
+    open func willSave() {}
+
+    /// Called once when the object is about to be deleted, before its delete rules run (its
+    /// relationships are still set), as Core Data's `prepareForDeletion()`: at the end of the
+    /// event in which it was deleted, or at the save, whichever comes first; also for objects a
+    /// cascade deletes.
+    open func prepareForDeletion() {}
 
     // MARK: - Hashable, description
 

@@ -25,10 +25,10 @@ extension ManagedObjectContext {
         }
         guard let state else { return }
         if state.deleted {
-            deletedInParent.insert(ObjectIdentifier(object))
+            deletedInParent.insert(key)
             return
         }
-        deletedInParent.remove(ObjectIdentifier(object))
+        deletedInParent.remove(key)
         for (name, value) in state.values {
             object.values[name] = value
             object.committedValues[name] = value
@@ -77,6 +77,8 @@ extension ManagedObjectContext {
         }
         let deletions = deleted.map(reference)
         let entityNames = inserted.map(\.entity.name)
+        // IDs made permanent in the child (obtainPermanentIDs(for:)) stay theirs in the parent.
+        let permanentIDs = inserted.map { $0.objectID.isTemporaryID ? nil : $0.objectID }
 
         let (created, createdIDs): ([ManagedObject], [ObjectID]) = try parent.performAndWait {
             // Every saved object is found before anything changes, so a missing one changes nothing.
@@ -86,6 +88,7 @@ extension ManagedObjectContext {
                 existing[objectID] = try parent.existingObject(with: objectID)
             }
             let created = entityNames.map { parent.insertNewObject(forEntityName: $0) }
+            for (object, objectID) in zip(created, permanentIDs) { if let objectID { object.objectID = objectID } }
             func resolve(_ reference: ParentReference) -> ManagedObject {
                 switch reference {
                 case .inserted(let index): return created[index]
@@ -112,5 +115,127 @@ extension ManagedObjectContext {
             object.objectID = createdIDs[index]
         }
         finishSave(inserted: inserted, updated: updated, deleted: deleted)
+    }
+}
+
+// MARK: - A child's view of its parent's unsaved objects
+
+/// What a parent holds unsaved that its child's fetches must see, in values and IDs only (they
+/// cross from the parent's queue to the child's).
+struct ParentPendingState {
+    /// An object the parent (or one of its ancestors) inserted and has not saved.
+    struct Inserted {
+        let objectID: ObjectID
+        let entityName: String
+        /// Attributes as values; a to-one as `ObjectID?`; a to-many as `[ObjectID]`.
+        var values: [(String, Any?)]
+    }
+    var inserted: [Inserted] = []
+    /// Saved rows whose values the parent changed: a child matches them in memory.
+    var updatedKeys: Set<ManagedObjectContext.ObjectKey> = []
+
+    var isEmpty: Bool { inserted.isEmpty && updatedKeys.isEmpty }
+}
+
+extension ManagedObjectContext {
+    /// This context's unsaved inserts and updates with its own ancestors' under them, for a child.
+    func pendingStateForChild() -> ParentPendingState {
+        var state = parent.map { parent in parent.performAndWait { parent.pendingStateForChild() } }
+            ?? ParentPendingState()
+        // What this context shows of an ancestor's insert (its copy, changed or deleted here) wins.
+        state.inserted = state.inserted.compactMap { ancestors in
+            guard let mine = parentInserted[ancestors.objectID] else { return ancestors }
+            return deletedSet.contains(mine) ? nil : snapshot(of: mine)
+        }
+        state.inserted += insertedSet.objects.map(snapshot(of:))
+        for object in updatedSet.objects + deletedSet.objects {
+            guard let primaryKey = object.objectID.primaryKey else { continue }
+            state.updatedKeys.insert(ObjectKey(rootEntityNumber: object.entity.rootEntity.entityNumber,
+                                               primaryKey: primaryKey))
+        }
+        return state
+    }
+
+    private func snapshot(of object: ManagedObject) -> ParentPendingState.Inserted {
+        var values: [(String, Any?)] = object.entity.attributes.map { ($0.name, object.value(forKey: $0.name)) }
+        for relationship in object.entity.relationships {
+            if relationship.isToMany {
+                values.append((relationship.name, object.toManyObjects(relationship).map(\.objectID)))
+            } else {
+                values.append((relationship.name, object.toOneObject(relationship)?.objectID))
+            }
+        }
+        return .init(objectID: object.objectID, entityName: object.entity.name, values: values)
+    }
+
+    /// This child's objects for its parent's unsaved inserts: made (or brought up to date, when
+    /// unchanged here) from the parent's values, relationships resolved among them.
+    func mirrors(ofParentInserts inserted: [ParentPendingState.Inserted]) -> [ManagedObject] {
+        var byID: [ObjectID: ManagedObject] = [:]
+        // Objects this child inserted and pushed are already its own.
+        for (child, _) in pushedInserts.values where child.managedObjectContext === self {
+            byID[child.objectID] = child
+        }
+        var refreshed: [(ManagedObject, ParentPendingState.Inserted)] = []
+        for snapshot in inserted where byID[snapshot.objectID] == nil {
+            if let mine = parentInserted[snapshot.objectID] {
+                byID[snapshot.objectID] = mine
+                if !mine.hasChanges { refreshed.append((mine, snapshot)) }
+                continue
+            }
+            guard let entity = model.entity(named: snapshot.entityName) else { continue }
+            let object = model.objectClass(for: entity).init(entity: entity)
+            let id = snapshot.objectID
+            let mine = objectID(of: entity, storeIdentifier: id.storeIdentifier, kind: id.scope.kind, number: id.number)
+            object.assign(mine, in: self)
+            parentInserted[snapshot.objectID] = object
+            byID[snapshot.objectID] = object
+            refreshed.append((object, snapshot))
+        }
+        func resolve(_ objectID: ObjectID) -> ManagedObject? {
+            byID[objectID] ?? (objectID.isTemporaryID ? nil : try? existingObject(with: objectID))
+        }
+        for (object, snapshot) in refreshed {
+            var values = PropertyValues(layout: object.entity.propertyLayout)
+            for (name, value) in snapshot.values {
+                if object.entity.attribute(named: name) != nil {
+                    values[name] = value
+                } else if let objectIDs = value as? [ObjectID] {
+                    values[name] = RelationshipMembers(complete: objectIDs.compactMap(resolve))
+                } else if let objectID = value as? ObjectID {
+                    values[name] = byID[objectID] ?? objectID.primaryKey.map { FaultReference(primaryKey: $0) }
+                }
+            }
+            object.values = values
+            object.committedValues = values
+            object.loadedToMany = Set(object.entity.toManyRelationshipNames)
+            object.changedKeys = []
+        }
+        return inserted.compactMap { byID[$0.objectID] }
+    }
+
+    /// A child's fetch result with its parent's unsaved state applied: rows the parent changed
+    /// are matched on the parent's values, and the parent's inserts that match are added.
+    func applying(_ pending: ParentPendingState, to fetched: [ManagedObject],
+                  request: FetchRequest<some ManagedObject>, plan: FetchPlan) throws -> [ManagedObject] {
+        func matches(_ object: ManagedObject) -> Bool {
+            plan.entities.contains { $0 === object.entity }
+                && !(request.includesPendingChanges && deletedSet.contains(object))
+                && !(key(object).map(deletedInParent.contains) ?? false)
+                && (request.predicate.map { $0.evaluate(with: object) } ?? true)
+        }
+        func key(_ object: ManagedObject) -> ObjectKey? {
+            object.objectID.primaryKey.map { ObjectKey(rootEntityNumber: plan.root.entityNumber, primaryKey: $0) }
+        }
+        var objects = fetched.filter { object in key(object).map { !pending.updatedKeys.contains($0) } ?? true }
+        var seen = Set(objects.map(ObjectIdentifier.init))
+        for changed in pending.updatedKeys where changed.rootEntityNumber == plan.root.entityNumber {
+            guard let object = try object(primaryKey: changed.primaryKey, root: plan.root),
+                  !seen.contains(ObjectIdentifier(object)), matches(object) else { continue }
+            objects.append(object)
+            seen.insert(ObjectIdentifier(object))
+        }
+        objects += mirrors(ofParentInserts: pending.inserted).filter(matches)
+        return objects
     }
 }

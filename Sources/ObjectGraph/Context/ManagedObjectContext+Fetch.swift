@@ -16,21 +16,30 @@ extension ManagedObjectContext {
         var objects: [ManagedObject] = []
         try wrapStoreErrors(.objectNotFound, "cannot fetch \(request.entityName)") {
             try coordinator.read { db in
-                let sql = plan.sql(select: plan.columns, window: !plan.needsMemoryWindow, request: request)
+                let asFault = request.returnsObjectsAsFaults && plan.residual == nil && !plan.sortsInMemory
+                    && plan.parentPending == nil
+                let columns = asFault ? ["t0.Z_PK", "t0.Z_ENT", "t0.Z_OPT"] : plan.columns
+                let sql = plan.sql(select: columns, window: !plan.needsMemoryWindow, request: request)
                 // New objects are registered after the last row, in a registry grown once; only a
                 // predicate evaluated in memory could look them up before.
                 let defersRegistration = plan.residual == nil
                 try db.forEachRow(sql: sql, arguments: plan.arguments) { row in
                     let object = try materialize(
                         row, root: plan.root, store: plan.store, decoding: request.propertiesToFetch,
-                                                 registering: !defersRegistration)
+                                                 registering: !defersRegistration, asFault: asFault)
                     if request.includesPendingChanges, deletedSet.contains(object) { return }
-                    if deletedInParent.contains(ObjectIdentifier(object)) { return }
+                    if !deletedInParent.isEmpty, deletedInParent.contains(
+                        ObjectKey(rootEntityNumber: plan.root.entityNumber, primaryKey: object.registeredPrimaryKey)) {
+                        return
+                    }
                     if let residual = plan.residual, !PredicateEvaluator.evaluate(residual, on: object) { return }
                     objects.append(object)
                 }
                 if defersRegistration { register(objects, root: plan.root) }
             }
+        }
+        if let pending = plan.parentPending {
+            objects = try applying(pending, to: objects, request: request, plan: plan)
         }
         if plan.includesInserted {
             objects += insertedSet.objects.filter { object in
@@ -38,7 +47,9 @@ extension ManagedObjectContext {
                     && (request.predicate.map { $0.evaluate(with: object) } ?? true)
             }
         }
-        if plan.sortsInMemory || plan.includesInserted { objects = sorted(objects, by: request.sortDescriptors) }
+        if plan.sortsInMemory || plan.includesInserted || plan.parentPending != nil {
+            objects = sorted(objects, by: request.sortDescriptors)
+        }
         try throwDeferredError()
         if plan.needsMemoryWindow {
             objects = Array(objects.dropFirst(request.fetchOffset))
@@ -86,6 +97,8 @@ extension ManagedObjectContext {
         var sortsInMemory: Bool
         var includesInserted: Bool
         var needsMemoryWindow: Bool
+        /// The parent's unsaved state a child's fetch applies; nil when there is none.
+        var parentPending: ParentPendingState?
 
         func sql(
             select: [String], window: Bool, request: FetchRequest<some ManagedObject>, ordered: Bool = true
@@ -151,13 +164,17 @@ extension ManagedObjectContext {
             request.includesPendingChanges
             && insertedSet.objects.contains { object in entities.contains { $0 === object.entity } }
         let excludesDeleted = request.includesPendingChanges && !deletedSet.isEmpty
+        let parentPending = parent.map { parent in parent.performAndWait { parent.pendingStateForChild() } }
+            .flatMap { $0.isEmpty ? nil : $0 }
         return FetchPlan(
             root: root, store: store, entities: entities,
             columns: root.selectColumns.map { "t0.\($0)" }, conditions: conditions, arguments: compiler.arguments,
             orderTerms: orderTerms.compactMap { $0 },
             residual: residual.isEmpty ? nil : (residual.count == 1 ? residual[0] : .and(residual)),
             sortsInMemory: sortsInMemory, includesInserted: includesInserted,
-            needsMemoryWindow: !residual.isEmpty || sortsInMemory || includesInserted || excludesDeleted)
+            needsMemoryWindow: !residual.isEmpty || sortsInMemory || includesInserted || excludesDeleted
+                || parentPending != nil,
+            parentPending: parentPending)
     }
 
     func sorted(_ objects: [ManagedObject], by descriptors: [FetchSortDescriptor]) -> [ManagedObject] {

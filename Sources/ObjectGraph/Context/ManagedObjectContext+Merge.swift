@@ -209,3 +209,47 @@ extension ManagedObjectContext {
         notificationCenter.post(name: Self.objectsDidChangeNotification, object: self, userInfo: userInfo)
     }
 }
+
+// MARK: - Merging automatically
+
+extension ManagedObjectContext {
+    /// Merges the saves of other contexts into this one as they happen, as Core Data's
+    /// `automaticallyMergesChangesFromParent`: for a context on the coordinator, the saves of
+    /// the coordinator's other such contexts (siblings); for a child, its parent's saves.
+    ///
+    /// Each save is merged on this context's queue, after the save returns (as
+    /// ``mergeChanges(fromContextDidSave:)`` would), with this context's ``mergePolicy`` for
+    /// objects it changed too; a store error while merging is thrown by its next fetch or save.
+    public var automaticallyMergesChangesFromParent: Bool {
+        get { mergeObserver != nil }
+        set {
+            guard newValue != (mergeObserver != nil) else { return }
+            if let mergeObserver {
+                notificationCenter.removeObserver(mergeObserver)
+                self.mergeObserver = nil
+                return
+            }
+            nonisolated(unsafe) weak let context = self
+            mergeObserver = notificationCenter.addObserver(
+                forName: Self.didSaveNotification, object: nil, queue: nil
+            ) { notification in
+                guard let context, let saver = notification.object as? ManagedObjectContext, saver !== context,
+                      context.parent.map({ $0 === saver })
+                        ?? (saver.parent == nil && saver.coordinator === context.coordinator)
+                else { return }
+                // Only IDs cross to this context's queue.
+                let info = notification.userInfo ?? [:]
+                let ids = [Self.insertedObjectIDsKey, Self.updatedObjectIDsKey, Self.deletedObjectIDsKey].map {
+                    info[$0] as? ObjectIDList ?? []
+                }
+                context.perform {
+                    do {
+                        try context.mergeChanges(inserted: ids[0], updated: ids[1], deleted: ids[2])
+                    } catch {
+                        if context.deferredError == nil { context.deferredError = error }
+                    }
+                }
+            }
+        }
+    }
+}

@@ -16,6 +16,13 @@ extension ManagedObjectContext {
         // Delete rules run first, so their changes join the same event (and undo group).
         propagateDeletes()
         processPendingChanges()
+        let deletions = deletedSet.count
+        for object in insertedSet.objects + updatedSet.objects + deletedSet.objects { object.willSave() }
+        // What the hooks changed or deleted joins this save.
+        if deletedSet.count != deletions {
+            propagateDeletes(of: deletedSet.objects.filter { !$0.isPreparedForDeletion })
+        }
+        processPendingChanges()
         try throwDeferredError()
         let metadataPending = coordinator.persistentStores.contains { $0.metadataNeedsSaving }
         guard hasChanges || metadataPending else { return }
@@ -99,6 +106,10 @@ extension ManagedObjectContext {
         while index < queue.count {
             let object = queue[index]
             index += 1
+            if !object.isPreparedForDeletion {
+                object.isPreparedForDeletion = true
+                object.prepareForDeletion()
+            }
             for relationship in object.entity.relationships {
                 let destinations =
                     relationship.isToMany
@@ -134,6 +145,11 @@ extension ManagedObjectContext {
         // Counted per root, then numbered in one pass: no regrouped copy of what may be many objects.
         var counts: [Int: (root: EntityDescription, count: Int)] = [:]
         for object in objects {
+            // Given by obtainPermanentIDs(for:) already.
+            if let key = object.objectID.primaryKey {
+                object.pendingPrimaryKey = key
+                continue
+            }
             let root = object.entity.rootEntity
             counts[root.entityNumber, default: (root, 0)].count += 1
         }
@@ -141,7 +157,7 @@ extension ManagedObjectContext {
         for (number, group) in counts.sorted(by: { $0.key < $1.key }) {
             next[number] = try coordinator.allocatePrimaryKeys(db, root: group.root, count: group.count)
         }
-        for object in objects {
+        for object in objects where object.objectID.primaryKey == nil {
             let number = object.entity.rootEntity.entityNumber
             guard let key = next[number] else { continue }
             object.pendingPrimaryKey = key
@@ -418,5 +434,36 @@ extension ManagedObjectContext {
             Self.updatedObjectIDsKey: ObjectIDList(updated.lazy.map(\.objectID)),
             Self.deletedObjectIDsKey: ObjectIDList(deleted.lazy.map(\.objectID)),
         ])
+    }
+}
+
+extension ManagedObjectContext {
+    /// Gives inserted objects their permanent IDs now, before they are saved, as Core Data's
+    /// `obtainPermanentIDs(for:)`: their primary keys are taken from the store's allocation
+    /// (`Z_PRIMARYKEY`), so IDs passed to other contexts or kept by the application stay valid
+    /// after the save. Objects that have one already are left alone. Keys taken by a save that
+    /// then fails or is rolled back stay unused, as in Core Data.
+    ///
+    /// - throws: the store's error; nothing changes then.
+    public func obtainPermanentIDs(for objects: [ManagedObject]) throws {
+        let waiting = objects.filter { $0.managedObjectContext === self && $0.objectID.isTemporaryID }
+        precondition(waiting.allSatisfy(insertedSet.contains), "Only inserted objects have temporary IDs")
+        guard !waiting.isEmpty else { return }
+        let roots = Dictionary(grouping: waiting) { ObjectIdentifier($0.entity.rootEntity) }
+        var assigned: [(ManagedObject, ObjectID)] = []
+        try wrapStoreErrors(.saveFailed, "cannot obtain permanent IDs") {
+            try coordinator.write(stores: nil) { db in
+                for group in roots.values {
+                    let root = group[0].entity.rootEntity
+                    let store = try coordinator.store(for: root)
+                    var key = try coordinator.allocatePrimaryKeys(db, root: root, count: group.count)
+                    for object in group {
+                        assigned.append((object, permanentID(of: object.entity, in: store, primaryKey: key)))
+                        key += 1
+                    }
+                }
+            }
+        }
+        for (object, objectID) in assigned { object.objectID = objectID }
     }
 }

@@ -50,10 +50,10 @@ extension ManagedObjectContext {
     /// Takes back the deletion of a saved object. When the deletion was saved too, the object
     /// comes back as a new insertion with the same values (a new row, a new ID).
     func undelete(_ object: ManagedObject) {
+        object.isPreparedForDeletion = false
         guard object.managedObjectContext === self else {
             undoManager?.register { [weak self] in self?.delete(object) }
-            temporaryCounter += 1
-            object.assign(temporaryID(of: object.entity, number: temporaryCounter), in: self)
+            object.assign(temporaryID(of: object.entity, number: Self.nextTemporaryNumber()), in: self)
             object.version = 0
             object.changedKeys = []
             reinsertPrimitive(object)

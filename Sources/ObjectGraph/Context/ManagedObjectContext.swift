@@ -82,7 +82,15 @@ public final class ManagedObjectContext {
     var unprocessedInserted = ObjectSet(.unprocessedInserted)
     var unprocessedUpdated = ObjectSet(.unprocessedUpdated)
     var unprocessedDeleted = ObjectSet(.unprocessedDeleted)
-    var temporaryCounter = 0
+    /// Temporary IDs are unique in the process, so a child's copy of its parent's insert keeps its ID.
+    private static let temporaryLock = NSLock()
+    nonisolated(unsafe) private static var temporaryCounter = 0
+    static func nextTemporaryNumber() -> Int {
+        temporaryLock.withLock {
+            temporaryCounter += 1
+            return temporaryCounter
+        }
+    }
     /// Counts saves, so undo knows whether a recorded state predates one.
     var saveGeneration = 0
     /// A failure while loading a relationship behind a property access (which cannot
@@ -106,9 +114,14 @@ public final class ManagedObjectContext {
     /// The context whose save this context's save pushes into, or nil when it saves to the stores.
     public let parent: ManagedObjectContext?
     /// Objects a child read whose rows its parent deleted without saving yet: fetches leave them out.
-    var deletedInParent: Set<ObjectIdentifier> = []
+    /// By row, not by object: an object left out of a fetch is freed, and its address reused.
+    var deletedInParent: Set<ObjectKey> = []
     /// The objects this child inserted and pushed, with the parent's object for each.
     var pushedInserts: [ObjectIdentifier: (child: ManagedObject, parent: ManagedObject)] = [:]
+    /// Observes other contexts' saves while ``automaticallyMergesChangesFromParent`` is on.
+    var mergeObserver: NSObjectProtocol?
+    /// This child's copies of the objects its parent inserted and has not saved, by their ID there.
+    var parentInserted: [ObjectID: ManagedObject] = [:]
 
     /// A context over a coordinator's stores.
     ///
@@ -128,8 +141,9 @@ public final class ManagedObjectContext {
     ///
     /// A child reads what the stores hold, with the parent's unsaved changes to those objects'
     /// attributes and to-one relationships on top, and without the objects the parent deleted.
-    /// Objects the parent inserted and has not saved are not visible in it (nor are to-many
-    /// changes seen from the other side): use it as a scratch pad over saved objects.
+    /// Its fetches, as Core Data's, also return the objects the parent (or an ancestor) inserted
+    /// and has not saved, and match the rows the parent changed on the parent's values. To-many
+    /// changes the parent made to saved objects are not seen from their other side.
     public init(parent: ManagedObjectContext, concurrencyType: ConcurrencyType = .privateQueue) {
         self.coordinator = parent.coordinator
         self.notificationCenter = parent.notificationCenter
@@ -138,12 +152,16 @@ public final class ManagedObjectContext {
         self.queue = Self.makeQueue(concurrencyType)
     }
 
+    deinit {
+        if let mergeObserver { notificationCenter.removeObserver(mergeObserver) }
+    }
+
     public var insertedObjects: [ManagedObject] { insertedSet.objects }
     public var updatedObjects: [ManagedObject] { updatedSet.objects }
     public var deletedObjects: [ManagedObject] { deletedSet.objects }
     public var registeredObjects: [ManagedObject] {
         let pushed = pushedInserts.values.map(\.child).filter { $0.managedObjectContext === self }
-        return registered.values + insertedSet.objects + pushed
+        return registered.values + insertedSet.objects + pushed + parentInserted.values
     }
     public var hasChanges: Bool { !insertedSet.isEmpty || !updatedSet.isEmpty || !deletedSet.isEmpty }
 
@@ -183,8 +201,7 @@ public final class ManagedObjectContext {
         }
         // An object without a context is in no set of any (its old context may be gone).
         object.memberships = []
-        temporaryCounter += 1
-        object.assign(temporaryID(of: object.entity, number: temporaryCounter), in: self)
+        object.assign(temporaryID(of: object.entity, number: Self.nextTemporaryNumber()), in: self)
         for attribute in object.entity.attributes
         where attribute.defaultValue != nil && object.values[attribute.name] == nil {
             object.values[attribute.name] = attribute.defaultValue
@@ -295,15 +312,28 @@ public final class ManagedObjectContext {
     }
 
     private func revertToCommitted(_ object: ManagedObject) {
+        object.isPreparedForDeletion = false
         object.values = object.committedValues
         object.loadedToMany = []
         object.changedKeys = []
     }
 
-    /// Re-reads an object from its store. Without `mergeChanges` its unsaved changes are
-    /// dropped; with it they are kept over the fresh values.
+    /// Brings an object up to date with its store, as Core Data's `refresh(_:mergeChanges:)`.
+    ///
+    /// Without `mergeChanges` its unsaved changes are dropped and it becomes a fault
+    /// (``ManagedObject/isFault``): its values are let go and read again on next access. With
+    /// it, it is re-read now and its unsaved changes are kept over the fresh values.
+    ///
+    /// - throws: ``ObjectGraphError`` 133000 when, merging, its row no longer exists.
     public func refresh(_ object: ManagedObject, mergeChanges: Bool) throws {
         guard let primaryKey = object.objectID.primaryKey else { return }
+        if !mergeChanges, !insertedSet.contains(object) {
+            if deletedSet.contains(object) { deletedSet.remove(object); unprocessedDeleted.remove(object) }
+            updatedSet.remove(object)
+            unprocessedUpdated.remove(object)
+            turnIntoFault(object)
+            return
+        }
         let root = object.entity.rootEntity
         let store = try coordinator.store(for: root)
         let sql =
@@ -334,11 +364,42 @@ public final class ManagedObjectContext {
         if kept.isEmpty { updatedSet.remove(object); unprocessedUpdated.remove(object) }
     }
 
+    /// Lets go of an unchanged object's values; they are read again on its next access.
+    func turnIntoFault(_ object: ManagedObject) {
+        object.values = PropertyValues(layout: object.entity.propertyLayout)
+        object.committedValues = PropertyValues()
+        object.loadedToMany = []
+        object.changedKeys = []
+        object.isFault = true
+    }
+
+    /// Reads a fault's row into it (with a child's parent's unsaved state on top).
+    ///
+    /// - throws: ``ObjectGraphError`` 133000 when its row no longer exists; the store's error.
+    func fulfillFault(_ object: ManagedObject) throws {
+        guard let primaryKey = object.objectID.primaryKey else { return }
+        let root = object.entity.rootEntity
+        let store = try coordinator.store(for: root)
+        let sql = "SELECT \(root.selectColumns.joined(separator: ", ")) FROM \(store.qualified(root.tableName)) "
+            + "WHERE Z_PK = ?"
+        let row = try wrapStoreErrors(.objectNotFound, "cannot read \(object)") {
+            try coordinator.read { db in try Row.fetchOne(db, sql: sql, arguments: [primaryKey]) }
+        }
+        guard let row else {
+            throw ObjectGraphError(
+                code: .objectNotFound, message: "\(object.entity.name) row \(primaryKey) no longer exists",
+                objects: [object])
+        }
+        try load(row, into: object, root: root, store: store)
+        adoptParentState(of: object, key: ObjectKey(rootEntityNumber: root.entityNumber, primaryKey: primaryKey))
+    }
+
     /// Forgets every object and change.
     public func reset() {
         rollback()
-        for object in registered.values { object.managedObjectContext = nil }
+        for object in registered.values + parentInserted.values { object.managedObjectContext = nil }
         registered.removeAll()
+        parentInserted.removeAll()
     }
 
     // MARK: - Objects from rows
@@ -373,11 +434,13 @@ public final class ManagedObjectContext {
     /// or a new object made from `row`.
     func materialize(
         _ row: some StoredRow, root: EntityDescription, store: PersistentStore, decoding: Set<String>? = nil,
-                     registering: Bool = true) throws -> ManagedObject {
+                     registering: Bool = true, asFault: Bool = false) throws -> ManagedObject {
         let primaryKey = try Self.integer(row, 0, "Z_PK", root: root, store: store)
         let key = ObjectKey(rootEntityNumber: root.entityNumber, primaryKey: primaryKey)
         if let object = registered[key] {
-            if !object.hasChanges, try object.version != Self.integer(row, 2, "Z_OPT", root: root, store: store) {
+            if asFault { return object }
+            if !object.hasChanges,
+               try object.isFault || object.version != Self.integer(row, 2, "Z_OPT", root: root, store: store) {
                 try load(row, into: object, root: root, store: store, decoding: decoding)
                 adoptParentState(of: object, key: key)
             }
@@ -391,6 +454,12 @@ public final class ManagedObjectContext {
         }
         let object = model.objectClass(for: entity).init(entity: entity)
         object.assign(permanentID(of: entity, in: store, primaryKey: primaryKey), in: self)
+        if asFault {
+            object.isFault = true
+            object.version = try Self.integer(row, 2, "Z_OPT", root: root, store: store)
+            if registering { registered[key] = object }
+            return object
+        }
         try load(row, into: object, root: root, store: store, decoding: decoding)
         if registering { registered[key] = object }
         adoptParentState(of: object, key: key)
@@ -484,6 +553,7 @@ public final class ManagedObjectContext {
         object.loadedToMany = []
         object.changedKeys = []
         object.version = try Self.integer(row, 2, "Z_OPT", root: root, store: store)
+        object.isFault = false
     }
 
     /// - throws: ``ObjectGraphError`` 134060 naming the store, entity, attribute and row when
@@ -577,6 +647,13 @@ public final class ManagedObjectContext {
     /// - throws: ``ObjectGraphError`` 133000 when no such object exists.
     public func existingObject(with objectID: ObjectID) throws -> ManagedObject {
         if let object = insertedSet.objects.first(where: { $0.objectID == objectID }) { return object }
+        if let object = parentInserted[objectID] { return object }
+        if objectID.isTemporaryID, let parent {
+            let pending = parent.performAndWait { parent.pendingStateForChild() }
+            if let object = mirrors(ofParentInserts: pending.inserted.filter { $0.objectID == objectID }).first {
+                return object
+            }
+        }
         guard let primaryKey = objectID.primaryKey, let entity = model.entity(named: objectID.entityName),
               let object = try object(primaryKey: primaryKey, root: entity.rootEntity) else {
             throw ObjectGraphError(code: .objectNotFound, message: "no object with ID \(objectID)")

@@ -37,6 +37,12 @@ public struct FetchRequest<Result: ManagedObject> {
     /// Data's `propertiesToFetch`. The others stay encoded until first read, or until
     /// ``ManagedObjectContext/decodeValues(of:)`` decodes them and reports any failure.
     public var propertiesToFetch: Set<String>?
+    /// Return objects not registered yet as faults (``ManagedObject/isFault``): only their
+    /// identities are read, each object's row on first access, as Core Data's
+    /// `returnsObjectsAsFaults`. False by default, unlike Core Data, which keeps fetched rows in
+    /// a cache that makes firing a fault cheap: here each fault fired is one query. Ignored when
+    /// part of the predicate or sort runs in memory (the values are read for it).
+    public var returnsObjectsAsFaults = false
     /// The columns of ``ManagedObjectContext/fetchDictionaries(_:)``: attributes, key paths
     /// and aggregates, in order (empty: every stored attribute).
     public var dictionaryProperties: [FetchedProperty] = []

@@ -103,6 +103,8 @@ extension Predicate {
         switch expression {
         case .keyPath(let keys): return keys.joined(separator: ".")
         case .list(let items): return "{" + items.map(describe).joined(separator: ",") + "}"
+        case .subqueryCount(let collection, let predicate):
+            return "SUBQUERY(\(collection.joined(separator: ".")), \(describe(predicate))).@count"
         case .constant(let value):
             switch value {
             case nil: return "nil"

@@ -36,6 +36,21 @@ extension Predicate {
             for item in items { try check(item, entity, allowsToMany: allowsToMany) }
         case .keyPath(let keys):
             try check(keyPath: keys, entity, allowsToMany: allowsToMany)
+        case .subqueryCount(let collection, let predicate):
+            try check(keyPath: collection, entity, allowsToMany: true)
+            var destination: EntityDescription? = entity
+            var endsToMany = false
+            for key in collection {
+                let relationship = destination?.relationship(named: key)
+                endsToMany = relationship?.isToMany ?? false
+                destination = relationship.flatMap { destination?.destination(of: $0) }
+            }
+            guard let destination, endsToMany else {
+                throw PredicateSyntaxError(
+                    format: format, position: 0,
+                    reason: "SUBQUERY needs a to-many relationship, not '\(collection.joined(separator: "."))'")
+            }
+            try check(predicate, destination)
         }
     }
 

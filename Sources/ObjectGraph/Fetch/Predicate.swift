@@ -5,10 +5,13 @@ import Foundation
 /// Supported: `==` `!=` `<` `<=` `>` `>=` `BETWEEN` `BEGINSWITH` `ENDSWITH` `CONTAINS`
 /// `LIKE` `MATCHES` `IN`, the options `[c]` `[d]` `[cd]`, `AND` `OR` `NOT` and parentheses,
 /// key paths through to-one relationships, `ANY` `ALL` `NONE` over to-many ones, `@count`,
-/// `nil`, `TRUE`/`FALSE`, and `%@` (a value) and `%K` (a key path) arguments.
+/// `nil`, `TRUE`/`FALSE`, `%@` (a value) and `%K` (a key path) arguments, and
+/// `SUBQUERY(collection, $x, predicate).@count` over a to-many relationship (in SQL, a
+/// correlated subquery on the destination's table), whose predicate's key paths start with `$x`.
 ///
 /// ```swift
 /// let predicate = try Predicate(format: "name BEGINSWITH[cd] %@ AND category.name == %@", "gm", "Web Site")
+/// let busy = try Predicate(format: "SUBQUERY(items, $item, $item.rank > %@).@count >= 2", 5)
 /// ```
 public struct Predicate: CustomStringConvertible {
     indirect enum Node {
@@ -37,6 +40,9 @@ public struct Predicate: CustomStringConvertible {
         case keyPath([String])
         case constant(Any?)
         case list([Expression])
+        /// `SUBQUERY(collection, $x, predicate).@count`: how many members of the to-many
+        /// `collection` match `predicate`, whose key paths are relative to the member.
+        case subqueryCount(collection: [String], predicate: Node)
     }
 
     struct Comparison {
@@ -367,6 +373,8 @@ struct PredicateParser {
                 "ALL", "NONE", "SOME":
                 throw PredicateSyntaxError(
                     format: format, position: position, reason: "expected a value or key path, found '\(w)'")
+            case "SUBQUERY" where peek == .symbol("("):
+                return try parseSubquery(at: position)
             default:
                 var path = [w]
                 while peek == .symbol(".") {
@@ -382,6 +390,65 @@ struct PredicateParser {
         case let other:
             throw PredicateSyntaxError(
                 format: format, position: position, reason: "expected a value or key path, found \(describe(other))")
+        }
+    }
+
+    /// `SUBQUERY(collection, $x, predicate).@count`, after the word SUBQUERY.
+    private mutating func parseSubquery(at position: Int) throws -> Predicate.Expression {
+        func expect(_ symbol: String, _ what: String) throws {
+            guard advance() == .symbol(symbol) else {
+                throw PredicateSyntaxError(format: format, position: tokens[index - 1].1, reason: "expected \(what)")
+            }
+        }
+        try expect("(", "'(' after SUBQUERY")
+        guard case .keyPath(let collection) = try parseExpression() else {
+            throw PredicateSyntaxError(
+                format: format, position: position, reason: "SUBQUERY's first argument must be a key path")
+        }
+        try expect(",", "',' after SUBQUERY's collection")
+        guard case .word(let variable) = advance(), variable.hasPrefix("$"), variable.count > 1 else {
+            throw PredicateSyntaxError(
+                format: format, position: tokens[index - 1].1, reason: "expected a variable such as $x in SUBQUERY")
+        }
+        try expect(",", "',' after SUBQUERY's variable")
+        let predicate = try relative(to: variable, try parseOr(), at: position)
+        try expect(")", "')' closing SUBQUERY")
+        guard advance() == .symbol("."), case .word(let function) = advance(), function.lowercased() == "@count"
+        else {
+            throw PredicateSyntaxError(
+                format: format, position: tokens[index - 1].1, reason: "SUBQUERY(...) must be followed by .@count")
+        }
+        return .subqueryCount(collection: collection, predicate: predicate)
+    }
+
+    /// A subquery's predicate with `$x.` taken off its key paths; a key path not starting with
+    /// the variable is refused (it would name the outer object, which is not supported).
+    private func relative(to variable: String, _ node: Predicate.Node, at position: Int) throws -> Predicate.Node {
+        func strip(_ expression: Predicate.Expression) throws -> Predicate.Expression {
+            switch expression {
+            case .constant: return expression
+            case .list(let items): return .list(try items.map(strip))
+            case .keyPath(let path):
+                guard path.first == variable else {
+                    throw PredicateSyntaxError(
+                        format: format, position: position,
+                        reason: "key path '\(path.joined(separator: "."))' in SUBQUERY must start with \(variable)")
+                }
+                return .keyPath(path.count == 1 ? ["SELF"] : Array(path.dropFirst()))
+            case .subqueryCount(let collection, let inner):
+                guard case .keyPath(let stripped) = try strip(.keyPath(collection)) else { return expression }
+                return .subqueryCount(collection: stripped, predicate: inner)
+            }
+        }
+        switch node {
+        case .constant: return node
+        case .and(let parts): return .and(try parts.map { try relative(to: variable, $0, at: position) })
+        case .or(let parts): return .or(try parts.map { try relative(to: variable, $0, at: position) })
+        case .not(let inner): return .not(try relative(to: variable, inner, at: position))
+        case .comparison(var comparison):
+            comparison.left = try strip(comparison.left)
+            comparison.right = try strip(comparison.right)
+            return .comparison(comparison)
         }
     }
 }

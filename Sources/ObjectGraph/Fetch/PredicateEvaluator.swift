@@ -18,6 +18,10 @@ enum PredicateEvaluator {
         case .keyPath(let path): return object.value(forKeyPath: path[...])
         case .constant(let value): return value
         case .list(let items): return items.map { value($0, on: object) }
+        case .subqueryCount(let collection, let predicate):
+            let found = object.value(forKeyPath: collection[...])
+            let members = found as? [ManagedObject] ?? (found as? ManagedObject).map { [$0] } ?? []
+            return members.reduce(0) { $0 + (evaluate(predicate, on: $1) ? 1 : 0) }
         }
     }
 

@@ -42,6 +42,12 @@ struct PredicateSQLCompiler {
         case .not(let inner):
             return try compileNode(inner, entity: entity, alias: alias).map { "NOT COALESCE((\($0)), 0)" }
         case .comparison(let comparison):
+            if case .subqueryCount(let collection, let predicate) = comparison.left {
+                guard let count = try subqueryCount(collection, predicate, entity: entity, alias: alias) else {
+                    return nil
+                }
+                return leaf(count, comparison)
+            }
             guard case .keyPath(let path) = comparison.left else { return nil }
             return try compilePath(
                 path[...], comparison: comparison, entity: entity, alias: alias, modifier: comparison.modifier)
@@ -100,6 +106,29 @@ struct PredicateSQLCompiler {
         case .all: return "NOT EXISTS (SELECT 1 FROM \(table) \(inner) WHERE \(link) AND NOT COALESCE((\(sub)), 0))"
         case .none: return "NOT EXISTS (SELECT 1 FROM \(table) \(inner) WHERE \(link) AND (\(sub)))"
         }
+    }
+
+    /// `SUBQUERY(rel, $x, p).@count` as a correlated subquery on the destination's table (the
+    /// link goes through the join table of a many-to-many); nil when `p` must run in memory or
+    /// the collection is not one to-many step in this store.
+    private mutating func subqueryCount(
+        _ collection: [String], _ predicate: Predicate.Node, entity: EntityDescription, alias: String
+    ) throws -> String? {
+        guard let key = collection.first, collection.count == 1 else { return nil }
+        guard let relationship = entity.relationship(named: key) else {
+            throw CompileError.unknownKey(key, entity: entity.name)
+        }
+        guard relationship.isToMany, let destination = model.entity(named: relationship.destinationEntityName),
+              model.persistentStoreIsSame(destination, entity) else { return nil }
+        let inner = nextAlias()
+        guard let link = linkCondition(relationship, of: entity, sourceAlias: alias, destinationAlias: inner),
+              let condition = try compileNode(predicate, entity: destination, alias: inner) else { return nil }
+        var sql = "(SELECT COUNT(*) FROM \(store.qualified(destination.rootEntity.tableName)) \(inner) WHERE \(link)"
+        if destination.selfAndDescendants.count != destination.rootEntity.selfAndDescendants.count {
+            let numbers = destination.selfAndDescendants.map { String($0.entityNumber) }.joined(separator: ", ")
+            sql += " AND \(inner).Z_ENT IN (\(numbers))"
+        }
+        return sql + " AND (\(condition)))"
     }
 
     /// `(SELECT SUM(t1.ZAMOUNT) FROM ... WHERE link)` for `@sum.amount` after a to-many step.
