@@ -21,6 +21,7 @@ public final class Note: ManagedObject, ManagedEntity {
     public override func awakeFromInsert() {
         self["createdAt"] = Date()
         self["updatedAt"] = Date()
+        self[SyncKeys.uuid] = UUID()
     }
 }
 
@@ -57,6 +58,7 @@ public final class PasswordEntry: ManagedObject, ManagedEntity {
     public override func awakeFromInsert() {
         self["createdAt"] = Date()
         self["updatedAt"] = Date()
+        self[SyncKeys.uuid] = UUID()
     }
 
     /// Addresses must name a host with a scheme the model allows (``EntryRules``). Only
@@ -101,6 +103,8 @@ public final class Category: ManagedObject, ManagedEntity {
     public var id: Int64 { objectID.primaryKey ?? 0 }
     public var name: String { self["name"] as? String ?? "" }
 
+    public override func awakeFromInsert() { self[SyncKeys.uuid] = UUID() }
+
     /// - throws: the store's error when the other categories cannot be read: a name is never
     ///   saved unchecked.
     public override func validateForSave(into errors: inout [ValidationError]) throws {
@@ -118,4 +122,15 @@ public final class SeedList: ManagedObject, ManagedEntity {
     public static let entityName = "List"
     public var name: String { self["name"] as? String ?? "" }
     public var version: Int { self["version"] as? Int ?? 0 }
+}
+
+/// This machine's sync bookkeeping (model version 3): one row, its key encrypted like every secret.
+final class SyncStateRow: ManagedObject, ManagedEntity {
+    static let entityName = "SyncState"
+}
+
+/// Keys of what sync adds to the model.
+enum SyncKeys {
+    /// The identity sync matches notes, entries and categories by across machines.
+    static let uuid = "uuid"
 }

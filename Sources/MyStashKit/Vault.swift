@@ -36,6 +36,8 @@ public final class Vault {
     var pendingVerification: PendingVerification?
     /// Whether this process has seen the vault's integrity record (checked or made it).
     var integrityRecordSeen = false
+    /// Whether the vault syncs (has sync state), once this process has looked.
+    var syncConfigured: Bool?
 
     /// `$XDG_DATA_HOME/mystash`, else `~/.local/share/mystash`.
     public static func defaultDirectory(environment: [String: String] = ProcessInfo.processInfo.environment) -> URL {
@@ -78,6 +80,8 @@ public final class Vault {
         // A store of an earlier model version is migrated in place, in the transaction that opens it.
         options.migratesAutomatically = true
         options.infersMappingModel = true
+        // What changed since the last sync is read from the stores' history (Vault+Sync).
+        options.tracksPersistentHistory = true
         do {
             notesStore = try coordinator.addPersistentStore(
                 type: .sqlite, configuration: "Notes", at: directory.appendingPathComponent(Self.notesFileName),
@@ -150,6 +154,13 @@ public final class Vault {
     ///
     /// - throws: ``VaultError`` `.cannotCreate` (exit 73) when a vault already exists there.
     public static func create(at directory: URL, password: SecretBytes, parameters: ScryptParameters) throws -> Vault {
+        let (slot, dataKey) = try wrapErrors { try KeySlot.create(password: password, parameters: parameters) }
+        return try create(at: directory, slot: slot, dataKey: dataKey)
+    }
+
+    /// Creates a vault protected by an existing key slot, whose data key the caller unwrapped
+    /// (a clone of a vault kept on another machine), as ``create(at:password:parameters:)`` does.
+    static func create(at directory: URL, slot: KeySlot, dataKey: SecretBytes) throws -> Vault {
         let fileManager = FileManager.default
         for name in [notesFileName, passwordsFileName]
         where fileManager.fileExists(atPath: directory.appendingPathComponent(name).path) {
@@ -160,17 +171,14 @@ public final class Vault {
         let parent = directory.deletingLastPathComponent()
         // A parent that cannot be made fails the mkdir below, with its reason.
         try? fileManager.createDirectory(at: parent, withIntermediateDirectories: true)
-        removeAbandonedBuilds(beside: directory)
+        removeAbandonedBuilds(beside: directory, kind: "init")
         let aside = parent.appendingPathComponent(".\(directory.lastPathComponent).init-\(getpid())")
         try? fileManager.removeItem(at: aside)
         guard mkdir(aside.path, 0o700) == 0 else {
             throw VaultError(.cannotCreate, "cannot create '\(aside.path)': \(String(cString: strerror(errno)))")
         }
         defer { try? fileManager.removeItem(at: aside) }
-        let dataKey: SecretBytes
         do {
-            let slot: KeySlot
-            (slot, dataKey) = try KeySlot.create(password: password, parameters: parameters)
             let vault = try wrapErrors { try Vault(directory: aside, newSlot: slot) }
             vault.transformer.dataKey = dataKey
             for store in [vault.notesStore, vault.passwordsStore] {
@@ -200,10 +208,11 @@ public final class Vault {
         return vault
     }
 
-    /// Removes vaults that `create` was building when its process died (the process is gone).
-    private static func removeAbandonedBuilds(beside directory: URL) {
+    /// Removes vaults that `create` (kind `init`) or `clone` was building when its process died
+    /// (the process is gone).
+    static func removeAbandonedBuilds(beside directory: URL, kind: String) {
         let parent = directory.deletingLastPathComponent()
-        let prefix = ".\(directory.lastPathComponent).init-"
+        let prefix = ".\(directory.lastPathComponent).\(kind)-"
         for name in (try? FileManager.default.contentsOfDirectory(atPath: parent.path)) ?? []
         where name.hasPrefix(prefix) {
             guard let pid = Int32(name.dropFirst(prefix.count)), kill(pid, 0) != 0, errno == ESRCH else { continue }
@@ -211,7 +220,7 @@ public final class Vault {
         }
     }
 
-    private static func fsyncPath(_ path: String) -> Bool {
+    static func fsyncPath(_ path: String) -> Bool {
         let descriptor = Glibc.open(path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else { return false }
         defer { close(descriptor) }
@@ -269,6 +278,8 @@ public final class Vault {
             try ensureStoreConstraints()
             let result = try body()
             try context.save()
+            // History is what sync reads; a vault that never synced needs none of it.
+            if (try? isSynced()) == false { _ = try? context.deleteHistory(before: nil) }
             return result
         } catch {
             context.rollback()

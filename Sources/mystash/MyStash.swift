@@ -24,7 +24,7 @@ struct MyStash: ParsableCommand {
         version: "1.0.0",
         subcommands: [Init.self, NoteCommand.self, PasswordCommand.self, CategoryCommand.self, Generate.self,
                       Passwd.self, Unlock.self, Lock.self, Export.self, Import.self, Check.self, SeedCommand.self,
-                      Browse.self, ClipboardClear.self]
+                      Browse.self, ClipboardClear.self, Sync.self, Clone.self]
     )
 
     static func main() {
