@@ -110,7 +110,10 @@ public final class Category: ManagedObject, ManagedEntity {
     public override func validateForSave(into errors: inout [ValidationError]) throws {
         guard let context = managedObjectContext, changedValues["name"] != nil || isInserted else { return }
         let others = try context.fetch(FetchRequest<Category>(predicate: try Predicate(format: "name ==[c] %@", name)))
-        if others.contains(where: { $0 !== self && !$0.isDeleted }) {
+        // As they stand in the context: one renamed in the same save no longer clashes.
+        if others.contains(where: {
+            $0 !== self && !$0.isDeleted && $0.name.caseInsensitiveCompare(name) == .orderedSame
+        }) {
             errors.append(ValidationError(code: .generic, object: self, key: "name", value: name,
                                           constraint: .custom("'\(name)' is already used by another category")))
         }

@@ -19,7 +19,9 @@ struct HybridClock: Hashable, Comparable, Codable, CustomStringConvertible {
     /// this device made or received).
     static func tick(after last: HybridClock?, wall: Date, device: String) -> HybridClock {
         let now = Int64((wall.timeIntervalSince1970 * 1000).rounded(.down))
-        guard let last, last.milliseconds >= now else { return HybridClock(milliseconds: now, counter: 0, device: device) }
+        guard let last, last.milliseconds >= now else {
+            return HybridClock(milliseconds: now, counter: 0, device: device)
+        }
         return HybridClock(milliseconds: last.milliseconds, counter: last.counter + 1, device: device)
     }
 

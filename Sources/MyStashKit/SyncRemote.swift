@@ -28,7 +28,9 @@ func makeSyncRemote(_ location: String, cache: URL) throws -> SyncRemote {
                              hint: "create it first, for example with 'git init --bare \(location)'")
         }
         let url = URL(fileURLWithPath: location)
-        let isGit = ["HEAD", ".git"].contains { FileManager.default.fileExists(atPath: url.appendingPathComponent($0).path) }
+        let isGit = ["HEAD", ".git"].contains {
+            FileManager.default.fileExists(atPath: url.appendingPathComponent($0).path)
+        }
         if !isGit { return FolderRemote(folder: url) }
     }
     return try GitRemote(url: location, cache: cache)
@@ -59,8 +61,8 @@ struct GitRemote: SyncRemote {
                      inCache: Bool = true) throws -> Data {
         let result = try gitResult(arguments, input: input, environment: environment, inCache: inCache)
         guard result.status == 0 else {
-            throw VaultError(.busy, "git \(arguments.first ?? "") failed for '\(location)': "
-                                + String(decoding: result.errors, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines),
+            let message = String(decoding: result.errors, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+            throw VaultError(.busy, "git \(arguments.first ?? "") failed for '\(location)': \(message)",
                              hint: "check that the remote exists and can be reached, then run sync again")
         }
         return result.output
@@ -70,8 +72,9 @@ struct GitRemote: SyncRemote {
                            inCache: Bool = true) throws -> ChildProcess.Result {
         let prefix = inCache ? ["git", "--git-dir=\(cache.path)"] : ["git"]
         // No prompt git would wait on unseen; the author says nothing about the machine.
-        var variables = ["GIT_TERMINAL_PROMPT": "0", "GIT_AUTHOR_NAME": "mystash", "GIT_AUTHOR_EMAIL": "mystash@invalid",
-                         "GIT_COMMITTER_NAME": "mystash", "GIT_COMMITTER_EMAIL": "mystash@invalid"]
+        var variables = ["GIT_TERMINAL_PROMPT": "0", "GIT_AUTHOR_NAME": "mystash",
+                         "GIT_AUTHOR_EMAIL": "mystash@invalid", "GIT_COMMITTER_NAME": "mystash",
+                         "GIT_COMMITTER_EMAIL": "mystash@invalid"]
         variables.merge(environment) { _, new in new }
         guard let result = ChildProcess.execute(prefix + arguments, input: input, extraEnvironment: variables) else {
             throw VaultError(.unexpected, "cannot run git")

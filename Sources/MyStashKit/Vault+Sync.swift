@@ -11,6 +11,8 @@ enum SyncedFieldKind { case text, bool, date, category, fields }
 extension Vault {
     /// The author of the saves sync makes: the next sync skips them in the history.
     static let syncAuthor = "mystash-sync"
+    /// The author of a rekey's save: every value rewritten, none changed.
+    static let rekeyAuthor = "mystash-rekey"
     /// The bare git cache of the remote, inside the vault directory.
     static let syncCacheName = "sync.git"
 

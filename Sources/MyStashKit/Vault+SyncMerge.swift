@@ -64,7 +64,7 @@ extension Vault {
         var order: [String] = []
         for transaction in try context.fetchHistory(after: merge.state.token) {
             merge.state.token = transaction.token
-            guard transaction.author != Self.syncAuthor else { continue }
+            guard transaction.author != Self.syncAuthor, transaction.author != Self.rekeyAuthor else { continue }
             let clock = merge.tick(transaction.timestamp)
             for change in transaction.changes {
                 let entity = change.changedObjectID.entityName
@@ -123,7 +123,8 @@ extension Vault {
         for field in Self.syncedFields[entity, default: []] {
             guard let clock = keys[field.key] else { continue }
             change.fields?[field.key] = SyncFieldValue(
-                clock: clock, base: merge.state.fields[id]?[field.key], value: try syncValue(of: object, field.key, field.kind))
+                clock: clock, base: merge.state.fields[id]?[field.key],
+                value: try syncValue(of: object, field.key, field.kind))
         }
         if history, let entry = object as? PasswordEntry {
             let items = historyInfo(of: entry)
@@ -149,7 +150,9 @@ extension Vault {
                 for field in Self.syncedFields[change.entity, default: []] where change.fields?[field.key] != nil {
                     change.fields?[field.key]?.value = try syncValue(of: object, field.key, field.kind)
                 }
-                if change.history != nil, let entry = object as? PasswordEntry { change.history = historyInfo(of: entry) }
+                if change.history != nil, let entry = object as? PasswordEntry {
+                    change.history = historyInfo(of: entry)
+                }
             } else {
                 continue
             }
@@ -186,7 +189,9 @@ extension Vault {
             var own: Bool
         }
         let incoming = files.flatMap { file in
-            file.payload.changes.map { Incoming(change: $0, from: file.payload.deviceName, own: file.device == merge.me) }
+            file.payload.changes.map {
+                Incoming(change: $0, from: file.payload.deviceName, own: file.device == merge.me)
+            }
         }
         var received: [String: SyncReport.Item] = [:]
         var receivedOrder: [String] = []
@@ -200,12 +205,12 @@ extension Vault {
         }
 
         // New items first, categories before the entries that name them.
-        let creations = incoming.filter { $0.change.kind != .delete }.sorted {
-            (Self.syncedEntities.firstIndex(of: $0.change.entity) ?? 9) < (Self.syncedEntities.firstIndex(of: $1.change.entity) ?? 9)
-        }
+        func rank(_ item: Incoming) -> Int { Self.syncedEntities.firstIndex(of: item.change.entity) ?? 9 }
+        let creations = incoming.filter { $0.change.kind != .delete }.sorted { rank($0) < rank($1) }
         for item in creations where index.objects[item.change.id] == nil {
             let change = item.change
-            guard Self.syncedFields[change.entity] != nil, change.kind == .revive || merge.state.deleted[change.id] == nil,
+            guard Self.syncedFields[change.entity] != nil,
+                  change.kind == .revive || merge.state.deleted[change.id] == nil,
                   merge.outgoing[change.id]?.kind != .delete || change.kind == .revive,
                   let uuid = UUID(uuidString: change.id) else { continue }
             if merge.outgoing[change.id]?.kind == .delete { merge.outgoing[change.id] = nil }
@@ -213,7 +218,9 @@ extension Vault {
             object[SyncKeys.uuid] = uuid
             index.objects[change.id] = object
             merge.state.deleted[change.id] = nil
-            if !item.own { note(change.id, .init(kind: Self.syncNoun(change.entity), name: "", action: "added", device: item.from)) }
+            if !item.own {
+                note(change.id, .init(kind: Self.syncNoun(change.entity), name: "", action: "added", device: item.from))
+            }
         }
 
         // Field by field, in clock order: each value meets the one it replaced.
@@ -228,7 +235,8 @@ extension Vault {
         for incoming in values {
             merge.observe(incoming.value.clock)
             guard let object = index.objects[incoming.id], !object.isDeleted,
-                  let kind = Self.syncedFields[incoming.entity]?.first(where: { $0.key == incoming.key })?.kind else { continue }
+                  let kind = Self.syncedFields[incoming.entity]?.first(where: { $0.key == incoming.key })?.kind
+            else { continue }
             if incoming.own { ownValues.insert("\(incoming.id)|\(incoming.key)|\(incoming.value.clock)") }
             let pending = merge.outgoing[incoming.id]?.fields?[incoming.key]
             let local = pending?.clock ?? merge.state.fields[incoming.id]?[incoming.key]
@@ -239,7 +247,8 @@ extension Vault {
                    !Self.quietFields.contains(incoming.key) {
                     merge.report.conflicts.append(.init(
                         kind: noun, name: displayName(object), field: Self.fieldLabel(incoming.key),
-                        resolution: "changed here and on \(incoming.from); kept the later change, from \(deviceName(local))"))
+                        resolution: "changed here and on \(incoming.from); kept the later change, from "
+                            + deviceName(local)))
                 }
                 continue
             }
@@ -257,8 +266,8 @@ extension Vault {
                         resolution += "; this machine's text is in the note '\(copy)'"
                     }
                 }
-                merge.report.conflicts.append(.init(kind: noun, name: displayName(object), field: Self.fieldLabel(incoming.key),
-                                                    resolution: resolution))
+                merge.report.conflicts.append(.init(kind: noun, name: displayName(object),
+                                                    field: Self.fieldLabel(incoming.key), resolution: resolution))
             }
             if pending != nil { merge.outgoing[incoming.id]?.fields?[incoming.key] = nil }
             if current != incoming.value.value {
@@ -322,8 +331,9 @@ extension Vault {
 
     /// A field as reports name it.
     static func fieldLabel(_ key: String) -> String {
-        ["userId": "user ID", "url": "URL", "moreURLs": "more URLs", "totp": "TOTP secret", "fields": "custom fields"][key]
-            ?? key
+        let labels = ["userId": "user ID", "url": "URL", "moreURLs": "more URLs", "totp": "TOTP secret",
+                      "fields": "custom fields"]
+        return labels[key] ?? key
     }
 
     /// Fields whose every edit changes them: their conflicts are not worth a line.

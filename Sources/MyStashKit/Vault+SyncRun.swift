@@ -84,7 +84,8 @@ extension Vault {
         if paths.isEmpty {
             newFiles[SyncLayout.markerPath] = SyncLayout.marker
         } else if !paths.contains(SyncLayout.markerPath) {
-            throw VaultError(.invalidData, "'\(location)' is not a mystash sync remote (it has no \(SyncLayout.markerPath))",
+            throw VaultError(.invalidData,
+                             "'\(location)' is not a mystash sync remote (it has no \(SyncLayout.markerPath))",
                              hint: "sync to an empty git repository or folder")
         }
         let keyPaths = paths.filter { $0.hasPrefix(SyncLayout.keysFolder) }.sorted()
@@ -97,7 +98,8 @@ extension Vault {
                 syncKey = try Self.wrapErrors { try SecretBytes.random(count: 32) }
             } else {
                 throw VaultError(.invalidData, "'\(location)' holds the sync log of another vault",
-                                 hint: "clone it with 'mystash clone \(location) --vault DIR', or sync to an empty remote")
+                                 hint: "clone it with 'mystash clone \(location) --vault DIR', "
+                                    + "or sync to an empty remote")
             }
         }
         guard let syncKey else { throw VaultError(.unexpected, "no sync key") }
@@ -119,13 +121,16 @@ extension Vault {
         let changes = try Self.wrapErrors { try settleOutgoing(&merge, index: index) }
         merge.state.heads = log.heads
         if !changes.isEmpty || slotRecord != nil {
-            if let slotRecord { newFiles[SyncLayout.keySlotPath] = Array(Data(base64Encoded: slotRecord.slot) ?? Data()) }
+            if let slotRecord {
+                newFiles[SyncLayout.keySlotPath] = Array(Data(base64Encoded: slotRecord.slot) ?? Data())
+            }
             let payload = SyncPayload(deviceName: merge.state.deviceName, changes: changes, keySlot: slotRecord)
             let encoder = JSONEncoder()
             encoder.outputFormatting = .sortedKeys
             let head = merge.state.heads[merge.me]
+            let previous = head.flatMap { hexBytes($0.hash) } ?? [UInt8](repeating: 0, count: 32)
             let header = SyncLogHeader(device: hexBytes(merge.me) ?? [], sequence: (head?.sequence ?? 0) + 1,
-                                       previousHash: head.flatMap { hexBytes($0.hash) } ?? [UInt8](repeating: 0, count: 32))
+                                       previousHash: previous)
             let file = try Self.wrapErrors {
                 try SyncLogFile.seal(Array(try encoder.encode(payload)), header: header, logKey: logKey)
             }
@@ -157,7 +162,7 @@ extension Vault {
         -> VerifiedLog {
         func refuse(_ path: String, _ problem: String) -> VaultError {
             VaultError(.invalidData, "the sync remote was tampered with: \(path) \(problem); nothing was applied",
-                       hint: "restore the remote from a backup (or push it again from a machine that has every file)")
+                       hint: "restore the remote from a backup; until then this machine neither sends nor receives")
         }
         var sequences: [String: [UInt64]] = [:]
         for path in paths where path.hasPrefix(SyncLayout.logFolder) {
@@ -255,8 +260,13 @@ extension Vault {
         let mine = Data(keySlot.serialized).base64EncodedString()
         guard merge.state.keySlot != mine else { return nil }
         let clock = merge.tick()
+        let replacing = merge.state.keySlot != nil
         merge.state.keySlot = mine
         merge.state.keySlotClock = clock
+        if replacing {
+            merge.report.notices.append(
+                "Sent this machine's new master password (its key slot): the others use it after their next sync.")
+        }
         return KeySlotRecord(slot: mine, dataKeyCheck: Data(check).base64EncodedString(), clock: clock)
     }
 
@@ -289,8 +299,8 @@ extension Vault {
         let store = try makeSyncRemote(location, cache: cache)
         let paths = try store.fetch()
         guard paths.contains(SyncLayout.markerPath), paths.contains(SyncLayout.keySlotPath) else {
-            throw VaultError(.invalidData, "'\(location)' is not a mystash sync remote (it has no \(SyncLayout.markerPath) "
-                                + "or \(SyncLayout.keySlotPath))",
+            throw VaultError(.invalidData, "'\(location)' is not a mystash sync remote "
+                                + "(it has no \(SyncLayout.markerPath) or \(SyncLayout.keySlotPath))",
                              hint: "run 'mystash sync --remote \(location)' on the machine that has the vault first")
         }
         let files = try store.read([SyncLayout.keySlotPath] + paths.filter { $0.hasPrefix(SyncLayout.keysFolder) })
@@ -309,7 +319,8 @@ extension Vault {
         let building = aside.appendingPathComponent("vault")
         let vault = try create(at: building, slot: slot, dataKey: dataKey)
         guard rename(cache.path, building.appendingPathComponent(syncCacheName).path) == 0 else {
-            throw VaultError(.cannotCreate, "cannot move the remote's cache into the vault: \(String(cString: strerror(errno)))")
+            throw VaultError(.cannotCreate,
+                             "cannot move the remote's cache into the vault: \(String(cString: strerror(errno)))")
         }
         var state = SyncState(device: hexString(try wrapErrors { try SecureRandom.bytes(count: 16) }),
                               deviceName: deviceName ?? hostName(), remote: location)

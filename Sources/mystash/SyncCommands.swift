@@ -74,7 +74,9 @@ struct Clone: ParsableCommand {
                 throw VaultError.wrapping(error)
             }
         }
-        if let password = ProcessInfo.processInfo.environment["MYSTASH_PASSWORD"] { return try open(.password(password)) }
+        if let password = ProcessInfo.processInfo.environment["MYSTASH_PASSWORD"] {
+            return try open(.password(password))
+        }
         for attempt in 1...VaultOptions.passwordTries {
             guard let typed = Terminal.readSecret(prompt: "Master password of the vault at \(remote): ") else {
                 throw VaultError(.wrongPassword,
@@ -118,7 +120,8 @@ func printSyncReport(_ report: SyncReport) {
         Output.line("\(would.isEmpty ? "Resolved" : "Would resolve") \(plural(report.conflicts.count, "conflict")):")
         for conflict in report.conflicts {
             let field = conflict.field.map { ", \($0)" } ?? ""
-            Output.line("  \(conflict.kind) '\(Output.safe(conflict.name))'\(field): \(Output.safe(conflict.resolution))")
+            let name = Output.safe(conflict.name)
+            Output.line("  \(conflict.kind) '\(name)'\(field): \(Output.safe(conflict.resolution))")
         }
     }
     report.notices.forEach { Output.line(Output.safe($0)) }
