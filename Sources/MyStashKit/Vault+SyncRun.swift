@@ -318,7 +318,9 @@ extension Vault {
         }
         let building = aside.appendingPathComponent("vault")
         let vault = try create(at: building, slot: slot, dataKey: dataKey)
-        guard rename(cache.path, building.appendingPathComponent(syncCacheName).path) == 0 else {
+        // A folder remote has no cache.
+        guard !fileManager.fileExists(atPath: cache.path)
+                || rename(cache.path, building.appendingPathComponent(syncCacheName).path) == 0 else {
             throw VaultError(.cannotCreate,
                              "cannot move the remote's cache into the vault: \(String(cString: strerror(errno)))")
         }

@@ -105,7 +105,9 @@ final class SyncTests: CLITestCase {
         return try XCTUnwrap(try json(list.stdout) as? [[String: Any]]).compactMap { $0["name"] as? String }.sorted()
     }
 
-    func remoteHead() throws -> String { try git(["--git-dir", remote.path, "rev-parse", "main"]) }
+    func remoteHead() throws -> String {
+        try git(["--git-dir", remote.path, "rev-parse", "main"]).trimmingCharacters(in: .whitespacesAndNewlines)
+    }
 
     // MARK: - Sending, cloning, merging
 
