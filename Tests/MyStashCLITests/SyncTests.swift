@@ -237,6 +237,32 @@ final class SyncTests: CLITestCase {
         XCTAssertEqual(try categoryNames(onA).filter { $0.lowercased().hasPrefix("travel") }.count, 2)
     }
 
+    func testAVaultMadeBeforeSyncSyncsAndItsSeedCategoriesMeetTheClones() throws {
+        let fixture = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("../MyStashKitTests/Fixtures/vault-v1").standardizedFileURL
+        try FileManager.default.createDirectory(at: vaultDirectory, withIntermediateDirectories: true,
+                                                attributes: [.posixPermissions: 0o700])
+        for store in ["Notes.sqlite", "Passwords.sqlite"] {
+            let target = vaultDirectory.appendingPathComponent(store)
+            try FileManager.default.copyItem(at: fixture.appendingPathComponent(store), to: target)
+            try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: target.path)
+        }
+        let password = ["MYSTASH_PASSWORD": "fixture-password"]
+        let first = try okA(["sync", "--remote", remote.path], environment: password)
+        XCTAssertTrue(first.stdout.contains("added entry 'Router'"), first.stdout)
+        try okB(["clone", remote.path], environment: password)
+        let onA = { (arguments: [String], input: String?, _: [String: String]) in
+            try self.onA(arguments, stdin: input, environment: password)
+        }
+        let onB = { (arguments: [String], input: String?, _: [String: String]) in
+            try self.onB(arguments, stdin: input, environment: password)
+        }
+        XCTAssertEqual(try entryNames(onA), try entryNames(onB))
+        XCTAssertEqual(try categoryNames(onA), try categoryNames(onB))
+        XCTAssertEqual(try okB(["password", "show", "Router", "--field", "password"], environment: password).stdout,
+                       "p@ss w0rd é\n")
+    }
+
     // MARK: - An untrusted remote
 
     func testChangedDroppedReplayedAndRolledBackLogFilesAreRefused() throws {
