@@ -22,6 +22,10 @@ struct HybridClock: Hashable, Comparable, Codable, CustomStringConvertible {
         guard let last, last.milliseconds >= now else {
             return HybridClock(milliseconds: now, counter: 0, device: device)
         }
+        // A counter at its end moves on to the next millisecond rather than wrap.
+        guard last.counter < UInt32.max else {
+            return HybridClock(milliseconds: last.milliseconds + 1, counter: 0, device: device)
+        }
         return HybridClock(milliseconds: last.milliseconds, counter: last.counter + 1, device: device)
     }
 

@@ -151,6 +151,8 @@ extension Vault {
 final class SyncIndex {
     var objects: [String: ManagedObject] = [:]
 
+    init() {}
+
     init(context: ManagedObjectContext) throws {
         for entity in Vault.syncedEntities {
             var request = FetchRequest<ManagedObject>(entityName: entity)

@@ -32,6 +32,8 @@ extension Vault {
     /// stamped with a clock reading for the save that made it.
     func collectLocalChanges(_ merge: inout SyncMerge, everything: Bool) throws {
         if everything {
+            // What came before the first sync is in the items themselves.
+            merge.state.token = try coordinator.currentPersistentHistoryToken()
             let clock = merge.tick()
             for entity in Self.syncedEntities {
                 for object in try context.fetch(FetchRequest<ManagedObject>(entityName: entity)) {

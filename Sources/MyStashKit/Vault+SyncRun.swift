@@ -115,7 +115,9 @@ extension Vault {
         var merge = SyncMerge(state: state, report: report)
         if clone != nil { merge.state.token = try Self.wrapErrors { try coordinator.currentPersistentHistoryToken() } }
         try Self.wrapErrors { try collectLocalChanges(&merge, everything: everything) }
-        let index = try Self.wrapErrors { try SyncIndex(context: context) }
+        // Nothing sent or received: no item is read (sync with nothing to do stays quick).
+        let index = log.files.isEmpty && merge.outgoing.isEmpty
+            ? SyncIndex() : try Self.wrapErrors { try SyncIndex(context: context) }
         try Self.wrapErrors { try mergeReceived(log.files, into: &merge, index: index) }
         let slotRecord = try keySlotChanges(log.files, dataKey: dataKey, merge: &merge)
         let changes = try Self.wrapErrors { try settleOutgoing(&merge, index: index) }
