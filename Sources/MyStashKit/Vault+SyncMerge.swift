@@ -290,7 +290,12 @@ extension Vault {
         for item in incoming where item.change.kind != .delete {
             guard let history = item.change.history, let entry = index.objects[item.change.id] as? PasswordEntry,
                   !entry.isDeleted else { continue }
+            let before = Set(entry.history.map(ObjectIdentifier.init))
             mergeHistory(history, into: entry)
+            if !item.own, entry.history.contains(where: { !before.contains(ObjectIdentifier($0)) }) {
+                note(item.change.id, .init(kind: "entry", name: "", action: "changed", device: item.from),
+                     field: "password history")
+            }
         }
 
         // Deletes: an item changed after what the deleting device had seen stays, and is sent whole.
