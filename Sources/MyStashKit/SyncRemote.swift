@@ -82,19 +82,25 @@ struct GitRemote: SyncRemote {
         return result
     }
 
+    /// The remote's branch head; nil while the repository is empty.
+    private func remoteHead() throws -> String? {
+        // --exit-code: 2 when no such branch (an empty repository), other failures otherwise.
+        let result = try gitResult(["ls-remote", "--exit-code", location, Self.branch])
+        if result.status == 2 { return nil }
+        guard result.status == 0 else {
+            let message = String(decoding: result.errors, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+            throw VaultError(.busy, "cannot reach the sync remote '\(location)': \(message)",
+                             hint: "check that the remote exists and can be reached, then run sync again")
+        }
+        return String(decoding: result.output, as: UTF8.self).split(separator: "\t").first.map(String.init)
+    }
+
     func fetch() throws -> Set<String> {
-        let result = try gitResult(["fetch", "-q", "--no-tags", location, "+\(Self.branch):\(Self.trackingRef)"])
-        if result.status != 0 {
-            let message = String(decoding: result.errors, as: UTF8.self)
-            // An empty repository has no branch yet.
-            guard message.contains("couldn't find remote ref") else {
-                throw VaultError(.busy, "cannot fetch from '\(location)': "
-                                    + message.trimmingCharacters(in: .whitespacesAndNewlines),
-                                 hint: "check that the remote exists and can be reached, then run sync again")
-            }
+        guard try remoteHead() != nil else {
             _ = try? gitResult(["update-ref", "-d", Self.trackingRef])
             return []
         }
+        try git(["fetch", "-q", "--no-tags", location, "+\(Self.branch):\(Self.trackingRef)"])
         let listing = try git(["ls-tree", "-r", "-z", "--name-only", Self.trackingRef])
         return Set(listing.split(separator: 0).map { String(decoding: $0, as: UTF8.self) })
     }
@@ -141,12 +147,10 @@ struct GitRemote: SyncRemote {
             .trimmingCharacters(in: .whitespacesAndNewlines)
         let push = try gitResult(["push", "-q", location, "\(commit):\(Self.branch)"])
         guard push.status == 0 else {
-            let message = String(decoding: push.errors, as: UTF8.self)
-            if message.contains("rejected") || message.contains("non-fast-forward") || message.contains("fetch first") {
-                return false
-            }
-            throw VaultError(.busy, "cannot push to '\(location)': "
-                                + message.trimmingCharacters(in: .whitespacesAndNewlines),
+            // Refused because another machine pushed first: the branch moved since the fetch.
+            if try remoteHead() != parentCommit { return false }
+            let message = String(decoding: push.errors, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+            throw VaultError(.busy, "cannot push to '\(location)': \(message)",
                              hint: "check that the remote can be written, then run sync again")
         }
         try git(["update-ref", Self.trackingRef, commit])
