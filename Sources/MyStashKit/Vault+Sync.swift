@@ -121,9 +121,11 @@ extension Vault {
         let row = row ?? context.insert(SyncStateRow.self)
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys
-        row["state"] = try encoder.encode(state)
-        let encoded = key.withUnsafeBytes { Data($0).base64EncodedString() }
-        if row["key"] as? String != encoded { row["key"] = encoded }
+        let encoded = try encoder.encode(state)
+        // Unchanged, it is not written: a sync with nothing to do writes nothing.
+        if row["state"] as? Data != encoded { row["state"] = encoded }
+        let key = key.withUnsafeBytes { Data($0).base64EncodedString() }
+        if row["key"] as? String != key { row["key"] = key }
     }
 
     /// Saves what a sync changed, authored so that the next sync does not send it again.
@@ -136,6 +138,19 @@ extension Vault {
             context.rollback()
             throw VaultError.wrapping(error)
         }
+    }
+
+    /// Drops the history sync has read (up to `token`) and the saves of sync itself right
+    /// after it, so the next sync neither reads them nor records a new token for them. A save
+    /// by another process that came in between stays.
+    func pruneSyncedHistory(upTo token: PersistentHistoryToken?) {
+        guard let token else { return }
+        var last = token
+        for transaction in (try? context.fetchHistory(after: token)) ?? [] {
+            guard transaction.author == Self.syncAuthor else { break }
+            last = transaction.token
+        }
+        _ = try? context.deleteHistory(before: last)
     }
 
     /// Whether this vault syncs: without sync, history is kept for nothing and dropped.

@@ -149,9 +149,10 @@ extension Vault {
             guard try store.publish(newFiles) else { throw PushRejected() }
         }
         try storeSyncState(merge.state, key: syncKey, in: loaded?.row)
-        try saveSyncChanges()
         syncConfigured = true
-        if let token = merge.state.token { _ = try? context.deleteHistory(before: token) }
+        guard context.hasChanges else { return merge.report }
+        try saveSyncChanges()
+        pruneSyncedHistory(upTo: merge.state.token)
         return merge.report
     }
 
