@@ -431,6 +431,71 @@ final class SyncTests: CLITestCase {
         XCTAssertEqual(try entryNames(onA), try entryNames(onB))
     }
 
+    /// The remote's log files, from its main branch.
+    func remoteLogFiles() throws -> Set<String> {
+        Set(try git(["--git-dir", remote.path, "ls-tree", "-r", "--name-only", "main"]).split(separator: "\n")
+            .map(String.init).filter { $0.hasPrefix("log/") })
+    }
+
+    func testSIGKILLAtEveryWriteOfASyncLeavesBothSidesBeforeOrAfterAndARerunFinishes() throws {
+        let strace = "/usr/bin/strace"
+        guard FileManager.default.isExecutableFile(atPath: strace) else { throw XCTSkip("strace is not installed") }
+        try setUpTwoMachines()
+        try okA(["password", "add", "Swept"], stdin: "s")
+        try okA(["password", "edit", "GitHub", "--user", "erin"])
+        let pristine = home.appendingPathComponent("pristine")
+        try FileManager.default.createDirectory(at: pristine, withIntermediateDirectories: true)
+        let vaultA = vaultDirectory
+        let vaultB = homeB.appendingPathComponent(".local/share/mystash")
+        let places = [vaultA, vaultB, remote!]
+        for (index, place) in places.enumerated() {
+            try FileManager.default.copyItem(at: place, to: pristine.appendingPathComponent("\(index)"))
+        }
+        func restore() throws {
+            for (index, place) in places.enumerated() {
+                try FileManager.default.removeItem(at: place)
+                try FileManager.default.copyItem(at: pristine.appendingPathComponent("\(index)"), to: place)
+            }
+        }
+        let before = try remoteLogFiles()
+        var injections = 0
+        var killed = 0
+        // Every call of each kind that changes a file, in mystash itself (git's are its own).
+        for (syscall, every) in [("pwrite64", 12), ("fdatasync", 3), ("unlink", 2), ("write", 1), ("rename", 1)] {
+            var call = 1
+            while true {
+                try restore()
+                let traced = process(["sync"])
+                traced.executableURL = URL(fileURLWithPath: strace)
+                traced.arguments = ["-qq", "-o", "/dev/null", "-e", "trace=\(syscall)",
+                                    "-e", "inject=\(syscall):signal=KILL:when=\(call)", Self.binary.path, "sync"]
+                let result = try execute(traced, stdin: nil)
+                injections += 1
+                let label = "\(syscall) #\(call)"
+                // The remote: exactly as before, or with A's one new file.
+                let after = try remoteLogFiles()
+                XCTAssertTrue(after == before || (after.count == before.count + 1 && after.isSuperset(of: before)),
+                              "\(label): the remote holds \(after.subtracting(before))")
+                XCTAssertTrue(try okA(["check"]).stderr.contains("All is well"), label)
+                XCTAssertTrue(try entryNames(onA).contains("Swept"), label)
+                // A rerun finishes, sends nothing twice, and B gets everything once.
+                try okA(["sync"])
+                XCTAssertEqual(try remoteLogFiles().count, before.count + 1, "\(label): files sent twice or never")
+                try okB(["sync"])
+                XCTAssertEqual(try entryNames(onA), try entryNames(onB), label)
+                XCTAssertTrue(try okB(["password", "show", "GitHub"]).stdout.contains("erin"), label)
+                // strace dies of the signal that killed mystash; a run past the last call exits.
+                guard traced.terminationReason == .uncaughtSignal, result.status == SIGKILL else {
+                    XCTAssertEqual(result.status, 0, "\(label): \(result.stderr)")
+                    break
+                }
+                killed += 1
+                call += every
+            }
+        }
+        XCTAssertGreaterThan(killed, 10, "the sweep killed mystash \(killed) times in \(injections) runs")
+    }
+
     // MARK: - A plain folder, and what is refused
 
     func testAFolderKeptInStepByAnotherProgramWorksAsARemote() throws {
