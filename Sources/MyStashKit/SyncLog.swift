@@ -63,6 +63,24 @@ enum SyncLayout {
     static let keysFolder = "keys/"
     static let logFolder = "log/"
 
+    static let snapshotFolder = "snapshots/"
+    /// Log files between two snapshots (fewer in tests: ``Vault/setSnapshotIntervalForTesting(_:)``).
+    nonisolated(unsafe) static var snapshotInterval = 100
+
+    /// `snapshots/<device>-<sequence>-<files covered>`: written with the device's log file
+    /// `sequence`, covering that many log files of all devices.
+    static func snapshotPath(device: String, sequence: UInt64, covered: Int) -> String {
+        snapshotFolder + device + "-" + String(format: "%010llu", sequence) + "-" + String(format: "%010d", covered)
+    }
+
+    static func parseSnapshotPath(_ path: String) -> (device: String, sequence: UInt64, covered: Int)? {
+        guard path.hasPrefix(snapshotFolder) else { return nil }
+        let parts = path.dropFirst(snapshotFolder.count).split(separator: "-")
+        guard parts.count == 3, parts[0].count == 32, parts[0].allSatisfy(\.isHexDigit), parts[1].count == 10,
+              let sequence = UInt64(parts[1]), parts[2].count == 10, let covered = Int(parts[2]) else { return nil }
+        return (String(parts[0]), sequence, covered)
+    }
+
     static func logPath(device: String, sequence: UInt64) -> String {
         logFolder + device + "/" + String(format: "%010llu", sequence)
     }
@@ -84,6 +102,16 @@ struct SyncPayload: Codable {
     var changes: [SyncChange]
     /// The device's key slot when it changed (the master password changed there).
     var keySlot: KeySlotRecord?
+}
+
+/// What a snapshot carries: every item with its fields' clocks, and where each device's log
+/// stood when it was made (SYNC.md, "Snapshot").
+struct SyncSnapshot: Codable {
+    var deviceName: String
+    var heads: [String: SyncState.Head]
+    var deleted: [String: HybridClock]
+    var items: [SyncChange]
+    var device: String
 }
 
 struct KeySlotRecord: Codable {

@@ -317,7 +317,10 @@ extension Vault {
                 try revive(object, into: &merge)
                 continue
             }
-            if !item.own {
+            if received[change.id]?.action == "added" {
+                // Added and removed by the same files: nothing to tell.
+                received[change.id] = nil
+            } else if !item.own {
                 note(change.id, .init(kind: Self.syncNoun(change.entity), name: displayName(object), action: "removed",
                                       device: item.from))
             }

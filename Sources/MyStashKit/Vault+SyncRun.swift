@@ -109,6 +109,13 @@ extension Vault {
                 try Self.wrapErrors { try SyncKey.wrap(syncKey, dataKey: dataKey) }
         }
         let logKey = try Self.wrapErrors { try SyncKey.logKey(syncKey: syncKey) }
+        // A clone starts from the latest snapshot and reads only the files after it.
+        var snapshotFile: (device: String, payload: SyncPayload)?
+        if clone != nil, let snapshot = try latestSnapshot(paths: paths, store: store, logKey: logKey) {
+            state.heads = snapshot.heads
+            state.deleted = snapshot.deleted
+            snapshotFile = (snapshot.device, SyncPayload(deviceName: snapshot.deviceName, changes: snapshot.items))
+        }
         let log = try verifiedLog(paths: paths, store: store, state: state, logKey: logKey)
         report.filesRead = log.read
 
@@ -116,9 +123,11 @@ extension Vault {
         if clone != nil { merge.state.token = try Self.wrapErrors { try coordinator.currentPersistentHistoryToken() } }
         try Self.wrapErrors { try collectLocalChanges(&merge, everything: everything) }
         // Nothing sent or received: no item is read (sync with nothing to do stays quick).
-        let index = log.files.isEmpty && merge.outgoing.isEmpty
+        let index = log.files.isEmpty && merge.outgoing.isEmpty && snapshotFile == nil
             ? SyncIndex() : try Self.wrapErrors { try SyncIndex(context: context) }
-        try Self.wrapErrors { try mergeReceived(log.files, into: &merge, index: index) }
+        try Self.wrapErrors {
+            try mergeReceived((snapshotFile.map { [$0] } ?? []) + log.files, into: &merge, index: index)
+        }
         let slotRecord = try keySlotChanges(log.files, dataKey: dataKey, merge: &merge)
         let changes = try Self.wrapErrors { try settleOutgoing(&merge, index: index) }
         merge.state.heads = log.heads
@@ -140,6 +149,16 @@ extension Vault {
             merge.state.heads[merge.me] = .init(sequence: header.sequence,
                                                 hash: hexString(try Self.wrapErrors { try SHA256Digest.hash(file) }))
             merge.report.filesWritten = 1
+            if try snapshotDue(paths: paths) {
+                let snapshot = try Self.wrapErrors { try makeSnapshot(merge.state, index: index) }
+                let covered = merge.state.heads.values.reduce(0) { $0 + Int(clamping: $1.sequence) }
+                let path = SyncLayout.snapshotPath(device: merge.me, sequence: header.sequence, covered: covered)
+                newFiles[path] = try Self.wrapErrors {
+                    try SyncLogFile.seal(Array(try encoder.encode(snapshot)), header: SyncLogHeader(
+                        device: header.device, sequence: header.sequence, previousHash: try SHA256Digest.hash(file)),
+                                         logKey: logKey)
+                }
+            }
         }
         if dryRun {
             context.rollback()
@@ -271,6 +290,58 @@ extension Vault {
                 "Sent this machine's new master password (its key slot): the others use it after their next sync.")
         }
         return KeySlotRecord(slot: mine, dataKeyCheck: Data(check).base64EncodedString(), clock: clock)
+    }
+
+    // MARK: - Snapshots
+
+    /// Makes a snapshot every `files` log files instead of every 100, so tests see one.
+    public static func setSnapshotIntervalForTesting(_ files: Int) {
+        SyncLayout.snapshotInterval = max(1, files)
+    }
+
+    /// Every ``SyncLayout/snapshotInterval`` log files a device that writes one also writes a
+    /// snapshot, so that a clone does not replay years of history.
+    func snapshotDue(paths: Set<String>) throws -> Bool {
+        let logs = paths.filter { $0.hasPrefix(SyncLayout.logFolder) }.count + 1
+        let covered = paths.compactMap(SyncLayout.parseSnapshotPath).map(\.covered).max() ?? 0
+        return logs - covered >= SyncLayout.snapshotInterval
+    }
+
+    /// Everything the vault holds, with the clocks and heads it stands at.
+    func makeSnapshot(_ state: SyncState, index: SyncIndex) throws -> SyncSnapshot {
+        let complete = index.objects.isEmpty ? try SyncIndex(context: context) : index
+        var items: [SyncChange] = []
+        for (id, object) in complete.objects.sorted(by: { $0.key < $1.key }) where !object.isDeleted {
+            try context.decodeValues(of: object)
+            let entity = object.entity.name
+            var fields: [String: SyncFieldValue] = [:]
+            for field in Self.syncedFields[entity, default: []] {
+                guard let clock = state.fields[id]?[field.key] else { continue }
+                fields[field.key] = SyncFieldValue(clock: clock, value: try syncValue(of: object, field.key, field.kind))
+            }
+            let history = (object as? PasswordEntry).map(historyInfo)
+            items.append(SyncChange(entity: entity, id: id, kind: .put, fields: fields,
+                                    history: history?.isEmpty == false ? history : nil))
+        }
+        return SyncSnapshot(deviceName: state.deviceName, heads: state.heads, deleted: state.deleted, items: items,
+                            device: state.device)
+    }
+
+    /// The snapshot covering the most log files, opened and checked; nil when there is none.
+    func latestSnapshot(paths: Set<String>, store: SyncRemote, logKey: SecretBytes) throws -> SyncSnapshot? {
+        guard let best = paths.compactMap({ path in SyncLayout.parseSnapshotPath(path).map { (path, $0) } })
+            .max(by: { $0.1.covered < $1.1.covered }) else { return nil }
+        let refuse = VaultError(.invalidData, "the sync remote was tampered with: \(best.0) was changed or forged; "
+                                    + "nothing was applied", hint: "restore the remote from a backup")
+        guard let bytes = try store.read([best.0])[best.0],
+              let (header, plaintext) = try? SyncLogFile.open(bytes, logKey: logKey),
+              hexString(header.device) == best.1.device, header.sequence == best.1.sequence,
+              let snapshot = try? JSONDecoder().decode(SyncSnapshot.self, from: Data(plaintext)),
+              snapshot.device == best.1.device, snapshot.heads[best.1.device]?.sequence == best.1.sequence,
+              snapshot.heads.values.reduce(0, { $0 + Int(clamping: $1.sequence) }) == best.1.covered,
+              snapshot.heads[best.1.device]?.hash == hexString(header.previousHash)
+        else { throw refuse }
+        return snapshot
     }
 
     // MARK: - Clone

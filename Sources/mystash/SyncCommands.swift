@@ -3,6 +3,15 @@ import Foundation
 import MyStashKit
 import StashCrypto
 
+/// A debug build takes a smaller snapshot interval from the tests; a release build never.
+func applySnapshotIntervalForTesting() {
+    #if DEBUG
+    if let text = ProcessInfo.processInfo.environment["MYSTASH_TEST_SNAPSHOT_INTERVAL"], let files = Int(text) {
+        Vault.setSnapshotIntervalForTesting(files)
+    }
+    #endif
+}
+
 struct Sync: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Send this vault's changes to its remote and merge the other machines' changes.",
@@ -28,6 +37,7 @@ struct Sync: ParsableCommand {
 
     func run() throws {
         try reportingErrors {
+            applySnapshotIntervalForTesting()
             let vault = try options.openUnlockedVault()
             let report = try vault.sync(remote: remote, deviceName: deviceName, dryRun: dryRun)
             if json { return try Output.json(report) }

@@ -263,6 +263,40 @@ final class SyncTests: CLITestCase {
                        "p@ss w0rd é\n")
     }
 
+    func testACloneStartsFromTheLatestSnapshotAndReadsOnlyTheFilesAfterIt() throws {
+        let every = ["MYSTASH_TEST_SNAPSHOT_INTERVAL": "3"]
+        try okA(["init", "--kdf-cost", "10"])
+        for index in 1...4 {
+            try okA(["password", "add", "E\(index)"], stdin: "p\(index)")
+            try okA(["sync"] + (index == 1 ? ["--remote", remote.path] : []), environment: every)
+        }
+        try okA(["password", "remove", "E2", "--force"])
+        try okA(["password", "edit", "E3", "--user", "late"])
+        try okA(["sync"], environment: every)
+        let files = try git(["--git-dir", remote.path, "ls-tree", "-r", "--name-only", "main"])
+        let snapshots = files.split(separator: "\n").filter { $0.hasPrefix("snapshots/") }
+        XCTAssertEqual(snapshots.count, 1, files)
+        // Five log files; the snapshot came with the third: the clone reads the two after it.
+        let clone = try okB(["clone", remote.path])
+        XCTAssertTrue(clone.stderr.hasSuffix("(3 items from 2 log files).\n"), clone.stderr)
+        XCTAssertEqual(try entryNames(onB), ["E1", "E3", "E4"])
+        XCTAssertTrue(try okB(["password", "show", "E3"]).stdout.contains("late"))
+        XCTAssertEqual(try okB(["password", "show", "E1", "--field", "password"]).stdout, "p1\n")
+
+        // A snapshot changed on the remote is refused and leaves no vault.
+        try alterRemote { work in
+            let url = work.appendingPathComponent(String(snapshots[0]))
+            var bytes = try Data(contentsOf: url)
+            bytes[bytes.count - 1] ^= 1
+            try bytes.write(to: url)
+        }
+        let third = home.appendingPathComponent("third")
+        let refused = try onA(["clone", remote.path, "--vault", third.path])
+        XCTAssertEqual(refused.status, 65, refused.stderr)
+        XCTAssertTrue(refused.stderr.contains("\(snapshots[0]) was changed or forged"), refused.stderr)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: third.path))
+    }
+
     // MARK: - An untrusted remote
 
     func testChangedDroppedReplayedAndRolledBackLogFilesAreRefused() throws {
