@@ -317,7 +317,8 @@ extension Vault {
             var fields: [String: SyncFieldValue] = [:]
             for field in Self.syncedFields[entity, default: []] {
                 guard let clock = state.fields[id]?[field.key] else { continue }
-                fields[field.key] = SyncFieldValue(clock: clock, value: try syncValue(of: object, field.key, field.kind))
+                let value = try syncValue(of: object, field.key, field.kind)
+                fields[field.key] = SyncFieldValue(clock: clock, value: value)
             }
             let history = (object as? PasswordEntry).map(historyInfo)
             items.append(SyncChange(entity: entity, id: id, kind: .put, fields: fields,
