@@ -320,6 +320,8 @@ extension Vault {
                 let value = try syncValue(of: object, field.key, field.kind)
                 fields[field.key] = SyncFieldValue(clock: clock, value: value)
             }
+            // An item no sync ever carried (a seed category as seeded) is in every vault already.
+            guard !fields.isEmpty else { continue }
             let history = (object as? PasswordEntry).map(historyInfo)
             items.append(SyncChange(entity: entity, id: id, kind: .put, fields: fields,
                                     history: history?.isEmpty == false ? history : nil))
