@@ -530,6 +530,50 @@ final class SyncTests: CLITestCase {
         XCTAssertGreaterThan(killed, 10, "the sweep killed mystash \(killed) times in \(injections) runs")
     }
 
+    func testSIGKILLDuringACloneLeavesNoVaultOrACompleteOneAndARerunFinishes() throws {
+        let strace = "/usr/bin/strace"
+        guard FileManager.default.isExecutableFile(atPath: strace) else { throw XCTSkip("strace is not installed") }
+        try setUpTwoMachines()
+        try okB(["password", "add", "FromB"], stdin: "b")
+        try okB(["sync"])
+        let expected = try entryNames(onB)
+        let target = homeB.appendingPathComponent("clone")
+        var killed = 0
+        for (syscall, every) in [("rename", 1), ("pwrite64", 15), ("fdatasync", 4)] {
+            var call = 1
+            while true {
+                try? FileManager.default.removeItem(at: target)
+                let traced = process([])
+                traced.environment?["HOME"] = homeB.path
+                traced.executableURL = URL(fileURLWithPath: strace)
+                traced.arguments = ["-qq", "-o", "/dev/null", "-e", "trace=\(syscall)",
+                                    "-e", "inject=\(syscall):signal=KILL:when=\(call)", Self.binary.path,
+                                    "clone", remote.path, "--vault", target.path]
+                let result = try execute(traced, stdin: nil)
+                let label = "\(syscall) #\(call)"
+                if FileManager.default.fileExists(atPath: target.path) {
+                    // Complete, or not there at all.
+                    XCTAssertTrue(try okB(["check", "--vault", target.path]).stderr.contains("All is well"), label)
+                    XCTAssertEqual(try entryNames { arguments, input, environment in
+                        try self.onB(arguments + ["--vault", target.path], stdin: input, environment: environment)
+                    }, expected, label)
+                }
+                guard traced.terminationReason == .uncaughtSignal, result.status == SIGKILL else {
+                    XCTAssertEqual(result.status, 0, "\(label): \(result.stderr)")
+                    break
+                }
+                killed += 1
+                // A rerun finishes (what the killed clone left beside it is cleared).
+                try? FileManager.default.removeItem(at: target)
+                try okB(["clone", remote.path, "--vault", target.path])
+                call += every
+            }
+        }
+        XCTAssertGreaterThan(killed, 5)
+        let leftovers = try FileManager.default.contentsOfDirectory(atPath: homeB.path).filter { $0.hasPrefix(".clone.") }
+        XCTAssertEqual(leftovers, [], "a killed clone left its build behind")
+    }
+
     // MARK: - A plain folder, and what is refused
 
     func testAFolderKeptInStepByAnotherProgramWorksAsARemote() throws {
