@@ -197,6 +197,8 @@ extension Vault {
         }
         var received: [String: SyncReport.Item] = [:]
         var receivedOrder: [String] = []
+        // Items whose name came or changed: only they can clash (names are read only then).
+        var named = Set<String>()
         func note(_ id: String, _ item: SyncReport.Item, field: String? = nil) {
             if received[id] == nil { receivedOrder.append(id) }
             var entry = received[id] ?? item
@@ -219,6 +221,7 @@ extension Vault {
             let object = context.insertNewObject(forEntityName: change.entity)
             object[SyncKeys.uuid] = uuid
             index.objects[change.id] = object
+            named.insert(change.id)
             merge.state.deleted[change.id] = nil
             if !item.own {
                 note(change.id, .init(kind: Self.syncNoun(change.entity), name: "", action: "added", device: item.from))
@@ -273,6 +276,7 @@ extension Vault {
             }
             if pending != nil { merge.outgoing[incoming.id]?.fields?[incoming.key] = nil }
             if current != incoming.value.value {
+                if incoming.key == "name" { named.insert(incoming.id) }
                 try setSyncValue(incoming.value.value, of: object, incoming.key, kind, index: index)
                 if !incoming.own {
                     note(incoming.id, .init(kind: noun, name: "", action: "changed", device: incoming.from),
@@ -330,7 +334,7 @@ extension Vault {
             if let clock = change.clock { merge.state.deleted[change.id] = clock }
         }
 
-        try resolveNameClashes(touched: Set(received.keys), into: &merge, index: index)
+        try resolveNameClashes(touched: named, into: &merge, index: index)
         for id in receivedOrder {
             guard var item = received[id] else { continue }
             if item.name.isEmpty, let object = index.objects[id] { item.name = displayName(object) }

@@ -103,6 +103,9 @@ struct Clone: ParsableCommand {
     }
 }
 
+/// Items a sync report lists by name before it counts the rest.
+let syncReportLines = 50
+
 /// A sync report as people read it: what was sent, received and resolved, one line each.
 func printSyncReport(_ report: SyncReport) {
     func plural(_ count: Int, _ noun: String) -> String { "\(count) \(noun)\(count == 1 ? "" : "s")" }
@@ -117,14 +120,21 @@ func printSyncReport(_ report: SyncReport) {
     if report.sent.isEmpty && report.received.isEmpty && report.conflicts.isEmpty {
         Output.line("Nothing to send or receive: in step with \(Output.safe(report.remote)).")
     }
+    // A first sync of a large vault sends every item: the list is cut, --json has it all.
+    func list(_ items: [SyncReport.Item]) {
+        items.prefix(syncReportLines).forEach { Output.line(describe($0)) }
+        if items.count > syncReportLines {
+            Output.line("  ... and \(items.count - syncReportLines) more (--json lists them all)")
+        }
+    }
     if !report.sent.isEmpty {
         Output.line("\(report.dryRun ? "Would send" : "Sent") \(plural(report.sent.count, "change")) to "
                     + "\(Output.safe(report.remote)):")
-        report.sent.forEach { Output.line(describe($0)) }
+        list(report.sent)
     }
     if !report.received.isEmpty {
         Output.line("\(report.dryRun ? "Would receive" : "Received") \(plural(report.received.count, "change")):")
-        report.received.forEach { Output.line(describe($0)) }
+        list(report.received)
     }
     if !report.conflicts.isEmpty {
         Output.line("\(would.isEmpty ? "Resolved" : "Would resolve") \(plural(report.conflicts.count, "conflict")):")
