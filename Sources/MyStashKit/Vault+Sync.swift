@@ -84,8 +84,10 @@ extension Vault {
         switch kind {
         case .text: object[key] = value
         case .bool: object[key] = value == "1"
-        case .date: object[key] = value.flatMap(Double.init).map { Date(timeIntervalSinceReferenceDate: $0) }
-        case .category: object[key] = value.flatMap { index.objects[$0] }
+        case .date:
+            let seconds = value.flatMap(Double.init).flatMap { $0.isFinite ? $0 : nil }
+            object[key] = seconds.map { Date(timeIntervalSinceReferenceDate: $0) }
+        case .category: object[key] = value.flatMap { index.objects[$0] as? Category }
         case .fields:
             guard let entry = object as? PasswordEntry else { return }
             var changes = EntryChanges()

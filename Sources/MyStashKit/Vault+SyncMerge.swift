@@ -191,8 +191,14 @@ extension Vault {
             var own: Bool
         }
         let incoming = files.flatMap { file in
-            file.payload.changes.map {
-                Incoming(change: $0, from: file.payload.deviceName, own: file.device == merge.me)
+            file.payload.changes.compactMap { change -> Incoming? in
+                // One spelling of each identity, and only the entities sync knows.
+                guard let uuid = UUID(uuidString: change.id), Self.syncedFields[change.entity] != nil else {
+                    return nil
+                }
+                var change = change
+                change.id = uuid.uuidString
+                return Incoming(change: change, from: file.payload.deviceName, own: file.device == merge.me)
             }
         }
         var received: [String: SyncReport.Item] = [:]
@@ -239,7 +245,7 @@ extension Vault {
         var ownValues = Set<String>()
         for incoming in values {
             merge.observe(incoming.value.clock)
-            guard let object = index.objects[incoming.id], !object.isDeleted,
+            guard let object = index.objects[incoming.id], !object.isDeleted, object.entity.name == incoming.entity,
                   let kind = Self.syncedFields[incoming.entity]?.first(where: { $0.key == incoming.key })?.kind
             else { continue }
             if incoming.own { ownValues.insert("\(incoming.id)|\(incoming.key)|\(incoming.value.clock)") }
@@ -306,8 +312,8 @@ extension Vault {
         for item in incoming where item.change.kind == .delete {
             let change = item.change
             if let clock = change.clock { merge.observe(clock) }
-            guard let object = index.objects[change.id], !object.isDeleted else {
-                if let clock = change.clock { merge.state.deleted[change.id] = clock }
+            guard let object = index.objects[change.id], !object.isDeleted, object.entity.name == change.entity else {
+                if let clock = change.clock, index.objects[change.id] == nil { merge.state.deleted[change.id] = clock }
                 continue
             }
             let pendingClocks = (merge.outgoing[change.id]?.fields ?? [:]).values.map(\.clock)
