@@ -27,9 +27,7 @@ extension Vault {
     ///   for a remote that was tampered with, rolled back, or holds another vault (nothing is
     ///   applied); `.busy` when the remote cannot be reached or keeps moving.
     public func sync(remote: String? = nil, deviceName: String? = nil, dryRun: Bool = false) throws -> SyncReport {
-        try awaitVerification()
         guard transformer.dataKey != nil else { throw VaultError(.wrongPassword, "the vault is locked") }
-        if !dryRun { try ensureStoreConstraints() }
         var retries = 0
         while true {
             do {
@@ -79,6 +77,10 @@ extension Vault {
         }
         let store = try makeSyncRemote(location, cache: directory.appendingPathComponent(Self.syncCacheName))
         let paths = try store.fetch()
+        // The remote was fetched while an unlock with concurrent verification checked the
+        // vault: nothing of the vault is used before that check has passed.
+        try awaitVerification()
+        if !dryRun { try ensureStoreConstraints() }
         var report = SyncReport(remote: location, dryRun: dryRun)
         var newFiles: [String: [UInt8]] = [:]
         if paths.isEmpty {

@@ -38,7 +38,8 @@ struct Sync: ParsableCommand {
     func run() throws {
         try reportingErrors {
             applySnapshotIntervalForTesting()
-            let vault = try options.openUnlockedVault()
+            // The remote is fetched while the vault is checked (sync waits for the check).
+            let vault = try options.openUnlockedVault(verification: .concurrent)
             let report = try vault.sync(remote: remote, deviceName: deviceName, dryRun: dryRun)
             if json { return try Output.json(report) }
             printSyncReport(report)
