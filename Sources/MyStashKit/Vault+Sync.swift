@@ -154,14 +154,6 @@ extension Vault {
         }
         _ = try? context.deleteHistory(before: last)
     }
-
-    /// Whether this vault syncs: without sync, history is kept for nothing and dropped.
-    func isSynced() throws -> Bool {
-        if let syncConfigured { return syncConfigured }
-        let synced = try context.count(for: FetchRequest<SyncStateRow>()) > 0
-        syncConfigured = synced
-        return synced
-    }
 }
 
 /// The vault's notes, entries and categories by sync identity.

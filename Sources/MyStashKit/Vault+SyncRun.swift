@@ -80,7 +80,11 @@ extension Vault {
         // The remote was fetched while an unlock with concurrent verification checked the
         // vault: nothing of the vault is used before that check has passed.
         try awaitVerification()
-        if !dryRun { try ensureStoreConstraints() }
+        if !dryRun {
+            try ensureStoreConstraints()
+            // From the first sync on, every save is recorded for the next one.
+            for store in [notesStore, passwordsStore] { store.setTracksHistory(true) }
+        }
         var report = SyncReport(remote: location, dryRun: dryRun)
         var newFiles: [String: [UInt8]] = [:]
         if paths.isEmpty {
@@ -130,7 +134,7 @@ extension Vault {
         try Self.wrapErrors {
             try mergeReceived((snapshotFile.map { [$0] } ?? []) + log.files, into: &merge, index: index)
         }
-        let slotRecord = try keySlotChanges(log.files, dataKey: dataKey, merge: &merge)
+        let slotRecord = try keySlotChanges(log.files, dataKey: dataKey, adopting: !dryRun, merge: &merge)
         let changes = try Self.wrapErrors { try settleOutgoing(&merge, index: index) }
         merge.state.heads = log.heads
         if !changes.isEmpty || slotRecord != nil {
@@ -170,7 +174,6 @@ extension Vault {
             guard try store.publish(newFiles) else { throw PushRejected() }
         }
         try storeSyncState(merge.state, key: syncKey, in: loaded?.row)
-        syncConfigured = true
         guard context.hasChanges else { return merge.report }
         try saveSyncChanges()
         pruneSyncedHistory(upTo: merge.state.token)
@@ -253,7 +256,7 @@ extension Vault {
     /// Publishes this machine's key slot when its master password changed, and adopts one
     /// published elsewhere when it wraps the same data key (a `passwd` there: the new
     /// password opens this vault from now on); a rekey elsewhere is reported.
-    func keySlotChanges(_ files: [(device: String, payload: SyncPayload)], dataKey: SecretBytes,
+    func keySlotChanges(_ files: [(device: String, payload: SyncPayload)], dataKey: SecretBytes, adopting: Bool,
                         merge: inout SyncMerge) throws -> KeySlotRecord? {
         let check = try Self.wrapErrors { try SyncKey.dataKeyCheck(dataKey: dataKey) }
         var names: [String: String] = [:]
@@ -267,10 +270,10 @@ extension Vault {
             if Data(base64Encoded: record.dataKeyCheck).map(Array.init) == check,
                let bytes = Data(base64Encoded: record.slot), let slot = try? KeySlot(serialized: Array(bytes)) {
                 if slot.slotIdentifier != keySlot.slotIdentifier {
-                    for store in [notesStore, passwordsStore] {
+                    for store in [notesStore, passwordsStore] where adopting {
                         coordinator.setMetadata(bytes, forKey: Self.keySlotKey, in: store)
                     }
-                    keySlot = slot
+                    if adopting { keySlot = slot } else { return nil }
                     merge.report.notices.append(
                         "The master password was changed on \(from): use the new one here from now on.")
                 }

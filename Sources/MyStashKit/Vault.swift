@@ -36,8 +36,6 @@ public final class Vault {
     var pendingVerification: PendingVerification?
     /// Whether this process has seen the vault's integrity record (checked or made it).
     var integrityRecordSeen = false
-    /// Whether the vault syncs (has sync state), once this process has looked.
-    var syncConfigured: Bool?
 
     /// `$XDG_DATA_HOME/mystash`, else `~/.local/share/mystash`.
     public static func defaultDirectory(environment: [String: String] = ProcessInfo.processInfo.environment) -> URL {
@@ -110,6 +108,11 @@ public final class Vault {
             creating
             ? UUID().uuidString
             : (passwordsStore.metadata[Self.vaultIdentifierKey] as? String ?? passwordsStore.identifier)
+        // History is what sync reads: a vault that never synced records none.
+        let synced = !creating && ((try? context.count(for: FetchRequest<SyncStateRow>())) ?? 0) > 0
+        if !synced {
+            for store in [notesStore, passwordsStore] { store.setTracksHistory(false) }
+        }
     }
 
     /// The stores this open migrated to the current model version, each with the versions it
@@ -278,8 +281,6 @@ public final class Vault {
             try ensureStoreConstraints()
             let result = try body()
             try context.save()
-            // History is what sync reads; a vault that never synced needs none of it.
-            if (try? isSynced()) == false { _ = try? context.deleteHistory(before: nil) }
             return result
         } catch {
             context.rollback()
