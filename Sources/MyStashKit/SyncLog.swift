@@ -179,6 +179,8 @@ struct SyncState: Codable {
     /// The key slot this device published or adopted last, base64, with its clock.
     var keySlot: String?
     var keySlotClock: HybridClock?
+    /// The other devices' names, as their files last gave them.
+    var deviceNames: [String: String]?
 
     /// The latest clock of any field of an item.
     func latestClock(of id: String) -> HybridClock? { fields[id]?.values.max() }

@@ -9,8 +9,6 @@ struct SyncMerge {
     var report: SyncReport
     /// Changes to send, by item identity.
     var outgoing: [String: SyncChange] = [:]
-    /// Items renamed, copied or revived here: sent as they are after the merge.
-    var resolved: Set<String> = []
 
     var me: String { state.device }
 
@@ -180,8 +178,9 @@ extension Vault {
     /// keeps it in its password history and a note text becomes a copy named for this device.
     func mergeReceived(_ files: [(device: String, payload: SyncPayload)], into merge: inout SyncMerge,
                        index: SyncIndex) throws {
-        var names: [String: String] = [:]
-        for file in files { names[file.device] = file.payload.deviceName }
+        var names = merge.state.deviceNames ?? [:]
+        for file in files where file.device != merge.me { names[file.device] = file.payload.deviceName }
+        merge.state.deviceNames = names.isEmpty ? nil : names
         names[merge.me] = merge.state.deviceName
         func deviceName(_ clock: HybridClock) -> String { names[clock.device] ?? "another machine" }
 
@@ -269,7 +268,6 @@ extension Vault {
                 if local.device == merge.me, let lost = current {
                     if let entry = object as? PasswordEntry, incoming.key == "password" {
                         mergeHistory([HistoryInfo(password: lost, replacedAt: incoming.value.clock.date)], into: entry)
-                        merge.resolved.insert(incoming.id)
                         try addPut(object, keys: [:], history: true, into: &merge)
                         resolution += "; this machine's password is in the entry's history"
                     } else if object is Note, incoming.key == "text" {
@@ -366,7 +364,6 @@ extension Vault {
         for field in Self.syncedFields[object.entity.name, default: []] {
             keys[field.key] = merge.state.fields[id]?[field.key] ?? merge.tick()
         }
-        merge.resolved.insert(id)
         try addPut(object, keys: keys, history: true, kind: .revive, into: &merge)
     }
 
@@ -414,7 +411,6 @@ extension Vault {
                     } while taken.contains(name.lowercased())
                     taken.insert(name.lowercased())
                     object["name"] = name
-                    merge.resolved.insert(id)
                     try addPut(object, keys: ["name": merge.tick()], history: false, into: &merge)
                     merge.report.conflicts.append(.init(kind: Self.syncNoun(entity), name: old, field: "name",
                                                         resolution: "another \(Self.syncNoun(entity)) has this name; "
