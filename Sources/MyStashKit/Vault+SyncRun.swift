@@ -43,6 +43,8 @@ extension Vault {
                                  hint: "run sync again")
             } catch {
                 context.rollback()
+                // The integrity check's verdict first: a damaged row may be tampering it names.
+                try awaitVerification()
                 throw VaultError.wrapping(error)
             }
         }

@@ -361,6 +361,19 @@ final class SyncTests: CLITestCase {
         XCTAssertTrue(rolledBack.stderr.contains("\(files[2]) is gone: the remote was rolled back"), rolledBack.stderr)
     }
 
+    func testAVaultChangedOutsideMystashSendsNothing() throws {
+        try setUpTwoMachines()
+        try okA(["password", "add", "Pending"], stdin: "p")
+        let before = try remoteHead()
+        let passwords = vaultDirectory.appendingPathComponent("Passwords.sqlite")
+        XCTAssertEqual(try sqlite(passwords, "UPDATE ZCATEGORY SET ZNAME = 'Renamed behind its back' "
+                                    + "WHERE ZNAME = 'Banking'").status, 0)
+        let refused = try onA(["sync"])
+        XCTAssertEqual(refused.status, 65, refused.stderr)
+        XCTAssertTrue(refused.stderr.contains("changed outside mystash"), refused.stderr)
+        XCTAssertEqual(try remoteHead(), before, "a tampered vault was sent")
+    }
+
     // MARK: - Master password
 
     func testPasswdElsewhereIsAdoptedAndRekeyElsewhereStillReads() throws {
