@@ -3,8 +3,10 @@ import StashCrypto
 
 /// The system clipboard through wl-copy (Wayland), xclip or xsel (X11), else OSC 52 on the
 /// terminal. A copied secret is cleared by a detached helper after a while, but only if the
-/// clipboard still holds it (the person may have copied something else since).
-/// Values go to the tools on stdin, never as arguments; the helper gets only a digest.
+/// clipboard still holds it (the person may have copied something else since); what the
+/// clipboard held before the copy is put back then, as pass does. Values go to the tools on
+/// stdin, never as arguments; the helper gets only a digest of the secret (and, on its stdin,
+/// the earlier contents).
 public enum Clipboard {
     /// Seconds a copied secret stays on the clipboard unless the caller says otherwise.
     public static let defaultClearSeconds = 45
@@ -59,13 +61,16 @@ public enum Clipboard {
             try copyThroughTerminal(value)
             return .terminal
         }
+        // What to put back when the copy is cleared: read before it is replaced.
+        let earlier = seconds > 0 ? contents() : nil
         guard ChildProcess.run(tool.copy, input: Data(value.utf8)) != nil else {
             throw VaultError(.unexpected, "'\(tool.name)' could not copy to the clipboard")
         }
         waitUntilClipboardHolds(value)
         guard seconds > 0 else { return .tool(tool.name, clearsAfter: nil) }
         let seconds = min(seconds, maximumClearSeconds)
-        try startDetached(clearHelper, input: "\(seconds) \(try digest(value))\n")
+        let restore = earlier.flatMap { $0.isEmpty || $0 == value ? nil : Data($0.utf8).base64EncodedString() }
+        try startDetached(clearHelper, input: "\(seconds) \(try digest(value))\n" + (restore.map { $0 + "\n" } ?? ""))
         return .tool(tool.name, clearsAfter: seconds)
     }
 
@@ -82,32 +87,42 @@ public enum Clipboard {
         return String(decoding: data, as: UTF8.self)
     }
 
-    /// Empties the clipboard if it still holds the value whose digest is `expected`.
-    /// Returns whether it did.
+    /// Empties the clipboard if it still holds the value whose digest is `expected`, or puts
+    /// `earlier` back in it. Returns whether it did.
     @discardableResult
-    public static func clear(ifDigest expected: String) -> Bool {
+    public static func clear(ifDigest expected: String, restoring earlier: String? = nil) -> Bool {
         // What cannot be hashed cannot be known to be ours: it is left alone, as another value is.
         guard let tool = tool(), let current = contents(), let digest = try? digest(current),
             ConstantTime.equal(Array(digest.utf8), Array(expected.utf8))
         else { return false }
+        if let earlier, !earlier.isEmpty {
+            guard ChildProcess.run(tool.copy, input: Data(earlier.utf8)) != nil else { return false }
+            waitUntilClipboardHolds(earlier)
+            return true
+        }
         guard ChildProcess.run(tool.clear) != nil else { return false }
         // The secret is gone when this returns, not some moments later.
         waitUntilClipboardHolds("")
         return true
     }
 
-    /// The helper's work: reads `SECONDS DIGEST` from `input`, waits, then clears the
-    /// clipboard if it still holds that value. Returns false on input it cannot read.
+    /// The helper's work: reads `SECONDS DIGEST` from the first line of `input` and the earlier
+    /// contents (base64) from an optional second, waits, then, if the clipboard still holds the
+    /// value, puts the earlier contents back or clears it. Returns false on input it cannot read.
     @discardableResult
     public static func runClearHelper(input: FileHandle = .standardInput) -> Bool {
-        let line = String(decoding: input.readDataToEndOfFile(), as: UTF8.self).trimmingCharacters(
-            in: .whitespacesAndNewlines)
-        let parts = line.split(separator: " ")
+        let lines = String(decoding: input.readDataToEndOfFile(), as: UTF8.self).split(separator: "\n")
+        let parts = lines.first?.trimmingCharacters(in: .whitespaces).split(separator: " ") ?? []
         guard parts.count == 2, let seconds = Int(parts[0]), (0...maximumClearSeconds).contains(seconds),
-            parts[1].count == 64
+            parts[1].count == 64, lines.count <= 2
         else { return false }
+        var earlier: String?
+        if lines.count == 2 {
+            guard let data = Data(base64Encoded: String(lines[1])) else { return false }
+            earlier = String(decoding: data, as: UTF8.self)
+        }
         Thread.sleep(forTimeInterval: TimeInterval(seconds))
-        clear(ifDigest: String(parts[1]))
+        clear(ifDigest: String(parts[1]), restoring: earlier)
         return true
     }
 

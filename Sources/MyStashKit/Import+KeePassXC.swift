@@ -57,22 +57,12 @@ enum KeePassXCReader {
         return (inside.isEmpty ? nil : inside.joined(separator: "/"), inside.first == "Recycle Bin")
     }
 
-    /// A TOTP value: an otpauth URI or KeePass's legacy `key=...&step=...&size=...` form; one
-    /// that cannot be used is kept as a hidden field and reported.
+    /// A TOTP column: an otpauth URI, base32, or KeeOTP's `key=...&step=...&size=...` form
+    /// (``TOTPForms``); one that cannot be used is kept as a hidden field and reported.
     static func addTOTP(_ value: String?, to entry: inout ExportDocument.Entry, source: inout ImportSource) {
-        guard var totp = value, !totp.isEmpty else { return }
-        if totp.hasPrefix("key=") {
-            var parts: [String: String] = [:]
-            for pair in totp.split(separator: "&") {
-                let halves = pair.split(separator: "=", maxSplits: 1).map(String.init)
-                if halves.count == 2 { parts[halves[0]] = halves[1] }
-            }
-            totp =
-                "otpauth://totp/x?secret=\(parts["key"] ?? "")"
-                + "&period=\(parts["step"] ?? "30")&digits=\(parts["size"] ?? "6")"
-        }
-        if (try? TOTP(parsing: totp)) != nil {
-            entry.totp = totp
+        guard let value, !value.isEmpty else { return }
+        if let uri = try? TOTPForms.uri(value, label: entry.name) {
+            entry.totp = uri
         } else {
             entry.fields = (entry.fields ?? []) + [FieldInfo(name: "TOTP", value: value, hidden: true)]
             source.warnings.append(
@@ -119,8 +109,16 @@ enum KeePassXCReader {
                 }
                 entry.category = path.isEmpty ? nil : path.joined(separator: "/")
                 let attributes = strings(element)
-                addTOTP(attributes["otp"]?.value, to: &entry, source: &source)
-                let standard: Set<String> = ["Title", "UserName", "Password", "URL", "Notes", "otp"]
+                var standard: Set<String> = ["Title", "UserName", "Password", "URL", "Notes"]
+                switch TOTPForms.find(in: attributes.mapValues(\.value), label: entry.name) {
+                case .secret(let uri)?:
+                    entry.totp = uri
+                    standard.formUnion(TOTPForms.attributeNames)
+                case .unusable(let reason)?:
+                    source.warnings.append(.init(kind: "entry", title: entry.name,
+                        reason: "its TOTP setting cannot be used (\(reason)); kept as custom fields"))
+                case nil: break
+                }
                 var fields = attributes.filter { !standard.contains($0.key) }.sorted { $0.key < $1.key }
                     .map { FieldInfo(name: $0.key, value: $0.value.value, hidden: $0.value.protected) }
                 if let tags = element.child("Tags")?.text, !tags.isEmpty {

@@ -2,8 +2,8 @@ import Foundation
 
 /// Reads a pass or gopass password store: every `*.gpg` file under the directory, decrypted
 /// by the user's `gpg` (agent, pinentry and GNUPGHOME as for pass itself). The first line is
-/// the password; `user:`/`login:`/`username:` and `url:` lines and an `otpauth://` line go to
-/// their fields; the rest becomes the notes; the folder path becomes the category.
+/// the password; `user:`/`login:`/`username:` and `url:` lines, an `otpauth://` line and
+/// gopass's `totp:` key go to their fields; the rest becomes the notes; the folder path becomes the category.
 enum PassStoreReader {
     static func read(_ directory: URL, replacingInvalidUTF8: Bool = false) throws -> ImportSource {
         var source = ImportSource()
@@ -83,8 +83,10 @@ enum PassStoreReader {
         while lines.count > 1, lines.last == "" { lines.removeLast() }
         var entry = ExportDocument.Entry(name: name, password: lines.first ?? "")
         var notes: [String] = []
-        for line in lines.dropFirst() {
+        for (number, line) in lines.enumerated().dropFirst() {
             let lowered = line.lowercased()
+            // gopass starts its key: value lines with a YAML document marker.
+            if number == 1 && line == "---" { continue }
             func value(after prefix: String) -> String? {
                 lowered.hasPrefix(prefix)
                     ? String(line.dropFirst(prefix.count)).trimmingCharacters(in: .whitespaces) : nil
@@ -97,6 +99,11 @@ enum PassStoreReader {
                 entry.url = url
             } else if entry.totp == nil, lowered.hasPrefix("otpauth://totp/"), (try? TOTP(parsing: line)) != nil {
                 entry.totp = line
+            } else if entry.totp == nil, let secret = value(after: "totp:"),
+                let uri = try? TOTPForms.uri(secret, label: name)
+            {
+                // gopass's key: base32 (any case, spaces allowed) or a URI.
+                entry.totp = uri
             } else {
                 notes.append(line)
             }

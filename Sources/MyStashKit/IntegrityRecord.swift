@@ -34,15 +34,33 @@ final class IntegrityRecord: StoreWriteObserver {
     let stores: [Store]
     /// The current model's version identifier.
     let model: String
+    /// The serialized key slot the data key came from: a record this key cannot verify while
+    /// the stores hold another slot was written under a key changed since, not tampered with.
+    var keySlot: Data
+    /// The generation of each store the last save wrote: found on disk after the save failed,
+    /// the save's commit took effect before the failure.
+    private(set) var lastWrittenGenerations: [String: Int64] = [:]
     private let key: HMAC.Key
 
-    init(dataKey: SecretBytes, stores: [Store], model: String) throws {
+    init(dataKey: SecretBytes, keySlot: KeySlot, stores: [Store], model: String) throws {
         self.stores = stores
         self.model = model
+        self.keySlot = Data(keySlot.serialized)
         key = try HMAC.Key(.sha256, bytes: try HKDF.sha256(key: dataKey, info: Self.keyInfo, length: 32).bytes)
     }
 
     private func store(_ identifier: String) -> Store? { stores.first { $0.identifier == identifier } }
+
+    /// The statements creating the record's tables, each table named through `qualified`.
+    static func tableDefinitions(_ qualified: (String) throws -> String) rethrows -> [String] {
+        [
+            "CREATE TABLE IF NOT EXISTS \(try qualified(tagTable)) (ZTABLE TEXT NOT NULL, ZPK INTEGER NOT NULL, "
+                + "ZTAG BLOB NOT NULL, PRIMARY KEY (ZTABLE, ZPK)) WITHOUT ROWID",
+            "CREATE TABLE IF NOT EXISTS \(try qualified(recordTable)) (ZID INTEGER PRIMARY KEY CHECK (ZID = 1), "
+                + "ZMODEL TEXT, ZGENERATION INTEGER, ZPEERGENERATION INTEGER, ZROWCOUNT INTEGER, ZTAGSUM BLOB, "
+                + "ZMAC BLOB)",
+        ]
+    }
 
     // MARK: - Tags
 
@@ -187,6 +205,8 @@ final class IntegrityRecord: StoreWriteObserver {
         let record = Record(
             model: model, generation: generation, peerGeneration: peer, rowCount: count, tagSum: Array(sum))
         guard ConstantTime.equal(try self.mac(of: record, store: store), Array(mac)) else {
+            let storedSlot = try? transaction.metadata(ofStore: store.identifier)[Vault.keySlotKey] as? Data
+            if let storedSlot, storedSlot != keySlot { throw KeyChangedElsewhere() }
             throw IntegrityFailure(
                 store: store.fileName, message: "its integrity record was altered or comes from another vault")
         }
@@ -212,6 +232,8 @@ final class IntegrityRecord: StoreWriteObserver {
     func rowsWillChange(_ rows: [StoredRowKey], in transaction: StoreTransaction) throws {
         for (identifier, keys) in Dictionary(grouping: rows, by: \.storeIdentifier) {
             guard let store = store(identifier), try hasRecord(store, in: transaction) else { continue }
+            // The record first: under a key another process replaced since, every tag differs.
+            _ = try record(of: store, in: transaction)
             var columnsByTable: [String: [String]] = [:]
             for row in keys {
                 let columns = try columnsByTable[row.table] ?? columns(of: row.table, store: store, in: transaction)
@@ -227,8 +249,13 @@ final class IntegrityRecord: StoreWriteObserver {
         }
     }
 
+    /// Checks, inside each save, that the stores' schema is still the one verified (a trigger
+    /// added meanwhile would change what the save wrote before its tags are computed).
+    var schemaCheck: ((StoreTransaction) throws -> Void)?
+
     /// Replaces the tags of written rows, then moves both stores' records one generation on.
     func rowsDidChange(_ rows: [StoredRowKey], in transaction: StoreTransaction) throws {
+        try schemaCheck?(transaction)
         var records: [String: Record] = [:]
         for store in stores {
             guard let record = try record(of: store, in: transaction) else { return }
@@ -276,6 +303,7 @@ final class IntegrityRecord: StoreWriteObserver {
     private func advanceGenerations(_ records: [String: Record], in transaction: StoreTransaction) throws {
         var next = records
         for store in stores { next[store.identifier]?.generation += 1 }
+        lastWrittenGenerations = next.mapValues(\.generation)
         for store in stores {
             guard let peer = stores.first(where: { $0.identifier != store.identifier }),
                 var record = next[store.identifier]
@@ -291,14 +319,10 @@ final class IntegrityRecord: StoreWriteObserver {
         var records: [String: Record] = [:]
         for store in stores {
             let tags = try transaction.qualified(Self.tagTable, storeIdentifier: store.identifier)
-            let recordTable = try transaction.qualified(Self.recordTable, storeIdentifier: store.identifier)
-            try transaction.execute(
-                "CREATE TABLE IF NOT EXISTS \(tags) (ZTABLE TEXT NOT NULL, ZPK INTEGER NOT NULL, ZTAG BLOB NOT NULL, "
-                    + "PRIMARY KEY (ZTABLE, ZPK)) WITHOUT ROWID")
-            try transaction.execute(
-                "CREATE TABLE IF NOT EXISTS \(recordTable) (ZID INTEGER PRIMARY KEY CHECK (ZID = 1), "
-                    + "ZMODEL TEXT, ZGENERATION INTEGER, "
-                    + "ZPEERGENERATION INTEGER, ZROWCOUNT INTEGER, ZTAGSUM BLOB, ZMAC BLOB)")
+            let definitions = try Self.tableDefinitions {
+                try transaction.qualified($0, storeIdentifier: store.identifier)
+            }
+            for statement in definitions { try transaction.execute(statement) }
             try transaction.execute("DELETE FROM \(tags)")
             // Generations go on from the old record's, if any, so older copies stay older. One this
             // record's key cannot verify (after a rekey it is under the old key) restarts at 0, a
@@ -336,6 +360,14 @@ final class IntegrityRecord: StoreWriteObserver {
         }
     }
 
+    /// Whether the stores hold the generations the last save wrote.
+    func holdsLastWrittenGenerations(in transaction: StoreTransaction) throws -> Bool {
+        guard !lastWrittenGenerations.isEmpty else { return false }
+        return try stores.allSatisfy {
+            try record(of: $0, in: transaction)?.generation == lastWrittenGenerations[$0.identifier]
+        }
+    }
+
     // MARK: - Verifying
 
     /// What differs between a row and its tag, in words; nil when they agree.
@@ -370,6 +402,8 @@ final class IntegrityRecord: StoreWriteObserver {
                 }
                 records[store.identifier] = record
                 problems += try verifyRows(of: store, against: record, in: transaction)
+                // Reads go through indexes the tags do not cover: each must hold exactly its table's rows.
+                problems += try transaction.indexProblems(storeIdentifier: store.identifier, storeName: store.fileName)
             } catch let failure as IntegrityFailure {
                 problems.append(failure.problem)
             }
@@ -447,6 +481,10 @@ final class IntegrityRecord: StoreWriteObserver {
         return problems
     }
 }
+
+/// The stores hold a key slot other than the one this process unlocked, and a record its key
+/// cannot verify: another process changed the vault's key (a rekey) since.
+struct KeyChangedElsewhere: Error {}
 
 /// Tampering found while writing: the save is refused and names the place.
 struct IntegrityFailure: Error {

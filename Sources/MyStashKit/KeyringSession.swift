@@ -49,6 +49,27 @@ public enum KeyringSession {
         return ms_keyring_revoke(serial) == 0
     }
 
+    /// How long the vault's session has left, as the kernel reports it in `/proc/keys`
+    /// (whole seconds, minutes, hours, days or weeks, rounded down); nil when there is no
+    /// session or the kernel does not say, `.infinity` for a session without a timeout.
+    public static func remainingLifetime(vaultIdentifier: String) -> TimeInterval? {
+        let serial = ms_keyring_search_user_key(keyName(vaultIdentifier))
+        guard serial > 0, let table = try? String(contentsOfFile: "/proc/keys", encoding: .utf8) else { return nil }
+        let wanted = String(format: "%08x", UInt32(bitPattern: serial))
+        for line in table.split(separator: "\n") {
+            let columns = line.split(separator: " ", omittingEmptySubsequences: true)
+            guard columns.count > 3, columns[0] == wanted else { continue }
+            let expiry = columns[3]
+            if expiry == "perm" { return .infinity }
+            let units: [Character: TimeInterval] = ["s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604_800]
+            guard let unit = expiry.last.flatMap({ units[$0] }), let value = TimeInterval(expiry.dropLast()) else {
+                return nil
+            }
+            return value * unit
+        }
+        return nil
+    }
+
     private static func unavailable(_ code: Int) -> VaultError {
         VaultError(.unexpected, "the kernel keyring is unavailable here (\(String(cString: strerror(Int32(code)))))",
                    hint: "commands will ask for the master password instead")

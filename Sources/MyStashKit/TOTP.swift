@@ -39,7 +39,10 @@ public struct TOTP: Equatable, Sendable {
             self.init(secret: try Self.base32Decode(trimmed))
             return
         }
-        guard let components = URLComponents(string: trimmed), components.host?.lowercased() == "totp" else {
+        // Some exports leave the spaces of a grouped secret (JBSWY3DP EHPK3PXP) in the URI unescaped.
+        let components = URLComponents(string: trimmed)
+            ?? URLComponents(string: trimmed.replacingOccurrences(of: " ", with: "%20"))
+        guard let components, components.host?.lowercased() == "totp" else {
             throw ParseError(description: "only otpauth://totp/ URIs are supported (not HOTP or other kinds)")
         }
         var values: [String: String] = [:]
@@ -56,6 +59,19 @@ public struct TOTP: Equatable, Sendable {
             throw ParseError(description: "period must be 1 to 86400 seconds")
         }
         self.init(secret: try Self.base32Decode(secretText), algorithm: algorithm, digits: digits, period: period)
+    }
+
+    /// `text` as it is stored: a usable URI with its spaces escaped, or bare base32 in capitals
+    /// without the spaces and hyphens people group it with (`jbsw y3dp` is `JBSWY3DP`).
+    ///
+    /// - throws: ``ParseError`` when `text` cannot be used.
+    public static func normalized(_ text: String) throws -> String {
+        let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        _ = try TOTP(parsing: trimmed)
+        guard trimmed.lowercased().hasPrefix("otpauth:") else {
+            return trimmed.uppercased().filter { !" -".contains($0) }
+        }
+        return trimmed.replacingOccurrences(of: " ", with: "%20")
     }
 
     /// The code for `date`.

@@ -9,6 +9,12 @@ extension Vault {
     /// Decrypts every field, verifies every relationship and both stores' metadata.
     public func check(progress: Progress? = nil) throws -> [CheckProblem] {
         var problems = Recovery.leftovers(in: directory).map { CheckProblem(store: $0.fileName, message: $0.reason) }
+        guard schemaProblems.isEmpty else {
+            // Rows read through a changed schema prove nothing, and a missing table fails every read.
+            return problems + schemaProblems + [
+                CheckProblem(store: "vault", message: "rows were not checked: the schema must be restored first")
+            ]
+        }
         for store in [notesStore, passwordsStore] {
             let name = store.url?.lastPathComponent ?? "store"
             if (store.metadata[Self.keySlotKey] as? Data).map({ Array($0) }) != keySlot.serialized {
@@ -19,19 +25,28 @@ extension Vault {
             }
         }
         problems += try Self.wrapErrors { try coordinator.checkIntegrity() }
-        // A sub-check that cannot run is reported, never counted as passed; the others still run.
-        do {
-            problems += try duplicateCategoryNames()
-        } catch let error as VaultError where error.kind == .invalidData {
-            problems.append(CheckProblem(store: Self.passwordsFileName, entity: Category.entityName,
-                                         message: "category names could not be compared: \(error.message)"))
+        // A sub-check that cannot run (a damaged file) is reported, never counted as passed; the others still run.
+        func gather(_ what: String, store: String, entity: String? = nil, _ check: () throws -> [CheckProblem]) throws {
+            do {
+                problems += try check()
+            } catch let error as VaultError where error.kind == .invalidData {
+                problems.append(CheckProblem(store: store, entity: entity,
+                                             message: "\(what) could not be checked: \(error.message)"))
+            }
         }
-        problems += try integrityProblems()
+        try gather("category names", store: Self.passwordsFileName, entity: Category.entityName) {
+            try duplicateCategoryNames()
+        }
+        try gather("the integrity record", store: "vault") { try integrityProblems() }
         let entities = [
             (Note.entityName, Self.notesFileName), (PasswordEntry.entityName, Self.passwordsFileName),
             (Category.entityName, Self.passwordsFileName),
         ]
-        let keys = try Self.wrapErrors { try entities.map { try context.primaryKeys(forEntityName: $0.0) } }
+        var keys: [[Int64]] = []
+        try gather("rows", store: "vault") {
+            keys = try Self.wrapErrors { try entities.map { try context.primaryKeys(forEntityName: $0.0) } }
+            return []
+        }
         let total = keys.map(\.count).reduce(0, +)
         var done = 0
         for ((entity, store), rows) in zip(entities, keys) {
@@ -46,7 +61,9 @@ extension Vault {
                 progress?.report(done, of: total)
             }
         }
-        return problems
+        // SQLite's check and the integrity record's both name a lying index.
+        var seen: Set<String> = []
+        return problems.filter { seen.insert($0.description).inserted }
     }
 
     /// What is wrong with a row that cannot be read, without the place the check names itself.

@@ -36,8 +36,10 @@ extension Vault {
         guard let dataKey = transformer.dataKey else { return }
         let record = try Self.wrapErrors {
             try IntegrityRecord(
-                dataKey: dataKey, stores: integrityStores, model: coordinator.managedObjectModel.versionIdentifier)
+                dataKey: dataKey, keySlot: keySlot, stores: integrityStores,
+                model: coordinator.managedObjectModel.versionIdentifier)
         }
+        record.schemaCheck = { [unowned self] in try recheckSchemaIfChanged($0) }
         integrity = record
         coordinator.writeObserver = record
         guard verification != .skipped else { return }
@@ -107,9 +109,30 @@ extension Vault {
     private func seedAfterUnlocking() throws {
         do {
             try seed()
+            try bindIntegrityRecordToKeySlot()
         } catch let error as VaultError where error.kind == .permission || error.kind == .cannotCreate {
             // A vault that cannot be written (read-only, disk full) is still read; a later open seeds it.
         }
+    }
+
+    /// Once a vault with an integrity record passed its check, writes the key slot that says
+    /// it has one (made when the master password unlocked it): removing the record is then
+    /// tampering, not a vault from before the record.
+    func bindIntegrityRecordToKeySlot() throws {
+        guard let slot = slotRequiringRecord, integrityRecordSeen else { return }
+        slotRequiringRecord = nil
+        do {
+            try changingKey {
+                for store in [notesStore, passwordsStore] {
+                    coordinator.setMetadata(Data(slot.serialized), forKey: Self.keySlotKey, in: store)
+                }
+                try coordinator.saveMetadata()
+            }
+        } catch let error as VaultError where error.kind == .busy {
+            return  // Another process changed the slot meanwhile; a later unlock binds the record.
+        }
+        keySlot = slot
+        integrity?.keySlot = Data(slot.serialized)
     }
 
     /// Differences between the stores and their integrity records; empty for a vault made
@@ -125,7 +148,7 @@ extension Vault {
     /// a record it has seen cannot go missing, that is no vault from before the record.
     func problems(found: [CheckProblem]?) -> [CheckProblem] {
         guard let found else {
-            guard integrityRecordSeen else { return [] }
+            guard integrityRecordSeen || keySlot.requiresIntegrityRecord else { return [] }
             return integrityStores.map {
                 CheckProblem(store: $0.fileName, message: "its integrity record was removed outside mystash")
             }
@@ -175,6 +198,7 @@ extension Vault {
             }
             integrityRecordSeen = true
         }
+        try bindIntegrityRecordToKeySlot()
     }
 }
 
@@ -202,7 +226,7 @@ final class PendingVerification: @unchecked Sendable {
     init?(vault: Vault, dataKey: SecretBytes) {
         guard let reader = try? vault.coordinator.makeReader(),
               let record = try? IntegrityRecord(
-                dataKey: dataKey, stores: vault.integrityStores,
+                dataKey: dataKey, keySlot: vault.keySlot, stores: vault.integrityStores,
                 model: vault.coordinator.managedObjectModel.versionIdentifier)
         else { return nil }
         let check = UncheckedBox((reader, record))

@@ -186,9 +186,51 @@ extension Vault {
         }
     }
 
+    /// The note `reference` names: `#ID`, its title, or, when no note has that title,
+    /// `folder/title` (the folder an import brought it from).
     func findNote(_ reference: String) throws -> Note {
-        try find(Note.self, reference, nameKey: "title", noun: "note", listCommand: "mystash note list") { note in
+        func describe(_ note: Note) -> String {
             "#\(note.id)  \(note.title)" + (note.folder.map { "  folder: \($0)" } ?? "")
+        }
+        return try findFallingBackToPath(reference, noun: "notes", describe: describe) {
+            try find(Note.self, reference, nameKey: "title", noun: "note", listCommand: "mystash note list",
+                     describe: describe)
+        } atPath: { container, name in
+            try Predicate(format: "folder ==[c] %@ AND title ==[c] %@", container, name)
+        }
+    }
+
+    /// What `find` finds; when it finds nothing and `reference` holds a slash, the one object
+    /// whose container (category or folder) and name, joined by `/`, are `reference` (ignoring
+    /// case; a container may hold `/` itself, so every split is tried).
+    ///
+    /// - throws: `find`'s error when no path matches either; ``VaultError`` `.usage` listing
+    ///   each match when several do.
+    private func findFallingBackToPath<T: ManagedEntity>(
+        _ reference: String, noun: String, describe: (T) -> String, find: () throws -> T,
+        atPath predicate: (_ container: String, _ name: String) throws -> ObjectGraph.Predicate
+    ) throws -> T {
+        do {
+            return try find()
+        } catch let error as VaultError where error.kind == .notFound && reference.contains("/") {
+            let matches = try Self.wrapErrors {
+                var found: [T] = []
+                for slash in reference.indices where reference[slash] == "/" {
+                    let container = String(reference[..<slash])
+                    let name = String(reference[reference.index(after: slash)...])
+                    guard !container.isEmpty, !name.isEmpty else { continue }
+                    found += try context.fetch(FetchRequest<T>(predicate: try predicate(container, name)))
+                }
+                for object in found { try context.decodeValues(of: object) }
+                return found.sorted { ($0.objectID.primaryKey ?? 0) < ($1.objectID.primaryKey ?? 0) }
+            }
+            guard matches.count < 2 else {
+                throw VaultError(
+                    .usage, "'\(reference)' matches \(matches.count) \(noun); give one of their IDs as #ID:",
+                    details: matches.map(describe))
+            }
+            guard let object = matches.first else { throw error }
+            return object
         }
     }
 
@@ -203,12 +245,20 @@ extension Vault {
         return entry
     }
 
+    /// The entry `reference` names: `#ID`, its name, or, when no entry has that name, a path
+    /// `category/name` as pass names its files (`web/github`; categories may hold `/` too).
     private func findEntryOnly(_ reference: String) throws -> PasswordEntry {
-        try find(PasswordEntry.self, reference, nameKey: "name", noun: "entry", listCommand: "mystash password list") {
-            entry in
-            ["#\(entry.id)", entry.name, "user: \(entry.userId ?? "-")", "category: \(entry.category?.name ?? "-")",
-             "URL: \(entry.url ?? "-")"].joined(separator: "  ")
+        try findFallingBackToPath(reference, noun: "entries", describe: Self.describeEntry) {
+            try find(PasswordEntry.self, reference, nameKey: "name", noun: "entry",
+                     listCommand: "mystash password list", describe: Self.describeEntry)
+        } atPath: { container, name in
+            try Predicate(format: "category.name ==[c] %@ AND name ==[c] %@", container, name)
         }
+    }
+
+    private static func describeEntry(_ entry: PasswordEntry) -> String {
+        ["#\(entry.id)", entry.name, "user: \(entry.userId ?? "-")", "category: \(entry.category?.name ?? "-")",
+         "URL: \(entry.url ?? "-")"].joined(separator: "  ")
     }
 
     func findCategory(_ reference: String) throws -> Category {
@@ -275,13 +325,16 @@ extension Vault {
 
     /// Adds an entry; a name another entry has already (ignoring case) is refused unless
     /// `allowDuplicate`.
+    /// With `creatingCategory`, a category the vault does not have yet is added in the same save.
     @discardableResult
-    public func addEntry(_ changes: EntryChanges, allowDuplicate: Bool = false) throws -> Int64 {
+    public func addEntry(_ changes: EntryChanges, allowDuplicate: Bool = false, creatingCategory: Bool = false)
+        throws -> Int64
+    {
         if !allowDuplicate, let name = changes.name { try refuseTakenName(name) }
-        let categoryObject = try self.category(for: changes)
+        let category = try self.category(for: changes, creating: creatingCategory)
         let entry = try change {
             let entry = context.insert(PasswordEntry.self)
-            try apply(changes, category: categoryObject, to: entry)
+            try apply(changes, category: category(), to: entry)
             return entry
         }
         return entry.id
@@ -310,9 +363,26 @@ extension Vault {
         }
     }
 
-    /// The category an entry change names, looked up before the change begins.
-    private func category(for changes: EntryChanges) throws -> Category? {
-        try changes.category.flatMap { $0.isEmpty ? nil : $0 }.map { try findCategory($0) }
+    /// The category an entry change names, looked up before the change begins; the closure
+    /// gives it inside the change, where one `creating` allows is inserted.
+    private func category(for changes: EntryChanges, creating: Bool) throws -> () -> Category? {
+        guard let name = changes.category.flatMap({ $0.isEmpty ? nil : $0 }) else { return { nil } }
+        do {
+            let found = try findCategory(name)
+            return { found }
+        } catch let error as VaultError where error.kind == .notFound && creating && Self.referencedID(name) == nil {
+            return { self.insertCategory(name) }
+        }
+    }
+
+    /// Whether a category is named `name` (ignoring case), or has the ID `#N` names.
+    public func hasCategory(_ name: String) throws -> Bool {
+        do {
+            _ = try findCategory(name)
+            return true
+        } catch let error as VaultError where error.kind == .notFound {
+            return false
+        }
     }
 
     /// Sets the fields a change names; "" clears an optional field. A new password moves
@@ -321,7 +391,8 @@ extension Vault {
         if let name = changes.name { entry["name"] = EntryRules.trimmedName(name) }
         var newHistory = changes.history ?? []
         if let password = changes.password {
-            if !entry.isInserted, entry.password != password {
+            // An empty password is no earlier password worth keeping.
+            if !entry.isInserted, entry.password != password, !entry.password.isEmpty {
                 newHistory.append(HistoryInfo(password: entry.password, replacedAt: changes.updatedAt ?? Date()))
             }
             entry["password"] = password
@@ -331,9 +402,9 @@ extension Vault {
         if let notes = changes.notes { entry["notes"] = notes.isEmpty ? nil : notes }
         if changes.category != nil { entry["category"] = category }
         if let urls = changes.moreURLs { entry["moreURLs"] = urls.isEmpty ? nil : urls.joined(separator: "\n") }
-        if let totp = changes.totp {
+        if var totp = changes.totp {
             if !totp.isEmpty {
-                do { _ = try TOTP(parsing: totp) } catch {
+                do { totp = try TOTP.normalized(totp) } catch {
                     throw VaultError(.invalidData, "nothing was saved:", details: ["TOTP secret: \(error)"])
                 }
             }
@@ -459,13 +530,14 @@ extension Vault {
     ///
     /// - throws: ``VaultError`` `.usage` when `changes` names nothing, `.invalidData` for a
     ///   taken name or any field the model refuses; nothing is saved then.
-    public func editEntry(_ reference: String, _ changes: EntryChanges, allowDuplicate: Bool = false) throws {
+    public func editEntry(_ reference: String, _ changes: EntryChanges, allowDuplicate: Bool = false,
+                          creatingCategory: Bool = false) throws {
         guard !changes.isEmpty else { throw VaultError(.usage, "nothing to change") }
         let entry = try findEntry(reference)
         if !allowDuplicate, let name = changes.name { try refuseTakenName(name, besides: entry) }
-        let category = try self.category(for: changes)
+        let category = try self.category(for: changes, creating: creatingCategory)
         try change {
-            try apply(changes, category: category, to: entry)
+            try apply(changes, category: category(), to: entry)
             entry["updatedAt"] = Date()
         }
     }
@@ -536,12 +608,13 @@ extension Vault {
 
     @discardableResult
     public func addCategory(_ name: String) throws -> Int64 {
-        let category = try change {
-            let category = context.insert(Category.self)
-            category["name"] = EntryRules.trimmedName(name)
-            return category
-        }
-        return category.id
+        try change { insertCategory(name) }.id
+    }
+
+    private func insertCategory(_ name: String) -> Category {
+        let category = context.insert(Category.self)
+        category["name"] = EntryRules.trimmedName(name)
+        return category
     }
 
     public func renameCategory(_ reference: String, to newName: String) throws {

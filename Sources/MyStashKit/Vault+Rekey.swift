@@ -12,50 +12,63 @@ extension Vault {
         try awaitVerification()
         guard let oldKey = transformer.dataKey else { throw VaultError(.wrongPassword, "the vault is locked") }
         let (slot, newKey) = try Self.wrapErrors { try KeySlot.create(password: newPassword, parameters: parameters) }
+        guard let integrity else { throw VaultError(.wrongPassword, "the vault is locked") }
         do {
-            // Every value is decrypted under the old key before any is encrypted under the new one.
-            var plaintexts: [(ManagedObject, String, Any)] = []
-            for entity in coordinator.managedObjectModel.entities where !entity.isAbstract {
-                let encrypted = entity.declaredAttributes.filter {
-                    $0.valueTransformerName == EncryptingTransformer.name
-                }
-                guard !encrypted.isEmpty else { continue }
-                for primaryKey in try context.primaryKeys(forEntityName: entity.name) {
-                    guard let object = try context.existingObject(entityName: entity.name,
-                                                                  primaryKey: primaryKey) else { continue }
-                    for attribute in encrypted {
-                        guard let value = object.value(forKey: attribute.name) else { continue }
-                        plaintexts.append((object, attribute.name, value))
-                    }
-                }
+            try changingKey {
+                // Read under the lock, from the stores as they are now: rows other processes
+                // committed since this vault was unlocked are checked and re-encrypted too.
+                context.reset()
+                let found = try Self.problems { try coordinator.performRead { try integrity.verify(in: $0) } }
+                try refuse(problems(found: found))
+                try reencryptEveryValue(under: newKey, slot: slot)
             }
-            // The integrity record's key comes from the data key: the same save rebuilds it under the new one.
-            let newRecord = try IntegrityRecord(
-                dataKey: newKey, stores: integrityStores, model: coordinator.managedObjectModel.versionIdentifier)
-            let rebuilding = RebuildingIntegrityRecord(record: newRecord)
-            coordinator.writeObserver = rebuilding
-            transformer.dataKey = newKey
-            for (object, key, value) in plaintexts { object.setValue(value, forKey: key) }
-            for store in [notesStore, passwordsStore] {
-                coordinator.setMetadata(Data(slot.serialized), forKey: Self.keySlotKey, in: store)
-            }
-            // Same values under a new key: nothing for sync to send.
-            context.transactionAuthor = Self.rekeyAuthor
-            defer { context.transactionAuthor = nil }
-            try withExtendedLifetime(rebuilding) { try context.save() }
-            integrity = newRecord
-            coordinator.writeObserver = newRecord
         } catch {
-            context.rollback()
+            context.reset()
             transformer.dataKey = oldKey
             coordinator.writeObserver = integrity
-            // The failed save's error is the one to report; metadata that cannot be reloaded
-            // here is read again when the vault is next opened.
-            try? coordinator.reloadMetadata()
+            self.integrity = integrity
             throw VaultError.wrapping(error)
         }
         keySlot = slot
         KeyringSession.revoke(vaultIdentifier: identifier)
+    }
+}
+
+extension Vault {
+    /// Decrypts every encrypted value under the current key, then saves them all under `newKey`
+    /// with `slot`, the integrity record rebuilt under the new key in the same save.
+    private func reencryptEveryValue(under newKey: SecretBytes, slot: KeySlot) throws {
+        // Every value is decrypted under the old key before any is encrypted under the new one.
+        var plaintexts: [(ManagedObject, String, Any)] = []
+        for entity in coordinator.managedObjectModel.entities where !entity.isAbstract {
+            let encrypted = entity.declaredAttributes.filter { $0.valueTransformerName == EncryptingTransformer.name }
+            guard !encrypted.isEmpty else { continue }
+            for primaryKey in try context.primaryKeys(forEntityName: entity.name) {
+                guard let object = try context.existingObject(entityName: entity.name, primaryKey: primaryKey)
+                else { continue }
+                for attribute in encrypted {
+                    guard let value = object.value(forKey: attribute.name) else { continue }
+                    plaintexts.append((object, attribute.name, value))
+                }
+            }
+        }
+        // The integrity record's key comes from the data key: the same save rebuilds it under the new one.
+        let newRecord = try IntegrityRecord(
+            dataKey: newKey, keySlot: slot, stores: integrityStores,
+            model: coordinator.managedObjectModel.versionIdentifier)
+        let rebuilding = RebuildingIntegrityRecord(record: newRecord)
+        coordinator.writeObserver = rebuilding
+        transformer.dataKey = newKey
+        for (object, key, value) in plaintexts { object.setValue(value, forKey: key) }
+        for store in [notesStore, passwordsStore] {
+            coordinator.setMetadata(Data(slot.serialized), forKey: Self.keySlotKey, in: store)
+        }
+        // Same values under a new key: nothing for sync to send.
+        context.transactionAuthor = Self.rekeyAuthor
+        defer { context.transactionAuthor = nil }
+        try withExtendedLifetime(rebuilding) { try context.save() }
+        integrity = newRecord
+        coordinator.writeObserver = newRecord
     }
 }
 

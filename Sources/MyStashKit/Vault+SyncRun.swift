@@ -275,7 +275,10 @@ extension Vault {
                     for store in [notesStore, passwordsStore] where adopting {
                         coordinator.setMetadata(bytes, forKey: Self.keySlotKey, in: store)
                     }
-                    if adopting { keySlot = slot } else { return nil }
+                    guard adopting else { return nil }
+                    keySlot = slot
+                    // The record knows the slot it was unlocked with, to tell a key changed elsewhere.
+                    integrity?.keySlot = bytes
                     merge.report.notices.append(
                         "The master password was changed on \(from): use the new one here from now on.")
                 }

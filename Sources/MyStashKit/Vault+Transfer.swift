@@ -19,11 +19,17 @@ public struct ImportReport: Codable, Equatable {
         public var kind: String
         public var title: String
         public var reason: String?
+        /// The ID of the item an update changes (two entries may share a title); nil for others.
+        public var id: Int64?
+        /// Each value an update changes (``Change``); nil for other items.
+        public var changes: [Change]?
 
-        public init(kind: String, title: String, reason: String? = nil) {
+        public init(kind: String, title: String, reason: String? = nil, id: Int64? = nil, changes: [Change]? = nil) {
             self.kind = kind
             self.title = title
             self.reason = reason
+            self.id = id
+            self.changes = changes
         }
     }
 
@@ -242,6 +248,9 @@ extension Vault {
     /// Reads `data` (or, for ``ImportFormat/pass``, the store directory at `url`) and adds or
     /// updates its items in one save: all of it, or (on any invalid item) nothing. An item
     /// already in the vault unchanged is skipped, so importing the same file twice adds nothing.
+    /// An item the vault has is merged as `merge` says: by default the source's values update
+    /// the vault's and nothing the source lacks is removed; every value that changes is in the
+    /// report (``ImportReport/Item/changes``), secrets masked.
     /// With `dryRun`, everything is checked and reported but nothing is saved. Text that is not
     /// UTF-8 is refused unless `replacingInvalidUTF8`, which turns each bad sequence into U+FFFD.
     ///
@@ -251,19 +260,22 @@ extension Vault {
     /// A caller that hands the file over (`importItems(consume data, …)`) has it freed once it is
     /// read, before the items are saved: 145 MB of the 610 MB a 100,000-item import held at its peak.
     public func importItems(_ data: consuming Data, format: ImportFormat, dryRun: Bool = false,
-                            replacingInvalidUTF8: Bool = false, progress: Progress? = nil) throws -> ImportReport {
+                            merge: ImportMerge = .keepingValues, replacingInvalidUTF8: Bool = false,
+                            progress: Progress? = nil) throws -> ImportReport {
         try awaitVerification()
         let source = try Self.read(data, format: format, replacingInvalidUTF8: replacingInvalidUTF8)
         _ = consume data
-        return try importItems(source, dryRun: dryRun, progress: progress)
+        return try importItems(source, dryRun: dryRun, merge: merge, progress: progress)
     }
 
     /// Imports a pass or gopass store directory, decrypting each file with `gpg`.
-    public func importPasswordStore(at directory: URL, dryRun: Bool = false, replacingInvalidUTF8: Bool = false,
-                                    progress: Progress? = nil) throws -> ImportReport {
+    public func importPasswordStore(at directory: URL, dryRun: Bool = false, merge: ImportMerge = .keepingValues,
+                                    replacingInvalidUTF8: Bool = false, progress: Progress? = nil)
+        throws -> ImportReport
+    {
         try awaitVerification()
         let source = try PassStoreReader.read(directory, replacingInvalidUTF8: replacingInvalidUTF8)
-        return try importItems(source, dryRun: dryRun, progress: progress)
+        return try importItems(source, dryRun: dryRun, merge: merge, progress: progress)
     }
 
     static func read(_ file: Data, format: ImportFormat, replacingInvalidUTF8: Bool = false) throws -> ImportSource {
@@ -310,7 +322,8 @@ extension Vault {
         return source
     }
 
-    private func importItems(_ source: ImportSource, dryRun: Bool, progress: Progress?) throws -> ImportReport {
+    private func importItems(_ source: ImportSource, dryRun: Bool, merge: ImportMerge,
+                             progress: Progress?) throws -> ImportReport {
         var report = ImportReport()
         report.dryRun = dryRun
         report.skipped = source.skipped
@@ -344,13 +357,15 @@ extension Vault {
                 let note: Note
                 if let existing = existingNotes[key]?.first {
                     existingNotes[key]?.removeFirst()
-                    if existing.text == item.text ?? "" {
+                    let text = item.text ?? ""
+                    if existing.text == text || (merge == .keepingValues && text.isEmpty) {
                         report.skipped.append(
                             .init(kind: "note", title: item.title, reason: "already in the vault, unchanged"))
                         continue
                     }
                     note = existing
-                    report.updated.append(.init(kind: "note", title: item.title))
+                    report.updated.append(.init(kind: "note", title: item.title, id: existing.id, changes: [
+                        EntryMerge.change("text", existing.text, text, secret: true)]))
                 } else {
                     note = context.insert(Note.self)
                     note.title = item.title
@@ -372,6 +387,30 @@ extension Vault {
                 // Matched and compared by the name as it is stored.
                 item.name = EntryRules.trimmedName(item.name)
                 let key = Self.entryKey(item.name, item.userId, item.url)
+                let entry: PasswordEntry
+                var updated: (merged: EntryMerge, historyBefore: Int)?
+                if let existing = existingEntries[key]?.first {
+                    existingEntries[key]?.removeFirst()
+                    for field in existing.fields { try context.decodeValues(of: field) }
+                    for old in existing.history { try context.decodeValues(of: old) }
+                    let vaultItem = Self.exportEntry(existing)
+                    let merged = EntryMerge(vault: vaultItem, source: item, merge)
+                    if merged.changes.isEmpty && !Self.addsHistory(item, to: vaultItem) {
+                        report.skipped.append(
+                            .init(kind: "entry", title: item.name, reason: "already in the vault, unchanged"))
+                        continue
+                    }
+                    entry = existing
+                    updated = (merged, existing.history.count)
+                    // Changed now, unless the source says when it changed.
+                    let changedAt = item.updatedAt ?? Date()
+                    item = merged.result
+                    item.createdAt = nil
+                    item.updatedAt = changedAt
+                } else {
+                    entry = context.insert(PasswordEntry.self)
+                    report.imported.append(.init(kind: "entry", title: item.name))
+                }
                 var changes = EntryChanges(name: item.name, userId: item.userId ?? "", url: item.url ?? "",
                     category: item.category ?? "", password: item.password, notes: item.notes ?? "")
                 changes.moreURLs = item.moreURLs ?? []
@@ -381,24 +420,6 @@ extension Vault {
                 changes.history = item.history
                 changes.createdAt = item.createdAt
                 changes.updatedAt = item.updatedAt
-                let entry: PasswordEntry
-                if let existing = existingEntries[key]?.first {
-                    existingEntries[key]?.removeFirst()
-                    for field in existing.fields { try context.decodeValues(of: field) }
-                    for old in existing.history { try context.decodeValues(of: old) }
-                    if Self.sameContent(Self.exportEntry(existing), item) {
-                        report.skipped.append(
-                            .init(kind: "entry", title: item.name, reason: "already in the vault, unchanged"))
-                        continue
-                    }
-                    entry = existing
-                    changes.createdAt = nil
-                    if changes.updatedAt == nil { changes.updatedAt = Date() }
-                    report.updated.append(.init(kind: "entry", title: item.name))
-                } else {
-                    entry = context.insert(PasswordEntry.self)
-                    report.imported.append(.init(kind: "entry", title: item.name))
-                }
                 if let count = item.history?.count, count > Self.historyLimit {
                     report.warnings.append(.init(kind: "entry", title: item.name,
                             reason: "kept the \(Self.historyLimit) most recent of \(count) earlier passwords"))
@@ -411,6 +432,17 @@ extension Vault {
                     throw VaultError(
                         .invalidData, "nothing was imported:", details: error.details.map { "\(title): \($0)" })
                 }
+                if let (merged, before) = updated {
+                    var changes = merged.changes
+                    let after = entry.history.count
+                    // A new password moves the old one there: listed only when the source brought more.
+                    let moved = merged.changes.contains { $0.field == "password" && $0.old != nil } ? 1 : 0
+                    if after != min(before + moved, Self.historyLimit) {
+                        changes.append(.init(field: "history", old: Self.earlierPasswords(before),
+                                             new: Self.earlierPasswords(after)))
+                    }
+                    report.updated.append(.init(kind: "entry", title: item.name, id: entry.id, changes: changes))
+                }
                 places[ObjectIdentifier(entry)] = .entry(index)
                 for field in entry.fields { places[ObjectIdentifier(field)] = .field(entry: index, name: field.name) }
                 for old in entry.history { places[ObjectIdentifier(old)] = .earlierPassword(entry: index) }
@@ -422,7 +454,7 @@ extension Vault {
                 context.rollback()
             } else {
                 try ensureStoreConstraints()
-                try context.save()
+                try saveChanges()
             }
             return report
         } catch let error as ValidationError {
@@ -457,23 +489,19 @@ extension Vault {
         [name, userId ?? "", url ?? ""].map { $0.lowercased() }.joined(separator: "\u{0}")
     }
 
-    /// Whether an import item would change nothing of an entry (dates and history aside;
-    /// history is merged: an earlier password older than all of a full history would be dropped).
-    static func sameContent(_ a: ExportDocument.Entry, _ b: ExportDocument.Entry) -> Bool {
-        func empty(_ text: String?) -> String { text ?? "" }
-        let history = Set((a.history ?? []).map { "\($0.password ?? "")\u{0}\($0.replacedAt.timeIntervalSince1970)" })
-        let full = (a.history?.count ?? 0) >= historyLimit
-        let oldest = a.history?.map(\.replacedAt).min() ?? .distantPast
-        return a.name == b.name && empty(a.userId) == empty(b.userId) && a.password == b.password
-            && empty(a.url) == empty(b.url)
-            && (a.moreURLs ?? []) == (b.moreURLs ?? []) && empty(a.notes) == empty(b.notes)
-            && empty(a.category).lowercased() == empty(b.category).trimmingCharacters(in: .whitespaces).lowercased()
-            && empty(a.totp) == empty(b.totp) && (a.favorite ?? false) == (b.favorite ?? false)
-            && (a.fields ?? []) == (b.fields ?? [])
-            && (b.history ?? []).allSatisfy {
-                (full && $0.replacedAt <= oldest)
-                    || history.contains("\($0.password ?? "")\u{0}\($0.replacedAt.timeIntervalSince1970)")
-            }
+    /// Whether `item` holds earlier passwords `entry` lacks and would keep: one older than all
+    /// of a full history would be dropped again.
+    static func addsHistory(_ item: ExportDocument.Entry, to entry: ExportDocument.Entry) -> Bool {
+        func key(_ old: HistoryInfo) -> String { "\(old.password ?? "")\u{0}\(old.replacedAt.timeIntervalSince1970)" }
+        let history = Set((entry.history ?? []).map(key))
+        let full = (entry.history?.count ?? 0) >= historyLimit
+        let oldest = entry.history?.map(\.replacedAt).min() ?? .distantPast
+        return (item.history ?? []).contains { !(full && $0.replacedAt <= oldest) && !history.contains(key($0)) }
+    }
+
+    /// "3 earlier passwords", as a report shows a history's size.
+    static func earlierPasswords(_ count: Int) -> String? {
+        count == 0 ? nil : "\(count) earlier password\(count == 1 ? "" : "s")"
     }
 
     /// A decoding error of `data` in words: where the text stops being JSON (line and column),

@@ -36,6 +36,13 @@ public final class Vault {
     var pendingVerification: PendingVerification?
     /// Whether this process has seen the vault's integrity record (checked or made it).
     var integrityRecordSeen = false
+    /// The key slot this vault was unlocked from, saying the vault has an integrity record,
+    /// to be written once the vault is known to hold one (see `bindIntegrityRecordToKeySlot`).
+    var slotRequiringRecord: KeySlot?
+    /// Each store's schema cookie when its schema was last checked.
+    var checkedSchemaVersions: [String: Int64] = [:]
+    /// How the stores' schemas differ from the vault's (see ``open(at:refusingChangedSchema:)``).
+    public private(set) var schemaProblems: [CheckProblem] = []
 
     /// `$XDG_DATA_HOME/mystash`, else `~/.local/share/mystash`.
     public static func defaultDirectory(environment: [String: String] = ProcessInfo.processInfo.environment) -> URL {
@@ -103,6 +110,8 @@ public final class Vault {
             notesStore.identifier: Self.notesFileName, passwordsStore.identifier: Self.passwordsFileName,
         ]
         context = ManagedObjectContext(coordinator: coordinator)
+        // Both stores' metadata from one read: a key change committing meanwhile is seen in both or neither.
+        if !creating { try coordinator.reloadMetadata() }
         keySlot = try newSlot ?? Self.readKeySlot(notesStore, passwordsStore)
         identifier =
             creating
@@ -232,7 +241,15 @@ public final class Vault {
 
     /// Opens an existing vault (still locked), after checking its permissions. Seed data
     /// newer than the vault's is loaded once it is unlocked.
-    public static func open(at directory: URL) throws -> Vault {
+    ///
+    /// Each store's schema must be the one mystash creates (tables, columns, indexes, no
+    /// trigger or view): one changed outside mystash could alter what is written or read, so
+    /// it is refused, unless `refusingChangedSchema` is false (to check the vault), when the
+    /// differences are in ``schemaProblems``.
+    ///
+    /// - throws: ``VaultError`` `.notFound`, `.permission`, `.invalidData` naming each change
+    ///   to the schema.
+    public static func open(at directory: URL, refusingChangedSchema: Bool = true) throws -> Vault {
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: directory.path, isDirectory: &isDirectory), isDirectory.boolValue,
               FileManager.default.fileExists(atPath: directory.appendingPathComponent(passwordsFileName).path) else {
@@ -242,7 +259,46 @@ public final class Vault {
         }
         try checkPermissions(directory)
         Recovery.recover(in: directory)
-        return try wrapErrors { try Vault(directory: directory, newSlot: nil) }
+        let vault = try wrapErrors { try Vault(directory: directory, newSlot: nil) }
+        // Read before the check: a change between the two makes the first save check again.
+        vault.checkedSchemaVersions = try wrapErrors { try vault.coordinator.performRead(vault.schemaVersions) }
+        vault.schemaProblems = try wrapErrors { try vault.coordinator.schemaProblems(extraObjects: vault.ownSchema()) }
+        if refusingChangedSchema, let first = vault.schemaProblems.first {
+            throw VaultError(
+                .invalidData, "the vault's schema was changed outside mystash: \(first)",
+                details: vault.schemaProblems.dropFirst().map(\.description),
+                hint: "restore the vault from a backup; 'mystash check' lists every problem")
+        }
+        return vault
+    }
+
+    func schemaVersions(_ transaction: StoreTransaction) throws -> [String: Int64] {
+        Dictionary(uniqueKeysWithValues: try [notesStore, passwordsStore].map {
+            ($0.identifier, try transaction.schemaVersion(ofStore: $0.identifier))
+        })
+    }
+
+    /// Inside a save: when a store's schema changed since it was checked (mystash's own index
+    /// or record tables, or anything else), checks it again before the save's tags are computed.
+    func recheckSchemaIfChanged(_ transaction: StoreTransaction) throws {
+        let versions = try schemaVersions(transaction)
+        guard versions != checkedSchemaVersions else { return }
+        if let problem = try coordinator.schemaProblems(extraObjects: ownSchema()).first {
+            throw IntegrityFailure(problem)
+        }
+        checkedSchemaVersions = versions
+    }
+
+    /// The tables and indexes the vault adds to each store beside the model's.
+    private func ownSchema() throws -> [String: [String]] {
+        let categoryNames = try coordinator.uniqueIndexStatement(
+            on: Category.entityName, attribute: "name", caseInsensitive: true)
+        var objects: [String: [String]] = [:]
+        for store in [notesStore, passwordsStore] {
+            objects[store.identifier] = IntegrityRecord.tableDefinitions { $0 }
+        }
+        objects[categoryNames.storeIdentifier, default: []].append(categoryNames.statement)
+        return objects
     }
 
     /// Refuses a vault that other users could read or write, as ssh refuses such keys.
@@ -280,11 +336,28 @@ public final class Vault {
         do {
             try ensureStoreConstraints()
             let result = try body()
-            try context.save()
+            try saveChanges()
             return result
         } catch {
             context.rollback()
             throw VaultError.wrapping(error)
+        }
+    }
+
+    /// Saves the context. A save whose commit took effect before the disk reported an error
+    /// (syncing the directory after the commit) is reported as saved but not synced, never as
+    /// a change that was not made.
+    func saveChanges() throws {
+        do {
+            try context.save()
+        } catch let error as ObjectGraphError where error.storeFailure == .ioError {
+            guard let integrity,
+                  (try? coordinator.performRead({ try integrity.holdsLastWrittenGenerations(in: $0) })) == true
+            else { throw error }
+            throw VaultError(
+                .ioError,
+                "the change was saved, but the disk reported an error while syncing it (\(error.message))",
+                hint: "check the disk (dmesg) and run 'mystash check'; do not run the command again")
         }
     }
 
@@ -298,7 +371,12 @@ public final class Vault {
     /// - throws: ``VaultError`` `.wrongPassword` (exit 77); `.invalidData` (65) naming each
     ///   row changed outside mystash.
     public func unlock(password: SecretBytes, verification: Verification = .immediate) throws {
-        transformer.dataKey = try Self.wrapErrors { try keySlot.unlock(password: password) }
+        try reloadKeySlot()
+        let (dataKey, requiring) = try Self.wrapErrors {
+            try keySlot.unlockRequiringIntegrityRecord(password: password)
+        }
+        transformer.dataKey = dataKey
+        slotRequiringRecord = requiring
         try didUnlock(verification)
     }
 
@@ -308,6 +386,7 @@ public final class Vault {
     /// - throws: as ``unlock(password:verification:)``, once the key is accepted.
     @discardableResult
     public func unlock(session: KeyringSession.Contents, verification: Verification = .immediate) throws -> Bool {
+        try reloadKeySlot()
         guard session.slotIdentifier == keySlot.slotIdentifier else {
             KeyringSession.revoke(vaultIdentifier: identifier)
             return false
@@ -315,6 +394,13 @@ public final class Vault {
         transformer.dataKey = session.dataKey
         try didUnlock(verification)
         return true
+    }
+
+    /// The key slot as the stores hold it now: a vault open for long (browse) is unlocked again
+    /// with the master password of now, after another process changed it.
+    private func reloadKeySlot() throws {
+        try Self.wrapErrors { try coordinator.reloadMetadata() }
+        keySlot = try Self.readKeySlot(notesStore, passwordsStore)
     }
 
     /// The data key with the slot it came from, to keep in an unlocked session.
@@ -325,15 +411,46 @@ public final class Vault {
 
     /// Re-wraps the data key under a new master password, in both stores in one
     /// transaction; no field is re-encrypted. Unlocked sessions of the old slot become stale.
+    ///
+    /// - throws: ``VaultError`` `.busy` when another process changed the master password or the
+    ///   key since this vault was unlocked: nothing is changed, and the other change stands.
     public func changePassword(to newPassword: SecretBytes, parameters: ScryptParameters) throws {
         try awaitVerification()
         guard let dataKey = transformer.dataKey else { throw VaultError(.wrongPassword, "the vault is locked") }
         let slot = try Self.wrapErrors { try KeySlot.wrapping(dataKey, password: newPassword, parameters: parameters) }
-        for store in [notesStore, passwordsStore] {
-            coordinator.setMetadata(Data(slot.serialized), forKey: Self.keySlotKey, in: store)
+        // The new slot says the vault has an integrity record: it must have one first.
+        try ensureIntegrityRecord()
+        try changingKey {
+            for store in [notesStore, passwordsStore] {
+                coordinator.setMetadata(Data(slot.serialized), forKey: Self.keySlotKey, in: store)
+            }
+            try coordinator.saveMetadata()
         }
-        try Self.wrapErrors { try coordinator.saveMetadata() }
         keySlot = slot
+        integrity?.keySlot = Data(slot.serialized)
         KeyringSession.revoke(vaultIdentifier: identifier)
+    }
+
+    /// Runs a change of the key slot holding every store's write lock, once the slot on disk is
+    /// known to be still the one this vault was unlocked with: two key changes never both
+    /// succeed, and no other writer commits between what the change reads and what it writes.
+    func changingKey(_ body: () throws -> Void) throws {
+        do {
+            try coordinator.performExclusively {
+                try coordinator.reloadMetadata()
+                guard try Self.readKeySlot(notesStore, passwordsStore) == keySlot else {
+                    throw VaultError(
+                        .busy,
+                        "another process changed the master password or the vault's key since this one "
+                            + "unlocked it; nothing was changed",
+                        hint: "unlock with the master password now in use and try again")
+                }
+                try body()
+            }
+        } catch {
+            // The metadata set for the new slot must not linger; what the stores hold is read again.
+            try? coordinator.reloadMetadata()
+            throw VaultError.wrapping(error)
+        }
     }
 }

@@ -15,6 +15,9 @@ public struct VaultError: Error, CustomStringConvertible {
         public static let invalidText = Kind(name: "invalid text", exitCode: 65)
         public static let notFound = Kind(name: "not found", exitCode: 66)
         public static let cannotCreate = Kind(name: "cannot create", exitCode: 73)
+        /// The disk reported an error reading or writing (`EIO`); for a save, the message says
+        /// whether the change was committed first.
+        public static let ioError = Kind(name: "I/O error", exitCode: 74)
         public static let busy = Kind(name: "busy", exitCode: 75)
         public static let wrongPassword = Kind(name: "wrong password", exitCode: 77)
         public static let permission = Kind(name: "permission", exitCode: 77)
@@ -44,6 +47,11 @@ public struct VaultError: Error, CustomStringConvertible {
         switch error {
         case let error as VaultError:
             return error
+        case is KeyChangedElsewhere:
+            return VaultError(
+                .busy, "another process changed the vault's key (a master password change with --rekey) since it "
+                    + "was unlocked here; nothing was read or saved with the old key",
+                hint: "unlock again with the master password now in use, then repeat the command")
         case let failure as IntegrityFailure:
             return VaultError(.invalidData,
                               "the vault was changed outside mystash: \(failure.problem); nothing was saved",
@@ -72,6 +80,9 @@ public struct VaultError: Error, CustomStringConvertible {
             case .readOnly?, .permission?:
                 return VaultError(.permission, "the vault cannot be written: permission denied",
                                   hint: "check the owner and permissions of the vault directory")
+            case .ioError?:
+                return VaultError(.ioError, "the disk reported an error: \(error.message)",
+                                  hint: "check the disk (dmesg), then run the command again")
             case .corrupt?:
                 return VaultError(.invalidData, "a store of the vault is corrupt: \(error.message)",
                                   hint: "restore it from a backup; 'mystash check' lists what it can read")

@@ -71,9 +71,21 @@ public enum Scrypt {
 /// SHA-256 through OpenSSL, for checksums.
 public enum SHA256Digest {
     public static func hash(_ bytes: [UInt8]) throws -> [UInt8] {
-        var digest = [UInt8](repeating: 0, count: 32)
-        var length: UInt32 = 0
-        try check(EVP_Digest(bytes, bytes.count, &digest, &length, EVP_sha256(), nil), "EVP_Digest")
-        return digest
+        try digest(bytes, EVP_sha256(), length: 32)
     }
+}
+
+/// SHA-1 through OpenSSL, only to look passwords up in breach lists that are keyed by it
+/// ("Pwned Passwords"); never to protect anything.
+public enum SHA1Digest {
+    public static func hash(_ bytes: [UInt8]) throws -> [UInt8] {
+        try digest(bytes, EVP_sha1(), length: 20)
+    }
+}
+
+private func digest(_ bytes: [UInt8], _ type: OpaquePointer?, length: Int) throws -> [UInt8] {
+    var digest = [UInt8](repeating: 0, count: length)
+    var written: UInt32 = 0
+    try check(EVP_Digest(bytes, bytes.count, &digest, &written, type, nil), "EVP_Digest")
+    return digest
 }

@@ -17,8 +17,9 @@ struct CategoryCommand: ParsableCommand {
 
         func run() throws {
             try reportingErrors {
-                // Category names are stored in plain text: no master password needed.
-                let categories = try options.openVault().categories()
+                // Names are plain, but a store changed outside mystash must not be shown: unlocked to
+                // check it, and to load newer seed categories before they are listed.
+                let categories = try options.openUnlockedVault().categories()
                 if json { return try Output.json(categories) }
                 Output.table(
                     ["ID", "ENTRIES", "NAME"], categories.map { [String($0.id), String($0.entries), $0.name] },

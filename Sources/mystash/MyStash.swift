@@ -24,7 +24,8 @@ struct MyStash: ParsableCommand {
         version: "1.0.0",
         subcommands: [Init.self, NoteCommand.self, PasswordCommand.self, CategoryCommand.self, Generate.self,
                       Passwd.self, Unlock.self, Lock.self, Export.self, Import.self, Check.self, SeedCommand.self,
-                      Browse.self, ClipboardClear.self, Sync.self, Clone.self]
+                      Browse.self, ClipboardClear.self, GitCredential.self,
+                      Health.self, Sync.self, Clone.self]
     )
 
     static func main() {
@@ -36,12 +37,26 @@ struct MyStash: ParsableCommand {
         }
         // A closed pipe shows up as EPIPE on write, where Output ends quietly.
         signal(SIGPIPE, SIG_IGN)
-        if let suggestion = CommandSuggestion.check(Array(CommandLine.arguments.dropFirst()), root: MyStash.self) {
+        var arguments = Array(CommandLine.arguments.dropFirst())
+        // Installed as git-credential-mystash, git runs it as `credential.helper mystash`.
+        if CommandLine.arguments.first.map({ URL(fileURLWithPath: $0).lastPathComponent }) == "git-credential-mystash" {
+            arguments.insert(GitCredential.configuration.commandName!, at: 0)
+        }
+        if arguments.first?.hasPrefix("--generate-completion-script") == true, arguments.count <= 2 {
+            // swift-argument-parser's script, completing aliases too.
+            let named = arguments.first!.split(separator: "=", maxSplits: 1).dropFirst().first.map(String.init)
+                ?? arguments.dropFirst().first
+            if let shell = named.map(CompletionShell.init(rawValue:)) ?? CompletionShell.autodetected() {
+                Output.write(completionScriptWithAliases(for: shell))
+                return
+            }
+        }
+        if let suggestion = CommandSuggestion.check(arguments, root: MyStash.self) {
             Terminal.printError("Error: \(suggestion)")
             Self.exit(withError: ExitCode(64))
         }
         do {
-            var command = try parseAsRoot()
+            var command = try parseAsRoot(arguments)
             try command.run()
         } catch {
             exit(withError: error)
@@ -102,8 +117,8 @@ func errorLines(_ error: Error) -> [String] {
 extension VaultOptions {
     /// Opens the vault without unlocking it.
     /// Opens the vault; one line on stderr says when this open migrated it to a newer model.
-    func openVault() throws -> Vault {
-        let vault = try Vault.open(at: directory)
+    func openVault(refusingChangedSchema: Bool = true) throws -> Vault {
+        let vault = try Vault.open(at: directory, refusingChangedSchema: refusingChangedSchema)
         if let last = vault.migrations.last {
             Terminal.printError("Upgraded the vault from model '\(last.from)' to '\(last.to)' "
                                 + "(\(vault.migrations.map(\.store).joined(separator: ", "))).")
@@ -115,12 +130,22 @@ extension VaultOptions {
     /// prompt on the terminal. Changes made outside mystash are an error, checked as
     /// `verification` says (check lists them instead).
     func openUnlockedVault(verification: Vault.Verification = .immediate) throws -> Vault {
-        let vault = try openVault()
-        if let session = KeyringSession.load(vaultIdentifier: vault.identifier),
-           try vault.unlock(session: session, verification: verification) {
-            return vault
+        // Only a check (which skips verifying, to list problems instead) opens a changed schema.
+        let vault = try openVault(refusingChangedSchema: verification != .skipped)
+        var sessionIsStale = false
+        if let session = KeyringSession.load(vaultIdentifier: vault.identifier) {
+            if try vault.unlock(session: session, verification: verification) { return vault }
+            sessionIsStale = true
         }
-        try unlockWithMasterPassword(vault, verification: verification)
+        do {
+            try unlockWithMasterPassword(vault, verification: verification)
+        } catch let error as VaultError where sessionIsStale && error.kind == .wrongPassword {
+            throw VaultError(
+                error.kind,
+                "the unlocked session ended: the master password or the vault's key was changed since; "
+                    + error.message,
+                hint: "run 'mystash unlock' with the master password now in use")
+        }
         return vault
     }
 

@@ -1,5 +1,6 @@
 import Foundation
 import MyStashKit
+import TerminalUI
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -62,27 +63,40 @@ enum Output {
         return result
     }
 
-    /// Columns padded to their widest cell; the header is bold on a terminal.
+    /// Columns padded to their widest cell, measured in terminal columns (a CJK character or
+    /// an emoji takes two); the header is bold on a terminal.
     static func table(_ header: [String], _ rows: [[String]], empty: String) {
         guard !rows.isEmpty else {
             Terminal.printError(empty)
             return
         }
-        let safeRows = rows.map { $0.map { safe($0) } }
-        let widths = header.indices.map { column in ([header] + safeRows).map { $0[column].count }.max() ?? 0 }
-        func append(_ cells: [String], to output: inout String) {
-            for (index, (cell, width)) in zip(cells, widths).enumerated() {
-                output += cell
-                if index < cells.count - 1 { output += String(repeating: " ", count: max(0, width - cell.count) + 2) }
-            }
-            output += "\n"
-        }
-        var top = ""
-        append(header, to: &top)
+        let lines = aligned(header, rows)
         // The whole table in one write: a write per row was a system call per entry.
-        var output = Terminal.stdoutIsTerminal ? "\u{1B}[1m\(top.dropLast())\u{1B}[0m\n" : top
-        for row in safeRows { append(row, to: &output) }
+        var output = Terminal.stdoutIsTerminal ? "\u{1B}[1m\(lines[0])\u{1B}[0m\n" : lines[0] + "\n"
+        for line in lines.dropFirst() { output += line + "\n" }
         write(output)
+    }
+
+    /// The header and rows as lines, columns padded to their widest cell, stored values
+    /// neutralised (``safe(_:keepingLines:)``).
+    static func aligned(_ header: [String], _ rows: [[String]]) -> [String] {
+        let safeRows = rows.map { $0.map { safe($0) } }
+        let widths = header.indices.map { column in
+            ([header] + safeRows).map { TextWidth.columns(of: $0[column]) }.max() ?? 0
+        }
+        return ([header] + safeRows).map { cells in
+            var line = ""
+            for (index, (cell, width)) in zip(cells, widths).enumerated() {
+                line += index < cells.count - 1 ? padded(cell, to: width + 2) : cell
+            }
+            return line
+        }
+    }
+
+    /// `text` (printable: see ``safe(_:keepingLines:)``) with spaces after it up to `width`
+    /// terminal columns.
+    static func padded(_ text: String, to width: Int) -> String {
+        text + String(repeating: " ", count: max(0, width - TextWidth.columns(of: text)))
     }
 
     /// One formatter for every date printed: each new one makes ICU build a formatter again,
@@ -95,11 +109,19 @@ enum Output {
 
     static func date(_ date: Date) -> String { dateFormatter.string(from: date) }
 
-    /// A cell for a table: one line, at most `width` characters.
+    /// A cell for a table: one line, at most `width` terminal columns.
     static func cell(_ text: String?, width: Int = 40) -> String {
         let text = text ?? ""
         let flat = text.contains("\n") ? text.replacingOccurrences(of: "\n", with: " ") : text
-        return flat.count > width ? String(flat.prefix(width - 1)) + "…" : flat
+        guard TextWidth.columns(of: flat) > width else { return flat }
+        var cut = ""
+        var used = 0
+        for character in flat {
+            used += TextWidth.columns(of: character)
+            if used > width - 1 { break }
+            cut.append(character)
+        }
+        return cut + "…"
     }
 }
 

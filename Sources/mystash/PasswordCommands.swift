@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import MyStashKit
+import TerminalUI
 
 struct GeneratorOptions: ParsableArguments {
     @Option(help: "Make generated passwords this many characters long.") var length = 20
@@ -56,7 +57,10 @@ struct PasswordCommand: ParsableCommand {
             String?
         @Flag(help: "Write the entry's notes in $EDITOR, on a private file in memory (notes are never arguments).")
         var editNotes = false
-        @Flag(help: "Generate a random password instead of reading one.") var generate = false
+        @Flag(help: "Create the category if the vault does not have it yet.") var createCategory = false
+        @Flag(help: "Generate a random password instead of reading one, and print it.") var generate = false
+        @Flag(name: [.customShort("c"), .long], help: "With --generate, copy the password instead of printing it.")
+        var clip = false
         @Flag(help: "Ask for a TOTP secret (otpauth:// URI or base32) on the terminal.") var totp = false
         @Flag(help: "Mark the entry as a favourite.") var favorite = false
         @Flag(help: "Add the entry even if another one has the same name.") var allowDuplicate = false
@@ -65,18 +69,23 @@ struct PasswordCommand: ParsableCommand {
         func validate() throws {
             if editNotes { try requireTerminal(for: "--edit-notes") }
             if totp { try requireTerminal(for: "--totp") }
+            if clip && !generate { throw ValidationError("'--clip' goes with '--generate'") }
         }
 
         func run() throws {
             try reportingErrors {
                 let vault = try options.openUnlockedVault()
+                try requireCategory(category, in: vault, creating: createCategory)
                 var changes = EntryChanges(name: name, userId: userId, url: url, category: category)
                 changes.password = try readEntryPassword(generate: generate, generator: generator)
                 changes.notes = editNotes ? try Terminal.edit("") : nil
                 changes.totp = totp ? try readTOTPSecret() : nil
                 changes.favorite = favorite ? true : nil
-                let id = try vault.addEntry(changes, allowDuplicate: allowDuplicate)
+                let id = try vault.addEntry(changes, allowDuplicate: allowDuplicate, creatingCategory: createCategory)
                 Terminal.printError("Added entry \(id).")
+                if generate, let password = changes.password {
+                    try showGenerated(password, of: name, clip: clip)
+                }
             }
         }
     }
@@ -112,7 +121,9 @@ struct PasswordCommand: ParsableCommand {
         @Argument(help: "With --clip, the field to copy (default: password).") var clipField: String?
         @Flag(help: "Show the password and hidden fields themselves.") var reveal = false
         @Flag(help: "Print JSON.") var json = false
-        @Option(help: ArgumentHelp("Print only this field's value, as stored.", valueName: "field")) var field: String?
+        @Option(help: ArgumentHelp("Print only this field's value, as stored.", valueName: "field"),
+                completion: .custom(completeFieldNames))
+        var field: String?
         @Flag(help: "With --field, show control characters in the value as \\x1B-style escapes.") var escape = false
         @Flag(
             name: [.customShort("c"), .long],
@@ -156,12 +167,16 @@ struct PasswordCommand: ParsableCommand {
                     ("Notes", info.notes),
                     ("History", info.historyCount.map { "\($0) earlier password(s) ('mystash password history')" }),
                            ("Updated", Output.date(info.updatedAt))]
-                let width = max(10, (fields.map(\.0.count).max() ?? 0) + 2)
+                // Labels (custom field names too) measured in terminal columns.
+                let width = max(10, (fields.map { TextWidth.columns(of: Output.safe($0.0)) }.max() ?? 0) + 2)
                 for (label, value) in fields {
                     guard let value else { continue }
+                    // A value of several lines (notes) as lines, each under the first.
+                    let lines = Output.safe(value, keepingLines: true)
+                        .split(separator: "\n", omittingEmptySubsequences: false)
                     Output.write(
-                        (Output.safe(label) + ":").padding(toLength: width, withPad: " ", startingAt: 0)
-                            + Output.safe(value) + "\n")
+                        Output.padded(Output.safe(label) + ":", to: width)
+                            + lines.joined(separator: "\n" + String(repeating: " ", count: width)) + "\n")
                 }
             }
         }
@@ -179,12 +194,15 @@ struct PasswordCommand: ParsableCommand {
 
         func run() throws {
             try reportingErrors {
-                let (code, totp) = try options.openUnlockedVault().totpCode(entry)
+                let (code, totp) = try options.readUnlockedVault { try $0.totpCode(entry) }
                 if json {
-                    return try Output.json(["code": code.value, "secondsLeft": String(code.secondsLeft),
-                        "digits": String(totp.digits), "period": String(totp.period),
-                        "algorithm": totp.algorithm.rawValue,
-                    ])
+                    struct Shown: Encodable {
+                        var code: String  // a string: its leading zeros count
+                        var secondsLeft, digits, period: Int
+                        var algorithm: String
+                    }
+                    return try Output.json(Shown(code: code.value, secondsLeft: code.secondsLeft, digits: totp.digits,
+                                                 period: totp.period, algorithm: totp.algorithm.rawValue))
                 }
                 if clip {
                     try ClipboardCopy.copy(
@@ -207,7 +225,7 @@ struct PasswordCommand: ParsableCommand {
 
         func run() throws {
             try reportingErrors {
-                let history = try options.openUnlockedVault().passwordHistory(entry, reveal: reveal)
+                let history = try options.readUnlockedVault { try $0.passwordHistory(entry, reveal: reveal) }
                 if json { return try Output.json(history) }
                 Output.table(
                     ["REPLACED", "PASSWORD"], history.map { [Output.date($0.replacedAt), $0.password ?? "********"] },
@@ -225,10 +243,13 @@ struct PasswordCommand: ParsableCommand {
         @Option(help: "Change the address ('' clears it).") var url: String?
         @Option(help: "Move the entry to this category ('' for none).", completion: .custom(completeCategoryNames))
         var category: String?
+        @Flag(help: "Create the category if the vault does not have it yet.") var createCategory = false
         @Flag(help: "Change the notes in $EDITOR, on a private file in memory (emptying them clears them).")
         var editNotes = false
         @Flag(help: "Read a new password (standard input, else asked twice).") var newPassword = false
-        @Flag(help: "Generate a new random password.") var generate = false
+        @Flag(help: "Generate a new random password, and print it.") var generate = false
+        @Flag(name: [.customShort("c"), .long], help: "With --generate, copy the password instead of printing it.")
+        var clip = false
         @Flag(help: "Ask for a new TOTP secret (otpauth:// URI or base32) on the terminal; an empty answer removes it.")
         var totp = false
         @Flag(inversion: .prefixedNo, help: "Mark or unmark the entry as a favourite.") var favorite: Bool?
@@ -245,6 +266,8 @@ struct PasswordCommand: ParsableCommand {
             if newPassword && generate {
                 throw ValidationError("Use either '--new-password' or '--generate', not both")
             }
+            if clip && !generate { throw ValidationError("'--clip' goes with '--generate'") }
+            if createCategory && category == nil { throw ValidationError("'--create-category' goes with '--category'") }
             if editNotes { try requireTerminal(for: "--edit-notes") }
             if totp { try requireTerminal(for: "--totp") }
         }
@@ -252,14 +275,18 @@ struct PasswordCommand: ParsableCommand {
         func run() throws {
             try reportingErrors {
                 let vault = try options.openUnlockedVault()
+                try requireCategory(category, in: vault, creating: createCategory)
                 var changes = EntryChanges(name: name, userId: userId, url: url, category: category)
                 changes.password =
                     newPassword || generate ? try readEntryPassword(generate: generate, generator: generator) : nil
                 changes.notes = editNotes ? try Terminal.edit(try vault.entry(entry, reveal: false).notes ?? "") : nil
                 changes.totp = totp ? try readTOTPSecret(allowEmpty: true) : nil
                 changes.favorite = favorite
-                try vault.editEntry(entry, changes, allowDuplicate: allowDuplicate)
+                try vault.editEntry(entry, changes, allowDuplicate: allowDuplicate, creatingCategory: createCategory)
                 Terminal.printError("Saved.")
+                if generate, let password = changes.password {
+                    try showGenerated(password, of: name ?? entry, clip: clip)
+                }
             }
         }
     }
@@ -308,6 +335,23 @@ func printEntries(_ entries: [EntryInfo], json: Bool) throws {
             ]
         },
                  empty: "No entries.")
+}
+
+/// Refuses a category the vault lacks, unless it is to be created: before any password is
+/// asked or generated.
+func requireCategory(_ name: String?, in vault: Vault, creating: Bool) throws {
+    guard let name, !name.isEmpty, !creating, try !vault.hasCategory(name) else { return }
+    throw VaultError(.notFound, "no category named '\(name)'; nothing was saved",
+                     hint: "add '--create-category' to create it, or see 'mystash category list'")
+}
+
+/// A generated password, printed on stdout as pass does, or copied to the clipboard.
+func showGenerated(_ password: String, of entry: String, clip: Bool) throws {
+    if clip {
+        try ClipboardCopy.copy(password, what: "the new password of '\(Output.safe(entry))'")
+    } else {
+        Output.write(password + "\n")
+    }
 }
 
 /// Usage error for an option that needs a person at a terminal (stdin may still carry data).

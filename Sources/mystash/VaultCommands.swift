@@ -163,17 +163,22 @@ struct Import: ParsableCommand {
         abstract: "Add the notes, passwords and categories of an export, all or nothing.",
         discussion: """
         Items already in the vault unchanged are skipped, so importing the same file again adds \
-        nothing; an item whose content changed is updated (an old password goes to its history). \
-        Every import ends with a report on stderr (with --json, on stdout): what was imported, \
-        updated and skipped, each skipped item with its reason. The mappings of every format are \
-        in mystash(1).
+        nothing. An item the vault has is merged: the values the file holds update the vault's \
+        (an old password goes to its history), and what the file lacks stays (custom fields, TOTP \
+        secret, URLs, notes, the category unless the file names one); with --replace, the file's \
+        item replaces the vault's instead. Every import ends with a report on stderr (with --json, \
+        on stdout): what was imported, updated (each changed value, secrets masked) and skipped, \
+        each skipped item with its reason. The mappings of every format are in mystash(1).
         """)
     @OptionGroup var options: VaultOptions
     @Argument(help: "The file to read ('-' for standard input); for --format pass, the store directory.",
               completion: .file()) var file: String
-    @Option(help: "Read this format: mystash-json, bitwarden-json, keepassxc-csv, keepassxc-xml or pass.") var format:
-        ImportFormat
+    @Option(help: ArgumentHelp("Read this format: mystash-json, bitwarden-json, keepassxc-csv, keepassxc-xml or pass "
+                + "(default: told by the file's content; pass for a directory)."))
+    var format: ImportFormat?
     @Flag(help: "Check everything and show the report, but save nothing.") var dryRun = false
+    @Flag(help: "Remove from an item the vault has the values the file lacks (else they are kept).")
+    var replace = false
     @Flag(help: "Accept text that is not UTF-8, each invalid sequence becoming U+FFFD (else it is refused).")
     var lossy = false
     @Flag(help: "Print the report as JSON on stdout.") var json = false
@@ -189,13 +194,18 @@ struct Import: ParsableCommand {
         }
     }
 
+    private var merge: ImportMerge { replace ? .replacingValues : .keepingValues }
+
     private func importFile() throws {
         let vault: Vault
         let report: ImportReport
         let progress = Terminal.progress("Importing")
-        if format == .pass {
+        var isDirectory: ObjCBool = false
+        let isStore = file != "-" && FileManager.default.fileExists(atPath: file, isDirectory: &isDirectory)
+            && isDirectory.boolValue
+        if format == .pass || (format == nil && isStore) {
             vault = try options.openUnlockedVault()
-            report = try vault.importPasswordStore(at: URL(fileURLWithPath: file), dryRun: dryRun,
+            report = try vault.importPasswordStore(at: URL(fileURLWithPath: file), dryRun: dryRun, merge: merge,
                                                    replacingInvalidUTF8: lossy, progress: progress)
         } else {
             let data: Data
@@ -207,13 +217,24 @@ struct Import: ParsableCommand {
                 }
                 data = contents
             }
+            let format = try self.format ?? Import.detectFormat(data)
             vault = try options.openUnlockedVault()
             // Handed over, so the file is freed once read.
-            report = try vault.importItems(consume data, format: format, dryRun: dryRun, replacingInvalidUTF8: lossy,
-                                           progress: progress)
+            report = try vault.importItems(consume data, format: format, dryRun: dryRun, merge: merge,
+                                           replacingInvalidUTF8: lossy, progress: progress)
         }
         if json { return try Output.json(report) }
         for line in Import.describe(report) { Terminal.printError(line) }
+    }
+
+    static func detectFormat(_ data: Data) throws -> ImportFormat {
+        do {
+            return try ImportFormat.detect(in: data)
+        } catch var error as VaultError {
+            error.hint = "name it with '--format' ("
+                + ImportFormat.allCases.map(\.rawValue).joined(separator: ", ") + ")"
+            throw error
+        }
     }
 
     /// The report for people: a summary line, then one line per skipped item and warning.
@@ -231,7 +252,19 @@ struct Import: ParsableCommand {
         func described(_ item: ImportReport.Item) -> String {
             "\(item.kind) '\(Output.safe(item.title))'" + (item.reason.map { ": " + Output.safe($0) } ?? "")
         }
-        for item in report.updated { lines.append("  updated \(described(item))") }
+        for item in report.updated {
+            lines.append("  \(report.dryRun ? "would update" : "updated") \(described(item))"
+                         + (item.changes?.isEmpty == false ? ":" : ""))
+            for change in item.changes ?? [] {
+                func shown(_ value: String?, _ absent: String) -> String {
+                    guard let value else { return absent }
+                    return value == ImportReport.Change.masked ? value : "'\(Output.safe(value))'"
+                }
+                let kept = change.field == "password" && change.old != nil ? " (the old one kept in the history)" : ""
+                lines.append("    \(Output.safe(change.field)): \(shown(change.old, "(none)")) -> "
+                             + shown(change.new, "(removed)") + kept)
+            }
+        }
         for item in report.skipped { lines.append("  skipped \(described(item))") }
         for item in report.warnings { lines.append("  note: \(described(item))") }
         if report.dryRun { lines.append("Nothing was saved (--dry-run).") }
@@ -272,7 +305,8 @@ struct SeedCommand: ParsableCommand {
 
         func run() throws {
             try reportingErrors {
-                let status = try options.openVault().seedStatus()
+                // Checked and seeded first, so the versions shown are those now loaded.
+                let status = try options.openUnlockedVault().seedStatus()
                 if json { return try Output.json(status) }
                 Output.table(
                     ["LIST", "LOADED", "AVAILABLE"], status.map { [$0.list, String($0.loaded), String($0.available)] },

@@ -152,8 +152,9 @@ final class CommandTests: CLITestCase {
 
     func testCategories() throws {
         try initVault()
-        // Category names are plain: no master password needed to list them.
-        let listed = try run(["category", "list", "--json"], removing: ["MYSTASH_PASSWORD"])
+        // Category names are plain, but listing them verifies the vault, which needs its key.
+        XCTAssertEqual(try run(["category", "list", "--json"], removing: ["MYSTASH_PASSWORD"]).status, 77)
+        let listed = try run(["category", "list", "--json"])
         XCTAssertEqual(listed.status, 0, listed.stderr)
         let names = try XCTUnwrap(try json(listed.stdout) as? [[String: Any]]).compactMap { $0["name"] as? String }
         XCTAssertTrue(Set(names).isSuperset(of: ["Web Site", "Desktop Software", "Credit Card PIN"]))

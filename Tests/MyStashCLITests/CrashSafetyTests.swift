@@ -93,8 +93,7 @@ final class CrashSafetyTests: CLITestCase {
     func testSampleOfTheCrashSweepKillsAtWritesAndVaultsRecoverInPlaceAndMoved() throws {
         let sweep = Process()
         sweep.executableURL = Self.repository.appendingPathComponent("scripts/crash-sweep")
-        let scenarios = ["note-add", "password-edit", "category-rm", "passwd", "rekey", "init", "seed-on-open",
-                         "open-v1-fixture"]
+        let scenarios = ["note-add", "password-edit", "category-rm", "passwd", "rekey", "init", "open-v1-fixture"]
         sweep.arguments = ["--every", "5"] + scenarios
         sweep.environment = ["PATH": "/usr/local/bin:/usr/bin:/bin", "MYSTASH_BIN": Self.binary.path]
         let result = try run(sweep, stdin: nil)

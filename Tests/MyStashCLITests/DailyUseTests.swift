@@ -4,18 +4,6 @@ import XCTest
 /// Day-to-day behaviour: pipes, terminal safety, suggestions, sessions, TOTP, history,
 /// the clipboard and completion, each through the built binary.
 final class DailyUseTests: CLITestCase {
-    /// Runs a shell script with the test environment and mystash on PATH.
-    func shell(_ script: String, environment: [String: String] = [:], stdout: FileHandle? = nil,
-               bash: Bool = false) throws -> Result {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: bash ? "/bin/bash" : "/bin/sh")
-        process.arguments = ["-c", script]
-        var env = baseEnvironment.merging(environment) { _, new in new }
-        env["PATH"] = Self.binary.deletingLastPathComponent().path + ":" + (env["PATH"] ?? "")
-        process.environment = env
-        return try execute(process, stdin: nil, stdout: stdout)
-    }
-
     func importJSON(_ json: String) throws {
         let file = home.appendingPathComponent("import-\(UUID().uuidString).json")
         try json.write(to: file, atomically: true, encoding: .utf8)
@@ -170,17 +158,7 @@ final class DailyUseTests: CLITestCase {
     }
 
     func testAVersion1VaultIsUpgradedOnItsNextOpenWithOneLine() throws {
-        let fixture = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-            .appendingPathComponent("../MyStashKitTests/Fixtures/vault-v1").standardizedFileURL
-        try FileManager.default.createDirectory(
-            at: vaultDirectory, withIntermediateDirectories: true,
-            attributes: [.posixPermissions: 0o700])
-        for store in ["Notes.sqlite", "Passwords.sqlite"] {
-            let target = vaultDirectory.appendingPathComponent(store)
-            try FileManager.default.copyItem(at: fixture.appendingPathComponent(store), to: target)
-            try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: target.path)
-        }
-        let password = ["MYSTASH_PASSWORD": "fixture-password"]
+        let password = try installVersion1Vault()
         let first = try runOK(["password", "show", "Router", "--field", "password"], environment: password)
         XCTAssertEqual(first.stdout, "p@ss w0rd é\n")
         XCTAssertEqual(

@@ -5,16 +5,8 @@ import XCTest
 /// while mystash migrates and seeds it: the next open finishes the job and loses nothing.
 final class MigrationKillTests: CLITestCase {
     func copyFixture() throws {
-        let fixture = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-            .appendingPathComponent("../MyStashKitTests/Fixtures/vault-v1").standardizedFileURL
         try? FileManager.default.removeItem(at: vaultDirectory)
-        try FileManager.default.createDirectory(
-            at: vaultDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        for store in ["Notes.sqlite", "Passwords.sqlite"] {
-            let target = vaultDirectory.appendingPathComponent(store)
-            try FileManager.default.copyItem(at: fixture.appendingPathComponent(store), to: target)
-            try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: target.path)
-        }
+        _ = try installVersion1Vault()
     }
 
     /// The suite kills at a sample of points; MYSTASH_KILL_SWEEP=1 tries every one.

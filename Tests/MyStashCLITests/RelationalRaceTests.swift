@@ -62,6 +62,35 @@ final class RelationalRaceTests: CLITestCase {
         }
     }
 
+    /// Stops `pid` (SIGSTOP) in a sleep of SQLite's busy handler at which it holds no file lock:
+    /// stopped holding one (a read lock kept while it waits to write), it would block every other
+    /// writer. Until then it is let go on to its next sleep.
+    func stopWhileWaitingAndHoldingNoLock(_ process: Process, pid: pid_t, log: URL, after offset: Int) throws {
+        var offset = offset
+        while true {
+            waitUntilWaitingForTheLock(process, log: log, after: offset)
+            XCTAssertEqual(kill(pid, SIGSTOP), 0)
+            while try !isStopped(pid) { sched_yield() }
+            guard try holdsFileLocks(pid) else { return }
+            offset = (try? Data(contentsOf: log))?.count ?? offset
+            XCTAssertEqual(kill(pid, SIGCONT), 0)
+        }
+    }
+
+    func isStopped(_ pid: pid_t) throws -> Bool {
+        let stat = try String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)
+        // The state follows the command name, which is in parentheses: T, or t under strace.
+        return ["T", "t"].contains(stat.split(separator: ")").last?.split(separator: " ").first)
+    }
+
+    /// Whether `/proc/locks` lists a lock of `pid` (SQLite's are POSIX record locks).
+    func holdsFileLocks(_ pid: pid_t) throws -> Bool {
+        try String(contentsOfFile: "/proc/locks", encoding: .utf8).split(separator: "\n").contains { line in
+            let fields = line.split(separator: " ")
+            return fields.count > 4 && fields[1] != "->" && fields[4] == "\(pid)"
+        }
+    }
+
     /// mystash traced for sleeps (its main thread only: an editor's own sleeps do not count).
     func tracedProcess(_ arguments: [String], log: URL, environment: [String: String] = [:]) throws -> Process {
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/strace") else {
@@ -154,8 +183,7 @@ final class RelationalRaceTests: CLITestCase {
         // Only a wait after the editor counts: the one for the save's write lock.
         let traceBeforeTheSave = (try? Data(contentsOf: log))?.count ?? 0
         _ = FileManager.default.createFile(atPath: go.path, contents: nil)
-        waitUntilWaitingForTheLock(edit, log: log, after: traceBeforeTheSave)
-        XCTAssertEqual(kill(pid, SIGSTOP), 0)
+        try stopWhileWaitingAndHoldingNoLock(edit, pid: pid, log: log, after: traceBeforeTheSave)
         try holder.release()
         try runOK(["category", "rm", "Travel"])
         XCTAssertEqual(kill(pid, SIGCONT), 0)

@@ -1,6 +1,8 @@
 import Foundation
 import TestSupport
 import XCTest
+@testable import MyStashKit
+@testable import StashCrypto
 
 /// Random values of every SQLite type, written with the sqlite3 tool into random cells of
 /// real vaults (rows, bookkeeping columns, primary-key table, metadata). Every run of
@@ -137,11 +139,7 @@ final class StoredValueFuzzTests: CLITestCase {
         try FileManager.default.moveItem(at: vaultDirectory, to: base)
         // A vault from before the integrity record, which would name these rows first: the
         // values themselves must be reported, not crash.
-        for file in ["Notes.sqlite", "Passwords.sqlite"] {
-            XCTAssertEqual(
-                try sqlite(base.appendingPathComponent(file), "DROP TABLE MYSTASH_ROW_TAG; DROP TABLE MYSTASH_RECORD")
-                    .status, 0)
-        }
+        try makeVaultFromBeforeTheRecord(base)
         let cases: [(file: String, sql: String, command: [String], says: String)] = [
             (
                 "Notes.sqlite", "UPDATE ZNOTE SET Z_OPT = NULL", ["note", "show", "1"],
@@ -251,6 +249,28 @@ final class StoredValueFuzzTests: CLITestCase {
             for (key, value) in expected {
                 XCTAssertEqual(entry[key] as? String, value, "\(what): \(key)", file: file, line: line)
             }
+        }
+    }
+}
+
+extension CLITestCase {
+    /// Makes the vault at `directory` one from before the integrity record: no record tables,
+    /// and a version 1 key slot (the password "pw"), which cannot say the vault has a record.
+    func makeVaultFromBeforeTheRecord(_ directory: URL) throws {
+        let vault = try Vault.open(at: directory)
+        try vault.unlock(password: .password("pw"), verification: .skipped)
+        let olderSlot = try KeySlot.wrapping(
+            try vault.sessionContents().dataKey, password: .password("pw"), parameters: ScryptParameters(logN: 10),
+            version: 1)
+        for store in vault.coordinator.persistentStores {
+            vault.coordinator.setMetadata(Data(olderSlot.serialized), forKey: Vault.keySlotKey, in: store)
+        }
+        try vault.coordinator.saveMetadata()
+        try vault.coordinator.close()
+        for file in ["Notes.sqlite", "Passwords.sqlite"] {
+            let dropped = try sqlite(
+                directory.appendingPathComponent(file), "DROP TABLE MYSTASH_ROW_TAG; DROP TABLE MYSTASH_RECORD")
+            XCTAssertEqual(dropped.status, 0)
         }
     }
 }

@@ -70,6 +70,17 @@ final class ClipboardTests: XCTestCase {
         XCTAssertEqual(Clipboard.contents(), "")
     }
 
+    func testTheHelperPutsBackWhatTheClipboardHeldBefore() throws {
+        _ = try Clipboard.copy("a link I copied", clearAfter: 0, clearHelper: [])
+        _ = try Clipboard.copy("the secret", clearAfter: 0, clearHelper: [])
+        let pipe = Pipe()
+        let earlier = Data("a link I copied".utf8).base64EncodedString()
+        pipe.fileHandleForWriting.write(Data("0 \(try Clipboard.digest("the secret"))\n\(earlier)\n".utf8))
+        try pipe.fileHandleForWriting.close()
+        XCTAssertTrue(Clipboard.runClearHelper(input: pipe.fileHandleForReading))
+        XCTAssertEqual(Clipboard.contents(), "a link I copied")
+    }
+
     func testNoDisplayMeansNoTool() {
         XCTAssertNil(Clipboard.tool(environment: [:]))
         XCTAssertNil(Clipboard.tool(environment: ["DISPLAY": ""]))

@@ -66,10 +66,6 @@ final class ImportFuzzTests: VaultTestCase {
         _ = imported
     }
 
-    func fixture(_ name: String) throws -> Data {
-        try Data(contentsOf: ImportTests.fixtures.appendingPathComponent(name))
-    }
-
     func testDamagedBitwardenExports() throws {
         try fuzz(.bitwardenJSON, try fixture("bitwarden-all-types.json"), seed: 1)
     }

@@ -6,10 +6,6 @@ import XCTest
 /// Imports of files made by the real tools (keepassxc-cli, pass with gpg) where this machine
 /// can make them, and of Bitwarden exports built from its documented schema with every item type.
 final class ImportTests: VaultTestCase {
-    static var fixtures: URL { Bundle.module.url(forResource: "Fixtures", withExtension: nil)! }
-
-    func fixture(_ name: String) throws -> Data { try Data(contentsOf: Self.fixtures.appendingPathComponent(name)) }
-
     // MARK: - Bitwarden
 
     func testBitwardenEveryItemTypeIsCarriedOverOrReported() throws {
@@ -292,28 +288,6 @@ final class ImportTests: VaultTestCase {
 
     // MARK: - KeePassXC, through keepassxc-cli
 
-    /// Imports Fixtures/keepassxc-source.xml into a real KeePassXC database and exports it.
-    func keepassxcExport(_ format: String) throws -> Data {
-        guard let cli = ChildProcess.find("keepassxc-cli") else {
-            throw XCTSkip("keepassxc-cli is not installed (apt-get install keepassxc)")
-        }
-        let work = directory.deletingLastPathComponent().appendingPathComponent("kp-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: work) }
-        let database = work.appendingPathComponent("test.kdbx").path
-        let made = try XCTUnwrap(
-            ChildProcess.execute(
-                [
-                    cli, "import", "-p", Self.fixtures.appendingPathComponent("keepassxc-source.xml").path,
-                    database,
-                ], input: Data("pw\npw\n".utf8)))
-        XCTAssertEqual(made.status, 0, String(decoding: made.errors, as: UTF8.self))
-        let exported = try XCTUnwrap(
-            ChildProcess.execute([cli, "export", "-f", format, database], input: Data("pw\n".utf8)))
-        XCTAssertEqual(exported.status, 0, String(decoding: exported.errors, as: UTF8.self))
-        return exported.output
-    }
-
     func testKeePassXCCSVFromKeePassXCWithBOMAndCRLF() throws {
         let csv = try keepassxcExport("csv")
         for (label, data) in [
@@ -371,13 +345,10 @@ final class ImportTests: VaultTestCase {
     }
 
     func importPassStore(madeFor recipient: String) throws {
-        let store = directory.deletingLastPathComponent().appendingPathComponent("store-\(UUID().uuidString)")
-        setenv("PASSWORD_STORE_DIR", store.path, 1)
-        defer {
-            unsetenv("PASSWORD_STORE_DIR")
-            try? FileManager.default.removeItem(at: store)
-        }
-        try must(["pass", "init", recipient])
+        try withPassStore(for: recipient) { store in try importPassStore(store) }
+    }
+
+    func importPassStore(_ store: URL) throws {
         try must(
             ["pass", "insert", "-m", "Work/Mail & Chat/ada@example.org"],
             Data(

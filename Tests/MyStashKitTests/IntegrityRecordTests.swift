@@ -11,7 +11,8 @@ final class IntegrityRecordTests: VaultTestCase {
         let vault = try makeVault()
         try vault.addNote(title: "kept", text: "text")
         let stale = try IntegrityRecord(
-            dataKey: try vault.sessionContents().dataKey, stores: vault.integrityStores, model: "MyStash 0")
+            dataKey: try vault.sessionContents().dataKey, keySlot: vault.keySlot,
+            stores: vault.integrityStores, model: "MyStash 0")
         try vault.coordinator.performWrite { try stale.create(in: $0) }
         // Rows changed as a migration would change them.
         _ = try sqlite("Notes.sqlite", "UPDATE ZNOTE SET Z_OPT = Z_OPT + 1")
@@ -29,7 +30,8 @@ final class IntegrityRecordTests: VaultTestCase {
         let vault = try makeVault()
         try vault.addNote(title: "kept", text: "text")
         let record = try IntegrityRecord(
-            dataKey: try vault.sessionContents().dataKey, stores: vault.integrityStores,
+            dataKey: try vault.sessionContents().dataKey, keySlot: vault.keySlot,
+            stores: vault.integrityStores,
             model: vault.coordinator.managedObjectModel.versionIdentifier)
         let notes = try XCTUnwrap(vault.integrityStores.first { $0.fileName == "Notes.sqlite" })
         let row = StoredRowKey(storeIdentifier: notes.identifier, table: "ZNOTE", primaryKey: 1)
@@ -128,5 +130,59 @@ final class IntegrityRecordTests: VaultTestCase {
         assertVaultError(.invalidData, { try reopened.followExternalChanges() }) { error in
             XCTAssertTrue(error.message.contains("its integrity record was removed outside mystash"), error.message)
         }
+    }
+
+    /// The key slot says the vault has a record: dropping both record tables is tampering,
+    /// where before it made the vault one from before the record, trusted as it was.
+    func testRemovingTheRecordOfAVaultWhoseSlotRequiresOneIsTampering() throws {
+        let vault = try makeVault()
+        _ = try vault.addNote(title: "kept", text: "text")
+        XCTAssertTrue(vault.keySlot.requiresIntegrityRecord)
+        for store in ["Notes.sqlite", "Passwords.sqlite"] {
+            try sqlite(store, "DROP TABLE MYSTASH_ROW_TAG; DROP TABLE MYSTASH_RECORD")
+        }
+        assertVaultError(.invalidData, { _ = try reopen() }) {
+            XCTAssertTrue($0.message.contains("its integrity record was removed outside mystash"), $0.message)
+        }
+        let checking = try Vault.open(at: directory)
+        try checking.unlock(password: password, verification: .skipped)
+        XCTAssertEqual(try checking.check().map(\.message), Array(
+            repeating: "its integrity record was removed outside mystash", count: 2))
+    }
+
+    /// A vault from before the record (a version 1 slot) gets the record at its next change and,
+    /// at the next unlock with the master password, the slot that requires it.
+    func testAnOlderVaultsSlotComesToRequireTheRecordOnceItHasOne() throws {
+        let vault = try makeVault()
+        _ = try vault.addNote(title: "kept", text: "text")
+        try dropIntegrityRecord()
+        XCTAssertFalse(try Vault.open(at: directory).keySlot.requiresIntegrityRecord)
+        let older = try reopen()
+        _ = try older.addNote(title: "second", text: "text")
+        let session = try older.sessionContents()
+        let upgraded = try reopen()
+        XCTAssertTrue(upgraded.keySlot.requiresIntegrityRecord)
+        XCTAssertEqual(upgraded.keySlot.slotIdentifier, session.slotIdentifier, "sessions stay valid")
+        XCTAssertTrue(try Vault.open(at: directory).unlock(session: session))
+        XCTAssertEqual(try upgraded.check(), [])
+    }
+
+    /// A trigger planted while a vault is open (its schema checked at open): the next save checks
+    /// the schema again before computing its tags, so what the trigger wrote is never tagged.
+    func testATriggerPlantedWhileTheVaultIsOpenStopsTheNextSave() throws {
+        let vault = try makeVault()
+        try vault.addEntry(name: "Bank", password: "old-secret", userId: nil, url: nil, category: nil, notes: nil)
+        try vault.editEntry("Bank", EntryChanges(password: "new-secret"))
+        let old = try sqlite("Passwords.sqlite", "SELECT hex(ZPASSWORD) FROM ZPASSWORDHISTORY LIMIT 1")
+        try sqlite("Passwords.sqlite", "CREATE TRIGGER KEEP_OLD AFTER UPDATE ON ZSYSTEM BEGIN "
+                   + "UPDATE ZSYSTEM SET ZPASSWORD = X'\(old)' WHERE Z_PK = NEW.Z_PK; END")
+        assertVaultError(.invalidData, { try vault.editEntry("Bank", EntryChanges(password: "newest-secret")) }) {
+            XCTAssertTrue($0.message.contains("trigger 'KEEP_OLD' on ZSYSTEM was added outside ObjectGraph"),
+                          $0.message)
+        }
+        try sqlite("Passwords.sqlite", "DROP TRIGGER KEEP_OLD")
+        let reopened = try reopen()
+        XCTAssertEqual(try reopened.check(), [])
+        XCTAssertEqual(try reopened.entry("Bank", reveal: true).password, "new-secret")
     }
 }

@@ -34,4 +34,67 @@ final class RekeyTests: VaultTestCase {
         XCTAssertEqual(problems.count, 3, "every row with encrypted fields fails: \(problems)")
         XCTAssertTrue(problems.allSatisfy { $0.message.contains("modified or moved") }, "\(problems)")
     }
+
+    /// Two changes of the master password from vaults unlocked with the same old one (two
+    /// processes): the second is refused, and the password of the one that succeeded opens the vault.
+    func testASecondPasswordChangeFromTheSameOldPasswordIsRefused() throws {
+        _ = try makeVault()
+        let first = try reopen()
+        let second = try reopen()
+        try first.changePassword(to: .password("first"), parameters: cheap)
+        assertVaultError(.busy, { try second.changePassword(to: .password("second"), parameters: cheap) }) {
+            XCTAssertTrue($0.message.contains("changed the master password or the vault's key"), $0.message)
+        }
+        let reopened = try Vault.open(at: directory)
+        assertVaultError(.wrongPassword) { try reopened.unlock(password: .password("second")) }
+        try reopened.unlock(password: .password("first"))
+        XCTAssertEqual(try reopened.check(), [])
+    }
+
+    /// A rekey and a password change from the same old password: whichever comes second is
+    /// refused, as a password change would wrap the old data key that no value is under any more.
+    func testAPasswordChangeAfterAnotherProcessRekeyedIsRefused() throws {
+        _ = try makeVault()
+        let rekeying = try reopen()
+        let changing = try reopen()
+        try rekeying.rekey(to: .password("rekeyed"), parameters: cheap)
+        assertVaultError(.busy) { try changing.changePassword(to: .password("changed"), parameters: cheap) }
+        assertVaultError(.busy) { try changing.rekey(to: .password("changed"), parameters: cheap) }
+        let reopened = try Vault.open(at: directory)
+        try reopened.unlock(password: .password("rekeyed"))
+        XCTAssertEqual(try reopened.check(), [])
+    }
+
+    /// A vault unlocked before another process rekeyed it holds the old data key: its change is
+    /// refused as a key change to retry, not reported as tampering, and writes nothing under the old key.
+    func testAChangeUnderAKeyAnotherProcessReplacedIsRefusedAsAKeyChange() throws {
+        let vault = try makeVault()
+        _ = try vault.addNote(title: "kept", text: "text")
+        let stale = try reopen()
+        try reopen().rekey(to: .password("rekeyed"), parameters: cheap)
+        assertVaultError(.busy, { _ = try stale.addNote(title: "lost", text: "under the old key") }) {
+            XCTAssertTrue($0.message.contains("changed the vault's key"), $0.message)
+        }
+        let reopened = try Vault.open(at: directory)
+        try reopened.unlock(password: .password("rekeyed"))
+        XCTAssertEqual(try reopened.notes().map(\.title), ["kept"])
+        XCTAssertEqual(try reopened.check(), [])
+    }
+
+    /// A vault still open with the data key from before another process rekeyed it (a browse
+    /// view, an unlocked session): re-checking it says the key changed, not that it was tampered with.
+    func testReadingUnderAKeyAnotherProcessReplacedAsksToUnlockAgain() throws {
+        let vault = try makeVault()
+        _ = try vault.addNote(title: "kept", text: "text")
+        let stale = try reopen()
+        try reopen().rekey(to: .password("rekeyed"), parameters: cheap)
+        assertVaultError(.busy, { _ = try stale.check() }) {
+            XCTAssertTrue($0.message.contains("changed the vault's key"), $0.message)
+            XCTAssertFalse($0.message.contains("outside mystash"), $0.message)
+        }
+        // Unlocked again (as browse does after locking its view) with the password of now.
+        try stale.unlock(password: .password("rekeyed"))
+        XCTAssertEqual(try stale.check(), [])
+        XCTAssertEqual(try stale.notes().map(\.title), ["kept"])
+    }
 }

@@ -85,7 +85,7 @@ final class SecurityTests: VaultTestCase {
         try sqlite("Passwords.sqlite", "UPDATE ZCATEGORY SET Z_OPT = 'x' WHERE Z_PK = 1")
         let problems = try reopen(verification: .skipped).check()
         XCTAssertTrue(problems.contains {
-            $0.entity == "Category" && $0.primaryKey == nil && $0.message.hasPrefix("category names could not be compared: ")
+            $0.entity == "Category" && $0.primaryKey == nil && $0.message.hasPrefix("category names could not be checked: ")
         }, "\(problems)")
     }
 

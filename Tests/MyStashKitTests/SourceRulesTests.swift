@@ -84,4 +84,27 @@ final class SourceRulesTests: XCTestCase {
         }
         XCTAssertEqual(long, [], "\(long.count) lines over \(Self.maximumLineLength) characters")
     }
+
+    /// ObjectGraph documents its public surface as GRDB does its own: at least 70% of its public
+    /// declarations carry a `///` comment (the DocC catalog, built by scripts/build-docs, links them).
+    func testMostOfObjectGraphsPublicDeclarationsAreDocumented() throws {
+        var declarations = 0
+        var undocumented: [String] = []
+        let declaration = try Regex(#"^\s*(@[\w()]+\s+)*(public|open)\s"#)
+        for file in Self.swiftFiles(under: Self.sourcesURL.appendingPathComponent("ObjectGraph")) {
+            let lines = try String(contentsOf: file, encoding: .utf8).components(separatedBy: "\n")
+            for (index, line) in lines.enumerated() where line.firstMatch(of: declaration) != nil {
+                declarations += 1
+                var above = index - 1
+                while above >= 0, lines[above].trimmingCharacters(in: .whitespaces).hasPrefix("@") { above -= 1 }
+                if above < 0 || !lines[above].trimmingCharacters(in: .whitespaces).hasPrefix("///") {
+                    undocumented.append("\(file.lastPathComponent):\(index + 1)")
+                }
+            }
+        }
+        XCTAssertGreaterThan(declarations, 300, "the scan finds ObjectGraph's declarations")
+        let share = Double(declarations - undocumented.count) / Double(declarations)
+        XCTAssertGreaterThanOrEqual(share, 0.7, "\(undocumented.count) of \(declarations) undocumented, such as "
+                                    + undocumented.prefix(10).joined(separator: ", "))
+    }
 }

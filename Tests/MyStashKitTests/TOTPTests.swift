@@ -4,10 +4,8 @@ import XCTest
 import StashCrypto
 
 final class TOTPTests: XCTestCase {
-    static var fixtures: URL { Bundle.module.url(forResource: "Fixtures", withExtension: nil)! }
-
     func testRFC6238Vectors() throws {
-        let data = try Data(contentsOf: Self.fixtures.appendingPathComponent("rfc6238.json"))
+        let data = try Data(contentsOf: VaultTestCase.fixtures.appendingPathComponent("rfc6238.json"))
         let root = try XCTUnwrap(try JSONSerialization.jsonObject(with: data) as? [String: Any])
         let seeds = try XCTUnwrap(root["seeds"] as? [String: String])
         let vectors = try XCTUnwrap(root["vectors"] as? [[String: Any]])
@@ -59,7 +57,7 @@ final class TOTPTests: XCTestCase {
             let digits = Int.random(in: 6...8, using: &generator)
             let period = [15, 30, 45, 60, 90].randomElement(using: &generator)!
             let time = Int.random(in: 0...4_000_000_000, using: &generator)
-            let base32 = Self.base32(secret)
+            let base32 = TOTP.base32Encode(secret)
             let totp = try TOTP(parsing: "otpauth://totp/x?secret=\(base32)&algorithm=\(algorithm.rawValue)&digits=\(digits)&period=\(period)")
             let ours = try totp.code(at: Date(timeIntervalSince1970: TimeInterval(time))).value
             let process = Process()
@@ -74,22 +72,5 @@ final class TOTPTests: XCTestCase {
             XCTAssertEqual(process.terminationStatus, 0)
             XCTAssertEqual(ours, output.trimmingCharacters(in: .whitespacesAndNewlines), "\(algorithm) \(digits) \(period)s at \(time)")
         }
-    }
-
-    static func base32(_ bytes: [UInt8]) -> String {
-        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567")
-        var output = ""
-        var buffer: UInt32 = 0
-        var bits = 0
-        for byte in bytes {
-            buffer = (buffer << 8) | UInt32(byte)
-            bits += 8
-            while bits >= 5 {
-                bits -= 5
-                output.append(alphabet[Int((buffer >> UInt32(bits)) & 31)])
-            }
-        }
-        if bits > 0 { output.append(alphabet[Int((buffer << UInt32(5 - bits)) & 31)]) }
-        return output
     }
 }

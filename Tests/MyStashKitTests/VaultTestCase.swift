@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 @testable import MyStashKit
-import StashCrypto
+@testable import StashCrypto
 
 /// Each test gets a fresh temporary directory and, on demand, a vault with a cheap KDF.
 class VaultTestCase: XCTestCase {
@@ -17,6 +17,36 @@ class VaultTestCase: XCTestCase {
         try? FileManager.default.removeItem(at: directory)
     }
 
+    static var fixtures: URL { Bundle.module.url(forResource: "Fixtures", withExtension: nil)! }
+
+    func fixture(_ name: String) throws -> Data { try Data(contentsOf: Self.fixtures.appendingPathComponent(name)) }
+
+    /// Imports the KeePass XML fixture `source` into a real KeePassXC database and exports it
+    /// as `format` (csv or xml) with keepassxc-cli.
+    func keepassxcExport(_ format: String, of source: String = "keepassxc-source.xml") throws -> Data {
+        try keepassxcExport(format, xml: Self.fixtures.appendingPathComponent(source))
+    }
+
+    /// The KeePass XML file `xml` through a real KeePassXC database, exported as `format`.
+    func keepassxcExport(_ format: String, xml: URL) throws -> Data {
+        guard let cli = ChildProcess.find("keepassxc-cli") else {
+            throw XCTSkip("keepassxc-cli is not installed (apt-get install keepassxc)")
+        }
+        let work = directory.deletingLastPathComponent().appendingPathComponent("kp-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: work) }
+        let database = work.appendingPathComponent("test.kdbx").path
+        let made = try XCTUnwrap(
+            ChildProcess.execute(
+                [cli, "import", "-p", xml.path, database],
+                input: Data("pw\npw\n".utf8)))
+        XCTAssertEqual(made.status, 0, String(decoding: made.errors, as: UTF8.self))
+        let exported = try XCTUnwrap(
+            ChildProcess.execute([cli, "export", "-f", format, database], input: Data("pw\n".utf8)))
+        XCTAssertEqual(exported.status, 0, String(decoding: exported.errors, as: UTF8.self))
+        return exported.output
+    }
+
     func makeVault() throws -> Vault {
         try Vault.create(at: directory, password: password, parameters: cheap)
     }
@@ -29,8 +59,17 @@ class VaultTestCase: XCTestCase {
         return vault
     }
 
-    /// Makes the vault one from before the integrity record (which the next change gives it).
+    /// Makes the vault one from before the integrity record (which the next change gives it):
+    /// no record, and a version 1 key slot, which cannot say the vault has one.
     func dropIntegrityRecord() throws {
+        let vault = try reopen(verification: .skipped)
+        let olderSlot = try KeySlot.wrapping(
+            try vault.sessionContents().dataKey, password: password, parameters: cheap, version: 1)
+        for store in vault.coordinator.persistentStores {
+            vault.coordinator.setMetadata(Data(olderSlot.serialized), forKey: Vault.keySlotKey, in: store)
+        }
+        try vault.coordinator.saveMetadata()
+        try vault.coordinator.close()
         for store in ["Notes.sqlite", "Passwords.sqlite"] {
             try sqlite(store, "DROP TABLE MYSTASH_ROW_TAG; DROP TABLE MYSTASH_RECORD")
         }
@@ -63,6 +102,18 @@ class VaultTestCase: XCTestCase {
 
     /// Runs `body` with GNUPGHOME pointing at a new gpg home holding one key without a
     /// passphrase, for `recipient`; skips the test without gpg.
+    /// A new pass store for `recipient` (PASSWORD_STORE_DIR while `body` runs), removed after.
+    func withPassStore(for recipient: String, _ body: (_ store: URL) throws -> Void) throws {
+        let store = directory.deletingLastPathComponent().appendingPathComponent("store-\(UUID().uuidString)")
+        setenv("PASSWORD_STORE_DIR", store.path, 1)
+        defer {
+            unsetenv("PASSWORD_STORE_DIR")
+            try? FileManager.default.removeItem(at: store)
+        }
+        try must(["pass", "init", recipient])
+        try body(store)
+    }
+
     func withTestGPGKey(_ body: (_ recipient: String) throws -> Void) throws {
         guard ChildProcess.find("gpg") != nil else { throw XCTSkip("gpg is not installed (apt-get install gnupg)") }
         // Short: the agent's socket path must fit in 108 bytes.

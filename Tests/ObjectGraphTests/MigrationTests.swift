@@ -203,6 +203,7 @@ final class MigrationTests: MigrationTestCase {
         item["name"] = "d"
         try context.save()
         XCTAssertEqual(item.objectID.primaryKey, 4)
+        XCTAssertEqual(try coordinator.schemaProblems(), [], "a migrated store has the schema a new one would")
         try coordinator.close()
         XCTAssertEqual(
             try sqlite3(url, "SELECT name FROM sqlite_master WHERE name = 'ZITEM_ZNAME_INDEX'"), ["ZITEM_ZNAME_INDEX"])

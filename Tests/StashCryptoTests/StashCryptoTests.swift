@@ -157,11 +157,46 @@ final class KeySlotTests: XCTestCase {
         }
     }
 
+    /// Version 2's flag that the vault has an integrity record is under the wrapping's tag:
+    /// cleared (with a fixed checksum), the slot no longer opens.
+    func testTheIntegrityRecordFlagCannotBeClearedWithoutThePassword() throws {
+        let (slot, _) = try KeySlot.create(password: .password("pw"), parameters: cheap)
+        XCTAssertEqual(slot.serialized.count, 140)
+        XCTAssertTrue(slot.requiresIntegrityRecord)
+        var bytes = slot.serialized
+        bytes[47] = 0
+        bytes.replaceSubrange(108..<140, with: try SHA256Digest.hash(Array(bytes[0..<108])))
+        let cleared = try KeySlot(serialized: bytes)
+        XCTAssertFalse(cleared.requiresIntegrityRecord)
+        XCTAssertThrowsError(try cleared.unlock(password: .password("pw"))) { error in
+            XCTAssertEqual((error as? StashCryptoError)?.code, .wrongPassword)
+        }
+    }
+
+    /// A version 1 slot (139 bytes, no flags) still opens, and becomes a version 2 slot that
+    /// requires the record, with the same identity (sessions stay valid), salt and password.
+    func testAVersion1SlotOpensAndIsMadeToRequireTheRecord() throws {
+        let dataKey = try SecretBytes.random(count: 32)
+        let old = try KeySlot.wrapping(dataKey, password: .password("pw"), parameters: cheap, version: 1)
+        XCTAssertEqual(old.serialized.count, 139)
+        let reread = try KeySlot(serialized: old.serialized)
+        XCTAssertFalse(reread.requiresIntegrityRecord)
+        let (opened, requiring) = try reread.unlockRequiringIntegrityRecord(password: .password("pw"))
+        XCTAssertEqual(opened, dataKey)
+        let upgraded = try KeySlot(serialized: try XCTUnwrap(requiring).serialized)
+        XCTAssertTrue(upgraded.requiresIntegrityRecord)
+        XCTAssertEqual(upgraded.version, 2)
+        XCTAssertEqual(upgraded.slotIdentifier, old.slotIdentifier)
+        XCTAssertEqual(upgraded.salt, old.salt)
+        XCTAssertEqual(try upgraded.unlock(password: .password("pw")), dataKey)
+        XCTAssertNil(try upgraded.unlockRequiringIntegrityRecord(password: .password("pw")).requiring)
+    }
+
     func testAnEditedCostBeyondTheCapsIsRefusedEvenWithAValidChecksum() throws {
         let (slot, _) = try KeySlot.create(password: .password("pw"), parameters: cheap)
         var bytes = slot.serialized
         bytes[6] = 30 // log2(N) = 30: hours and 128 GiB
-        bytes.replaceSubrange(107..<139, with: try SHA256Digest.hash(Array(bytes[0..<107])))
+        bytes.replaceSubrange(108..<140, with: try SHA256Digest.hash(Array(bytes[0..<108])))
         XCTAssertThrowsError(try KeySlot(serialized: bytes)) { error in
             XCTAssertEqual((error as? StashCryptoError)?.code, .parametersRejected)
         }

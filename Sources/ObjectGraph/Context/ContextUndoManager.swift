@@ -48,9 +48,11 @@ public final class ContextUndoManager {
     /// How deeply groups are nested now (0 when none is open).
     public var groupingLevel: Int { openGroups.count }
     public var canUndo: Bool { !undoStack.isEmpty || openGroups.first.map { !$0.isEmpty } ?? false }
+    /// Whether there is an undone group to redo.
     public var canRedo: Bool { !redoStack.isEmpty }
     /// How many groups can be undone now.
     var undoGroupCount: Int { undoStack.count }
+    /// Whether changes are being recorded now.
     public var isUndoRegistrationEnabled: Bool { disabledCount == 0 }
 
     // MARK: - Grouping

@@ -3,7 +3,7 @@ import Foundation
 /// The identity of a managed object: its entity, store and primary key, or a temporary
 /// identity until its first save, as `NSManagedObjectID`.
 ///
-/// 16 bytes: the entity name, store and kind live in an ``ObjectIDScope`` shared by every ID
+/// 16 bytes: the entity name, store and kind live in an `ObjectIDScope` shared by every ID
 /// of that entity and store, so 50,000 IDs hold 0.8 MB, not 3.2.
 public struct ObjectID: Hashable, CustomStringConvertible, Sendable {
     let scope: ObjectIDScope
@@ -176,7 +176,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// The primary key a registered object is registered under (its permanent ID's number),
     /// read without building an ``ObjectID``.
     var registeredPrimaryKey: Int64 { identityNumber }
-    /// Held weakly, through the object's ID scope (``ObjectIDScope/context``).
+    /// Held weakly, through the object's ID scope (`ObjectIDScope.context`).
     public internal(set) var managedObjectContext: ManagedObjectContext? {
         get { identityScope?.context }
         set {

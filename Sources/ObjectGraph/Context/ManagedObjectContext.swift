@@ -18,7 +18,7 @@ import GRDB
 /// ```
 ///
 /// - warning: A context and its objects belong to its queue, as in Core Data: use them inside
-///   ``perform(_:)`` or ``performAndWait(_:)`` (or on the main thread for a main-queue context),
+///   `perform(_:)` or `performAndWait(_:)` (or on the main thread for a main-queue context),
 ///   and pass ``ObjectID``s, never objects, between contexts.
 public final class ManagedObjectContext {
     public let coordinator: PersistentStoreCoordinator
@@ -100,7 +100,7 @@ public final class ManagedObjectContext {
         }
     }
 
-    /// The queue ``perform(_:)`` and ``performAndWait(_:)`` run on.
+    /// The queue `perform(_:)` and `performAndWait(_:)` run on.
     public let concurrencyType: ConcurrencyType
     let queue: DispatchQueue
     /// The context whose save this context's save pushes into, or nil when it saves to the stores.
@@ -112,7 +112,7 @@ public final class ManagedObjectContext {
 
     /// A context over a coordinator's stores.
     ///
-    /// - parameter concurrencyType: the queue its ``perform(_:)`` blocks run on: a private
+    /// - parameter concurrencyType: the queue its `perform(_:)` blocks run on: a private
     ///   serial queue (the default) or the main queue.
     public init(coordinator: PersistentStoreCoordinator, notificationCenter: NotificationCenter = .default,
                 concurrencyType: ConcurrencyType = .privateQueue) {
@@ -563,9 +563,11 @@ public final class ManagedObjectContext {
         let sql =
             "SELECT \(root.selectColumns.joined(separator: ", ")) FROM \(store.qualified(root.tableName)) WHERE Z_PK = "
                 + "?"
-        return try coordinator.read { db in
-            try Row.fetchOne(db, sql: sql, arguments: [primaryKey]).map {
-                try materialize($0, root: root, store: store)
+        return try wrapStoreErrors(.objectNotFound, "cannot read \(root.name) row \(primaryKey)") {
+            try coordinator.read { db in
+                try Row.fetchOne(db, sql: sql, arguments: [primaryKey]).map {
+                    try materialize($0, root: root, store: store)
+                }
             }
         }
     }
@@ -600,13 +602,15 @@ public final class ManagedObjectContext {
         }
         let store = try coordinator.store(for: entity)
         let numbers = entity.selfAndDescendants.map { String($0.entityNumber) }.joined(separator: ", ")
-        return try coordinator.read { db in
-            try Int64.fetchAll(
-                db,
-                sql:
-                    "SELECT Z_PK FROM \(store.qualified(entity.rootEntity.tableName)) WHERE Z_ENT IN (\(numbers)) "
-                        + "ORDER BY Z_PK"
-            )
+        return try wrapStoreErrors(.objectNotFound, "cannot read the rows of \(entity.name)") {
+            try coordinator.read { db in
+                try Int64.fetchAll(
+                    db,
+                    sql:
+                        "SELECT Z_PK FROM \(store.qualified(entity.rootEntity.tableName)) WHERE Z_ENT IN (\(numbers)) "
+                            + "ORDER BY Z_PK"
+                )
+            }
         }
     }
 
@@ -618,8 +622,10 @@ public final class ManagedObjectContext {
         let store = try coordinator.store(for: source.entity.rootEntity)
         let sql = "SELECT EXISTS (SELECT 1 FROM \(store.qualified(join.name)) WHERE \(join.sourceColumn) = ? "
             + "AND \(join.destinationColumn) = ?)"
-        return try coordinator.read { db in
-            try Bool.fetchOne(db.cachedStatement(sql: sql), arguments: [primaryKey, destinationKey]) ?? false
+        return try wrapStoreErrors(.objectNotFound, "cannot read \(join.name)") {
+            try coordinator.read { db in
+                try Bool.fetchOne(db.cachedStatement(sql: sql), arguments: [primaryKey, destinationKey]) ?? false
+            }
         }
     }
 
@@ -649,10 +655,12 @@ public final class ManagedObjectContext {
         }
         // Stepped straight off the statement, as a fetch is: a relationship may hold 100,000 rows.
         var objects: [ManagedObject] = []
-        try coordinator.read { db in
-            try db.forEachRow(sql: sql, arguments: [primaryKey.databaseValue]) { row in
-                let object = try materialize(row, root: root, store: store)
-                if object.entity.isKind(of: destination) { objects.append(object) }
+        try wrapStoreErrors(.objectNotFound, "cannot read \(object.entity.name).\(relationship.name)") {
+            try coordinator.read { db in
+                try db.forEachRow(sql: sql, arguments: [primaryKey.databaseValue]) { row in
+                    let object = try materialize(row, root: root, store: store)
+                    if object.entity.isKind(of: destination) { objects.append(object) }
+                }
             }
         }
         return objects

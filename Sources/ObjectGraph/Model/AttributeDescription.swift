@@ -56,19 +56,31 @@ public enum AttributeType: String, Sendable, CaseIterable {
 ///                                   regularExpression: "[A-Za-z0-9]*")
 /// ```
 public struct AttributeDescription: Sendable {
+    /// The attribute's name; its column is `Z` and the name in capitals.
     public var name: String {
         didSet { columnName = "Z" + name.uppercased() }
     }
+    /// What the attribute holds, and so how it is stored.
     public var type: AttributeType
+    /// Whether an object may be saved without a value (validated at save).
     public var isOptional: Bool
+    /// Kept in memory only, never stored.
     public var isTransient: Bool
+    /// Whether the store keeps an index on the column (Xcode's "Indexed").
     public var isIndexed: Bool
+    /// The value a new object starts with, as Xcode writes it.
     public var defaultValueString: String?
+    /// The smallest value (number, date) or length (string, binary) allowed.
     public var minValueString: String?
+    /// The largest value (number, date) or length (string, binary) allowed.
     public var maxValueString: String?
+    /// A pattern every string value must match as a whole.
     public var regularExpression: String?
+    /// The transformer that turns a transformable value into stored bytes.
     public var valueTransformerName: String?
+    /// The model's user info for the attribute.
     public var userInfo: [String: String]
+    /// The attribute's renaming identifier: its name in an older model version.
     public var elementID: String?
     /// Keeps the value in the history's tombstone when the object is deleted, as Core Data's
     /// `preservesValueInHistoryOnDeletion` (model XML `preserveAfterDeletion="YES"`).

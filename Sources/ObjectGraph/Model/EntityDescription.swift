@@ -1,8 +1,9 @@
 /// A description of an entity, as `NSEntityDescription`: its attributes, relationships,
 /// place in an inheritance tree, and the number Core Data's SQLite layout gives it.
 ///
-/// Build entities in code and hand them to ``ManagedObjectModel/init(entities:configurations:versionIdentifier:)``,
-/// or load them from an `.xcdatamodeld` folder.
+/// Build entities in code and hand them to
+/// ``ManagedObjectModel/init(entities:configurations:versionIdentifier:file:)``, or load them from an
+/// `.xcdatamodeld` folder.
 ///
 /// For example:
 ///
@@ -12,13 +13,18 @@
 /// ])
 /// ```
 public final class EntityDescription: CustomStringConvertible {
+    /// The entity's name, unique in its model.
     public let name: String
+    /// The name of the entity it inherits from, if any.
     public let parentName: String?
+    /// An abstract entity has no objects of its own, only of its sub-entities.
     public let isAbstract: Bool
     /// The attributes and relationships declared on this entity (not inherited).
     public let declaredAttributes: [AttributeDescription]
     public let declaredRelationships: [RelationshipDescription]
+    /// The model's user info for the entity.
     public let userInfo: [String: String]
+    /// The class Xcode names for its objects (kept, not used to make them).
     public let managedObjectClassName: String?
     /// The entity's renaming identifier (Xcode's `elementID`): its name in an older model version.
     public let elementID: String?
@@ -27,10 +33,15 @@ public final class EntityDescription: CustomStringConvertible {
     public let uniquenessConstraints: [[String]]
 
     // Set once when the model is assembled.
+    /// Its number in the store (`Z_ENT`), by Core Data's rule: sorted by name, parents first.
     public internal(set) var entityNumber: Int = 0
+    /// The entity it inherits from.
     public internal(set) weak var superentity: EntityDescription?
+    /// The entities that inherit from it directly.
     public internal(set) var subentities: [EntityDescription] = []
+    /// Every attribute, inherited ones first.
     public internal(set) var attributes: [AttributeDescription] = []
+    /// Every relationship, inherited ones first.
     public internal(set) var relationships: [RelationshipDescription] = []
     var attributesByName: [String: AttributeDescription] = [:]
     var relationshipsByName: [String: RelationshipDescription] = [:]

@@ -3,9 +3,13 @@ import Foundation
 /// A problem that stops a model from loading: it names the file, the entity and the
 /// property at fault.
 public struct ModelError: Error, CustomStringConvertible {
+    /// The model file the problem is in, if known.
     public var file: String?
+    /// The entity the problem is in, if any.
     public var entity: String?
+    /// The attribute or relationship the problem is in, if any.
     public var property: String?
+    /// What is wrong, in words.
     public var reason: String
 
     public init(file: String? = nil, entity: String? = nil, property: String? = nil, reason: String) {
@@ -34,6 +38,7 @@ public struct ModelError: Error, CustomStringConvertible {
 /// let note = model.entity(named: "Note")!
 /// ```
 public final class ManagedObjectModel {
+    /// Every entity of the model, in entity-number order.
     public let entities: [EntityDescription]
     /// Configuration name → names of its member entities.
     public let configurations: [String: [String]]

@@ -15,18 +15,26 @@ public enum DeleteRule: String, Sendable {
 ///                                       inverse: "category", isToMany: true, deleteRule: .deny)
 /// ```
 public struct RelationshipDescription: Sendable {
+    /// The relationship's name; a to-one's column is `Z` and the name in capitals.
     public var name: String {
         didSet { columnName = "Z" + name.uppercased() }
     }
+    /// The entity at the other end.
     public var destinationEntityName: String
+    /// The relationship on the destination that points back, kept in step by contexts.
     public var inverseName: String?
+    /// Whether it holds a set of objects rather than one.
     public var isToMany: Bool
+    /// What deleting the source does to the destinations.
     public var deleteRule: DeleteRule
+    /// Whether an object may be saved with no destination.
     public var isOptional: Bool
     /// Minimum and maximum number of destination objects (0 = no bound), as Xcode writes them.
     public var minCount: Int
     public var maxCount: Int
+    /// The model's user info for the relationship.
     public var userInfo: [String: String]
+    /// The relationship's renaming identifier: its name in an older model version.
     public var elementID: String?
 
     public init(

@@ -24,12 +24,14 @@ public struct PersistentHistoryToken: Hashable, Codable, Sendable, CustomStringC
 
 /// One save's changes to one store, as Core Data's `NSPersistentHistoryTransaction`.
 public struct PersistentHistoryTransaction: @unchecked Sendable {
+    /// The store the transaction was written to.
     public let storeIdentifier: String
     /// The transaction's number in its store: increasing, never reused (also after deletion).
     public let transactionNumber: Int64
     /// The token right after this transaction, covering every store's transactions before it
     /// in the fetch's order: fetching after it returns what came later.
     public internal(set) var token: PersistentHistoryToken
+    /// When the save committed.
     public let timestamp: Date
     /// The saving context's ``ManagedObjectContext/transactionAuthor``.
     public let author: String?
@@ -37,16 +39,20 @@ public struct PersistentHistoryTransaction: @unchecked Sendable {
     public let contextName: String?
     /// The saving process, as a decimal process ID.
     public let processID: String?
+    /// What the save changed, one entry per object.
     public let changes: [PersistentHistoryChange]
 }
 
 /// One object inserted, updated or deleted by a transaction, as `NSPersistentHistoryChange`.
 public struct PersistentHistoryChange: @unchecked Sendable {
+    /// Whether the object was inserted, updated or deleted (Core Data's numbers).
     public enum ChangeType: Int, Sendable {
         case insert = 0, update = 1, delete = 2
     }
 
+    /// Whether the object was inserted, updated or deleted.
     public let changeType: ChangeType
+    /// The object changed.
     public let changedObjectID: ObjectID
     /// For an update: the properties it changed (attributes and relationships).
     public let updatedProperties: Set<String>?

@@ -19,8 +19,11 @@ public struct StoreType: RawRepresentable, Hashable, Sendable, CustomStringConve
 /// One persistent store of a coordinator: a SQLite file or memory, holding the entities
 /// of one configuration, as `NSPersistentStore`.
 public final class PersistentStore {
+    /// SQLite, XML, binary or in memory.
     public let type: StoreType
+    /// The store's file; nil for an in-memory store.
     public let url: URL?
+    /// The model configuration whose entities the store holds; nil for all.
     public let configurationName: String?
     /// The store's identity (`Z_METADATA.Z_UUID`, `NSStoreUUID`).
     public internal(set) var identifier: String

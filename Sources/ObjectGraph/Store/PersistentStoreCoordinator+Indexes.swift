@@ -20,7 +20,7 @@ extension PersistentStoreCoordinator {
         }
         let root = entity.rootEntity
         let store = try store(for: root)
-        let name = "\(root.tableName)_\(attribute.columnName)_UNIQUE\(caseInsensitive ? "_NOCASE" : "")"
+        let (name, definition) = Self.uniqueIndex(root: root, attribute: attribute, caseInsensitive: caseInsensitive)
         let exists = try wrapStoreErrors(.saveFailed, "cannot read the indexes of \(root.name)") {
             try read { db in
                 try Bool.fetchOne(
@@ -34,9 +34,7 @@ extension PersistentStoreCoordinator {
         guard !exists else { return true }
         do {
             try write { db in
-                try db.execute(
-                    sql: "CREATE UNIQUE INDEX IF NOT EXISTS \(store.qualified(name)) ON \(root.tableName) "
-                        + "(\(attribute.columnName)\(caseInsensitive ? " COLLATE NOCASE" : ""))")
+                try db.execute(sql: "CREATE UNIQUE INDEX IF NOT EXISTS \(store.qualified(name)) \(definition)")
             }
             return true
         } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
@@ -47,5 +45,28 @@ extension PersistentStoreCoordinator {
                 message: "cannot index \(root.name).\(attributeName): \(error.message ?? "SQLite error")",
                 underlyingError: error)
         }
+    }
+
+    /// The unique index ``ensureUniqueIndex(on:attribute:caseInsensitive:)`` makes, as the store
+    /// holding it and the statement creating it (unqualified), for ``schemaProblems(extraObjects:)``.
+    public func uniqueIndexStatement(on entityName: String, attribute attributeName: String, caseInsensitive: Bool)
+        throws -> (storeIdentifier: String, statement: String)
+    {
+        guard let entity = managedObjectModel.entity(named: entityName),
+            let attribute = entity.attribute(named: attributeName)
+        else {
+            throw ObjectGraphError(
+                code: .objectNotFound, message: "the model has no attribute \(entityName).\(attributeName)")
+        }
+        let (name, definition) = Self.uniqueIndex(
+            root: entity.rootEntity, attribute: attribute, caseInsensitive: caseInsensitive)
+        return (try store(for: entity.rootEntity).identifier, "CREATE UNIQUE INDEX IF NOT EXISTS \(name) \(definition)")
+    }
+
+    private static func uniqueIndex(root: EntityDescription, attribute: AttributeDescription, caseInsensitive: Bool)
+        -> (name: String, definition: String)
+    {
+        ("\(root.tableName)_\(attribute.columnName)_UNIQUE\(caseInsensitive ? "_NOCASE" : "")",
+         "ON \(root.tableName) (\(attribute.columnName)\(caseInsensitive ? " COLLATE NOCASE" : ""))")
     }
 }

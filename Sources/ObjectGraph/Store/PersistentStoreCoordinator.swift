@@ -30,7 +30,9 @@ import GRDB
 /// let context = ManagedObjectContext(coordinator: coordinator)
 /// ```
 public final class PersistentStoreCoordinator {
+    /// The model every store and context of this coordinator uses.
     public let managedObjectModel: ManagedObjectModel
+    /// The stores added, in the order they were added.
     public private(set) var persistentStores: [PersistentStore] = []
     /// Transformers for Transformable attributes; falls back to ``ValueTransformerRegistry/shared``.
     public let valueTransformers = ValueTransformerRegistry()
@@ -42,6 +44,8 @@ public final class PersistentStoreCoordinator {
     private let lock = NSRecursiveLock()
     /// The connection while a transaction runs, so work inside it does not reenter the queue.
     private var activeDatabase: Database?
+    /// Whether the running transaction is ``performExclusively(_:)``'s, which writes join.
+    private var activeIsExclusive = false
     private var storeByEntityName: [String: PersistentStore] = [:]
     /// Schemas attached so far; each new one gets a fresh alias, also after a store is removed.
     private var attachedSchemaCount = 0
@@ -447,6 +451,15 @@ public final class PersistentStoreCoordinator {
     func write<T>(stores: [PersistentStore]? = nil, _ body: (Database) throws -> T) throws -> T {
         lock.lock()
         defer { lock.unlock() }
+        if activeIsExclusive, let activeDatabase {
+            // Inside an exclusive transaction: a savepoint, so a failed save undoes only itself.
+            var result: T?
+            try activeDatabase.inSavepoint {
+                result = try body(activeDatabase)
+                return .commit
+            }
+            return result!
+        }
         precondition(activeDatabase == nil, "Write transactions do not nest")
         guard let connection else { preconditionFailure("The coordinator has no open store") }
         return try connection.inDatabase { db in
@@ -465,6 +478,28 @@ public final class PersistentStoreCoordinator {
                 return .commit
             }
             return result!
+        }
+    }
+
+    /// Runs `body` holding the write lock of every store from its start: no other connection or
+    /// process writes until it returns, so what `body` reads stays true while it writes, as for
+    /// a change of the key that encrypts every row. Reads, saves and ``performWrite(_:)`` inside
+    /// join its transaction (each save in a savepoint of its own); it commits when `body`
+    /// returns and rolls back, with every save made inside, when `body` throws. A context that
+    /// saved inside a call that then failed is ahead of the stores: reset it.
+    ///
+    /// - throws: what `body` throws, or ``ObjectGraphError`` when the stores cannot be locked
+    ///   (busy past ``busyTimeout``, read-only) or the commit fails.
+    public func performExclusively<T>(_ body: () throws -> T) throws -> T {
+        try wrapStoreErrors(.saveFailed, "cannot lock the stores") {
+            lock.lock()
+            defer { lock.unlock() }
+            precondition(activeDatabase == nil, "An exclusive transaction cannot begin inside another transaction")
+            return try write { _ in
+                activeIsExclusive = true
+                defer { activeIsExclusive = false }
+                return try body()
+            }
         }
     }
 

@@ -71,6 +71,22 @@ public struct StoreTransaction {
         return PersistentStore.qualified(table, schemaName: schemaName)
     }
 
+    /// The metadata of the store with `storeIdentifier` as this transaction sees it (another
+    /// process may have changed it since the coordinator read it).
+    ///
+    /// - throws: ``ObjectGraphError`` 134061 when `Z_METADATA` holds no readable property list.
+    public func metadata(ofStore storeIdentifier: String) throws -> [String: Any] {
+        let table = try qualified("Z_METADATA", storeIdentifier: storeIdentifier)
+        guard let plist = try Data.fetchOne(db, sql: "SELECT Z_PLIST FROM \(table)"),
+              let metadata = try? BinaryPropertyList.foundationPropertyList(from: plist) as? [String: Any]
+        else {
+            throw ObjectGraphError.damagedRow(
+                storeName: storeIdentifier, entity: "Z_METADATA", primaryKey: nil,
+                "Z_PLIST is not a readable property list")
+        }
+        return metadata
+    }
+
     /// Runs one SQL statement, prepared once per connection: an observer runs the same few
     /// statements for every row a save writes, and compiling them each time was most of its cost.
     public func execute(_ sql: String, _ arguments: [StoredCell] = []) throws {

@@ -13,7 +13,9 @@ public struct ObjectGraphError: Error, CustomStringConvertible {
         public var description: String { String(rawValue) }
     }
 
+    /// What kind of failure, as one of the codes in `ErrorCodes.swift`.
     public var code: Code
+    /// What failed and why, in words that name the store, entity and row when known.
     public var message: String
     /// The objects involved (the conflicting objects of a merge conflict). They belong to
     /// their context's queue, like every managed object: read them there.

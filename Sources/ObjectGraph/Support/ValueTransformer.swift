@@ -3,9 +3,13 @@ import Foundation
 /// Where a transformed value lives: enough for an encrypting transformer to bind a
 /// ciphertext to its place, so that a value moved elsewhere is detected.
 public struct ValuePlace: Hashable, Sendable, CustomStringConvertible {
+    /// The store's identifier (`Z_UUID`).
     public var storeIdentifier: String
+    /// The concrete entity of the row.
     public var entityName: String
+    /// The attribute whose value is transformed.
     public var attributeName: String
+    /// The row (`Z_PK`).
     public var primaryKey: Int64
 
     public init(storeIdentifier: String, entityName: String, attributeName: String, primaryKey: Int64) {

@@ -33,11 +33,15 @@ public struct ValidationError: Error, CustomStringConvertible {
         public var description: String { String(rawValue) }
     }
 
+    /// What kind of rule failed (Core Data's validation codes).
     public var code: Code
     /// The object and its value belong to the object's context queue: read them there.
     public nonisolated(unsafe) var object: ManagedObject?
+    /// The attribute or relationship that failed, if one did.
     public var key: String?
+    /// The value that failed the rule.
     public nonisolated(unsafe) var value: Any?
+    /// The rule and its bound, for a message that names them.
     public var constraint: ValidationConstraint?
     /// For code 1560, the failures it gathers.
     public var detailedErrors: [ValidationError]

@@ -22,6 +22,8 @@ extension Browser {
         let body = (top: 2, height: canvas.rows - 3)
         switch mode {
         case .help: drawHelp(on: &canvas, top: body.top, height: body.height)
+        case .health(let lines, let offset): drawHealth(lines, offset: offset, on: &canvas, top: body.top,
+                                                        height: body.height)
         case .form(let form): drawForm(form, on: &canvas, top: body.top, height: body.height)
         default: drawListAndDetail(on: &canvas, top: body.top, height: body.height)
         }
@@ -215,7 +217,7 @@ extension Browser {
             ("Enter, ^R", "show or hide the password"),
             ("^N", "add"), ("^E", "edit"), ("^D, Del", "delete (asks)"), ("^P", "copy the password"),
             ("^Y", "copy the user"), ("^O", "copy the one-time code"), ("^Z", "undo the last change"),
-            ("^L", "lock now"), ("F1, ?", "this help"),
+            ("^L", "lock now"), ("F2", "password health: weak, reused, old passwords"), ("F1, ?", "this help"),
         ]
         canvas.draw("Keys (any key closes this)", row: top, style: Style(bold: true))
         let keyWidth = 15
@@ -223,6 +225,21 @@ extension Browser {
         for (key, meaning) in keys where row < top + height {
             canvas.draw(key, row: row, width: keyWidth, style: Self.heading)
             canvas.draw(meaning, row: row, column: keyWidth)
+            row += 1
+        }
+    }
+
+    private func drawHealth(_ lines: [Health.Line], offset: Int, on canvas: inout Canvas, top: Int, height: Int) {
+        canvas.draw("Password health (↑ ↓ PgUp PgDn scroll, any other key closes this)", row: top,
+                    style: Style(bold: true))
+        var row = top + 2
+        for line in lines.dropFirst(offset) where row < top + height {
+            let style: Style = switch line.kind {
+            case .title: Self.heading
+            case .header: Style(bold: true)
+            case .row: .plain
+            }
+            canvas.draw(line.text, row: row, style: style)
             row += 1
         }
     }

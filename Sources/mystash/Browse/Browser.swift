@@ -17,6 +17,8 @@ final class Browser {
         case list
         case form(BrowseForm)
         case help
+        /// The health report's lines, scrolled by `offset`.
+        case health([Health.Line], offset: Int)
         case confirmDelete(BrowseRow)
         case locked
     }
@@ -152,6 +154,19 @@ final class Browser {
         return detail
     }
 
+    // MARK: - Health
+
+    /// The report `mystash health` prints (without a breach list), in place of the list.
+    private func showHealth() {
+        do {
+            let report = try vault.healthReport(calibrated: try KDFPolicy.calibrated())
+            let days = Int(HealthPolicy().maximumAge / 86400)
+            mode = .health(Health.lines(report, maximumAgeDays: days), offset: 0)
+        } catch {
+            say(errorLines(error).first ?? "\(error)", isError: true)
+        }
+    }
+
     // MARK: - Keys
 
     func handle(_ event: TerminalScreen.Event) throws {
@@ -164,6 +179,17 @@ final class Browser {
         switch mode {
         case .locked: try handleLocked(event)
         case .help: mode = .list
+        case .health(let lines, let offset):
+            let page = max(1, screen.size.rows - 5)
+            let move: Int
+            switch event {
+            case .key(.up): move = -1
+            case .key(.down): move = 1
+            case .key(.pageUp): move = -page
+            case .key(.pageDown): move = page
+            default: return mode = .list
+            }
+            mode = .health(lines, offset: min(max(0, offset + move), max(0, lines.count - 1)))
         case .form(var form):
             switch form.handle(event) {
             case .stay: mode = .form(form)
@@ -199,6 +225,7 @@ final class Browser {
         case .tab, .backTab, .left, .right: try switchTab()
         case .character("?") where list.filter.isEmpty: mode = .help
         case .function(1): mode = .help
+        case .function(2): showHealth()
         case .character(let character): list.setFilter(list.filter + String(character))
         case .backspace:
             if !list.filter.isEmpty { list.setFilter(String(list.filter.dropLast())) }

@@ -1,0 +1,165 @@
+import Foundation
+import ObjectGraph
+import StashCrypto
+
+/// What ``Vault/healthReport(policy:breaches:calibrated:now:)`` counts as a problem.
+public struct HealthPolicy: Sendable {
+    /// Passwords guessed in fewer than 10^10 tries (a score under 3) are weak: zxcvbn's
+    /// line for surviving an offline attack on a slow hash.
+    public var weakBelowScore = 3
+    /// A password unchanged this long is old.
+    public var maximumAge: TimeInterval = 365 * 86400
+    /// An unlocked session with this long or more left is too long.
+    public var longSession: TimeInterval = 3600
+
+    public init() {}
+}
+
+/// The findings of a health check; no password appears in it.
+public struct HealthReport: Codable, Equatable, Sendable {
+    public struct EntryReference: Codable, Equatable, Sendable {
+        public var id: Int64
+        public var name: String
+    }
+
+    public struct WeakPassword: Codable, Equatable, Sendable {
+        public var entry: EntryReference
+        /// log2 of the estimated guesses.
+        public var bits: Double
+        public var guesses: Double
+        /// zxcvbn's 0 (guessed at once) to 4.
+        public var score: Int
+        /// What made it guessable, the largest part first.
+        public var patterns: [PasswordStrength.Pattern]
+        /// Letters written as look-alike digits or symbols, which guessers try too.
+        public var substitutions: Bool
+    }
+
+    public struct OldPassword: Codable, Equatable, Sendable {
+        public var entry: EntryReference
+        /// When the current password was set: its predecessor's replacement, else the entry's creation.
+        public var since: Date
+        public var days: Int
+    }
+
+    public struct BreachedPassword: Codable, Equatable, Sendable {
+        public var entry: EntryReference
+        /// How many times the breach list saw it.
+        public var occurrences: Int
+    }
+
+    /// A vault setting weaker than it should be.
+    public struct Setting: Codable, Equatable, Sendable {
+        public enum Kind: String, Codable, Sendable {
+            /// scrypt's N is below what this machine derives in about half a second.
+            case scryptCost
+            /// The unlocked session has `longSession` or more left.
+            case sessionLifetime
+        }
+        public var kind: Kind
+        /// log2 N for `scryptCost`, seconds left for `sessionLifetime` (-1: no timeout).
+        public var current: Int
+        /// The calibrated log2 N, or the longest session the policy accepts, in seconds.
+        public var recommended: Int
+    }
+
+    /// Entries whose password was checked (empty passwords are not).
+    public var entriesChecked: Int
+    public var weak: [WeakPassword]
+    /// Groups of two or more entries sharing one password.
+    public var reused: [[EntryReference]]
+    public var old: [OldPassword]
+    /// nil when no breach list was given.
+    public var breached: [BreachedPassword]?
+    public var settings: [Setting]
+
+    public var isHealthy: Bool {
+        weak.isEmpty && reused.isEmpty && old.isEmpty && (breached ?? []).isEmpty && settings.isEmpty
+    }
+}
+
+extension Vault {
+    // MARK: - Health
+
+    /// Checks every entry's current password (strength, reuse, age, and presence in
+    /// `breaches`) and the vault's settings: its scrypt cost against `calibrated` (what this
+    /// machine derives in about half a second, ``KDFPolicy/calibrated()``) and the time
+    /// left in its unlocked session.
+    ///
+    /// - throws: ``VaultError`` when an entry cannot be read, or the breach list is malformed.
+    public func healthReport(policy: HealthPolicy = HealthPolicy(), breaches: BreachList? = nil,
+                             calibrated: ScryptParameters, now: Date = Date()) throws -> HealthReport {
+        let entries: [PasswordEntry] = try Self.wrapErrors {
+            var request = FetchRequest<PasswordEntry>(sortDescriptors: [
+                FetchSortDescriptor(key: "name", caseInsensitive: true)
+            ])
+            request.propertiesToFetch = ["name", "password"]
+            return try context.fetch(request).filter { !$0.password.isEmpty }
+        }
+        let lastReplaced = try passwordReplacementDates()
+        let year = Calendar(identifier: .gregorian).component(.year, from: now)
+        var strengths: [String: PasswordStrength] = [:]
+        var sharing: [String: [HealthReport.EntryReference]] = [:]
+        var report = HealthReport(entriesChecked: entries.count, weak: [], reused: [], old: [],
+                                  breached: breaches == nil ? nil : [], settings: [])
+        var occurrences: [String: Int] = [:]
+        for entry in entries {
+            let reference = HealthReport.EntryReference(id: entry.id, name: entry.name)
+            let password = entry.password
+            let strength = strengths[password] ?? PasswordStrength.estimate(password, year: year)
+            strengths[password] = strength
+            if strength.score < policy.weakBelowScore {
+                report.weak.append(HealthReport.WeakPassword(
+                    entry: reference, bits: (strength.bits * 10).rounded() / 10, guesses: strength.guesses.rounded(),
+                    score: strength.score, patterns: strength.patterns,
+                    substitutions: strength.parts.contains(where: \.substituted)))
+            }
+            sharing[password, default: []].append(reference)
+            let since = lastReplaced[entry.objectID] ?? entry.createdAt
+            if now.timeIntervalSince(since) >= policy.maximumAge {
+                report.old.append(HealthReport.OldPassword(
+                    entry: reference, since: since, days: Int(now.timeIntervalSince(since) / 86400)))
+            }
+            if let breaches {
+                let count = try occurrences[password] ?? breaches.occurrences(of: password)
+                occurrences[password] = count
+                if count > 0 {
+                    report.breached?.append(HealthReport.BreachedPassword(entry: reference, occurrences: count))
+                }
+            }
+        }
+        report.reused = sharing.values.filter { $0.count > 1 }
+            .sorted { ($0.count, $1[0].name.lowercased()) > ($1.count, $0[0].name.lowercased()) }
+        report.settings = settingsProblems(policy: policy, calibrated: calibrated)
+        return report
+    }
+
+    /// When each entry's current password was set: the latest replacement in its history.
+    private func passwordReplacementDates() throws -> [ObjectID: Date] {
+        try Self.wrapErrors {
+            var request = FetchRequest<PasswordHistoryItem>()
+            // Only the dates: the earlier passwords are never decrypted for this.
+            request.propertiesToFetch = ["replacedAt"]
+            var dates: [ObjectID: Date] = [:]
+            for item in try context.fetch(request) {
+                guard let entry = item["entry"] as? ManagedObject else { continue }
+                dates[entry.objectID] = max(dates[entry.objectID] ?? .distantPast, item.replacedAt)
+            }
+            return dates
+        }
+    }
+
+    private func settingsProblems(policy: HealthPolicy, calibrated: ScryptParameters) -> [HealthReport.Setting] {
+        var problems: [HealthReport.Setting] = []
+        let logN = keySlot.parameters.logN
+        let wanted = max(calibrated.logN, KDFPolicy.minimumLogN)
+        if logN < wanted {
+            problems.append(HealthReport.Setting(kind: .scryptCost, current: Int(logN), recommended: Int(wanted)))
+        }
+        if let left = KeyringSession.remainingLifetime(vaultIdentifier: identifier), left >= policy.longSession {
+            problems.append(HealthReport.Setting(kind: .sessionLifetime, current: left.isFinite ? Int(left) : -1,
+                                                 recommended: Int(policy.longSession)))
+        }
+        return problems
+    }
+}

@@ -1,0 +1,265 @@
+import Foundation
+import GRDB
+
+extension PersistentStoreCoordinator {
+    /// How each SQLite store's schema differs from the one ObjectGraph creates for the model:
+    /// tables, their columns (type, default, key, generated), indexes (columns, order, collation,
+    /// uniqueness, `WHERE` clause), triggers and views. A trigger or view added to a store can
+    /// make what a save writes, or what a fetch reads, differ from what the code asked for, so a
+    /// store that must be trusted is checked before it is used. Persistent history tables and
+    /// SQLite's own (`sqlite_sequence`, `sqlite_stat1`) may be present or not.
+    ///
+    /// `extraObjects` names, per store identifier, the `CREATE` statements (unqualified) of
+    /// tables and indexes the caller adds itself: each may be absent, and must match if present.
+    /// A store written by Apple's Core Data holds more (`Z_MODELCACHE`, triggers of derived
+    /// attributes) and is reported as such. CHECK constraints are not compared: they can only
+    /// make a write fail.
+    ///
+    /// - throws: ``ObjectGraphError`` when a store cannot be read.
+    public func schemaProblems(extraObjects: [String: [String]] = [:]) throws -> [IntegrityProblem] {
+        var problems: [IntegrityProblem] = []
+        for store in persistentStores where store.type == .sqlite {
+            let expected = try expectedSchema(
+                of: store, extraObjects: extraObjects[store.identifier] ?? [])
+            let actual = try wrapStoreErrors(.saveFailed, "cannot read the schema of \(store.displayName)") {
+                try read { db in try SchemaObject.all(in: db, schemaName: store.schemaName) }
+            }
+            problems += SchemaObject.differences(actual: actual, expected: expected).map {
+                IntegrityProblem(store: store.displayName, message: $0)
+            }
+        }
+        return problems
+    }
+
+    /// The schema objects ObjectGraph creates for `store`, each marked required or not.
+    private func expectedSchema(of store: PersistentStore, extraObjects: [String]) throws
+        -> [String: (object: SchemaObject, required: Bool)]
+    {
+        // Built in memory from the statements a new store runs, so both sides are read alike.
+        let qualifier = "\"\(store.schemaName)\"."
+        func unqualified(_ statements: [String]) -> [String] {
+            statements.map { $0.replacingOccurrences(of: qualifier, with: "") }
+        }
+        let required = unqualified(SQLiteSchema.createStatements(for: store, model: managedObjectModel))
+        let optional = unqualified(PersistentHistoryTables.createStatements(for: store)) + extraObjects
+        let database = try DatabaseQueue()
+        return try database.write { db in
+            var objects: [String: (object: SchemaObject, required: Bool)] = [:]
+            for (statements, isRequired) in [(required, true), (optional, false)] {
+                let before = Set(try SchemaObject.all(in: db, schemaName: "main").keys)
+                for statement in statements { try db.execute(sql: statement) }
+                for (name, object) in try SchemaObject.all(in: db, schemaName: "main") where !before.contains(name) {
+                    objects[name] = (object, isRequired)
+                }
+            }
+            return objects
+        }
+    }
+}
+
+/// One table, index, trigger or view of a schema, described by what SQLite reports of it.
+struct SchemaObject: Equatable {
+    var type: String
+    var table: String
+    /// Columns (tables and indexes) or the definition (triggers and views), comparable.
+    var shape: [String]
+
+    /// SQLite's own tables, which it makes as it needs them.
+    static let sqliteTables: Set<String> = ["sqlite_sequence", "sqlite_stat1", "sqlite_stat2", "sqlite_stat3",
+                                            "sqlite_stat4"]
+
+    static func all(in db: Database, schemaName: String) throws -> [String: SchemaObject] {
+        let schema = "\"\(schemaName)\""
+        var objects: [String: SchemaObject] = [:]
+        let rows = try Row.fetchAll(db, sql: "SELECT type, name, tbl_name, sql FROM \(schema).sqlite_master")
+        for row in rows {
+            let type: String = row["type"] ?? ""
+            let name: String = row["name"] ?? ""
+            let table: String = row["tbl_name"] ?? ""
+            var shape: [String]
+            switch type {
+            case "table":
+                shape = try Row.fetchAll(db, sql: "PRAGMA \(schema).table_xinfo(\(quoted(name)))").map { column in
+                    let declared: String = column["type"] ?? ""
+                    let base = declared.uppercased().prefix { $0 != "(" }.trimmingCharacters(in: .whitespaces)
+                    let defaultValue: String? = column["dflt_value"]
+                    let fields: [String] = [column["name"] ?? "", base, "not null \(column["notnull"] as Int? ?? 0)",
+                                            "default \(defaultValue ?? "none")", "key \(column["pk"] as Int? ?? 0)",
+                                            "hidden \(column["hidden"] as Int? ?? 0)"]
+                    return fields.joined(separator: " ")
+                }.sorted()
+            case "index":
+                let listing = try Row.fetchAll(db, sql: "PRAGMA \(schema).index_list(\(quoted(table)))")
+                    .first { ($0["name"] as String?) == name }
+                shape = ["unique \(listing?["unique"] as Int? ?? -1)", "partial \(listing?["partial"] as Int? ?? -1)"]
+                shape += try Row.fetchAll(db, sql: "PRAGMA \(schema).index_xinfo(\(quoted(name)))").map { column in
+                    let columnName: String? = column["name"]
+                    return "\(columnName ?? "<expression>") desc \(column["desc"] as Int? ?? 0) "
+                        + "collation \(column["coll"] as String? ?? "") key \(column["key"] as Int? ?? 0)"
+                }
+            default:
+                let sql: String = row["sql"] ?? ""
+                shape = [sql.split(whereSeparator: \.isWhitespace).joined(separator: " ")]
+            }
+            objects[name] = SchemaObject(type: type, table: table, shape: shape)
+        }
+        return objects
+    }
+
+    private static func quoted(_ name: String) -> String { "\"\(name.replacingOccurrences(of: "\"", with: "\"\""))\"" }
+
+    /// Each difference in words, in name order.
+    static func differences(actual: [String: SchemaObject],
+                            expected: [String: (object: SchemaObject, required: Bool)]) -> [String] {
+        var found: [String] = []
+        for name in Set(actual.keys).union(expected.keys).sorted() {
+            switch (actual[name], expected[name]) {
+            case (let object?, nil):
+                guard !(object.type == "table" && sqliteTables.contains(name)) else { continue }
+                found.append(unexpected(name, object))
+            case (nil, let wanted?):
+                if wanted.required { found.append("\(wanted.object.type) '\(name)' is missing") }
+            case (let object?, let wanted?):
+                if object != wanted.object { found.append(changed(name, object, wanted.object)) }
+            case (nil, nil):
+                continue
+            }
+        }
+        return found
+    }
+
+    private static func unexpected(_ name: String, _ object: SchemaObject) -> String {
+        switch object.type {
+        case "trigger":
+            return "trigger '\(name)' on \(object.table) was added outside ObjectGraph: a trigger can change what "
+                + "a save writes"
+        case "view":
+            return "view '\(name)' was added outside ObjectGraph: a view can stand in for what a fetch reads"
+        case "index":
+            return "index '\(name)' on \(object.table) was added outside ObjectGraph"
+        default:
+            return "\(object.type) '\(name)' is not part of the model"
+        }
+    }
+
+    private static func changed(_ name: String, _ object: SchemaObject, _ wanted: SchemaObject) -> String {
+        guard object.type == wanted.type, object.table == wanted.table else {
+            return "'\(name)' is a \(object.type) where the model has a \(wanted.type)"
+                + (object.type == "view" ? ": a view can stand in for what a fetch reads" : "")
+        }
+        guard object.type == "table" else {
+            return "\(object.type) '\(name)' on \(object.table) differs from the one ObjectGraph creates "
+                + "(its columns, order, collation, uniqueness or a WHERE clause)"
+        }
+        let columnName = { (column: String) in String(column.prefix { $0 != " " }) }
+        let actualColumns = Dictionary(object.shape.map { (columnName($0), $0) }) { first, _ in first }
+        let wantedColumns = Dictionary(wanted.shape.map { (columnName($0), $0) }) { first, _ in first }
+        var details: [String] = []
+        for column in Set(actualColumns.keys).union(wantedColumns.keys).sorted() {
+            switch (actualColumns[column], wantedColumns[column]) {
+            case (_?, nil): details.append("column \(column) was added")
+            case (nil, _?): details.append("column \(column) is missing")
+            case (let have?, let want?) where have != want:
+                details.append("column \(column) is '\(have)', not '\(want)'")
+            default: continue
+            }
+        }
+        return "table '\(name)' differs from the model: " + details.joined(separator: "; ")
+    }
+}
+
+extension StoreTransaction {
+    /// The store's schema cookie (`PRAGMA schema_version`): it changes whenever any connection
+    /// changes the schema, so a schema checked at one value is unchanged while it stays.
+    public func schemaVersion(ofStore storeIdentifier: String) throws -> Int64 {
+        let master = try qualified("sqlite_master", storeIdentifier: storeIdentifier)
+        guard case .integer(let version)? = try rows("PRAGMA \(master.dropLast("sqlite_master".count))schema_version")
+            .first?.first
+        else { return 0 }
+        return version
+    }
+
+    /// Indexes of the store whose entries are not exactly its table's rows: a damaged index
+    /// byte can make a fetch through it miss rows (or find others) while the table is intact.
+    /// Each table is read once without its indexes and each index once on its own (a covering
+    /// scan), and the two multisets of (indexed values, row) compared by count and a keyed sum
+    /// of hashes (the key is random per process, so no edit can be made to match it): O(rows).
+    /// Damage SQLite reports while reading is a problem too.
+    ///
+    /// - throws: ``ObjectGraphError`` when the store's list of indexes cannot be read.
+    public func indexProblems(storeIdentifier: String, storeName: String) throws -> [IntegrityProblem] {
+        let master = try qualified("sqlite_master", storeIdentifier: storeIdentifier)
+        let schema = String(master.dropLast("sqlite_master".count))
+        var indexesByTable: [String: [(name: String, columns: [String])]] = [:]
+        let listed = try rows("SELECT name, tbl_name FROM \(master) WHERE type = 'index' ORDER BY name")
+        for row in listed {
+            guard case .text(let name) = row[0], case .text(let table) = row[1] else { continue }
+            let columns = try rows("PRAGMA \(schema)index_info(\"\(name)\")").map { info -> String? in
+                if info.count > 2, case .text(let column) = info[2] { return column }
+                return nil
+            }
+            let isPartial = try rows("PRAGMA \(schema)index_list(\"\(table)\")").contains {
+                $0.count > 4 && $0[1] == .text(name) && $0[4] == .integer(1)
+            }
+            // Whole indexes on named columns of a rowid table (primary-key ones of join tables too):
+            // every row has exactly one entry.
+            guard !columns.isEmpty, !columns.contains(nil), !isPartial, try hasRowid(table, master: master)
+            else { continue }
+            indexesByTable[table, default: []].append((name, columns.compactMap { $0 }))
+        }
+        var problems: [IntegrityProblem] = []
+        for (table, indexes) in indexesByTable.sorted(by: { $0.key < $1.key }) {
+            do {
+                var fromTable = indexes.map { _ in MultisetDigest() }
+                let allColumns = Array(Set(indexes.flatMap(\.columns))).sorted()
+                let position = Dictionary(uniqueKeysWithValues: allColumns.enumerated().map { ($1, $0) })
+                let selected = allColumns.map { "\"\($0)\"" } + ["rowid"]
+                try forEachRow("SELECT \(selected.joined(separator: ", ")) FROM \(schema)\(table) NOT INDEXED") {
+                    cells in
+                    for (slot, index) in indexes.enumerated() {
+                        fromTable[slot].add(index.columns.map { cells[position[$0]!] } + [cells[allColumns.count]])
+                    }
+                }
+                for (slot, index) in indexes.enumerated() {
+                    var fromIndex = MultisetDigest()
+                    let columns = index.columns.map { "\"\($0)\"" } + ["rowid"]
+                    try forEachRow(
+                        "SELECT \(columns.joined(separator: ", ")) FROM \(schema)\(table) INDEXED BY \"\(index.name)\""
+                    ) { fromIndex.add($0) }
+                    if fromIndex != fromTable[slot] {
+                        problems.append(IntegrityProblem(
+                            store: storeName,
+                            message: "index '\(index.name)' does not match table \(table) (\(fromIndex.count) entries "
+                                + "for \(fromTable[slot].count) rows): reads through it would miss or invent rows"))
+                    }
+                }
+            } catch let error as DatabaseError {
+                problems.append(IntegrityProblem(
+                    store: storeName,
+                    message: "table \(table) or one of its indexes cannot be read: \(error.message ?? "SQLite error")"))
+            }
+        }
+        return problems
+    }
+
+    private func hasRowid(_ table: String, master: String) throws -> Bool {
+        // A WITHOUT ROWID table is its own primary-key index: there is no row to compare with.
+        guard case .text(let sql)? = try rows("SELECT sql FROM \(master) WHERE type = 'table' AND name = ?",
+                                               [.text(table)]).first?.first else { return false }
+        return !sql.uppercased().split(whereSeparator: \.isWhitespace).joined(separator: " ").contains("WITHOUT ROWID")
+    }
+}
+
+/// A multiset of rows as a count and a wrapping sum of keyed hashes (Swift's `Hasher` is
+/// SipHash under a key random per process).
+struct MultisetDigest: Equatable {
+    private(set) var count = 0
+    private var sum: UInt64 = 0
+
+    mutating func add(_ cells: [StoredCell]) {
+        var hasher = Hasher()
+        hasher.combine(cells)
+        sum &+= UInt64(bitPattern: Int64(hasher.finalize()))
+        count += 1
+    }
+}

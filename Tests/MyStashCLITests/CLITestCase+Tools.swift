@@ -1,0 +1,32 @@
+import Foundation
+
+extension CLITestCase {
+    /// Puts the version-1 vault of MyStashKitTests/Fixtures/vault-v1 where the commands look, and
+    /// returns the environment that gives its master password.
+    func installVersion1Vault() throws -> [String: String] {
+        let fixture = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("../MyStashKitTests/Fixtures/vault-v1").standardizedFileURL
+        try FileManager.default.createDirectory(
+            at: vaultDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        for store in ["Notes.sqlite", "Passwords.sqlite"] {
+            let target = vaultDirectory.appendingPathComponent(store)
+            try FileManager.default.copyItem(at: fixture.appendingPathComponent(store), to: target)
+            try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: target.path)
+        }
+        return ["MYSTASH_PASSWORD": "fixture-password"]
+    }
+}
+
+extension CLITestCase {
+    /// Runs a shell script with the test environment and mystash on PATH.
+    func shell(_ script: String, environment: [String: String] = [:], stdout: FileHandle? = nil,
+               bash: Bool = false) throws -> Result {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: bash ? "/bin/bash" : "/bin/sh")
+        process.arguments = ["-c", script]
+        var env = baseEnvironment.merging(environment) { _, new in new }
+        env["PATH"] = Self.binary.deletingLastPathComponent().path + ":" + (env["PATH"] ?? "")
+        process.environment = env
+        return try execute(process, stdin: nil, stdout: stdout)
+    }
+}
