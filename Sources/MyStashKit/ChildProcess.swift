@@ -44,7 +44,9 @@ public enum ChildProcess {
 
     /// Runs `arguments` to the end; nil when the program cannot be started. Output not
     /// captured goes to /dev/null, so a daemon the program leaves cannot hold our pipes open.
-    public static func execute(_ arguments: [String], input: Data = Data(), captureOutput: Bool = true) -> Result? {
+    /// `extraEnvironment` is added to the (secret-free) environment the program gets.
+    public static func execute(_ arguments: [String], input: Data = Data(), captureOutput: Bool = true,
+                               extraEnvironment: [String: String] = [:]) -> Result? {
         guard let first = arguments.first, let executable = first.hasPrefix("/") ? first : find(first) else {
             return nil
         }
@@ -70,7 +72,8 @@ public enum ChildProcess {
             posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
         }
         let argv = ([executable] + arguments.dropFirst()).map { strdup($0) } + [nil]
-        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        let envp = environment.merging(extraEnvironment) { _, extra in extra }.map { strdup("\($0.key)=\($0.value)") }
+            + [nil]
         defer { (argv + envp).forEach { free($0) } }
         var pid: pid_t = 0
         guard posix_spawn(&pid, executable, &actions, nil, argv, envp) == 0 else { return nil }

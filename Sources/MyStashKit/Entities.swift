@@ -21,6 +21,7 @@ public final class Note: ManagedObject, ManagedEntity {
     public override func awakeFromInsert() {
         self["createdAt"] = Date()
         self["updatedAt"] = Date()
+        self[SyncKeys.uuid] = UUID()
     }
 }
 
@@ -57,6 +58,7 @@ public final class PasswordEntry: ManagedObject, ManagedEntity {
     public override func awakeFromInsert() {
         self["createdAt"] = Date()
         self["updatedAt"] = Date()
+        self[SyncKeys.uuid] = UUID()
     }
 
     /// Addresses must name a host with a scheme the model allows (``EntryRules``). Only
@@ -101,12 +103,17 @@ public final class Category: ManagedObject, ManagedEntity {
     public var id: Int64 { objectID.primaryKey ?? 0 }
     public var name: String { self["name"] as? String ?? "" }
 
+    public override func awakeFromInsert() { self[SyncKeys.uuid] = UUID() }
+
     /// - throws: the store's error when the other categories cannot be read: a name is never
     ///   saved unchecked.
     public override func validateForSave(into errors: inout [ValidationError]) throws {
         guard let context = managedObjectContext, changedValues["name"] != nil || isInserted else { return }
         let others = try context.fetch(FetchRequest<Category>(predicate: try Predicate(format: "name ==[c] %@", name)))
-        if others.contains(where: { $0 !== self && !$0.isDeleted }) {
+        // As they stand in the context: one renamed in the same save no longer clashes.
+        if others.contains(where: {
+            $0 !== self && !$0.isDeleted && $0.name.caseInsensitiveCompare(name) == .orderedSame
+        }) {
             errors.append(ValidationError(code: .generic, object: self, key: "name", value: name,
                                           constraint: .custom("'\(name)' is already used by another category")))
         }
@@ -118,4 +125,15 @@ public final class SeedList: ManagedObject, ManagedEntity {
     public static let entityName = "List"
     public var name: String { self["name"] as? String ?? "" }
     public var version: Int { self["version"] as? Int ?? 0 }
+}
+
+/// This machine's sync bookkeeping (model version 3): one row, its key encrypted like every secret.
+final class SyncStateRow: ManagedObject, ManagedEntity {
+    static let entityName = "SyncState"
+}
+
+/// Keys of what sync adds to the model.
+enum SyncKeys {
+    /// The identity sync matches notes, entries and categories by across machines.
+    static let uuid = "uuid"
 }

@@ -28,6 +28,7 @@ enum Resources {
         model.setClass(SeedList.self, forEntityName: SeedList.entityName)
         model.setClass(CustomField.self, forEntityName: CustomField.entityName)
         model.setClass(PasswordHistoryItem.self, forEntityName: PasswordHistoryItem.entityName)
+        model.setClass(SyncStateRow.self, forEntityName: SyncStateRow.entityName)
         return versions
     }
 

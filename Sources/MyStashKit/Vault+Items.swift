@@ -432,7 +432,7 @@ extension Vault {
 
     /// Adds earlier passwords the entry does not have yet, keeping the ``historyLimit`` most
     /// recently replaced of old and new: only those are inserted, the others never made.
-    private func mergeHistory(_ items: [HistoryInfo], into entry: PasswordEntry) {
+    func mergeHistory(_ items: [HistoryInfo], into entry: PasswordEntry) {
         func key(_ password: String, _ date: Date) -> String { "\(password)\u{0}\(date.timeIntervalSince1970)" }
         let existing = entry.history
         let known = Set(existing.map { key($0.password, $0.replacedAt) })

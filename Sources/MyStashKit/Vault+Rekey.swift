@@ -63,6 +63,9 @@ extension Vault {
         for store in [notesStore, passwordsStore] {
             coordinator.setMetadata(Data(slot.serialized), forKey: Self.keySlotKey, in: store)
         }
+        // Same values under a new key: nothing for sync to send.
+        context.transactionAuthor = Self.rekeyAuthor
+        defer { context.transactionAuthor = nil }
         try withExtendedLifetime(rebuilding) { try context.save() }
         integrity = newRecord
         coordinator.writeObserver = newRecord

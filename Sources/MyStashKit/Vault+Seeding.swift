@@ -42,6 +42,8 @@ extension Vault {
         for row in rows where row.version > list.version && !existing.contains(row.name.lowercased()) {
             let category = context.insert(Category.self)
             category["name"] = row.name
+            // The same on every machine, so seeded categories meet as one when vaults sync.
+            category[SyncKeys.uuid] = Self.seedIdentity(of: row.name)
             existing.insert(row.name.lowercased())
         }
         list["version"] = available

@@ -85,6 +85,8 @@ public final class Vault {
         // A store of an earlier model version is migrated in place, in the transaction that opens it.
         options.migratesAutomatically = true
         options.infersMappingModel = true
+        // What changed since the last sync is read from the stores' history (Vault+Sync).
+        options.tracksPersistentHistory = true
         do {
             notesStore = try coordinator.addPersistentStore(
                 type: .sqlite, configuration: "Notes", at: directory.appendingPathComponent(Self.notesFileName),
@@ -115,6 +117,11 @@ public final class Vault {
             creating
             ? UUID().uuidString
             : (passwordsStore.metadata[Self.vaultIdentifierKey] as? String ?? passwordsStore.identifier)
+        // History is what sync reads: a vault that never synced records none.
+        let synced = !creating && ((try? context.count(for: FetchRequest<SyncStateRow>())) ?? 0) > 0
+        if !synced {
+            for store in [notesStore, passwordsStore] { store.setTracksHistory(false) }
+        }
     }
 
     /// The stores this open migrated to the current model version, each with the versions it
@@ -159,6 +166,13 @@ public final class Vault {
     ///
     /// - throws: ``VaultError`` `.cannotCreate` (exit 73) when a vault already exists there.
     public static func create(at directory: URL, password: SecretBytes, parameters: ScryptParameters) throws -> Vault {
+        let (slot, dataKey) = try wrapErrors { try KeySlot.create(password: password, parameters: parameters) }
+        return try create(at: directory, slot: slot, dataKey: dataKey)
+    }
+
+    /// Creates a vault protected by an existing key slot, whose data key the caller unwrapped
+    /// (a clone of a vault kept on another machine), as ``create(at:password:parameters:)`` does.
+    static func create(at directory: URL, slot: KeySlot, dataKey: SecretBytes) throws -> Vault {
         let fileManager = FileManager.default
         for name in [notesFileName, passwordsFileName]
         where fileManager.fileExists(atPath: directory.appendingPathComponent(name).path) {
@@ -169,17 +183,14 @@ public final class Vault {
         let parent = directory.deletingLastPathComponent()
         // A parent that cannot be made fails the mkdir below, with its reason.
         try? fileManager.createDirectory(at: parent, withIntermediateDirectories: true)
-        removeAbandonedBuilds(beside: directory)
+        removeAbandonedBuilds(beside: directory, kind: "init")
         let aside = parent.appendingPathComponent(".\(directory.lastPathComponent).init-\(getpid())")
         try? fileManager.removeItem(at: aside)
         guard mkdir(aside.path, 0o700) == 0 else {
             throw VaultError(.cannotCreate, "cannot create '\(aside.path)': \(String(cString: strerror(errno)))")
         }
         defer { try? fileManager.removeItem(at: aside) }
-        let dataKey: SecretBytes
         do {
-            let slot: KeySlot
-            (slot, dataKey) = try KeySlot.create(password: password, parameters: parameters)
             let vault = try wrapErrors { try Vault(directory: aside, newSlot: slot) }
             vault.transformer.dataKey = dataKey
             for store in [vault.notesStore, vault.passwordsStore] {
@@ -209,10 +220,11 @@ public final class Vault {
         return vault
     }
 
-    /// Removes vaults that `create` was building when its process died (the process is gone).
-    private static func removeAbandonedBuilds(beside directory: URL) {
+    /// Removes vaults that `create` (kind `init`) or `clone` was building when its process died
+    /// (the process is gone).
+    static func removeAbandonedBuilds(beside directory: URL, kind: String) {
         let parent = directory.deletingLastPathComponent()
-        let prefix = ".\(directory.lastPathComponent).init-"
+        let prefix = ".\(directory.lastPathComponent).\(kind)-"
         for name in (try? FileManager.default.contentsOfDirectory(atPath: parent.path)) ?? []
         where name.hasPrefix(prefix) {
             guard let pid = Int32(name.dropFirst(prefix.count)), kill(pid, 0) != 0, errno == ESRCH else { continue }
@@ -220,7 +232,7 @@ public final class Vault {
         }
     }
 
-    private static func fsyncPath(_ path: String) -> Bool {
+    static func fsyncPath(_ path: String) -> Bool {
         let descriptor = Glibc.open(path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else { return false }
         defer { close(descriptor) }

@@ -25,7 +25,7 @@ struct MyStash: ParsableCommand {
         subcommands: [Init.self, NoteCommand.self, PasswordCommand.self, CategoryCommand.self, Generate.self,
                       Passwd.self, Unlock.self, Lock.self, Export.self, Import.self, Check.self, SeedCommand.self,
                       Browse.self, ClipboardClear.self, GitCredential.self,
-                      Health.self, SSHCommand.self, SSHAgentCommand.self]
+                      Health.self, SSHCommand.self, SSHAgentCommand.self, Sync.self, Clone.self]
     )
 
     static func main() {

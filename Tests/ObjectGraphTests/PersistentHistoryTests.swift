@@ -133,6 +133,24 @@ final class PersistentHistoryTests: BoardTestCase {
         XCTAssertEqual(tables, "")
     }
 
+    func testTrackingTurnedOffRecordsNothingUntilTurnedOnAgain() {
+        forEachStoreKind { kind in
+            let context = try makeTracked(kind)
+            let store = try XCTUnwrap(context.coordinator.persistentStores.first)
+            store.setTracksHistory(false)
+            try makeThreeSaves(context)
+            XCTAssertTrue(try context.fetchHistory(after: nil).isEmpty)
+            XCTAssertEqual(try context.coordinator.currentPersistentHistoryToken(), PersistentHistoryToken())
+            store.setTracksHistory(true)
+            let item = context.insertNewObject(forEntityName: "Item")
+            item["name"] = "c"
+            try context.save()
+            let history = try context.fetchHistory(after: nil)
+            XCTAssertEqual(history.count, 1)
+            XCTAssertEqual(history.first?.changes.map(\.changeType), [.insert])
+        }
+    }
+
     func testAFailedSaveLeavesNoTransaction() throws {
         let context = try makeTracked(.sqlite)
         let (_, items) = try makeThreeSaves(context)

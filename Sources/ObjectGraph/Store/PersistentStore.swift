@@ -39,7 +39,26 @@ public final class PersistentStore {
     /// The files the coordinator's connection opened for this store (see ``StoreReader``).
     var openedFiles: Set<OpenFile> = []
     /// Whether each save records a transaction in the store's history (``StoreOptions/tracksPersistentHistory``).
-    public internal(set) var tracksHistory = false
+    public private(set) var tracksHistory = false
+    /// Whether the store has its history tables (it was added with history tracking once).
+    var hasHistoryTables = false
+
+    /// Stops or resumes recording saves in the history of a store added with
+    /// ``StoreOptions/tracksPersistentHistory`` (its tables stay): an application that learns
+    /// only once the store is open whether anything reads the history. Saves made while it is
+    /// off are not in the history.
+    ///
+    /// - precondition: the store was added with history tracking, when turning it on.
+    public func setTracksHistory(_ on: Bool) {
+        precondition(!on || hasHistoryTables, "\(displayName) was added without persistent history")
+        tracksHistory = on
+    }
+
+    /// Turns history on as the store is added with it.
+    func historyTablesReady() {
+        hasHistoryTables = true
+        tracksHistory = true
+    }
 
     init(type: StoreType, url: URL?, configurationName: String?, entities: [EntityDescription], schemaName: String) {
         self.type = type

@@ -191,7 +191,7 @@ public final class PersistentStoreCoordinator {
         if try !PersistentHistoryTables.exist(in: store, db) {
             for statement in PersistentHistoryTables.createStatements(for: store) { try db.execute(sql: statement) }
         }
-        store.tracksHistory = true
+        store.historyTablesReady()
     }
 
     private func createFileIfNeeded(_ path: String, options: StoreOptions) throws {

@@ -1,0 +1,222 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Where a vault's sync log lives: a git repository (any URL git reaches) or a plain folder
+/// that another program (Syncthing, Nextcloud) keeps in step. Either only ever gains files.
+protocol SyncRemote {
+    /// The remote as the person named it.
+    var location: String { get }
+    /// Brings the remote's current state; returns the paths of its files.
+    func fetch() throws -> Set<String>
+    /// The contents of files `fetch` listed.
+    func read(_ paths: [String]) throws -> [String: [UInt8]]
+    /// Adds files on top of what `fetch` saw, all or none; false when the remote moved since
+    /// (someone else published first: fetch, merge and try again).
+    func publish(_ files: [String: [UInt8]]) throws -> Bool
+}
+
+/// Chooses the kind of remote `location` names: a folder that is not a git repository is a
+/// plain folder; anything else goes to git.
+func makeSyncRemote(_ location: String, cache: URL) throws -> SyncRemote {
+    var isDirectory: ObjCBool = false
+    let looksLikePath = location.hasPrefix("/") || location.hasPrefix(".")
+    if looksLikePath {
+        guard FileManager.default.fileExists(atPath: location, isDirectory: &isDirectory), isDirectory.boolValue else {
+            throw VaultError(.notFound, "the sync remote '\(location)' does not exist",
+                             hint: "create it first, for example with 'git init --bare \(location)'")
+        }
+        let url = URL(fileURLWithPath: location)
+        let isGit = ["HEAD", ".git"].contains {
+            FileManager.default.fileExists(atPath: url.appendingPathComponent($0).path)
+        }
+        if !isGit { return FolderRemote(folder: url) }
+    }
+    return try GitRemote(url: location, cache: cache)
+}
+
+/// A git repository, reached through the `git` program; the vault keeps a bare cache of it
+/// (`sync.git`) and writes commits with plumbing commands, so there is no work tree to go stale.
+struct GitRemote: SyncRemote {
+    let location: String
+    let cache: URL
+    static let branch = "refs/heads/main"
+    static let trackingRef = "refs/remotes/origin/main"
+
+    init(url: String, cache: URL) throws {
+        guard ChildProcess.find("git") != nil else {
+            throw VaultError(.unexpected, "sync needs git, which is not installed", hint: "install it: apt install git")
+        }
+        location = url
+        self.cache = cache
+        if !FileManager.default.fileExists(atPath: cache.appendingPathComponent("HEAD").path) {
+            try git(["init", "-q", "--bare", cache.path], inCache: false)
+        }
+    }
+
+    /// Runs git; throws with its message when it fails.
+    @discardableResult
+    private func git(_ arguments: [String], input: Data = Data(), environment: [String: String] = [:],
+                     inCache: Bool = true) throws -> Data {
+        let result = try gitResult(arguments, input: input, environment: environment, inCache: inCache)
+        guard result.status == 0 else {
+            let message = String(decoding: result.errors, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+            throw VaultError(.busy, "git \(arguments.first ?? "") failed for '\(location)': \(message)",
+                             hint: "check that the remote exists and can be reached, then run sync again")
+        }
+        return result.output
+    }
+
+    private func gitResult(_ arguments: [String], input: Data = Data(), environment: [String: String] = [:],
+                           inCache: Bool = true) throws -> ChildProcess.Result {
+        let prefix = inCache ? ["git", "--git-dir=\(cache.path)"] : ["git"]
+        // No prompt git would wait on unseen; the author says nothing about the machine.
+        var variables = ["GIT_TERMINAL_PROMPT": "0", "GIT_AUTHOR_NAME": "mystash",
+                         "GIT_AUTHOR_EMAIL": "mystash@invalid", "GIT_COMMITTER_NAME": "mystash",
+                         "GIT_COMMITTER_EMAIL": "mystash@invalid"]
+        variables.merge(environment) { _, new in new }
+        guard let result = ChildProcess.execute(prefix + arguments, input: input, extraEnvironment: variables) else {
+            throw VaultError(.unexpected, "cannot run git")
+        }
+        return result
+    }
+
+    /// The remote's branch head; nil while the repository is empty.
+    private func remoteHead() throws -> String? {
+        // --exit-code: 2 when no such branch (an empty repository), other failures otherwise.
+        let result = try gitResult(["ls-remote", "--exit-code", location, Self.branch])
+        if result.status == 2 { return nil }
+        guard result.status == 0 else {
+            let message = String(decoding: result.errors, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+            throw VaultError(.busy, "cannot reach the sync remote '\(location)': \(message)",
+                             hint: "check that the remote exists and can be reached, then run sync again")
+        }
+        return String(decoding: result.output, as: UTF8.self).split(separator: "\t").first.map(String.init)
+    }
+
+    func fetch() throws -> Set<String> {
+        guard try remoteHead() != nil else {
+            _ = try? gitResult(["update-ref", "-d", Self.trackingRef])
+            return []
+        }
+        try git(["fetch", "-q", "--no-tags", location, "+\(Self.branch):\(Self.trackingRef)"])
+        let listing = try git(["ls-tree", "-r", "-z", "--name-only", Self.trackingRef])
+        return Set(listing.split(separator: 0).map { String(decoding: $0, as: UTF8.self) })
+    }
+
+    func read(_ paths: [String]) throws -> [String: [UInt8]] {
+        var files: [String: [UInt8]] = [:]
+        // In slices: git answers while we still write, and both pipes are finite.
+        for start in stride(from: 0, to: paths.count, by: 200) {
+            let slice = Array(paths[start..<min(start + 200, paths.count)])
+            let request = slice.map { "\(Self.trackingRef):\($0)\n" }.joined()
+            let output = [UInt8](try git(["cat-file", "--batch"], input: Data(request.utf8)))
+            var offset = 0
+            for path in slice {
+                guard let newline = output[offset...].firstIndex(of: 10) else { break }
+                let header = String(decoding: output[offset..<newline], as: UTF8.self).split(separator: " ")
+                guard header.count == 3, header[1] == "blob", let size = Int(header[2]),
+                      newline + 1 + size <= output.count else {
+                    throw VaultError(.invalidData, "the remote's file '\(path)' cannot be read")
+                }
+                files[path] = Array(output[(newline + 1)..<(newline + 1 + size)])
+                offset = newline + 2 + size
+            }
+        }
+        return files
+    }
+
+    func publish(_ files: [String: [UInt8]]) throws -> Bool {
+        let parent = try? gitResult(["rev-parse", "-q", "--verify", Self.trackingRef])
+        let parentCommit = parent?.status == 0
+            ? String(decoding: parent!.output, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines) : nil
+        let index = cache.appendingPathComponent("mystash-index-\(getpid())").path
+        defer { unlink(index) }
+        let environment = ["GIT_INDEX_FILE": index]
+        try git(parentCommit.map { ["read-tree", $0] } ?? ["read-tree", "--empty"], environment: environment)
+        for (path, bytes) in files.sorted(by: { $0.key < $1.key }) {
+            let blob = String(decoding: try git(["hash-object", "-w", "--stdin"], input: Data(bytes)), as: UTF8.self)
+                .trimmingCharacters(in: .whitespacesAndNewlines)
+            try git(["update-index", "--add", "--cacheinfo", "100644,\(blob),\(path)"], environment: environment)
+        }
+        let tree = String(decoding: try git(["write-tree"], environment: environment), as: UTF8.self)
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        let commit = String(decoding: try git(["commit-tree", tree, "-m", "mystash sync"]
+                                                + (parentCommit.map { ["-p", $0] } ?? [])), as: UTF8.self)
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        let push = try gitResult(["push", "-q", location, "\(commit):\(Self.branch)"])
+        guard push.status == 0 else {
+            // Refused because another machine pushed first: the branch moved since the fetch.
+            if try remoteHead() != parentCommit { return false }
+            let message = String(decoding: push.errors, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+            throw VaultError(.busy, "cannot push to '\(location)': \(message)",
+                             hint: "check that the remote can be written, then run sync again")
+        }
+        try git(["update-ref", Self.trackingRef, commit])
+        return true
+    }
+}
+
+/// A plain folder: files are written under a temporary name and linked into place, so a
+/// reader never sees half a file and a name once taken is never overwritten.
+struct FolderRemote: SyncRemote {
+    let folder: URL
+    var location: String { folder.path }
+
+    func fetch() throws -> Set<String> {
+        guard let walker = FileManager.default.enumerator(atPath: folder.path) else {
+            throw VaultError(.busy, "cannot read the sync folder '\(folder.path)'")
+        }
+        var paths = Set<String>()
+        while let path = walker.nextObject() as? String {
+            let name = (path as NSString).lastPathComponent
+            // Temporary files (ours and Syncthing's) and Syncthing's own folders are not the log.
+            if name.hasPrefix(".") {
+                if (walker.fileAttributes?[.type] as? FileAttributeType) == .typeDirectory { walker.skipDescendants() }
+                continue
+            }
+            if (walker.fileAttributes?[.type] as? FileAttributeType) == .typeRegular { paths.insert(path) }
+        }
+        return paths
+    }
+
+    func read(_ paths: [String]) throws -> [String: [UInt8]] {
+        var files: [String: [UInt8]] = [:]
+        for path in paths {
+            guard let data = FileManager.default.contents(atPath: folder.appendingPathComponent(path).path) else {
+                throw VaultError(.busy, "cannot read '\(path)' in the sync folder '\(folder.path)'")
+            }
+            files[path] = [UInt8](data)
+        }
+        return files
+    }
+
+    func publish(_ files: [String: [UInt8]]) throws -> Bool {
+        for (path, bytes) in files.sorted(by: { $0.key < $1.key }) {
+            let target = folder.appendingPathComponent(path)
+            try FileManager.default.createDirectory(at: target.deletingLastPathComponent(),
+                                                    withIntermediateDirectories: true)
+            let temporary = target.deletingLastPathComponent().appendingPathComponent(".tmp-\(getpid())-\(UUID())")
+            guard FileManager.default.createFile(atPath: temporary.path, contents: Data(bytes)) else {
+                throw VaultError(.busy, "cannot write to the sync folder '\(folder.path)'")
+            }
+            defer { unlink(temporary.path) }
+            let descriptor = open(temporary.path, O_RDONLY | O_CLOEXEC)
+            if descriptor >= 0 { fsync(descriptor); close(descriptor) }
+            // The key slot is replaced when it changes; everything else is written once.
+            if path == SyncLayout.keySlotPath {
+                guard rename(temporary.path, target.path) == 0 else {
+                    throw VaultError(.busy, "cannot write '\(path)' in the sync folder '\(folder.path)'")
+                }
+                continue
+            }
+            guard link(temporary.path, target.path) == 0 else {
+                if errno == EEXIST { return false }
+                throw VaultError(.busy, "cannot write '\(path)' in the sync folder '\(folder.path)': "
+                                    + String(cString: strerror(errno)))
+            }
+        }
+        return true
+    }
+}

@@ -1,0 +1,434 @@
+import Foundation
+import ObjectGraph
+import StashCrypto
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The remote moved between fetch and push: merge again.
+private struct PushRejected: Error {}
+
+/// Received files, verified and opened, with the heads they lead to.
+struct VerifiedLog {
+    var files: [(device: String, payload: SyncPayload)] = []
+    var heads: [String: SyncState.Head] = [:]
+    var read = 0
+}
+
+extension Vault {
+    // MARK: - Sync
+
+    /// Sends the changes made here since the last sync to the remote's log and merges the
+    /// changes other machines sent, field by field; with `dryRun`, reports what it would do
+    /// and changes nothing (it only fetches). The first sync names the remote; later ones
+    /// remember it (`remote` replaces it).
+    ///
+    /// - throws: ``VaultError`` `.usage` without a remote; `.invalidData` naming the log file
+    ///   for a remote that was tampered with, rolled back, or holds another vault (nothing is
+    ///   applied); `.busy` when the remote cannot be reached or keeps moving.
+    public func sync(remote: String? = nil, deviceName: String? = nil, dryRun: Bool = false) throws -> SyncReport {
+        guard transformer.dataKey != nil else { throw VaultError(.wrongPassword, "the vault is locked") }
+        var retries = 0
+        while true {
+            do {
+                var report = try syncOnce(remote: remote, deviceName: deviceName, dryRun: dryRun, clone: nil)
+                report.retries = retries
+                return report
+            } catch is PushRejected where retries < 8 {
+                context.rollback()
+                retries += 1
+            } catch is PushRejected {
+                context.rollback()
+                throw VaultError(.busy, "the remote kept changing while this sync merged; nothing was sent",
+                                 hint: "run sync again")
+            } catch {
+                context.rollback()
+                // The integrity check's verdict first: a damaged row may be tampering it names.
+                try awaitVerification()
+                throw VaultError.wrapping(error)
+            }
+        }
+    }
+
+    /// A sync state made by `clone`: the sync key and this device's new identity.
+    struct CloneStart {
+        var key: SecretBytes
+        var state: SyncState
+    }
+
+    private func syncOnce(remote: String?, deviceName: String?, dryRun: Bool, clone: CloneStart?) throws
+        -> SyncReport {
+        guard let dataKey = transformer.dataKey else { throw VaultError(.wrongPassword, "the vault is locked") }
+        let loaded = try Self.wrapErrors { try loadSyncState() }
+        var state: SyncState
+        var syncKey: SecretBytes?
+        if let loaded {
+            (state, syncKey) = (loaded.state, loaded.key)
+        } else if let clone {
+            (state, syncKey) = (clone.state, clone.key)
+        } else {
+            state = SyncState(device: hexString(try Self.wrapErrors { try SecureRandom.bytes(count: 16) }),
+                              deviceName: hostName())
+        }
+        let everything = loaded == nil && clone == nil
+        if let remote { state.remote = remote }
+        if let deviceName { state.deviceName = deviceName }
+        guard let location = state.remote else {
+            throw VaultError(.usage, "this vault has no sync remote yet",
+                             hint: "name one: mystash sync --remote URL (a git repository or a folder)")
+        }
+        let store = try makeSyncRemote(location, cache: directory.appendingPathComponent(Self.syncCacheName))
+        let paths = try store.fetch()
+        // The remote was fetched while an unlock with concurrent verification checked the
+        // vault: nothing of the vault is used before that check has passed.
+        try awaitVerification()
+        if !dryRun {
+            try ensureStoreConstraints()
+            // From the first sync on, every save is recorded for the next one.
+            for store in [notesStore, passwordsStore] { store.setTracksHistory(true) }
+        }
+        var report = SyncReport(remote: location, dryRun: dryRun)
+        var newFiles: [String: [UInt8]] = [:]
+        if paths.isEmpty {
+            newFiles[SyncLayout.markerPath] = SyncLayout.marker
+        } else if !paths.contains(SyncLayout.markerPath) {
+            throw VaultError(.invalidData,
+                             "'\(location)' is not a mystash sync remote (it has no \(SyncLayout.markerPath))",
+                             hint: "sync to an empty git repository or folder")
+        }
+        let keyPaths = paths.filter { $0.hasPrefix(SyncLayout.keysFolder) }.sorted()
+        let wraps = try store.read(keyPaths)
+        let opened = keyPaths.compactMap { wraps[$0].flatMap { try? SyncKey.unwrap($0, dataKey: dataKey) } }
+        if syncKey == nil {
+            if let key = opened.first {
+                syncKey = key
+            } else if keyPaths.isEmpty && paths.subtracting([SyncLayout.markerPath]).isEmpty {
+                syncKey = try Self.wrapErrors { try SecretBytes.random(count: 32) }
+            } else {
+                throw VaultError(.invalidData, "'\(location)' holds the sync log of another vault",
+                                 hint: "clone it with 'mystash clone \(location) --vault DIR', "
+                                    + "or sync to an empty remote")
+            }
+        }
+        guard let syncKey else { throw VaultError(.unexpected, "no sync key") }
+        // Each data key the vault has had wraps the sync key: a clone after a rekey reads everything.
+        if !opened.contains(syncKey) {
+            newFiles[SyncLayout.keysFolder + hexString(try Self.wrapErrors { try SecureRandom.bytes(count: 16) })] =
+                try Self.wrapErrors { try SyncKey.wrap(syncKey, dataKey: dataKey) }
+        }
+        let logKey = try Self.wrapErrors { try SyncKey.logKey(syncKey: syncKey) }
+        // A clone starts from the latest snapshot and reads only the files after it.
+        var snapshotFile: (device: String, payload: SyncPayload)?
+        if clone != nil, let snapshot = try latestSnapshot(paths: paths, store: store, logKey: logKey) {
+            state.heads = snapshot.heads
+            state.deleted = snapshot.deleted
+            snapshotFile = (snapshot.device, SyncPayload(deviceName: snapshot.deviceName, changes: snapshot.items))
+        }
+        let log = try verifiedLog(paths: paths, store: store, state: state, logKey: logKey)
+        report.filesRead = log.read
+
+        var merge = SyncMerge(state: state, report: report)
+        if clone != nil { merge.state.token = try Self.wrapErrors { try coordinator.currentPersistentHistoryToken() } }
+        try Self.wrapErrors { try collectLocalChanges(&merge, everything: everything) }
+        // Nothing sent or received: no item is read (sync with nothing to do stays quick).
+        let index = log.files.isEmpty && merge.outgoing.isEmpty && snapshotFile == nil
+            ? SyncIndex() : try Self.wrapErrors { try SyncIndex(context: context) }
+        try Self.wrapErrors {
+            try mergeReceived((snapshotFile.map { [$0] } ?? []) + log.files, into: &merge, index: index)
+        }
+        let slotRecord = try keySlotChanges(log.files, dataKey: dataKey, adopting: !dryRun, merge: &merge)
+        let changes = try Self.wrapErrors { try settleOutgoing(&merge, index: index) }
+        merge.state.heads = log.heads
+        if !changes.isEmpty || slotRecord != nil {
+            if let slotRecord {
+                newFiles[SyncLayout.keySlotPath] = Array(Data(base64Encoded: slotRecord.slot) ?? Data())
+            }
+            let payload = SyncPayload(deviceName: merge.state.deviceName, changes: changes, keySlot: slotRecord)
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = .sortedKeys
+            let head = merge.state.heads[merge.me]
+            let previous = head.flatMap { hexBytes($0.hash) } ?? [UInt8](repeating: 0, count: 32)
+            let header = SyncLogHeader(device: hexBytes(merge.me) ?? [], sequence: (head?.sequence ?? 0) + 1,
+                                       previousHash: previous)
+            let file = try Self.wrapErrors {
+                try SyncLogFile.seal(Array(try encoder.encode(payload)), header: header, logKey: logKey)
+            }
+            newFiles[SyncLayout.logPath(device: merge.me, sequence: header.sequence)] = file
+            merge.state.heads[merge.me] = .init(sequence: header.sequence,
+                                                hash: hexString(try Self.wrapErrors { try SHA256Digest.hash(file) }))
+            merge.report.filesWritten = 1
+            if try snapshotDue(paths: paths) {
+                let snapshot = try Self.wrapErrors { try makeSnapshot(merge.state, index: index) }
+                let covered = merge.state.heads.values.reduce(0) { $0 + Int(clamping: $1.sequence) }
+                let path = SyncLayout.snapshotPath(device: merge.me, sequence: header.sequence, covered: covered)
+                newFiles[path] = try Self.wrapErrors {
+                    try SyncLogFile.seal(Array(try encoder.encode(snapshot)), header: SyncLogHeader(
+                        device: header.device, sequence: header.sequence, previousHash: try SHA256Digest.hash(file)),
+                                         logKey: logKey)
+                }
+            }
+        }
+        if dryRun {
+            context.rollback()
+            return merge.report
+        }
+        if !newFiles.isEmpty {
+            guard try store.publish(newFiles) else { throw PushRejected() }
+        }
+        try storeSyncState(merge.state, key: syncKey, in: loaded?.row)
+        guard context.hasChanges else { return merge.report }
+        try saveSyncChanges()
+        pruneSyncedHistory(upTo: merge.state.token)
+        return merge.report
+    }
+
+    /// Reads the log files this device has not seen, after checking that every device's log
+    /// still holds what was seen before, unchanged and in order.
+    ///
+    /// - throws: ``VaultError`` `.invalidData` naming the first file that is missing, out of
+    ///   place, changed or forged.
+    func verifiedLog(paths: Set<String>, store: SyncRemote, state: SyncState, logKey: SecretBytes) throws
+        -> VerifiedLog {
+        func refuse(_ path: String, _ problem: String) -> VaultError {
+            VaultError(.invalidData, "the sync remote was tampered with: \(path) \(problem); nothing was applied",
+                       hint: "restore the remote from a backup; until then this machine neither sends nor receives")
+        }
+        var sequences: [String: [UInt64]] = [:]
+        for path in paths where path.hasPrefix(SyncLayout.logFolder) {
+            guard let (device, sequence) = SyncLayout.parseLogPath(path) else {
+                throw refuse(path, "is not a log file name")
+            }
+            sequences[device, default: []].append(sequence)
+        }
+        for (device, head) in state.heads where !(sequences[device] ?? []).contains(head.sequence) {
+            throw refuse(SyncLayout.logPath(device: device, sequence: head.sequence),
+                         "is gone: the remote was rolled back to an older state")
+        }
+        var log = VerifiedLog(heads: state.heads)
+        var toRead: [String] = []
+        for (device, list) in sequences {
+            let sorted = list.sorted()
+            for (position, sequence) in sorted.enumerated() where sequence != UInt64(position + 1) {
+                throw refuse(SyncLayout.logPath(device: device, sequence: UInt64(position + 1)), "is missing (dropped)")
+            }
+            let seen = state.heads[device]?.sequence ?? 0
+            toRead += sorted.filter { $0 >= max(seen, 1) }.map { SyncLayout.logPath(device: device, sequence: $0) }
+        }
+        let contents = try store.read(toRead)
+        var opened: [(device: String, sequence: UInt64, payload: SyncPayload)] = []
+        for (device, list) in sequences.sorted(by: { $0.key < $1.key }) {
+            var previous = [UInt8](repeating: 0, count: 32)
+            let seen = state.heads[device]
+            if let seen {
+                let path = SyncLayout.logPath(device: device, sequence: seen.sequence)
+                guard let bytes = contents[path], let hash = try? SHA256Digest.hash(bytes), hexString(hash) == seen.hash
+                else { throw refuse(path, "was changed after this machine read it") }
+                previous = hash
+            }
+            for sequence in list.sorted() where sequence > (seen?.sequence ?? 0) {
+                let path = SyncLayout.logPath(device: device, sequence: sequence)
+                guard let bytes = contents[path] else { throw refuse(path, "cannot be read") }
+                let header: SyncLogHeader
+                let plaintext: [UInt8]
+                do {
+                    (header, plaintext) = try SyncLogFile.open(bytes, logKey: logKey)
+                } catch {
+                    throw refuse(path, "was changed or forged (it does not authenticate)")
+                }
+                guard hexString(header.device) == device, header.sequence == sequence else {
+                    throw refuse(path, "holds file \(header.sequence) of device \(hexString(header.device)): "
+                                    + "moved, reordered or replayed")
+                }
+                guard header.previousHash == previous else {
+                    throw refuse(path, "does not follow the file before it: reordered, replayed or one was dropped")
+                }
+                guard let payload = try? JSONDecoder().decode(SyncPayload.self, from: Data(plaintext)) else {
+                    throw refuse(path, "holds changes this version of mystash cannot read")
+                }
+                previous = try Self.wrapErrors { try SHA256Digest.hash(bytes) }
+                opened.append((device, sequence, payload))
+                log.heads[device] = .init(sequence: sequence, hash: hexString(previous))
+                log.read += 1
+            }
+        }
+        log.files = opened.map { ($0.device, $0.payload) }
+        return log
+    }
+
+    /// Publishes this machine's key slot when its master password changed, and adopts one
+    /// published elsewhere when it wraps the same data key (a `passwd` there: the new
+    /// password opens this vault from now on); a rekey elsewhere is reported.
+    func keySlotChanges(_ files: [(device: String, payload: SyncPayload)], dataKey: SecretBytes, adopting: Bool,
+                        merge: inout SyncMerge) throws -> KeySlotRecord? {
+        let check = try Self.wrapErrors { try SyncKey.dataKeyCheck(dataKey: dataKey) }
+        var names: [String: String] = [:]
+        for file in files { names[file.device] = file.payload.deviceName }
+        let latest = files.compactMap { file in file.payload.keySlot.map { (file.device, $0) } }
+            .filter { $0.0 != merge.me }.max { $0.1.clock < $1.1.clock }
+        if let (device, record) = latest, merge.state.keySlotClock.map({ record.clock > $0 }) ?? true {
+            merge.observe(record.clock)
+            merge.state.keySlotClock = record.clock
+            let from = names[device] ?? "another machine"
+            if Data(base64Encoded: record.dataKeyCheck).map(Array.init) == check,
+               let bytes = Data(base64Encoded: record.slot), let slot = try? KeySlot(serialized: Array(bytes)) {
+                if slot.slotIdentifier != keySlot.slotIdentifier {
+                    for store in [notesStore, passwordsStore] where adopting {
+                        coordinator.setMetadata(bytes, forKey: Self.keySlotKey, in: store)
+                    }
+                    guard adopting else { return nil }
+                    keySlot = slot
+                    // The record knows the slot it was unlocked with, to tell a key changed elsewhere.
+                    integrity?.keySlot = bytes
+                    merge.report.notices.append(
+                        "The master password was changed on \(from): use the new one here from now on.")
+                }
+                merge.state.keySlot = record.slot
+            } else {
+                merge.report.notices.append(
+                    "The master password and data key were changed on \(from) (passwd --rekey): this machine still "
+                        + "reads everything and keeps its own master password.")
+            }
+        }
+        let mine = Data(keySlot.serialized).base64EncodedString()
+        guard merge.state.keySlot != mine else { return nil }
+        let clock = merge.tick()
+        let replacing = merge.state.keySlot != nil
+        merge.state.keySlot = mine
+        merge.state.keySlotClock = clock
+        if replacing {
+            merge.report.notices.append(
+                "Sent this machine's new master password (its key slot): the others use it after their next sync.")
+        }
+        return KeySlotRecord(slot: mine, dataKeyCheck: Data(check).base64EncodedString(), clock: clock)
+    }
+
+    // MARK: - Snapshots
+
+    /// Makes a snapshot every `files` log files instead of every 100, so tests see one.
+    public static func setSnapshotIntervalForTesting(_ files: Int) {
+        SyncLayout.snapshotInterval = max(1, files)
+    }
+
+    /// Every ``SyncLayout/snapshotInterval`` log files a device that writes one also writes a
+    /// snapshot, so that a clone does not replay years of history.
+    func snapshotDue(paths: Set<String>) throws -> Bool {
+        let logs = paths.filter { $0.hasPrefix(SyncLayout.logFolder) }.count + 1
+        let covered = paths.compactMap(SyncLayout.parseSnapshotPath).map(\.covered).max() ?? 0
+        return logs - covered >= SyncLayout.snapshotInterval
+    }
+
+    /// Everything the vault holds, with the clocks and heads it stands at.
+    func makeSnapshot(_ state: SyncState, index: SyncIndex) throws -> SyncSnapshot {
+        let complete = index.objects.isEmpty ? try SyncIndex(context: context) : index
+        var items: [SyncChange] = []
+        for (id, object) in complete.objects.sorted(by: { $0.key < $1.key }) where !object.isDeleted {
+            try context.decodeValues(of: object)
+            let entity = object.entity.name
+            var fields: [String: SyncFieldValue] = [:]
+            for field in Self.syncedFields[entity, default: []] {
+                guard let clock = state.fields[id]?[field.key] else { continue }
+                let value = try syncValue(of: object, field.key, field.kind)
+                fields[field.key] = SyncFieldValue(clock: clock, value: value)
+            }
+            // An item no sync ever carried (a seed category as seeded) is in every vault already.
+            guard !fields.isEmpty else { continue }
+            let history = (object as? PasswordEntry).map(historyInfo)
+            items.append(SyncChange(entity: entity, id: id, kind: .put, fields: fields,
+                                    history: history?.isEmpty == false ? history : nil))
+        }
+        return SyncSnapshot(deviceName: state.deviceName, heads: state.heads, deleted: state.deleted, items: items,
+                            device: state.device)
+    }
+
+    /// The snapshot covering the most log files, opened and checked; nil when there is none.
+    func latestSnapshot(paths: Set<String>, store: SyncRemote, logKey: SecretBytes) throws -> SyncSnapshot? {
+        guard let best = paths.compactMap({ path in SyncLayout.parseSnapshotPath(path).map { (path, $0) } })
+            .max(by: { $0.1.covered < $1.1.covered }) else { return nil }
+        let refuse = VaultError(.invalidData, "the sync remote was tampered with: \(best.0) was changed or forged; "
+                                    + "nothing was applied", hint: "restore the remote from a backup")
+        guard let bytes = try store.read([best.0])[best.0],
+              let (header, plaintext) = try? SyncLogFile.open(bytes, logKey: logKey),
+              hexString(header.device) == best.1.device, header.sequence == best.1.sequence,
+              let snapshot = try? JSONDecoder().decode(SyncSnapshot.self, from: Data(plaintext)),
+              snapshot.device == best.1.device, snapshot.heads[best.1.device]?.sequence == best.1.sequence,
+              snapshot.heads.values.reduce(0, { $0 + Int(clamping: $1.sequence) }) == best.1.covered,
+              snapshot.heads[best.1.device]?.hash == hexString(header.previousHash)
+        else { throw refuse }
+        return snapshot
+    }
+
+    // MARK: - Clone
+
+    /// Makes a vault at `directory` from a remote another machine syncs to: its key slot, so
+    /// the same master password opens it, and everything in its log. Built beside `directory`
+    /// and renamed into place, so a crash leaves no vault or a complete one.
+    ///
+    /// - parameter unlock: given the remote's key slot, returns its data key (asks the master password).
+    /// - throws: ``VaultError`` `.cannotCreate` when a vault exists there; `.invalidData` for
+    ///   a remote that is not a mystash remote or was tampered with; `.wrongPassword`.
+    public static func clone(from location: String, to directory: URL, deviceName: String?,
+                             unlock: (KeySlot) throws -> SecretBytes) throws -> SyncReport {
+        let fileManager = FileManager.default
+        if fileManager.fileExists(atPath: directory.appendingPathComponent(passwordsFileName).path) {
+            throw VaultError(.cannotCreate, "a vault already exists at '\(directory.path)'",
+                             hint: "sync it with 'mystash sync', or clone into another directory with --vault")
+        }
+        let parent = directory.deletingLastPathComponent()
+        try? fileManager.createDirectory(at: parent, withIntermediateDirectories: true)
+        removeAbandonedBuilds(beside: directory, kind: "clone")
+        let aside = parent.appendingPathComponent(".\(directory.lastPathComponent).clone-\(getpid())")
+        try? fileManager.removeItem(at: aside)
+        guard mkdir(aside.path, 0o700) == 0 else {
+            throw VaultError(.cannotCreate, "cannot create '\(aside.path)': \(String(cString: strerror(errno)))")
+        }
+        defer { try? fileManager.removeItem(at: aside) }
+        let cache = aside.appendingPathComponent(syncCacheName)
+        let store = try makeSyncRemote(location, cache: cache)
+        let paths = try store.fetch()
+        guard paths.contains(SyncLayout.markerPath), paths.contains(SyncLayout.keySlotPath) else {
+            throw VaultError(.invalidData, "'\(location)' is not a mystash sync remote "
+                                + "(it has no \(SyncLayout.markerPath) or \(SyncLayout.keySlotPath))",
+                             hint: "run 'mystash sync --remote \(location)' on the machine that has the vault first")
+        }
+        let files = try store.read([SyncLayout.keySlotPath] + paths.filter { $0.hasPrefix(SyncLayout.keysFolder) })
+        let slot: KeySlot
+        do {
+            slot = try KeySlot(serialized: files[SyncLayout.keySlotPath] ?? [])
+        } catch {
+            throw VaultError(.invalidData, "the remote's key slot is damaged", hint: "sync from another machine first")
+        }
+        let dataKey = try unlock(slot)
+        guard let syncKey = files.filter({ $0.key != SyncLayout.keySlotPath }).sorted(by: { $0.key < $1.key })
+            .lazy.compactMap({ try? SyncKey.unwrap($0.value, dataKey: dataKey) }).first else {
+            throw VaultError(.invalidData, "none of the remote's sync keys opens with this master password's data key",
+                             hint: "sync once more on the machine where the password was changed, then clone again")
+        }
+        let building = aside.appendingPathComponent("vault")
+        let vault = try create(at: building, slot: slot, dataKey: dataKey)
+        // A folder remote has no cache.
+        guard !fileManager.fileExists(atPath: cache.path)
+                || rename(cache.path, building.appendingPathComponent(syncCacheName).path) == 0 else {
+            throw VaultError(.cannotCreate,
+                             "cannot move the remote's cache into the vault: \(String(cString: strerror(errno)))")
+        }
+        var state = SyncState(device: hexString(try wrapErrors { try SecureRandom.bytes(count: 16) }),
+                              deviceName: deviceName ?? hostName(), remote: location)
+        // The slot came from the remote: nothing to publish.
+        state.keySlot = Data(slot.serialized).base64EncodedString()
+        let report: SyncReport
+        do {
+            report = try vault.syncOnce(remote: nil, deviceName: nil, dryRun: false,
+                                        clone: CloneStart(key: syncKey, state: state))
+            try vault.coordinator.close()
+        } catch {
+            throw VaultError.wrapping(error)
+        }
+        if fileManager.fileExists(atPath: directory.path) { try checkPermissions(directory) }
+        guard fsyncPath(building.path), rename(building.path, directory.path) == 0 else {
+            throw VaultError(.cannotCreate, "cannot create '\(directory.path)': \(String(cString: strerror(errno)))",
+                             hint: "choose an empty or new directory with --vault")
+        }
+        _ = fsyncPath(parent.path)
+        return report
+    }
+}

@@ -1,0 +1,615 @@
+import Foundation
+import XCTest
+
+/// `mystash sync` and `mystash clone`: two machines (two HOMEs) against one bare git repository.
+final class SyncTests: CLITestCase {
+    var remote: URL!
+    var homeB: URL!
+
+    override func setUpWithError() throws {
+        try super.setUpWithError()
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/git") else {
+            throw XCTSkip("git is not installed (apt install git)")
+        }
+        remote = home.appendingPathComponent("remote.git")
+        homeB = home.appendingPathComponent("machine-b")
+        try FileManager.default.createDirectory(at: homeB, withIntermediateDirectories: true)
+        try git(["init", "-q", "--bare", remote.path])
+    }
+
+    // MARK: - Helpers
+
+    @discardableResult
+    func onA(_ arguments: [String], stdin: String? = nil, environment: [String: String] = [:]) throws -> Result {
+        try run(arguments, stdin: stdin, environment: environment)
+    }
+
+    @discardableResult
+    func onB(_ arguments: [String], stdin: String? = nil, environment: [String: String] = [:]) throws -> Result {
+        try run(arguments, stdin: stdin, environment: environment.merging(["HOME": homeB.path]) { _, new in new })
+    }
+
+    @discardableResult
+    func okA(_ arguments: [String], stdin: String? = nil, environment: [String: String] = [:],
+             file: StaticString = #filePath, line: UInt = #line) throws -> Result {
+        let result = try onA(arguments, stdin: stdin, environment: environment)
+        XCTAssertEqual(result.status, 0, "A: mystash \(arguments.joined(separator: " ")): \(result.stderr)",
+                       file: file, line: line)
+        return result
+    }
+
+    @discardableResult
+    func okB(_ arguments: [String], stdin: String? = nil, environment: [String: String] = [:],
+             file: StaticString = #filePath, line: UInt = #line) throws -> Result {
+        let result = try onB(arguments, stdin: stdin, environment: environment)
+        XCTAssertEqual(result.status, 0, "B: mystash \(arguments.joined(separator: " ")): \(result.stderr)",
+                       file: file, line: line)
+        return result
+    }
+
+    /// Runs git; returns its standard output.
+    @discardableResult
+    func git(_ arguments: [String], in directory: URL? = nil, file: StaticString = #filePath, line: UInt = #line)
+        throws -> String {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/git")
+        process.arguments = ["-c", "user.name=tester", "-c", "user.email=tester@invalid"] + arguments
+        process.currentDirectoryURL = directory
+        process.environment = ["HOME": home.path, "PATH": "/usr/bin:/bin", "GIT_TERMINAL_PROMPT": "0"]
+        let result = try execute(process, stdin: nil)
+        XCTAssertEqual(result.status, 0, "git \(arguments.joined(separator: " ")): \(result.stderr)",
+                       file: file, line: line)
+        return result.stdout
+    }
+
+    /// A on "laptop" with an entry and a note, synced; B on "desktop" cloned from the remote.
+    func setUpTwoMachines() throws {
+        try okA(["init", "--kdf-cost", "10"])
+        try okA(["password", "add", "GitHub", "--user", "alice", "--url", "https://github.com"], stdin: "p0")
+        try okA(["note", "add", "Wi-Fi"], stdin: "code 1234")
+        try okA(["sync", "--remote", remote.path, "--device-name", "laptop"])
+        try okB(["clone", remote.path, "--device-name", "desktop"])
+    }
+
+    func syncBoth() throws {
+        try okA(["sync"])
+        try okB(["sync"])
+        try okA(["sync"])
+        try okB(["sync"])
+    }
+
+    /// A working copy of the remote, changed by `change` and pushed back (forced when asked).
+    func alterRemote(force: Bool = false, _ change: (URL) throws -> Void) throws {
+        let work = home.appendingPathComponent("work-\(UUID().uuidString)")
+        try git(["clone", "-q", "-b", "main", remote.path, work.path])
+        try change(work)
+        try git(["add", "-A"], in: work)
+        try git(["commit", "-q", "--allow-empty", "-m", "altered"], in: work)
+        try git(["push", "-q"] + (force ? ["-f"] : []) + ["origin", "HEAD:main"], in: work)
+    }
+
+    func logFiles(in work: URL) throws -> [String] {
+        try git(["ls-files", "log"], in: work).split(separator: "\n").map(String.init).sorted()
+    }
+
+    /// The names of a machine's entries, sorted (IDs differ between machines).
+    func entryNames(_ machine: ([String], String?, [String: String]) throws -> Result) throws -> [String] {
+        let list = try machine(["password", "list", "--json"], nil, [:])
+        XCTAssertEqual(list.status, 0, list.stderr)
+        return try XCTUnwrap(try json(list.stdout) as? [[String: Any]]).compactMap { $0["name"] as? String }.sorted()
+    }
+
+    func categoryNames(_ machine: ([String], String?, [String: String]) throws -> Result) throws -> [String] {
+        let list = try machine(["category", "list", "--json"], nil, [:])
+        XCTAssertEqual(list.status, 0, list.stderr)
+        return try XCTUnwrap(try json(list.stdout) as? [[String: Any]]).compactMap { $0["name"] as? String }.sorted()
+    }
+
+    func remoteHead() throws -> String {
+        try git(["--git-dir", remote.path, "rev-parse", "main"]).trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    // MARK: - Sending, cloning, merging
+
+    func testCloneOnAnotherMachineReadsEverythingAndTheRemoteHoldsNoPlaintext() throws {
+        try okA(["init", "--kdf-cost", "10"])
+        try okA(["password", "add", "GitHub", "--user", "alice", "--url", "https://github.com"], stdin: "s3cret-pw")
+        try okA(["note", "add", "Wi-Fi"], stdin: "the code is 8812")
+        let first = try okA(["sync", "--remote", remote.path, "--device-name", "laptop"])
+        XCTAssertEqual(first.stdout, """
+            Sent 2 changes to \(remote.path):
+              added entry 'GitHub'
+              added note 'Wi-Fi'
+
+            """)
+        let clone = try okB(["clone", remote.path, "--device-name", "desktop"])
+        XCTAssertEqual(clone.stderr, "Created a vault at \(homeB.path)/.local/share/mystash from \(remote.path) "
+                        + "(2 items from 1 log file).\n")
+        XCTAssertEqual(try okB(["password", "show", "GitHub", "--field", "password"]).stdout, "s3cret-pw\n")
+        XCTAssertTrue(try okB(["password", "show", "GitHub"]).stdout.contains("alice"))
+        XCTAssertTrue(try okB(["note", "show", "Wi-Fi"]).stdout.contains("the code is 8812"))
+        XCTAssertEqual(try okB(["sync"]).stdout, "Nothing to send or receive: in step with \(remote.path).\n")
+        // Everything the remote holds, in every commit: no name, login, address, password or note.
+        let everything = try git(["--git-dir", remote.path, "log", "-p", "--all", "--binary", "--format=%an %ae %s"])
+        for secret in ["GitHub", "alice", "github.com", "s3cret-pw", "Wi-Fi", "8812", "laptop", "desktop"] {
+            XCTAssertFalse(everything.contains(secret), "the remote shows '\(secret)'")
+        }
+        let work = home.appendingPathComponent("inspect")
+        try git(["clone", "-q", "-b", "main", remote.path, work.path])
+        for file in try logFiles(in: work) {
+            let bytes = try Data(contentsOf: work.appendingPathComponent(file))
+            for secret in ["GitHub", "s3cret-pw", "8812", "laptop"] {
+                XCTAssertNil(bytes.range(of: Data(secret.utf8)), "\(file) holds '\(secret)' in plaintext")
+            }
+        }
+        // The wrong master password opens nothing and leaves no vault.
+        let wrong = try run(["clone", remote.path, "--vault", home.appendingPathComponent("c").path],
+                            environment: ["MYSTASH_PASSWORD": "not it"])
+        XCTAssertEqual(wrong.status, 77, wrong.stderr)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: home.appendingPathComponent("c").path))
+    }
+
+    func testEditsOfDifferentFieldsOnTwoMachinesBothSurvive() throws {
+        try setUpTwoMachines()
+        try okA(["password", "edit", "GitHub", "--user", "bob"])
+        try okB(["password", "edit", "GitHub", "--url", "https://github.example.org"])
+        try okB(["category", "add", "Work"])
+        try okB(["password", "edit", "GitHub", "--category", "Work"])
+        try okA(["sync"])
+        let received = try okB(["sync"])
+        XCTAssertTrue(received.stdout.contains("Received 1 change:\n  changed entry 'GitHub' (user ID) from laptop\n"),
+                      received.stdout)
+        XCTAssertFalse(received.stdout.contains("conflict"), received.stdout)
+        try okA(["sync"])
+        for show in [try okA(["password", "show", "GitHub"]), try okB(["password", "show", "GitHub"])] {
+            XCTAssertTrue(show.stdout.contains("bob"), show.stdout)
+            XCTAssertTrue(show.stdout.contains("https://github.example.org"), show.stdout)
+            XCTAssertTrue(show.stdout.contains("Work"), show.stdout)
+        }
+    }
+
+    func testSameFieldLaterEditWinsAndTheOtherIsKept() throws {
+        try setUpTwoMachines()
+        try okA(["password", "edit", "GitHub", "--new-password"], stdin: "from-laptop")
+        try okA(["note", "edit", "Wi-Fi"], stdin: "laptop's code")
+        // B edits after A: B's edits are the later ones, whatever order the syncs run in.
+        try okB(["password", "edit", "GitHub", "--new-password"], stdin: "from-desktop")
+        try okB(["note", "edit", "Wi-Fi"], stdin: "desktop's code")
+        let dryRun = try okA(["sync", "--dry-run"])
+        XCTAssertTrue(dryRun.stdout.hasPrefix("Would send 2 changes to \(remote.path):\n"), dryRun.stdout)
+        XCTAssertTrue(dryRun.stdout.hasSuffix("Dry run: nothing was changed here or on the remote.\n"))
+        try okA(["sync"])
+        let merged = try okB(["sync", "--json"])
+        let report = try XCTUnwrap(try json(merged.stdout) as? [String: Any])
+        let conflicts = try XCTUnwrap(report["conflicts"] as? [[String: Any]])
+        XCTAssertEqual(Set(conflicts.compactMap { $0["field"] as? String }), ["password", "text"])
+        let resolved = try okA(["sync"])
+        XCTAssertTrue(resolved.stdout.contains("""
+              entry 'GitHub', password: changed here and on desktop; kept the later change, from desktop; \
+            this machine's password is in the entry's history
+            """), resolved.stdout)
+        XCTAssertTrue(resolved.stdout.contains("this machine's text is in the note 'Wi-Fi (laptop)'"), resolved.stdout)
+        try okB(["sync"])
+        for machine in [onA, onB] {
+            XCTAssertEqual(try machine(["password", "show", "GitHub", "--field", "password"], nil, [:]).stdout,
+                           "from-desktop\n")
+            XCTAssertTrue(try machine(["password", "history", "GitHub", "--reveal"], nil, [:]).stdout
+                .contains("from-laptop"))
+            XCTAssertTrue(try machine(["note", "show", "Wi-Fi"], nil, [:]).stdout.contains("desktop's code"))
+            XCTAssertTrue(try machine(["note", "show", "Wi-Fi (laptop)"], nil, [:]).stdout.contains("laptop's code"))
+        }
+    }
+
+    func testEditAgainstDeleteKeepsTheItem() throws {
+        try setUpTwoMachines()
+        try okA(["password", "remove", "GitHub", "--force"])
+        try okB(["password", "edit", "GitHub", "--user", "carol"])
+        try okA(["sync"])
+        let kept = try okB(["sync"])
+        XCTAssertTrue(kept.stdout.contains("entry 'GitHub': kept: it was changed after laptop deleted it"), kept.stdout)
+        let back = try okA(["sync"])
+        XCTAssertTrue(back.stdout.contains("added entry 'GitHub' from desktop"), back.stdout)
+        XCTAssertTrue(try okA(["password", "show", "GitHub"]).stdout.contains("carol"))
+        // A delete made after seeing every edit goes through.
+        try okB(["password", "remove", "GitHub", "--force"])
+        try syncBoth()
+        XCTAssertEqual(try onA(["password", "show", "GitHub"]).status, 66)
+        XCTAssertEqual(try onB(["password", "show", "GitHub"]).status, 66)
+    }
+
+    func testNameClashIsRenamedAndReportedTheSameOnBothMachines() throws {
+        try setUpTwoMachines()
+        try okA(["password", "add", "Bank"], stdin: "a")
+        try okB(["password", "add", "bank"], stdin: "b")
+        try okA(["category", "add", "Travel"])
+        try okB(["category", "add", "travel"])
+        try okA(["sync"])
+        let clash = try okB(["sync"])
+        XCTAssertTrue(clash.stdout.contains("Resolved 2 conflicts:"), clash.stdout)
+        XCTAssertTrue(clash.stdout.contains("another entry has this name; renamed to '"), clash.stdout)
+        XCTAssertTrue(clash.stdout.contains("another category has this name; renamed to '"), clash.stdout)
+        try syncBoth()
+        let names = try entryNames(onA)
+        XCTAssertEqual(names, try entryNames(onB))
+        XCTAssertEqual(names.filter { $0.lowercased().hasPrefix("bank") }.count, 2)
+        XCTAssertTrue(names.contains { $0.hasSuffix(" (2)") })
+        XCTAssertEqual(try categoryNames(onA), try categoryNames(onB))
+        XCTAssertEqual(try categoryNames(onA).filter { $0.lowercased().hasPrefix("travel") }.count, 2)
+    }
+
+    func testAVaultMadeBeforeSyncSyncsAndItsSeedCategoriesMeetTheClones() throws {
+        let fixture = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("../MyStashKitTests/Fixtures/vault-v1").standardizedFileURL
+        try FileManager.default.createDirectory(at: vaultDirectory, withIntermediateDirectories: true,
+                                                attributes: [.posixPermissions: 0o700])
+        for store in ["Notes.sqlite", "Passwords.sqlite"] {
+            let target = vaultDirectory.appendingPathComponent(store)
+            try FileManager.default.copyItem(at: fixture.appendingPathComponent(store), to: target)
+            try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: target.path)
+        }
+        let password = ["MYSTASH_PASSWORD": "fixture-password"]
+        let first = try okA(["sync", "--remote", remote.path], environment: password)
+        XCTAssertTrue(first.stdout.contains("added entry 'Router'"), first.stdout)
+        try okB(["clone", remote.path], environment: password)
+        let onA = { (arguments: [String], input: String?, _: [String: String]) in
+            try self.onA(arguments, stdin: input, environment: password)
+        }
+        let onB = { (arguments: [String], input: String?, _: [String: String]) in
+            try self.onB(arguments, stdin: input, environment: password)
+        }
+        XCTAssertEqual(try entryNames(onA), try entryNames(onB))
+        XCTAssertEqual(try categoryNames(onA), try categoryNames(onB))
+        XCTAssertEqual(try okB(["password", "show", "Router", "--field", "password"], environment: password).stdout,
+                       "p@ss w0rd é\n")
+    }
+
+    func testACloneStartsFromTheLatestSnapshotAndReadsOnlyTheFilesAfterIt() throws {
+        let every = ["MYSTASH_TEST_SNAPSHOT_INTERVAL": "3"]
+        try okA(["init", "--kdf-cost", "10"])
+        for index in 1...4 {
+            try okA(["password", "add", "E\(index)"], stdin: "p\(index)")
+            try okA(["sync"] + (index == 1 ? ["--remote", remote.path] : []), environment: every)
+        }
+        try okA(["password", "remove", "E2", "--force"])
+        try okA(["password", "edit", "E3", "--user", "late"])
+        try okA(["sync"], environment: every)
+        let files = try git(["--git-dir", remote.path, "ls-tree", "-r", "--name-only", "main"])
+        let snapshots = files.split(separator: "\n").filter { $0.hasPrefix("snapshots/") }
+        XCTAssertEqual(snapshots.count, 1, files)
+        // Five log files; the snapshot came with the third: the clone reads the two after it.
+        let clone = try okB(["clone", remote.path])
+        XCTAssertTrue(clone.stderr.hasSuffix("(3 items from 2 log files).\n"), clone.stderr)
+        XCTAssertEqual(try entryNames(onB), ["E1", "E3", "E4"])
+        XCTAssertTrue(try okB(["password", "show", "E3"]).stdout.contains("late"))
+        XCTAssertEqual(try okB(["password", "show", "E1", "--field", "password"]).stdout, "p1\n")
+
+        // A snapshot changed on the remote is refused and leaves no vault.
+        try alterRemote { work in
+            let url = work.appendingPathComponent(String(snapshots[0]))
+            var bytes = try Data(contentsOf: url)
+            bytes[bytes.count - 1] ^= 1
+            try bytes.write(to: url)
+        }
+        let third = home.appendingPathComponent("third")
+        let refused = try onA(["clone", remote.path, "--vault", third.path])
+        XCTAssertEqual(refused.status, 65, refused.stderr)
+        XCTAssertTrue(refused.stderr.contains("\(snapshots[0]) was changed or forged"), refused.stderr)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: third.path))
+    }
+
+    // MARK: - An untrusted remote
+
+    func testChangedDroppedReplayedAndRolledBackLogFilesAreRefused() throws {
+        try setUpTwoMachines()
+        try okA(["password", "add", "Second"], stdin: "2")
+        try okA(["sync"])
+        try okA(["password", "add", "Third"], stdin: "3")
+        try okA(["sync"])
+        let good = try remoteHead()
+        var files: [String] = []
+        try alterRemote { work in files = try self.logFiles(in: work) }
+        XCTAssertEqual(files.count, 3)
+        func refused(_ named: String, _ problem: String, file: StaticString = #filePath, line: UInt = #line) throws {
+            let result = try onB(["sync"])
+            XCTAssertEqual(result.status, 65, result.stderr, file: file, line: line)
+            XCTAssertTrue(result.stderr.contains("\(named) \(problem)"), result.stderr, file: file, line: line)
+            XCTAssertTrue(result.stderr.contains("nothing was applied"), result.stderr, file: file, line: line)
+            XCTAssertEqual(try onB(["password", "show", "Second"]).status, 66, "applied anyway", file: file, line: line)
+        }
+        func restore() throws {
+            try alterRemote(force: true) { work in try self.git(["reset", "-q", "--hard", good], in: work) }
+        }
+
+        // A byte changed in the last file.
+        try alterRemote { work in
+            let url = work.appendingPathComponent(files[2])
+            var bytes = try Data(contentsOf: url)
+            bytes[bytes.count - 20] ^= 1
+            try bytes.write(to: url)
+        }
+        try refused(files[2], "was changed or forged")
+        try restore()
+        // The middle file dropped.
+        try alterRemote { work in try FileManager.default.removeItem(at: work.appendingPathComponent(files[1])) }
+        try refused(files[1], "is missing (dropped)")
+        try restore()
+        // An old file replayed as the next one.
+        let next = String(files[2].dropLast(10)) + "0000000004"
+        try alterRemote { work in
+            try FileManager.default.copyItem(at: work.appendingPathComponent(files[1]),
+                                             to: work.appendingPathComponent(next))
+        }
+        try refused(next, "holds file 2 of device")
+        try restore()
+        // Files 2 and 3 swapped.
+        try alterRemote { work in
+            let (second, third) = (work.appendingPathComponent(files[1]), work.appendingPathComponent(files[2]))
+            let swap = work.appendingPathComponent("swap")
+            try FileManager.default.moveItem(at: second, to: swap)
+            try FileManager.default.moveItem(at: third, to: second)
+            try FileManager.default.moveItem(at: swap, to: third)
+        }
+        try refused(files[1], "holds file 3 of device")
+        try restore()
+
+        let received = try okB(["sync"])
+        XCTAssertTrue(received.stdout.contains("added entry 'Second' from laptop"), received.stdout)
+        // Rolled back to before the last file, once B has read it.
+        try alterRemote(force: true) { work in try self.git(["reset", "-q", "--hard", "HEAD~2"], in: work) }
+        let rolledBack = try onB(["sync"])
+        XCTAssertEqual(rolledBack.status, 65)
+        XCTAssertTrue(rolledBack.stderr.contains("\(files[2]) is gone: the remote was rolled back"), rolledBack.stderr)
+    }
+
+    func testAVaultChangedOutsideMystashSendsNothing() throws {
+        try setUpTwoMachines()
+        try okA(["password", "add", "Pending"], stdin: "p")
+        let before = try remoteHead()
+        let passwords = vaultDirectory.appendingPathComponent("Passwords.sqlite")
+        XCTAssertEqual(try sqlite(passwords, "UPDATE ZCATEGORY SET ZNAME = 'Renamed behind its back' "
+                                    + "WHERE ZNAME = 'Banking'").status, 0)
+        let refused = try onA(["sync"])
+        XCTAssertEqual(refused.status, 65, refused.stderr)
+        XCTAssertTrue(refused.stderr.contains("changed outside mystash"), refused.stderr)
+        XCTAssertEqual(try remoteHead(), before, "a tampered vault was sent")
+    }
+
+    // MARK: - Master password
+
+    func testPasswdElsewhereIsAdoptedAndRekeyElsewhereStillReads() throws {
+        try setUpTwoMachines()
+        try okA(["passwd", "--kdf-cost", "10"], environment: ["MYSTASH_NEW_PASSWORD": "second"])
+        let sent = try okA(["sync"], environment: ["MYSTASH_PASSWORD": "second"])
+        XCTAssertTrue(sent.stdout.contains("Sent this machine's new master password"), sent.stdout)
+        let adopted = try okB(["sync"])
+        XCTAssertTrue(adopted.stdout.contains("The master password was changed on laptop"), adopted.stdout)
+        XCTAssertEqual(try onB(["password", "list"]).status, 77, "the old password still opens B")
+        try okB(["password", "list"], environment: ["MYSTASH_PASSWORD": "second"])
+
+        try okA(["passwd", "--rekey", "--kdf-cost", "10"],
+                environment: ["MYSTASH_PASSWORD": "second", "MYSTASH_NEW_PASSWORD": "third"])
+        let rekeyed = try okA(["sync"], environment: ["MYSTASH_PASSWORD": "third"])
+        XCTAssertFalse(rekeyed.stdout.contains("changed entry"), "a rekey is sent as edits: \(rekeyed.stdout)")
+        try okA(["password", "add", "After"], stdin: "x", environment: ["MYSTASH_PASSWORD": "third"])
+        try okA(["sync"], environment: ["MYSTASH_PASSWORD": "third"])
+        let notice = try okB(["sync"], environment: ["MYSTASH_PASSWORD": "second"])
+        XCTAssertTrue(notice.stdout.contains("added entry 'After' from laptop"), notice.stdout)
+        XCTAssertTrue(notice.stdout.contains("passwd --rekey"), notice.stdout)
+        // A clone after the rekey opens with the new password and reads what came before it.
+        let third = home.appendingPathComponent("third-vault")
+        try okA(["clone", remote.path, "--vault", third.path], environment: ["MYSTASH_PASSWORD": "third"])
+        let list = try okA(["password", "list", "--vault", third.path], environment: ["MYSTASH_PASSWORD": "third"])
+        XCTAssertTrue(list.stdout.contains("GitHub") && list.stdout.contains("After"), list.stdout)
+    }
+
+    // MARK: - Concurrency and crashes
+
+    func testTwoMachinesSyncingAtOnceEndWithTheSameContent() throws {
+        try setUpTwoMachines()
+        for index in 1...3 {
+            try okA(["password", "add", "A\(index)"], stdin: "a")
+            try okB(["password", "add", "B\(index)"], stdin: "b")
+        }
+        let a = process(["sync"])
+        let b = process(["sync"])
+        b.environment?["HOME"] = homeB.path
+        for process in [a, b] {
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+        }
+        a.waitUntilExit()
+        b.waitUntilExit()
+        XCTAssertEqual([a.terminationStatus, b.terminationStatus], [0, 0])
+        try okA(["sync"])
+        try okB(["sync"])
+        let names = try entryNames(onA)
+        XCTAssertEqual(names, try entryNames(onB))
+        for name in ["A1", "A2", "A3", "B1", "B2", "B3"] { XCTAssertTrue(names.contains(name), "\(names)") }
+    }
+
+    /// A `git` first on PATH that SIGKILLs mystash at its push: before it (`before`) or
+    /// right after the push succeeded (`after`).
+    func killingGit(_ when: String) throws -> String {
+        let directory = home.appendingPathComponent("killing-git-\(when)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let script = """
+            #!/bin/sh
+            for argument in "$@"; do
+              if [ "$argument" = push ]; then
+                [ "\(when)" = after ] && /usr/bin/git "$@"
+                kill -KILL $PPID
+                exit 1
+              fi
+            done
+            exec /usr/bin/git "$@"
+
+            """
+        let path = directory.appendingPathComponent("git")
+        try script.write(to: path, atomically: true, encoding: .utf8)
+        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: path.path)
+        return directory.path + ":/usr/local/bin:/usr/bin:/bin"
+    }
+
+    func testKilledAtThePushLeavesVaultAndRemoteBeforeOrAfterAndARerunFinishes() throws {
+        try setUpTwoMachines()
+        try okA(["password", "add", "Killed"], stdin: "k")
+        try okA(["password", "edit", "GitHub", "--user", "dave"])
+        let before = try remoteHead()
+
+        let killedBefore = try onA(["sync"], environment: ["PATH": try killingGit("before")])
+        XCTAssertNotEqual(killedBefore.status, 0)
+        XCTAssertEqual(try remoteHead(), before, "the remote changed")
+        XCTAssertTrue(try okA(["check"]).stderr.contains("All is well"))
+
+        let killedAfter = try onA(["sync"], environment: ["PATH": try killingGit("after")])
+        XCTAssertNotEqual(killedAfter.status, 0)
+        XCTAssertNotEqual(try remoteHead(), before, "the push did not happen")
+        XCTAssertTrue(try okA(["check"]).stderr.contains("All is well"))
+        let pushed = try remoteHead()
+
+        // The rerun finds its own file and sends nothing twice.
+        let rerun = try okA(["sync"])
+        XCTAssertEqual(rerun.stdout, "Nothing to send or receive: in step with \(remote.path).\n")
+        XCTAssertEqual(try remoteHead(), pushed)
+        let received = try okB(["sync"])
+        XCTAssertTrue(received.stdout.contains("added entry 'Killed' from laptop"), received.stdout)
+        XCTAssertTrue(try okB(["password", "show", "GitHub"]).stdout.contains("dave"))
+        XCTAssertEqual(try entryNames(onA), try entryNames(onB))
+    }
+
+    /// The remote's log files, from its main branch.
+    func remoteLogFiles() throws -> Set<String> {
+        Set(try git(["--git-dir", remote.path, "ls-tree", "-r", "--name-only", "main"]).split(separator: "\n")
+            .map(String.init).filter { $0.hasPrefix("log/") })
+    }
+
+    func testSIGKILLAtEveryWriteOfASyncLeavesBothSidesBeforeOrAfterAndARerunFinishes() throws {
+        let strace = "/usr/bin/strace"
+        guard FileManager.default.isExecutableFile(atPath: strace) else { throw XCTSkip("strace is not installed") }
+        try setUpTwoMachines()
+        try okA(["password", "add", "Swept"], stdin: "s")
+        try okA(["password", "edit", "GitHub", "--user", "erin"])
+        let pristine = home.appendingPathComponent("pristine")
+        try FileManager.default.createDirectory(at: pristine, withIntermediateDirectories: true)
+        let vaultA = vaultDirectory
+        let vaultB = homeB.appendingPathComponent(".local/share/mystash")
+        let places = [vaultA, vaultB, remote!]
+        for (index, place) in places.enumerated() {
+            try FileManager.default.copyItem(at: place, to: pristine.appendingPathComponent("\(index)"))
+        }
+        func restore() throws {
+            for (index, place) in places.enumerated() {
+                try FileManager.default.removeItem(at: place)
+                try FileManager.default.copyItem(at: pristine.appendingPathComponent("\(index)"), to: place)
+            }
+        }
+        let before = try remoteLogFiles()
+        var injections = 0
+        var killed = 0
+        // Every call of each kind that changes a file, in mystash itself (git's are its own).
+        for (syscall, every) in [("pwrite64", 12), ("fdatasync", 3), ("unlink", 2), ("write", 1), ("rename", 1)] {
+            var call = 1
+            while true {
+                try restore()
+                let traced = process(["sync"])
+                traced.executableURL = URL(fileURLWithPath: strace)
+                traced.arguments = ["-qq", "-o", "/dev/null", "-e", "trace=\(syscall)",
+                                    "-e", "inject=\(syscall):signal=KILL:when=\(call)", Self.binary.path, "sync"]
+                let result = try execute(traced, stdin: nil)
+                injections += 1
+                let label = "\(syscall) #\(call)"
+                // The remote: exactly as before, or with A's one new file.
+                let after = try remoteLogFiles()
+                XCTAssertTrue(after == before || (after.count == before.count + 1 && after.isSuperset(of: before)),
+                              "\(label): the remote holds \(after.subtracting(before))")
+                XCTAssertTrue(try okA(["check"]).stderr.contains("All is well"), label)
+                XCTAssertTrue(try entryNames(onA).contains("Swept"), label)
+                // A rerun finishes, sends nothing twice, and B gets everything once.
+                try okA(["sync"])
+                XCTAssertEqual(try remoteLogFiles().count, before.count + 1, "\(label): files sent twice or never")
+                try okB(["sync"])
+                XCTAssertEqual(try entryNames(onA), try entryNames(onB), label)
+                XCTAssertTrue(try okB(["password", "show", "GitHub"]).stdout.contains("erin"), label)
+                // strace dies of the signal that killed mystash; a run past the last call exits.
+                guard traced.terminationReason == .uncaughtSignal, result.status == SIGKILL else {
+                    XCTAssertEqual(result.status, 0, "\(label): \(result.stderr)")
+                    break
+                }
+                killed += 1
+                call += every
+            }
+        }
+        XCTAssertGreaterThan(killed, 10, "the sweep killed mystash \(killed) times in \(injections) runs")
+    }
+
+    func testSIGKILLDuringACloneLeavesNoVaultOrACompleteOneAndARerunFinishes() throws {
+        let strace = "/usr/bin/strace"
+        guard FileManager.default.isExecutableFile(atPath: strace) else { throw XCTSkip("strace is not installed") }
+        try setUpTwoMachines()
+        try okB(["password", "add", "FromB"], stdin: "b")
+        try okB(["sync"])
+        let expected = try entryNames(onB)
+        let target = homeB.appendingPathComponent("clone")
+        var killed = 0
+        for (syscall, every) in [("rename", 1), ("pwrite64", 15), ("fdatasync", 4)] {
+            var call = 1
+            while true {
+                try? FileManager.default.removeItem(at: target)
+                let traced = process([])
+                traced.environment?["HOME"] = homeB.path
+                traced.executableURL = URL(fileURLWithPath: strace)
+                traced.arguments = ["-qq", "-o", "/dev/null", "-e", "trace=\(syscall)",
+                                    "-e", "inject=\(syscall):signal=KILL:when=\(call)", Self.binary.path,
+                                    "clone", remote.path, "--vault", target.path]
+                let result = try execute(traced, stdin: nil)
+                let label = "\(syscall) #\(call)"
+                if FileManager.default.fileExists(atPath: target.path) {
+                    // Complete, or not there at all.
+                    XCTAssertTrue(try okB(["check", "--vault", target.path]).stderr.contains("All is well"), label)
+                    XCTAssertEqual(try entryNames { arguments, input, environment in
+                        try self.onB(arguments + ["--vault", target.path], stdin: input, environment: environment)
+                    }, expected, label)
+                }
+                guard traced.terminationReason == .uncaughtSignal, result.status == SIGKILL else {
+                    XCTAssertEqual(result.status, 0, "\(label): \(result.stderr)")
+                    break
+                }
+                killed += 1
+                // A rerun finishes (what the killed clone left beside it is cleared).
+                try? FileManager.default.removeItem(at: target)
+                try okB(["clone", remote.path, "--vault", target.path])
+                call += every
+            }
+        }
+        XCTAssertGreaterThan(killed, 5)
+        let leftovers = try FileManager.default.contentsOfDirectory(atPath: homeB.path).filter { $0.hasPrefix(".clone.") }
+        XCTAssertEqual(leftovers, [], "a killed clone left its build behind")
+    }
+
+    // MARK: - A plain folder, and what is refused
+
+    func testAFolderKeptInStepByAnotherProgramWorksAsARemote() throws {
+        let folder = home.appendingPathComponent("Sync/vault")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        try okA(["init", "--kdf-cost", "10"])
+        try okA(["password", "add", "Folder"], stdin: "f")
+        try okA(["sync", "--remote", folder.path])
+        XCTAssertTrue(FileManager.default.fileExists(atPath: folder.appendingPathComponent("MYSTASH-SYNC").path))
+        try okB(["clone", folder.path])
+        XCTAssertEqual(try okB(["password", "show", "Folder", "--field", "password"]).stdout, "f\n")
+    }
+
+    func testSyncWithoutRemoteAndAnotherVaultsRemoteAreRefused() throws {
+        try okA(["init", "--kdf-cost", "10"])
+        let none = try onA(["sync"])
+        XCTAssertEqual(none.status, 64)
+        XCTAssertTrue(none.stderr.contains("this vault has no sync remote yet"), none.stderr)
+        try okA(["sync", "--remote", remote.path])
+        try okB(["init", "--kdf-cost", "10"])
+        let other = try onB(["sync", "--remote", remote.path])
+        XCTAssertEqual(other.status, 65)
+        XCTAssertTrue(other.stderr.contains("holds the sync log of another vault"), other.stderr)
+        XCTAssertTrue(other.stderr.contains("mystash clone"), other.stderr)
+    }
+}
