@@ -373,14 +373,7 @@ extension Vault {
             throw VaultError(.cannotCreate, "a vault already exists at '\(directory.path)'",
                              hint: "sync it with 'mystash sync', or clone into another directory with --vault")
         }
-        let parent = directory.deletingLastPathComponent()
-        try? fileManager.createDirectory(at: parent, withIntermediateDirectories: true)
-        removeAbandonedBuilds(beside: directory, kind: "clone")
-        let aside = parent.appendingPathComponent(".\(directory.lastPathComponent).clone-\(getpid())")
-        try? fileManager.removeItem(at: aside)
-        guard mkdir(aside.path, 0o700) == 0 else {
-            throw VaultError(.cannotCreate, "cannot create '\(aside.path)': \(String(cString: strerror(errno)))")
-        }
+        let aside = try makeBuildDirectory(for: directory, kind: "clone")
         defer { try? fileManager.removeItem(at: aside) }
         let cache = aside.appendingPathComponent(syncCacheName)
         let store = try makeSyncRemote(location, cache: cache)
@@ -428,7 +421,7 @@ extension Vault {
             throw VaultError(.cannotCreate, "cannot create '\(directory.path)': \(String(cString: strerror(errno)))",
                              hint: "choose an empty or new directory with --vault")
         }
-        _ = fsyncPath(parent.path)
+        _ = fsyncPath(directory.deletingLastPathComponent().path)
         return report
     }
 }

@@ -181,14 +181,7 @@ public final class Vault {
                 hint: "use it, or choose another directory with --vault")
         }
         let parent = directory.deletingLastPathComponent()
-        // A parent that cannot be made fails the mkdir below, with its reason.
-        try? fileManager.createDirectory(at: parent, withIntermediateDirectories: true)
-        removeAbandonedBuilds(beside: directory, kind: "init")
-        let aside = parent.appendingPathComponent(".\(directory.lastPathComponent).init-\(getpid())")
-        try? fileManager.removeItem(at: aside)
-        guard mkdir(aside.path, 0o700) == 0 else {
-            throw VaultError(.cannotCreate, "cannot create '\(aside.path)': \(String(cString: strerror(errno)))")
-        }
+        let aside = try makeBuildDirectory(for: directory, kind: "init")
         defer { try? fileManager.removeItem(at: aside) }
         do {
             let vault = try wrapErrors { try Vault(directory: aside, newSlot: slot) }
@@ -218,6 +211,21 @@ public final class Vault {
         vault.transformer.dataKey = dataKey
         try vault.didUnlock(.skipped)
         return vault
+    }
+
+    /// A new, empty directory (0700) beside `directory` where a vault is built before it is
+    /// renamed into place, after removing those of `kind` whose process died.
+    static func makeBuildDirectory(for directory: URL, kind: String) throws -> URL {
+        let parent = directory.deletingLastPathComponent()
+        // A parent that cannot be made fails the mkdir below, with its reason.
+        try? FileManager.default.createDirectory(at: parent, withIntermediateDirectories: true)
+        removeAbandonedBuilds(beside: directory, kind: kind)
+        let aside = parent.appendingPathComponent(".\(directory.lastPathComponent).\(kind)-\(getpid())")
+        try? FileManager.default.removeItem(at: aside)
+        guard mkdir(aside.path, 0o700) == 0 else {
+            throw VaultError(.cannotCreate, "cannot create '\(aside.path)': \(String(cString: strerror(errno)))")
+        }
+        return aside
     }
 
     /// Removes vaults that `create` (kind `init`) or `clone` was building when its process died

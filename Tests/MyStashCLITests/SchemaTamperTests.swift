@@ -4,12 +4,6 @@ import XCTest
 /// Changes to a store's schema made offline with sqlite3 — triggers, views, columns, indexes —
 /// which no row tag can see: every command refuses the vault, and check names the change.
 final class SchemaTamperTests: CLITestCase {
-    func sqlite(_ store: String, _ sql: String) throws -> String {
-        let result = try sqlite(vaultDirectory.appendingPathComponent(store), sql)
-        XCTAssertEqual(result.status, 0, sql)
-        return result.output.trimmingCharacters(in: .whitespacesAndNewlines)
-    }
-
     override func setUpWithError() throws {
         try super.setUpWithError()
         try initVault()

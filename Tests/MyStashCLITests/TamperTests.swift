@@ -5,12 +5,6 @@ import XCTest
 /// cannot see, each caught by the integrity record: by an ordinary command, which refuses
 /// to go on, and by check, which lists it, both naming the store, entity and row.
 final class TamperTests: CLITestCase {
-    func sqlite(_ store: String, _ sql: String) throws -> String {
-        let result = try sqlite(vaultDirectory.appendingPathComponent(store), sql)
-        XCTAssertEqual(result.status, 0, sql)
-        return result.output.trimmingCharacters(in: .whitespacesAndNewlines)
-    }
-
     override func setUpWithError() throws {
         try super.setUpWithError()
         try initVault()
