@@ -345,6 +345,24 @@ final class BrowseTests: CLITestCase {
         tmux.expect("browse-exit=0")
     }
 
+    /// At 40×15 the keys do not fit: the help says it scrolls, and PgDn brings the last ones in
+    /// (issue 22: they were cut off).
+    func testTheHelpScrollsInASmallTerminal() throws {
+        try addEntries()
+        let tmux = try TmuxSession(browseCommand(), columns: 40, rows: 15)
+        tmux.expect("Passwords (3)")
+        tmux.send("F1")
+        tmux.expect("Keys (↑ ↓ PgUp PgDn scroll")
+        XCTAssertFalse(tmux.screen().contains("this help"), "the last key is below the screen")
+        tmux.send("PageDown")
+        tmux.expect("this help")
+        tmux.send("x")
+        tmux.expectGone("this help")
+        tmux.expect("Passwords (3)")
+        tmux.send("C-q")
+        tmux.expect("browse-exit=0")
+    }
+
     func testNarrowResizedAndWithoutColour() throws {
         try addEntries()
         let tmux = try TmuxSession(browseCommand(environment: ["NO_COLOR": "1"]), columns: 40, rows: 16)

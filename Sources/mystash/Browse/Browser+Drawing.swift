@@ -21,7 +21,7 @@ extension Browser {
         drawFilter(on: &canvas)
         let body = (top: 2, height: canvas.rows - 3)
         switch mode {
-        case .help: drawHelp(on: &canvas, top: body.top, height: body.height)
+        case .help(let offset): drawHelp(offset: offset, on: &canvas, top: body.top, height: body.height)
         case .health(let lines, let offset): drawHealth(lines, offset: offset, on: &canvas, top: body.top,
                                                         height: body.height)
         case .form(let form): drawForm(form, on: &canvas, top: body.top, height: body.height)
@@ -209,20 +209,23 @@ extension Browser {
         }
     }
 
-    private func drawHelp(on canvas: inout Canvas, top: Int, height: Int) {
-        let keys: [(String, String)] = [
-            ("^Q, ^C", "quit"), ("type", "filter (names, users, URLs, note titles and texts)"),
-            ("Esc, ^U", "clear the filter"),
-            ("↑ ↓ PgUp PgDn", "move"), ("Tab ← →", "Notes / Passwords"),
-            ("Enter, ^R", "show or hide the password"),
-            ("^N", "add"), ("^E", "edit"), ("^D, Del", "delete (asks)"), ("^P", "copy the password"),
-            ("^Y", "copy the user"), ("^O", "copy the one-time code"), ("^Z", "undo the last change"),
-            ("^L", "lock now"), ("F2", "password health: weak, reused, old passwords"), ("F1, ?", "this help"),
-        ]
-        canvas.draw("Keys (any key closes this)", row: top, style: Style(bold: true))
-        let keyWidth = 15
+    static let helpKeys: [(String, String)] = [
+        ("^Q, ^C", "quit"), ("type", "filter (names, users, URLs, note titles and texts)"),
+        ("Esc, ^U", "clear the filter"),
+        ("↑ ↓ PgUp PgDn", "move"), ("Tab ← →", "Notes / Passwords"),
+        ("Enter, ^R", "show or hide the password"),
+        ("^N", "add"), ("^E", "edit"), ("^D, Del", "delete (asks)"), ("^P", "copy the password"),
+        ("^Y", "copy the user"), ("^O", "copy the one-time code"), ("^Z", "undo the last change"),
+        ("^L", "lock now"), ("F2", "password health: weak, reused, old passwords"), ("F1, ?", "this help"),
+    ]
+
+    private func drawHelp(offset: Int, on canvas: inout Canvas, top: Int, height: Int) {
+        let hidden = offset > 0 || Self.helpKeys.count > height - 2
+        canvas.draw(hidden ? "Keys (↑ ↓ PgUp PgDn scroll, any other key closes this)" : "Keys (any key closes this)",
+                    row: top, style: Style(bold: true))
+        let keyWidth = min(15, canvas.columns / 3)
         var row = top + 2
-        for (key, meaning) in keys where row < top + height {
+        for (key, meaning) in Self.helpKeys.dropFirst(offset) where row < top + height {
             canvas.draw(key, row: row, width: keyWidth, style: Self.heading)
             canvas.draw(meaning, row: row, column: keyWidth)
             row += 1

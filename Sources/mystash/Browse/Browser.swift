@@ -16,7 +16,8 @@ final class Browser {
     enum Mode {
         case list
         case form(BrowseForm)
-        case help
+        /// The keys, scrolled by `offset` (a small terminal does not hold them all).
+        case help(offset: Int)
         /// The health report's lines, scrolled by `offset`.
         case health([Health.Line], offset: Int)
         case confirmDelete(BrowseRow)
@@ -178,17 +179,11 @@ final class Browser {
         }
         switch mode {
         case .locked: try handleLocked(event)
-        case .help: mode = .list
+        case .help(let offset):
+            guard let move = scrollMove(event) else { return mode = .list }
+            mode = .help(offset: min(max(0, offset + move), max(0, Self.helpKeys.count - 1)))
         case .health(let lines, let offset):
-            let page = max(1, screen.size.rows - 5)
-            let move: Int
-            switch event {
-            case .key(.up): move = -1
-            case .key(.down): move = 1
-            case .key(.pageUp): move = -page
-            case .key(.pageDown): move = page
-            default: return mode = .list
-            }
+            guard let move = scrollMove(event) else { return mode = .list }
             mode = .health(lines, offset: min(max(0, offset + move), max(0, lines.count - 1)))
         case .form(var form):
             switch form.handle(event) {
@@ -223,8 +218,8 @@ final class Browser {
         case .home: list.move(by: -list.visibleRows.count)
         case .end: list.move(by: list.visibleRows.count)
         case .tab, .backTab, .left, .right: try switchTab()
-        case .character("?") where list.filter.isEmpty: mode = .help
-        case .function(1): mode = .help
+        case .character("?") where list.filter.isEmpty: mode = .help(offset: 0)
+        case .function(1): mode = .help(offset: 0)
         case .function(2): showHealth()
         case .character(let character): list.setFilter(list.filter + String(character))
         case .backspace:
@@ -424,6 +419,19 @@ final class Browser {
             if let id = state.selected { lists[kept]?.select(id: id) }
         }
         keptAcrossLock = [:]
+    }
+
+    /// How far a key scrolls a page of text (the help, the health report); nil for any other key,
+    /// which closes it.
+    private func scrollMove(_ event: TerminalScreen.Event) -> Int? {
+        let page = max(1, screen.size.rows - 5)
+        switch event {
+        case .key(.up): return -1
+        case .key(.down): return 1
+        case .key(.pageUp): return -page
+        case .key(.pageDown): return page
+        default: return nil
+        }
     }
 
     // MARK: - Words
