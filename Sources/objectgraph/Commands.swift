@@ -93,16 +93,13 @@ struct Dump: ParsableCommand {
                 StoredValueReader.registerRawTransformers(for: entities, in: coordinator)
                 let context = ManagedObjectContext(coordinator: coordinator, notificationCenter: NotificationCenter())
                 var objects: [[String: Any]] = []
-                // Row by row, so that a row that cannot be read is reported in place and the rest printed.
                 var unreadable: Set<String> = []
                 for entity in entities {
-                    for primaryKey in try context.primaryKeys(forEntityName: entity.name) {
+                    for (primaryKey, read) in try Self.objects(of: entity, in: context) {
                         let object: ManagedObject
-                        do {
-                            let read = try context.existingObject(entityName: entity.name, primaryKey: primaryKey)
-                            guard let read, read.entity === entity else { continue }
-                            object = read
-                        } catch {
+                        switch read {
+                        case .success(let found): object = found
+                        case .failure(let error):
                             let place = "\(entity.rootEntity.name) \(primaryKey)"
                             guard unreadable.insert(place).inserted else { continue }
                             let problem = (error as? ObjectGraphError)?.message ?? "\(error)"
@@ -117,12 +114,9 @@ struct Dump: ParsableCommand {
                         }
                         let values = StoredValueReader.values(of: object, rawDates: raw, problems: &problems)
                         if json {
-                            objects.append([
-                                "entity": entity.name, "primaryKey": object.objectID.primaryKey ?? NSNull(),
-                                "values": values,
-                            ])
+                            objects.append(["entity": entity.name, "primaryKey": primaryKey, "values": values])
                         } else {
-                            say("\(entity.name) \(object.objectID.primaryKey.map(String.init) ?? "?")")
+                            say("\(entity.name) \(primaryKey)")
                             for (key, value) in values.sorted(by: { $0.key < $1.key }) {
                                 say("  \(key): \(StoredValueReader.text(value))")
                             }
@@ -261,3 +255,28 @@ struct Check: ParsableCommand {
         }
     }
 }
+
+extension Dump {
+    /// The objects of exactly `entity`, by primary key: in one fetch, or, when a row cannot be
+    /// read, row by row, so that it is reported in its place and the others still printed.
+    static func objects(of entity: EntityDescription, in context: ManagedObjectContext) throws
+        -> [(Int64, Result<ManagedObject, Error>)]
+    {
+        var request = FetchRequest<ManagedObject>(entityName: entity.name)
+        request.includesSubentities = false
+        if let fetched = try? context.fetch(request) {
+            return fetched.compactMap { object in object.objectID.primaryKey.map { ($0, .success(object)) } }
+                .sorted { $0.0 < $1.0 }
+        }
+        return try context.primaryKeys(forEntityName: entity.name).compactMap { primaryKey in
+            do {
+                guard let read = try context.existingObject(entityName: entity.name, primaryKey: primaryKey),
+                      read.entity === entity else { return nil }
+                return (primaryKey, .success(read))
+            } catch {
+                return (primaryKey, .failure(error))
+            }
+        }
+    }
+}
+

@@ -67,8 +67,12 @@ final class RelationalRaceTests: CLITestCase {
     /// writer. Until then it is let go on to its next sleep.
     func stopWhileWaitingAndHoldingNoLock(_ process: Process, pid: pid_t, log: URL, after offset: Int) throws {
         var offset = offset
+        let deadline = Date().addingTimeInterval(120)
         while true {
-            waitUntilWaitingForTheLock(process, log: log, after: offset)
+            guard Date() < deadline else {
+                return XCTFail("mystash never waited for the write lock without holding a file lock")
+            }
+            waitUntilWaitingForTheLock(process, log: log, after: offset, deadline: deadline)
             XCTAssertEqual(kill(pid, SIGSTOP), 0)
             while try !isStopped(pid) { sched_yield() }
             guard try holdsFileLocks(pid) else { return }
