@@ -4,14 +4,29 @@ import StashCrypto
 
 /// The keyed integrity record of a vault (FORMAT.md, "Integrity record"): a tag per row,
 /// HMAC-SHA256 under a key derived from the data key over everything stored in the row
-/// (version, relationships, ciphertexts, plain values), and per store a record holding the
-/// count and sum of the tags, the store's generation and the other store's, itself
-/// authenticated. Each save updates the tags of the rows it writes and both records, in
-/// its own transaction: O(changed rows).
+/// (version, relationships, ciphertexts, plain values). The tags are grouped in 4,096
+/// buckets, each holding the count and sum of its tags; per store a record authenticates
+/// every bucket with the store's generation and the other store's. A save updates the tags of
+/// the rows it writes, their buckets and both records in its own transaction; a read checks
+/// only the buckets of what it shows: O(buckets + rows per bucket), not O(rows).
 final class IntegrityRecord: StoreWriteObserver {
     static let tagTable = "MYSTASH_ROW_TAG"
+    static let bucketTable = "MYSTASH_BUCKET"
     static let recordTable = "MYSTASH_RECORD"
+    static let bucketIndex = "MYSTASH_ROW_TAG_BUCKET"
     static let keyInfo = Array("MyStash integrity v1".utf8)
+    static let nameKeyInfo = Array("MyStash name index v1".utf8)
+    static let bucketCount = 4096
+
+    /// Which bucket a table's rows go to: one a read can name before it reads the row.
+    enum Bucketing {
+        /// By the keyed index of the row's name (`column`): a lookup by name checks one bucket.
+        case nameKey(column: String)
+        /// With the rows of `table` that `column` points to: an entry's fields and history.
+        case parent(column: String, table: String)
+        /// All rows of the table in one bucket: small tables read whole (categories, seed lists).
+        case wholeTable
+    }
 
     /// One store of the vault: its identity, file name and the tables the record covers.
     struct Store {
@@ -19,16 +34,24 @@ final class IntegrityRecord: StoreWriteObserver {
         let fileName: String
         /// Root entity table → entity name, such as `ZSYSTEM` → `System`.
         let tables: [String: String]
+        /// Tables not named here put each row in a bucket of its own table and primary key.
+        var bucketing: [String: Bucketing] = [:]
     }
 
-    /// A store's record as stored.
+    /// A store's record as stored, with the buckets it authenticates.
     struct Record: Equatable {
         /// The model version the tags were computed under (a migration rewrites rows).
         var model: String
         var generation: Int64
         var peerGeneration: Int64
         var rowCount: Int64
-        var tagSum: [UInt8]
+        var buckets: [Int: Bucket]
+    }
+
+    /// The tags of one bucket: how many, and their sum.
+    struct Bucket: Equatable {
+        var count: Int64 = 0
+        var sum: [UInt8] = IntegrityRecord.zeroSum
     }
 
     let stores: [Store]
@@ -41,12 +64,15 @@ final class IntegrityRecord: StoreWriteObserver {
     /// the save's commit took effect before the failure.
     private(set) var lastWrittenGenerations: [String: Int64] = [:]
     private let key: HMAC.Key
+    private let nameIndexKey: HMAC.Key
 
     init(dataKey: SecretBytes, keySlot: KeySlot, stores: [Store], model: String) throws {
         self.stores = stores
         self.model = model
         self.keySlot = Data(keySlot.serialized)
         key = try HMAC.Key(.sha256, bytes: try HKDF.sha256(key: dataKey, info: Self.keyInfo, length: 32).bytes)
+        nameIndexKey = try HMAC.Key(
+            .sha256, bytes: try HKDF.sha256(key: dataKey, info: Self.nameKeyInfo, length: 32).bytes)
     }
 
     private func store(_ identifier: String) -> Store? { stores.first { $0.identifier == identifier } }
@@ -55,11 +81,70 @@ final class IntegrityRecord: StoreWriteObserver {
     static func tableDefinitions(_ qualified: (String) throws -> String) rethrows -> [String] {
         [
             "CREATE TABLE IF NOT EXISTS \(try qualified(tagTable)) (ZTABLE TEXT NOT NULL, ZPK INTEGER NOT NULL, "
-                + "ZTAG BLOB NOT NULL, PRIMARY KEY (ZTABLE, ZPK)) WITHOUT ROWID",
+                + "ZBUCKET INTEGER NOT NULL, ZTAG BLOB NOT NULL, PRIMARY KEY (ZTABLE, ZPK)) WITHOUT ROWID",
+            "CREATE INDEX IF NOT EXISTS \(try qualified(bucketIndex)) ON \(tagTable) (ZBUCKET)",
+            "CREATE TABLE IF NOT EXISTS \(try qualified(bucketTable)) (ZBUCKET INTEGER PRIMARY KEY, "
+                + "ZCOUNT INTEGER NOT NULL, ZSUM BLOB NOT NULL)",
             "CREATE TABLE IF NOT EXISTS \(try qualified(recordTable)) (ZID INTEGER PRIMARY KEY CHECK (ZID = 1), "
-                + "ZMODEL TEXT, ZGENERATION INTEGER, ZPEERGENERATION INTEGER, ZROWCOUNT INTEGER, ZTAGSUM BLOB, "
-                + "ZMAC BLOB)",
+                + "ZMODEL TEXT, ZGENERATION INTEGER, ZPEERGENERATION INTEGER, ZROWCOUNT INTEGER, ZMAC BLOB)",
         ]
+    }
+
+    // MARK: - Names
+
+    /// The keyed index of a note's title or an entry's name: equal for names equal ignoring
+    /// case, and nothing about the name without the data key.
+    func nameKey(_ name: String, entity: String) throws -> Data {
+        var message: [UInt8] = []
+        Self.appendField(&message, "name".utf8)
+        Self.appendField(&message, entity.utf8)
+        Self.appendField(&message, Self.foldedName(name).utf8)
+        return Data(try nameIndexKey.authenticationCode(of: message))
+    }
+
+    /// The form names are compared in: `==[c]`'s case folding, canonically composed.
+    static func foldedName(_ name: String) -> String {
+        // As the predicate evaluator folds: lowercasing for ASCII, Foundation's folding otherwise.
+        name.utf8.allSatisfy { $0 < 0x80 }
+            ? name.lowercased() : name.folding(options: .caseInsensitive, locale: nil).precomposedStringWithCanonicalMapping
+    }
+
+    /// An HMAC under the record's key (used to read the layout before buckets).
+    func authenticationCode(of message: [UInt8]) throws -> [UInt8] { try key.authenticationCode(of: message) }
+
+    // MARK: - Buckets
+
+    /// The bucket a name key's rows are in.
+    static func bucket(ofNameKey key: Data) -> Int {
+        guard key.count >= 2 else { return 0 }
+        let bytes = [UInt8](key.prefix(2))
+        return Int(bytes[0]) << 4 | Int(bytes[1]) >> 4
+    }
+
+    /// The bucket of a table's row (`primaryKey`), or of the whole table (nil).
+    static func bucket(table: String, primaryKey: Int64?) -> Int {
+        // FNV-1a: the bucket of a row is no secret, only the name keys are.
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        var bytes = Array(table.utf8)
+        if let primaryKey { withUnsafeBytes(of: primaryKey.bigEndian) { bytes += [0] + $0 } }
+        for byte in bytes { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+        return Int(hash % UInt64(bucketCount))
+    }
+
+    /// The bucket a stored row belongs in, from its own values.
+    func bucket(of table: String, primaryKey: Int64, columns: [String], cells: [StoredCell], store: Store) -> Int {
+        func cell(_ column: String) -> StoredCell? { columns.firstIndex(of: column).map { cells[$0] } }
+        switch store.bucketing[table] {
+        case .nameKey(let column)?:
+            if case .blob(let key)? = cell(column), key.count >= 2 { return Self.bucket(ofNameKey: key) }
+        case .parent(let column, let parent)?:
+            if case .integer(let parentKey)? = cell(column) { return Self.bucket(table: parent, primaryKey: parentKey) }
+        case .wholeTable?:
+            return Self.bucket(table: table, primaryKey: nil)
+        case nil:
+            break
+        }
+        return Self.bucket(table: table, primaryKey: primaryKey)
     }
 
     // MARK: - Tags
@@ -79,14 +164,20 @@ final class IntegrityRecord: StoreWriteObserver {
         return try key.authenticationCode(of: message)
     }
 
+    /// The record's MAC: its store, generations, count and every non-empty bucket in order.
     func mac(of record: Record, store: Store) throws -> [UInt8] {
         var message: [UInt8] = []
-        Self.appendField(&message, "record".utf8)
+        message.reserveCapacity(128 + record.buckets.count * 56)
+        Self.appendField(&message, "record v2".utf8)
         Self.appendField(&message, store.identifier.utf8)
         Self.appendField(&message, store.fileName.utf8)
         Self.appendField(&message, record.model.utf8)
         for number in [record.generation, record.peerGeneration, record.rowCount] { Self.append(number, to: &message) }
-        Self.appendField(&message, record.tagSum)
+        for (number, bucket) in record.buckets.sorted(by: { $0.key < $1.key }) where bucket.count != 0 {
+            Self.append(Int64(number), to: &message)
+            Self.append(bucket.count, to: &message)
+            Self.appendField(&message, bucket.sum)
+        }
         return try key.authenticationCode(of: message)
     }
 
@@ -154,74 +245,114 @@ final class IntegrityRecord: StoreWriteObserver {
         }
     }
 
-    /// The row's tag as it is stored now, or nil when the row does not exist.
-    func currentTag(_ row: StoredRowKey, store: Store, columns: [String], in transaction: StoreTransaction) throws
-        -> [UInt8]?
+    /// A row's tag and bucket.
+    struct TaggedRow {
+        var tag: [UInt8]
+        var bucket: Int
+    }
+
+    /// The row's tag and bucket as it is stored now, or nil when the row does not exist.
+    func current(_ row: StoredRowKey, store: Store, columns: [String], in transaction: StoreTransaction) throws
+        -> TaggedRow?
     {
         let table = try transaction.qualified(row.table, storeIdentifier: store.identifier)
         guard
             let cells = try transaction.rows("SELECT * FROM \(table) WHERE Z_PK = ?", [.integer(row.primaryKey)]).first
         else { return nil }
-        return try tag(store: store, table: row.table, columns: columns, cells: cells)
+        return TaggedRow(
+            tag: try tag(store: store, table: row.table, columns: columns, cells: cells),
+            bucket: bucket(of: row.table, primaryKey: row.primaryKey, columns: columns, cells: cells, store: store))
     }
 
-    func recordedTag(_ row: StoredRowKey, in transaction: StoreTransaction) throws -> [UInt8]? {
+    func recorded(_ row: StoredRowKey, in transaction: StoreTransaction) throws -> TaggedRow? {
         let tags = try transaction.qualified(Self.tagTable, storeIdentifier: row.storeIdentifier)
         guard
-            case .blob(let data)? = try transaction.rows(
-                "SELECT ZTAG FROM \(tags) WHERE ZTABLE = ? AND ZPK = ?",
+            let cells = try transaction.rows(
+                "SELECT ZTAG, ZBUCKET FROM \(tags) WHERE ZTABLE = ? AND ZPK = ?",
                 [.text(row.table), .integer(row.primaryKey)]
-            ).first?.first
+            ).first,
+            case .blob(let data) = cells[0], case .integer(let bucket) = cells[1]
         else { return nil }
-        return Array(data)
+        return TaggedRow(tag: Array(data), bucket: Int(bucket))
     }
 
     func hasRecord(_ store: Store, in transaction: StoreTransaction) throws -> Bool {
         try Self.exists(in: store, transaction)
     }
 
-    /// Whether the store holds a record (without needing the key).
+    /// Whether the store holds a record, of this layout or the one before buckets (without
+    /// needing the key).
     static func exists(in store: Store, _ transaction: StoreTransaction) throws -> Bool {
         let master = try transaction.qualified("sqlite_master", storeIdentifier: store.identifier)
         return try transaction.rows("SELECT 1 FROM \(master) WHERE type = 'table' AND name = ?", [.text(recordTable)])
             .count == 1
     }
 
-    /// The store's record, checked against its MAC.
+    /// Whether the store's record has the layout from before buckets (FORMAT.md, version 1).
+    static func hasFirstLayout(_ store: Store, _ transaction: StoreTransaction) throws -> Bool {
+        let schema = try transaction.qualified("sqlite_master", storeIdentifier: store.identifier)
+            .dropLast("sqlite_master".count)
+        return try transaction.rows("PRAGMA \(schema)table_info(\(recordTable))").contains {
+            $0.count > 1 && $0[1] == .text("ZTAGSUM")
+        }
+    }
+
+    /// The store's record with its buckets, checked against its MAC: O(buckets).
     func record(of store: Store, in transaction: StoreTransaction) throws -> Record? {
         guard try hasRecord(store, in: transaction) else { return nil }
+        guard try !Self.hasFirstLayout(store, transaction) else {
+            throw IntegrityFailure(store: store.fileName, message: "its integrity record has the layout before buckets")
+        }
         let table = try transaction.qualified(Self.recordTable, storeIdentifier: store.identifier)
+        let damaged = IntegrityFailure(store: store.fileName, message: "its integrity record is damaged")
         guard
             let cells = try transaction.rows(
-                "SELECT ZMODEL, ZGENERATION, ZPEERGENERATION, ZROWCOUNT, ZTAGSUM, ZMAC FROM \(table) WHERE ZID = 1"
+                "SELECT ZMODEL, ZGENERATION, ZPEERGENERATION, ZROWCOUNT, ZMAC FROM \(table) WHERE ZID = 1"
             ).first,
-            cells.count == 6, case .text(let model) = cells[0], case .integer(let generation) = cells[1],
-            case .integer(let peer) = cells[2],
-            case .integer(let count) = cells[3], case .blob(let sum) = cells[4], sum.count == 32,
-            case .blob(let mac) = cells[5]
-        else {
-            throw IntegrityFailure(store: store.fileName, message: "its integrity record is damaged")
+            cells.count == 5, case .text(let model) = cells[0], case .integer(let generation) = cells[1],
+            case .integer(let peer) = cells[2], case .integer(let count) = cells[3], case .blob(let mac) = cells[4]
+        else { throw damaged }
+        var buckets: [Int: Bucket] = [:]
+        try transaction.forEachRow(
+            "SELECT ZBUCKET, ZCOUNT, ZSUM FROM "
+                + (try transaction.qualified(Self.bucketTable, storeIdentifier: store.identifier))
+        ) { cells in
+            guard cells.count == 3, case .integer(let number) = cells[0], (0..<Int64(Self.bucketCount)).contains(number),
+                  case .integer(let count) = cells[1], case .blob(let sum) = cells[2], sum.count == 32
+            else { throw damaged }
+            buckets[Int(number)] = Bucket(count: count, sum: Array(sum))
         }
-        let record = Record(
-            model: model, generation: generation, peerGeneration: peer, rowCount: count, tagSum: Array(sum))
+        let record = Record(model: model, generation: generation, peerGeneration: peer, rowCount: count,
+                            buckets: buckets)
         guard ConstantTime.equal(try self.mac(of: record, store: store), Array(mac)) else {
             let storedSlot = try? transaction.metadata(ofStore: store.identifier)[Vault.keySlotKey] as? Data
             if let storedSlot, storedSlot != keySlot { throw KeyChangedElsewhere() }
             throw IntegrityFailure(
-                store: store.fileName, message: "its integrity record was altered or comes from another vault")
+                store: store.fileName,
+                message: "its integrity record or its buckets were altered, or come from another vault")
         }
         return record
     }
 
-    func write(_ record: Record, of store: Store, in transaction: StoreTransaction) throws {
+    /// Writes the record and the buckets named in `changed` (all when nil).
+    func write(_ record: Record, of store: Store, changed: Set<Int>?, in transaction: StoreTransaction) throws {
+        let buckets = try transaction.qualified(Self.bucketTable, storeIdentifier: store.identifier)
+        for number in changed.map(Array.init) ?? Array(record.buckets.keys) {
+            if let bucket = record.buckets[number], bucket.count != 0 {
+                try transaction.execute(
+                    "INSERT OR REPLACE INTO \(buckets) (ZBUCKET, ZCOUNT, ZSUM) VALUES (?, ?, ?)",
+                    [.integer(Int64(number)), .integer(bucket.count), .blob(Data(bucket.sum))])
+            } else {
+                try transaction.execute("DELETE FROM \(buckets) WHERE ZBUCKET = ?", [.integer(Int64(number))])
+            }
+        }
         let table = try transaction.qualified(Self.recordTable, storeIdentifier: store.identifier)
         try transaction.execute(
-            "INSERT OR REPLACE INTO \(table) (ZID, ZMODEL, ZGENERATION, ZPEERGENERATION, ZROWCOUNT, ZTAGSUM, ZMAC) "
-                + "VALUES (1, ?, ?, ?, ?, ?, ?)",
+            "INSERT OR REPLACE INTO \(table) (ZID, ZMODEL, ZGENERATION, ZPEERGENERATION, ZROWCOUNT, ZMAC) "
+                + "VALUES (1, ?, ?, ?, ?, ?)",
             [
                 .text(record.model), .integer(record.generation), .integer(record.peerGeneration),
-                .integer(record.rowCount),
-                .blob(Data(record.tagSum)), .blob(Data(try mac(of: record, store: store))),
+                .integer(record.rowCount), .blob(Data(try mac(of: record, store: store))),
             ])
     }
 
@@ -238,8 +369,8 @@ final class IntegrityRecord: StoreWriteObserver {
             for row in keys {
                 let columns = try columnsByTable[row.table] ?? columns(of: row.table, store: store, in: transaction)
                 columnsByTable[row.table] = columns
-                let current = try currentTag(row, store: store, columns: columns, in: transaction)
-                let recorded = try recordedTag(row, in: transaction)
+                let current = try current(row, store: store, columns: columns, in: transaction)
+                let recorded = try recorded(row, in: transaction)
                 if let problem = Self.mismatch(current: current, recorded: recorded) {
                     throw IntegrityFailure(
                         store: store.fileName, entity: store.tables[row.table], primaryKey: row.primaryKey,
@@ -253,7 +384,8 @@ final class IntegrityRecord: StoreWriteObserver {
     /// added meanwhile would change what the save wrote before its tags are computed).
     var schemaCheck: ((StoreTransaction) throws -> Void)?
 
-    /// Replaces the tags of written rows, then moves both stores' records one generation on.
+    /// Replaces the tags of written rows and updates their buckets, then moves both stores'
+    /// records one generation on.
     func rowsDidChange(_ rows: [StoredRowKey], in transaction: StoreTransaction) throws {
         try schemaCheck?(transaction)
         var records: [String: Record] = [:]
@@ -266,6 +398,7 @@ final class IntegrityRecord: StoreWriteObserver {
         // keys: a row given twice is harmless, as its second pass takes out the tag the first put in.
         var tagTables: [String: String] = [:]
         var columnsByTable: [StoredTable: [String]] = [:]
+        var changedBuckets: [String: Set<Int>] = [:]
         for row in rows {
             guard let store = store(row.storeIdentifier), var record = records[row.storeIdentifier] else { continue }
             let tags = try tagTables[row.storeIdentifier]
@@ -274,23 +407,23 @@ final class IntegrityRecord: StoreWriteObserver {
             let tableKey = StoredTable(storeIdentifier: row.storeIdentifier, name: row.table)
             let columns = try columnsByTable[tableKey] ?? columns(of: row.table, store: store, in: transaction)
             columnsByTable[tableKey] = columns
-            if let old = try recordedTag(row, in: transaction) {
-                record.tagSum = Self.add(record.tagSum, old, negating: true)
-                record.rowCount -= 1
+            if let old = try recorded(row, in: transaction) {
+                record.remove(old)
+                changedBuckets[store.identifier, default: []].insert(old.bucket)
             }
-            if let new = try currentTag(row, store: store, columns: columns, in: transaction) {
+            if let new = try current(row, store: store, columns: columns, in: transaction) {
                 try transaction.execute(
-                    "INSERT OR REPLACE INTO \(tags) (ZTABLE, ZPK, ZTAG) VALUES (?, ?, ?)",
-                    [.text(row.table), .integer(row.primaryKey), .blob(Data(new))])
-                record.tagSum = Self.add(record.tagSum, new)
-                record.rowCount += 1
+                    "INSERT OR REPLACE INTO \(tags) (ZTABLE, ZPK, ZBUCKET, ZTAG) VALUES (?, ?, ?, ?)",
+                    [.text(row.table), .integer(row.primaryKey), .integer(Int64(new.bucket)), .blob(Data(new.tag))])
+                record.add(new)
+                changedBuckets[store.identifier, default: []].insert(new.bucket)
             } else {
                 try transaction.execute(
                     "DELETE FROM \(tags) WHERE ZTABLE = ? AND ZPK = ?", [.text(row.table), .integer(row.primaryKey)])
             }
             records[row.storeIdentifier] = record
         }
-        try advanceGenerations(records, in: transaction)
+        try advanceGenerations(records, changedBuckets: changedBuckets, in: transaction)
     }
 
     /// A table of one of the stores.
@@ -299,8 +432,11 @@ final class IntegrityRecord: StoreWriteObserver {
         let name: String
     }
 
-    /// Both stores one generation on, each naming the other's: an older copy of either no longer matches.
-    private func advanceGenerations(_ records: [String: Record], in transaction: StoreTransaction) throws {
+    /// Both stores one generation on, each naming the other's: an older copy of either no longer
+    /// matches. Writes the buckets in `changedBuckets` (every bucket of a store not in it).
+    private func advanceGenerations(
+        _ records: [String: Record], changedBuckets: [String: Set<Int>]?, in transaction: StoreTransaction
+    ) throws {
         var next = records
         for store in stores { next[store.identifier]?.generation += 1 }
         lastWrittenGenerations = next.mapValues(\.generation)
@@ -309,54 +445,60 @@ final class IntegrityRecord: StoreWriteObserver {
                 var record = next[store.identifier]
             else { continue }
             record.peerGeneration = next[peer.identifier]?.generation ?? 0
-            try write(record, of: store, in: transaction)
+            try write(
+                record, of: store, changed: changedBuckets.map { $0[store.identifier] ?? [] }, in: transaction)
         }
     }
 
-    /// Creates the record of every store from the rows as they are (a new vault, or one made
-    /// before the record existed: its rows are trusted as they are now).
+    /// Creates the record of every store from the rows as they are (a new vault, one made
+    /// before the record existed, or one whose record has the layout before buckets, verified
+    /// first): its rows are trusted as they are now.
     func create(in transaction: StoreTransaction) throws {
         var records: [String: Record] = [:]
         for store in stores {
-            let tags = try transaction.qualified(Self.tagTable, storeIdentifier: store.identifier)
-            let definitions = try Self.tableDefinitions {
-                try transaction.qualified($0, storeIdentifier: store.identifier)
-            }
-            for statement in definitions { try transaction.execute(statement) }
-            try transaction.execute("DELETE FROM \(tags)")
             // Generations go on from the old record's, if any, so older copies stay older. One this
             // record's key cannot verify (after a rekey it is under the old key) restarts at 0, a
             // documented choice: copies from before carry a record under that other key and fail
             // verification anyway, and both stores restart together, so their generations agree.
-            let previous = try? self.record(of: store, in: transaction)
-            var record = Record(
-                model: model, generation: previous?.generation ?? 0, peerGeneration: 0, rowCount: 0,
-                tagSum: Self.zeroSum)
+            let previous = try? FirstLayoutRecord.generation(of: store, record: self, in: transaction)
+                ?? self.record(of: store, in: transaction)?.generation
+            for table in [Self.tagTable, Self.bucketTable, Self.recordTable] {
+                try transaction.execute(
+                    "DROP TABLE IF EXISTS \(try transaction.qualified(table, storeIdentifier: store.identifier))")
+            }
+            let definitions = try Self.tableDefinitions {
+                try transaction.qualified($0, storeIdentifier: store.identifier)
+            }
+            for statement in definitions { try transaction.execute(statement) }
+            let tags = try transaction.qualified(Self.tagTable, storeIdentifier: store.identifier)
+            var record = Record(model: model, generation: previous ?? 0, peerGeneration: 0, rowCount: 0, buckets: [:])
             for table in store.tables.keys.sorted() {
                 let columns = try columns(of: table, store: store, in: transaction)
                 for cells in try transaction.rows(
                     "SELECT * FROM \(try transaction.qualified(table, storeIdentifier: store.identifier))")
                 {
                     guard case .integer(let primaryKey) = cells.first else { continue }
-                    let tag = try tag(store: store, table: table, columns: columns, cells: cells)
+                    let row = TaggedRow(
+                        tag: try tag(store: store, table: table, columns: columns, cells: cells),
+                        bucket: bucket(of: table, primaryKey: primaryKey, columns: columns, cells: cells, store: store))
                     try transaction.execute(
-                        "INSERT INTO \(tags) (ZTABLE, ZPK, ZTAG) VALUES (?, ?, ?)",
-                        [.text(table), .integer(primaryKey), .blob(Data(tag))])
-                    record.tagSum = Self.add(record.tagSum, tag)
-                    record.rowCount += 1
+                        "INSERT INTO \(tags) (ZTABLE, ZPK, ZBUCKET, ZTAG) VALUES (?, ?, ?, ?)",
+                        [.text(table), .integer(primaryKey), .integer(Int64(row.bucket)), .blob(Data(row.tag))])
+                    record.add(row)
                 }
             }
             records[store.identifier] = record
         }
-        try advanceGenerations(records, in: transaction)
+        try advanceGenerations(records, changedBuckets: nil, in: transaction)
     }
 
-    /// Whether the record was computed under another model version: a migration rewrote
-    /// the rows, so their tags are renewed (trusting the rows as migrated). A record that
-    /// cannot be read is left to verification, which reports it.
+    /// Whether the record was computed under another model version (a migration rewrote the
+    /// rows, so their tags are renewed, trusting the rows as migrated). A record that cannot be
+    /// read is left to verification, which reports it.
     func needsRenewal(in transaction: StoreTransaction) -> Bool {
         stores.contains { store in
-            (try? record(of: store, in: transaction)).flatMap { $0 }.map { $0.model != model } ?? false
+            if let model = try? FirstLayoutRecord.model(of: store, in: transaction) { return model != self.model }
+            return (try? record(of: store, in: transaction)).flatMap { $0 }.map { $0.model != model } ?? false
         }
     }
 
@@ -371,22 +513,66 @@ final class IntegrityRecord: StoreWriteObserver {
     // MARK: - Verifying
 
     /// What differs between a row and its tag, in words; nil when they agree.
-    static func mismatch(current: [UInt8]?, recorded: [UInt8]?) -> String? {
+    static func mismatch(current: TaggedRow?, recorded: TaggedRow?) -> String? {
         switch (current, recorded) {
         case (nil, nil): return nil
         case (_?, nil): return "the row was added outside mystash"
         case (nil, _?): return "the row was deleted outside mystash"
         case (let current?, let recorded?):
-            return ConstantTime.equal(current, recorded)
-                ? nil
-                : "the row was changed outside mystash "
+            guard ConstantTime.equal(current.tag, recorded.tag) else {
+                return "the row was changed outside mystash "
                     + "(a value, its version or its relationships, or an older copy of it put back)"
+            }
+            return current.bucket == recorded.bucket ? nil : "its tag was moved to another bucket outside mystash"
         }
     }
 
     /// Every difference between the stores and their records; empty when the vault is as
-    /// mystash last wrote it. Nil when the vault has no record yet.
+    /// mystash last wrote it. Nil when the vault has no record yet. O(rows).
     func verify(in transaction: StoreTransaction) throws -> [IntegrityProblem]? {
+        try verifyRecords(in: transaction) { store, record in
+            var problems = try verifyBuckets(nil, of: store, against: record, in: transaction).problems
+            // Reads go through indexes the tags do not cover: each must hold exactly its table's rows.
+            problems += try transaction.indexProblems(storeIdentifier: store.identifier, storeName: store.fileName)
+            return problems
+        }
+    }
+
+    /// The differences that concern `rows` (each checked with every row of its bucket) and the
+    /// buckets named in `buckets` (every row in them: what a lookup found nothing in), with both
+    /// records and every bucket's count and sum: O(buckets + rows in the buckets checked).
+    func verify(rows: [StoredRowKey], buckets: [String: Set<Int>], in transaction: StoreTransaction) throws
+        -> [IntegrityProblem]?
+    {
+        var wanted = buckets
+        var columnsByTable: [StoredTable: [String]] = [:]
+        var shown: [String: [StoredRowKey]] = [:]
+        for row in rows {
+            guard let store = store(row.storeIdentifier) else { continue }
+            let tableKey = StoredTable(storeIdentifier: row.storeIdentifier, name: row.table)
+            let columns = try columnsByTable[tableKey] ?? columns(of: row.table, store: store, in: transaction)
+            columnsByTable[tableKey] = columns
+            guard let current = try current(row, store: store, columns: columns, in: transaction) else { continue }
+            wanted[store.identifier, default: []].insert(current.bucket)
+            shown[store.identifier, default: []].append(row)
+        }
+        return try verifyRecords(in: transaction) { store, record in
+            let checked = try verifyBuckets(wanted[store.identifier] ?? [], of: store, against: record, in: transaction)
+            var problems = checked.problems
+            // A row shown must be one its bucket's tags account for, not one added beside them.
+            for row in shown[store.identifier] ?? [] where !checked.tagged.contains(row) {
+                problems.append(IntegrityProblem(
+                    store: store.fileName, entity: store.tables[row.table], primaryKey: row.primaryKey,
+                    message: "the row was added outside mystash"))
+            }
+            return problems
+        }
+    }
+
+    /// Both records, their generations, and what `check` finds in each store with a record.
+    private func verifyRecords(
+        in transaction: StoreTransaction, _ check: (Store, Record) throws -> [IntegrityProblem]
+    ) throws -> [IntegrityProblem]? {
         var problems: [IntegrityProblem] = []
         var records: [String: Record] = [:]
         let withRecord = try stores.filter { try hasRecord($0, in: transaction) }
@@ -401,9 +587,7 @@ final class IntegrityRecord: StoreWriteObserver {
                     continue
                 }
                 records[store.identifier] = record
-                problems += try verifyRows(of: store, against: record, in: transaction)
-                // Reads go through indexes the tags do not cover: each must hold exactly its table's rows.
-                problems += try transaction.indexProblems(storeIdentifier: store.identifier, storeName: store.fileName)
+                problems += try check(store, record)
             } catch let failure as IntegrityFailure {
                 problems.append(failure.problem)
             }
@@ -429,56 +613,106 @@ final class IntegrityRecord: StoreWriteObserver {
             message: "it is an older or foreign copy (generation \(generation), the other store expects \(expected))")
     }
 
-    private func verifyRows(of store: Store, against record: Record, in transaction: StoreTransaction) throws
-        -> [IntegrityProblem]
-    {
+    /// What checking buckets found, and the rows their tags account for.
+    private struct BucketCheck {
         var problems: [IntegrityProblem] = []
-        var recorded: [String: [Int64: [UInt8]]] = [:]
-        var sum = Self.zeroSum
-        var count: Int64 = 0
-        try transaction.forEachRow(
-            "SELECT ZTABLE, ZPK, ZTAG FROM "
-                + (try transaction.qualified(Self.tagTable, storeIdentifier: store.identifier))
-        ) { cells in
-            guard cells.count == 3, case .text(let table) = cells[0], case .integer(let key) = cells[1],
-                case .blob(let tag) = cells[2], tag.count == 32
+        var tagged: Set<StoredRowKey> = []
+    }
+
+    /// Checks the buckets `numbers` (every bucket when nil): their tags add up to what the record
+    /// says, and each tag has its row, unchanged and in that bucket. When every bucket is checked,
+    /// every row of every table must have its tag too.
+    private func verifyBuckets(
+        _ numbers: Set<Int>?, of store: Store, against record: Record, in transaction: StoreTransaction
+    ) throws -> BucketCheck {
+        var check = BucketCheck()
+        var recorded: [String: [Int64: TaggedRow]] = [:]
+        var found: [Int: Bucket] = [:]
+        let tags = try transaction.qualified(Self.tagTable, storeIdentifier: store.identifier)
+        let tagged: ([StoredCell]) throws -> Void = { cells in
+            guard cells.count == 4, case .text(let table) = cells[0], case .integer(let key) = cells[1],
+                case .integer(let bucket) = cells[2], case .blob(let tag) = cells[3], tag.count == 32
             else {
-                problems.append(
+                check.problems.append(
                     IntegrityProblem(store: store.fileName, message: "its table of row tags holds a damaged entry"))
                 return
             }
-            recorded[table, default: [:]][key] = Array(tag)
-            sum = Self.add(sum, Array(tag))
-            count += 1
+            let row = TaggedRow(tag: Array(tag), bucket: Int(bucket))
+            recorded[table, default: [:]][key] = row
+            found[row.bucket, default: Bucket()].add(row.tag)
         }
-        if sum != record.tagSum || count != record.rowCount {
-            problems.append(
+        if let numbers {
+            for number in numbers.sorted() {
+                try transaction.forEachRow(
+                    "SELECT ZTABLE, ZPK, ZBUCKET, ZTAG FROM \(tags) WHERE ZBUCKET = ?", [.integer(Int64(number))],
+                    tagged)
+            }
+        } else {
+            try transaction.forEachRow("SELECT ZTABLE, ZPK, ZBUCKET, ZTAG FROM \(tags)", [], tagged)
+        }
+        for number in Set(numbers ?? Set(record.buckets.keys)).union(found.keys).sorted()
+        where (found[number] ?? Bucket()) != (record.buckets[number] ?? Bucket()) {
+            check.problems.append(
                 IntegrityProblem(
                     store: store.fileName,
-                    message: "rows and their tags were removed or replaced together "
-                        + "(\(count) tagged rows, the record counts \(record.rowCount))"))
+                    message: "rows and their tags were removed or replaced together (bucket \(number): "
+                        + "\(found[number]?.count ?? 0) tagged rows, the record counts "
+                        + "\(record.buckets[number]?.count ?? 0))"))
+        }
+        if numbers == nil, found.values.reduce(0, { $0 + $1.count }) != record.rowCount {
+            check.problems.append(
+                IntegrityProblem(store: store.fileName, message: "its buckets do not add up to its record's count"))
         }
         for (table, entity) in store.tables.sorted(by: { $0.key < $1.key }) {
             let columns = try columns(of: table, store: store, in: transaction)
             var unseen = recorded[table] ?? [:]
-            try transaction.forEachRow(
-                "SELECT * FROM \(try transaction.qualified(table, storeIdentifier: store.identifier)) ORDER BY Z_PK"
-            ) { cells in
+            let qualified = try transaction.qualified(table, storeIdentifier: store.identifier)
+            let compare: ([StoredCell]) throws -> Void = { cells in
                 guard case .integer(let key) = cells.first else { return }
-                let current = try tag(store: store, table: table, columns: columns, cells: cells)
-                if let problem = Self.mismatch(current: current, recorded: unseen.removeValue(forKey: key)) {
-                    problems.append(
+                let current = TaggedRow(
+                    tag: try self.tag(store: store, table: table, columns: columns, cells: cells),
+                    bucket: self.bucket(of: table, primaryKey: key, columns: columns, cells: cells, store: store))
+                let recordedRow = unseen.removeValue(forKey: key)
+                if recordedRow != nil { check.tagged.insert(StoredRowKey(storeIdentifier: store.identifier, table: table, primaryKey: key)) }
+                if let problem = Self.mismatch(current: current, recorded: recordedRow) {
+                    check.problems.append(
                         IntegrityProblem(store: store.fileName, entity: entity, primaryKey: key, message: problem))
                 }
             }
+            if numbers == nil {
+                try transaction.forEachRow("SELECT * FROM \(qualified) ORDER BY Z_PK", [], compare)
+            } else {
+                for key in (recorded[table] ?? [:]).keys.sorted() {
+                    try transaction.forEachRow("SELECT * FROM \(qualified) WHERE Z_PK = ?", [.integer(key)], compare)
+                }
+            }
             for key in unseen.keys.sorted() {
-                problems.append(
+                check.problems.append(
                     IntegrityProblem(
                         store: store.fileName, entity: entity, primaryKey: key,
                         message: "the row was deleted outside mystash"))
             }
         }
-        return problems
+        return check
+    }
+}
+
+extension IntegrityRecord.Record {
+    mutating func add(_ row: IntegrityRecord.TaggedRow) {
+        buckets[row.bucket, default: IntegrityRecord.Bucket()].add(row.tag)
+        rowCount += 1
+    }
+
+    mutating func remove(_ row: IntegrityRecord.TaggedRow) {
+        buckets[row.bucket, default: IntegrityRecord.Bucket()].add(row.tag, negating: true)
+        rowCount -= 1
+    }
+}
+
+extension IntegrityRecord.Bucket {
+    mutating func add(_ tag: [UInt8], negating: Bool = false) {
+        sum = IntegrityRecord.add(sum, tag, negating: negating)
+        count += negating ? -1 : 1
     }
 }
 

@@ -10,10 +10,34 @@ extension Vault {
             let roots = coordinator.managedObjectModel.entities(forConfiguration: configuration).filter {
                 $0.superentity == nil
             }
+            let tables = Dictionary(roots.map { ($0.tableName, $0.name) }) { first, _ in first }
             return IntegrityRecord.Store(
-                identifier: store.identifier, fileName: fileName,
-                tables: Dictionary(roots.map { ($0.tableName, $0.name) }) { first, _ in first })
+                identifier: store.identifier, fileName: fileName, tables: tables,
+                bucketing: Self.bucketing(of: roots, tables: Set(tables.keys)))
         }
+    }
+
+    /// Where each table's rows go in the record's buckets: notes and entries by their name
+    /// key, what belongs to one entry (fields, history) with that entry's other parts,
+    /// categories, seed lists and sync state each in one bucket.
+    private static func bucketing(of roots: [EntityDescription], tables: Set<String>)
+        -> [String: IntegrityRecord.Bucketing]
+    {
+        var rules: [String: IntegrityRecord.Bucketing] = [:]
+        for entity in roots {
+            if let nameKey = entity.attribute(named: Vault.nameKeyAttribute) {
+                rules[entity.tableName] = .nameKey(column: nameKey.columnName)
+            } else if [Category.entityName, SeedList.entityName, SyncStateRow.entityName].contains(entity.name) {
+                rules[entity.tableName] = .wholeTable
+            } else if let owner = entity.declaredRelationships.first(where: {
+                !$0.isToMany && $0.destinationEntityName == PasswordEntry.entityName
+            }) {
+                // A to-one's column is its name as an attribute's would be (SQLiteSchema).
+                rules[entity.tableName] = .parent(
+                    column: "Z" + owner.name.uppercased(), table: "Z" + PasswordEntry.entityName.uppercased())
+            }
+        }
+        return rules.filter { tables.contains($0.key) }
     }
 
     /// When an unlock checks the vault against its integrity record.
@@ -25,6 +49,11 @@ extension Vault {
         /// On a second connection while the caller reads from the vault; nothing read may be
         /// shown before ``awaitVerification()`` returns, and every change waits for it first.
         case concurrent
+        /// Only the records and their buckets' sums at the unlock; then each read checks the
+        /// buckets of what it finds (``entry(_:reveal:)``, ``note(_:)``, ``fieldValue(_:of:)``):
+        /// O(buckets + rows in them), whatever the size of the vault. Other reads and every
+        /// change check the whole vault first, as ``immediate`` does.
+        case reads
     }
 
     /// With the data key known: keeps the integrity record current from now on; unless
@@ -50,6 +79,15 @@ extension Vault {
         if try Self.wrapErrors({ try coordinator.performRead { record.needsRenewal(in: $0) } }) {
             try Self.wrapErrors { try coordinator.performWrite { transaction in try record.create(in: transaction) } }
         }
+        try upgradeFirstLayoutRecord(record)
+        namesAreIndexed = try !hasUnindexedNames()
+        if verification == .reads, namesAreIndexed {
+            verifiesEachRead = true
+            try refuse(problems(found: try Self.problems {
+                try coordinator.performRead { try record.verify(rows: [], buckets: [:], in: $0) }
+            }))
+            return
+        }
         if verification == .concurrent, let pending = PendingVerification(vault: self, dataKey: dataKey) {
             pendingVerification = pending
             return
@@ -66,6 +104,7 @@ extension Vault {
     ///   made outside mystash (and again at every later call): what was read meanwhile must
     ///   not be shown.
     public func awaitVerification() throws {
+        try verifyWholeVaultForRead()
         guard let pending = pendingVerification else { return }
         let problems: [CheckProblem]
         switch pending.outcome() {
@@ -97,6 +136,43 @@ extension Vault {
         return result
     }
 
+    /// A record with the layout from before buckets is checked in full as that layout says,
+    /// then rebuilt with buckets in one write.
+    private func upgradeFirstLayoutRecord(_ record: IntegrityRecord) throws {
+        guard try Self.wrapErrors({ try coordinator.performRead { try FirstLayoutRecord.isPresent(record, in: $0) } })
+        else { return }
+        try Self.wrapErrors {
+            try coordinator.performWrite { transaction in
+                let problems = try FirstLayoutRecord.verify(record, in: transaction)
+                if let first = problems.first { throw IntegrityFailure(first) }
+                try record.create(in: transaction)
+            }
+        }
+    }
+
+    /// Checks what a read found (`rows`) and, for what it did not find, the buckets it looked in,
+    /// when the vault was unlocked with ``Verification/reads``; nothing otherwise (the whole vault
+    /// was or is being checked).
+    func verifyRead(of objects: [ManagedObject], lookedIn buckets: [String: Set<Int>] = [:]) throws {
+        guard verifiesEachRead, let integrity else { return }
+        let rows = objects.compactMap { object -> StoredRowKey? in
+            guard let store = object.objectID.storeIdentifier, let key = object.objectID.primaryKey else { return nil }
+            return StoredRowKey(storeIdentifier: store, table: object.entity.rootEntity.tableName, primaryKey: key)
+        }
+        try refuse(problems(found: try Self.problems {
+            try coordinator.performRead { try integrity.verify(rows: rows, buckets: buckets, in: $0) }
+        }))
+    }
+
+    /// Before a read that the buckets of what it finds cannot vouch for (a list, a search, a
+    /// lookup that found nothing by ID): the whole vault, once.
+    func verifyWholeVaultForRead() throws {
+        guard verifiesEachRead else { return }
+        try refuse(try integrityProblems())
+        verifiesEachRead = false
+        try seedAfterUnlocking()
+    }
+
     /// Throws when the check found changes made outside mystash.
     func refuse(_ problems: [CheckProblem]) throws {
         guard let first = problems.first else { return }
@@ -109,6 +185,7 @@ extension Vault {
     private func seedAfterUnlocking() throws {
         do {
             try seed()
+            try indexUnindexedNames()
             try bindIntegrityRecordToKeySlot()
         } catch let error as VaultError where error.kind == .permission || error.kind == .cannotCreate {
             // A vault that cannot be written (read-only, disk full) is still read; a later open seeds it.

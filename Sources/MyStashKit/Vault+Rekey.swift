@@ -60,6 +60,8 @@ extension Vault {
         coordinator.writeObserver = rebuilding
         transformer.dataKey = newKey
         for (object, key, value) in plaintexts { object.setValue(value, forKey: key) }
+        // Name keys come from the data key too.
+        try updateNameKeys(using: newRecord, all: true)
         for store in [notesStore, passwordsStore] {
             coordinator.setMetadata(Data(slot.serialized), forKey: Self.keySlotKey, in: store)
         }

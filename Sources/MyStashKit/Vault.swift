@@ -36,6 +36,11 @@ public final class Vault {
     var pendingVerification: PendingVerification?
     /// Whether this process has seen the vault's integrity record (checked or made it).
     var integrityRecordSeen = false
+    /// Unlocked with ``Verification/reads``: each read checks the buckets of what it finds,
+    /// until a read or change checks the whole vault.
+    var verifiesEachRead = false
+    /// Every note and entry has its name key (checked at the unlock): lookups by name use it.
+    var namesAreIndexed = false
     /// The key slot this vault was unlocked from, saying the vault has an integrity record,
     /// to be written once the vault is known to hold one (see `bindIntegrityRecordToKeySlot`).
     var slotRequiringRecord: KeySlot?
@@ -302,8 +307,10 @@ public final class Vault {
         let categoryNames = try coordinator.uniqueIndexStatement(
             on: Category.entityName, attribute: "name", caseInsensitive: true)
         var objects: [String: [String]] = [:]
-        for store in [notesStore, passwordsStore] {
-            objects[store.identifier] = IntegrityRecord.tableDefinitions { $0 }
+        for store in integrityStores {
+            let firstLayout = try coordinator.performRead { try IntegrityRecord.hasFirstLayout(store, $0) }
+            objects[store.identifier] =
+                firstLayout ? FirstLayoutRecord.tableDefinitions : IntegrityRecord.tableDefinitions { $0 }
         }
         objects[categoryNames.storeIdentifier, default: []].append(categoryNames.statement)
         return objects
@@ -357,6 +364,7 @@ public final class Vault {
     /// a change that was not made.
     func saveChanges() throws {
         do {
+            try updateNameKeys()
             try context.save()
         } catch let error as ObjectGraphError where error.storeFailure == .ioError {
             guard let integrity,
