@@ -538,15 +538,27 @@ final class IntegrityRecord: StoreWriteObserver {
         }
     }
 
-    /// The differences that concern `rows` (each checked with every row of its bucket) and the
-    /// buckets named in `buckets` (every row in them: what a lookup found nothing in), with both
-    /// records and every bucket's count and sum: O(buckets + rows in the buckets checked).
-    func verify(rows: [StoredRowKey], buckets: [String: Set<Int>], in transaction: StoreTransaction) throws
+    /// Where a read looked and what it looked for: the rows of `table` in `bucket` whose
+    /// `column` holds `value` (an entry's name key, the entry its fields belong to).
+    struct Lookup: Hashable {
+        let storeIdentifier: String
+        let bucket: Int
+        let table: String
+        let column: String
+        let value: StoredCell
+    }
+
+    /// The differences that concern what a read showed: `rows` (each checked with every row of
+    /// its bucket), and every bucket a lookup looked in, whose rows matching the lookup must all
+    /// be among `rows` (so a damaged index or a deleted row cannot hide one); with both records
+    /// and every bucket's count and sum. O(buckets + rows in the buckets checked).
+    func verify(rows: [StoredRowKey], lookups: [Lookup], in transaction: StoreTransaction) throws
         -> [IntegrityProblem]?
     {
-        var wanted = buckets
+        var wanted: [String: Set<Int>] = [:]
+        for lookup in lookups { wanted[lookup.storeIdentifier, default: []].insert(lookup.bucket) }
         var columnsByTable: [StoredTable: [String]] = [:]
-        var shown: [String: [StoredRowKey]] = [:]
+        var shown: [String: Set<StoredRowKey>] = [:]
         for row in rows {
             guard let store = store(row.storeIdentifier) else { continue }
             let tableKey = StoredTable(storeIdentifier: row.storeIdentifier, name: row.table)
@@ -554,16 +566,24 @@ final class IntegrityRecord: StoreWriteObserver {
             columnsByTable[tableKey] = columns
             guard let current = try current(row, store: store, columns: columns, in: transaction) else { continue }
             wanted[store.identifier, default: []].insert(current.bucket)
-            shown[store.identifier, default: []].append(row)
+            shown[store.identifier, default: []].insert(row)
         }
         return try verifyRecords(in: transaction) { store, record in
-            let checked = try verifyBuckets(wanted[store.identifier] ?? [], of: store, against: record, in: transaction)
+            let checked = try verifyBuckets(
+                wanted[store.identifier] ?? [], of: store, against: record,
+                lookups: lookups.filter { $0.storeIdentifier == store.identifier }, in: transaction)
             var problems = checked.problems
+            let shownHere = shown[store.identifier] ?? []
             // A row shown must be one its bucket's tags account for, not one added beside them.
-            for row in shown[store.identifier] ?? [] where !checked.tagged.contains(row) {
+            for row in shownHere.subtracting(checked.tagged) {
                 problems.append(IntegrityProblem(
                     store: store.fileName, entity: store.tables[row.table], primaryKey: row.primaryKey,
                     message: "the row was added outside mystash"))
+            }
+            for row in checked.matched.subtracting(shownHere) {
+                problems.append(IntegrityProblem(
+                    store: store.fileName, entity: store.tables[row.table], primaryKey: row.primaryKey,
+                    message: "the row was left out of a read (a table or index was changed outside mystash)"))
             }
             return problems
         }
@@ -613,17 +633,19 @@ final class IntegrityRecord: StoreWriteObserver {
             message: "it is an older or foreign copy (generation \(generation), the other store expects \(expected))")
     }
 
-    /// What checking buckets found, and the rows their tags account for.
+    /// What checking buckets found, the rows their tags account for, and those a lookup matches.
     private struct BucketCheck {
         var problems: [IntegrityProblem] = []
         var tagged: Set<StoredRowKey> = []
+        var matched: Set<StoredRowKey> = []
     }
 
     /// Checks the buckets `numbers` (every bucket when nil): their tags add up to what the record
     /// says, and each tag has its row, unchanged and in that bucket. When every bucket is checked,
     /// every row of every table must have its tag too.
     private func verifyBuckets(
-        _ numbers: Set<Int>?, of store: Store, against record: Record, in transaction: StoreTransaction
+        _ numbers: Set<Int>?, of store: Store, against record: Record, lookups: [Lookup] = [],
+        in transaction: StoreTransaction
     ) throws -> BucketCheck {
         var check = BucketCheck()
         var recorded: [String: [Int64: TaggedRow]] = [:]
@@ -673,7 +695,13 @@ final class IntegrityRecord: StoreWriteObserver {
                     tag: try self.tag(store: store, table: table, columns: columns, cells: cells),
                     bucket: self.bucket(of: table, primaryKey: key, columns: columns, cells: cells, store: store))
                 let recordedRow = unseen.removeValue(forKey: key)
-                if recordedRow != nil { check.tagged.insert(StoredRowKey(storeIdentifier: store.identifier, table: table, primaryKey: key)) }
+                let row = StoredRowKey(storeIdentifier: store.identifier, table: table, primaryKey: key)
+                if recordedRow != nil { check.tagged.insert(row) }
+                let matches = lookups.contains {
+                    $0.table == table && $0.bucket == current.bucket
+                        && columns.firstIndex(of: $0.column).map { cells[$0] } == $0.value
+                }
+                if matches { check.matched.insert(row) }
                 if let problem = Self.mismatch(current: current, recorded: recordedRow) {
                     check.problems.append(
                         IntegrityProblem(store: store.fileName, entity: entity, primaryKey: key, message: problem))

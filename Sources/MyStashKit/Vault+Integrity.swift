@@ -83,9 +83,7 @@ extension Vault {
         namesAreIndexed = try !hasUnindexedNames()
         if verification == .reads, namesAreIndexed {
             verifiesEachRead = true
-            try refuse(problems(found: try Self.problems {
-                try coordinator.performRead { try record.verify(rows: [], buckets: [:], in: $0) }
-            }))
+            try verifyRead(of: [])
             return
         }
         if verification == .concurrent, let pending = PendingVerification(vault: self, dataKey: dataKey) {
@@ -150,18 +148,21 @@ extension Vault {
         }
     }
 
-    /// Checks what a read found (`rows`) and, for what it did not find, the buckets it looked in,
-    /// when the vault was unlocked with ``Verification/reads``; nothing otherwise (the whole vault
-    /// was or is being checked).
-    func verifyRead(of objects: [ManagedObject], lookedIn buckets: [String: Set<Int>] = [:]) throws {
+    /// Checks what a read showed (`objects`) and the buckets its `lookups` looked in, when the
+    /// vault was unlocked with ``Verification/reads``; nothing otherwise (the whole vault was or
+    /// is being checked). On any difference the whole vault is checked, to name every one.
+    func verifyRead(of objects: [ManagedObject], lookups: [IntegrityRecord.Lookup] = []) throws {
         guard verifiesEachRead, let integrity else { return }
         let rows = objects.compactMap { object -> StoredRowKey? in
             guard let store = object.objectID.storeIdentifier, let key = object.objectID.primaryKey else { return nil }
-            return StoredRowKey(storeIdentifier: store, table: object.entity.rootEntity.tableName, primaryKey: key)
+            return StoredRowKey(storeIdentifier: store, table: object.entity.tableName, primaryKey: key)
         }
-        try refuse(problems(found: try Self.problems {
-            try coordinator.performRead { try integrity.verify(rows: rows, buckets: buckets, in: $0) }
-        }))
+        let found = problems(found: try Self.problems {
+            try coordinator.performRead { try integrity.verify(rows: rows, lookups: lookups, in: $0) }
+        })
+        guard !found.isEmpty else { return }
+        let everything = try integrityProblems()
+        try refuse(everything.isEmpty ? found : everything)
     }
 
     /// Before a read that the buckets of what it finds cannot vouch for (a list, a search, a

@@ -171,7 +171,7 @@ extension Vault {
             if let indexed = try lookUpByNameKey(T.self, reference) {
                 matches = indexed.matches
                 // Found or not, the bucket it would be in vouches for the answer.
-                try verifyRead(of: matches, lookedIn: indexed.lookedIn)
+                try verifyRead(of: matches, lookups: [indexed.lookup])
             } else {
                 try verifyWholeVaultForRead()
                 // Only the names are decrypted to find the match; then all of its fields are.
@@ -256,10 +256,14 @@ extension Vault {
         }
         // Its fields and history share a bucket, which vouches for all of them being there.
         let parts: [ManagedObject] = entry.fields + entry.history + (entry.category.map { [$0] } ?? [])
-        try verifyRead(
-            of: [entry] + parts,
-            lookedIn: [passwordsStore.identifier: [
-                IntegrityRecord.bucket(table: entry.entity.tableName, primaryKey: entry.id)]])
+        let bucket = IntegrityRecord.bucket(table: entry.entity.tableName, primaryKey: entry.id)
+        let lookups = [CustomField.entityName, PasswordHistoryItem.entityName].compactMap { name in
+            coordinator.managedObjectModel.entity(named: name).map {
+                IntegrityRecord.Lookup(storeIdentifier: passwordsStore.identifier, bucket: bucket, table: $0.tableName,
+                                       column: "ZENTRY", value: .integer(entry.id))
+            }
+        }
+        try verifyRead(of: [entry] + parts, lookups: lookups)
         return entry
     }
 

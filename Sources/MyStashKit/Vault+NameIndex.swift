@@ -65,7 +65,7 @@ extension Vault {
     /// The objects of `T` named `name` (ignoring case), found through the name index, and the
     /// store and bucket they were looked for in: nil when `T` has no index or it cannot be used.
     func lookUpByNameKey<T: ManagedEntity>(_ type: T.Type, _ name: String) throws
-        -> (matches: [T], lookedIn: [String: Set<Int>])?
+        -> (matches: [T], lookup: IntegrityRecord.Lookup)?
     {
         guard namesAreIndexed, let integrity, let nameAttribute = Self.indexedName(of: T.entityName) else { return nil }
         let store = T.entityName == Note.entityName ? notesStore : passwordsStore
@@ -74,6 +74,10 @@ extension Vault {
             FetchRequest<T>(predicate: try Predicate(format: "%K == %@", Self.nameKeyAttribute, key)))
         let folded = IntegrityRecord.foldedName(name)
         let matches = found.filter { IntegrityRecord.foldedName($0[nameAttribute] as? String ?? "") == folded }
-        return (matches, [store.identifier: [IntegrityRecord.bucket(ofNameKey: key)]])
+        let entity = coordinator.managedObjectModel.entity(named: T.entityName)
+        return (matches, IntegrityRecord.Lookup(
+            storeIdentifier: store.identifier, bucket: IntegrityRecord.bucket(ofNameKey: key),
+            table: entity?.tableName ?? "", column: entity?.attribute(named: Self.nameKeyAttribute)?.columnName ?? "",
+            value: .blob(key)))
     }
 }
