@@ -46,11 +46,6 @@ enum FirstLayoutRecord {
         try read(store, in: transaction)?.model
     }
 
-    /// Whether either store's record has the first layout.
-    static func isPresent(_ record: IntegrityRecord, in transaction: StoreTransaction) throws -> Bool {
-        try record.stores.contains { try read($0, in: transaction) != nil }
-    }
-
     /// The generation of a first-layout record that `record`'s key verifies; nil for any other.
     static func generation(
         of store: IntegrityRecord.Store, record: IntegrityRecord, in transaction: StoreTransaction
@@ -75,10 +70,18 @@ enum FirstLayoutRecord {
         return ConstantTime.equal(try record.authenticationCode(of: message), stored.mac)
     }
 
+    /// The model version the last release wrote this layout under; its rows differ from the
+    /// current model's only by the columns in ``columnsAddedSince``, NULL until a save.
+    static let lastModel = "MyStash 3"
+    static let columnsAddedSince: Set<String> = ["ZNAMEKEY"]
+
     /// Every difference between the stores and their first-layout records, as version 1
     /// checked them: each record's MAC, the generations, each store's tag sum and count, and
-    /// every row against its tag.
-    static func verify(_ record: IntegrityRecord, in transaction: StoreTransaction) throws -> [IntegrityProblem] {
+    /// every row against its tag, computed without the columns in `ignoring` that hold NULL
+    /// (those a migration added since).
+    static func verify(_ record: IntegrityRecord, ignoring: Set<String>, in transaction: StoreTransaction) throws
+        -> [IntegrityProblem]
+    {
         var problems: [IntegrityProblem] = []
         var generations: [String: (Int64, Int64)] = [:]
         for store in record.stores {
@@ -93,7 +96,7 @@ enum FirstLayoutRecord {
                 continue
             }
             generations[store.identifier] = (stored.generation, stored.peerGeneration)
-            problems += try verifyRows(of: store, against: stored, record: record, in: transaction)
+            problems += try verifyRows(of: store, against: stored, record: record, ignoring: ignoring, in: transaction)
         }
         if let first = record.stores.first, let last = record.stores.last,
            let a = generations[first.identifier], let b = generations[last.identifier], a.1 != b.0 || b.1 != a.0 {
@@ -104,7 +107,7 @@ enum FirstLayoutRecord {
     }
 
     private static func verifyRows(
-        of store: IntegrityRecord.Store, against stored: Record, record: IntegrityRecord,
+        of store: IntegrityRecord.Store, against stored: Record, record: IntegrityRecord, ignoring: Set<String>,
         in transaction: StoreTransaction
     ) throws -> [IntegrityProblem] {
         var problems: [IntegrityProblem] = []
@@ -135,7 +138,8 @@ enum FirstLayoutRecord {
             let qualified = try transaction.qualified(table, storeIdentifier: store.identifier)
             try transaction.forEachRow("SELECT * FROM \(qualified) ORDER BY Z_PK") { cells in
                 guard case .integer(let key) = cells.first else { return }
-                let current = try record.tag(store: store, table: table, columns: columns, cells: cells)
+                let kept = zip(columns, cells).filter { !(ignoring.contains($0.0) && $0.1 == .null) }
+                let current = try record.tag(store: store, table: table, columns: kept.map(\.0), cells: kept.map(\.1))
                 let problem = unseen.removeValue(forKey: key).map {
                     ConstantTime.equal(current, $0) ? nil : "the row was changed outside mystash "
                         + "(a value, its version or its relationships, or an older copy of it put back)"

@@ -75,11 +75,11 @@ extension Vault {
         // Notes the stores' change token (if none is known yet): what other processes commit
         // after this is checked again before it is followed.
         _ = try Self.wrapErrors { try context.hasExternalChanges() }
+        try upgradeFirstLayoutRecord(record)
         // Read first: a vault that needs nothing is never written by reading it.
         if try Self.wrapErrors({ try coordinator.performRead { record.needsRenewal(in: $0) } }) {
             try Self.wrapErrors { try coordinator.performWrite { transaction in try record.create(in: transaction) } }
         }
-        try upgradeFirstLayoutRecord(record)
         namesAreIndexed = try !hasUnindexedNames()
         if verification == .reads, namesAreIndexed {
             verifiesEachRead = true
@@ -134,18 +134,27 @@ extension Vault {
         return result
     }
 
-    /// A record with the layout from before buckets is checked in full as that layout says,
-    /// then rebuilt with buckets in one write.
+    /// A record with the layout from before buckets, written under the last release's model or
+    /// this one, is checked in full as that layout says (the migration to this model only added
+    /// columns), then rebuilt with buckets in one write. One under an older model is renewed,
+    /// trusting the rows as migrated, as every model change was before.
     private func upgradeFirstLayoutRecord(_ record: IntegrityRecord) throws {
-        guard try Self.wrapErrors({ try coordinator.performRead { try FirstLayoutRecord.isPresent(record, in: $0) } })
-        else { return }
-        try Self.wrapErrors {
-            try coordinator.performWrite { transaction in
-                let problems = try FirstLayoutRecord.verify(record, in: transaction)
-                if let first = problems.first { throw IntegrityFailure(first) }
-                try record.create(in: transaction)
+        let models = try Self.wrapErrors {
+            try coordinator.performRead { transaction in
+                try record.stores.compactMap { try FirstLayoutRecord.model(of: $0, in: transaction) }
             }
         }
+        guard !models.isEmpty, models.allSatisfy([FirstLayoutRecord.lastModel, record.model].contains) else { return }
+        var problems: [CheckProblem] = []
+        try Self.wrapErrors {
+            try coordinator.performWrite { transaction in
+                problems = try FirstLayoutRecord.verify(
+                    record, ignoring: FirstLayoutRecord.columnsAddedSince, in: transaction)
+                if problems.isEmpty { try record.create(in: transaction) }
+            }
+        }
+        try refuse(problems)
+        integrityRecordSeen = true
     }
 
     /// Checks what a read showed (`objects`) and the buckets its `lookups` looked in, when the
