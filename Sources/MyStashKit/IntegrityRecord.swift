@@ -297,8 +297,26 @@ final class IntegrityRecord: StoreWriteObserver {
         }
     }
 
-    /// The store's record with its buckets, checked against its MAC: O(buckets).
+    /// Records verified since this process last wrote, with the store's `data_version` then.
+    private var verifiedRecords: [String: (dataVersion: Int64, record: Record)] = [:]
+
+    /// The store's record with its buckets, checked against its MAC: O(buckets), once until
+    /// the store changes (SQLite's `data_version` tells another connection's commits; this one's
+    /// own saves forget what was verified).
     func record(of store: Store, in transaction: StoreTransaction) throws -> Record? {
+        let schema = try transaction.qualified("sqlite_master", storeIdentifier: store.identifier)
+            .dropLast("sqlite_master".count)
+        guard case .integer(let dataVersion)? = try transaction.rows("PRAGMA \(schema)data_version").first?.first
+        else { return try readRecord(of: store, in: transaction) }
+        if let verified = verifiedRecords[store.identifier], verified.dataVersion == dataVersion {
+            return verified.record
+        }
+        let record = try readRecord(of: store, in: transaction)
+        if let record { verifiedRecords[store.identifier] = (dataVersion, record) }
+        return record
+    }
+
+    private func readRecord(of store: Store, in transaction: StoreTransaction) throws -> Record? {
         guard try hasRecord(store, in: transaction) else { return nil }
         guard try !Self.hasFirstLayout(store, transaction) else {
             throw IntegrityFailure(store: store.fileName, message: "its integrity record has the layout before buckets")
@@ -336,6 +354,8 @@ final class IntegrityRecord: StoreWriteObserver {
 
     /// Writes the record and the buckets named in `changed` (all when nil).
     func write(_ record: Record, of store: Store, changed: Set<Int>?, in transaction: StoreTransaction) throws {
+        // What was verified before may be rolled back with this transaction: read it again next time.
+        verifiedRecords = [:]
         let buckets = try transaction.qualified(Self.bucketTable, storeIdentifier: store.identifier)
         for number in changed.map(Array.init) ?? Array(record.buckets.keys) {
             if let bucket = record.buckets[number], bucket.count != 0 {
