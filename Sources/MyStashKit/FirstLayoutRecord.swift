@@ -8,9 +8,9 @@ import StashCrypto
 enum FirstLayoutRecord {
     /// Its tables, as the schema check expects them in a store that still has this layout.
     static let tableDefinitions = [
-        "CREATE TABLE IF NOT EXISTS \(IntegrityRecord.tagTable) (ZTABLE TEXT NOT NULL, ZPK INTEGER NOT NULL, "
+        "CREATE TABLE IF NOT EXISTS \(IntegrityRecord.tables.tags) (ZTABLE TEXT NOT NULL, ZPK INTEGER NOT NULL, "
             + "ZTAG BLOB NOT NULL, PRIMARY KEY (ZTABLE, ZPK)) WITHOUT ROWID",
-        "CREATE TABLE IF NOT EXISTS \(IntegrityRecord.recordTable) (ZID INTEGER PRIMARY KEY CHECK (ZID = 1), "
+        "CREATE TABLE IF NOT EXISTS \(IntegrityRecord.tables.record) (ZID INTEGER PRIMARY KEY CHECK (ZID = 1), "
             + "ZMODEL TEXT, ZGENERATION INTEGER, ZPEERGENERATION INTEGER, ZROWCOUNT INTEGER, ZTAGSUM BLOB, "
             + "ZMAC BLOB)",
     ]
@@ -25,10 +25,19 @@ enum FirstLayoutRecord {
         var mac: [UInt8]
     }
 
-    private static func read(_ store: IntegrityRecord.Store, in transaction: StoreTransaction) throws -> Record? {
-        guard try IntegrityRecord.exists(in: store, transaction),
-              try IntegrityRecord.hasFirstLayout(store, transaction) else { return nil }
-        let table = try transaction.qualified(IntegrityRecord.recordTable, storeIdentifier: store.identifier)
+    /// Whether the store's record has this layout.
+    static func isLayout(of store: RowAuthentication.Store, _ transaction: StoreTransaction) throws -> Bool {
+        let schema = try transaction.qualified("sqlite_master", storeIdentifier: store.identifier)
+            .dropLast("sqlite_master".count)
+        return try transaction.rows("PRAGMA \(schema)table_info(\(IntegrityRecord.tables.record))").contains {
+            $0.count > 1 && $0[1] == .text("ZTAGSUM")
+        }
+    }
+
+    private static func read(_ store: RowAuthentication.Store, in transaction: StoreTransaction) throws -> Record? {
+        guard try IntegrityRecord.tables.exist(inStore: store.identifier, transaction),
+              try isLayout(of: store, transaction) else { return nil }
+        let table = try transaction.qualified(IntegrityRecord.tables.record, storeIdentifier: store.identifier)
         guard
             let cells = try transaction.rows(
                 "SELECT ZMODEL, ZGENERATION, ZPEERGENERATION, ZROWCOUNT, ZTAGSUM, ZMAC FROM \(table) WHERE ZID = 1"
@@ -36,37 +45,37 @@ enum FirstLayoutRecord {
             cells.count == 6, case .text(let model) = cells[0], case .integer(let generation) = cells[1],
             case .integer(let peer) = cells[2], case .integer(let count) = cells[3], case .blob(let sum) = cells[4],
             sum.count == 32, case .blob(let mac) = cells[5]
-        else { throw IntegrityFailure(store: store.fileName, message: "its integrity record is damaged") }
+        else { throw RowAuthenticationFailure(store: store.displayName, message: "its integrity record is damaged") }
         return Record(model: model, generation: generation, peerGeneration: peer, rowCount: count,
                       tagSum: Array(sum), mac: Array(mac))
     }
 
     /// The model version a first-layout record was computed under; nil for any other layout.
-    static func model(of store: IntegrityRecord.Store, in transaction: StoreTransaction) throws -> String? {
+    static func model(of store: RowAuthentication.Store, in transaction: StoreTransaction) throws -> String? {
         try read(store, in: transaction)?.model
     }
 
     /// The generation of a first-layout record that `record`'s key verifies; nil for any other.
     static func generation(
-        of store: IntegrityRecord.Store, record: IntegrityRecord, in transaction: StoreTransaction
+        of store: RowAuthentication.Store, record: IntegrityRecord, in transaction: StoreTransaction
     ) throws -> Int64? {
         guard let stored = try read(store, in: transaction), try verifies(stored, store: store, record: record)
         else { return nil }
         return stored.generation
     }
 
-    private static func verifies(_ stored: Record, store: IntegrityRecord.Store, record: IntegrityRecord) throws
+    private static func verifies(_ stored: Record, store: RowAuthentication.Store, record: IntegrityRecord) throws
         -> Bool
     {
         var message: [UInt8] = []
-        IntegrityRecord.appendField(&message, "record".utf8)
-        IntegrityRecord.appendField(&message, store.identifier.utf8)
-        IntegrityRecord.appendField(&message, store.fileName.utf8)
-        IntegrityRecord.appendField(&message, stored.model.utf8)
+        RowAuthentication.appendField(&message, "record".utf8)
+        RowAuthentication.appendField(&message, store.identifier.utf8)
+        RowAuthentication.appendField(&message, store.displayName.utf8)
+        RowAuthentication.appendField(&message, stored.model.utf8)
         for number in [stored.generation, stored.peerGeneration, stored.rowCount] {
-            IntegrityRecord.append(number, to: &message)
+            RowAuthentication.append(number, to: &message)
         }
-        IntegrityRecord.appendField(&message, stored.tagSum)
+        RowAuthentication.appendField(&message, stored.tagSum)
         return ConstantTime.equal(try record.authenticationCode(of: message), stored.mac)
     }
 
@@ -86,13 +95,13 @@ enum FirstLayoutRecord {
         var generations: [String: (Int64, Int64)] = [:]
         for store in record.stores {
             guard let stored = try read(store, in: transaction) else {
-                problems.append(IntegrityProblem(store: store.fileName, message: "its integrity record is missing, "
+                problems.append(IntegrityProblem(store: store.displayName, message: "its integrity record is missing, "
                     + "or has another layout than the other store's"))
                 continue
             }
             guard try verifies(stored, store: store, record: record) else {
                 problems.append(IntegrityProblem(
-                    store: store.fileName, message: "its integrity record was altered or comes from another vault"))
+                    store: store.displayName, message: "its integrity record was altered or comes from another vault"))
                 continue
             }
             generations[store.identifier] = (stored.generation, stored.peerGeneration)
@@ -100,57 +109,58 @@ enum FirstLayoutRecord {
         }
         if let first = record.stores.first, let last = record.stores.last,
            let a = generations[first.identifier], let b = generations[last.identifier], a.1 != b.0 || b.1 != a.0 {
-            problems.append(IntegrityProblem(store: first.fileName, message: "it is an older or foreign copy "
+            problems.append(IntegrityProblem(store: first.displayName, message: "it is an older or foreign copy "
                 + "(generation \(a.0), the other store expects \(b.1))"))
         }
         return problems
     }
 
     private static func verifyRows(
-        of store: IntegrityRecord.Store, against stored: Record, record: IntegrityRecord, ignoring: Set<String>,
+        of store: RowAuthentication.Store, against stored: Record, record: IntegrityRecord, ignoring: Set<String>,
         in transaction: StoreTransaction
     ) throws -> [IntegrityProblem] {
         var problems: [IntegrityProblem] = []
         var recorded: [String: [Int64: [UInt8]]] = [:]
-        var sum = IntegrityRecord.zeroSum
+        var sum = RowAuthentication.zeroSum
         var count: Int64 = 0
-        let tags = try transaction.qualified(IntegrityRecord.tagTable, storeIdentifier: store.identifier)
+        let tags = try transaction.qualified(IntegrityRecord.tables.tags, storeIdentifier: store.identifier)
         try transaction.forEachRow("SELECT ZTABLE, ZPK, ZTAG FROM \(tags)") { cells in
             guard cells.count == 3, case .text(let table) = cells[0], case .integer(let key) = cells[1],
                 case .blob(let tag) = cells[2], tag.count == 32
             else {
                 problems.append(
-                    IntegrityProblem(store: store.fileName, message: "its table of row tags holds a damaged entry"))
+                    IntegrityProblem(store: store.displayName, message: "its table of row tags holds a damaged entry"))
                 return
             }
             recorded[table, default: [:]][key] = Array(tag)
-            sum = IntegrityRecord.add(sum, Array(tag))
+            sum = RowAuthentication.add(sum, Array(tag))
             count += 1
         }
         if sum != stored.tagSum || count != stored.rowCount {
             problems.append(IntegrityProblem(
-                store: store.fileName, message: "rows and their tags were removed or replaced together "
+                store: store.displayName, message: "rows and their tags were removed or replaced together "
                     + "(\(count) tagged rows, the record counts \(stored.rowCount))"))
         }
         for (table, entity) in store.tables.sorted(by: { $0.key < $1.key }) {
-            let columns = try record.columns(of: table, store: store, in: transaction)
+            let columns = try record.rows.columns(of: table, store: store, in: transaction)
             var unseen = recorded[table] ?? [:]
             let qualified = try transaction.qualified(table, storeIdentifier: store.identifier)
             try transaction.forEachRow("SELECT * FROM \(qualified) ORDER BY Z_PK") { cells in
                 guard case .integer(let key) = cells.first else { return }
                 let kept = zip(columns, cells).filter { !(ignoring.contains($0.0) && $0.1 == .null) }
-                let current = try record.tag(store: store, table: table, columns: kept.map(\.0), cells: kept.map(\.1))
+                let current = try record.rows.tag(
+                    store: store, table: table, columns: kept.map(\.0), cells: kept.map(\.1))
                 let problem = unseen.removeValue(forKey: key).map {
                     ConstantTime.equal(current, $0) ? nil : "the row was changed outside mystash "
                         + "(a value, its version or its relationships, or an older copy of it put back)"
                 } ?? "the row was added outside mystash"
                 if let problem {
-                    problems.append(IntegrityProblem(store: store.fileName, entity: entity, primaryKey: key,
+                    problems.append(IntegrityProblem(store: store.displayName, entity: entity, primaryKey: key,
                                                      message: problem))
                 }
             }
             for key in unseen.keys.sorted() {
-                problems.append(IntegrityProblem(store: store.fileName, entity: entity, primaryKey: key,
+                problems.append(IntegrityProblem(store: store.displayName, entity: entity, primaryKey: key,
                                                  message: "the row was deleted outside mystash"))
             }
         }

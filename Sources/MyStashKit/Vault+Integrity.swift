@@ -4,15 +4,15 @@ import StashCrypto
 
 extension Vault {
     /// The stores as the integrity record covers them: every root entity's table.
-    var integrityStores: [IntegrityRecord.Store] {
+    var integrityStores: [RowAuthentication.Store] {
         [(notesStore, Self.notesFileName, "Notes"), (passwordsStore, Self.passwordsFileName, "Passwords")].map {
             store, fileName, configuration in
             let roots = coordinator.managedObjectModel.entities(forConfiguration: configuration).filter {
                 $0.superentity == nil
             }
             let tables = Dictionary(roots.map { ($0.tableName, $0.name) }) { first, _ in first }
-            return IntegrityRecord.Store(
-                identifier: store.identifier, fileName: fileName, tables: tables,
+            return RowAuthentication.Store(
+                identifier: store.identifier, displayName: fileName, tables: tables,
                 bucketing: Self.bucketing(of: roots, tables: Set(tables.keys)))
         }
     }
@@ -21,9 +21,9 @@ extension Vault {
     /// key, what belongs to one entry (fields, history) with that entry's other parts,
     /// categories, seed lists and sync state each in one bucket.
     private static func bucketing(of roots: [EntityDescription], tables: Set<String>)
-        -> [String: IntegrityRecord.Bucketing]
+        -> [String: RowAuthentication.Bucketing]
     {
-        var rules: [String: IntegrityRecord.Bucketing] = [:]
+        var rules: [String: RowAuthentication.Bucketing] = [:]
         for entity in roots {
             if let nameKey = entity.attribute(named: Vault.nameKeyAttribute) {
                 rules[entity.tableName] = .nameKey(column: nameKey.columnName)
@@ -68,9 +68,9 @@ extension Vault {
                 dataKey: dataKey, keySlot: keySlot, stores: integrityStores,
                 model: coordinator.managedObjectModel.versionIdentifier)
         }
-        record.schemaCheck = { [unowned self] in try recheckSchemaIfChanged($0) }
+        record.rows.schemaCheck = { [unowned self] in try recheckSchemaIfChanged($0) }
         integrity = record
-        coordinator.writeObserver = record
+        coordinator.writeObserver = record.rows
         guard verification != .skipped else { return }
         // Notes the stores' change token (if none is known yet): what other processes commit
         // after this is checked again before it is followed.
@@ -160,14 +160,14 @@ extension Vault {
     /// Checks what a read showed (`objects`) and the buckets its `lookups` looked in, when the
     /// vault was unlocked with ``Verification/reads``; nothing otherwise (the whole vault was or
     /// is being checked). On any difference the whole vault is checked, to name every one.
-    func verifyRead(of objects: [ManagedObject], lookups: [IntegrityRecord.Lookup] = []) throws {
+    func verifyRead(of objects: [ManagedObject], lookups: [RowAuthentication.Lookup] = []) throws {
         guard verifiesEachRead, let integrity else { return }
         let rows = objects.compactMap { object -> StoredRowKey? in
             guard let store = object.objectID.storeIdentifier, let key = object.objectID.primaryKey else { return nil }
             return StoredRowKey(storeIdentifier: store, table: object.entity.tableName, primaryKey: key)
         }
         let found = problems(found: try Self.problems {
-            try coordinator.performRead { try integrity.verify(rows: rows, lookups: lookups, in: $0) }
+            try coordinator.performRead { try integrity.rows.verify(rows: rows, lookups: lookups, in: $0) }
         })
         guard !found.isEmpty else { return }
         let everything = try integrityProblems()
@@ -237,7 +237,7 @@ extension Vault {
         guard let found else {
             guard integrityRecordSeen || keySlot.requiresIntegrityRecord else { return [] }
             return integrityStores.map {
-                CheckProblem(store: $0.fileName, message: "its integrity record was removed outside mystash")
+                CheckProblem(store: $0.displayName, message: "its integrity record was removed outside mystash")
             }
         }
         integrityRecordSeen = true
@@ -249,7 +249,7 @@ extension Vault {
     static func problems(_ verification: () throws -> [CheckProblem]?) throws -> [CheckProblem]? {
         do {
             return try verification()
-        } catch let failure as IntegrityFailure {
+        } catch let failure as RowAuthenticationFailure {
             return [failure.problem]
         } catch {
             throw VaultError.wrapping(error)
@@ -262,7 +262,9 @@ extension Vault {
         guard let integrity else {
             let hasRecord = try Self.wrapErrors {
                 try coordinator.performRead { transaction in
-                    try integrityStores.contains { try IntegrityRecord.exists(in: $0, transaction) }
+                    try integrityStores.contains {
+                        try IntegrityRecord.tables.exist(inStore: $0.identifier, transaction)
+                    }
                 }
             }
             if hasRecord {
@@ -276,11 +278,14 @@ extension Vault {
         try Self.wrapErrors {
             guard
                 try !coordinator.performRead({ transaction in
-                    try stores.allSatisfy { try IntegrityRecord.exists(in: $0, transaction) }
+                    try stores.allSatisfy { try IntegrityRecord.tables.exist(inStore: $0.identifier, transaction) }
                 })
             else { return }
             try coordinator.performWrite { transaction in
-                guard try !stores.allSatisfy({ try IntegrityRecord.exists(in: $0, transaction) }) else { return }
+                let all = try stores.allSatisfy {
+                    try IntegrityRecord.tables.exist(inStore: $0.identifier, transaction)
+                }
+                guard !all else { return }
                 try integrity.create(in: transaction)
             }
             integrityRecordSeen = true

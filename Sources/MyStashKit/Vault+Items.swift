@@ -256,11 +256,12 @@ extension Vault {
         }
         // Its fields and history share a bucket, which vouches for all of them being there.
         let parts: [ManagedObject] = entry.fields + entry.history + (entry.category.map { [$0] } ?? [])
-        let bucket = IntegrityRecord.bucket(table: entry.entity.tableName, primaryKey: entry.id)
+        let bucket = RowAuthentication.bucket(table: entry.entity.tableName, primaryKey: entry.id)
         let lookups = [CustomField.entityName, PasswordHistoryItem.entityName].compactMap { name in
             coordinator.managedObjectModel.entity(named: name).map {
-                IntegrityRecord.Lookup(storeIdentifier: passwordsStore.identifier, bucket: bucket, table: $0.tableName,
-                                       column: "ZENTRY", value: .integer(entry.id))
+                RowAuthentication.Lookup(
+                    storeIdentifier: passwordsStore.identifier, bucket: bucket, table: $0.tableName,
+                    column: "ZENTRY", value: .integer(entry.id))
             }
         }
         try verifyRead(of: [entry] + parts, lookups: lookups)

@@ -65,7 +65,7 @@ extension Vault {
     /// The objects of `T` named `name` (ignoring case), found through the name index, and the
     /// store and bucket they were looked for in: nil when `T` has no index or it cannot be used.
     func lookUpByNameKey<T: ManagedEntity>(_ type: T.Type, _ name: String) throws
-        -> (matches: [T], lookup: IntegrityRecord.Lookup)?
+        -> (matches: [T], lookup: RowAuthentication.Lookup)?
     {
         guard namesAreIndexed, let integrity, let nameAttribute = Self.indexedName(of: T.entityName) else { return nil }
         let store = T.entityName == Note.entityName ? notesStore : passwordsStore
@@ -75,8 +75,8 @@ extension Vault {
         let folded = IntegrityRecord.foldedName(name)
         let matches = found.filter { IntegrityRecord.foldedName($0[nameAttribute] as? String ?? "") == folded }
         let entity = coordinator.managedObjectModel.entity(named: T.entityName)
-        return (matches, IntegrityRecord.Lookup(
-            storeIdentifier: store.identifier, bucket: IntegrityRecord.bucket(ofNameKey: key),
+        return (matches, RowAuthentication.Lookup(
+            storeIdentifier: store.identifier, bucket: RowAuthentication.bucket(ofNameKey: key),
             table: entity?.tableName ?? "", column: entity?.attribute(named: Self.nameKeyAttribute)?.columnName ?? "",
             value: .blob(key)))
     }

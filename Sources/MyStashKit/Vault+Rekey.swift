@@ -25,7 +25,7 @@ extension Vault {
         } catch {
             context.reset()
             transformer.dataKey = oldKey
-            coordinator.writeObserver = integrity
+            coordinator.writeObserver = integrity.rows
             self.integrity = integrity
             throw VaultError.wrapping(error)
         }
@@ -70,7 +70,7 @@ extension Vault {
         defer { context.transactionAuthor = nil }
         try withExtendedLifetime(rebuilding) { try context.save() }
         integrity = newRecord
-        coordinator.writeObserver = newRecord
+        coordinator.writeObserver = newRecord.rows
     }
 }
 

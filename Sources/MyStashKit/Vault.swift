@@ -297,7 +297,7 @@ public final class Vault {
         let versions = try schemaVersions(transaction)
         guard versions != checkedSchemaVersions else { return }
         if let problem = try coordinator.schemaProblems(extraObjects: ownSchema()).first {
-            throw IntegrityFailure(problem)
+            throw RowAuthenticationFailure(problem)
         }
         checkedSchemaVersions = versions
     }
@@ -308,9 +308,9 @@ public final class Vault {
             on: Category.entityName, attribute: "name", caseInsensitive: true)
         var objects: [String: [String]] = [:]
         for store in integrityStores {
-            let firstLayout = try coordinator.performRead { try IntegrityRecord.hasFirstLayout(store, $0) }
+            let firstLayout = try coordinator.performRead { try FirstLayoutRecord.isLayout(of: store, $0) }
             objects[store.identifier] =
-                firstLayout ? FirstLayoutRecord.tableDefinitions : IntegrityRecord.tableDefinitions { $0 }
+                firstLayout ? FirstLayoutRecord.tableDefinitions : IntegrityRecord.tables.definitions { $0 }
         }
         objects[categoryNames.storeIdentifier, default: []].append(categoryNames.statement)
         return objects
@@ -368,7 +368,7 @@ public final class Vault {
             try context.save()
         } catch let error as ObjectGraphError where error.storeFailure == .ioError {
             guard let integrity,
-                  (try? coordinator.performRead({ try integrity.holdsLastWrittenGenerations(in: $0) })) == true
+                  (try? coordinator.performRead({ try integrity.rows.holdsLastWrittenGenerations(in: $0) })) == true
             else { throw error }
             throw VaultError(
                 .ioError,
