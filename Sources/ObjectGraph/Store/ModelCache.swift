@@ -1,0 +1,52 @@
+import Foundation
+import GRDB
+
+/// The model Apple's Core Data keeps inside a SQLite store: table `Z_MODELCACHE`, one row whose
+/// `Z_CONTENT` is the store's `NSManagedObjectModel` as a keyed archive compressed with raw
+/// deflate. It lets a store be read when its model version is no longer in the app's bundle.
+enum ModelCache {
+    /// Name of the model read from a cache, when the archive records no version identifier.
+    static let identifier = "Z_MODELCACHE"
+    /// More than any model needs; what inflates beyond it is refused as damage.
+    static let inflatedLimit = 64 * 1024 * 1024
+
+    /// The model in the store's cache; nil when the store has none.
+    ///
+    /// - throws: ``ModelError`` when the cache is there but cannot be read.
+    static func model(_ db: Database, schema: String, storeName: String) throws -> ManagedObjectModel? {
+        let quoted = "\"\(schema)\""
+        let hasTable =
+            try Bool.fetchOne(
+                db, sql: "SELECT COUNT(*) > 0 FROM \(quoted).sqlite_master WHERE type = 'table' AND name = ?",
+                arguments: [identifier]) ?? false
+        guard hasTable else { return nil }
+        let file = "\(storeName) (\(identifier))"
+        let rows = try DatabaseValue.fetchAll(db, sql: "SELECT Z_CONTENT FROM \(quoted).Z_MODELCACHE")
+        guard let cell = rows.first else { return nil }
+        guard rows.count == 1, case .blob(let compressed) = cell.storage else {
+            throw ModelError(file: file, reason: "the model cache is not one row holding bytes")
+        }
+        let archive: Data
+        do {
+            archive = try RawDeflate.inflate(compressed, limit: inflatedLimit)
+        } catch {
+            throw ModelError(file: file, reason: "the model cache cannot be inflated: \(error)")
+        }
+        return try ManagedObjectModel(keyedArchive: archive, fallbackIdentifier: identifier, file: file)
+    }
+}
+
+extension ManagedObjectModel {
+    /// The model Apple's Core Data keeps in the store at `url` (its `Z_MODELCACHE` table): the
+    /// model the store was last written with, to read a store whose model version is no longer
+    /// at hand. Nothing is written.
+    ///
+    /// - returns: nil when the store keeps no model (ObjectGraph's own stores do not).
+    /// - throws: ``ModelError`` when the cache is damaged; ``ObjectGraphError`` 134080 when the
+    ///   file is not a SQLite database.
+    public static func cachedModel(ofStoreAt url: URL) throws -> ManagedObjectModel? {
+        try StoreMetadataReader.reading(url) { db in
+            try ModelCache.model(db, schema: "main", storeName: url.lastPathComponent)
+        }
+    }
+}
