@@ -20,16 +20,26 @@ struct Info: ParsableCommand {
             try storeArgument.withPrivateCopy { copy in
                 let summary = try StoreSummary(contentsOf: copy)
                 var fitting: String?
+                var cachedFit: String?
                 if let model {
                     let versions = try ModelOption.versions(at: model)
-                    fitting = try versions.sourceVersion(ofStoreAt: copy)?.versionIdentifier ?? "(none)"
+                    if let version = try versions.sourceVersion(ofStoreAt: copy) {
+                        fitting = version.versionIdentifier
+                    } else if let cached = try versions.cachedModel(fittingStoreAt: copy) {
+                        cachedFit = cached.versionIdentifier
+                        fitting = "(none)"
+                    } else {
+                        fitting = "(none)"
+                    }
                 }
-                json ? say(try jsonText(infoJSON(summary, fitting: fitting))) : printInfo(summary, fitting: fitting)
+                json
+                    ? say(try jsonText(infoJSON(summary, fitting: fitting, cachedFit: cachedFit)))
+                    : printInfo(summary, fitting: fitting, cachedFit: cachedFit)
             }
         }
     }
 
-    private func infoJSON(_ summary: StoreSummary, fitting: String?) -> [String: Any] {
+    private func infoJSON(_ summary: StoreSummary, fitting: String?, cachedFit: String?) -> [String: Any] {
         var object: [String: Any] = [
             "store": storeArgument.store, "type": summary.storeType ?? NSNull(),
             "uuid": summary.identifier ?? NSNull(),
@@ -42,16 +52,18 @@ struct Info: ParsableCommand {
             },
         ]
         if let fitting { object["modelVersion"] = fitting == "(none)" ? NSNull() : fitting }
+        if let cachedFit { object["modelCacheVersion"] = cachedFit }
         return object
     }
 
-    private func printInfo(_ summary: StoreSummary, fitting: String?) {
+    private func printInfo(_ summary: StoreSummary, fitting: String?, cachedFit: String?) {
         say("store: \(storeArgument.store)")
         say("type: \(summary.storeType ?? "(not recorded)")")
         say("uuid: \(summary.identifier ?? "(none)")")
         let recorded = summary.versionIdentifiers.filter { !$0.isEmpty }
         say("recorded versions: \(recorded.isEmpty ? "(none)" : recorded.joined(separator: ", "))")
         if let fitting { say("model version: \(fitting)") }
+        if let cachedFit { say("model cache: fits (version '\(cachedFit)'); dump, check and migrate read it") }
         say("entities:")
         let width = summary.entities.map(\.name.count).max() ?? 0
         for entity in summary.entities {

@@ -159,11 +159,19 @@ extension StoreArgument {
     }
 }
 
-/// Opens `url` with the version of `versions` the store fits; the coordinator can read every value.
+/// Opens `url` with the version of `versions` the store fits, else with the model the store keeps
+/// (Core Data's `Z_MODELCACHE`) when that fits; the coordinator can read every value.
 func openFitting(
     _ url: URL, versions: ModelVersions, name: String
 ) throws -> (ManagedObjectModel, PersistentStoreCoordinator) {
-    guard let version = try versions.sourceVersion(ofStoreAt: url) else {
+    var fitting = try versions.sourceVersion(ofStoreAt: url)
+    if fitting == nil, let cached = try versions.cachedModel(fittingStoreAt: url) {
+        note(
+            "the store '\(name)' fits none of the model's versions; it is read with the model it keeps "
+                + "(Z_MODELCACHE, version '\(cached.versionIdentifier)')")
+        fitting = cached
+    }
+    guard let version = fitting else {
         let differences = try StoreShape(contentsOf: url).differences(from: versions.current).map(\.description)
         throw ToolError(
             .invalidData,
@@ -190,6 +198,11 @@ func readingFittingStore(
         defer { try? coordinator.close() }
         try body(versions, model, coordinator)
     }
+}
+
+/// Writes a note to standard error, out of the way of the data on standard output.
+func note(_ text: String) {
+    FileHandle.standardError.write(Data(("note: " + text + "\n").utf8))
 }
 
 /// Writes a line to standard output.

@@ -15,6 +15,9 @@ extension PersistentStoreCoordinator {
     /// The migrations, one per pair of consecutive versions, that would bring the store at
     /// `url` to the current model; empty when it already fits. Nothing is written.
     ///
+    /// When no version fits but the store keeps its model (Core Data's `Z_MODELCACHE`) and that
+    /// model fits the store, the one migration goes from that model to the current version.
+    ///
     /// - throws: ``ObjectGraphError`` 134190 when no version fits the store or a change
     ///   cannot be inferred, naming it.
     /// - note: reading a store in WAL mode makes SQLite create its `-wal` and `-shm` files beside it.
@@ -43,6 +46,14 @@ extension PersistentStoreCoordinator {
             let source = try modelVersions.sourceVersion(
                 db, schema: schema, metadata: metadata, configuration: configuration)
         else {
+            // A version the bundle lacks: the model the store keeps, straight to the current one.
+            if let cached = try modelVersions.cachedModel(
+                db, schema: schema, storeName: name, configuration: configuration)
+            {
+                return [
+                    try MigrationPlan(from: cached, to: current, configuration: configuration, steps: migrationSteps)
+                ]
+            }
             let known = modelVersions.versions.map { "'\($0.versionIdentifier)'" }.joined(separator: ", ")
             throw ObjectGraphError(
                 code: .migrationCannotBeInferred,

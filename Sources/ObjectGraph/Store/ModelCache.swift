@@ -50,3 +50,28 @@ extension ManagedObjectModel {
         }
     }
 }
+
+extension ModelVersions {
+    /// The model the store at `url` keeps (`Z_MODELCACHE`), when it fits what the store holds:
+    /// the way to read a store made with a version these versions lack. Nothing is written.
+    ///
+    /// - returns: nil when the store keeps no model, or one that does not fit its tables.
+    /// - throws: ``ModelError`` when the cache is damaged.
+    public func cachedModel(fittingStoreAt url: URL, configuration: String? = nil) throws -> ManagedObjectModel? {
+        try StoreMetadataReader.reading(url) { db in
+            try cachedModel(db, schema: "main", storeName: url.lastPathComponent, configuration: configuration)
+        }
+    }
+
+    func cachedModel(
+        _ db: Database, schema: String, storeName: String, configuration: String?
+    ) throws -> ManagedObjectModel? {
+        guard let cached = try ModelCache.model(db, schema: schema, storeName: storeName) else { return nil }
+        let shape = try StoreShape(db, schema: schema)
+        // The cache holds the whole model; a store of one configuration lists only its entities.
+        let listed = Set(shape.entities.keys)
+        let members =
+            configuration == nil ? cached.entities : cached.entities.filter { listed.contains($0.name) }
+        return shape.differences(from: cached, entities: members).isEmpty ? cached : nil
+    }
+}
