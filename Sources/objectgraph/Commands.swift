@@ -166,10 +166,24 @@ struct Migrate: ParsableCommand {
     @OptionGroup var storeArgument: StoreArgument
     @Flag(name: .long, help: "Print the inferred steps and rehearse them on a copy, without changing the store.")
     var dryRun = false
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Record the version hashes this compiled model (.momd of the app) declares, so the app still "
+                + "recognizes the store.", valueName: "momd"), completion: .directory)
+    var compiledModel: String?
 
     func run() throws {
         try reportingErrors {
             let versions = try modelOption.versions()
+            if let compiledModel {
+                guard FileManager.default.fileExists(atPath: compiledModel) else {
+                    throw ToolError(
+                        .notFound, "no compiled model at '\(compiledModel)'",
+                        hint: "give the .momd folder inside the app bundle")
+                }
+                try versions.adoptVersionHashes(ofCompiledModelAt: URL(fileURLWithPath: compiledModel))
+            }
             // Planning and the rehearsal read a private copy: a store that needs nothing, or
             // only a dry run, is not touched, not even by SQLite's side files.
             let needed = try storeArgument.withPrivateCopy { copy -> Bool in

@@ -39,7 +39,7 @@ struct ModelOption: ParsableArguments {
     @Option(
         name: .long,
         help: ArgumentHelp(
-            "Read the model from this .xcdatamodeld (or .xcdatamodel) folder.",
+            "Read the model from this .xcdatamodeld (or .xcdatamodel, or compiled .momd) folder.",
             valueName: "model"), completion: .directory)
     var model: String
 

@@ -37,10 +37,10 @@ extension PersistentStoreCoordinator {
         let current = modelVersions.current
         let recordedIdentifiers = metadata[StoreMetadataKey.versionIdentifiers] as? [String] ?? []
         if recordedIdentifiers.contains(current.versionIdentifier),
-            let recorded = metadata[StoreMetadataKey.versionHashes] as? [String: Data]
+            let recorded = metadata[StoreMetadataKey.entityShapes] as? [String: [String: String]]
         {
             let names = Set(current.entities(forConfiguration: configuration).map(\.name))
-            if recorded == current.entityVersionHashesByName.filter({ names.contains($0.key) }) { return [] }
+            if recorded == current.entityShapes.filter({ names.contains($0.key) }) { return [] }
         }
         guard
             let source = try modelVersions.sourceVersion(

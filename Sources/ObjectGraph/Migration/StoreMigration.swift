@@ -52,6 +52,12 @@ final class StoreMigration {
         newMetadata.merge(
             PersistentStoreCoordinator.modelMetadata(of: destination, entities: plan.destinationEntities)
         ) { _, new in new }
+        // Apple's digests summarise the hashes they were written with; Core Data rewrites them.
+        if newMetadata[StoreMetadataKey.versionHashes] as? [String: Data]
+            != metadata[StoreMetadataKey.versionHashes] as? [String: Data]
+        {
+            for key in StoreMetadataKey.versionHashDigests { newMetadata[key] = nil }
+        }
         let plist = try PropertyListSerialization.data(fromPropertyList: newMetadata, format: .binary, options: 0)
         if plan.keepsLayout {
             try db.execute(sql: "UPDATE \(qualified("Z_METADATA")) SET Z_PLIST = ?", arguments: [plist])

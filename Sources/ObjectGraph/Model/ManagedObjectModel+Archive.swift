@@ -13,15 +13,28 @@ extension ManagedObjectModel {
     ///   (Xcode leaves it empty unless the model sets one).
     /// - throws: ``ModelError`` naming `file`, and the entity and property at fault.
     public convenience init(keyedArchive data: Data, fallbackIdentifier: String, file: String) throws {
+        let (entities, identifiers) = try Self.decode(keyedArchive: data, file: file)
+        try self.init(entities: entities, versionIdentifier: identifiers.first ?? fallbackIdentifier, file: file)
+    }
+
+    /// Reads a model from a keyed archive, naming the version `versionIdentifier` (a `.mom`
+    /// file's name, as its `.momd` names versions).
+    convenience init(keyedArchive data: Data, versionIdentifier: String, file: String) throws {
+        let (entities, _) = try Self.decode(keyedArchive: data, file: file)
+        try self.init(entities: entities, versionIdentifier: versionIdentifier, file: file)
+    }
+
+    /// The entities of an archived model, and its non-empty version identifiers, sorted.
+    private static func decode(keyedArchive data: Data, file: String) throws
+        -> (entities: [EntityDescription], identifiers: [String])
+    {
         let archive = try ModelArchive(data, file: file)
         let model = try archive.root()
-        let identifiers = archive.strings(in: model["NSVersionIdentifiers"]).filter { !$0.isEmpty }.sorted()
         var entities: [EntityDescription] = []
         for (_, reference) in try archive.dictionary(model["NSEntities"], what: "the model's entities") {
             entities.append(try archive.entity(reference))
         }
-        try self.init(
-            entities: entities, versionIdentifier: identifiers.first ?? fallbackIdentifier, file: file)
+        return (entities, archive.strings(in: model["NSVersionIdentifiers"]).filter { !$0.isEmpty }.sorted())
     }
 }
 

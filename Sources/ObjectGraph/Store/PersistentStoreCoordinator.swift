@@ -292,26 +292,25 @@ public final class PersistentStoreCoordinator {
     static func modelMetadata(of model: ManagedObjectModel, entities: [EntityDescription]) -> [String: Any] {
         let names = Set(entities.map(\.name))
         return [
-            StoreMetadataKey.versionHashes: model.entityVersionHashesByName.filter { names.contains($0.key) },
+            StoreMetadataKey.versionHashes: model.recordedVersionHashes.filter { names.contains($0.key) },
             StoreMetadataKey.versionIdentifiers: [model.versionIdentifier],
             StoreMetadataKey.entityShapes: model.entityShapes.filter { names.contains($0.key) },
         ]
     }
 
+    /// Compares the persisted shapes the store recorded with the model's: never the version
+    /// hashes, which may be Apple's (see ``ManagedObjectModel/compiledVersionHashes``).
     func checkCompatibility(of store: PersistentStore, name: String) throws {
-        let recorded = store.metadata[StoreMetadataKey.versionHashes] as? [String: Data] ?? [:]
-        let current = managedObjectModel.entityVersionHashesByName.filter { entity in
-            store.entities.contains { $0.name == entity.key }
-        }
+        let names = Set(store.entities.map(\.name))
+        let recorded = store.metadata[StoreMetadataKey.entityShapes] as? [String: [String: String]] ?? [:]
+        let current = managedObjectModel.entityShapes.filter { names.contains($0.key) }
         guard recorded != current else { return }
-        let recordedShapes = store.metadata[StoreMetadataKey.entityShapes] as? [String: [String: String]] ?? [:]
-        let currentShapes = managedObjectModel.entityShapes
         var differences: [String] = []
         for entity in Set(recorded.keys).union(current.keys).sorted() where recorded[entity] != current[entity] {
-            guard let old = recorded[entity] != nil ? recordedShapes[entity] ?? [:] : nil else {
+            guard let old = recorded[entity] else {
                 differences.append("entity \(entity) is new in the model"); continue
             }
-            guard current[entity] != nil, let new = currentShapes[entity] else {
+            guard let new = current[entity] else {
                 differences.append("entity \(entity) is in the store but not in the model"); continue
             }
             for property in Set(old.keys).union(new.keys).sorted() where old[property] != new[property] {
@@ -323,7 +322,6 @@ public final class PersistentStoreCoordinator {
                 default: break
                 }
             }
-            if old == new { differences.append("entity \(entity) changed") }
         }
         throw ObjectGraphError(code: .incompatibleVersionHash,
             message: "the store '\(name)' was made with an incompatible model: \(differences.joined(separator: "; "))")
