@@ -98,12 +98,7 @@ extension CoreDataFixtureTests {
     /// the reader throws or reads a model, it never traps.
     func testFlippedBytesInTheModelCacheNeverCrash() throws {
         let url = try copyStore("coredataplus-samplemodel/SampleModel_V1.sqlite")
-        let compressed = try XCTUnwrap(
-            try runSQLite3([url.path, "SELECT hex(Z_CONTENT) FROM Z_MODELCACHE"]).split(separator: 10).first)
-        let bytes = stride(from: 0, to: compressed.count - 1, by: 2).map {
-            UInt8(String(decoding: compressed[compressed.startIndex + $0...compressed.startIndex + $0 + 1],
-                         as: UTF8.self), radix: 16)!
-        }
+        let bytes = [UInt8](try compressedModelCache(of: url))
         let archive = try RawDeflate.inflate(Data(bytes), limit: ModelCache.inflatedLimit)
         var refused = 0
         var generator = SystemRandomNumberGenerator()
@@ -125,6 +120,15 @@ extension CoreDataFixtureTests {
             }
         }
     }
+}
+
+/// The bytes of a store's `Z_MODELCACHE`, as `sqlite3` prints them.
+func compressedModelCache(of url: URL) throws -> Data {
+    let text = String(decoding: try runSQLite3([url.path, "SELECT hex(Z_CONTENT) FROM Z_MODELCACHE"]), as: UTF8.self)
+    let digits = Array(text.trimmingCharacters(in: .whitespacesAndNewlines).utf8)
+    return Data(stride(from: 0, to: digits.count - 1, by: 2).map {
+        UInt8(String(decoding: digits[$0...$0 + 1], as: UTF8.self), radix: 16) ?? 0
+    })
 }
 
 /// `objectgraph` on a store whose model version is not in the bundle it is given.
