@@ -172,10 +172,42 @@ struct Migrate: ParsableCommand {
             "Record the version hashes this compiled model (.momd of the app) declares, so the app still "
                 + "recognizes the store.", valueName: "momd"), completion: .directory)
     var compiledModel: String?
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Migrate as this Xcode mapping model says (repeatable); those beside the model are found by "
+                + "themselves.", valueName: "xcmappingmodel"), completion: .directory)
+    var mappingModel: [String] = []
+    @Flag(name: .long, help: "Migrate even when values, objects or links would be dropped (each is reported).")
+    var allowLoss = false
+
+    /// The mapping models given, and those in the folder of the model.
+    func mappingModels() throws -> [MappingModel] {
+        let folder = URL(fileURLWithPath: modelOption.model).deletingLastPathComponent()
+        let beside = ((try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? [])
+            .filter { $0.hasSuffix(".xcmappingmodel") }.sorted().map { folder.appendingPathComponent($0).path }
+        return try (mappingModel + beside).map { path in
+            guard FileManager.default.fileExists(atPath: path) else {
+                throw ToolError(.notFound, "no mapping model at '\(path)'", hint: "give an .xcmappingmodel folder")
+            }
+            return try MappingModel(contentsOf: URL(fileURLWithPath: path))
+        }
+    }
+
+    /// A coordinator for the migration, with the mapping models.
+    func coordinator(_ versions: ModelVersions, _ mappings: [MappingModel], allowsLoss: Bool)
+        -> PersistentStoreCoordinator
+    {
+        let coordinator = PersistentStoreCoordinator(modelVersions: versions)
+        coordinator.mappingModels = mappings
+        coordinator.allowsLossyMigration = allowsLoss
+        return coordinator
+    }
 
     func run() throws {
         try reportingErrors {
             let versions = try modelOption.versions()
+            let mappings = try mappingModels()
             if let compiledModel {
                 guard FileManager.default.fileExists(atPath: compiledModel) else {
                     throw ToolError(
@@ -187,31 +219,36 @@ struct Migrate: ParsableCommand {
             // Planning and the rehearsal read a private copy: a store that needs nothing, or
             // only a dry run, is not touched, not even by SQLite's side files.
             let needed = try storeArgument.withPrivateCopy { copy -> Bool in
-                let plans = try PersistentStoreCoordinator(modelVersions: versions).migrationPlans(forStoreAt: copy)
+                let plans = try coordinator(versions, mappings, allowsLoss: true).migrationPlans(forStoreAt: copy)
                 guard !plans.isEmpty else {
                     say("The store already fits '\(versions.current.versionIdentifier)'; nothing to migrate.")
                     return false
                 }
                 guard dryRun else { return true }
                 for plan in plans {
-                    say("\(plan.source.versionIdentifier) → \(plan.destination.versionIdentifier):")
+                    say(
+                        "\(plan.source.versionIdentifier) → \(plan.destination.versionIdentifier)"
+                            + (plan.mappingModel.map { " (as the mapping model '\($0.name)' says)" } ?? "") + ":")
                     for change in plan.changes { say("  \(change)") }
                     if plan.changes.isEmpty { say("  (no change to the stored data)") }
                 }
                 // The rehearsal runs the checks that need the data, and counts.
-                let rehearsal = PersistentStoreCoordinator(modelVersions: versions)
+                let rehearsal = coordinator(versions, mappings, allowsLoss: true)
                 try migrate(copy, with: rehearsal)
                 say("On a copy of the store, the migration would have:")
                 let accounting = rehearsal.migrationReports.flatMap(\.accounting)
                 for line in accounting.isEmpty ? ["nothing to carry over: the store is empty"] : accounting {
                     say("  \(line)")
                 }
+                if !allowLoss, rehearsal.migrationReports.contains(where: { !$0.dropped.isEmpty }) {
+                    say("Migrating drops what is listed above: it needs --allow-loss.")
+                }
                 return false
             }
             guard needed else { return }
-            let coordinator = PersistentStoreCoordinator(modelVersions: versions)
-            try migrate(storeArgument.url, with: coordinator)
-            for report in coordinator.migrationReports { say("\(report)") }
+            let migrating = coordinator(versions, mappings, allowsLoss: allowLoss)
+            try migrate(storeArgument.url, with: migrating)
+            for report in migrating.migrationReports { say("\(report)") }
         }
     }
 }

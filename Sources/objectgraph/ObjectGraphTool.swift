@@ -96,6 +96,10 @@ struct ToolError: Error {
                     hint: "give the model the store was made with, or run 'objectgraph migrate'")
             case .migrationCannotBeInferred, .migrationFailed:
                 self.init(.invalidData, error.message, hint: "the store was left as it was")
+            case .migrationWouldLoseData:
+                self.init(
+                    .invalidData, error.message,
+                    hint: "the store was left as it was; run again with --allow-loss to migrate anyway")
             default:
                 self.init(.invalidData, error.message)
             }

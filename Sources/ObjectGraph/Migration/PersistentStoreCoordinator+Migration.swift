@@ -71,12 +71,28 @@ extension PersistentStoreCoordinator {
         }
         var plans: [MigrationPlan] = []
         var from = source
-        for version in path {
+        var remaining = path[...]
+        while !remaining.isEmpty {
+            // A mapping model from this version goes as far as it says; else one inferred step.
+            let stated = remaining.indices.reversed().lazy.compactMap { index in
+                self.mappingModel(from: from, to: remaining[index]).map { (index, $0) }
+            }.first
+            let index = stated?.0 ?? remaining.startIndex
             plans.append(
-                try MigrationPlan(from: from, to: version, configuration: configuration, steps: migrationSteps))
-            from = version
+                try MigrationPlan(
+                    from: from, to: remaining[index], configuration: configuration, steps: migrationSteps,
+                    mappingModel: stated?.1))
+            from = remaining[index]
+            remaining = remaining[(index + 1)...]
         }
         return plans
+    }
+
+    /// The mapping model from `source` to `destination`, if one was given.
+    private func mappingModel(from source: ManagedObjectModel, to destination: ManagedObjectModel) -> MappingModel? {
+        mappingModels.first {
+            $0.sourceVersion == source.versionIdentifier && $0.destinationVersion == destination.versionIdentifier
+        }
     }
 
     /// Migrates several stores of this model in one transaction, before they are added: after
@@ -163,7 +179,7 @@ extension PersistentStoreCoordinator {
             let migration = StoreMigration(
                 plan: plan, db: db, schema: schema, storeIdentifier: identifier,
                 transformers: valueTransformers, report: report)
-            metadata = try migration.run(metadata: metadata)
+            metadata = try migration.run(metadata: metadata, allowsLoss: allowsLossyMigration)
             report = migration.report
         }
         return (report, metadata)

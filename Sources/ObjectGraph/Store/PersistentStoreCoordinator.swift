@@ -56,6 +56,12 @@ public final class PersistentStoreCoordinator {
     public var modelVersions: ModelVersions
     /// Custom steps run by migrations, beside what is inferred.
     public var migrationSteps: [EntityMigrationStep] = []
+    /// Xcode mapping models (`.xcmappingmodel`) that say how to migrate between two versions,
+    /// used instead of inferring for the pairs of versions they cover.
+    public var mappingModels: [MappingModel] = []
+    /// Whether a migration may drop values, objects or links; when false, one that would is
+    /// refused (134191) before anything is written, naming what it would drop.
+    public var allowsLossyMigration = true
     /// Told of every row each save writes, inside the save's transaction.
     public weak var writeObserver: StoreWriteObserver?
     /// What each migration made while adding stores did, in order.
