@@ -171,15 +171,16 @@ extension ObjectGraphCLITests {
             "wibosco-migration-example/CoreDataMigration_Example.xcdatamodeld",
             without: "CoreDataMigration_Example 4.xcdatamodel")
         let plain = try store(1)
-        XCTAssertEqual(try run("migrate", "--model", bundle.path, plain.path).status, 0)
+        XCTAssertEqual(try run("migrate", "--model", bundle.path, "--allow-loss", plain.path).status, 0)
         XCTAssertNotEqual(try recordedHashes(plain), appleVersion3)
         let paired = try copyOfStore("wibosco-migration-example/CoreDataMigration_Example_1.sqlite")
-        let migrated = try run("migrate", "--model", bundle.path, "--compiled-model", momd.path, paired.path)
+        let migrated = try run(
+            "migrate", "--model", bundle.path, "--compiled-model", momd.path, "--allow-loss", paired.path)
         XCTAssertEqual(migrated.status, 0, migrated.stderr)
         XCTAssertEqual(try recordedHashes(paired), appleVersion3)
         // The .momd alone as the model does the same.
         let alone = try store(2)
-        XCTAssertEqual(try run("migrate", "--model", momd.path, alone.path).status, 0)
+        XCTAssertEqual(try run("migrate", "--model", momd.path, "--allow-loss", alone.path).status, 0)
         XCTAssertEqual(try recordedHashes(alone), appleVersion3)
         let check = try run("check", "--model", bundle.path, alone.path)
         XCTAssertEqual(check.status, 0, check.stderr)

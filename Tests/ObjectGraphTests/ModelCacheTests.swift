@@ -194,10 +194,10 @@ extension ObjectGraphCLITests {
         // Version 2 renamed color to hexColor; the cache keeps that renaming identifier.
         let throughCache = try copyOfStore("wibosco-migration-example/CoreDataMigration_Example_2.sqlite")
         let throughVersions = try copyOfStore("wibosco-migration-example/CoreDataMigration_Example_2.sqlite")
-        let migrated = try run(["migrate", "--model", reduced.path, throughCache.path])
+        let migrated = try run(["migrate", "--model", reduced.path, "--allow-loss", throughCache.path])
         XCTAssertEqual(migrated.status, 0, migrated.stderr)
         XCTAssertTrue(migrated.stdout.contains("Z_MODELCACHE → CoreDataMigration_Example 4"), migrated.stdout)
-        XCTAssertEqual(try run(["migrate", "--model", full, throughVersions.path]).status, 0)
+        XCTAssertEqual(try run(["migrate", "--model", full, "--allow-loss", throughVersions.path]).status, 0)
         let one = try run(["dump", "--model", full, "--raw", throughCache.path])
         let other = try run(["dump", "--model", full, "--raw", throughVersions.path])
         XCTAssertEqual(one.status, 0, one.stderr)

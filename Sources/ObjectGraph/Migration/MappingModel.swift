@@ -100,8 +100,9 @@ public struct MappingModel: Sendable {
     ) throws -> EntityMapping {
         let source = object.attributes["sourcename"].flatMap { $0.isEmpty ? nil : $0 }
         let destination = object.attributes["destinationname"].flatMap { $0.isEmpty ? nil : $0 }
+        // Xcode's default name: SourceToDestination, or the one entity a mapping names.
         let name = object.attributes["name"].flatMap { $0.isEmpty ? nil : $0 }
-            ?? "\(source ?? "")To\(destination ?? "")"
+            ?? ((source != nil && destination != nil) ? "\(source ?? "")To\(destination ?? "")" : destination ?? source ?? "")
         let typeName = object.attributes["mappingtypename"] ?? "Undefined"
         var needsCode: String?
         if let policy = object.attributes["migrationpolicyclassname"], !policy.isEmpty {
