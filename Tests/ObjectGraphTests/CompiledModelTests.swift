@@ -17,7 +17,8 @@ extension CoreDataFixtureTests {
     ]
 
     static func appleHashes(_ store: String) throws -> [String: Data] {
-        let metadata = try PersistentStoreCoordinator.metadataForPersistentStore(at: Self.fixtures.appendingPathComponent(store))
+        let metadata = try PersistentStoreCoordinator.metadataForPersistentStore(
+            at: Self.fixtures.appendingPathComponent(store))
         return try XCTUnwrap(metadata[StoreMetadataKey.versionHashes] as? [String: Data])
     }
 
@@ -137,9 +138,7 @@ extension CoreDataFixtureTests {
         let plist = { try runSQLite3([url.path, "SELECT hex(Z_PLIST) FROM Z_METADATA"]) }
         let before = try plist()
         let coordinator = PersistentStoreCoordinator(
-            managedObjectModel: try model(
-                "wibosco-migration-example/CoreDataMigration_Example.xcdatamodeld/CoreDataMigration_Example 3.xcdatamodel"
-            ))
+            managedObjectModel: try model(Self.pairs[2].model))
         var options = StoreOptions()
         options.mustExist = true
         try coordinator.addPersistentStore(type: .sqlite, at: url, options: options)

@@ -106,13 +106,11 @@ extension ObjectGraphCLITests {
         // Beside the model it is found without being named.
         let folder = directory.appendingPathComponent("app")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: false)
-        try FileManager.default.copyItem(
-            at: URL(fileURLWithPath: model), to: folder.appendingPathComponent("CoreDataMigration_Example.xcdatamodeld"))
+        let bundle = folder.appendingPathComponent("CoreDataMigration_Example.xcdatamodeld")
+        try FileManager.default.copyItem(at: URL(fileURLWithPath: model), to: bundle)
         try FileManager.default.copyItem(
             at: Self.realMapping, to: folder.appendingPathComponent("Migration2to3ModelMapping.xcmappingmodel"))
-        let beside = try run(
-            "migrate", "--dry-run", "--model", folder.appendingPathComponent("CoreDataMigration_Example.xcdatamodeld").path,
-            url.path)
+        let beside = try run("migrate", "--dry-run", "--model", bundle.path, url.path)
         XCTAssertEqual(beside.status, 65)
         XCTAssertTrue(beside.stderr.contains("Post2ToPost3MigrationPolicy"), beside.stderr)
     }
@@ -182,8 +180,8 @@ extension ObjectGraphCLITests {
     func testRelationshipMappingsCarryLinksAndALeftOutOneReportsThemDropped() throws {
         func threeToFour(_ xml: String) -> String {
             xml.replacingOccurrences(of: Self.policyLine, with: "")
-                .replacingOccurrences(of: "CoreDataMigration_Example 3.xcdatamodel", with: "CoreDataMigration_Example 4.xcdatamodel")
-                .replacingOccurrences(of: "CoreDataMigration_Example 2.xcdatamodel", with: "CoreDataMigration_Example 3.xcdatamodel")
+                .replacingOccurrences(of: "Example 3.xcdatamodel", with: "Example 4.xcdatamodel")
+                .replacingOccurrences(of: "Example 2.xcdatamodel", with: "Example 3.xcdatamodel")
                 .replacingOccurrences(
                     of: "<attribute name=\"destinationname\" type=\"string\">Section</attribute>",
                     with: "<attribute name=\"sourcename\" type=\"string\">Section</attribute>\n"
@@ -224,7 +222,8 @@ final class MappingModelTests: ObjectGraphTestCase {
         XCTAssertEqual(mapping.destinationVersion, "CoreDataMigration_Example 3")
         XCTAssertEqual(mapping.entityMappings.map(\.name), ["Section", "PostToPost"])
         let post = try XCTUnwrap(mapping.entityMappings.last)
-        XCTAssertEqual(post.needsCode, "the custom migration policy 'CoreDataMigration_Example.Post2ToPost3MigrationPolicy'")
+        XCTAssertEqual(
+            post.needsCode, "the custom migration policy 'CoreDataMigration_Example.Post2ToPost3MigrationPolicy'")
         XCTAssertEqual(Set(post.attributes.map(\.name)), ["hexColor", "postID", "date"])
         XCTAssertTrue(post.attributes.allSatisfy { $0.value == .sameName })
         XCTAssertEqual(post.relationships.map(\.name), ["sections"])

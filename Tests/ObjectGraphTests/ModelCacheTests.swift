@@ -143,7 +143,8 @@ extension ObjectGraphCLITests {
         try FileManager.default.removeItem(at: copy.appendingPathComponent(missing))
         let named = try String(contentsOf: copy.appendingPathComponent(".xccurrentversion"), encoding: .utf8)
         guard named.contains("<string>\(missing)</string>") else { return copy }
-        let left = try FileManager.default.contentsOfDirectory(atPath: copy.path).filter { $0.hasSuffix(".xcdatamodel") }
+        let left = try FileManager.default.contentsOfDirectory(atPath: copy.path)
+            .filter { $0.hasSuffix(".xcdatamodel") }
             .map { String($0.dropLast(".xcdatamodel".count)) }
             .sorted { $0.compare($1, options: .numeric) == .orderedAscending }.map { $0 + ".xcdatamodel" }
         let current = try PropertyListSerialization.data(

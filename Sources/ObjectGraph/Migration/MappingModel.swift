@@ -61,7 +61,8 @@ public struct MappingModel: Sendable {
     /// - throws: ``ModelError`` naming the file when it is not a mapping model Xcode wrote.
     public init(contentsOf url: URL) throws {
         let file = url.pathExtension == "xml" ? url : url.appendingPathComponent("xcmapping.xml")
-        let name = url.pathExtension == "xml" ? url.deletingLastPathComponent().lastPathComponent : url.lastPathComponent
+        let name =
+            url.pathExtension == "xml" ? url.deletingLastPathComponent().lastPathComponent : url.lastPathComponent
         self.name = name
         guard let data = try? Data(contentsOf: file) else {
             throw ModelError(file: name, reason: "no xcmapping.xml inside (is this an .xcmappingmodel folder?)")
@@ -84,7 +85,8 @@ public struct MappingModel: Sendable {
             guard let object = objects[reference], object.type == "XDDEVENTITYMAPPING" else {
                 throw ModelError(file: name, reason: "an entity mapping '\(reference)' that is not in the file")
             }
-            mappings.append((Int(object.attributes["mappingnumber"] ?? "") ?? 0, try Self.entityMapping(object, objects, file: name)))
+            let number = Int(object.attributes["mappingnumber"] ?? "") ?? 0
+            mappings.append((number, try Self.entityMapping(object, objects, file: name)))
         }
         entityMappings = mappings.sorted { $0.number < $1.number }.map(\.mapping)
     }
@@ -93,7 +95,9 @@ public struct MappingModel: Sendable {
         "name", "sourcename", "destinationname", "mappingtypename", "mappingnumber", "autogenerateexpression",
         "migrationpolicyclassname", "sourceexpressiondata", "userinfodata",
     ]
-    private static let propertyKeys: Set<String> = ["name", "valueexpressiondata", "autogenerateexpression", "userinfodata"]
+    private static let propertyKeys: Set<String> = [
+        "name", "valueexpressiondata", "autogenerateexpression", "userinfodata",
+    ]
 
     private static func entityMapping(
         _ object: MappingXMLParser.Object, _ objects: [String: MappingXMLParser.Object], file: String
@@ -102,7 +106,7 @@ public struct MappingModel: Sendable {
         let destination = object.attributes["destinationname"].flatMap { $0.isEmpty ? nil : $0 }
         // Xcode's default name: SourceToDestination, or the one entity a mapping names.
         let name = object.attributes["name"].flatMap { $0.isEmpty ? nil : $0 }
-            ?? ((source != nil && destination != nil) ? "\(source ?? "")To\(destination ?? "")" : destination ?? source ?? "")
+            ?? (source.flatMap { source in destination.map { "\(source)To\($0)" } } ?? destination ?? source ?? "")
         let typeName = object.attributes["mappingtypename"] ?? "Undefined"
         var needsCode: String?
         if let policy = object.attributes["migrationpolicyclassname"], !policy.isEmpty {
@@ -122,7 +126,8 @@ public struct MappingModel: Sendable {
                 }
                 if let unknown = Set(property.attributes.keys).subtracting(propertyKeys).sorted().first {
                     return PropertyMapping(
-                        name: propertyName, value: .unsupported("the setting '\(unknown)', which ObjectGraph does not know"))
+                        name: propertyName,
+                        value: .unsupported("the setting '\(unknown)', which ObjectGraph does not know"))
                 }
                 let value: ValueSource
                 if let encoded = property.attributes["valueexpressiondata"], !encoded.isEmpty {

@@ -41,7 +41,8 @@ struct StatedMapping {
             }
             guard let source else {
                 if mapping.sourceEntity != nil {
-                    refusals.append("\(place) maps from entity '\(mapping.sourceEntity ?? "")', which is not in the store")
+                    refusals.append(
+                        "\(place) maps from entity '\(mapping.sourceEntity ?? "")', which is not in the store")
                 }
                 continue
             }

@@ -237,7 +237,8 @@ final class StoreMigration {
             }
             if count > 0 {
                 report.dropped.append(
-                    "\(count) links of \(owners.name).\(relationship.name) (no relationship of the new model takes them)")
+                    "\(count) links of \(owners.name).\(relationship.name) "
+                        + "(no relationship of the new model takes them)")
             }
         }
     }

@@ -231,7 +231,9 @@ private struct ModelArchive {
             ?? instance(property["NSDestinationEntity"], of: "NSEntityDescription").flatMap {
                 string($0["NSEntityName"])
             }
-        guard let destination else { throw fail("a relationship without a destination", entity: entity, property: name) }
+        guard let destination else {
+            throw fail("a relationship without a destination", entity: entity, property: name)
+        }
         let inverse =
             string(property["_NSInverseRelationshipName"])
             ?? instance(property["NSInverseRelationship"], of: "NSRelationshipDescription").flatMap {
