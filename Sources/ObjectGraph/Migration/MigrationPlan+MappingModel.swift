@@ -48,51 +48,49 @@ struct StatedMapping {
             }
             entities[destination.name] = source
             var pairs = Properties()
-            for property in mapping.attributes {
-                let where_ = "\(destination.name).\(property.name) in \(place)"
-                guard destination.attribute(named: property.name) != nil else {
-                    refusals.append("\(where_): the destination has no such attribute")
-                    continue
-                }
-                switch property.value {
-                case .sameName:
-                    if let old = source.attribute(named: property.name), !old.isTransient {
-                        pairs.attributes[property.name] = old
-                    }
-                case .sourceProperty(let key):
-                    guard let old = source.attribute(named: key), !old.isTransient else {
-                        refusals.append("\(where_): \(source.name) has no stored attribute '\(key)'")
-                        continue
-                    }
-                    pairs.attributes[property.name] = old
-                case .nothing:
-                    continue
-                case .unsupported(let what):
-                    if !covered { refusals.append("\(where_): \(what) is not a value ObjectGraph can compute") }
-                }
-            }
-            for property in mapping.relationships {
-                let where_ = "\(destination.name).\(property.name) in \(place)"
-                guard destination.relationship(named: property.name) != nil else {
-                    refusals.append("\(where_): the destination has no such relationship")
-                    continue
-                }
-                switch property.value {
-                case .sameName:
-                    if let old = source.relationship(named: property.name) { pairs.relationships[property.name] = old }
-                case .sourceProperty(let key):
-                    guard let old = source.relationship(named: key) else {
-                        refusals.append("\(where_): \(source.name) has no relationship '\(key)'")
-                        continue
-                    }
-                    pairs.relationships[property.name] = old
-                case .nothing:
-                    continue
-                case .unsupported(let what):
-                    if !covered { refusals.append("\(where_): \(what) is not a link ObjectGraph can compute") }
-                }
-            }
+            pairs.attributes = Self.pairs(
+                mapping.attributes, kind: "attribute", of: destination.name, in: place, covered: covered,
+                destinationHas: { destination.attribute(named: $0) != nil },
+                source: { source.attribute(named: $0).flatMap { $0.isTransient ? nil : $0 } },
+                sourceName: source.name, refusals: &refusals)
+            pairs.relationships = Self.pairs(
+                mapping.relationships, kind: "relationship", of: destination.name, in: place, covered: covered,
+                destinationHas: { destination.relationship(named: $0) != nil },
+                source: { source.relationship(named: $0) }, sourceName: source.name, refusals: &refusals)
             properties[destination.name] = pairs
         }
+    }
+
+    /// Destination property name → the source property its mapping names; a mapping naming
+    /// what does not exist, or stating what cannot be computed (unless a step covers the
+    /// entity), goes to `refusals`.
+    private static func pairs<Property>(
+        _ mappings: [MappingModel.PropertyMapping], kind: String, of entity: String, in place: String,
+        covered: Bool, destinationHas: (String) -> Bool, source: (String) -> Property?, sourceName: String,
+        refusals: inout [String]
+    ) -> [String: Property] {
+        var pairs: [String: Property] = [:]
+        for mapping in mappings {
+            let subject = "\(entity).\(mapping.name) in \(place)"
+            guard destinationHas(mapping.name) else {
+                refusals.append("\(subject): the destination has no such \(kind)")
+                continue
+            }
+            switch mapping.value {
+            case .sameName:
+                pairs[mapping.name] = source(mapping.name)
+            case .sourceProperty(let key):
+                guard let old = source(key) else {
+                    refusals.append("\(subject): \(sourceName) has no stored \(kind) '\(key)'")
+                    continue
+                }
+                pairs[mapping.name] = old
+            case .nothing:
+                continue
+            case .unsupported(let what):
+                if !covered { refusals.append("\(subject): \(what) is not something ObjectGraph can compute") }
+            }
+        }
+        return pairs
     }
 }
