@@ -87,6 +87,11 @@ extension CoreDataFixtureTests {
             XCTAssertEqual(after[key].map { "\($0)" }, "\(value)", key)
         }
         XCTAssertNotNil(before["NSPersistenceFrameworkVersion"])
+        // The model cache now holds version 3's compiled model, as Core Data's own store of version 3 does.
+        let store3 = Self.fixtures.appendingPathComponent(Self.wiboscoVersions[2].store)
+        XCTAssertEqual(
+            try RawDeflate.inflate(try compressedModelCache(of: url), limit: ModelCache.inflatedLimit),
+            try RawDeflate.inflate(try compressedModelCache(of: store3), limit: ModelCache.inflatedLimit))
         // Compatibility is decided by shapes: the Xcode model of version 3 opens it without the hashes.
         let version3 = try model(
             "wibosco-migration-example/CoreDataMigration_Example.xcdatamodeld/CoreDataMigration_Example 3.xcdatamodel")
@@ -131,6 +136,10 @@ extension CoreDataFixtureTests {
             XCTAssertEqual(after[key].map { "\($0)" }, before[key].map { "\($0)" }, key)
         }
         XCTAssertEqual(after[StoreMetadataKey.versionIdentifiers] as? [String], ["SampleModel2"])
+        // Without the compiled model of the new version, the cache that described the old one is gone.
+        XCTAssertEqual(try runSQLite3([url.path, "SELECT COUNT(*) FROM sqlite_master WHERE name = 'Z_MODELCACHE'"]),
+                       Data("0\n".utf8))
+        XCTAssertNil(try ManagedObjectModel.cachedModel(ofStoreAt: url))
     }
 
     func testEditingAnAppleStoreLeavesItsMetadataAsCoreDataWroteIt() throws {

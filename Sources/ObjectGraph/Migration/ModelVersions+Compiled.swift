@@ -54,6 +54,7 @@ extension ModelVersions {
             let identifier = String(name.dropLast(".mom".count))
             let model = try ManagedObjectModel(keyedArchive: data, versionIdentifier: identifier, file: file)
             model.compiledVersionHashes = info.hashes[identifier]
+            model.compiledArchive = data
             models.append(model)
         }
         guard let current = models.first(where: { $0.versionIdentifier == info.currentVersion }) else {
@@ -84,6 +85,7 @@ extension ModelVersions {
                     reason: "version '\(model.versionIdentifier)' differs from the model's version of that name")
             }
             model.compiledVersionHashes = hashes
+            model.compiledArchive = twin.compiledArchive
             adopted += 1
         }
         guard adopted > 0 else {

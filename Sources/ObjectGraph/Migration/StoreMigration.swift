@@ -66,6 +66,7 @@ final class StoreMigration {
             for key in StoreMetadataKey.versionHashDigests { newMetadata[key] = nil }
         }
         let plist = try PropertyListSerialization.data(fromPropertyList: newMetadata, format: .binary, options: 0)
+        try ModelCache.replace(db, schema: schema, with: destination)
         if plan.keepsLayout {
             try db.execute(sql: "UPDATE \(qualified("Z_METADATA")) SET Z_PLIST = ?", arguments: [plist])
             return newMetadata

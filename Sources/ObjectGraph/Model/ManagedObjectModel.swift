@@ -49,6 +49,9 @@ public final class ManagedObjectModel {
     /// version records, so that Apple's Core Data recognizes the store. Never computed here;
     /// compatibility is decided by the persisted shapes (``entityShapes``).
     public internal(set) var compiledVersionHashes: [String: Data]?
+    /// The compiled model's keyed archive (its `.mom` file), which a store migrated to this
+    /// version keeps as Core Data's model cache (`Z_MODELCACHE`).
+    var compiledArchive: Data?
     private let entitiesByName: [String: EntityDescription]
     private var classesByEntityName: [String: ManagedObject.Type] = [:]
 

@@ -36,6 +36,25 @@ enum ModelCache {
     }
 }
 
+extension ModelCache {
+    /// After a migration to `model`: the cache holds the compiled model of that version when
+    /// it is known, and is dropped otherwise, so that it never describes an older version.
+    static func replace(_ db: Database, schema: String, with model: ManagedObjectModel) throws {
+        let table = "\"\(schema)\".\(identifier)"
+        let hasTable =
+            try Bool.fetchOne(
+                db, sql: "SELECT COUNT(*) > 0 FROM \"\(schema)\".sqlite_master WHERE type = 'table' AND name = ?",
+                arguments: [identifier]) ?? false
+        guard hasTable else { return }
+        guard let archive = model.compiledArchive, let compressed = try? RawDeflate.deflate(archive) else {
+            try db.execute(sql: "DROP TABLE \(table)")
+            return
+        }
+        try db.execute(sql: "DELETE FROM \(table)")
+        try db.execute(sql: "INSERT INTO \(table) (Z_CONTENT) VALUES (?)", arguments: [compressed])
+    }
+}
+
 extension ManagedObjectModel {
     /// The model Apple's Core Data keeps in the store at `url` (its `Z_MODELCACHE` table): the
     /// model the store was last written with, to read a store whose model version is no longer

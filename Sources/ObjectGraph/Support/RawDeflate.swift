@@ -2,7 +2,7 @@ import Foundation
 internal import CZlib
 
 /// Raw deflate (RFC 1951, no zlib header), as Core Data compresses the model it keeps in a
-/// store's `Z_MODELCACHE`; inflated by the system's zlib.
+/// store's `Z_MODELCACHE`; by the system's zlib.
 enum RawDeflate {
     struct Failure: Error, CustomStringConvertible {
         var reason: String
@@ -45,5 +45,25 @@ enum RawDeflate {
         case Z_BUF_ERROR: throw Failure(reason: "the compressed data is cut short")
         default: throw Failure(reason: "not raw deflate data (zlib error \(status))")
         }
+    }
+
+    /// `data` compressed.
+    static func deflate(_ data: Data) throws(Failure) -> Data {
+        var stream = z_stream()
+        guard og_deflate_init_raw(&stream) == Z_OK else { throw Failure(reason: "zlib cannot start deflating") }
+        defer { deflateEnd(&stream) }
+        var input = [UInt8](data)
+        var output = [UInt8](repeating: 0, count: Int(deflateBound(&stream, uLong(input.count))))
+        let status: Int32 = input.withUnsafeMutableBufferPointer { inputBuffer in
+            output.withUnsafeMutableBufferPointer { outputBuffer in
+                stream.next_in = inputBuffer.baseAddress
+                stream.avail_in = uInt(inputBuffer.count)
+                stream.next_out = outputBuffer.baseAddress
+                stream.avail_out = uInt(outputBuffer.count)
+                return CZlib.deflate(&stream, Z_FINISH)
+            }
+        }
+        guard status == Z_STREAM_END else { throw Failure(reason: "zlib could not deflate (error \(status))") }
+        return Data(output.prefix(Int(stream.total_out)))
     }
 }
