@@ -230,6 +230,32 @@ final class MappingModelTests: ObjectGraphTestCase {
         XCTAssertNil(mapping.entityMappings.first?.sourceEntity)
     }
 
+    func testAnEntityMappedTwiceIsRefused() throws {
+        let versions = try ModelVersions(
+            contentsOf: ObjectGraphCLITests.wibosco.appendingPathComponent("CoreDataMigration_Example.xcdatamodeld"))
+        let xml = try String(
+            contentsOf: ObjectGraphCLITests.realMapping.appendingPathComponent("xcmapping.xml"), encoding: .utf8)
+        let folder = directory.appendingPathComponent("Twice.xcmappingmodel")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: false)
+        // The Section mapping takes Post objects too.
+        try Data(
+            xml.replacingOccurrences(of: ObjectGraphCLITests.policyLine, with: "")
+                .replacingOccurrences(
+                    of: "<attribute name=\"destinationname\" type=\"string\">Section</attribute>",
+                    with: "<attribute name=\"sourcename\" type=\"string\">Post</attribute>\n"
+                        + "        <attribute name=\"destinationname\" type=\"string\">Section</attribute>")
+                .utf8
+        ).write(to: folder.appendingPathComponent("xcmapping.xml"))
+        let mapping = try MappingModel(contentsOf: folder)
+        XCTAssertThrowsError(
+            try MigrationPlan(
+                from: try XCTUnwrap(versions.version(named: "CoreDataMigration_Example 2")),
+                to: try XCTUnwrap(versions.version(named: "CoreDataMigration_Example 3")), mappingModel: mapping)
+        ) {
+            XCTAssertTrue("\($0)".contains("maps Post to both"), "\($0)")
+        }
+    }
+
     func testBrokenMappingFilesAreRefusedNamingTheFile() throws {
         for (name, xml) in [
             ("empty", ""), ("not xml", "<database><object"), ("no root", "<database></database>"),

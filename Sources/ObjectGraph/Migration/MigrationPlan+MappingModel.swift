@@ -46,6 +46,13 @@ struct StatedMapping {
                 }
                 continue
             }
+            // Core Data would make one object per mapping; ObjectGraph carries each row once.
+            if let other = entities.first(where: { $0.value === source })?.key {
+                refusals.append(
+                    "\(place) maps \(source.name) to both \(other) and \(destination.name), "
+                        + "which needs an object made twice")
+                continue
+            }
             entities[destination.name] = source
             var pairs = Properties()
             pairs.attributes = Self.pairs(
