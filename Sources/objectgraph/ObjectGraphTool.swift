@@ -163,19 +163,11 @@ extension StoreArgument {
     }
 }
 
-/// Opens `url` with the version of `versions` the store fits, else with the model the store keeps
-/// (Core Data's `Z_MODELCACHE`) when that fits; the coordinator can read every value.
+/// Opens `url` with the version of `versions` the store fits; the coordinator can read every value.
 func openFitting(
     _ url: URL, versions: ModelVersions, name: String
 ) throws -> (ManagedObjectModel, PersistentStoreCoordinator) {
-    var fitting = try versions.sourceVersion(ofStoreAt: url)
-    if fitting == nil, let cached = try versions.cachedModel(fittingStoreAt: url) {
-        note(
-            "the store '\(name)' fits none of the model's versions; it is read with the model it keeps "
-                + "(Z_MODELCACHE, version '\(cached.versionIdentifier)')")
-        fitting = cached
-    }
-    guard let version = fitting else {
+    guard let version = try versions.sourceVersion(ofStoreAt: url) else {
         let differences = try StoreShape(contentsOf: url).differences(from: versions.current).map(\.description)
         throw ToolError(
             .invalidData,
@@ -191,6 +183,25 @@ func openFitting(
     return (version, coordinator)
 }
 
+/// Opens `url` as ``openFitting(_:versions:name:)`` does, or, when no version fits, with the
+/// model the store keeps (Core Data's `Z_MODELCACHE`) if that fits, saying so on stderr.
+func openFittingOrCached(
+    _ url: URL, versions: ModelVersions, name: String
+) throws -> (ManagedObjectModel, PersistentStoreCoordinator) {
+    guard try versions.sourceVersion(ofStoreAt: url) == nil, let cached = try versions.cachedModel(fittingStoreAt: url)
+    else {
+        return try openFitting(url, versions: versions, name: name)
+    }
+    note(
+        "the store '\(name)' fits none of the model's versions; it is read with the model it keeps "
+            + "(Z_MODELCACHE, version '\(cached.versionIdentifier)')")
+    let coordinator = PersistentStoreCoordinator(managedObjectModel: cached)
+    var options = StoreOptions()
+    options.mustExist = true
+    try coordinator.addPersistentStore(type: .sqlite, at: url, options: options)
+    return (cached, coordinator)
+}
+
 /// Runs `body` on a private copy of the store, opened with the version of the model it fits.
 func readingFittingStore(
     _ modelOption: ModelOption, _ storeArgument: StoreArgument,
@@ -198,7 +209,7 @@ func readingFittingStore(
 ) throws {
     let versions = try modelOption.versions()
     try storeArgument.withPrivateCopy { copy in
-        let (model, coordinator) = try openFitting(copy, versions: versions, name: storeArgument.store)
+        let (model, coordinator) = try openFittingOrCached(copy, versions: versions, name: storeArgument.store)
         defer { try? coordinator.close() }
         try body(versions, model, coordinator)
     }

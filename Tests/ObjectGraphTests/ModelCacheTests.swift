@@ -168,19 +168,19 @@ extension ObjectGraphCLITests {
             // Without the cache, no version left fits: what follows is read through the cache alone.
             XCTAssertNil(try ModelVersions(contentsOf: reduced).sourceVersion(ofStoreAt: url), store)
             let before = try Data(contentsOf: url)
-            for format in [["--raw"], ["--json"]] {
-                let real = try run(["dump", "--model", full] + format + [url.path])
-                let cached = try run(["dump", "--model", reduced.path] + format + [url.path])
+            for format in ["--raw", "--json"] {
+                let real = try run("dump", "--model", full, format, url.path)
+                let cached = try run("dump", "--model", reduced.path, format, url.path)
                 XCTAssertEqual(real.status, 0, real.stderr)
                 XCTAssertEqual(cached.status, 0, cached.stderr)
                 XCTAssertEqual(cached.stdout, real.stdout, store)
                 XCTAssertTrue(cached.stderr.contains("Z_MODELCACHE"), cached.stderr)
             }
-            let info = try run(["info", "--model", reduced.path, url.path])
+            let info = try run("info", "--model", reduced.path, url.path)
             XCTAssertEqual(info.status, 0, info.stderr)
             XCTAssertTrue(info.lines.contains("model version: (none)"), info.stdout)
             XCTAssertTrue(info.stdout.contains("model cache: fits"), info.stdout)
-            let check = try run(["check", "--model", reduced.path, url.path])
+            let check = try run("check", "--model", reduced.path, url.path)
             XCTAssertEqual(check.status, 0, check.stderr)
             XCTAssertTrue(check.stdout.hasPrefix("ok: "), check.stdout)
             XCTAssertEqual(try Data(contentsOf: url), before, "reading changed \(store)")
@@ -195,16 +195,16 @@ extension ObjectGraphCLITests {
         // Version 2 renamed color to hexColor; the cache keeps that renaming identifier.
         let throughCache = try copyOfStore("wibosco-migration-example/CoreDataMigration_Example_2.sqlite")
         let throughVersions = try copyOfStore("wibosco-migration-example/CoreDataMigration_Example_2.sqlite")
-        let migrated = try run(["migrate", "--model", reduced.path, "--allow-loss", throughCache.path])
+        let migrated = try run("migrate", "--model", reduced.path, "--allow-loss", throughCache.path)
         XCTAssertEqual(migrated.status, 0, migrated.stderr)
         XCTAssertTrue(migrated.stdout.contains("Z_MODELCACHE → CoreDataMigration_Example 4"), migrated.stdout)
-        XCTAssertEqual(try run(["migrate", "--model", full, "--allow-loss", throughVersions.path]).status, 0)
-        let one = try run(["dump", "--model", full, "--raw", throughCache.path])
-        let other = try run(["dump", "--model", full, "--raw", throughVersions.path])
+        XCTAssertEqual(try run("migrate", "--model", full, "--allow-loss", throughVersions.path).status, 0)
+        let one = try run("dump", "--model", full, "--raw", throughCache.path)
+        let other = try run("dump", "--model", full, "--raw", throughVersions.path)
         XCTAssertEqual(one.status, 0, one.stderr)
         XCTAssertEqual(one.stdout, other.stdout)
         XCTAssertEqual(one.lines.filter { $0.hasPrefix("  hexColor: \"") }.count, 10, one.stdout)
-        let check = try run(["check", "--model", full, throughCache.path])
+        let check = try run("check", "--model", full, throughCache.path)
         XCTAssertTrue(check.stdout.contains("model version 'CoreDataMigration_Example 4'"), check.stdout)
     }
 
@@ -214,9 +214,9 @@ extension ObjectGraphCLITests {
             without: "CoreDataMigration_Example 3.xcdatamodel")
         let url = try copyOfStore("wibosco-migration-example/CoreDataMigration_Example_3.sqlite")
         _ = try sqlite3(url, "ALTER TABLE ZPOST ADD COLUMN ZEXTRA VARCHAR")
-        let dump = try run(["dump", "--model", reduced.path, url.path])
+        let dump = try run("dump", "--model", reduced.path, url.path)
         XCTAssertEqual(dump.status, 65)
         XCTAssertTrue(dump.stderr.contains("fits none of the model's versions"), dump.stderr)
-        XCTAssertEqual(try run(["migrate", "--model", reduced.path, url.path]).status, 65)
+        XCTAssertEqual(try run("migrate", "--model", reduced.path, url.path).status, 65)
     }
 }

@@ -21,9 +21,7 @@ final class ObjectGraphCLITests: ObjectGraphTestCase {
     static var wibosco: URL { fixturesURL.appendingPathComponent("CoreData/wibosco-migration-example") }
     var model: String { Self.wibosco.appendingPathComponent("CoreDataMigration_Example.xcdatamodeld").path }
 
-    func run(_ arguments: String...) throws -> Run { try run(arguments) }
-
-    func run(_ arguments: [String]) throws -> Run {
+    func run(_ arguments: String...) throws -> Run {
         let process = Process()
         process.executableURL = Self.binary
         process.arguments = arguments
