@@ -159,7 +159,9 @@ struct Migrate: ParsableCommand {
             identifier, added and removed properties and entities, defaults for required \
             attributes) and all of it runs in one transaction: after a crash the store is the old \
             one or the new one. A change that cannot be inferred is refused before anything is \
-            written, naming it.
+            written, naming it. Where an Xcode mapping model (.xcmappingmodel) covers two versions, \
+            it is followed instead. A migration that would drop values, objects or links needs \
+            --allow-loss.
             """)
 
     @OptionGroup var modelOption: ModelOption
