@@ -160,8 +160,8 @@ struct Migrate: ParsableCommand {
             attributes) and all of it runs in one transaction: after a crash the store is the old \
             one or the new one. A change that cannot be inferred is refused before anything is \
             written, naming it. Where an Xcode mapping model (.xcmappingmodel) covers two versions, \
-            it is followed instead. A migration that would drop values, objects or links needs \
-            --allow-loss.
+            it is followed instead. A migration that would drop values, objects or links runs \
+            only with --allow-loss (a dry run says so).
             """)
 
     @OptionGroup var modelOption: ModelOption
