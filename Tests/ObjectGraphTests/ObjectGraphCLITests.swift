@@ -203,11 +203,14 @@ final class ObjectGraphCLITests: ObjectGraphTestCase {
                 "  add attribute Post.softDeleted (default NO)",
                 "On a copy of the store, the migration would have:", "  carried 10 Post",
                 "  dropped 10 values of Post.content (attribute removed from the model)",
+                "Migrating drops what is listed above: it needs --allow-loss.",
             ])
         XCTAssertEqual(try Data(contentsOf: url), before)
 
         let colors = try sqlite3(url, "SELECT Z_PK, ZCOLOR FROM ZPOST ORDER BY Z_PK")
-        let migrated = try run("migrate", "--model", model, url.path)
+        XCTAssertEqual(try run("migrate", "--model", model, url.path).status, 65)
+        XCTAssertEqual(try Data(contentsOf: url), before)
+        let migrated = try run("migrate", "--model", model, "--allow-loss", url.path)
         XCTAssertEqual(migrated.status, 0, migrated.stderr)
         XCTAssertTrue(migrated.lines.contains("  carried 10 Post"), migrated.stdout)
         XCTAssertTrue(

@@ -30,10 +30,15 @@ public final class ModelVersions {
         self.current = current
     }
 
-    /// Loads every `.xcdatamodel` inside an `.xcdatamodeld` folder.
+    /// Loads every `.xcdatamodel` inside an `.xcdatamodeld` folder, or every `.mom` of a
+    /// compiled `.momd` (see ``init(compiledModelAt:)``).
     ///
     /// - throws: ``ModelError`` naming the version file at fault.
     public convenience init(contentsOf url: URL) throws {
+        if url.pathExtension == "momd" {
+            try self.init(compiledModelAt: url)
+            return
+        }
         var files: [String: Data] = [:]
         // What cannot be listed or read is absent, and the checks below name what is missing.
         let names = (try? FileManager.default.contentsOfDirectory(atPath: url.path)) ?? []

@@ -45,14 +45,28 @@ final class StoreMigration {
     private var destination: ManagedObjectModel { plan.destination }
 
     /// Runs the plan; returns the store's new metadata.
-    func run(metadata: [String: Any]) throws -> [String: Any] {
+    func run(metadata: [String: Any], allowsLoss: Bool) throws -> [String: Any] {
         try readOldStore()
         try checkBeforeWriting()
+        guard allowsLoss || report.dropped.isEmpty else {
+            throw ObjectGraphError(
+                code: .migrationWouldLoseData,
+                message:
+                    "migrating from model '\(source.versionIdentifier)' to '\(destination.versionIdentifier)' "
+                    + "would drop " + report.dropped.joined(separator: "; "))
+        }
         var newMetadata = metadata
         newMetadata.merge(
             PersistentStoreCoordinator.modelMetadata(of: destination, entities: plan.destinationEntities)
         ) { _, new in new }
+        // Apple's digests summarise the hashes they were written with; Core Data rewrites them.
+        if newMetadata[StoreMetadataKey.versionHashes] as? [String: Data]
+            != metadata[StoreMetadataKey.versionHashes] as? [String: Data]
+        {
+            for key in StoreMetadataKey.versionHashDigests { newMetadata[key] = nil }
+        }
         let plist = try PropertyListSerialization.data(fromPropertyList: newMetadata, format: .binary, options: 0)
+        try ModelCache.replace(db, schema: schema, with: destination)
         if plan.keepsLayout {
             try db.execute(sql: "UPDATE \(qualified("Z_METADATA")) SET Z_PLIST = ?", arguments: [plist])
             return newMetadata
@@ -164,6 +178,7 @@ final class StoreMigration {
     }
 
     private func reportDropped() throws {
+        for mapping in plan.mappings { try reportDroppedLinks(of: mapping) }
         for entity in plan.removedEntities {
             let count = rowCount(of: entity)
             if count > 0 { report.dropped.append("\(count) \(entity.name) (entity removed from the model)") }
@@ -190,6 +205,41 @@ final class StoreMigration {
                             + " model)"
                     )
                 }
+            }
+        }
+    }
+
+    /// Counts the links of the relationships the mapping leaves behind, each pair once: on its
+    /// to-one side, or in its join table by the side that names it.
+    private func reportDroppedLinks(of mapping: MigrationPlan.EntityMapping) throws {
+        let kept = Set(mapping.relationships.values.map(\.name))
+        let owners = mapping.source
+        for relationship in owners.relationships where !kept.contains(relationship.name) {
+            let count: Int
+            if !relationship.isToMany {
+                guard try tableExists(owners.tableName) else { continue }
+                count =
+                    try Int.fetchOne(
+                        db,
+                        sql: "SELECT COUNT(*) FROM \(qualified(owners.tableName)) WHERE Z_ENT = ? AND "
+                            + "\(relationship.columnName) IS NOT NULL", arguments: [owners.entityNumber]) ?? 0
+            } else if SQLiteSchema.usesJoinTable(relationship, in: source) {
+                let join = SQLiteSchema.joinTable(for: relationship, of: owners, in: source)
+                guard join.isOwner, try tableExists(join.name) else { continue }
+                count =
+                    try Int.fetchOne(
+                        db,
+                        sql: """
+                            SELECT COUNT(*) FROM \(qualified(join.name)) j
+                            JOIN \(qualified(owners.tableName)) o ON o.Z_PK = j.\(join.sourceColumn) WHERE o.Z_ENT = ?
+                            """, arguments: [owners.entityNumber]) ?? 0
+            } else {
+                continue
+            }
+            if count > 0 {
+                report.dropped.append(
+                    "\(count) links of \(owners.name).\(relationship.name) "
+                        + "(no relationship of the new model takes them)")
             }
         }
     }

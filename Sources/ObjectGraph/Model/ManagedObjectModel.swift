@@ -44,6 +44,14 @@ public final class ManagedObjectModel {
     public let configurations: [String: [String]]
     /// The version identifier of the model (the `.xcdatamodel` name without extension when loaded).
     public let versionIdentifier: String
+    /// Entity name → the version hash Xcode's model compiler declared for this version (a
+    /// `.momd`'s `VersionInfo.plist`), when the model came with one: what a store made with this
+    /// version records, so that Apple's Core Data recognizes the store. Never computed here;
+    /// compatibility is decided by the persisted shapes (``entityShapes``).
+    public internal(set) var compiledVersionHashes: [String: Data]?
+    /// The compiled model's keyed archive (its `.mom` file), which a store migrated to this
+    /// version keeps as Core Data's model cache (`Z_MODELCACHE`).
+    var compiledArchive: Data?
     private let entitiesByName: [String: EntityDescription]
     private var classesByEntityName: [String: ManagedObject.Type] = [:]
 
@@ -277,6 +285,10 @@ public final class ManagedObjectModel {
         }
         return shapes
     }
+
+    /// The version hashes a store made with this model records: Apple's when the compiled model
+    /// declared them, else ``entityVersionHashesByName``.
+    var recordedVersionHashes: [String: Data] { compiledVersionHashes ?? entityVersionHashesByName }
 
     /// Entity name → SHA-256 of its persisted shape, as `NSManagedObjectModel.entityVersionHashesByName`.
     public var entityVersionHashesByName: [String: Data] {
