@@ -47,6 +47,7 @@ final class StoreMigration {
     /// Runs the plan; returns the store's new metadata.
     func run(metadata: [String: Any]) throws -> [String: Any] {
         try readOldStore()
+        try StoreShape(db, schema: schema).requireEveryTableRead(oldTables, storeName: report.storeName)
         try checkBeforeWriting()
         var newMetadata = metadata
         newMetadata.merge(

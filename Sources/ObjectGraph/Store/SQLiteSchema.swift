@@ -53,8 +53,7 @@ enum SQLiteSchema {
                 destinationColumn: "Z_\(destination.entityNumber)\(relationship.name.uppercased())", isOwner: true)
         }
         let inverseSource = declaringEntity(of: inverse, from: destination)
-        // Core Data names the table after the side with the lower entity number (then name).
-        let isOwner = (source.entityNumber, relationship.name) <= (inverseSource.entityNumber, inverse.name)
+        let isOwner = namesJoinTable(relationship, of: source, inverse: inverse, of: inverseSource)
         let (owner, ownerRelationship, other, otherRelationship) = isOwner
             ? (source, relationship, inverseSource, inverse) : (inverseSource, inverse, source, relationship)
         let name = "Z_\(owner.entityNumber)\(ownerRelationship.name.uppercased())"
@@ -62,6 +61,21 @@ enum SQLiteSchema {
         let otherColumn = "Z_\(other.entityNumber)\(ownerRelationship.name.uppercased())"
         return JoinTable(name: name, sourceColumn: isOwner ? ownerColumn : otherColumn,
                          destinationColumn: isOwner ? otherColumn : ownerColumn, isOwner: isOwner)
+    }
+
+    /// Whether `relationship` (declared by `source`) rather than its many-to-many `inverse` names
+    /// the join table `Z_<n><REL>`. Core Data picks the relationship whose uppercased name sorts
+    /// last, whatever the entity numbers: `Z_2BLOCKING` for TodoItem's `blockedBy`/`blocking`
+    /// (Fixtures/CoreData/easylife), `Z_1BOOKS` for Author.books/Book.authors, and in Photos'
+    /// own store `Z_26ASSETS` for Album.assets although Asset is entity 3. Equal names (never
+    /// seen in a store) fall back to the lower entity number.
+    static func namesJoinTable(
+        _ relationship: RelationshipDescription, of source: EntityDescription,
+        inverse: RelationshipDescription, of inverseSource: EntityDescription
+    ) -> Bool {
+        let (mine, theirs) = (relationship.name.uppercased(), inverse.name.uppercased())
+        guard mine == theirs else { return mine > theirs }
+        return source.entityNumber <= inverseSource.entityNumber
     }
 
     /// The entity column Core Data adds beside a to-one relationship whose destination has
