@@ -1,0 +1,262 @@
+import Foundation
+import TestSupport
+import XCTest
+@testable import ObjectGraph
+
+/// How Apple's Core Data lays out what ObjectGraph used to misread, and that a store is never
+/// taken for a model version it is not: it is read exactly, or refused (exit 65) naming why.
+final class CoreDataLayoutTests: MigrationTestCase {
+    static var coreData: URL { fixturesURL.appendingPathComponent("CoreData") }
+
+    // MARK: - Join tables
+
+    /// Apple's naming, read from real stores: EasyLife's TodoItem.blockedBy/blocking is
+    /// `Z_2BLOCKING (Z_2BLOCKEDBY, Z_2BLOCKING)` (Fixtures/CoreData/easylife-todo), and Photos'
+    /// Album.assets/Asset.albums is `Z_26ASSETS (Z_26ALBUMS, Z_3ASSETS)` with Asset entity 3:
+    /// the relationship whose name sorts last names the table, whatever the entity numbers.
+    func testAJoinTableIsNamedAfterTheRelationshipWhoseNameSortsLast() throws {
+        let model = try ManagedObjectModel(
+            entities: [
+                EntityDescription(
+                    name: "Asset", attributes: [AttributeDescription(name: "title", type: .string)],
+                    relationships: [
+                        RelationshipDescription(name: "albums", destination: "PhotoAlbum", inverse: "assets", isToMany: true)
+                    ]),
+                EntityDescription(
+                    name: "PhotoAlbum", attributes: [AttributeDescription(name: "title", type: .string)],
+                    relationships: [
+                        RelationshipDescription(name: "assets", destination: "Asset", inverse: "albums", isToMany: true)
+                    ]),
+                EntityDescription(
+                    name: "TodoItem", attributes: [AttributeDescription(name: "name", type: .string)],
+                    relationships: [
+                        RelationshipDescription(name: "blockedBy", destination: "TodoItem", inverse: "blocking", isToMany: true),
+                        RelationshipDescription(name: "blocking", destination: "TodoItem", inverse: "blockedBy", isToMany: true),
+                    ]),
+            ], versionIdentifier: "V1")
+        let url = try makeStore(model) { context in
+            let (holiday, beach) = (context.insertNewObject(forEntityName: "PhotoAlbum"),
+                                    context.insertNewObject(forEntityName: "Asset"))
+            holiday["title"] = "Holiday"
+            beach["title"] = "Beach"
+            holiday.add(beach, toRelationship: "assets")
+            let (call, pay) = (context.insertNewObject(forEntityName: "TodoItem"),
+                               context.insertNewObject(forEntityName: "TodoItem"))
+            call["name"] = "call landlord"
+            pay["name"] = "pay rent"
+            call.add(pay, toRelationship: "blocking")
+        }
+        XCTAssertEqual(try sqlite3(url, "SELECT sql FROM sqlite_master WHERE name LIKE 'Z\\_%' ESCAPE '\\' "
+                                    + "AND type = 'table' AND name GLOB 'Z_[0-9]*' ORDER BY name"), [
+            "CREATE TABLE Z_2ASSETS ( Z_2ALBUMS INTEGER, Z_1ASSETS INTEGER, PRIMARY KEY (Z_2ALBUMS, Z_1ASSETS) )",
+            "CREATE TABLE Z_3BLOCKING ( Z_3BLOCKEDBY INTEGER, Z_3BLOCKING INTEGER, PRIMARY KEY (Z_3BLOCKEDBY, Z_3BLOCKING) )",
+        ])
+        // As in Photos, the owner's column holds the object whose set the table stores.
+        XCTAssertEqual(try sqlite3(url, "SELECT a.ZTITLE, b.ZTITLE FROM Z_2ASSETS j JOIN ZPHOTOALBUM a ON "
+                                    + "a.Z_PK = j.Z_2ALBUMS JOIN ZASSET b ON b.Z_PK = j.Z_1ASSETS"), ["Holiday|Beach"])
+        XCTAssertEqual(try sqlite3(url, "SELECT a.ZNAME, b.ZNAME FROM Z_3BLOCKING j JOIN ZTODOITEM a ON "
+                                    + "a.Z_PK = j.Z_3BLOCKEDBY JOIN ZTODOITEM b ON b.Z_PK = j.Z_3BLOCKING"),
+                       ["call landlord|pay rent"])
+    }
+
+    /// The EasyLife 1.5.0 store, linked with sqlite3 as Core Data links (the table it made),
+    /// reads back both ways; before, ObjectGraph looked for `Z_2BLOCKEDBY` and took the store
+    /// for version 1.3.0, whose layout has no join table at all.
+    func testASelfReferentialManyToManyOfARealStoreReadsBothWays() throws {
+        let folder = try publicFixture("easylife-todo")
+        let url = directory.appendingPathComponent("EasyLife.sqlite")
+        try FileManager.default.copyItem(at: folder.appendingPathComponent("EasyLife 1.5.0.sqlite"), to: url)
+        let versions = try ModelVersions(contentsOf: folder.appendingPathComponent("EasyLife.xcdatamodeld"))
+        XCTAssertEqual(try versions.sourceVersion(ofStoreAt: url)?.versionIdentifier, "EasyLife 1.5.0")
+        let shape = try StoreShape(contentsOf: url)
+        XCTAssertEqual(
+            shape.differences(from: try XCTUnwrap(versions.version(named: "EasyLife 1.3.0"))).map(\.description),
+            ["table Z_2BLOCKING is in the store but the model stores nothing there: its rows would go unread"])
+        // "call landlord" (1) blocks "phone mum" (2) and "send letter" (3).
+        _ = try sqlite3(url, "INSERT INTO Z_2BLOCKING (Z_2BLOCKEDBY, Z_2BLOCKING) VALUES (1, 2), (1, 3)")
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: versions.current)
+        try coordinator.addPersistentStore(type: .sqlite, at: url)
+        let context = ManagedObjectContext(coordinator: coordinator)
+        func names(_ item: String, _ key: String) throws -> [String] {
+            let object = try XCTUnwrap(try context.objects("TodoItem", "name == %@", item).first)
+            return try context.relatedObjects(object, key).compactMap { $0["name"] as? String }.sorted()
+        }
+        XCTAssertEqual(try names("call landlord", "blocking"), ["phone mum", "send letter"])
+        XCTAssertEqual(try names("phone mum", "blockedBy"), ["call landlord"])
+        XCTAssertEqual(try names("fix bike", "blocking"), [])
+        try coordinator.close()
+    }
+
+    // MARK: - Never a silent wrong answer
+
+    func testAStoreThatFitsSeveralVersionsIsRefusedNamingThem() throws {
+        // Two versions that lay out the same tables: which one made the store cannot be told.
+        let source = Self.coreData.appendingPathComponent(
+            "wibosco-migration-example/CoreDataMigration_Example.xcdatamodeld/CoreDataMigration_Example.xcdatamodel")
+        let bundle = directory.appendingPathComponent("Twins.xcdatamodeld")
+        for name in ["Twin", "Twin 2"] {
+            try FileManager.default.createDirectory(
+                at: bundle.appendingPathComponent("\(name).xcdatamodel"), withIntermediateDirectories: true)
+            try FileManager.default.copyItem(
+                at: source.appendingPathComponent("contents"),
+                to: bundle.appendingPathComponent("\(name).xcdatamodel/contents"))
+        }
+        let plist = try PropertyListSerialization.data(
+            fromPropertyList: ["_XCCurrentVersionName": "Twin 2.xcdatamodel"], format: .xml, options: 0)
+        try plist.write(to: bundle.appendingPathComponent(".xccurrentversion"))
+        let store = try fixtureCopy("wibosco-migration-example/CoreDataMigration_Example_1.sqlite")
+        let result = try runTool("dump", "--model", bundle.path, store.path)
+        XCTAssertEqual(result.status, 65, result.stderr)
+        XCTAssertEqual(result.stdout, "")
+        XCTAssertTrue(result.stderr.contains("fits several versions of the model ('Twin', 'Twin 2')"), result.stderr)
+    }
+
+    func testAStoreThatFitsNoVersionIsRefusedNamingHowItDiffersFromTheClosest() throws {
+        let store = try fixtureCopy("wibosco-migration-example/CoreDataMigration_Example_3.sqlite")
+        _ = try sqlite3(store, "ALTER TABLE ZPOST ADD COLUMN ZSUBTITLE VARCHAR")
+        let model = Self.coreData.appendingPathComponent(
+            "wibosco-migration-example/CoreDataMigration_Example.xcdatamodeld").path
+        let result = try runTool("dump", "--model", model, store.path)
+        XCTAssertEqual(result.status, 65, result.stderr)
+        XCTAssertEqual(result.stdout, "")
+        XCTAssertTrue(result.stderr.contains("against the closest, 'CoreDataMigration_Example 3':"), result.stderr)
+        XCTAssertTrue(result.stderr.contains("Post.subtitle is in the store (column ZSUBTITLE of ZPOST) but not in "
+                                             + "the model"), result.stderr)
+    }
+
+    func testAMigrationThatWouldLeaveATableUnreadIsRefusedAndChangesNothing() throws {
+        let v1 = try model("V1", [EntityDescription(name: "Note", attributes: [
+            AttributeDescription(name: "title", type: .string)])])
+        let v2 = try model("V2", [EntityDescription(name: "Note", attributes: [
+            AttributeDescription(name: "title", type: .string), AttributeDescription(name: "pinned", type: .boolean)])])
+        let url = try makeStore(v1) { context in
+            context.insertNewObject(forEntityName: "Note")["title"] = "groceries"
+        }
+        // A table of someone else's (a join table named after a side this model does not pick).
+        _ = try sqlite3(url, "CREATE TABLE Z_1LINKS (Z_1NOTES INTEGER, Z_1LINKS INTEGER); "
+                            + "INSERT INTO Z_1LINKS VALUES (1, 1)")
+        let before = try sqlite3(url, "SELECT name, sql FROM sqlite_master ORDER BY name")
+        XCTAssertThrowsError(try openMigrating(url, ModelVersions(versions: [v1], current: v2))) { error in
+            let error = error as? ObjectGraphError
+            XCTAssertEqual(error?.code, .migrationFailed)
+            XCTAssertTrue(error?.message.contains("would leave table Z_1LINKS unread") == true, "\(String(describing: error))")
+        }
+        XCTAssertEqual(try sqlite3(url, "SELECT name, sql FROM sqlite_master ORDER BY name"), before)
+        XCTAssertEqual(try sqlite3(url, "SELECT * FROM Z_1LINKS"), ["1|1"])
+        XCTAssertEqual(try sqlite3(url, "SELECT ZTITLE FROM ZNOTE"), ["groceries"])
+    }
+
+    /// Random tables and columns added, renamed and dropped on copies of real stores: `dump`
+    /// with the version that made the store either prints exactly what it printed for the
+    /// untouched store (the change touched nothing it reads) or fails with exit 65.
+    func testFuzzedLayoutsOfRealStoresGiveExit65OrExactlyTheOriginalData() throws {
+        var cases: [(store: String, model: String)] = [
+            ("wibosco-migration-example/CoreDataMigration_Example_1.sqlite",
+             "wibosco-migration-example/CoreDataMigration_Example.xcdatamodeld/CoreDataMigration_Example.xcdatamodel"),
+            ("wibosco-migration-example/CoreDataMigration_Example_3.sqlite",
+             "wibosco-migration-example/CoreDataMigration_Example.xcdatamodeld/CoreDataMigration_Example 3.xcdatamodel"),
+            ("bnr-coredatastack/TestModel.sqlite", "bnr-coredatastack/Sample.xcdatamodeld/TestModel.xcdatamodel"),
+            ("coredataplus-samplemodel/SampleModel_V2.sqlite",
+             "coredataplus-samplemodel/SampleModel.xcdatamodeld/SampleModel2.xcdatamodel"),
+        ]
+        if FileManager.default.fileExists(atPath: Self.coreData.appendingPathComponent("easylife-todo").path) {
+            cases.append(("easylife-todo/EasyLife 1.5.0.sqlite",
+                          "easylife-todo/EasyLife.xcdatamodeld/EasyLife 1.5.0.xcdatamodel"))
+        }
+        var generator = SplitMix64(seed: 0x21_0002)
+        var outcomes: [String: Int] = [:]
+        for (index, pair) in cases.enumerated() {
+            let model = Self.coreData.appendingPathComponent(pair.model).path
+            let pristine = try runTool("dump", "--model", model, try fixtureCopy(pair.store).path)
+            XCTAssertEqual(pristine.status, 0, "\(pair.store): \(pristine.stderr)")
+            for round in 0..<12 {
+                let store = try fixtureCopy(pair.store, as: "fuzz-\(index)-\(round).sqlite")
+                let change = try mutate(store, using: &generator)
+                let result = try runTool("dump", "--model", model, store.path)
+                let place = "\(pair.store) after \(change)"
+                switch result.status {
+                case 0:
+                    XCTAssertEqual(result.stdout, pristine.stdout, "wrong data with exit 0: \(place)")
+                    outcomes["exact", default: 0] += 1
+                case 65:
+                    XCTAssertTrue(result.stderr.hasPrefix("Error: "), "\(place): \(result.stderr)")
+                    outcomes["refused", default: 0] += 1
+                default:
+                    XCTFail("\(place): exit \(result.status): \(result.stderr)")
+                }
+            }
+        }
+        // Both outcomes occur, so the comparison above was exercised both ways.
+        XCTAssertGreaterThan(outcomes["exact"] ?? 0, 0, "\(outcomes)")
+        XCTAssertGreaterThan(outcomes["refused"] ?? 0, 0, "\(outcomes)")
+        print("fuzzed layouts: \(outcomes)")
+    }
+
+    // MARK: - Helpers
+
+    /// One random change to the layout of the store at `url`, described.
+    private func mutate(_ url: URL, using generator: inout SplitMix64) throws -> String {
+        let tables = try sqlite3(url, "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+        let table = tables.randomElement(using: &generator) ?? "Z_METADATA"
+        let columns = try sqlite3(url, "SELECT name FROM pragma_table_info('\(table)')")
+        let column = columns.randomElement(using: &generator) ?? "Z_PK"
+        let fresh = "Z" + String((0..<6).map { _ in "ABCDEFGHIJKLMNOPQRSTUVWXYZ".randomElement(using: &generator)! })
+        let changes = [
+            "CREATE TABLE \(fresh) (Z_PK INTEGER PRIMARY KEY, ZVALUE VARCHAR); INSERT INTO \(fresh) VALUES (1, 'x')",
+            "CREATE TABLE Z_1\(fresh.dropFirst()) (Z_1A INTEGER, Z_2B INTEGER)",
+            "ALTER TABLE \(table) ADD COLUMN \(fresh) INTEGER",
+            "ALTER TABLE \(table) RENAME COLUMN \(column) TO \(fresh)",
+            "ALTER TABLE \(table) DROP COLUMN \(column)",
+            "ALTER TABLE \(table) RENAME TO \(fresh)",
+            "DROP TABLE \(table)",
+            "CREATE TABLE fuzz\(fresh) (a, b)",
+        ]
+        // A change SQLite refuses (dropping a key column) is replaced by adding a table.
+        for change in [changes.randomElement(using: &generator)!, changes[0]] {
+            if (try? sqlite3Checked(url, change)) != nil { return change }
+        }
+        return "nothing"
+    }
+
+    private func sqlite3Checked(_ url: URL, _ sql: String) throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
+        process.arguments = [url.path, sql]
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else { throw CocoaError(.fileWriteUnknown) }
+    }
+
+    private func fixtureCopy(_ path: String, as name: String? = nil) throws -> URL {
+        let url = directory.appendingPathComponent(name ?? UUID().uuidString + ".sqlite")
+        try FileManager.default.copyItem(at: Self.coreData.appendingPathComponent(path), to: url)
+        return url
+    }
+
+    /// A fixture folder taken from a public repository (see Fixtures/CoreData/README.md).
+    private func publicFixture(_ name: String) throws -> URL {
+        let url = Self.coreData.appendingPathComponent(name)
+        guard FileManager.default.fileExists(atPath: url.path) else {
+            throw XCTSkip("Fixtures/CoreData/\(name) is not in this checkout (see the README's list)")
+        }
+        return url
+    }
+
+    private func runTool(_ arguments: String...) throws -> ObjectGraphCLITests.Run {
+        let process = Process()
+        process.executableURL = ObjectGraphCLITests.binary
+        process.arguments = arguments
+        process.currentDirectoryURL = directory
+        let (out, err) = (Pipe(), Pipe())
+        process.standardOutput = out
+        process.standardError = err
+        try process.run()
+        let stdout = out.fileHandleForReading.readDataToEndOfFile()
+        let stderr = err.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return ObjectGraphCLITests.Run(
+            status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),
+            stderr: String(decoding: stderr, as: UTF8.self))
+    }
+}
