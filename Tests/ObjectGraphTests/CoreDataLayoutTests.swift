@@ -87,6 +87,54 @@ final class CoreDataLayoutTests: MigrationTestCase {
         try coordinator.close()
     }
 
+    // MARK: - Sibling sub-entities and ordered relationships
+
+    /// Sibling sub-entities share their root's table; the second one to declare a property of
+    /// a name already stored gets a numbered column (`ZTITLE1`), as Core Data lays them out.
+    func testSiblingSubEntitiesWithAPropertyOfTheSameNameGetNumberedColumns() throws {
+        let model = try ManagedObjectModel(
+            entities: [
+                EntityDescription(name: "Media", isAbstract: true,
+                                  attributes: [AttributeDescription(name: "added", type: .date)]),
+                EntityDescription(name: "Book", parent: "Media", attributes: [
+                    AttributeDescription(name: "title", type: .string), AttributeDescription(name: "pages", type: .integer32),
+                ]),
+                EntityDescription(name: "Film", parent: "Media", attributes: [
+                    AttributeDescription(name: "title", type: .string), AttributeDescription(name: "minutes", type: .integer32),
+                ]),
+                EntityDescription(name: "Series", parent: "Media", attributes: [AttributeDescription(name: "title", type: .string)]),
+            ], versionIdentifier: "V1")
+        let url = try makeStore(model) { context in
+            for (entity, title) in [("Book", "Dune"), ("Film", "Alien"), ("Series", "Dark")] {
+                context.insertNewObject(forEntityName: entity)["title"] = title
+            }
+        }
+        XCTAssertEqual(try sqlite3(url, "SELECT name FROM pragma_table_info('ZMEDIA') ORDER BY name"),
+                       ["ZADDED", "ZMINUTES", "ZPAGES", "ZTITLE", "ZTITLE1", "ZTITLE2", "Z_ENT", "Z_OPT", "Z_PK"])
+        XCTAssertEqual(try sqlite3(url, "SELECT Z_ENT, ZTITLE, ZTITLE1, ZTITLE2 FROM ZMEDIA ORDER BY Z_ENT"),
+                       ["2|Dune||", "3||Alien|", "4|||Dark"])
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
+        try coordinator.addPersistentStore(type: .sqlite, at: url)
+        let context = ManagedObjectContext(coordinator: coordinator)
+        XCTAssertEqual(try context.objects("Film").compactMap { $0["title"] as? String }, ["Alien"])
+        XCTAssertEqual(try context.objects("Series", "title == 'Dark'").count, 1)
+        try coordinator.close()
+    }
+
+    /// A store with an ordered to-many relationship (Core Data's `Z_FOK_` order columns) is
+    /// refused naming the relationship and its order column, not as an unknown entity.
+    func testAnOrderColumnIsNamedAsTheOrderOfAnOrderedRelationship() throws {
+        let store = try fixtureCopy("wibosco-migration-example/CoreDataMigration_Example_3.sqlite")
+        _ = try sqlite3(store, "ALTER TABLE ZSECTION ADD COLUMN Z_FOK_POST INTEGER")
+        let model = Self.coreData.appendingPathComponent(
+            "wibosco-migration-example/CoreDataMigration_Example.xcdatamodeld/CoreDataMigration_Example 3.xcdatamodel")
+        let result = try runTool("dump", "--model", model.path, store.path)
+        XCTAssertEqual(result.status, 65, result.stderr)
+        XCTAssertTrue(result.stderr.contains("Section.post: column Z_FOK_POST of ZSECTION keeps the order of an "
+                                             + "ordered to-many relationship"), result.stderr)
+        XCTAssertFalse(result.stderr.contains("is in the store but not in the model"), result.stderr)
+    }
+
     // MARK: - Never a silent wrong answer
 
     func testAStoreThatFitsSeveralVersionsIsRefusedNamingThem() throws {

@@ -20,8 +20,8 @@ public final class EntityDescription: CustomStringConvertible {
     /// An abstract entity has no objects of its own, only of its sub-entities.
     public let isAbstract: Bool
     /// The attributes and relationships declared on this entity (not inherited).
-    public let declaredAttributes: [AttributeDescription]
-    public let declaredRelationships: [RelationshipDescription]
+    public internal(set) var declaredAttributes: [AttributeDescription]
+    public internal(set) var declaredRelationships: [RelationshipDescription]
     /// The model's user info for the entity.
     public let userInfo: [String: String]
     /// The class Xcode names for its objects (kept, not used to make them).

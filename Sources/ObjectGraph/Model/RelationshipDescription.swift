@@ -55,6 +55,7 @@ public struct RelationshipDescription: Sendable {
         self.elementID = elementID
     }
 
-    /// The foreign-key column of a to-one relationship: `Z` + the uppercased name.
-    public private(set) var columnName: String
+    /// The foreign-key column of a to-one relationship: `Z` + the uppercased name, numbered as an
+    /// attribute's is when a sibling sub-entity stores a property of the same name first.
+    public internal(set) var columnName: String
 }

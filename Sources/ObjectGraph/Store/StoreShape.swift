@@ -181,8 +181,10 @@ public struct StoreShape: Sendable, Equatable {
                             kind: .propertyOnlyInModel("many-to-many join table \(join.name)")))
                 }
                 for column in (tables[join.name] ?? []).map(\.name).sorted() where !wanted.contains(column) {
-                    found.append(StoreShapeDifference(entity: entity.name, property: relationship.name,
-                            kind: .propertyOnlyInStore(column: column, table: join.name)))
+                    let kind: StoreShapeDifference.Kind = Self.orderColumnOwner(column) == nil
+                        ? .propertyOnlyInStore(column: column, table: join.name)
+                        : .orderColumnInStore(column: column, table: join.name)
+                    found.append(StoreShapeDifference(entity: entity.name, property: relationship.name, kind: kind))
                 }
             }
         }
@@ -193,6 +195,12 @@ public struct StoreShape: Sendable, Equatable {
             found.append(StoreShapeDifference(entity: name, kind: .tableOnlyInStore(name)))
         }
         return found
+    }
+
+    /// The uppercased name after `Z_FOK_` of a column Core Data adds to keep the order of an
+    /// ordered to-many relationship (`Z_FOK_POST` beside `ZPOST`; `Z_FOK_3ASSETS` in a join table).
+    static func orderColumnOwner(_ column: String) -> String? {
+        column.hasPrefix("Z_FOK_") ? String(column.dropFirst("Z_FOK_".count)) : nil
     }
 
     /// Tables Core Data keeps beside the entities' and that hold no object: the model it was
@@ -225,6 +233,14 @@ public struct StoreShape: Sendable, Equatable {
             }
         }
         for column in stored where wantedByName[column.name] == nil {
+            if let ordered = Self.orderColumnOwner(column.name) {
+                // Z_FOK_<REL> beside the to-one <REL>: its inverse is an ordered to-many.
+                let owner = owners["Z" + ordered]
+                found.append(StoreShapeDifference(entity: owner?.entity ?? root.name,
+                        property: owner?.property ?? ordered.lowercased(),
+                        kind: .orderColumnInStore(column: column.name, table: root.tableName)))
+                continue
+            }
             found.append(
                 StoreShapeDifference(
                     entity: root.name, property: SQLiteSchema.propertyName(ofColumn: column.name),
@@ -288,6 +304,8 @@ public struct StoreShapeDifference: Sendable, Equatable, CustomStringConvertible
         case columnTypeDiffers(column: String, store: String, model: String)
         /// The store has a table the model would not create, so its rows would never be read.
         case tableOnlyInStore(String)
+        /// The store keeps the order of an ordered to-many relationship in this column.
+        case orderColumnInStore(column: String, table: String)
     }
 
     public var entity: String
@@ -314,6 +332,9 @@ public struct StoreShapeDifference: Sendable, Equatable, CustomStringConvertible
             return "\(place) is in the store (column \(column) of \(table)) but not in the model"
         case .columnTypeDiffers(let column, let store, let model):
             return "\(place) is stored as \(store) (column \(column)) but the model makes it \(model)"
+        case .orderColumnInStore(let column, let table):
+            return "\(place): column \(column) of \(table) keeps the order of an ordered to-many relationship, "
+                + "which ObjectGraph does not read: opening the store would lose that order"
         case .tableOnlyInStore(let table):
             return "table \(table) is in the store but the model stores nothing there: its rows would go unread"
         }
