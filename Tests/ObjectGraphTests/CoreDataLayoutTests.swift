@@ -121,6 +121,100 @@ final class CoreDataLayoutTests: MigrationTestCase {
         try coordinator.close()
     }
 
+    /// A model with ordered relationships, as Xcode writes it; `pinned` only in version 2.
+    func orderedModel(_ version: String, pinned: Bool = false) throws -> ManagedObjectModel {
+        let pinnedAttribute = pinned ? "<attribute name=\"pinned\" optional=\"YES\" attributeType=\"Boolean\"/>" : ""
+        let xml = """
+            <?xml version="1.0" encoding="UTF-8" standalone="yes"?>
+            <model type="com.apple.IDECoreDataModeler.DataModel" documentVersion="1.0">
+            <entity name="Asset"><attribute name="title" optional="YES" attributeType="String"/>
+              <relationship name="albums" optional="YES" toMany="YES" deletionRule="Nullify" destinationEntity="PhotoAlbum" inverseName="assets" inverseEntity="PhotoAlbum"/></entity>
+            <entity name="Playlist"><attribute name="name" optional="YES" attributeType="String"/>\(pinnedAttribute)
+              <relationship name="songs" optional="YES" toMany="YES" deletionRule="Nullify" ordered="YES" destinationEntity="Song" inverseName="playlist" inverseEntity="Song"/></entity>
+            <entity name="PhotoAlbum"><attribute name="title" optional="YES" attributeType="String"/>
+              <relationship name="assets" optional="YES" toMany="YES" deletionRule="Nullify" ordered="YES" destinationEntity="Asset" inverseName="albums" inverseEntity="Asset"/></entity>
+            <entity name="Song"><attribute name="title" optional="YES" attributeType="String"/>
+              <relationship name="playlist" optional="YES" maxCount="1" deletionRule="Nullify" destinationEntity="Playlist" inverseName="songs" inverseEntity="Playlist"/></entity>
+            </model>
+            """
+        return try ManagedObjectModel(
+            xcdatamodeldFiles: ["\(version).xcdatamodel/contents": Data(xml.utf8)], modelName: "Ordered.xcdatamodeld")
+    }
+
+    /// Ordered relationships laid out as Core Data lays them (Reminders' `ZPARENTLIST` beside
+    /// `Z_FOK_PARENTLIST`, Photos' `Z_26ASSETS (Z_26ALBUMS, Z_3ASSETS, Z_FOK_3ASSETS)`), read in
+    /// their order, written, reordered, grown from a context that read nothing, and migrated.
+    func testOrderedRelationshipsReadWriteReorderAndMigrateInOrder() throws {
+        let model = try orderedModel("V1")
+        let url = try makeStore(model) { context in
+            let playlist = context.insertNewObject(forEntityName: "Playlist")
+            playlist["name"] = "Road trip"
+            let album = context.insertNewObject(forEntityName: "PhotoAlbum")
+            album["title"] = "Holiday"
+            for title in ["Cecilia", "America", "Boxer"] {
+                let song = context.insertNewObject(forEntityName: "Song")
+                song["title"] = title
+                playlist.add(song, toRelationship: "songs")
+                let asset = context.insertNewObject(forEntityName: "Asset")
+                asset["title"] = title
+                album.add(asset, toRelationship: "assets")
+            }
+        }
+        XCTAssertEqual(try sqlite3(url, "SELECT sql FROM sqlite_master WHERE name IN ('ZSONG', 'Z_2ASSETS') ORDER BY name"), [
+            "CREATE TABLE ZSONG ( Z_PK INTEGER PRIMARY KEY, Z_ENT INTEGER, Z_OPT INTEGER, ZPLAYLIST INTEGER, "
+                + "Z_FOK_PLAYLIST INTEGER, ZTITLE VARCHAR )",
+            "CREATE TABLE Z_2ASSETS ( Z_2ALBUMS INTEGER, Z_1ASSETS INTEGER, Z_FOK_1ASSETS INTEGER, "
+                + "PRIMARY KEY (Z_2ALBUMS, Z_1ASSETS) )",
+        ])
+        func stored() throws -> [String] {
+            try sqlite3(url, "SELECT ZTITLE FROM ZSONG WHERE ZPLAYLIST IS NOT NULL ORDER BY Z_FOK_PLAYLIST") + ["|"]
+                + sqlite3(url, "SELECT a.ZTITLE FROM Z_2ASSETS j JOIN ZASSET a ON a.Z_PK = j.Z_1ASSETS "
+                          + "ORDER BY j.Z_FOK_1ASSETS")
+        }
+        XCTAssertEqual(try stored(), ["Cecilia", "America", "Boxer", "|", "Cecilia", "America", "Boxer"])
+
+        func open(_ model: ManagedObjectModel) throws -> (PersistentStoreCoordinator, ManagedObjectContext) {
+            let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
+            try coordinator.addPersistentStore(type: .sqlite, at: url)
+            return (coordinator, ManagedObjectContext(coordinator: coordinator))
+        }
+        func titles(_ context: ManagedObjectContext, _ entity: String, _ key: String) throws -> [String] {
+            let owner = try XCTUnwrap(try context.objects(entity).first)
+            return try context.relatedObjects(owner, key).compactMap { $0["title"] as? String }
+        }
+        // Core Data spaces its order values and they need not follow the rows' keys.
+        _ = try sqlite3(url, "UPDATE ZSONG SET Z_FOK_PLAYLIST = 4096 - 1024 * Z_PK; "
+                            + "UPDATE Z_2ASSETS SET Z_FOK_1ASSETS = 4096 - 1024 * Z_1ASSETS")
+        var (coordinator, context) = try open(model)
+        XCTAssertEqual(try titles(context, "Playlist", "songs"), ["Boxer", "America", "Cecilia"])
+        XCTAssertEqual(try titles(context, "PhotoAlbum", "assets"), ["Boxer", "America", "Cecilia"])
+
+        // Reordered whole, then grown by a context that read no member.
+        let playlist = try XCTUnwrap(try context.objects("Playlist").first)
+        let songs = try context.relatedObjects(playlist, "songs")
+        playlist["songs"] = [songs[1], songs[2], songs[0]]
+        let album = try XCTUnwrap(try context.objects("PhotoAlbum").first)
+        let assets = try context.relatedObjects(album, "assets")
+        album["assets"] = [assets[2], assets[0], assets[1]]
+        try context.save()
+        try coordinator.close()
+        XCTAssertEqual(try stored(), ["America", "Cecilia", "Boxer", "|", "Cecilia", "Boxer", "America"])
+        (coordinator, context) = try open(model)
+        let song = context.insertNewObject(forEntityName: "Song")
+        song["title"] = "Kathy"
+        song["playlist"] = try XCTUnwrap(try context.objects("Playlist").first)
+        try context.save()
+        try coordinator.close()
+        XCTAssertEqual(try stored(), ["America", "Cecilia", "Boxer", "Kathy", "|", "Cecilia", "Boxer", "America"])
+
+        // A lightweight migration keeps both orders.
+        (coordinator, context) = try openMigrating(url, ModelVersions(versions: [model], current: try orderedModel("V2", pinned: true)))
+        XCTAssertEqual(try titles(context, "Playlist", "songs"), ["America", "Cecilia", "Boxer", "Kathy"])
+        XCTAssertEqual(try titles(context, "PhotoAlbum", "assets"), ["Cecilia", "Boxer", "America"])
+        try coordinator.close()
+        XCTAssertEqual(try stored(), ["America", "Cecilia", "Boxer", "Kathy", "|", "Cecilia", "Boxer", "America"])
+    }
+
     /// A store with an ordered to-many relationship (Core Data's `Z_FOK_` order columns) is
     /// refused naming the relationship and its order column, not as an unknown entity.
     func testAnOrderColumnIsNamedAsTheOrderOfAnOrderedRelationship() throws {
@@ -131,7 +225,8 @@ final class CoreDataLayoutTests: MigrationTestCase {
         let result = try runTool("dump", "--model", model.path, store.path)
         XCTAssertEqual(result.status, 65, result.stderr)
         XCTAssertTrue(result.stderr.contains("Section.post: column Z_FOK_POST of ZSECTION keeps the order of an "
-                                             + "ordered to-many relationship"), result.stderr)
+                                             + "ordered to-many relationship, but the model's relationship is not "
+                                             + "ordered"), result.stderr)
         XCTAssertFalse(result.stderr.contains("is in the store but not in the model"), result.stderr)
     }
 

@@ -68,6 +68,7 @@ final class StoreMigration {
         try copyRows()
         try convertValues()
         try writeLinks()
+        try carryOrders()
         try runCustomSteps()
         try fillEntityColumns()
         try writePrimaryKeys()
@@ -548,6 +549,73 @@ final class StoreMigration {
                 }
             }
         }
+    }
+
+    /// Carries the order of each ordered relationship that was ordered in the old version too
+    /// (its `Z_FOK_` values, read from the old tables set aside); one that becomes ordered
+    /// starts in key order.
+    private func carryOrders() throws {
+        for mapping in plan.mappings {
+            for relationship in mapping.destination.declaredRelationships where relationship.isOrdered {
+                guard let old = mapping.relationships[relationship.name], old.isOrdered,
+                      let oldTarget = source.entity(named: old.destinationEntityName),
+                      let newTarget = destination.entity(named: relationship.destinationEntityName),
+                      let (oldPlace, newPlace) = orderPlaces(of: old, relationship, mapping, oldTarget, newTarget)
+                else { continue }
+                let ownerOffset = offsets[mapping.source.rootEntity.name] ?? 0
+                let memberOffset = offsets[oldTarget.rootEntity.name] ?? 0
+                let rows = try Row.fetchAll(
+                    db,
+                    sql: "SELECT j.\(oldPlace.owner), j.\(oldPlace.member), j.\(oldPlace.order) FROM \(oldPlace.table) j "
+                        + "JOIN \(aside(mapping.source.tableName)) o ON o.Z_PK = j.\(oldPlace.owner) "
+                        + "WHERE o.Z_ENT = ? AND j.\(oldPlace.order) IS NOT NULL",
+                    arguments: [mapping.source.entityNumber])
+                let update = "UPDATE \(newPlace.table) SET \(newPlace.order) = ? WHERE \(newPlace.owner) = ? "
+                    + "AND \(newPlace.member) = ?"
+                for row in rows {
+                    let place = "\(mapping.source.name).\(old.name)"
+                    guard let owner = try integer(row[0], oldPlace.owner, of: place, row: nil),
+                          let member = try integer(row[1], oldPlace.member, of: place, row: owner),
+                          let order = try integer(row[2], oldPlace.order, of: place, row: owner) else { continue }
+                    try db.execute(sql: update, arguments: [order, owner + ownerOffset, member + memberOffset])
+                }
+            }
+        }
+    }
+
+    /// Where an ordered relationship keeps its order in the old tables (set aside) and in the
+    /// new ones: the table, the owner's and the member's columns, and the order column; nil
+    /// when the two versions store it differently (a join table in one, a key in the other).
+    private func orderPlaces(
+        of old: RelationshipDescription, _ new: RelationshipDescription, _ mapping: MigrationPlan.EntityMapping,
+        _ oldTarget: EntityDescription, _ newTarget: EntityDescription
+    ) -> (old: OrderPlace, new: OrderPlace)? {
+        let (oldJoined, newJoined) = (SQLiteSchema.usesJoinTable(old, in: source),
+                                      SQLiteSchema.usesJoinTable(new, in: destination))
+        if oldJoined, newJoined {
+            let oldJoin = SQLiteSchema.joinTable(for: old, of: mapping.source, in: source)
+            let newJoin = SQLiteSchema.joinTable(for: new, of: mapping.destination, in: destination)
+            guard let oldOrder = oldJoin.destinationOrderColumn, let newOrder = newJoin.destinationOrderColumn,
+                  oldTables.contains(oldJoin.name) else { return nil }
+            return (OrderPlace(table: aside(oldJoin.name), owner: oldJoin.sourceColumn,
+                               member: oldJoin.destinationColumn, order: oldOrder),
+                    OrderPlace(table: qualified(newJoin.name), owner: newJoin.sourceColumn,
+                               member: newJoin.destinationColumn, order: newOrder))
+        }
+        guard !oldJoined, !newJoined, let oldInverse = SQLiteSchema.inverse(of: old, in: source),
+              let newInverse = SQLiteSchema.inverse(of: new, in: destination),
+              let oldOrder = SQLiteSchema.orderColumnName(ofToOne: oldInverse, in: source),
+              let newOrder = SQLiteSchema.orderColumnName(ofToOne: newInverse, in: destination) else { return nil }
+        return (OrderPlace(table: aside(oldTarget.tableName), owner: oldInverse.columnName, member: "Z_PK", order: oldOrder),
+                OrderPlace(table: qualified(newTarget.tableName), owner: newInverse.columnName, member: "Z_PK",
+                           order: newOrder))
+    }
+
+    struct OrderPlace {
+        var table: String
+        var owner: String
+        var member: String
+        var order: String
     }
 
     /// Sets the `Z<n>_<REL>` entity columns from the rows their relationships point to.

@@ -74,6 +74,8 @@ public final class EntityDescription: CustomStringConvertible {
     var toManyRelationshipNames: [String] = []
     /// Whether any relationship of this entity is stored in a join table.
     var hasJoinTables = false
+    /// True when a relationship of the entity keeps its destinations in an order.
+    var hasOrderedRelationships = false
     var objectClass: ManagedObject.Type = ManagedObject.self
     /// The root table's columns in `SELECT` order, and each column's position.
     var selectColumns: [String] = []

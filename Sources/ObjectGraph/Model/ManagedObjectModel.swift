@@ -148,6 +148,7 @@ public final class ManagedObjectModel {
         try checkConfigurations(file: file)
         for entity in ordered {
             entity.hasJoinTables = entity.relationships.contains { SQLiteSchema.usesJoinTable($0, in: self) }
+            entity.hasOrderedRelationships = entity.relationships.contains(where: \.isOrdered)
         }
         for entity in ordered {
             entity.storedToOneEntityColumns = entity.storedToOne.map {
@@ -295,6 +296,7 @@ public final class ManagedObjectModel {
                 shape[relationship.name] =
                     "relationship to \(relationship.destinationEntityName) "
                         + "\(relationship.isToMany ? "to-many" : "to-one") inverse \(relationship.inverseName ?? "-")"
+                        + (relationship.isOrdered ? " ordered" : "")
             }
             shapes[entity.name] = shape
         }

@@ -121,10 +121,9 @@ public struct StoreShape: Sendable, Equatable {
             for relationship in entity.declaredRelationships where SQLiteSchema.usesJoinTable(relationship, in: model) {
                 let join = SQLiteSchema.joinTable(for: relationship, of: entity, in: model)
                 guard join.isOwner else { continue }
-                tables[join.name] = [
-                    Column(name: join.sourceColumn, type: "INTEGER"),
-                    Column(name: join.destinationColumn, type: "INTEGER"),
-                ]
+                tables[join.name] = ([join.sourceColumn, join.destinationColumn] + join.orderColumns).map {
+                    Column(name: $0, type: "INTEGER")
+                }
             }
         }
         tables["Z_PRIMARYKEY"] = [Column(name: "Z_ENT", type: "INTEGER"), Column(name: "Z_NAME", type: "VARCHAR"),
@@ -175,7 +174,7 @@ public struct StoreShape: Sendable, Equatable {
                 guard join.isOwner else { continue }
                 joinTables.insert(join.name)
                 let columns = Set((tables[join.name] ?? []).map(\.name))
-                let wanted: Set<String> = [join.sourceColumn, join.destinationColumn]
+                let wanted = Set([join.sourceColumn, join.destinationColumn] + join.orderColumns)
                 if !columns.isSuperset(of: wanted) {
                     found.append(StoreShapeDifference(entity: entity.name, property: relationship.name,
                             kind: .propertyOnlyInModel("many-to-many join table \(join.name)")))
@@ -334,7 +333,7 @@ public struct StoreShapeDifference: Sendable, Equatable, CustomStringConvertible
             return "\(place) is stored as \(store) (column \(column)) but the model makes it \(model)"
         case .orderColumnInStore(let column, let table):
             return "\(place): column \(column) of \(table) keeps the order of an ordered to-many relationship, "
-                + "which ObjectGraph does not read: opening the store would lose that order"
+                + "but the model's relationship is not ordered: reading it so would lose that order"
         case .tableOnlyInStore(let table):
             return "table \(table) is in the store but the model stores nothing there: its rows would go unread"
         }
