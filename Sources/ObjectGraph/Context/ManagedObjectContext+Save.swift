@@ -388,7 +388,8 @@ extension ManagedObjectContext {
             let update = "UPDATE \(table) SET \(orderColumn) = ? WHERE \(ownerColumn) = ? AND \(memberColumn) = ?"
             for (position, key) in listed.filter(linked.contains).enumerated() {
                 try db.executeCached(
-                    sql: update, values: [Int64(position + 1).databaseValue, primaryKey.databaseValue, key.databaseValue])
+                    sql: update,
+                    values: [Int64(position + 1).databaseValue, primaryKey.databaseValue, key.databaseValue])
             }
         }
     }

@@ -302,7 +302,8 @@ extension ManagedObjectContext {
             from =
                 "SELECT \(columns), t0.\(inverse.columnName) FROM \(store.qualified(root.tableName)) t0 WHERE "
                     + "t0.\(inverse.columnName) IN "
-            order = SQLiteSchema.orderColumnName(ofToOne: inverse, in: model).map { " ORDER BY t0.\($0), t0.Z_PK" } ?? ""
+            order = SQLiteSchema.orderColumnName(ofToOne: inverse, in: model)
+                .map { " ORDER BY t0.\($0), t0.Z_PK" } ?? ""
         } else {
             return destinations
         }

@@ -566,7 +566,8 @@ final class StoreMigration {
                 let memberOffset = offsets[oldTarget.rootEntity.name] ?? 0
                 let rows = try Row.fetchAll(
                     db,
-                    sql: "SELECT j.\(oldPlace.owner), j.\(oldPlace.member), j.\(oldPlace.order) FROM \(oldPlace.table) j "
+                    sql: "SELECT j.\(oldPlace.owner), j.\(oldPlace.member), j.\(oldPlace.order) "
+                        + "FROM \(oldPlace.table) j "
                         + "JOIN \(aside(mapping.source.tableName)) o ON o.Z_PK = j.\(oldPlace.owner) "
                         + "WHERE o.Z_ENT = ? AND j.\(oldPlace.order) IS NOT NULL",
                     arguments: [mapping.source.entityNumber])
@@ -606,7 +607,8 @@ final class StoreMigration {
               let newInverse = SQLiteSchema.inverse(of: new, in: destination),
               let oldOrder = SQLiteSchema.orderColumnName(ofToOne: oldInverse, in: source),
               let newOrder = SQLiteSchema.orderColumnName(ofToOne: newInverse, in: destination) else { return nil }
-        return (OrderPlace(table: aside(oldTarget.tableName), owner: oldInverse.columnName, member: "Z_PK", order: oldOrder),
+        return (OrderPlace(table: aside(oldTarget.tableName), owner: oldInverse.columnName, member: "Z_PK",
+                           order: oldOrder),
                 OrderPlace(table: qualified(newTarget.tableName), owner: newInverse.columnName, member: "Z_PK",
                            order: newOrder))
     }

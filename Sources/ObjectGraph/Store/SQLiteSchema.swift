@@ -59,7 +59,9 @@ enum SQLiteSchema {
 
     /// The order column beside a to-one relationship's key when its inverse is an ordered
     /// to-many: the to-one side's row keeps its place among its owner's destinations.
-    static func orderColumnName(ofToOne relationship: RelationshipDescription, in model: ManagedObjectModel) -> String? {
+    static func orderColumnName(
+        ofToOne relationship: RelationshipDescription, in model: ManagedObjectModel
+    ) -> String? {
         guard !relationship.isToMany, let inverse = inverse(of: relationship, in: model), inverse.isToMany,
               inverse.isOrdered else { return nil }
         return orderColumn(of: relationship.columnName)
