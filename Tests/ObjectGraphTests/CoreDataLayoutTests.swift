@@ -215,6 +215,40 @@ final class CoreDataLayoutTests: MigrationTestCase {
         XCTAssertEqual(try stored(), ["America", "Cecilia", "Boxer", "Kathy", "|", "Cecilia", "Boxer", "America"])
     }
 
+    /// Every kind of store keeps an ordered relationship's order across contexts and saves.
+    func testEveryStoreTypeKeepsTheOrderOfAnOrderedRelationship() throws {
+        let model = try orderedModel("V1")
+        for type in [StoreType.sqlite, .inMemory, .binary, .xml] {
+            let url = directory.appendingPathComponent("ordered-\(type.rawValue)")
+            var coordinator = PersistentStoreCoordinator(managedObjectModel: model)
+            try coordinator.addPersistentStore(type: type, at: url)
+            let writer = ManagedObjectContext(coordinator: coordinator)
+            let playlist = writer.insertNewObject(forEntityName: "Playlist")
+            for title in ["Cecilia", "America", "Boxer"] {
+                let song = writer.insertNewObject(forEntityName: "Song")
+                song["title"] = title
+                playlist.add(song, toRelationship: "songs")
+            }
+            try writer.save()
+            func titles() throws -> [String] {
+                let reader = ManagedObjectContext(coordinator: coordinator)
+                let owner = try XCTUnwrap(try reader.objects("Playlist").first)
+                return try reader.relatedObjects(owner, "songs").compactMap { $0["title"] as? String }
+            }
+            XCTAssertEqual(try titles(), ["Cecilia", "America", "Boxer"], type.rawValue)
+            let songs = try writer.relatedObjects(playlist, "songs")
+            playlist["songs"] = [songs[2], songs[0], songs[1]]
+            try writer.save()
+            XCTAssertEqual(try titles(), ["Boxer", "Cecilia", "America"], type.rawValue)
+            guard type != .inMemory else { continue }
+            try coordinator.close()
+            coordinator = PersistentStoreCoordinator(managedObjectModel: model)
+            try coordinator.addPersistentStore(type: type, at: url)
+            XCTAssertEqual(try titles(), ["Boxer", "Cecilia", "America"], "\(type.rawValue), reopened")
+            try coordinator.close()
+        }
+    }
+
     /// A store with an ordered to-many relationship (Core Data's `Z_FOK_` order columns) is
     /// refused naming the relationship and its order column, not as an unknown entity.
     func testAnOrderColumnIsNamedAsTheOrderOfAnOrderedRelationship() throws {
@@ -387,19 +421,6 @@ final class CoreDataLayoutTests: MigrationTestCase {
     }
 
     private func runTool(_ arguments: String...) throws -> ObjectGraphCLITests.Run {
-        let process = Process()
-        process.executableURL = ObjectGraphCLITests.binary
-        process.arguments = arguments
-        process.currentDirectoryURL = directory
-        let (out, err) = (Pipe(), Pipe())
-        process.standardOutput = out
-        process.standardError = err
-        try process.run()
-        let stdout = out.fileHandleForReading.readDataToEndOfFile()
-        let stderr = err.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return ObjectGraphCLITests.Run(
-            status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),
-            stderr: String(decoding: stderr, as: UTF8.self))
+        try ObjectGraphCLITests.run(arguments, in: directory)
     }
 }

@@ -358,20 +358,12 @@ extension ManagedObjectContext {
         for relationship in object.entity.relationships where relationship.isOrdered {
             guard let members = object.values[relationship.name] as? RelationshipMembers,
                   members.hasUnsavedChanges || (object.isInserted && members.count > 0) else { continue }
-            let (table, ownerColumn, memberColumn, orderColumn): (String, String, String, String)
-            if SQLiteSchema.usesJoinTable(relationship, in: model) {
-                let join = SQLiteSchema.joinTable(for: relationship, of: object.entity, in: model)
-                guard let order = join.destinationOrderColumn else { continue }
-                table = try coordinator.store(for: object.entity.rootEntity).qualified(join.name)
-                (ownerColumn, memberColumn, orderColumn) = (join.sourceColumn, join.destinationColumn, order)
-            } else {
-                guard let inverse = SQLiteSchema.inverse(of: relationship, in: model),
-                      let order = SQLiteSchema.orderColumnName(ofToOne: inverse, in: model),
-                      let destination = model.entity(named: relationship.destinationEntityName)?.rootEntity
-                else { continue }
-                table = try coordinator.store(for: destination).qualified(destination.tableName)
-                (ownerColumn, memberColumn, orderColumn) = (inverse.columnName, "Z_PK", order)
-            }
+            guard let place = SQLiteSchema.orderPlace(of: relationship, of: object.entity, in: model),
+                  let destination = model.entity(named: relationship.destinationEntityName) else { continue }
+            let store = try coordinator.store(for: SQLiteSchema.usesJoinTable(relationship, in: model)
+                ? object.entity.rootEntity : destination.rootEntity)
+            let (table, ownerColumn, memberColumn, orderColumn) =
+                (store.qualified(place.table), place.owner, place.member, place.order)
             let stored = try Int64.fetchAll(
                 db, sql: "SELECT \(memberColumn) FROM \(table) WHERE \(ownerColumn) = ? ORDER BY \(orderColumn), "
                     + "\(memberColumn)", arguments: [primaryKey])

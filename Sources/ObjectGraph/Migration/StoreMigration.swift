@@ -559,8 +559,7 @@ final class StoreMigration {
             for relationship in mapping.destination.declaredRelationships where relationship.isOrdered {
                 guard let old = mapping.relationships[relationship.name], old.isOrdered,
                       let oldTarget = source.entity(named: old.destinationEntityName),
-                      let newTarget = destination.entity(named: relationship.destinationEntityName),
-                      let (oldPlace, newPlace) = orderPlaces(of: old, relationship, mapping, oldTarget, newTarget)
+                      let (oldPlace, newPlace) = orderPlaces(of: old, relationship, mapping)
                 else { continue }
                 let ownerOffset = offsets[mapping.source.rootEntity.name] ?? 0
                 let memberOffset = offsets[oldTarget.rootEntity.name] ?? 0
@@ -585,39 +584,18 @@ final class StoreMigration {
     }
 
     /// Where an ordered relationship keeps its order in the old tables (set aside) and in the
-    /// new ones: the table, the owner's and the member's columns, and the order column; nil
-    /// when the two versions store it differently (a join table in one, a key in the other).
+    /// new ones; nil when the two versions store it differently (a join table in one, a key in
+    /// the other) or the old table was not read.
     private func orderPlaces(
-        of old: RelationshipDescription, _ new: RelationshipDescription, _ mapping: MigrationPlan.EntityMapping,
-        _ oldTarget: EntityDescription, _ newTarget: EntityDescription
-    ) -> (old: OrderPlace, new: OrderPlace)? {
-        let (oldJoined, newJoined) = (SQLiteSchema.usesJoinTable(old, in: source),
-                                      SQLiteSchema.usesJoinTable(new, in: destination))
-        if oldJoined, newJoined {
-            let oldJoin = SQLiteSchema.joinTable(for: old, of: mapping.source, in: source)
-            let newJoin = SQLiteSchema.joinTable(for: new, of: mapping.destination, in: destination)
-            guard let oldOrder = oldJoin.destinationOrderColumn, let newOrder = newJoin.destinationOrderColumn,
-                  oldTables.contains(oldJoin.name) else { return nil }
-            return (OrderPlace(table: aside(oldJoin.name), owner: oldJoin.sourceColumn,
-                               member: oldJoin.destinationColumn, order: oldOrder),
-                    OrderPlace(table: qualified(newJoin.name), owner: newJoin.sourceColumn,
-                               member: newJoin.destinationColumn, order: newOrder))
-        }
-        guard !oldJoined, !newJoined, let oldInverse = SQLiteSchema.inverse(of: old, in: source),
-              let newInverse = SQLiteSchema.inverse(of: new, in: destination),
-              let oldOrder = SQLiteSchema.orderColumnName(ofToOne: oldInverse, in: source),
-              let newOrder = SQLiteSchema.orderColumnName(ofToOne: newInverse, in: destination) else { return nil }
-        return (OrderPlace(table: aside(oldTarget.tableName), owner: oldInverse.columnName, member: "Z_PK",
-                           order: oldOrder),
-                OrderPlace(table: qualified(newTarget.tableName), owner: newInverse.columnName, member: "Z_PK",
-                           order: newOrder))
-    }
-
-    struct OrderPlace {
-        var table: String
-        var owner: String
-        var member: String
-        var order: String
+        of old: RelationshipDescription, _ new: RelationshipDescription, _ mapping: MigrationPlan.EntityMapping
+    ) -> (old: SQLiteSchema.OrderPlace, new: SQLiteSchema.OrderPlace)? {
+        guard SQLiteSchema.usesJoinTable(old, in: source) == SQLiteSchema.usesJoinTable(new, in: destination),
+              var oldPlace = SQLiteSchema.orderPlace(of: old, of: mapping.source, in: source),
+              var newPlace = SQLiteSchema.orderPlace(of: new, of: mapping.destination, in: destination),
+              oldTables.contains(oldPlace.table) else { return nil }
+        oldPlace.table = aside(oldPlace.table)
+        newPlace.table = qualified(newPlace.table)
+        return (oldPlace, newPlace)
     }
 
     /// Sets the `Z<n>_<REL>` entity columns from the rows their relationships point to.

@@ -109,6 +109,32 @@ enum SQLiteSchema {
         return source.entityNumber <= inverseSource.entityNumber
     }
 
+    /// Where an ordered to-many relationship keeps its order: the table (unqualified), the
+    /// columns of the owner's and the member's keys, and the order column.
+    struct OrderPlace {
+        var table: String
+        var owner: String
+        var member: String
+        var order: String
+    }
+
+    /// The place of `relationship`'s order, seen from `entity`; nil unless it is ordered.
+    static func orderPlace(
+        of relationship: RelationshipDescription, of entity: EntityDescription, in model: ManagedObjectModel
+    ) -> OrderPlace? {
+        guard relationship.isOrdered else { return nil }
+        if usesJoinTable(relationship, in: model) {
+            let join = joinTable(for: relationship, of: entity, in: model)
+            return join.destinationOrderColumn.map {
+                OrderPlace(table: join.name, owner: join.sourceColumn, member: join.destinationColumn, order: $0)
+            }
+        }
+        guard let inverse = inverse(of: relationship, in: model),
+              let order = orderColumnName(ofToOne: inverse, in: model),
+              let destination = model.entity(named: relationship.destinationEntityName) else { return nil }
+        return OrderPlace(table: destination.tableName, owner: inverse.columnName, member: "Z_PK", order: order)
+    }
+
     /// The entity column Core Data adds beside a to-one relationship whose destination has
     /// sub-entities: `Z<n>_<REL>`, `n` the number of the entity declaring the relationship.
     /// It holds the destination's `Z_ENT`.
