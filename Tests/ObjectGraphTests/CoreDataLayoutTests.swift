@@ -215,6 +215,47 @@ final class CoreDataLayoutTests: MigrationTestCase {
         XCTAssertEqual(try stored(), ["America", "Cecilia", "Boxer", "Kathy", "|", "Cecilia", "Boxer", "America"])
     }
 
+    /// Reminders' own store has `ZPARENTLIST, ZPARENTLIST1, Z_FOK_PARENTLIST, Z_FOK_PARENTLIST1`
+    /// in one table: two sibling sub-entities each with a to-one `parentList` whose inverse is
+    /// ordered. The numbered key column carries a numbered order column.
+    func testSiblingToOnesWithOrderedInversesGetNumberedKeyAndOrderColumns() throws {
+        let xml = """
+            <?xml version="1.0" encoding="UTF-8" standalone="yes"?>
+            <model type="com.apple.IDECoreDataModeler.DataModel" documentVersion="1.0">
+            <entity name="BaseList" isAbstract="YES"><attribute name="name" optional="YES" attributeType="String"/></entity>
+            <entity name="Group" parentEntity="BaseList">
+              <relationship name="lists" optional="YES" toMany="YES" deletionRule="Nullify" ordered="YES" destinationEntity="TaskList" inverseName="parentList" inverseEntity="TaskList"/>
+              <relationship name="smartLists" optional="YES" toMany="YES" deletionRule="Nullify" ordered="YES" destinationEntity="SmartList" inverseName="parentList" inverseEntity="SmartList"/></entity>
+            <entity name="SmartList" parentEntity="BaseList">
+              <relationship name="parentList" optional="YES" maxCount="1" deletionRule="Nullify" destinationEntity="Group" inverseName="smartLists" inverseEntity="Group"/></entity>
+            <entity name="TaskList" parentEntity="BaseList">
+              <relationship name="parentList" optional="YES" maxCount="1" deletionRule="Nullify" destinationEntity="Group" inverseName="lists" inverseEntity="Group"/></entity>
+            </model>
+            """
+        let model = try ManagedObjectModel(
+            xcdatamodeldFiles: ["Lists.xcdatamodel/contents": Data(xml.utf8)], modelName: "Lists.xcdatamodeld")
+        let url = try makeStore(model) { context in
+            let group = context.insertNewObject(forEntityName: "Group")
+            group["name"] = "Home"
+            for name in ["Groceries", "Chores"] {
+                let list = context.insertNewObject(forEntityName: "TaskList")
+                list["name"] = name
+                group.add(list, toRelationship: "lists")
+            }
+            let smart = context.insertNewObject(forEntityName: "SmartList")
+            smart["name"] = "Today"
+            group.add(smart, toRelationship: "smartLists")
+        }
+        XCTAssertEqual(try sqlite3(url, "SELECT name FROM pragma_table_info('ZBASELIST') WHERE name LIKE '%PARENTLIST%' "
+                                    + "ORDER BY name"),
+                       ["ZPARENTLIST", "ZPARENTLIST1", "Z_FOK_PARENTLIST", "Z_FOK_PARENTLIST1"])
+        // SmartList (entity 3) comes before TaskList (4): it keeps the plain names.
+        let group = try sqlite3(url, "SELECT Z_PK FROM ZBASELIST WHERE ZNAME = 'Home'")[0]
+        XCTAssertEqual(try sqlite3(url, "SELECT ZNAME, ZPARENTLIST, Z_FOK_PARENTLIST, ZPARENTLIST1, Z_FOK_PARENTLIST1 "
+                                    + "FROM ZBASELIST WHERE ZNAME <> 'Home' ORDER BY ZNAME"),
+                       ["Chores|||\(group)|2", "Groceries|||\(group)|1", "Today|\(group)|1||"])
+    }
+
     /// Every kind of store keeps an ordered relationship's order across contexts and saves.
     func testEveryStoreTypeKeepsTheOrderOfAnOrderedRelationship() throws {
         let model = try orderedModel("V1")
