@@ -168,12 +168,16 @@ func openFitting(
     _ url: URL, versions: ModelVersions, name: String
 ) throws -> (ManagedObjectModel, PersistentStoreCoordinator) {
     guard let version = try versions.sourceVersion(ofStoreAt: url) else {
-        let differences = try StoreShape(contentsOf: url).differences(from: versions.current).map(\.description)
+        // Named against the version it comes closest to, which is the likeliest to have made it.
+        let shape = try StoreShape(contentsOf: url)
+        let (closest, differences) = versions.versions.reversed()
+            .map { ($0, shape.differences(from: $0).map(\.description)) }
+            .min { $0.1.count < $1.1.count } ?? (versions.current, [])
         throw ToolError(
             .invalidData,
             "the store '\(name)' fits none of the model's versions ("
                 + versions.versions.map { "'\($0.versionIdentifier)'" }.joined(separator: ", ")
-                + "); against '\(versions.current.versionIdentifier)':", details: differences,
+                + "); against the closest, '\(closest.versionIdentifier)':", details: differences,
             hint: "give the model the store was made with")
     }
     let coordinator = PersistentStoreCoordinator(managedObjectModel: version)

@@ -21,7 +21,10 @@ final class ObjectGraphCLITests: ObjectGraphTestCase {
     static var wibosco: URL { fixturesURL.appendingPathComponent("CoreData/wibosco-migration-example") }
     var model: String { Self.wibosco.appendingPathComponent("CoreDataMigration_Example.xcdatamodeld").path }
 
-    func run(_ arguments: String...) throws -> Run {
+    func run(_ arguments: String...) throws -> Run { try Self.run(arguments, in: directory) }
+
+    /// Runs the built `objectgraph` with `arguments` in `directory`.
+    static func run(_ arguments: [String], in directory: URL) throws -> Run {
         let process = Process()
         process.executableURL = Self.binary
         process.arguments = arguments

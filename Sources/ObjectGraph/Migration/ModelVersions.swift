@@ -123,9 +123,10 @@ public final class ModelVersions {
     /// The version a store was made with, found by what the store holds (never by Apple's
     /// version hashes): for a store ObjectGraph wrote, the recorded persisted shape of each
     /// entity; for any other store, its tables and columns (see ``StoreShape``). Among several
-    /// versions that fit, the one the store's metadata names wins, else the newest.
+    /// versions that fit, the one the store's metadata names wins.
     ///
     /// - returns: nil when no version fits.
+    /// - throws: ``ObjectGraphError`` 134100 when several fit and the metadata names none.
     /// - note: reading a store in WAL mode makes SQLite create its `-wal` and `-shm` files beside it.
     public func sourceVersion(ofStoreAt url: URL, configuration: String? = nil) throws -> ManagedObjectModel? {
         try StoreMetadataReader.reading(url) { db in
@@ -149,7 +150,7 @@ public final class ModelVersions {
             let shape = try StoreShape(db, schema: schema)
             fitting = versions.filter { shape.differences(from: $0, configuration: configuration).isEmpty }
         }
-        return fitting.last { recordedNames.contains($0.versionIdentifier) } ?? fitting.last
+        return try StoreShape.versionThatMade(among: fitting, recorded: recordedNames)
     }
 }
 

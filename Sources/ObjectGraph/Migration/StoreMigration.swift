@@ -47,6 +47,7 @@ final class StoreMigration {
     /// Runs the plan; returns the store's new metadata.
     func run(metadata: [String: Any], allowsLoss: Bool) throws -> [String: Any] {
         try readOldStore()
+        try StoreShape(db, schema: schema).requireEveryTableRead(oldTables, storeName: report.storeName)
         try checkBeforeWriting()
         guard allowsLoss || report.dropped.isEmpty else {
             throw ObjectGraphError(
@@ -81,6 +82,7 @@ final class StoreMigration {
         try copyRows()
         try convertValues()
         try writeLinks()
+        try carryOrders()
         try runCustomSteps()
         try fillEntityColumns()
         try writePrimaryKeys()
@@ -597,6 +599,53 @@ final class StoreMigration {
                 }
             }
         }
+    }
+
+    /// Carries the order of each ordered relationship that was ordered in the old version too
+    /// (its `Z_FOK_` values, read from the old tables set aside); one that becomes ordered
+    /// starts in key order.
+    private func carryOrders() throws {
+        for mapping in plan.mappings {
+            for relationship in mapping.destination.declaredRelationships where relationship.isOrdered {
+                guard let old = mapping.relationships[relationship.name], old.isOrdered,
+                      let oldTarget = source.entity(named: old.destinationEntityName),
+                      let (oldPlace, newPlace) = orderPlaces(of: old, relationship, mapping)
+                else { continue }
+                let ownerOffset = offsets[mapping.source.rootEntity.name] ?? 0
+                let memberOffset = offsets[oldTarget.rootEntity.name] ?? 0
+                let rows = try Row.fetchAll(
+                    db,
+                    sql: "SELECT j.\(oldPlace.owner), j.\(oldPlace.member), j.\(oldPlace.order) "
+                        + "FROM \(oldPlace.table) j "
+                        + "JOIN \(aside(mapping.source.tableName)) o ON o.Z_PK = j.\(oldPlace.owner) "
+                        + "WHERE o.Z_ENT = ? AND j.\(oldPlace.order) IS NOT NULL",
+                    arguments: [mapping.source.entityNumber])
+                let update = "UPDATE \(newPlace.table) SET \(newPlace.order) = ? WHERE \(newPlace.owner) = ? "
+                    + "AND \(newPlace.member) = ?"
+                for row in rows {
+                    let place = "\(mapping.source.name).\(old.name)"
+                    guard let owner = try integer(row[0], oldPlace.owner, of: place, row: nil),
+                          let member = try integer(row[1], oldPlace.member, of: place, row: owner),
+                          let order = try integer(row[2], oldPlace.order, of: place, row: owner) else { continue }
+                    try db.execute(sql: update, arguments: [order, owner + ownerOffset, member + memberOffset])
+                }
+            }
+        }
+    }
+
+    /// Where an ordered relationship keeps its order in the old tables (set aside) and in the
+    /// new ones; nil when the two versions store it differently (a join table in one, a key in
+    /// the other) or the old table was not read.
+    private func orderPlaces(
+        of old: RelationshipDescription, _ new: RelationshipDescription, _ mapping: MigrationPlan.EntityMapping
+    ) -> (old: SQLiteSchema.OrderPlace, new: SQLiteSchema.OrderPlace)? {
+        guard SQLiteSchema.usesJoinTable(old, in: source) == SQLiteSchema.usesJoinTable(new, in: destination),
+              var oldPlace = SQLiteSchema.orderPlace(of: old, of: mapping.source, in: source),
+              var newPlace = SQLiteSchema.orderPlace(of: new, of: mapping.destination, in: destination),
+              oldTables.contains(oldPlace.table) else { return nil }
+        oldPlace.table = aside(oldPlace.table)
+        newPlace.table = qualified(newPlace.table)
+        return (oldPlace, newPlace)
     }
 
     /// Sets the `Z<n>_<REL>` entity columns from the rows their relationships point to.
