@@ -412,7 +412,8 @@ public final class RowAuthentication: StoreWriteObserver {
         var columnsByTable: [StoredTable: [String]] = [:]
         var changedBuckets: [String: Set<Int>] = [:]
         for row in rows {
-            guard let store = store(row.storeIdentifier), var record = records[row.storeIdentifier] else { continue }
+            // Changed in place: a copy of a record holds every bucket, and this runs for every row.
+            guard let store = store(row.storeIdentifier), records[row.storeIdentifier] != nil else { continue }
             let tags = try tagTables[row.storeIdentifier]
                 ?? transaction.qualified(tables.tags, storeIdentifier: row.storeIdentifier)
             tagTables[row.storeIdentifier] = tags
@@ -420,20 +421,19 @@ public final class RowAuthentication: StoreWriteObserver {
             let columns = try columnsByTable[tableKey] ?? columns(of: row.table, store: store, in: transaction)
             columnsByTable[tableKey] = columns
             if let old = try recorded(row, in: transaction) {
-                record.remove(old)
+                records[row.storeIdentifier]?.remove(old)
                 changedBuckets[store.identifier, default: []].insert(old.bucket)
             }
             if let new = try current(row, store: store, columns: columns, in: transaction) {
                 try transaction.execute(
                     "INSERT OR REPLACE INTO \(tags) (ZTABLE, ZPK, ZBUCKET, ZTAG) VALUES (?, ?, ?, ?)",
                     [.text(row.table), .integer(row.primaryKey), .integer(Int64(new.bucket)), .blob(Data(new.tag))])
-                record.add(new)
+                records[row.storeIdentifier]?.add(new)
                 changedBuckets[store.identifier, default: []].insert(new.bucket)
             } else {
                 try transaction.execute(
                     "DELETE FROM \(tags) WHERE ZTABLE = ? AND ZPK = ?", [.text(row.table), .integer(row.primaryKey)])
             }
-            records[row.storeIdentifier] = record
         }
         try advanceGenerations(records, changedBuckets: changedBuckets, in: transaction)
     }
