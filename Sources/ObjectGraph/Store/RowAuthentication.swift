@@ -301,8 +301,8 @@ public final class RowAuthentication: StoreWriteObserver {
     func record(of store: Store, in transaction: StoreTransaction) throws -> Record? {
         let schema = try transaction.qualified("sqlite_master", storeIdentifier: store.identifier)
             .dropLast("sqlite_master".count)
-        let version = try transaction.rows("PRAGMA \(schema)data_version").first.map { $0 } ?? []
-            + (transaction.rows("SELECT total_changes()").first ?? [])
+        let version = (try transaction.rows("PRAGMA \(schema)data_version").first ?? [])
+            + (try transaction.rows("SELECT total_changes()").first ?? [])
         let numbers = version.compactMap { cell -> Int64? in
             if case .integer(let number) = cell { return number }
             return nil
@@ -714,13 +714,16 @@ public final class RowAuthentication: StoreWriteObserver {
                     tag: try self.tag(store: store, table: table, columns: columns, cells: cells),
                     bucket: self.bucket(of: table, primaryKey: key, columns: columns, cells: cells, store: store))
                 let recordedRow = unseen.removeValue(forKey: key)
-                let row = StoredRowKey(storeIdentifier: store.identifier, table: table, primaryKey: key)
-                if recordedRow != nil { check.tagged.insert(row) }
-                let matches = lookups.contains {
-                    $0.table == table && $0.bucket == current.bucket
-                        && columns.firstIndex(of: $0.column).map { cells[$0] } == $0.value
+                // What one read showed is matched against its buckets; a whole check needs neither set.
+                if numbers != nil {
+                    let row = StoredRowKey(storeIdentifier: store.identifier, table: table, primaryKey: key)
+                    if recordedRow != nil { check.tagged.insert(row) }
+                    let matches = lookups.contains {
+                        $0.table == table && $0.bucket == current.bucket
+                            && columns.firstIndex(of: $0.column).map { cells[$0] } == $0.value
+                    }
+                    if matches { check.matched.insert(row) }
                 }
-                if matches { check.matched.insert(row) }
                 if let problem = Self.mismatch(current: current, recorded: recordedRow) {
                     check.problems.append(
                         IntegrityProblem(store: store.displayName, entity: entity, primaryKey: key, message: problem))
