@@ -128,6 +128,8 @@ extension Vault {
         report.filesRead = log.read
 
         var merge = SyncMerge(state: state, report: report)
+        // The clocks are read only to merge what came (local changes read them as they come).
+        if !log.files.isEmpty || snapshotFile != nil { try merge.state.readClocks() }
         if clone != nil { merge.state.token = try Self.wrapErrors { try coordinator.currentPersistentHistoryToken() } }
         try Self.wrapErrors { try collectLocalChanges(&merge, everything: everything) }
         // Nothing sent or received: no item is read (sync with nothing to do stays quick).
