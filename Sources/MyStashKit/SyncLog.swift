@@ -164,6 +164,9 @@ struct SyncState: Codable {
         var sequence: UInt64
         /// SHA-256 of the file, hex.
         var hash: String
+        /// The remote's name for the file's contents when it was read (``RemoteListing/versions``):
+        /// while the remote still names it so, it need not be read again to check it.
+        var version: String?
     }
 
     /// This device's random identity, 32 hex digits.
