@@ -104,6 +104,44 @@ struct SyncPayload: Codable {
     var keySlot: KeySlotRecord?
 }
 
+extension SyncPayload {
+    func json() throws -> [UInt8] {
+        var rest = self
+        rest.changes = []
+        return try jsonSplicing(rest, key: "changes", elements: changes)
+    }
+}
+
+extension SyncSnapshot {
+    func json() throws -> [UInt8] {
+        var rest = self
+        rest.items = []
+        return try jsonSplicing(rest, key: "items", elements: items)
+    }
+}
+
+/// `value` as JSON (keys sorted) with `elements` as the array under its top-level `key`, which
+/// `value` holds empty: each element encoded alone, since encoding a whole first sync at once
+/// builds a tree of every value of the vault before writing a byte.
+private func jsonSplicing<Value: Encodable, Element: Encodable>(_ value: Value, key: String, elements: [Element])
+    throws -> [UInt8] {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = .sortedKeys
+    let whole = [UInt8](try encoder.encode(value))
+    // A quote inside a string is escaped, so only the key itself reads `"key":[]`.
+    let empty = Array("\"\(key)\":[]".utf8)
+    guard let start = whole.indices.first(where: { whole[$0...].starts(with: empty) }) else {
+        preconditionFailure("'\(key)' is not an empty array at the top of the value")
+    }
+    var json = Array(whole[..<(start + empty.count - 1)])
+    for (index, element) in elements.enumerated() {
+        if index > 0 { json.append(UInt8(ascii: ",")) }
+        json += try encoder.encode(element)
+    }
+    json += whole[(start + empty.count - 1)...]
+    return json
+}
+
 /// What a snapshot carries: every item with its fields' clocks, and where each device's log
 /// stood when it was made (SYNC.md, "Snapshot").
 struct SyncSnapshot: Codable {

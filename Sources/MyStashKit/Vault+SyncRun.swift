@@ -147,14 +147,12 @@ extension Vault {
                 newFiles[SyncLayout.keySlotPath] = Array(Data(base64Encoded: slotRecord.slot) ?? Data())
             }
             let payload = SyncPayload(deviceName: merge.state.deviceName, changes: changes, keySlot: slotRecord)
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = .sortedKeys
             let head = merge.state.heads[merge.me]
             let previous = head.flatMap { hexBytes($0.hash) } ?? [UInt8](repeating: 0, count: 32)
             let header = SyncLogHeader(device: hexBytes(merge.me) ?? [], sequence: (head?.sequence ?? 0) + 1,
                                        previousHash: previous)
             let file = try Self.wrapErrors {
-                try SyncLogFile.seal(Array(try encoder.encode(payload)), header: header, logKey: logKey)
+                try SyncLogFile.seal(try payload.json(), header: header, logKey: logKey)
             }
             newFiles[SyncLayout.logPath(device: merge.me, sequence: header.sequence)] = file
             merge.state.heads[merge.me] = .init(sequence: header.sequence,
@@ -165,7 +163,7 @@ extension Vault {
                 let covered = merge.state.heads.values.reduce(0) { $0 + Int(clamping: $1.sequence) }
                 let path = SyncLayout.snapshotPath(device: merge.me, sequence: header.sequence, covered: covered)
                 newFiles[path] = try Self.wrapErrors {
-                    try SyncLogFile.seal(Array(try encoder.encode(snapshot)), header: SyncLogHeader(
+                    try SyncLogFile.seal(try snapshot.json(), header: SyncLogHeader(
                         device: header.device, sequence: header.sequence, previousHash: try SHA256Digest.hash(file)),
                                          logKey: logKey)
                 }
