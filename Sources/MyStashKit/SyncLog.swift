@@ -355,9 +355,13 @@ struct SyncClocks: Codable {
     init(stored bytes: [UInt8]) throws {
         try bytes.withUnsafeBytes { buffer in
             var reader = SSHReader(buffer)
-            func names() throws -> [String] {
-                try (0..<min(Int(try reader.uint32()), reader.remaining)).map { _ in try reader.text() }
+            // Each element takes a byte at least: a count beyond what is left is a lie.
+            func count() throws -> Int {
+                let count = Int(try reader.uint32())
+                guard count <= reader.remaining else { throw SSHFormatError("a count goes past its end") }
+                return count
             }
+            func names() throws -> [String] { try (0..<count()).map { _ in try reader.text() } }
             let devices = try names()
             let keys = try names()
             func name(_ table: [String]) throws -> String {
@@ -370,16 +374,16 @@ struct SyncClocks: Codable {
                 return HybridClock(milliseconds: Int64(bitPattern: milliseconds), counter: try reader.uint32(),
                                    device: try name(devices))
             }
-            for _ in 0..<min(Int(try reader.uint32()), reader.remaining) {
+            for _ in 0..<(try count()) {
                 let id = try reader.text()
                 var clocks: [String: HybridClock] = [:]
-                for _ in 0..<min(Int(try reader.uint32()), reader.remaining) {
+                for _ in 0..<(try count()) {
                     let key = try name(keys)
                     clocks[key] = try clock()
                 }
                 fields[id] = clocks
             }
-            for _ in 0..<min(Int(try reader.uint32()), reader.remaining) {
+            for _ in 0..<(try count()) {
                 let id = try reader.text()
                 deleted[id] = try clock()
             }
