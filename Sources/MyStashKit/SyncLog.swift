@@ -104,6 +104,44 @@ struct SyncPayload: Codable {
     var keySlot: KeySlotRecord?
 }
 
+extension SyncPayload {
+    func json() throws -> [UInt8] {
+        var rest = self
+        rest.changes = []
+        return try jsonSplicing(rest, key: "changes", elements: changes)
+    }
+}
+
+extension SyncSnapshot {
+    func json() throws -> [UInt8] {
+        var rest = self
+        rest.items = []
+        return try jsonSplicing(rest, key: "items", elements: items)
+    }
+}
+
+/// `value` as JSON (keys sorted) with `elements` as the array under its top-level `key`, which
+/// `value` holds empty: each element encoded alone, since encoding a whole first sync at once
+/// builds a tree of every value of the vault before writing a byte.
+private func jsonSplicing<Value: Encodable, Element: Encodable>(_ value: Value, key: String, elements: [Element])
+    throws -> [UInt8] {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = .sortedKeys
+    let whole = [UInt8](try encoder.encode(value))
+    // A quote inside a string is escaped, so only the key itself reads `"key":[]`.
+    let empty = Array("\"\(key)\":[]".utf8)
+    guard let start = whole.indices.first(where: { whole[$0...].starts(with: empty) }) else {
+        preconditionFailure("'\(key)' is not an empty array at the top of the value")
+    }
+    var json = Array(whole[..<(start + empty.count - 1)])
+    for (index, element) in elements.enumerated() {
+        if index > 0 { json.append(UInt8(ascii: ",")) }
+        json += try encoder.encode(element)
+    }
+    json += whole[(start + empty.count - 1)...]
+    return json
+}
+
 /// What a snapshot carries: every item with its fields' clocks, and where each device's log
 /// stood when it was made (SYNC.md, "Snapshot").
 struct SyncSnapshot: Codable {
@@ -155,11 +193,18 @@ struct SyncFieldValue: Codable {
 
 /// This machine's sync bookkeeping, kept in the vault (SyncState row) and saved in the same
 /// transaction as the changes a sync applies.
+///
+/// The clocks of every field and delete grow with the vault (a dozen per item) and a sync with
+/// nothing to send or receive never needs them: they are stored apart from the rest
+/// (``stored()``) and read only when a sync has something to merge (``readClocks()``).
 struct SyncState: Codable {
     struct Head: Codable, Equatable {
         var sequence: UInt64
         /// SHA-256 of the file, hex.
         var hash: String
+        /// The remote's name for the file's contents when it was read (``RemoteListing/versions``):
+        /// while the remote still names it so, it need not be read again to check it.
+        var version: String?
     }
 
     /// This device's random identity, 32 hex digits.
@@ -170,10 +215,6 @@ struct SyncState: Codable {
     var token: PersistentHistoryToken?
     /// The latest clock reading this device made or received.
     var clock: HybridClock?
-    /// Item identity → field → clock of its current value.
-    var fields: [String: [String: HybridClock]] = [:]
-    /// Items deleted: identity → clock of the delete.
-    var deleted: [String: HybridClock] = [:]
     /// The last file of each device's log this device has read or written.
     var heads: [String: Head] = [:]
     /// The key slot this device published or adopted last, base64, with its clock.
@@ -182,8 +223,173 @@ struct SyncState: Codable {
     /// The other devices' names, as their files last gave them.
     var deviceNames: [String: String]?
 
+    private var clocks = SyncClocks()
+    /// The stored clocks while they are not read yet.
+    private var unreadClocks: [UInt8]?
+
+    private enum CodingKeys: String, CodingKey {
+        case device, deviceName, remote, token, clock, heads, keySlot, keySlotClock, deviceNames
+    }
+
+    init(device: String, deviceName: String, remote: String? = nil) {
+        self.device = device
+        self.deviceName = deviceName
+        self.remote = remote
+    }
+
+    /// Item identity → field → clock of its current value.
+    var fields: [String: [String: HybridClock]] {
+        get { readClocksFirst(); return clocks.fields }
+        _modify { readClocksFirst(); yield &clocks.fields }
+    }
+
+    /// Items deleted: identity → clock of the delete.
+    var deleted: [String: HybridClock] {
+        get { readClocksFirst(); return clocks.deleted }
+        _modify { readClocksFirst(); yield &clocks.deleted }
+    }
+
+    private func readClocksFirst() {
+        precondition(unreadClocks == nil, "the sync state's clocks are used before readClocks()")
+    }
+
+    /// Reads the stored clocks, before a sync merges or sends anything.
+    mutating func readClocks() throws {
+        guard let bytes = unreadClocks else { return }
+        do {
+            clocks = try SyncClocks(stored: bytes)
+        } catch {
+            throw Vault.damagedSyncState()
+        }
+        unreadClocks = nil
+    }
+
     /// The latest clock of any field of an item.
     func latestClock(of id: String) -> HybridClock? { fields[id]?.values.max() }
+
+    // MARK: - Stored form
+
+    private static let storedVersion: UInt8 = 2
+
+    /// `2 || u32be(length) || the rest as JSON || the clocks` (``SyncClocks``); the clocks not
+    /// read are written back as they were.
+    func stored() throws -> Data {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        var writer = SSHWriter()
+        writer.byte(Self.storedVersion)
+        writer.string(try encoder.encode(self))
+        writer.raw(unreadClocks ?? clocks.stored())
+        return Data(writer.bytes)
+    }
+
+    /// The state as ``stored()`` wrote it, its clocks not read yet; or the whole state as JSON,
+    /// as the first release of sync stored it.
+    init(stored data: Data) throws {
+        guard data.first == Self.storedVersion else {
+            self = try JSONDecoder().decode(Self.self, from: data)
+            clocks = try JSONDecoder().decode(SyncClocks.self, from: data)
+            return
+        }
+        let bytes = [UInt8](data)
+        let (header, rest) = try bytes.withUnsafeBytes { buffer in
+            var reader = SSHReader(buffer)
+            _ = try reader.byte()
+            let header = Data(try reader.string())
+            return (header, Array(try reader.raw(reader.remaining)))
+        }
+        self = try JSONDecoder().decode(Self.self, from: header)
+        unreadClocks = rest
+    }
+}
+
+/// The clock of every synced field of every item, and of every delete.
+struct SyncClocks: Codable {
+    var fields: [String: [String: HybridClock]] = [:]
+    var deleted: [String: HybridClock] = [:]
+
+    init() {}
+
+    /// SSH's wire encoding (RFC 4251): the devices and the field names once each, then the
+    /// items (identity, then per field its name's and its clock's device's numbers), then
+    /// the deletes; a clock is milliseconds (two uint32), counter, device number.
+    func stored() -> [UInt8] {
+        var devices: [String: UInt32] = [:]
+        var keys: [String: UInt32] = [:]
+        var body = SSHWriter()
+        func number(_ name: String, in table: inout [String: UInt32]) -> UInt32 {
+            if let number = table[name] { return number }
+            table[name] = UInt32(table.count)
+            return UInt32(table.count - 1)
+        }
+        func write(_ clock: HybridClock) {
+            let milliseconds = UInt64(bitPattern: clock.milliseconds)
+            body.uint32(UInt32(milliseconds >> 32))
+            body.uint32(UInt32(milliseconds & 0xFFFF_FFFF))
+            body.uint32(clock.counter)
+            body.uint32(number(clock.device, in: &devices))
+        }
+        body.uint32(UInt32(fields.count))
+        for (id, clocks) in fields {
+            body.string(id)
+            body.uint32(UInt32(clocks.count))
+            for (key, clock) in clocks {
+                body.uint32(number(key, in: &keys))
+                write(clock)
+            }
+        }
+        body.uint32(UInt32(deleted.count))
+        for (id, clock) in deleted {
+            body.string(id)
+            write(clock)
+        }
+        var writer = SSHWriter()
+        for table in [devices, keys] {
+            writer.uint32(UInt32(table.count))
+            for (name, _) in table.sorted(by: { $0.value < $1.value }) { writer.string(name) }
+        }
+        writer.raw(body.bytes)
+        return writer.bytes
+    }
+
+    init(stored bytes: [UInt8]) throws {
+        try bytes.withUnsafeBytes { buffer in
+            var reader = SSHReader(buffer)
+            // Each element takes a byte at least: a count beyond what is left is a lie.
+            func count() throws -> Int {
+                let count = Int(try reader.uint32())
+                guard count <= reader.remaining else { throw SSHFormatError("a count goes past its end") }
+                return count
+            }
+            func names() throws -> [String] { try (0..<count()).map { _ in try reader.text() } }
+            let devices = try names()
+            let keys = try names()
+            func name(_ table: [String]) throws -> String {
+                let number = Int(try reader.uint32())
+                guard number < table.count else { throw SSHFormatError("a name's number is out of range") }
+                return table[number]
+            }
+            func clock() throws -> HybridClock {
+                let milliseconds = UInt64(try reader.uint32()) << 32 | UInt64(try reader.uint32())
+                return HybridClock(milliseconds: Int64(bitPattern: milliseconds), counter: try reader.uint32(),
+                                   device: try name(devices))
+            }
+            for _ in 0..<(try count()) {
+                let id = try reader.text()
+                var clocks: [String: HybridClock] = [:]
+                for _ in 0..<(try count()) {
+                    let key = try name(keys)
+                    clocks[key] = try clock()
+                }
+                fields[id] = clocks
+            }
+            for _ in 0..<(try count()) {
+                let id = try reader.text()
+                deleted[id] = try clock()
+            }
+            guard reader.isAtEnd else { throw SSHFormatError("bytes follow its end") }
+        }
+    }
 }
 
 /// What a sync did or, with `dryRun`, would do.

@@ -8,13 +8,20 @@ import Glibc
 protocol SyncRemote {
     /// The remote as the person named it.
     var location: String { get }
-    /// Brings the remote's current state; returns the paths of its files.
-    func fetch() throws -> Set<String>
+    /// Brings the remote's current state; returns its files.
+    func fetch() throws -> RemoteListing
     /// The contents of files `fetch` listed.
     func read(_ paths: [String]) throws -> [String: [UInt8]]
     /// Adds files on top of what `fetch` saw, all or none; false when the remote moved since
     /// (someone else published first: fetch, merge and try again).
     func publish(_ files: [String: [UInt8]]) throws -> Bool
+}
+
+/// The files of a remote, and for those a remote names by their contents (git's object ids),
+/// that name: a file whose name is the one remembered holds the bytes read before.
+struct RemoteListing {
+    var paths: Set<String> = []
+    var versions: [String: String] = [:]
 }
 
 /// Chooses the kind of remote `location` names: a folder that is not a git repository is a
@@ -95,14 +102,23 @@ struct GitRemote: SyncRemote {
         return String(decoding: result.output, as: UTF8.self).split(separator: "\t").first.map(String.init)
     }
 
-    func fetch() throws -> Set<String> {
+    func fetch() throws -> RemoteListing {
         guard try remoteHead() != nil else {
             _ = try? gitResult(["update-ref", "-d", Self.trackingRef])
-            return []
+            return RemoteListing()
         }
         try git(["fetch", "-q", "--no-tags", location, "+\(Self.branch):\(Self.trackingRef)"])
-        let listing = try git(["ls-tree", "-r", "-z", "--name-only", Self.trackingRef])
-        return Set(listing.split(separator: 0).map { String(decoding: $0, as: UTF8.self) })
+        // "<mode> <type> <object id>\t<path>", each ended by a zero byte.
+        var listing = RemoteListing()
+        for line in try git(["ls-tree", "-r", "-z", Self.trackingRef]).split(separator: 0) {
+            guard let tab = line.firstIndex(of: 9) else { continue }
+            let path = String(decoding: line[(tab + 1)...], as: UTF8.self)
+            listing.paths.insert(path)
+            if let object = line[..<tab].split(separator: 32).last {
+                listing.versions[path] = String(decoding: object, as: UTF8.self)
+            }
+        }
+        return listing
     }
 
     func read(_ paths: [String]) throws -> [String: [UInt8]] {
@@ -164,7 +180,7 @@ struct FolderRemote: SyncRemote {
     let folder: URL
     var location: String { folder.path }
 
-    func fetch() throws -> Set<String> {
+    func fetch() throws -> RemoteListing {
         guard let walker = FileManager.default.enumerator(atPath: folder.path) else {
             throw VaultError(.busy, "cannot read the sync folder '\(folder.path)'")
         }
@@ -178,7 +194,7 @@ struct FolderRemote: SyncRemote {
             }
             if (walker.fileAttributes?[.type] as? FileAttributeType) == .typeRegular { paths.insert(path) }
         }
-        return paths
+        return RemoteListing(paths: paths)
     }
 
     func read(_ paths: [String]) throws -> [String: [UInt8]] {

@@ -111,19 +111,21 @@ extension Vault {
     func loadSyncState() throws -> (row: SyncStateRow, state: SyncState, key: SecretBytes)? {
         guard let row = try context.fetch(FetchRequest<SyncStateRow>()).first else { return nil }
         try context.decodeValues(of: row)
-        guard let data = row["state"] as? Data, let state = try? JSONDecoder().decode(SyncState.self, from: data),
+        guard let data = row["state"] as? Data, let state = try? SyncState(stored: data),
               let encoded = row["key"] as? String, let key = Data(base64Encoded: encoded), key.count == 32 else {
-            throw VaultError(.invalidData, "the vault's sync state is damaged",
-                             hint: "clone the vault again from its remote with 'mystash clone'")
+            throw Self.damagedSyncState()
         }
         return (row, state, SecretBytes(copying: key))
     }
 
+    static func damagedSyncState() -> VaultError {
+        VaultError(.invalidData, "the vault's sync state is damaged",
+                   hint: "clone the vault again from its remote with 'mystash clone'")
+    }
+
     func storeSyncState(_ state: SyncState, key: SecretBytes, in row: SyncStateRow?) throws {
         let row = row ?? context.insert(SyncStateRow.self)
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = .sortedKeys
-        let encoded = try encoder.encode(state)
+        let encoded = try state.stored()
         // Unchanged, it is not written: a sync with nothing to do writes nothing.
         if row["state"] as? Data != encoded { row["state"] = encoded }
         let key = key.withUnsafeBytes { Data($0).base64EncodedString() }

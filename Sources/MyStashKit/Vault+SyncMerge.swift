@@ -65,6 +65,7 @@ extension Vault {
         for transaction in try context.fetchHistory(after: merge.state.token) {
             merge.state.token = transaction.token
             guard transaction.author != Self.syncAuthor, transaction.author != Self.rekeyAuthor else { continue }
+            try merge.state.readClocks()
             let clock = merge.tick(transaction.timestamp)
             for change in transaction.changes {
                 let entity = change.changedObjectID.entityName

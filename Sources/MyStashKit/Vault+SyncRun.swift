@@ -78,7 +78,8 @@ extension Vault {
                              hint: "name one: mystash sync --remote URL (a git repository or a folder)")
         }
         let store = try makeSyncRemote(location, cache: directory.appendingPathComponent(Self.syncCacheName))
-        let paths = try store.fetch()
+        let listing = try store.fetch()
+        let paths = listing.paths
         // The remote was fetched while an unlock with concurrent verification checked the
         // vault: nothing of the vault is used before that check has passed.
         try awaitVerification()
@@ -124,10 +125,12 @@ extension Vault {
             state.deleted = snapshot.deleted
             snapshotFile = (snapshot.device, SyncPayload(deviceName: snapshot.deviceName, changes: snapshot.items))
         }
-        let log = try verifiedLog(paths: paths, store: store, state: state, logKey: logKey)
+        let log = try verifiedLog(listing, store: store, state: state, logKey: logKey)
         report.filesRead = log.read
 
         var merge = SyncMerge(state: state, report: report)
+        // The clocks are read only to merge what came (local changes read them as they come).
+        if !log.files.isEmpty || snapshotFile != nil { try merge.state.readClocks() }
         if clone != nil { merge.state.token = try Self.wrapErrors { try coordinator.currentPersistentHistoryToken() } }
         try Self.wrapErrors { try collectLocalChanges(&merge, everything: everything) }
         // Nothing sent or received: no item is read (sync with nothing to do stays quick).
@@ -144,14 +147,12 @@ extension Vault {
                 newFiles[SyncLayout.keySlotPath] = Array(Data(base64Encoded: slotRecord.slot) ?? Data())
             }
             let payload = SyncPayload(deviceName: merge.state.deviceName, changes: changes, keySlot: slotRecord)
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = .sortedKeys
             let head = merge.state.heads[merge.me]
             let previous = head.flatMap { hexBytes($0.hash) } ?? [UInt8](repeating: 0, count: 32)
             let header = SyncLogHeader(device: hexBytes(merge.me) ?? [], sequence: (head?.sequence ?? 0) + 1,
                                        previousHash: previous)
             let file = try Self.wrapErrors {
-                try SyncLogFile.seal(Array(try encoder.encode(payload)), header: header, logKey: logKey)
+                try SyncLogFile.seal(try payload.json(), header: header, logKey: logKey)
             }
             newFiles[SyncLayout.logPath(device: merge.me, sequence: header.sequence)] = file
             merge.state.heads[merge.me] = .init(sequence: header.sequence,
@@ -162,7 +163,7 @@ extension Vault {
                 let covered = merge.state.heads.values.reduce(0) { $0 + Int(clamping: $1.sequence) }
                 let path = SyncLayout.snapshotPath(device: merge.me, sequence: header.sequence, covered: covered)
                 newFiles[path] = try Self.wrapErrors {
-                    try SyncLogFile.seal(Array(try encoder.encode(snapshot)), header: SyncLogHeader(
+                    try SyncLogFile.seal(try snapshot.json(), header: SyncLogHeader(
                         device: header.device, sequence: header.sequence, previousHash: try SHA256Digest.hash(file)),
                                          logKey: logKey)
                 }
@@ -187,14 +188,14 @@ extension Vault {
     ///
     /// - throws: ``VaultError`` `.invalidData` naming the first file that is missing, out of
     ///   place, changed or forged.
-    func verifiedLog(paths: Set<String>, store: SyncRemote, state: SyncState, logKey: SecretBytes) throws
+    func verifiedLog(_ listing: RemoteListing, store: SyncRemote, state: SyncState, logKey: SecretBytes) throws
         -> VerifiedLog {
         func refuse(_ path: String, _ problem: String) -> VaultError {
             VaultError(.invalidData, "the sync remote was tampered with: \(path) \(problem); nothing was applied",
                        hint: "restore the remote from a backup; until then this machine neither sends nor receives")
         }
         var sequences: [String: [UInt64]] = [:]
-        for path in paths where path.hasPrefix(SyncLayout.logFolder) {
+        for path in listing.paths where path.hasPrefix(SyncLayout.logFolder) {
             guard let (device, sequence) = SyncLayout.parseLogPath(path) else {
                 throw refuse(path, "is not a log file name")
             }
@@ -211,8 +212,12 @@ extension Vault {
             for (position, sequence) in sorted.enumerated() where sequence != UInt64(position + 1) {
                 throw refuse(SyncLayout.logPath(device: device, sequence: UInt64(position + 1)), "is missing (dropped)")
             }
-            let seen = state.heads[device]?.sequence ?? 0
-            toRead += sorted.filter { $0 >= max(seen, 1) }.map { SyncLayout.logPath(device: device, sequence: $0) }
+            // A head the remote still names as it did is unchanged: only the files after it are read.
+            let head = state.heads[device]
+            let unchanged = head.map { $0.version != nil && listing.versions[SyncLayout.logPath(
+                device: device, sequence: $0.sequence)] == $0.version } ?? false
+            let first = (head?.sequence ?? 0) + (unchanged ? 1 : 0)
+            toRead += sorted.filter { $0 >= max(first, 1) }.map { SyncLayout.logPath(device: device, sequence: $0) }
         }
         let contents = try store.read(toRead)
         var opened: [(device: String, sequence: UInt64, payload: SyncPayload)] = []
@@ -221,8 +226,13 @@ extension Vault {
             let seen = state.heads[device]
             if let seen {
                 let path = SyncLayout.logPath(device: device, sequence: seen.sequence)
-                guard let bytes = contents[path], let hash = try? SHA256Digest.hash(bytes), hexString(hash) == seen.hash
-                else { throw refuse(path, "was changed after this machine read it") }
+                if let bytes = contents[path] {
+                    guard let hash = try? SHA256Digest.hash(bytes), hexString(hash) == seen.hash else {
+                        throw refuse(path, "was changed after this machine read it")
+                    }
+                    log.heads[device]?.version = listing.versions[path]
+                }
+                guard let hash = hexBytes(seen.hash), hash.count == 32 else { throw Self.damagedSyncState() }
                 previous = hash
             }
             for sequence in list.sorted() where sequence > (seen?.sequence ?? 0) {
@@ -247,7 +257,8 @@ extension Vault {
                 }
                 previous = try Self.wrapErrors { try SHA256Digest.hash(bytes) }
                 opened.append((device, sequence, payload))
-                log.heads[device] = .init(sequence: sequence, hash: hexString(previous))
+                log.heads[device] = .init(sequence: sequence, hash: hexString(previous),
+                                          version: listing.versions[path])
                 log.read += 1
             }
         }
@@ -336,7 +347,9 @@ extension Vault {
             items.append(SyncChange(entity: entity, id: id, kind: .put, fields: fields,
                                     history: history?.isEmpty == false ? history : nil))
         }
-        return SyncSnapshot(deviceName: state.deviceName, heads: state.heads, deleted: state.deleted, items: items,
+        // The remote's names for the files are this machine's knowledge, not the log's.
+        let heads = state.heads.mapValues { SyncState.Head(sequence: $0.sequence, hash: $0.hash) }
+        return SyncSnapshot(deviceName: state.deviceName, heads: heads, deleted: state.deleted, items: items,
                             device: state.device)
     }
 
@@ -377,7 +390,7 @@ extension Vault {
         defer { try? fileManager.removeItem(at: aside) }
         let cache = aside.appendingPathComponent(syncCacheName)
         let store = try makeSyncRemote(location, cache: cache)
-        let paths = try store.fetch()
+        let paths = try store.fetch().paths
         guard paths.contains(SyncLayout.markerPath), paths.contains(SyncLayout.keySlotPath) else {
             throw VaultError(.invalidData, "'\(location)' is not a mystash sync remote "
                                 + "(it has no \(SyncLayout.markerPath) or \(SyncLayout.keySlotPath))",

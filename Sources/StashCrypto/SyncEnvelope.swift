@@ -29,9 +29,15 @@ public enum SyncLogFile {
         guard header.device.count == 16, header.previousHash.count == 32 else {
             throw StashCryptoError(.invalidInput, "sync log header needs a 16-byte device and a 32-byte hash")
         }
-        let secret = SecretBytes(copying: payload, lockingMemory: false)
-        let box = try AES256GCM.seal(secret, key: logKey, associatedData: header.bytes)
-        return header.bytes + box.nonce + box.ciphertext + box.tag
+        // Sealed in place: a copy to clear afterwards leaves the caller's bytes as they are and doubles
+        // what a first sync holds (tens of MB).
+        let box = try AES256GCM.seal(payload, key: logKey, associatedData: header.bytes)
+        var file = header.bytes
+        file.reserveCapacity(file.count + box.nonce.count + box.ciphertext.count + box.tag.count)
+        file += box.nonce
+        file += box.ciphertext
+        file += box.tag
+        return file
     }
 
     /// The header, read without the key: enough to check the file's place before opening it.

@@ -38,6 +38,15 @@ extension StashBench {
                     return size
                 } })
         var vaultSizes: [Int]?
+        @Option(help: ArgumentHelp("Comma-separated transaction counts for sync.cloneHistory (default "
+                                    + "10000,100000; 1000,10000 with --quick).", valueName: "counts"),
+                transform: { text in try text.split(separator: ",").map { part in
+                    guard let count = Int(part), count >= 100 else {
+                        throw ValidationError("'\(part)' is not a transaction count of 100 or more")
+                    }
+                    return count
+                } })
+        var syncHistory: [Int]?
 
         static func sizeLabel(_ size: Int) -> String { size % 1000 == 0 ? "\(size / 1000)k" : "\(size)" }
 
@@ -51,7 +60,9 @@ extension StashBench {
             "vault.unlock", "browse.firstPaint", "browse.keystroke", "browse.externalChange",
         ]
 
-        static var allCaseNames: [String] { libraryCaseNames + RelationshipCases.names + vaultCaseNames }
+        static var allCaseNames: [String] {
+            libraryCaseNames + RelationshipCases.names + vaultCaseNames + SyncBench.names
+        }
 
         func validate() throws {
             if let repeats, repeats < 1 { throw ValidationError("--repeats must be at least 1") }
@@ -134,6 +145,28 @@ extension StashBench {
                     }
                 }
                 try? FileManager.default.removeItem(at: work.appendingPathComponent("vault-cases"))
+            }
+
+            if SyncBench.names.contains(where: selected) {
+                let mystash = URL(fileURLWithPath: StashBench.executable).deletingLastPathComponent()
+                    .appendingPathComponent("mystash").path
+                var smaller: [String: Double] = [:]
+                for size in vaultSizes ?? (quick ? [500, 5_000] : [10_000, 100_000]) {
+                    let syncWork = work.appendingPathComponent("sync-cases-\(size)")
+                    try FileManager.default.createDirectory(at: syncWork, withIntermediateDirectories: true)
+                    var bench = SyncBench(work: syncWork, size: size, repeats: repeats, mystash: mystash,
+                                          histories: syncHistory ?? (quick ? [1_000, 10_000] : [10_000, 100_000]))
+                    try bench.run(selected: selected)
+                    for var row in bench.results {
+                        if !row.name.hasPrefix("sync.cloneHistory") {
+                            row.slope = smaller[row.name].map { row.ours_s / $0 }
+                            smaller[row.name] = row.ours_s
+                        }
+                        row.name += " \(Self.sizeLabel(size))"
+                        results.append(row)
+                    }
+                    try? FileManager.default.removeItem(at: syncWork)
+                }
             }
             try report(results, repeats: repeats)
         }

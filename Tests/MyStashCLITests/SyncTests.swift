@@ -1,4 +1,5 @@
 import Foundation
+import MyStashKit
 import XCTest
 
 /// `mystash sync` and `mystash clone`: two machines (two HOMEs) against one bare git repository.
@@ -611,5 +612,76 @@ final class SyncTests: CLITestCase {
         XCTAssertEqual(other.status, 65)
         XCTAssertTrue(other.stderr.contains("holds the sync log of another vault"), other.stderr)
         XCTAssertTrue(other.stderr.contains("mystash clone"), other.stderr)
+    }
+
+    // MARK: - Over ssh
+
+    /// A and B reach the bare repository only through a local sshd, as `user@localhost:/path`.
+    func testARemoteOverSSHSyncsAndClonesAndARefusedKeyChangesNothing() throws {
+        for tool in ["ssh", "ssh-keygen"] where ChildProcess.find(tool) == nil {
+            throw XCTSkip("\(tool) is not installed (CI installs openssh-client)")
+        }
+        guard FileManager.default.isExecutableFile(atPath: "/usr/sbin/sshd") else {
+            throw XCTSkip("sshd is not installed (CI installs openssh-server)")
+        }
+        let sshd = try LocalSSHD(home: home)
+        defer { sshd.stop() }
+        let identity = home.appendingPathComponent("id_sync").path
+        XCTAssertEqual(ChildProcess.execute(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "sync@test",
+                                             "-f", identity])?.status, 0)
+        let publicKey = try Data(contentsOf: URL(fileURLWithPath: identity + ".pub"))
+        try publicKey.write(to: sshd.authorizedKeys)
+        // git's ssh: this sshd's port and key, no prompt, nothing of the user's own ssh setup; the
+        // wrapper notes the environment each ssh got.
+        let seen = home.appendingPathComponent("ssh-environments")
+        let wrapper = home.appendingPathComponent("git-ssh")
+        try """
+            #!/bin/sh
+            env >> \(shellQuoted(seen.path))
+            exec ssh -F /dev/null -p \(sshd.port) -i \(shellQuoted(identity)) -o IdentitiesOnly=yes \\
+                -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BatchMode=yes -o LogLevel=ERROR "$@"
+
+            """.write(to: wrapper, atomically: false, encoding: .utf8)
+        XCTAssertEqual(chmod(wrapper.path, 0o700), 0)
+        let ssh = ["GIT_SSH": wrapper.path]
+        let user = String(cString: getpwuid(getuid()).pointee.pw_name)
+        let url = "\(user)@localhost:\(remote.path)"
+
+        try okA(["init", "--kdf-cost", "10"])
+        try okA(["password", "add", "Router", "--user", "admin"], stdin: "over-ssh-pw")
+        XCTAssertEqual(try okA(["sync", "--remote", url, "--device-name", "laptop"], environment: ssh).stdout,
+                       "Sent 1 change to \(url):\n  added entry 'Router'\n")
+        let clone = try okB(["clone", url, "--device-name", "desktop"], environment: ssh)
+        XCTAssertEqual(clone.stderr, "Created a vault at \(homeB.path)/.local/share/mystash from \(url) "
+                        + "(1 item from 1 log file).\n")
+        XCTAssertEqual(try okB(["password", "show", "Router", "--field", "password"]).stdout, "over-ssh-pw\n")
+        try okB(["password", "edit", "Router", "--user", "root"])
+        try okB(["sync"], environment: ssh)
+        XCTAssertEqual(try okA(["sync"], environment: ssh).stdout,
+                       "Received 1 change:\n  changed entry 'Router' (user ID) from desktop\n")
+        XCTAssertTrue(try okA(["password", "show", "Router"]).stdout.contains("root"))
+        XCTAssertEqual(try okA(["sync"], environment: ssh).stdout,
+                       "Nothing to send or receive: in step with \(url).\n")
+
+        // The key no longer authorized: the remote cannot be reached, nothing is sent or changed.
+        try Data().write(to: sshd.authorizedKeys)
+        let head = try git(["--git-dir", remote.path, "rev-parse", "main"])
+        try okA(["password", "edit", "Router", "--user", "nobody"])
+        let refused = try onA(["sync"], environment: ssh)
+        XCTAssertEqual(refused.status, 75, refused.stderr)
+        XCTAssertTrue(refused.stderr.contains("cannot reach the sync remote '\(url)'"), refused.stderr)
+        XCTAssertTrue(refused.stderr.contains("Permission denied"), refused.stderr)
+        XCTAssertEqual(try git(["--git-dir", remote.path, "rev-parse", "main"]), head)
+        // Authorized again, the edit made while it was refused goes out.
+        try publicKey.write(to: sshd.authorizedKeys)
+        try okA(["sync"], environment: ssh)
+        try okB(["sync"], environment: ssh)
+        XCTAssertTrue(try okB(["password", "show", "Router"]).stdout.contains("nobody"))
+        // Every sync and the clone went through ssh, which never saw the master password's variables.
+        let environments = try String(contentsOf: seen, encoding: .utf8)
+        XCTAssertGreaterThanOrEqual(environments.components(separatedBy: "GIT_SSH=").count - 1, 8)
+        for variable in ["MYSTASH_PASSWORD=", "MYSTASH_NEW_PASSWORD="] {
+            XCTAssertFalse(environments.contains(variable), "ssh was given \(variable)")
+        }
     }
 }
