@@ -67,6 +67,8 @@ struct ExportDocument: Codable {
         var favorite: Bool?
         var fields: [FieldInfo]?
         var history: [HistoryInfo]?
+        /// Files kept with the entry, their bytes base64 in mystash-json.
+        var attachments: [AttachedFile]?
         var createdAt: Date?
         var updatedAt: Date?
 
@@ -81,6 +83,12 @@ struct ExportDocument: Codable {
             self.createdAt = createdAt
             self.updatedAt = updatedAt
         }
+    }
+
+    /// An attachment as exports carry it: whole, in memory.
+    struct AttachedFile: Codable, Equatable {
+        var name: String
+        var data: Data
     }
 
     struct NoteItem: Codable {
@@ -187,7 +195,10 @@ extension Vault {
                 passwords: try entries.map { entry in
                     for field in entry.fields { try context.decodeValues(of: field) }
                     for item in entry.history { try context.decodeValues(of: item) }
-                    return Self.exportEntry(entry)
+                    var exported = Self.exportEntry(entry)
+                    let files = try entry.attachments.map { ExportDocument.AttachedFile(name: $0.name, data: try bytes(of: $0)) }
+                    exported.attachments = files.isEmpty ? nil : files
+                    return exported
                 })
         }
     }
@@ -269,6 +280,12 @@ extension Vault {
             let count = withHistory.reduce(0) { $0 + ($1.history?.count ?? 0) }
             leftOut.append("\(count) earlier password\(count == 1 ? "" : "s") of \(withHistory.count) "
                            + "entr\(withHistory.count == 1 ? "y" : "ies")")
+        }
+        let withAttachments = document.passwords.filter { !($0.attachments ?? []).isEmpty }
+        if !withAttachments.isEmpty {
+            let count = withAttachments.reduce(0) { $0 + ($1.attachments?.count ?? 0) }
+            leftOut.append("\(count) attachment\(count == 1 ? "" : "s") of \(withAttachments.count) "
+                           + "entr\(withAttachments.count == 1 ? "y" : "ies")")
         }
         return CSVExport(text: ([header] + rows).map(CSV.line).joined(separator: "\n") + "\n", leftOut: leftOut)
     }
@@ -419,13 +436,15 @@ extension Vault {
                 let key = Self.entryKey(item.name, item.userId, item.url)
                 let entry: PasswordEntry
                 var updated: (merged: EntryMerge, historyBefore: Int)?
+                var files = item.attachments ?? []
                 if let existing = existingEntries[key]?.first {
                     existingEntries[key]?.removeFirst()
                     for field in existing.fields { try context.decodeValues(of: field) }
                     for old in existing.history { try context.decodeValues(of: old) }
                     let vaultItem = Self.exportEntry(existing)
                     let merged = EntryMerge(vault: vaultItem, source: item, merge)
-                    if merged.changes.isEmpty && !Self.addsHistory(item, to: vaultItem) {
+                    files = try files.filter { try !holds($0, existing) }
+                    if merged.changes.isEmpty && !Self.addsHistory(item, to: vaultItem) && files.isEmpty {
                         report.skipped.append(
                             .init(kind: "entry", title: item.name, reason: "already in the vault, unchanged"))
                         continue
@@ -462,8 +481,10 @@ extension Vault {
                     throw VaultError(
                         .invalidData, "nothing was imported:", details: error.details.map { "\(title): \($0)" })
                 }
+                let attached = try files.map { try insertAttachment($0, to: entry) }
                 if let (merged, before) = updated {
                     var changes = merged.changes
+                    changes += attached.map { .init(field: "attachment", old: nil, new: "'\($0)'") }
                     let after = entry.history.count
                     // A new password moves the old one there: listed only when the source brought more.
                     let moved = merged.changes.contains { $0.field == "password" && $0.old != nil } ? 1 : 0
