@@ -204,12 +204,20 @@ extension Vault {
     // MARK: - Detaching
 
     /// Removes the attachment `name` (or `#ID`) of the entry `reference` names. The attachment
-    /// is hidden in one save, then its chunks go a few hundred per save: a crash part way leaves
-    /// it hidden, and the next attach finishes removing it.
+    /// is hidden in one save, then its chunks go 16 per save (what memory holds): a crash part
+    /// way leaves it hidden, and the next attach finishes removing it.
     public func detach(_ name: String, from reference: String) throws {
         let attachment = try findAttachment(name, of: reference)
         try change { attachment["complete"] = false }
         try removeChunks(of: attachment)
+    }
+
+    /// Removes every attachment of the entry with ID `id`, as ``detach(_:from:)`` does.
+    func removeAttachments(ofEntry id: Int64) throws {
+        let attachments = try findEntry("#\(id)").attachments
+        guard !attachments.isEmpty else { return }
+        try change { for attachment in attachments { attachment["complete"] = false } }
+        for attachment in attachments { try removeChunks(of: attachment) }
     }
 
     private func removeChunks(of attachment: Attachment) throws {
@@ -221,7 +229,7 @@ extension Vault {
                 else { return true }
                 var request = FetchRequest<AttachmentChunk>(predicate: try Predicate(format: "attachment == %@",
                                                                                      attachment))
-                request.fetchLimit = 256
+                request.fetchLimit = 16
                 request.propertiesToFetch = ["index"]
                 let chunks = try context.fetch(request)
                 for chunk in chunks { context.delete(chunk) }
