@@ -42,7 +42,7 @@ extension Vault {
         let name = name.trimmingCharacters(in: .whitespacesAndNewlines)
         var status = stat()
         if fstat(handle.fileDescriptor, &status) == 0, status.st_mode & S_IFMT == S_IFREG {
-            try refuseOverLimit(Int64(status.st_size), name: name)
+            try Self.refuseOverAttachmentLimit(Int64(status.st_size), name: name)
         }
         try removeIncompleteAttachments()
         let entry = try findEntry(reference)
@@ -59,7 +59,7 @@ extension Vault {
             while true {
                 let pieces = try readChunks(handle, upTo: Self.attachmentChunksPerSave)
                 size += pieces.reduce(0) { $0 + Int64($1.count) }
-                try refuseOverLimit(size, name: name)
+                try Self.refuseOverAttachmentLimit(size, name: name)
                 let last = pieces.count < Self.attachmentChunksPerSave
                 try change {
                     let attachment = try incompleteAttachment(attachmentKey)
@@ -102,7 +102,7 @@ extension Vault {
     /// - returns: the name it was given.
     func insertAttachment(_ file: ExportDocument.AttachedFile, to entry: PasswordEntry) throws -> String {
         let base = Self.attachmentName(file.name)
-        try refuseOverLimit(Int64(file.data.count), name: base)
+        try Self.refuseOverAttachmentLimit(Int64(file.data.count), name: base)
         let taken = Set((entry["attachments"] as? [ManagedObject] ?? []).compactMap { ($0 as? Attachment)?.name }
             .map { $0.lowercased() })
         var name = base
@@ -163,7 +163,7 @@ extension Vault {
         return pieces
     }
 
-    private func refuseOverLimit(_ size: Int64, name: String) throws {
+    static func refuseOverAttachmentLimit(_ size: Int64, name: String) throws {
         guard size > Self.attachmentSizeLimit else { return }
         throw VaultError(
             .invalidData,

@@ -5,6 +5,8 @@ import ObjectGraph
 public enum ImportFormat: String, CaseIterable, Sendable {
     case mystashJSON = "mystash-json"
     case bitwardenJSON = "bitwarden-json"
+    /// Bitwarden's ".zip (with attachments)": its JSON export and the attachments' files.
+    case bitwardenZIP = "bitwarden-zip"
     case keepassxcCSV = "keepassxc-csv"
     case keepassxcXML = "keepassxc-xml"
     /// A pass or gopass password-store directory, decrypted with gpg.
@@ -326,7 +328,9 @@ extension Vault {
     }
 
     static func read(_ file: Data, format: ImportFormat, replacingInvalidUTF8: Bool = false) throws -> ImportSource {
-        // Every format is UTF-8 text: checked once here, so no reader turns a bad byte into U+FFFD.
+        // An archive of files: its JSON member is checked as text when it is read.
+        if format == .bitwardenZIP { return try BitwardenReader.readZip(file, replacingInvalidUTF8: replacingInvalidUTF8) }
+        // Every other format is UTF-8 text: checked once here, so no reader turns a bad byte into U+FFFD.
         let isText = file.withUnsafeBytes { UTF8Text.isValid($0.bindMemory(to: UInt8.self)) }
         let data =
             isText
@@ -336,6 +340,7 @@ extension Vault {
         case .bitwardenJSON: return try BitwardenReader.read(data)
         case .keepassxcCSV: return try KeePassXCReader.readCSV(data)
         case .keepassxcXML: return try KeePassXCReader.readXML(data)
+        case .bitwardenZIP: preconditionFailure("read above")
         case .pass:
             throw VaultError(.usage, "a password store is a directory, not a file")
         }
@@ -482,6 +487,7 @@ extension Vault {
                         .invalidData, "nothing was imported:", details: error.details.map { "\(title): \($0)" })
                 }
                 let attached = try files.map { try insertAttachment($0, to: entry) }
+                report.imported += attached.map { .init(kind: "attachment", title: "\(item.name)/\($0)") }
                 if let (merged, before) = updated {
                     var changes = merged.changes
                     changes += attached.map { .init(field: "attachment", old: nil, new: "'\($0)'") }

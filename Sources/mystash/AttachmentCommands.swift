@@ -125,7 +125,7 @@ extension PasswordCommand {
                 try reportingErrors {
                     let vault = try options.openUnlockedVault()
                     if output == "-" {
-                        try vault.readAttachment(attachment, of: entry) { Output.write($0) }
+                        _ = try vault.readAttachment(attachment, of: entry) { Output.write($0) }
                         return
                     }
                     // The name is the vault's: only its last path component is used.
@@ -169,7 +169,7 @@ enum AttachmentFile {
         guard descriptor >= 0 else {
             throw VaultError(.cannotCreate, "cannot write '\(path)': \(String(cString: strerror(errno)))")
         }
-        let temporary = String(cString: template)
+        let temporary = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         var placed = false
         defer {
             close(descriptor)
