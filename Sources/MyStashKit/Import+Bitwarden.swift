@@ -28,7 +28,7 @@ enum BitwardenReader {
             for member in archive.members where member.name.hasPrefix("attachments/") && !member.name.hasSuffix("/") {
                 let parts = member.name.split(separator: "/", maxSplits: 2).map(String.init)
                 guard parts.count == 3 else {
-                    strays.append(.init(kind: "file", title: member.name, reason: "not in an item's folder"))
+                    strays.append(.init(kind: "file", title: member.name, reason: "not in an item's folder; not imported"))
                     continue
                 }
                 try Vault.refuseOverAttachmentLimit(Int64(member.size), name: member.name)
@@ -39,7 +39,7 @@ enum BitwardenReader {
             let data = isText
                 ? text : Data(try UTF8Text.decode(text, place: "data.json", replacingInvalid: replacingInvalidUTF8).utf8)
             var read = try self.read(data, attachments: files)
-            read.skipped += strays
+            read.warnings += strays
             return read
         } catch let damaged as ZipArchive.Damaged {
             throw source.invalid(.bitwardenZIP, damaged.reason)
@@ -81,6 +81,7 @@ enum BitwardenReader {
         }
         let folders = names(export.folders)
         let collections = names(export.collections)
+        var unclaimed = Set(attachments.keys)
         for (index, place) in items.enumerated() {
             let item: BitwardenExport.Item
             do {
@@ -103,6 +104,7 @@ enum BitwardenReader {
                 createdAt: item.creationDate, updatedAt: item.revisionDate)
             entry.favorite = item.favorite == true ? true : nil
             let files = item.id.flatMap { attachments[$0] } ?? []
+            if let id = item.id { unclaimed.remove(id) }
             entry.attachments = files.isEmpty ? nil : files
             if files.isEmpty, let listed = item.attachments, !listed.isEmpty {
                 source.warnings.append(.init(kind: "item", title: title,
@@ -186,6 +188,12 @@ enum BitwardenReader {
                 continue
             }
             source.document.passwords.append(entry)
+        }
+        for id in unclaimed.sorted() {
+            for file in attachments[id] ?? [] {
+                source.warnings.append(.init(kind: "file", title: "attachments/\(id)/\(file.name)",
+                                             reason: "no item has the ID '\(id)'; not imported"))
+            }
         }
         return source
     }
