@@ -101,6 +101,23 @@ final class AttachmentTests: CLITestCase {
         XCTAssertEqual(try sqlite("Passwords.sqlite", "SELECT COUNT(*) FROM ZATTACHMENT"), "2")
     }
 
+    func testAttachmentNamesCompleteInAnUnlockedSession() throws {
+        try initVault()
+        try addEntry()
+        let (file, _) = try randomFile("statement.pdf", size: 100)
+        try runOK(["password", "attach", "Bank", file.path])
+        try runOK(["password", "attach", "Bank", file.path, "--name", "scan.png"])
+        let query = ["---completion", "password", "detach", "--", "positional@1", "4", "2",
+                     "mystash", "password", "detach", "Bank", "st"]
+        XCTAssertEqual(try run(query).stdout, "", "names are encrypted: nothing while locked")
+        guard try run(["unlock", "--timeout", "5m"]).status == 0 else { throw XCTSkip("no kernel keyring here") }
+        defer { _ = try? run(["lock"]) }
+        XCTAssertEqual(try run(query, removing: ["MYSTASH_PASSWORD"]).stdout, "statement.pdf\n")
+        let save = ["---completion", "password", "attachment", "save", "--", "positional@1", "5", "0",
+                    "mystash", "password", "attachment", "save", "Bank", ""]
+        XCTAssertEqual(try run(save, removing: ["MYSTASH_PASSWORD"]).stdout, "scan.png\nstatement.pdf\n")
+    }
+
     func testAFileOverTheLimitIsRefusedBeforeAnythingIsWritten() throws {
         try initVault()
         try addEntry()
