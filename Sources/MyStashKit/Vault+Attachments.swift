@@ -311,10 +311,14 @@ extension Vault {
         return data
     }
 
-    /// How many attachments the vault holds (sync does not carry them).
-    public func attachmentCount() throws -> Int {
-        try Self.wrapErrors {
+    /// What a sync says of the attachments it leaves here; nil when there are none. Sync does
+    /// not carry files: a remote holding every file of every machine would only grow.
+    func attachmentsNotSyncedNotice() throws -> String? {
+        let count = try Self.wrapErrors {
             try context.count(for: FetchRequest<Attachment>(predicate: try Predicate(format: "complete == YES")))
         }
+        guard count > 0 else { return nil }
+        return "\(count) attachment\(count == 1 ? "" : "s") stay\(count == 1 ? "s" : "") on this machine: "
+            + "sync does not carry attachments"
     }
 }

@@ -101,6 +101,21 @@ final class AttachmentTests: CLITestCase {
         XCTAssertEqual(try sqlite("Passwords.sqlite", "SELECT COUNT(*) FROM ZATTACHMENT"), "2")
     }
 
+    /// A rekey re-encrypts the chunks with the rest: afterwards the file reads back under the new key.
+    func testAttachmentsReadBackAfterARekey() throws {
+        try initVault()
+        try addEntry()
+        let (file, _) = try randomFile("key.bin", size: 1_048_576 + 5)
+        try runOK(["password", "attach", "Bank", file.path])
+        let before = try sqlite("Passwords.sqlite", "SELECT hex(ZDATA) FROM ZATTACHMENTCHUNK ORDER BY Z_PK")
+        try runOK(["passwd", "--rekey", "--kdf-cost", "10"], environment: ["MYSTASH_NEW_PASSWORD": "pw2"])
+        XCTAssertNotEqual(try sqlite("Passwords.sqlite", "SELECT hex(ZDATA) FROM ZATTACHMENTCHUNK ORDER BY Z_PK"), before)
+        let same = try shell("mystash password attachment save Bank key.bin -o - | cmp - \(file.path) && echo same",
+                             environment: ["MYSTASH_PASSWORD": "pw2"])
+        XCTAssertEqual(same.stdout, "same\n", same.stderr)
+        XCTAssertEqual(try run(["check"], environment: ["MYSTASH_PASSWORD": "pw2"]).status, 0)
+    }
+
     func testAttachmentNamesCompleteInAnUnlockedSession() throws {
         try initVault()
         try addEntry()
@@ -221,5 +236,27 @@ final class AttachmentTests: CLITestCase {
         }
         XCTAssertGreaterThan(none, 0, "some kills came before the last save")
         XCTAssertGreaterThan(whole + none, 10)
+    }
+}
+
+extension SyncTests {
+    /// Sync carries no files (documented): an attachment stays where it was attached, sync says
+    /// so, and the entry's other changes still travel both ways without touching it.
+    func testAttachmentsStayOnTheirMachineAndSyncSaysSo() throws {
+        try setUpTwoMachines()
+        let file = home.appendingPathComponent("scan.pdf")
+        try Data("scanned passport".utf8).write(to: file)
+        try okA(["password", "attach", "GitHub", file.path])
+        let sent = try okA(["sync"])
+        XCTAssertTrue(sent.stdout.contains("1 attachment stays on this machine: sync does not carry attachments\n"),
+                      sent.stdout)
+        try okB(["sync"])
+        XCTAssertFalse(try okB(["password", "show", "GitHub"]).stdout.contains("Attachment"))
+        XCTAssertFalse(try okB(["sync"]).stdout.contains("attachment"), "B has none to leave behind")
+        try okB(["password", "edit", "GitHub", "--user", "bob"])
+        try syncBoth()
+        let shown = try okA(["password", "show", "GitHub"]).stdout
+        XCTAssertTrue(shown.contains("bob"), shown)
+        XCTAssertTrue(shown.contains("Attachment: scan.pdf (16 bytes)"), shown)
     }
 }
