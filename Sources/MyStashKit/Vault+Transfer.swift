@@ -270,25 +270,17 @@ extension Vault {
                 details: problems, hint: "export as mystash-json, which escapes them, or remove them from these values")
         }
         // What has no column: named, never dropped without a word.
-        var leftOut: [String] = []
-        let withFields = document.passwords.filter { !($0.fields ?? []).isEmpty }
-        if !withFields.isEmpty {
-            let count = withFields.reduce(0) { $0 + ($1.fields?.count ?? 0) }
-            leftOut.append("\(count) custom field\(count == 1 ? "" : "s") of \(withFields.count) "
-                           + "entr\(withFields.count == 1 ? "y" : "ies")")
+        func leftOut(_ noun: String, _ count: (ExportDocument.Entry) -> Int) -> String? {
+            let holding = document.passwords.map(count).filter { $0 > 0 }
+            guard !holding.isEmpty else { return nil }
+            let total = holding.reduce(0, +)
+            return "\(total) \(noun)\(total == 1 ? "" : "s") of \(holding.count) entr\(holding.count == 1 ? "y" : "ies")"
         }
-        let withHistory = document.passwords.filter { !($0.history ?? []).isEmpty }
-        if !withHistory.isEmpty {
-            let count = withHistory.reduce(0) { $0 + ($1.history?.count ?? 0) }
-            leftOut.append("\(count) earlier password\(count == 1 ? "" : "s") of \(withHistory.count) "
-                           + "entr\(withHistory.count == 1 ? "y" : "ies")")
-        }
-        let withAttachments = document.passwords.filter { !($0.attachments ?? []).isEmpty }
-        if !withAttachments.isEmpty {
-            let count = withAttachments.reduce(0) { $0 + ($1.attachments?.count ?? 0) }
-            leftOut.append("\(count) attachment\(count == 1 ? "" : "s") of \(withAttachments.count) "
-                           + "entr\(withAttachments.count == 1 ? "y" : "ies")")
-        }
+        let leftOut = [
+            leftOut("custom field") { $0.fields?.count ?? 0 },
+            leftOut("earlier password") { $0.history?.count ?? 0 },
+            leftOut("attachment") { $0.attachments?.count ?? 0 },
+        ].compactMap { $0 }
         return CSVExport(text: ([header] + rows).map(CSV.line).joined(separator: "\n") + "\n", leftOut: leftOut)
     }
 
