@@ -153,6 +153,9 @@ extension Browser {
             field("URL", entry.url)
             field("Category", entry.category)
             field("Notes", entry.notes)
+            for attachment in entry.attachments ?? [] {
+                field("Attached", "\(attachment.name) (\(Output.byteCount(attachment.size)))")
+            }
             field("Changed", Output.date(entry.updatedAt), style: Self.faint)
             field("ID", String(entry.id), style: Self.faint)
         case .note(let note):
