@@ -260,3 +260,21 @@ extension SyncTests {
         XCTAssertTrue(shown.contains("Attachment: scan.pdf (16 bytes)"), shown)
     }
 }
+
+extension BrowseTests {
+    func testBrowseDetailsListAttachments() throws {
+        try addEntries()
+        let file = home.appendingPathComponent("scan.pdf")
+        try Data("scanned passport".utf8).write(to: file)
+        try runOK(["password", "attach", "Router", file.path])
+        let tmux = try TmuxSession(browseCommand())
+        tmux.expect("Passwords (3)")
+        tmux.send("Down")
+        tmux.send("Down")
+        tmux.wait(for: "Router with its attachment") {
+            $0.contains("Name      Router") && $0.contains("Attached  scan.pdf (16 bytes)")
+        }
+        tmux.send("C-q")
+        tmux.expect("browse-exit=0")
+    }
+}
