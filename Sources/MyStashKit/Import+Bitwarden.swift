@@ -28,7 +28,8 @@ enum BitwardenReader {
             for member in archive.members where member.name.hasPrefix("attachments/") && !member.name.hasSuffix("/") {
                 let parts = member.name.split(separator: "/", maxSplits: 2).map(String.init)
                 guard parts.count == 3 else {
-                    strays.append(.init(kind: "file", title: member.name, reason: "not in an item's folder; not imported"))
+                    strays.append(
+                        .init(kind: "file", title: member.name, reason: "not in an item's folder; not imported"))
                     continue
                 }
                 try Vault.refuseOverAttachmentLimit(Int64(member.size), name: member.name)
@@ -36,8 +37,8 @@ enum BitwardenReader {
             }
             let text = try archive.contents(of: json)
             let isText = text.withUnsafeBytes { UTF8Text.isValid($0.bindMemory(to: UInt8.self)) }
-            let data = isText
-                ? text : Data(try UTF8Text.decode(text, place: "data.json", replacingInvalid: replacingInvalidUTF8).utf8)
+            let data = isText ? text
+                : Data(try UTF8Text.decode(text, place: "data.json", replacingInvalid: replacingInvalidUTF8).utf8)
             var read = try self.read(data, attachments: files)
             read.warnings += strays
             return read

@@ -167,7 +167,8 @@ extension Vault {
         guard size > Self.attachmentSizeLimit else { return }
         throw VaultError(
             .invalidData,
-            "'\(name)' is larger than the \(Self.attachmentSizeLimit >> 20) MiB an attachment may hold; nothing was saved",
+            "'\(name)' is larger than the \(Self.attachmentSizeLimit >> 20) MiB an attachment may hold; "
+                + "nothing was saved",
             hint: "compress or split the file, or keep it outside the vault (encrypted with gpg or age)")
     }
 

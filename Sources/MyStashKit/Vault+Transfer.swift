@@ -198,7 +198,9 @@ extension Vault {
                     for field in entry.fields { try context.decodeValues(of: field) }
                     for item in entry.history { try context.decodeValues(of: item) }
                     var exported = Self.exportEntry(entry)
-                    let files = try entry.attachments.map { ExportDocument.AttachedFile(name: $0.name, data: try bytes(of: $0)) }
+                    let files = try entry.attachments.map {
+                        ExportDocument.AttachedFile(name: $0.name, data: try bytes(of: $0))
+                    }
                     exported.attachments = files.isEmpty ? nil : files
                     return exported
                 })
@@ -274,7 +276,8 @@ extension Vault {
             let holding = document.passwords.map(count).filter { $0 > 0 }
             guard !holding.isEmpty else { return nil }
             let total = holding.reduce(0, +)
-            return "\(total) \(noun)\(total == 1 ? "" : "s") of \(holding.count) entr\(holding.count == 1 ? "y" : "ies")"
+            return "\(total) \(noun)\(total == 1 ? "" : "s") of \(holding.count) "
+                + "entr\(holding.count == 1 ? "y" : "ies")"
         }
         let leftOut = [
             leftOut("custom field") { $0.fields?.count ?? 0 },
@@ -321,7 +324,9 @@ extension Vault {
 
     static func read(_ file: Data, format: ImportFormat, replacingInvalidUTF8: Bool = false) throws -> ImportSource {
         // An archive of files: its JSON member is checked as text when it is read.
-        if format == .bitwardenZIP { return try BitwardenReader.readZip(file, replacingInvalidUTF8: replacingInvalidUTF8) }
+        if format == .bitwardenZIP {
+            return try BitwardenReader.readZip(file, replacingInvalidUTF8: replacingInvalidUTF8)
+        }
         // Every other format is UTF-8 text: checked once here, so no reader turns a bad byte into U+FFFD.
         let isText = file.withUnsafeBytes { UTF8Text.isValid($0.bindMemory(to: UInt8.self)) }
         let data =

@@ -49,7 +49,8 @@ struct ZipArchive {
             let name = String(decoding: bytes[(offset + 46)..<(offset + 46 + Int(nameLength))], as: UTF8.self)
             guard flags & 1 == 0 else { throw Damaged(reason: "'\(name)' is encrypted") }
             guard method == 0 || method == 8 else {
-                throw Damaged(reason: "'\(name)' is compressed with method \(method) (only stored and deflated are read)")
+                throw Damaged(
+                    reason: "'\(name)' is compressed with method \(method) (only stored and deflated are read)")
             }
             guard compressedSize != 0xFFFF_FFFF, size != 0xFFFF_FFFF else {
                 throw Damaged(reason: "'\(name)' is a ZIP64 member, which is not read")

@@ -16,7 +16,8 @@ extension PasswordCommand {
             """)
         @OptionGroup var options: VaultOptions
         @Argument(help: "The entry's name, or #ID.", completion: .custom(completeEntryNames)) var entry: String
-        @Argument(help: "The file to attach ('-' for standard input, with --name).", completion: .file()) var file: String
+        @Argument(help: "The file to attach ('-' for standard input, with --name).", completion: .file())
+        var file: String
         @Option(help: ArgumentHelp("Name the attachment this (default: the file's name).", valueName: "name"))
         var name: String?
 
@@ -96,7 +97,9 @@ extension PasswordCommand {
                     if json { return try Output.json(attachments) }
                     Output.table(
                         ["ID", "NAME", "SIZE", "ADDED"],
-                        attachments.map { [String($0.id), $0.name, Output.byteCount($0.size), Output.date($0.createdAt)] },
+                        attachments.map {
+                            [String($0.id), $0.name, Output.byteCount($0.size), Output.date($0.createdAt)]
+                        },
                         empty: "No attachments.")
                 }
             }
