@@ -62,7 +62,7 @@ extension Vault {
                 try Self.refuseOverAttachmentLimit(size, name: name)
                 let last = pieces.count < Self.attachmentChunksPerSave
                 try change {
-                    let attachment = try incompleteAttachment(attachmentKey)
+                    let attachment = try self.attachment(atRow: attachmentKey)
                     for piece in pieces {
                         insertChunk(piece, index: index, into: attachment)
                         index += 1
@@ -82,7 +82,7 @@ extension Vault {
             try? removeIncompleteAttachments()
             throw VaultError.wrapping(error)
         }
-        return try Self.wrapErrors { AttachmentInfo(try incompleteAttachment(attachmentKey, complete: true)) }
+        return try Self.wrapErrors { AttachmentInfo(try attachment(atRow: attachmentKey, complete: true)) }
     }
 
     /// Whether `entry` has `file` already: an attachment of that name (ignoring case) and those bytes.
@@ -181,8 +181,8 @@ extension Vault {
             hint: "attach it under another name, or detach the one it has first")
     }
 
-    /// The attachment being written, by its row; `complete` when it must be finished.
-    private func incompleteAttachment(_ primaryKey: Int64, complete: Bool = false) throws -> Attachment {
+    /// The attachment at `row`: being written, or (`complete`) finished.
+    private func attachment(atRow primaryKey: Int64, complete: Bool = false) throws -> Attachment {
         guard let attachment = try context.existingObject(entityName: Attachment.entityName, primaryKey: primaryKey)
             as? Attachment, attachment.isComplete == complete
         else {

@@ -262,7 +262,7 @@ extension SyncTests {
 }
 
 extension BrowseTests {
-    func testBrowseDetailsListAttachments() throws {
+    func testBrowseDetailsListAttachmentsAndDeletingSaysTheyGoForGood() throws {
         try addEntries()
         let file = home.appendingPathComponent("scan.pdf")
         try Data("scanned passport".utf8).write(to: file)
@@ -274,6 +274,11 @@ extension BrowseTests {
         tmux.wait(for: "Router with its attachment") {
             $0.contains("Name      Router") && $0.contains("Attached  scan.pdf (16 bytes)")
         }
+        // Removing it says the attachment goes for good: undo brings back the entry alone.
+        tmux.send("C-d")
+        tmux.expect("Delete entry 2 'Router' and its 1 attachment (for good)? y/n")
+        tmux.type("y")
+        tmux.expect("Removed entry 2. Ctrl-Z brings it back, without its attachments.")
         tmux.send("C-q")
         tmux.expect("browse-exit=0")
     }

@@ -63,7 +63,9 @@ extension Browser {
     private func drawStatus(on canvas: inout Canvas) {
         let row = canvas.rows - 1
         if case .confirmDelete(let item) = mode {
-            canvas.draw("Delete \(tab.noun) \(item.id) '\(item.title)'? y/n", row: row,
+            let files = attachmentCount(of: item)
+            let also = files == 0 ? "" : " and its \(files) attachment\(files == 1 ? "" : "s") (for good)"
+            canvas.draw("Delete \(tab.noun) \(item.id) '\(item.title)'\(also)? y/n", row: row,
                         style: Style(bold: true, reverse: true), fill: true)
         } else if let status {
             canvas.draw(status.text, row: row, style: status.isError ? Self.failure : Style(bold: true), fill: true)

@@ -294,14 +294,23 @@ final class Browser {
         }
     }
 
+    /// How many attachments the item of `row` has, as its details show them.
+    func attachmentCount(of row: BrowseRow) -> Int {
+        guard tab == .passwords, case .entry(let entry)? = detail, entry.id == row.id else { return 0 }
+        return entry.attachments?.count ?? 0
+    }
+
     private func delete(_ row: BrowseRow) throws {
+        // An entry's attachments go in saves of their own, which undo cannot take back.
+        let files = attachmentCount(of: row)
         do {
             switch tab {
             case .notes: try vault.removeNote("#\(row.id)")
             case .passwords: try vault.removeEntry("#\(row.id)")
             }
             try load(tab)
-            say("Removed \(tab.noun) \(row.id). Ctrl-Z brings it back.")
+            say("Removed \(tab.noun) \(row.id). Ctrl-Z brings it back"
+                + (files == 0 ? "." : ", without its attachments."))
         } catch {
             say(viewLines(error).joined(separator: " "), isError: true)
         }
