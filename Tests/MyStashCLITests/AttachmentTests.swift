@@ -244,8 +244,7 @@ extension SyncTests {
     /// so, and the entry's other changes still travel both ways without touching it.
     func testAttachmentsStayOnTheirMachineAndSyncSaysSo() throws {
         try setUpTwoMachines()
-        let file = home.appendingPathComponent("scan.pdf")
-        try Data("scanned passport".utf8).write(to: file)
+        let file = try scannedPassport()
         try okA(["password", "attach", "GitHub", file.path])
         let sent = try okA(["sync"])
         XCTAssertTrue(sent.stdout.contains("1 attachment stays on this machine: sync does not carry attachments\n"),
@@ -264,8 +263,7 @@ extension SyncTests {
 extension BrowseTests {
     func testBrowseDetailsListAttachmentsAndDeletingSaysTheyGoForGood() throws {
         try addEntries()
-        let file = home.appendingPathComponent("scan.pdf")
-        try Data("scanned passport".utf8).write(to: file)
+        let file = try scannedPassport()
         try runOK(["password", "attach", "Router", file.path])
         let tmux = try TmuxSession(browseCommand())
         tmux.expect("Passwords (3)")
@@ -281,5 +279,14 @@ extension BrowseTests {
         tmux.expect("Removed entry 2. Ctrl-Z brings it back, without its attachments.")
         tmux.send("C-q")
         tmux.expect("browse-exit=0")
+    }
+}
+
+extension CLITestCase {
+    /// A small file to attach: 16 bytes.
+    func scannedPassport() throws -> URL {
+        let file = home.appendingPathComponent("scan.pdf")
+        try Data("scanned passport".utf8).write(to: file)
+        return file
     }
 }
