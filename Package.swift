@@ -21,12 +21,14 @@ let package = Package(
             pkgConfig: "libcrypto",
             providers: [.apt(["libssl-dev"])]
         ),
+        // Raw deflate for the model Core Data keeps compressed in a store (Z_MODELCACHE).
+        .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
         // Linux calls Swift cannot make directly (variadic prctl, raw keyring syscalls).
         .target(name: "CLinuxSupport"),
         .target(name: "StashCrypto", dependencies: ["COpenSSL"], exclude: ["FORMAT.md"]),
         // The terminal under `mystash browse`: raw mode, keys, resizes, width-aware drawing.
         .target(name: "TerminalUI"),
-        .target(name: "ObjectGraph", dependencies: [.product(name: "GRDB", package: "GRDB.swift")]),
+        .target(name: "ObjectGraph", dependencies: ["CZlib", .product(name: "GRDB", package: "GRDB.swift")]),
         .executableTarget(name: "embed-config"),
         .plugin(name: "EmbedConfig", capability: .buildTool(), dependencies: ["embed-config"]),
         .target(

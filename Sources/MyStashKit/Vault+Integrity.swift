@@ -4,16 +4,40 @@ import StashCrypto
 
 extension Vault {
     /// The stores as the integrity record covers them: every root entity's table.
-    var integrityStores: [IntegrityRecord.Store] {
+    var integrityStores: [RowAuthentication.Store] {
         [(notesStore, Self.notesFileName, "Notes"), (passwordsStore, Self.passwordsFileName, "Passwords")].map {
             store, fileName, configuration in
             let roots = coordinator.managedObjectModel.entities(forConfiguration: configuration).filter {
                 $0.superentity == nil
             }
-            return IntegrityRecord.Store(
-                identifier: store.identifier, fileName: fileName,
-                tables: Dictionary(roots.map { ($0.tableName, $0.name) }) { first, _ in first })
+            let tables = Dictionary(roots.map { ($0.tableName, $0.name) }) { first, _ in first }
+            return RowAuthentication.Store(
+                identifier: store.identifier, displayName: fileName, tables: tables,
+                bucketing: Self.bucketing(of: roots, tables: Set(tables.keys)))
         }
+    }
+
+    /// Where each table's rows go in the record's buckets: notes and entries by their name
+    /// key, what belongs to one entry (fields, history) with that entry's other parts,
+    /// categories, seed lists and sync state each in one bucket.
+    private static func bucketing(of roots: [EntityDescription], tables: Set<String>)
+        -> [String: RowAuthentication.Bucketing]
+    {
+        var rules: [String: RowAuthentication.Bucketing] = [:]
+        for entity in roots {
+            if let nameKey = entity.attribute(named: Vault.nameKeyAttribute) {
+                rules[entity.tableName] = .nameKey(column: nameKey.columnName)
+            } else if [Category.entityName, SeedList.entityName, SyncStateRow.entityName].contains(entity.name) {
+                rules[entity.tableName] = .wholeTable
+            } else if let owner = entity.declaredRelationships.first(where: {
+                !$0.isToMany && $0.destinationEntityName == PasswordEntry.entityName
+            }) {
+                // A to-one's column is its name as an attribute's would be (SQLiteSchema).
+                rules[entity.tableName] = .parent(
+                    column: "Z" + owner.name.uppercased(), table: "Z" + PasswordEntry.entityName.uppercased())
+            }
+        }
+        return rules.filter { tables.contains($0.key) }
     }
 
     /// When an unlock checks the vault against its integrity record.
@@ -25,6 +49,11 @@ extension Vault {
         /// On a second connection while the caller reads from the vault; nothing read may be
         /// shown before ``awaitVerification()`` returns, and every change waits for it first.
         case concurrent
+        /// Only the records and their buckets' sums at the unlock; then each read checks the
+        /// buckets of what it finds (``entry(_:reveal:)``, ``note(_:)``, ``fieldValue(_:of:)``):
+        /// O(buckets + rows in them), whatever the size of the vault. Other reads and every
+        /// change check the whole vault first, as ``immediate`` does.
+        case reads
     }
 
     /// With the data key known: keeps the integrity record current from now on; unless
@@ -39,16 +68,23 @@ extension Vault {
                 dataKey: dataKey, keySlot: keySlot, stores: integrityStores,
                 model: coordinator.managedObjectModel.versionIdentifier)
         }
-        record.schemaCheck = { [unowned self] in try recheckSchemaIfChanged($0) }
+        record.rows.schemaCheck = { [unowned self] in try recheckSchemaIfChanged($0) }
         integrity = record
-        coordinator.writeObserver = record
+        coordinator.writeObserver = record.rows
         guard verification != .skipped else { return }
         // Notes the stores' change token (if none is known yet): what other processes commit
         // after this is checked again before it is followed.
         _ = try Self.wrapErrors { try context.hasExternalChanges() }
+        try upgradeFirstLayoutRecord(record)
         // Read first: a vault that needs nothing is never written by reading it.
         if try Self.wrapErrors({ try coordinator.performRead { record.needsRenewal(in: $0) } }) {
             try Self.wrapErrors { try coordinator.performWrite { transaction in try record.create(in: transaction) } }
+        }
+        namesAreIndexed = try !hasUnindexedNames()
+        if verification == .reads, namesAreIndexed {
+            // Each read checks both records with the buckets of what it shows.
+            verifiesEachRead = true
+            return
         }
         if verification == .concurrent, let pending = PendingVerification(vault: self, dataKey: dataKey) {
             pendingVerification = pending
@@ -66,6 +102,7 @@ extension Vault {
     ///   made outside mystash (and again at every later call): what was read meanwhile must
     ///   not be shown.
     public func awaitVerification() throws {
+        try verifyWholeVaultForRead()
         guard let pending = pendingVerification else { return }
         let problems: [CheckProblem]
         switch pending.outcome() {
@@ -97,6 +134,55 @@ extension Vault {
         return result
     }
 
+    /// A record with the layout from before buckets, written under the last release's model or
+    /// this one, is checked in full as that layout says (the migration to this model only added
+    /// columns), then rebuilt with buckets in one write. One under an older model is renewed,
+    /// trusting the rows as migrated, as every model change was before.
+    private func upgradeFirstLayoutRecord(_ record: IntegrityRecord) throws {
+        let models = try Self.wrapErrors {
+            try coordinator.performRead { transaction in
+                try record.stores.compactMap { try FirstLayoutRecord.model(of: $0, in: transaction) }
+            }
+        }
+        guard !models.isEmpty, models.allSatisfy([FirstLayoutRecord.lastModel, record.model].contains) else { return }
+        var problems: [CheckProblem] = []
+        try Self.wrapErrors {
+            try coordinator.performWrite { transaction in
+                problems = try FirstLayoutRecord.verify(
+                    record, ignoring: FirstLayoutRecord.columnsAddedSince, in: transaction)
+                if problems.isEmpty { try record.create(in: transaction) }
+            }
+        }
+        try refuse(problems)
+        integrityRecordSeen = true
+    }
+
+    /// Checks what a read showed (`objects`) and the buckets its `lookups` looked in, when the
+    /// vault was unlocked with ``Verification/reads``; nothing otherwise (the whole vault was or
+    /// is being checked). On any difference the whole vault is checked, to name every one.
+    func verifyRead(of objects: [ManagedObject], lookups: [RowAuthentication.Lookup] = []) throws {
+        guard verifiesEachRead, let integrity else { return }
+        let rows = objects.compactMap { object -> StoredRowKey? in
+            guard let store = object.objectID.storeIdentifier, let key = object.objectID.primaryKey else { return nil }
+            return StoredRowKey(storeIdentifier: store, table: object.entity.tableName, primaryKey: key)
+        }
+        let found = problems(found: try Self.problems {
+            try coordinator.performRead { try integrity.rows.verify(rows: rows, lookups: lookups, in: $0) }
+        })
+        guard !found.isEmpty else { return }
+        let everything = try integrityProblems()
+        try refuse(everything.isEmpty ? found : everything)
+    }
+
+    /// Before a read that the buckets of what it finds cannot vouch for (a list, a search, a
+    /// lookup that found nothing by ID): the whole vault, once.
+    func verifyWholeVaultForRead() throws {
+        guard verifiesEachRead else { return }
+        try refuse(try integrityProblems())
+        verifiesEachRead = false
+        try seedAfterUnlocking()
+    }
+
     /// Throws when the check found changes made outside mystash.
     func refuse(_ problems: [CheckProblem]) throws {
         guard let first = problems.first else { return }
@@ -109,6 +195,7 @@ extension Vault {
     private func seedAfterUnlocking() throws {
         do {
             try seed()
+            try indexUnindexedNames()
             try bindIntegrityRecordToKeySlot()
         } catch let error as VaultError where error.kind == .permission || error.kind == .cannotCreate {
             // A vault that cannot be written (read-only, disk full) is still read; a later open seeds it.
@@ -150,7 +237,7 @@ extension Vault {
         guard let found else {
             guard integrityRecordSeen || keySlot.requiresIntegrityRecord else { return [] }
             return integrityStores.map {
-                CheckProblem(store: $0.fileName, message: "its integrity record was removed outside mystash")
+                CheckProblem(store: $0.displayName, message: "its integrity record was removed outside mystash")
             }
         }
         integrityRecordSeen = true
@@ -162,7 +249,7 @@ extension Vault {
     static func problems(_ verification: () throws -> [CheckProblem]?) throws -> [CheckProblem]? {
         do {
             return try verification()
-        } catch let failure as IntegrityFailure {
+        } catch let failure as RowAuthenticationFailure {
             return [failure.problem]
         } catch {
             throw VaultError.wrapping(error)
@@ -175,7 +262,9 @@ extension Vault {
         guard let integrity else {
             let hasRecord = try Self.wrapErrors {
                 try coordinator.performRead { transaction in
-                    try integrityStores.contains { try IntegrityRecord.exists(in: $0, transaction) }
+                    try integrityStores.contains {
+                        try IntegrityRecord.tables.exist(inStore: $0.identifier, transaction)
+                    }
                 }
             }
             if hasRecord {
@@ -189,11 +278,14 @@ extension Vault {
         try Self.wrapErrors {
             guard
                 try !coordinator.performRead({ transaction in
-                    try stores.allSatisfy { try IntegrityRecord.exists(in: $0, transaction) }
+                    try stores.allSatisfy { try IntegrityRecord.tables.exist(inStore: $0.identifier, transaction) }
                 })
             else { return }
             try coordinator.performWrite { transaction in
-                guard try !stores.allSatisfy({ try IntegrityRecord.exists(in: $0, transaction) }) else { return }
+                let all = try stores.allSatisfy {
+                    try IntegrityRecord.tables.exist(inStore: $0.identifier, transaction)
+                }
+                guard !all else { return }
                 try integrity.create(in: transaction)
             }
             integrityRecordSeen = true

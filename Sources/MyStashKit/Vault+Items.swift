@@ -156,9 +156,12 @@ extension Vault {
         try Self.wrapErrors {
             func byID(_ id: Int64) throws -> T? {
                 guard let object = try context.existingObject(entityName: T.entityName, primaryKey: id) as? T else {
+                    // Its bucket is not known from its ID: only the whole vault can say it is not there.
+                    try verifyWholeVaultForRead()
                     return nil
                 }
                 try context.decodeValues(of: object)
+                try verifyRead(of: [object])
                 return object
             }
             if let id = Self.referencedID(reference) {
@@ -168,10 +171,18 @@ extension Vault {
                 }
                 return object
             }
-            // Only the names are decrypted to find the match; then all of its fields are.
-            var request = FetchRequest<T>(predicate: try Predicate(format: "%K ==[c] %@", nameKey, reference))
-            request.propertiesToFetch = [nameKey]
-            let matches = try context.fetch(request)
+            let matches: [T]
+            if let indexed = try lookUpByNameKey(T.self, reference) {
+                matches = indexed.matches
+                // Found or not, the bucket it would be in vouches for the answer.
+                try verifyRead(of: matches, lookups: [indexed.lookup])
+            } else {
+                try verifyWholeVaultForRead()
+                // Only the names are decrypted to find the match; then all of its fields are.
+                var request = FetchRequest<T>(predicate: try Predicate(format: "%K ==[c] %@", nameKey, reference))
+                request.propertiesToFetch = [nameKey]
+                matches = try context.fetch(request)
+            }
             switch matches.count {
             case 0:
                 if let id = Int64(reference), let object = try byID(id) { return object }
@@ -217,6 +228,7 @@ extension Vault {
         do {
             return try find()
         } catch let error as VaultError where error.kind == .notFound && reference.contains("/") {
+            try verifyWholeVaultForRead()
             let matches = try Self.wrapErrors {
                 var found: [T] = []
                 for slash in reference.indices where reference[slash] == "/" {
@@ -246,6 +258,17 @@ extension Vault {
             for field in entry.fields { try context.decodeValues(of: field) }
             for item in entry.history { try context.decodeValues(of: item) }
         }
+        // Its fields and history share a bucket, which vouches for all of them being there.
+        let parts: [ManagedObject] = entry.fields + entry.history + (entry.category.map { [$0] } ?? [])
+        let bucket = RowAuthentication.bucket(table: entry.entity.tableName, primaryKey: entry.id)
+        let lookups = [CustomField.entityName, PasswordHistoryItem.entityName].compactMap { name in
+            coordinator.managedObjectModel.entity(named: name).map {
+                RowAuthentication.Lookup(
+                    storeIdentifier: passwordsStore.identifier, bucket: bucket, table: $0.tableName,
+                    column: "ZENTRY", value: .integer(entry.id))
+            }
+        }
+        try verifyRead(of: [entry] + parts, lookups: lookups)
         return entry
     }
 
@@ -283,7 +306,8 @@ extension Vault {
     }
 
     public func notes() throws -> [NoteInfo] {
-        try Self.wrapErrors {
+        try verifyWholeVaultForRead()
+        return try Self.wrapErrors {
             var request = FetchRequest<Note>(sortDescriptors: [FetchSortDescriptor(key: "title", caseInsensitive: true)]
             )
             request.propertiesToFetch = ["title"]
@@ -312,7 +336,8 @@ extension Vault {
 
     /// Notes whose title or text contains `query`, ignoring case and diacritics.
     public func searchNotes(_ query: String) throws -> [NoteInfo] {
-        try Self.wrapErrors {
+        try verifyWholeVaultForRead()
+        return try Self.wrapErrors {
             let predicate = try Predicate(format: "title CONTAINS[cd] %@ OR text CONTAINS[cd] %@", query, query)
             return try context.fetch(
                 FetchRequest<Note>(
@@ -457,6 +482,7 @@ extension Vault {
     }
 
     public func entries(category: String? = nil) throws -> [EntryInfo] {
+        try verifyWholeVaultForRead()
         let filter = try category.map { try findCategory($0) }
         return try Self.wrapErrors {
             try prefetchCategories()
@@ -557,7 +583,8 @@ extension Vault {
     /// Entries whose name, user ID, URL or notes contain `query` (never the password),
     /// ignoring case and diacritics.
     public func searchEntries(_ query: String) throws -> [EntryInfo] {
-        try Self.wrapErrors {
+        try verifyWholeVaultForRead()
+        return try Self.wrapErrors {
             try prefetchCategories()
             let predicate = try Predicate(
                 format:
@@ -579,7 +606,8 @@ extension Vault {
 
     /// Entry, note or category names for shell completion; names only (no secret beyond them).
     public func names(of kind: NameKind) throws -> [String] {
-        try Self.wrapErrors {
+        try verifyWholeVaultForRead()
+        return try Self.wrapErrors {
             switch kind {
             case .entries:
                 var request = FetchRequest<PasswordEntry>()
@@ -609,7 +637,8 @@ extension Vault {
     // MARK: - Categories
 
     public func categories() throws -> [CategoryInfo] {
-        try Self.wrapErrors {
+        try verifyWholeVaultForRead()
+        return try Self.wrapErrors {
             // Counted in SQL: entries need not be decrypted, so this works on a locked vault.
             try context.fetch(
                 FetchRequest<Category>(sortDescriptors: [FetchSortDescriptor(key: "name", caseInsensitive: true)])

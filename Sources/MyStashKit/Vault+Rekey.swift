@@ -25,7 +25,7 @@ extension Vault {
         } catch {
             context.reset()
             transformer.dataKey = oldKey
-            coordinator.writeObserver = integrity
+            coordinator.writeObserver = integrity.rows
             self.integrity = integrity
             throw VaultError.wrapping(error)
         }
@@ -62,6 +62,8 @@ extension Vault {
         coordinator.writeObserver = rebuilding
         transformer.dataKey = newKey
         for (object, key, value) in plaintexts { object.setValue(value, forKey: key) }
+        // Name keys come from the data key too.
+        try updateNameKeys(using: newRecord, all: true)
         for store in [notesStore, passwordsStore] {
             coordinator.setMetadata(Data(slot.serialized), forKey: Self.keySlotKey, in: store)
         }
@@ -70,7 +72,7 @@ extension Vault {
         defer { context.transactionAuthor = nil }
         try withExtendedLifetime(rebuilding) { try context.save() }
         integrity = newRecord
-        coordinator.writeObserver = newRecord
+        coordinator.writeObserver = newRecord.rows
     }
 }
 

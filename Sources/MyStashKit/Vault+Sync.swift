@@ -135,6 +135,7 @@ extension Vault {
         context.transactionAuthor = Self.syncAuthor
         defer { context.transactionAuthor = nil }
         do {
+            try updateNameKeys()
             try context.save()
         } catch {
             context.rollback()

@@ -36,6 +36,11 @@ public final class Vault {
     var pendingVerification: PendingVerification?
     /// Whether this process has seen the vault's integrity record (checked or made it).
     var integrityRecordSeen = false
+    /// Unlocked with ``Verification/reads``: each read checks the buckets of what it finds,
+    /// until a read or change checks the whole vault.
+    var verifiesEachRead = false
+    /// Every note and entry has its name key (checked at the unlock): lookups by name use it.
+    var namesAreIndexed = false
     /// The key slot this vault was unlocked from, saying the vault has an integrity record,
     /// to be written once the vault is known to hold one (see `bindIntegrityRecordToKeySlot`).
     var slotRequiringRecord: KeySlot?
@@ -294,7 +299,7 @@ public final class Vault {
         let versions = try schemaVersions(transaction)
         guard versions != checkedSchemaVersions else { return }
         if let problem = try coordinator.schemaProblems(extraObjects: ownSchema()).first {
-            throw IntegrityFailure(problem)
+            throw RowAuthenticationFailure(problem)
         }
         checkedSchemaVersions = versions
     }
@@ -304,8 +309,10 @@ public final class Vault {
         let categoryNames = try coordinator.uniqueIndexStatement(
             on: Category.entityName, attribute: "name", caseInsensitive: true)
         var objects: [String: [String]] = [:]
-        for store in [notesStore, passwordsStore] {
-            objects[store.identifier] = IntegrityRecord.tableDefinitions { $0 }
+        for store in integrityStores {
+            let firstLayout = try coordinator.performRead { try FirstLayoutRecord.isLayout(of: store, $0) }
+            objects[store.identifier] =
+                firstLayout ? FirstLayoutRecord.tableDefinitions : IntegrityRecord.tables.definitions { $0 }
         }
         objects[categoryNames.storeIdentifier, default: []].append(categoryNames.statement)
         return objects
@@ -359,10 +366,11 @@ public final class Vault {
     /// a change that was not made.
     func saveChanges() throws {
         do {
+            try updateNameKeys()
             try context.save()
         } catch let error as ObjectGraphError where error.storeFailure == .ioError {
             guard let integrity,
-                  (try? coordinator.performRead({ try integrity.holdsLastWrittenGenerations(in: $0) })) == true
+                  (try? coordinator.performRead({ try integrity.rows.holdsLastWrittenGenerations(in: $0) })) == true
             else { throw error }
             throw VaultError(
                 .ioError,

@@ -52,7 +52,7 @@ public struct VaultError: Error, CustomStringConvertible {
                 .busy, "another process changed the vault's key (a master password change with --rekey) since it "
                     + "was unlocked here; nothing was read or saved with the old key",
                 hint: "unlock again with the master password now in use, then repeat the command")
-        case let failure as IntegrityFailure:
+        case let failure as RowAuthenticationFailure:
             return VaultError(.invalidData,
                               "the vault was changed outside mystash: \(failure.problem); nothing was saved",
                               hint: "restore the vault from a backup; 'mystash check' lists every problem")

@@ -157,6 +157,13 @@ extension VaultOptions {
         return try vault.readWhileVerifying { try read(vault) }
     }
 
+    /// Opens and unlocks the vault to read one note or entry: only the records are checked at
+    /// the unlock, then the buckets of what the read finds (see ``Vault/Verification/reads``),
+    /// so the cost does not grow with the vault.
+    func readOneItem<T>(_ read: (Vault) throws -> T) throws -> T {
+        try read(try openUnlockedVault(verification: .reads))
+    }
+
     /// How many times a person at the terminal may type the master password.
     static let passwordTries = 3
 

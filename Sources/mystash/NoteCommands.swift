@@ -46,7 +46,7 @@ struct NoteCommand: ParsableCommand {
 
         func run() throws {
             try reportingErrors {
-                let info = try options.readUnlockedVault { try $0.note(note) }
+                let info = try options.readOneItem { try $0.note(note) }
                 if json { return try Output.json(info) }
                 Output.line("# \(info.title)")
                 if let folder = info.folder { Output.line("Folder: \(folder)") }

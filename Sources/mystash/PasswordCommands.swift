@@ -146,17 +146,17 @@ struct PasswordCommand: ParsableCommand {
             try reportingErrors {
                 if clip {
                     let name = clipField ?? field ?? "password"
-                    let value = try options.readUnlockedVault { try $0.fieldValue(name, of: entry) }
+                    let value = try options.readOneItem { try $0.fieldValue(name, of: entry) }
                     try ClipboardCopy.copy(value, what: "the \(Output.safe(name)) of '\(Output.safe(entry))'")
                     return
                 }
                 if let field {
-                    let value = try options.readUnlockedVault { try $0.fieldValue(field, of: entry) }
+                    let value = try options.readOneItem { try $0.fieldValue(field, of: entry) }
                     // As stored: a script asked for this value, and gets it byte for byte.
                     Output.write((escape ? Output.safe(value, keepingLines: true) : value) + "\n")
                     return
                 }
-                let info = try options.readUnlockedVault { try $0.entry(entry, reveal: reveal) }
+                let info = try options.readOneItem { try $0.entry(entry, reveal: reveal) }
                 if json { return try Output.json(info) }
                 var fields: [(String, String?)] = [("ID", String(info.id)), ("Name", info.name), ("User", info.userId),
                                                    ("Password", info.password ?? "********"), ("URL", info.url)]
@@ -198,7 +198,7 @@ struct PasswordCommand: ParsableCommand {
 
         func run() throws {
             try reportingErrors {
-                let (code, totp) = try options.readUnlockedVault { try $0.totpCode(entry) }
+                let (code, totp) = try options.readOneItem { try $0.totpCode(entry) }
                 if json {
                     struct Shown: Encodable {
                         var code: String  // a string: its leading zeros count
@@ -229,7 +229,7 @@ struct PasswordCommand: ParsableCommand {
 
         func run() throws {
             try reportingErrors {
-                let history = try options.readUnlockedVault { try $0.passwordHistory(entry, reveal: reveal) }
+                let history = try options.readOneItem { try $0.passwordHistory(entry, reveal: reveal) }
                 if json { return try Output.json(history) }
                 Output.table(
                     ["REPLACED", "PASSWORD"], history.map { [Output.date($0.replacedAt), $0.password ?? "********"] },

@@ -20,16 +20,26 @@ struct Info: ParsableCommand {
             try storeArgument.withPrivateCopy { copy in
                 let summary = try StoreSummary(contentsOf: copy)
                 var fitting: String?
+                var cachedFit: String?
                 if let model {
                     let versions = try ModelOption.versions(at: model)
-                    fitting = try versions.sourceVersion(ofStoreAt: copy)?.versionIdentifier ?? "(none)"
+                    if let version = try versions.sourceVersion(ofStoreAt: copy) {
+                        fitting = version.versionIdentifier
+                    } else if let cached = try versions.cachedModel(fittingStoreAt: copy) {
+                        cachedFit = cached.versionIdentifier
+                        fitting = "(none)"
+                    } else {
+                        fitting = "(none)"
+                    }
                 }
-                json ? say(try jsonText(infoJSON(summary, fitting: fitting))) : printInfo(summary, fitting: fitting)
+                json
+                    ? say(try jsonText(infoJSON(summary, fitting: fitting, cachedFit: cachedFit)))
+                    : printInfo(summary, fitting: fitting, cachedFit: cachedFit)
             }
         }
     }
 
-    private func infoJSON(_ summary: StoreSummary, fitting: String?) -> [String: Any] {
+    private func infoJSON(_ summary: StoreSummary, fitting: String?, cachedFit: String?) -> [String: Any] {
         var object: [String: Any] = [
             "store": storeArgument.store, "type": summary.storeType ?? NSNull(),
             "uuid": summary.identifier ?? NSNull(),
@@ -42,16 +52,18 @@ struct Info: ParsableCommand {
             },
         ]
         if let fitting { object["modelVersion"] = fitting == "(none)" ? NSNull() : fitting }
+        if let cachedFit { object["modelCacheVersion"] = cachedFit }
         return object
     }
 
-    private func printInfo(_ summary: StoreSummary, fitting: String?) {
+    private func printInfo(_ summary: StoreSummary, fitting: String?, cachedFit: String?) {
         say("store: \(storeArgument.store)")
         say("type: \(summary.storeType ?? "(not recorded)")")
         say("uuid: \(summary.identifier ?? "(none)")")
         let recorded = summary.versionIdentifiers.filter { !$0.isEmpty }
         say("recorded versions: \(recorded.isEmpty ? "(none)" : recorded.joined(separator: ", "))")
         if let fitting { say("model version: \(fitting)") }
+        if let cachedFit { say("model cache: fits (version '\(cachedFit)'); dump, check and migrate read it") }
         say("entities:")
         let width = summary.entities.map(\.name.count).max() ?? 0
         for entity in summary.entities {
@@ -147,45 +159,98 @@ struct Migrate: ParsableCommand {
             identifier, added and removed properties and entities, defaults for required \
             attributes) and all of it runs in one transaction: after a crash the store is the old \
             one or the new one. A change that cannot be inferred is refused before anything is \
-            written, naming it.
+            written, naming it. Where an Xcode mapping model (.xcmappingmodel) covers two versions, \
+            it is followed instead. A migration that would drop values, objects or links runs \
+            only with --allow-loss (a dry run says so).
             """)
 
     @OptionGroup var modelOption: ModelOption
     @OptionGroup var storeArgument: StoreArgument
     @Flag(name: .long, help: "Print the inferred steps and rehearse them on a copy, without changing the store.")
     var dryRun = false
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Record the version hashes this compiled model (.momd of the app) declares, so the app still "
+                + "recognizes the store.", valueName: "momd"), completion: .directory)
+    var compiledModel: String?
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Migrate as this Xcode mapping model says (repeatable); those beside the model are found by "
+                + "themselves.", valueName: "xcmappingmodel"), completion: .directory)
+    var mappingModel: [String] = []
+    @Flag(name: .long, help: "Migrate even when values, objects or links would be dropped (each is reported).")
+    var allowLoss = false
+
+    /// The mapping models given, and those in the folder of the model.
+    func mappingModels() throws -> [MappingModel] {
+        let folder = URL(fileURLWithPath: modelOption.model).deletingLastPathComponent()
+        let beside = ((try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? [])
+            .filter { $0.hasSuffix(".xcmappingmodel") }.sorted().map { folder.appendingPathComponent($0).path }
+        return try (mappingModel + beside).map { path in
+            guard FileManager.default.fileExists(atPath: path) else {
+                throw ToolError(.notFound, "no mapping model at '\(path)'", hint: "give an .xcmappingmodel folder")
+            }
+            return try MappingModel(contentsOf: URL(fileURLWithPath: path))
+        }
+    }
+
+    /// A coordinator for the migration, with the mapping models.
+    func coordinator(_ versions: ModelVersions, _ mappings: [MappingModel], allowsLoss: Bool)
+        -> PersistentStoreCoordinator
+    {
+        let coordinator = PersistentStoreCoordinator(modelVersions: versions)
+        coordinator.mappingModels = mappings
+        coordinator.allowsLossyMigration = allowsLoss
+        return coordinator
+    }
 
     func run() throws {
         try reportingErrors {
             let versions = try modelOption.versions()
+            let mappings = try mappingModels()
+            if let compiledModel {
+                guard FileManager.default.fileExists(atPath: compiledModel) else {
+                    throw ToolError(
+                        .notFound, "no compiled model at '\(compiledModel)'",
+                        hint: "give the .momd folder inside the app bundle")
+                }
+                try versions.adoptVersionHashes(ofCompiledModelAt: URL(fileURLWithPath: compiledModel))
+            }
             // Planning and the rehearsal read a private copy: a store that needs nothing, or
             // only a dry run, is not touched, not even by SQLite's side files.
             let needed = try storeArgument.withPrivateCopy { copy -> Bool in
-                let plans = try PersistentStoreCoordinator(modelVersions: versions).migrationPlans(forStoreAt: copy)
+                let plans = try coordinator(versions, mappings, allowsLoss: true).migrationPlans(forStoreAt: copy)
                 guard !plans.isEmpty else {
                     say("The store already fits '\(versions.current.versionIdentifier)'; nothing to migrate.")
                     return false
                 }
                 guard dryRun else { return true }
                 for plan in plans {
-                    say("\(plan.source.versionIdentifier) → \(plan.destination.versionIdentifier):")
+                    say(
+                        "\(plan.source.versionIdentifier) → \(plan.destination.versionIdentifier)"
+                            + (plan.mappingModel.map { " (as the mapping model '\($0.name)' says)" } ?? "") + ":")
                     for change in plan.changes { say("  \(change)") }
                     if plan.changes.isEmpty { say("  (no change to the stored data)") }
                 }
                 // The rehearsal runs the checks that need the data, and counts.
-                let rehearsal = PersistentStoreCoordinator(modelVersions: versions)
+                let rehearsal = coordinator(versions, mappings, allowsLoss: true)
                 try migrate(copy, with: rehearsal)
                 say("On a copy of the store, the migration would have:")
                 let accounting = rehearsal.migrationReports.flatMap(\.accounting)
                 for line in accounting.isEmpty ? ["nothing to carry over: the store is empty"] : accounting {
                     say("  \(line)")
                 }
+                if !allowLoss, rehearsal.migrationReports.contains(where: { !$0.dropped.isEmpty }) {
+                    say("Migrating drops what is listed above: it needs --allow-loss.")
+                }
                 return false
             }
             guard needed else { return }
-            let coordinator = PersistentStoreCoordinator(modelVersions: versions)
-            try migrate(storeArgument.url, with: coordinator)
-            for report in coordinator.migrationReports { say("\(report)") }
+            let migrating = coordinator(versions, mappings, allowsLoss: allowLoss)
+            try migrate(storeArgument.url, with: migrating)
+            for report in migrating.migrationReports { say("\(report)") }
         }
     }
 }

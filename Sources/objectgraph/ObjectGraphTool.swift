@@ -39,7 +39,7 @@ struct ModelOption: ParsableArguments {
     @Option(
         name: .long,
         help: ArgumentHelp(
-            "Read the model from this .xcdatamodeld (or .xcdatamodel) folder.",
+            "Read the model from this .xcdatamodeld (or .xcdatamodel, or compiled .momd) folder.",
             valueName: "model"), completion: .directory)
     var model: String
 
@@ -96,6 +96,10 @@ struct ToolError: Error {
                     hint: "give the model the store was made with, or run 'objectgraph migrate'")
             case .migrationCannotBeInferred, .migrationFailed:
                 self.init(.invalidData, error.message, hint: "the store was left as it was")
+            case .migrationWouldLoseData:
+                self.init(
+                    .invalidData, error.message,
+                    hint: "the store was left as it was; run again with --allow-loss to migrate anyway")
             default:
                 self.init(.invalidData, error.message)
             }
@@ -164,12 +168,16 @@ func openFitting(
     _ url: URL, versions: ModelVersions, name: String
 ) throws -> (ManagedObjectModel, PersistentStoreCoordinator) {
     guard let version = try versions.sourceVersion(ofStoreAt: url) else {
-        let differences = try StoreShape(contentsOf: url).differences(from: versions.current).map(\.description)
+        // Named against the version it comes closest to, which is the likeliest to have made it.
+        let shape = try StoreShape(contentsOf: url)
+        let (closest, differences) = versions.versions.reversed()
+            .map { ($0, shape.differences(from: $0).map(\.description)) }
+            .min { $0.1.count < $1.1.count } ?? (versions.current, [])
         throw ToolError(
             .invalidData,
             "the store '\(name)' fits none of the model's versions ("
                 + versions.versions.map { "'\($0.versionIdentifier)'" }.joined(separator: ", ")
-                + "); against '\(versions.current.versionIdentifier)':", details: differences,
+                + "); against the closest, '\(closest.versionIdentifier)':", details: differences,
             hint: "give the model the store was made with")
     }
     let coordinator = PersistentStoreCoordinator(managedObjectModel: version)
@@ -179,6 +187,25 @@ func openFitting(
     return (version, coordinator)
 }
 
+/// Opens `url` as ``openFitting(_:versions:name:)`` does, or, when no version fits, with the
+/// model the store keeps (Core Data's `Z_MODELCACHE`) if that fits, saying so on stderr.
+func openFittingOrCached(
+    _ url: URL, versions: ModelVersions, name: String
+) throws -> (ManagedObjectModel, PersistentStoreCoordinator) {
+    guard try versions.sourceVersion(ofStoreAt: url) == nil, let cached = try versions.cachedModel(fittingStoreAt: url)
+    else {
+        return try openFitting(url, versions: versions, name: name)
+    }
+    note(
+        "the store '\(name)' fits none of the model's versions; it is read with the model it keeps "
+            + "(Z_MODELCACHE, version '\(cached.versionIdentifier)')")
+    let coordinator = PersistentStoreCoordinator(managedObjectModel: cached)
+    var options = StoreOptions()
+    options.mustExist = true
+    try coordinator.addPersistentStore(type: .sqlite, at: url, options: options)
+    return (cached, coordinator)
+}
+
 /// Runs `body` on a private copy of the store, opened with the version of the model it fits.
 func readingFittingStore(
     _ modelOption: ModelOption, _ storeArgument: StoreArgument,
@@ -186,10 +213,15 @@ func readingFittingStore(
 ) throws {
     let versions = try modelOption.versions()
     try storeArgument.withPrivateCopy { copy in
-        let (model, coordinator) = try openFitting(copy, versions: versions, name: storeArgument.store)
+        let (model, coordinator) = try openFittingOrCached(copy, versions: versions, name: storeArgument.store)
         defer { try? coordinator.close() }
         try body(versions, model, coordinator)
     }
+}
+
+/// Writes a note to standard error, out of the way of the data on standard output.
+func note(_ text: String) {
+    FileHandle.standardError.write(Data(("note: " + text + "\n").utf8))
 }
 
 /// Writes a line to standard output.

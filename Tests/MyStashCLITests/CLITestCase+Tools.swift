@@ -3,9 +3,13 @@ import Foundation
 extension CLITestCase {
     /// Puts the version-1 vault of MyStashKitTests/Fixtures/vault-v1 where the commands look, and
     /// returns the environment that gives its master password.
-    func installVersion1Vault() throws -> [String: String] {
+    func installVersion1Vault() throws -> [String: String] { try installFixtureVault("vault-v1") }
+
+    /// Copies a vault an earlier release wrote (MyStashKitTests/Fixtures/`name`, see its README)
+    /// in place of the test's vault; the environment that unlocks it.
+    func installFixtureVault(_ name: String) throws -> [String: String] {
         let fixture = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-            .appendingPathComponent("../MyStashKitTests/Fixtures/vault-v1").standardizedFileURL
+            .appendingPathComponent("../MyStashKitTests/Fixtures/\(name)").standardizedFileURL
         try FileManager.default.createDirectory(
             at: vaultDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         for store in ["Notes.sqlite", "Passwords.sqlite"] {

@@ -13,6 +13,11 @@ final class ReadingCommandTests: CLITestCase {
         ["seed", "status"], ["export"], ["export", "--format", "csv"],
     ]
 
+    /// Those that show one note or entry, and check only what they show.
+    var oneItemCommands: [[String]] {
+        readingCommands.filter { $0.count > 1 && ["show", "otp", "history"].contains($0[1]) }
+    }
+
     override func setUpWithError() throws {
         try super.setUpWithError()
         try initVault()
@@ -26,10 +31,27 @@ final class ReadingCommandTests: CLITestCase {
         for command in readingCommands {
             XCTAssertEqual(try run(command).status, command == ["password", "otp", "Bank"] ? 66 : 0, "\(command)")
         }
+        let before = try Dictionary(uniqueKeysWithValues: oneItemCommands.map { ($0, try run($0)) })
         let deleted = try sqlite(vaultDirectory.appendingPathComponent("Passwords.sqlite"),
                                  "DELETE FROM ZSYSTEM WHERE Z_PK = 2")
         XCTAssertEqual(deleted.status, 0, deleted.output)
-        for command in readingCommands {
+        // A command showing one item checks the buckets of what it shows: Mail (row 2) is
+        // refused; what shows another item shows exactly what it showed before.
+        for command in oneItemCommands {
+            let result = try run(command)
+            guard command.contains("Mail") else {
+                XCTAssertEqual(result.status, before[command]?.status, "\(command): \(result.stderr)")
+                XCTAssertEqual(result.stdout, before[command]?.stdout, "\(command)")
+                continue
+            }
+            XCTAssertEqual(result.status, 65, "\(command): \(result.stderr)")
+            XCTAssertTrue(
+                result.stderr.hasPrefix(
+                    "Error: the vault was changed outside mystash: Passwords.sqlite, System row 2"),
+                "\(command): \(result.stderr)")
+            XCTAssertEqual(result.stdout, "", "\(command): nothing is shown from a tampered vault")
+        }
+        for command in readingCommands where !oneItemCommands.contains(command) {
             let result = try run(command)
             XCTAssertEqual(result.status, 65, "\(command): \(result.stderr)")
             XCTAssertTrue(
@@ -45,7 +67,7 @@ final class ReadingCommandTests: CLITestCase {
         let password = try installVersion1Vault()
         let listed = try runOK(["category", "list"], environment: password)
         XCTAssertEqual(
-            listed.stderr, "Upgraded the vault from model 'MyStash' to 'MyStash 4' (Notes.sqlite, Passwords.sqlite).\n")
+            listed.stderr, "Upgraded the vault from model 'MyStash' to 'MyStash 5' (Notes.sqlite, Passwords.sqlite).\n")
         XCTAssertTrue(listed.stdout.contains("Home Lab"), listed.stdout)
         // Seed lists of later versions are loaded after the check: version 5 brought "SSH Key".
         XCTAssertTrue(listed.stdout.contains("SSH Key"), listed.stdout)

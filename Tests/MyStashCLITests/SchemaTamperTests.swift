@@ -76,7 +76,7 @@ final class SchemaTamperTests: CLITestCase {
     /// for one made before it); the key slot now says the vault has one.
     func testRemovingBothRecordsIsTampering() throws {
         for store in ["Notes.sqlite", "Passwords.sqlite"] {
-            _ = try sqlite(store, "DROP TABLE MYSTASH_ROW_TAG; DROP TABLE MYSTASH_RECORD")
+            _ = try sqlite(store, "DROP TABLE MYSTASH_ROW_TAG; DROP TABLE MYSTASH_RECORD; DROP TABLE MYSTASH_BUCKET")
         }
         _ = try sqlite("Passwords.sqlite", "UPDATE ZSYSTEM SET ZCATEGORY = (SELECT Z_PK FROM ZCATEGORY WHERE "
                            + "ZNAME = 'Shopping')")

@@ -13,9 +13,10 @@ import XCTest
 final class StoredValueFuzzTests: CLITestCase {
 
     static let tables = [
-        "Notes.sqlite": ["ZNOTE", "Z_PRIMARYKEY", "Z_METADATA", "MYSTASH_ROW_TAG", "MYSTASH_RECORD"],
+        "Notes.sqlite": ["ZNOTE", "Z_PRIMARYKEY", "Z_METADATA", "MYSTASH_ROW_TAG", "MYSTASH_RECORD", "MYSTASH_BUCKET"],
         "Passwords.sqlite": [
             "ZSYSTEM", "ZCATEGORY", "ZLIST", "Z_PRIMARYKEY", "Z_METADATA", "MYSTASH_ROW_TAG", "MYSTASH_RECORD",
+            "MYSTASH_BUCKET",
         ],
     ]
 
@@ -269,7 +270,8 @@ extension CLITestCase {
         try vault.coordinator.close()
         for file in ["Notes.sqlite", "Passwords.sqlite"] {
             let dropped = try sqlite(
-                directory.appendingPathComponent(file), "DROP TABLE MYSTASH_ROW_TAG; DROP TABLE MYSTASH_RECORD")
+                directory.appendingPathComponent(file),
+                "DROP TABLE MYSTASH_ROW_TAG; DROP TABLE MYSTASH_RECORD; DROP TABLE MYSTASH_BUCKET")
             XCTAssertEqual(dropped.status, 0)
         }
     }

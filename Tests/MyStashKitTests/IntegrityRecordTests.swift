@@ -33,9 +33,9 @@ final class IntegrityRecordTests: VaultTestCase {
             dataKey: try vault.sessionContents().dataKey, keySlot: vault.keySlot,
             stores: vault.integrityStores,
             model: vault.coordinator.managedObjectModel.versionIdentifier)
-        let notes = try XCTUnwrap(vault.integrityStores.first { $0.fileName == "Notes.sqlite" })
+        let notes = try XCTUnwrap(vault.integrityStores.first { $0.displayName == "Notes.sqlite" })
         let row = StoredRowKey(storeIdentifier: notes.identifier, table: "ZNOTE", primaryKey: 1)
-        try vault.coordinator.performWrite { try record.rowsDidChange([row, row, row], in: $0) }
+        try vault.coordinator.performWrite { try record.rows.rowsDidChange([row, row, row], in: $0) }
         XCTAssertEqual(try reopen().check(), [])
         // And a change made outside mystash afterwards is still caught.
         _ = try sqlite("Notes.sqlite", "UPDATE ZNOTE SET Z_OPT = Z_OPT + 1")
@@ -124,7 +124,7 @@ final class IntegrityRecordTests: VaultTestCase {
         try vault.addNote(title: "kept", text: "text")
         let reopened = try reopen()
         for store in ["Notes.sqlite", "Passwords.sqlite"] {
-            _ = try sqlite(store, "DROP TABLE MYSTASH_RECORD; DROP TABLE MYSTASH_ROW_TAG")
+            _ = try sqlite(store, "DROP TABLE MYSTASH_RECORD; DROP TABLE MYSTASH_ROW_TAG; DROP TABLE MYSTASH_BUCKET")
         }
         _ = try sqlite("Notes.sqlite", "UPDATE ZNOTE SET Z_OPT = Z_OPT + 1")
         assertVaultError(.invalidData, { try reopened.followExternalChanges() }) { error in
@@ -139,7 +139,7 @@ final class IntegrityRecordTests: VaultTestCase {
         _ = try vault.addNote(title: "kept", text: "text")
         XCTAssertTrue(vault.keySlot.requiresIntegrityRecord)
         for store in ["Notes.sqlite", "Passwords.sqlite"] {
-            try sqlite(store, "DROP TABLE MYSTASH_ROW_TAG; DROP TABLE MYSTASH_RECORD")
+            try sqlite(store, "DROP TABLE MYSTASH_ROW_TAG; DROP TABLE MYSTASH_RECORD; DROP TABLE MYSTASH_BUCKET")
         }
         assertVaultError(.invalidData, { _ = try reopen() }) {
             XCTAssertTrue($0.message.contains("its integrity record was removed outside mystash"), $0.message)

@@ -71,7 +71,7 @@ class VaultTestCase: XCTestCase {
         try vault.coordinator.saveMetadata()
         try vault.coordinator.close()
         for store in ["Notes.sqlite", "Passwords.sqlite"] {
-            try sqlite(store, "DROP TABLE MYSTASH_ROW_TAG; DROP TABLE MYSTASH_RECORD")
+            try sqlite(store, "DROP TABLE MYSTASH_ROW_TAG; DROP TABLE MYSTASH_RECORD; DROP TABLE MYSTASH_BUCKET")
         }
     }
 

@@ -21,7 +21,10 @@ final class ObjectGraphCLITests: ObjectGraphTestCase {
     static var wibosco: URL { fixturesURL.appendingPathComponent("CoreData/wibosco-migration-example") }
     var model: String { Self.wibosco.appendingPathComponent("CoreDataMigration_Example.xcdatamodeld").path }
 
-    func run(_ arguments: String...) throws -> Run {
+    func run(_ arguments: String...) throws -> Run { try Self.run(arguments, in: directory) }
+
+    /// Runs the built `objectgraph` with `arguments` in `directory`.
+    static func run(_ arguments: [String], in directory: URL) throws -> Run {
         let process = Process()
         process.executableURL = Self.binary
         process.arguments = arguments
@@ -203,11 +206,14 @@ final class ObjectGraphCLITests: ObjectGraphTestCase {
                 "  add attribute Post.softDeleted (default NO)",
                 "On a copy of the store, the migration would have:", "  carried 10 Post",
                 "  dropped 10 values of Post.content (attribute removed from the model)",
+                "Migrating drops what is listed above: it needs --allow-loss.",
             ])
         XCTAssertEqual(try Data(contentsOf: url), before)
 
         let colors = try sqlite3(url, "SELECT Z_PK, ZCOLOR FROM ZPOST ORDER BY Z_PK")
-        let migrated = try run("migrate", "--model", model, url.path)
+        XCTAssertEqual(try run("migrate", "--model", model, url.path).status, 65)
+        XCTAssertEqual(try Data(contentsOf: url), before)
+        let migrated = try run("migrate", "--model", model, "--allow-loss", url.path)
         XCTAssertEqual(migrated.status, 0, migrated.stderr)
         XCTAssertTrue(migrated.lines.contains("  carried 10 Post"), migrated.stdout)
         XCTAssertTrue(

@@ -68,6 +68,9 @@ extension ManagedObjectContext {
                     for object in deleted where try !deleteRow(of: object, db) { deletedSet.remove(object) }
                     for object in inserted { try insertRow(of: object, db) }
                     for object in joinChanges { try writeJoinRows(of: object, db) }
+                    for object in inserted + updated where object.entity.hasOrderedRelationships {
+                        try writeOrder(of: object, db)
+                    }
                     try enforceDeleteRules(of: deleted.filter { deletedSet.contains($0) }, db)
                     try verifyDestinations(of: inserted, db)
                     try verifyDestinations(of: updated, db)
@@ -343,6 +346,42 @@ extension ManagedObjectContext {
             for destination in joined where !deletedSet.contains(destination) {
                 guard let destinationKey = self.primaryKey(of: destination) else { continue }
                 try db.executeCached(sql: insertSQL, values: [primaryKey.databaseValue, destinationKey.databaseValue])
+            }
+        }
+    }
+
+    /// Writes the order of an object's ordered to-many relationships that changed, as Core
+    /// Data keeps it: each member's `Z_FOK_` value is its position (1, 2, ...). When only the
+    /// changes were read, the members the store held keep their order and the new ones follow.
+    private func writeOrder(of object: ManagedObject, _ db: Database) throws {
+        guard let primaryKey = primaryKey(of: object) else { return }
+        for relationship in object.entity.relationships where relationship.isOrdered {
+            guard let members = object.values[relationship.name] as? RelationshipMembers,
+                  members.hasUnsavedChanges || (object.isInserted && members.count > 0) else { continue }
+            guard let place = SQLiteSchema.orderPlace(of: relationship, of: object.entity, in: model),
+                  let destination = model.entity(named: relationship.destinationEntityName) else { continue }
+            let store = try coordinator.store(for: SQLiteSchema.usesJoinTable(relationship, in: model)
+                ? object.entity.rootEntity : destination.rootEntity)
+            let (table, ownerColumn, memberColumn, orderColumn) =
+                (store.qualified(place.table), place.owner, place.member, place.order)
+            let stored = try Int64.fetchAll(
+                db, sql: "SELECT \(memberColumn) FROM \(table) WHERE \(ownerColumn) = ? ORDER BY \(orderColumn), "
+                    + "\(memberColumn)", arguments: [primaryKey])
+            let listed: [Int64]
+            if members.isComplete {
+                listed = members.objects.compactMap { self.primaryKey(of: $0) }
+            } else {
+                let joined = members.unsavedChanges().objects.compactMap { self.primaryKey(of: $0) }
+                let joinedSet = Set(joined)
+                listed = stored.filter { !joinedSet.contains($0) } + joined
+            }
+            // Only what the store links now: a member deleted in this save has no row left.
+            let linked = Set(stored)
+            let update = "UPDATE \(table) SET \(orderColumn) = ? WHERE \(ownerColumn) = ? AND \(memberColumn) = ?"
+            for (position, key) in listed.filter(linked.contains).enumerated() {
+                try db.executeCached(
+                    sql: update,
+                    values: [Int64(position + 1).databaseValue, primaryKey.databaseValue, key.databaseValue])
             }
         }
     }

@@ -726,9 +726,12 @@ public final class ManagedObjectContext {
             sql =
                 "SELECT \(columns) FROM \(store.qualified(root.tableName)) t0 JOIN \(store.qualified(join.name)) j ON "
                     + "j.\(join.destinationColumn) = t0.Z_PK WHERE j.\(join.sourceColumn) = ?"
+                    + (join.destinationOrderColumn.map { " ORDER BY j.\($0), t0.Z_PK" } ?? "")
         } else {
             guard let inverse = SQLiteSchema.inverse(of: relationship, in: model) else { return [] }
             sql = "SELECT \(columns) FROM \(store.qualified(root.tableName)) t0 WHERE t0.\(inverse.columnName) = ?"
+                + (SQLiteSchema.orderColumnName(ofToOne: inverse, in: model)
+                    .map { " ORDER BY t0.\($0), t0.Z_PK" } ?? "")
         }
         // Stepped straight off the statement, as a fetch is: a relationship may hold 100,000 rows.
         var objects: [ManagedObject] = []

@@ -289,8 +289,11 @@ extension ManagedObjectContext {
         guard !bySource.isEmpty else { return destinations }
         let columns = root.selectColumns.map { "t0.\($0)" }.joined(separator: ", ")
         let from: String
+        // Each source's destinations arrive in their order when the relationship is ordered.
+        var order = ""
         if SQLiteSchema.usesJoinTable(relationship, in: model) {
             let join = SQLiteSchema.joinTable(for: relationship, of: sourceEntity, in: model)
+            order = join.destinationOrderColumn.map { " ORDER BY j.\($0), t0.Z_PK" } ?? ""
             from =
                 "SELECT \(columns), j.\(join.sourceColumn) FROM \(store.qualified(root.tableName)) t0 "
                 + "JOIN \(store.qualified(join.name)) j ON j.\(join.destinationColumn) = t0.Z_PK WHERE "
@@ -299,12 +302,14 @@ extension ManagedObjectContext {
             from =
                 "SELECT \(columns), t0.\(inverse.columnName) FROM \(store.qualified(root.tableName)) t0 WHERE "
                     + "t0.\(inverse.columnName) IN "
+            order = SQLiteSchema.orderColumnName(ofToOne: inverse, in: model)
+                .map { " ORDER BY t0.\($0), t0.Z_PK" } ?? ""
         } else {
             return destinations
         }
         var found: [Int64: [ManagedObject]] = [:]
         for chunk in Array(bySource.keys).chunked(500) {
-            let sql = from + "(\(Array(repeating: "?", count: chunk.count).joined(separator: ",")))"
+            let sql = from + "(\(Array(repeating: "?", count: chunk.count).joined(separator: ",")))" + order
             try wrapStoreErrors(.objectNotFound, "cannot prefetch \(sourceEntity.name).\(key)") {
                 try coordinator.read { db in
                     try db.forEachRow(sql: sql, arguments: chunk.map(\.databaseValue)) { row in

@@ -104,6 +104,8 @@ public struct MigrationPlan {
     public let configuration: String?
     /// Every change, in words, in a stable order.
     public let changes: [MigrationChange]
+    /// The Xcode mapping model the plan follows; nil when it was inferred.
+    public let mappingModel: MappingModel?
     let mappings: [EntityMapping]
     let removedEntities: [EntityDescription]
     let sourceEntities: [EntityDescription]
@@ -113,19 +115,30 @@ public struct MigrationPlan {
     ///
     /// - throws: ``ObjectGraphError`` 134190 naming every change that cannot be inferred and
     ///   that no custom step in `steps` covers.
+    ///
+    /// With a `mappingModel` (an Xcode mapping model between the two versions), entities and
+    /// properties are paired as it says instead of inferred; what it states that needs app code
+    /// is refused, unless a step in `steps` covers the entity.
     public init(
         from source: ManagedObjectModel, to destination: ManagedObjectModel, configuration: String? = nil,
-        steps: [EntityMigrationStep] = []
+        steps: [EntityMigrationStep] = [], mappingModel: MappingModel? = nil
     ) throws {
         self.source = source
         self.destination = destination
         self.configuration = configuration
+        self.mappingModel = mappingModel
         sourceEntities = source.entities(forConfiguration: configuration)
         destinationEntities = destination.entities(forConfiguration: configuration)
-        let pairs = matchByRenamingIdentifier(
+        var refusals: [String] = []
+        var stated: StatedMapping?
+        if let mappingModel {
+            stated = StatedMapping(
+                mappingModel, from: sourceEntities, to: destinationEntities, steps: steps,
+                sourceVersion: source.versionIdentifier, refusals: &refusals)
+        }
+        let pairs = stated?.entities ?? matchByRenamingIdentifier(
             destinationEntities, sourceEntities, name: \.name, elementID: \.elementID)
         var changes: [MigrationChange] = []
-        var refusals: [String] = []
         var mappings: [EntityMapping] = []
         for entity in destinationEntities {
             guard let old = pairs[entity.name] else {
@@ -135,7 +148,7 @@ public struct MigrationPlan {
             let entitySteps = steps.filter { $0.covers(entity.name, from: source.versionIdentifier) }
             let mapping = Self.map(
                 entity, from: old, sourceOf: { pairs[$0]?.name }, steps: entitySteps,
-                changes: &changes, refusals: &refusals)
+                stated: stated?.properties[entity.name], changes: &changes, refusals: &refusals)
             mappings.append(mapping)
         }
         let mapped = Set(mappings.map { ObjectIdentifier($0.source) })
@@ -145,8 +158,8 @@ public struct MigrationPlan {
             throw ObjectGraphError(
                 code: .migrationCannotBeInferred,
                 message:
-                    "cannot infer a migration from model '\(source.versionIdentifier)' "
-                    + "to '\(destination.versionIdentifier)': "
+                    (mappingModel == nil ? "cannot infer a migration" : "cannot migrate")
+                    + " from model '\(source.versionIdentifier)' to '\(destination.versionIdentifier)': "
                     + refusals.joined(separator: "; ")
                     + "; register a custom migration step for the entity, or change the model")
         }
@@ -157,7 +170,7 @@ public struct MigrationPlan {
     /// `sourceOf` names the old entity a new entity (by name) is migrated from.
     private static func map(
         _ entity: EntityDescription, from old: EntityDescription, sourceOf: (String) -> String?,
-        steps: [EntityMigrationStep], changes: inout [MigrationChange],
+        steps: [EntityMigrationStep], stated: StatedMapping.Properties?, changes: inout [MigrationChange],
         refusals: inout [String]
     ) -> EntityMapping {
         let name = entity.name
@@ -185,7 +198,7 @@ public struct MigrationPlan {
         }
         let newAttributes = entity.attributes.filter { !$0.isTransient }
         let oldAttributes = old.attributes.filter { !$0.isTransient }
-        let attributePairs = matchByRenamingIdentifier(
+        let attributePairs = stated?.attributes ?? matchByRenamingIdentifier(
             newAttributes, oldAttributes, name: \.name, elementID: \.elementID)
         var attributes: [String: AttributeSource] = [:]
         for attribute in newAttributes {
@@ -229,7 +242,7 @@ public struct MigrationPlan {
                 changes.append(MigrationChange(entity: name, property: attribute.name, kind: .attributeRemoved))
             }
         }
-        let relationshipPairs = matchByRenamingIdentifier(
+        let relationshipPairs = stated?.relationships ?? matchByRenamingIdentifier(
             entity.relationships, old.relationships, name: \.name, elementID: \.elementID)
         for relationship in entity.relationships {
             guard let previous = relationshipPairs[relationship.name] else {

@@ -30,10 +30,15 @@ public final class ModelVersions {
         self.current = current
     }
 
-    /// Loads every `.xcdatamodel` inside an `.xcdatamodeld` folder.
+    /// Loads every `.xcdatamodel` inside an `.xcdatamodeld` folder, or every `.mom` of a
+    /// compiled `.momd` (see ``init(compiledModelAt:)``).
     ///
     /// - throws: ``ModelError`` naming the version file at fault.
     public convenience init(contentsOf url: URL) throws {
+        if url.pathExtension == "momd" {
+            try self.init(compiledModelAt: url)
+            return
+        }
         var files: [String: Data] = [:]
         // What cannot be listed or read is absent, and the checks below name what is missing.
         let names = (try? FileManager.default.contentsOfDirectory(atPath: url.path)) ?? []
@@ -118,9 +123,10 @@ public final class ModelVersions {
     /// The version a store was made with, found by what the store holds (never by Apple's
     /// version hashes): for a store ObjectGraph wrote, the recorded persisted shape of each
     /// entity; for any other store, its tables and columns (see ``StoreShape``). Among several
-    /// versions that fit, the one the store's metadata names wins, else the newest.
+    /// versions that fit, the one the store's metadata names wins.
     ///
     /// - returns: nil when no version fits.
+    /// - throws: ``ObjectGraphError`` 134100 when several fit and the metadata names none.
     /// - note: reading a store in WAL mode makes SQLite create its `-wal` and `-shm` files beside it.
     public func sourceVersion(ofStoreAt url: URL, configuration: String? = nil) throws -> ManagedObjectModel? {
         try StoreMetadataReader.reading(url) { db in
@@ -144,7 +150,7 @@ public final class ModelVersions {
             let shape = try StoreShape(db, schema: schema)
             fitting = versions.filter { shape.differences(from: $0, configuration: configuration).isEmpty }
         }
-        return fitting.last { recordedNames.contains($0.versionIdentifier) } ?? fitting.last
+        return try StoreShape.versionThatMade(among: fitting, recorded: recordedNames)
     }
 }
 

@@ -15,6 +15,9 @@ extension PersistentStoreCoordinator {
     /// The migrations, one per pair of consecutive versions, that would bring the store at
     /// `url` to the current model; empty when it already fits. Nothing is written.
     ///
+    /// When no version fits but the store keeps its model (Core Data's `Z_MODELCACHE`) and that
+    /// model fits the store, the one migration goes from that model to the current version.
+    ///
     /// - throws: ``ObjectGraphError`` 134190 when no version fits the store or a change
     ///   cannot be inferred, naming it.
     /// - note: reading a store in WAL mode makes SQLite create its `-wal` and `-shm` files beside it.
@@ -34,15 +37,23 @@ extension PersistentStoreCoordinator {
         let current = modelVersions.current
         let recordedIdentifiers = metadata[StoreMetadataKey.versionIdentifiers] as? [String] ?? []
         if recordedIdentifiers.contains(current.versionIdentifier),
-            let recorded = metadata[StoreMetadataKey.versionHashes] as? [String: Data]
+            let recorded = metadata[StoreMetadataKey.entityShapes] as? [String: [String: String]]
         {
             let names = Set(current.entities(forConfiguration: configuration).map(\.name))
-            if recorded == current.entityVersionHashesByName.filter({ names.contains($0.key) }) { return [] }
+            if recorded == current.entityShapes.filter({ names.contains($0.key) }) { return [] }
         }
         guard
             let source = try modelVersions.sourceVersion(
                 db, schema: schema, metadata: metadata, configuration: configuration)
         else {
+            // A version the bundle lacks: the model the store keeps, straight to the current one.
+            if let cached = try modelVersions.cachedModel(
+                db, schema: schema, storeName: name, configuration: configuration)
+            {
+                return [
+                    try MigrationPlan(from: cached, to: current, configuration: configuration, steps: migrationSteps)
+                ]
+            }
             let known = modelVersions.versions.map { "'\($0.versionIdentifier)'" }.joined(separator: ", ")
             throw ObjectGraphError(
                 code: .migrationCannotBeInferred,
@@ -60,12 +71,28 @@ extension PersistentStoreCoordinator {
         }
         var plans: [MigrationPlan] = []
         var from = source
-        for version in path {
+        var remaining = path[...]
+        while !remaining.isEmpty {
+            // A mapping model from this version goes as far as it says; else one inferred step.
+            let stated = remaining.indices.reversed().lazy.compactMap { index in
+                self.mappingModel(from: from, to: remaining[index]).map { (index, $0) }
+            }.first
+            let index = stated?.0 ?? remaining.startIndex
             plans.append(
-                try MigrationPlan(from: from, to: version, configuration: configuration, steps: migrationSteps))
-            from = version
+                try MigrationPlan(
+                    from: from, to: remaining[index], configuration: configuration, steps: migrationSteps,
+                    mappingModel: stated?.1))
+            from = remaining[index]
+            remaining = remaining[(index + 1)...]
         }
         return plans
+    }
+
+    /// The mapping model from `source` to `destination`, if one was given.
+    private func mappingModel(from source: ManagedObjectModel, to destination: ManagedObjectModel) -> MappingModel? {
+        mappingModels.first {
+            $0.sourceVersion == source.versionIdentifier && $0.destinationVersion == destination.versionIdentifier
+        }
     }
 
     /// Migrates several stores of this model in one transaction, before they are added: after
@@ -152,7 +179,7 @@ extension PersistentStoreCoordinator {
             let migration = StoreMigration(
                 plan: plan, db: db, schema: schema, storeIdentifier: identifier,
                 transformers: valueTransformers, report: report)
-            metadata = try migration.run(metadata: metadata)
+            metadata = try migration.run(metadata: metadata, allowsLoss: allowsLossyMigration)
             report = migration.report
         }
         return (report, metadata)

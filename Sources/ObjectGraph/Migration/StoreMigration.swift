@@ -45,14 +45,29 @@ final class StoreMigration {
     private var destination: ManagedObjectModel { plan.destination }
 
     /// Runs the plan; returns the store's new metadata.
-    func run(metadata: [String: Any]) throws -> [String: Any] {
+    func run(metadata: [String: Any], allowsLoss: Bool) throws -> [String: Any] {
         try readOldStore()
+        try StoreShape(db, schema: schema).requireEveryTableRead(oldTables, storeName: report.storeName)
         try checkBeforeWriting()
+        guard allowsLoss || report.dropped.isEmpty else {
+            throw ObjectGraphError(
+                code: .migrationWouldLoseData,
+                message:
+                    "migrating from model '\(source.versionIdentifier)' to '\(destination.versionIdentifier)' "
+                    + "would drop " + report.dropped.joined(separator: "; "))
+        }
         var newMetadata = metadata
         newMetadata.merge(
             PersistentStoreCoordinator.modelMetadata(of: destination, entities: plan.destinationEntities)
         ) { _, new in new }
+        // Apple's digests summarise the hashes they were written with; Core Data rewrites them.
+        if newMetadata[StoreMetadataKey.versionHashes] as? [String: Data]
+            != metadata[StoreMetadataKey.versionHashes] as? [String: Data]
+        {
+            for key in StoreMetadataKey.versionHashDigests { newMetadata[key] = nil }
+        }
         let plist = try PropertyListSerialization.data(fromPropertyList: newMetadata, format: .binary, options: 0)
+        try ModelCache.replace(db, schema: schema, with: destination)
         if plan.keepsLayout {
             try db.execute(sql: "UPDATE \(qualified("Z_METADATA")) SET Z_PLIST = ?", arguments: [plist])
             return newMetadata
@@ -67,6 +82,7 @@ final class StoreMigration {
         try copyRows()
         try convertValues()
         try writeLinks()
+        try carryOrders()
         try runCustomSteps()
         try fillEntityColumns()
         try writePrimaryKeys()
@@ -164,6 +180,7 @@ final class StoreMigration {
     }
 
     private func reportDropped() throws {
+        for mapping in plan.mappings { try reportDroppedLinks(of: mapping) }
         for entity in plan.removedEntities {
             let count = rowCount(of: entity)
             if count > 0 { report.dropped.append("\(count) \(entity.name) (entity removed from the model)") }
@@ -190,6 +207,41 @@ final class StoreMigration {
                             + " model)"
                     )
                 }
+            }
+        }
+    }
+
+    /// Counts the links of the relationships the mapping leaves behind, each pair once: on its
+    /// to-one side, or in its join table by the side that names it.
+    private func reportDroppedLinks(of mapping: MigrationPlan.EntityMapping) throws {
+        let kept = Set(mapping.relationships.values.map(\.name))
+        let owners = mapping.source
+        for relationship in owners.relationships where !kept.contains(relationship.name) {
+            let count: Int
+            if !relationship.isToMany {
+                guard try tableExists(owners.tableName) else { continue }
+                count =
+                    try Int.fetchOne(
+                        db,
+                        sql: "SELECT COUNT(*) FROM \(qualified(owners.tableName)) WHERE Z_ENT = ? AND "
+                            + "\(relationship.columnName) IS NOT NULL", arguments: [owners.entityNumber]) ?? 0
+            } else if SQLiteSchema.usesJoinTable(relationship, in: source) {
+                let join = SQLiteSchema.joinTable(for: relationship, of: owners, in: source)
+                guard join.isOwner, try tableExists(join.name) else { continue }
+                count =
+                    try Int.fetchOne(
+                        db,
+                        sql: """
+                            SELECT COUNT(*) FROM \(qualified(join.name)) j
+                            JOIN \(qualified(owners.tableName)) o ON o.Z_PK = j.\(join.sourceColumn) WHERE o.Z_ENT = ?
+                            """, arguments: [owners.entityNumber]) ?? 0
+            } else {
+                continue
+            }
+            if count > 0 {
+                report.dropped.append(
+                    "\(count) links of \(owners.name).\(relationship.name) "
+                        + "(no relationship of the new model takes them)")
             }
         }
     }
@@ -547,6 +599,53 @@ final class StoreMigration {
                 }
             }
         }
+    }
+
+    /// Carries the order of each ordered relationship that was ordered in the old version too
+    /// (its `Z_FOK_` values, read from the old tables set aside); one that becomes ordered
+    /// starts in key order.
+    private func carryOrders() throws {
+        for mapping in plan.mappings {
+            for relationship in mapping.destination.declaredRelationships where relationship.isOrdered {
+                guard let old = mapping.relationships[relationship.name], old.isOrdered,
+                      let oldTarget = source.entity(named: old.destinationEntityName),
+                      let (oldPlace, newPlace) = orderPlaces(of: old, relationship, mapping)
+                else { continue }
+                let ownerOffset = offsets[mapping.source.rootEntity.name] ?? 0
+                let memberOffset = offsets[oldTarget.rootEntity.name] ?? 0
+                let rows = try Row.fetchAll(
+                    db,
+                    sql: "SELECT j.\(oldPlace.owner), j.\(oldPlace.member), j.\(oldPlace.order) "
+                        + "FROM \(oldPlace.table) j "
+                        + "JOIN \(aside(mapping.source.tableName)) o ON o.Z_PK = j.\(oldPlace.owner) "
+                        + "WHERE o.Z_ENT = ? AND j.\(oldPlace.order) IS NOT NULL",
+                    arguments: [mapping.source.entityNumber])
+                let update = "UPDATE \(newPlace.table) SET \(newPlace.order) = ? WHERE \(newPlace.owner) = ? "
+                    + "AND \(newPlace.member) = ?"
+                for row in rows {
+                    let place = "\(mapping.source.name).\(old.name)"
+                    guard let owner = try integer(row[0], oldPlace.owner, of: place, row: nil),
+                          let member = try integer(row[1], oldPlace.member, of: place, row: owner),
+                          let order = try integer(row[2], oldPlace.order, of: place, row: owner) else { continue }
+                    try db.execute(sql: update, arguments: [order, owner + ownerOffset, member + memberOffset])
+                }
+            }
+        }
+    }
+
+    /// Where an ordered relationship keeps its order in the old tables (set aside) and in the
+    /// new ones; nil when the two versions store it differently (a join table in one, a key in
+    /// the other) or the old table was not read.
+    private func orderPlaces(
+        of old: RelationshipDescription, _ new: RelationshipDescription, _ mapping: MigrationPlan.EntityMapping
+    ) -> (old: SQLiteSchema.OrderPlace, new: SQLiteSchema.OrderPlace)? {
+        guard SQLiteSchema.usesJoinTable(old, in: source) == SQLiteSchema.usesJoinTable(new, in: destination),
+              var oldPlace = SQLiteSchema.orderPlace(of: old, of: mapping.source, in: source),
+              var newPlace = SQLiteSchema.orderPlace(of: new, of: mapping.destination, in: destination),
+              oldTables.contains(oldPlace.table) else { return nil }
+        oldPlace.table = aside(oldPlace.table)
+        newPlace.table = qualified(newPlace.table)
+        return (oldPlace, newPlace)
     }
 
     /// Sets the `Z<n>_<REL>` entity columns from the rows their relationships point to.

@@ -108,8 +108,9 @@ public struct AttributeDescription: Sendable {
         self.elementID = elementID
     }
 
-    /// The column holding this attribute: `Z` + the uppercased name (kept, not recomputed: it is on every row's path).
-    public private(set) var columnName: String
+    /// The column holding this attribute: `Z` + the uppercased name (kept, not recomputed: it is on every row's path),
+    /// and a number after it when a sibling sub-entity stores a property of the same name first (`ZNAME1`).
+    public internal(set) var columnName: String
 
     /// True when the model marks the attribute secret (`userInfo` key `secret` = YES):
     /// its values never appear in error descriptions or messages.

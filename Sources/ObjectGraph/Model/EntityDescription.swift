@@ -20,8 +20,8 @@ public final class EntityDescription: CustomStringConvertible {
     /// An abstract entity has no objects of its own, only of its sub-entities.
     public let isAbstract: Bool
     /// The attributes and relationships declared on this entity (not inherited).
-    public let declaredAttributes: [AttributeDescription]
-    public let declaredRelationships: [RelationshipDescription]
+    public internal(set) var declaredAttributes: [AttributeDescription]
+    public internal(set) var declaredRelationships: [RelationshipDescription]
     /// The model's user info for the entity.
     public let userInfo: [String: String]
     /// The class Xcode names for its objects (kept, not used to make them).
@@ -74,6 +74,8 @@ public final class EntityDescription: CustomStringConvertible {
     var toManyRelationshipNames: [String] = []
     /// Whether any relationship of this entity is stored in a join table.
     var hasJoinTables = false
+    /// True when a relationship of the entity keeps its destinations in an order.
+    var hasOrderedRelationships = false
     var objectClass: ManagedObject.Type = ManagedObject.self
     /// The root table's columns in `SELECT` order, and each column's position.
     var selectColumns: [String] = []

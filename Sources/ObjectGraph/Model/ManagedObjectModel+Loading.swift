@@ -177,7 +177,8 @@ final class ModelXMLParser: NSObject, XMLParserDelegate {
             relationships.append(RelationshipDescription(
                 name: name, destination: destination, inverse: dict["inverseName"], isToMany: toMany, deleteRule: rule,
                 isOptional: isTruthy(dict["optional"]), minCount: Int(dict["minCount"] ?? "") ?? 0,
-                maxCount: Int(dict["maxCount"] ?? "") ?? 0, elementID: dict["elementID"]))
+                maxCount: Int(dict["maxCount"] ?? "") ?? 0, elementID: dict["elementID"],
+                isOrdered: isTruthy(dict["ordered"])))
             ownerStack.append(.relationship)
         case "entry":
             guard let key = dict["key"], let value = dict["value"] else { return }

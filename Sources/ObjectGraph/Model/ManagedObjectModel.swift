@@ -44,6 +44,14 @@ public final class ManagedObjectModel {
     public let configurations: [String: [String]]
     /// The version identifier of the model (the `.xcdatamodel` name without extension when loaded).
     public let versionIdentifier: String
+    /// Entity name → the version hash Xcode's model compiler declared for this version (a
+    /// `.momd`'s `VersionInfo.plist`), when the model came with one: what a store made with this
+    /// version records, so that Apple's Core Data recognizes the store. Never computed here;
+    /// compatibility is decided by the persisted shapes (``entityShapes``).
+    public internal(set) var compiledVersionHashes: [String: Data]?
+    /// The compiled model's keyed archive (its `.mom` file), which a store migrated to this
+    /// version keeps as Core Data's model cache (`Z_MODELCACHE`).
+    var compiledArchive: Data?
     private let entitiesByName: [String: EntityDescription]
     private var classesByEntityName: [String: ManagedObject.Type] = [:]
 
@@ -90,6 +98,7 @@ public final class ManagedObjectModel {
         self.entities = ordered
         for entity in ordered { entity.modelReference = self }
 
+        for root in roots { Self.numberSiblingColumns(root.selfAndDescendants) }
         for entity in ordered {
             entity.attributes = (entity.superentity?.attributes ?? []) + entity.declaredAttributes
             entity.relationships = (entity.superentity?.relationships ?? []) + entity.declaredRelationships
@@ -105,9 +114,10 @@ public final class ManagedObjectModel {
         }
         for root in roots {
             let family = root.selfAndDescendants
-            root.tableAttributes = unique(family.flatMap(\.declaredAttributes).filter { !$0.isTransient }, by: \.name)
+            root.tableAttributes = unique(
+                family.flatMap(\.declaredAttributes).filter { !$0.isTransient }, by: \.columnName)
             root.tableToOneRelationships = unique(
-                family.flatMap(\.declaredRelationships).filter { !$0.isToMany }, by: \.name)
+                family.flatMap(\.declaredRelationships).filter { !$0.isToMany }, by: \.columnName)
             root.selectColumns =
                 ["Z_PK", "Z_ENT", "Z_OPT"] + root.tableToOneRelationships.map(\.columnName)
                 + root.tableAttributes.map(\.columnName)
@@ -146,10 +156,32 @@ public final class ManagedObjectModel {
         try checkConfigurations(file: file)
         for entity in ordered {
             entity.hasJoinTables = entity.relationships.contains { SQLiteSchema.usesJoinTable($0, in: self) }
+            entity.hasOrderedRelationships = entity.relationships.contains(where: \.isOrdered)
         }
         for entity in ordered {
             entity.storedToOneEntityColumns = entity.storedToOne.map {
                 SQLiteSchema.entityColumnName(of: $0.relationship, in: entity.rootEntity, model: self)
+            }
+        }
+    }
+
+    /// Sibling sub-entities share their root's table. When two of them declare a stored property
+    /// of the same name, Core Data gives each later one (in entity order) a numbered column of
+    /// its own: `ZNAME`, then `ZNAME1`, `ZNAME2`. A model without such siblings keeps `Z<NAME>`.
+    private static func numberSiblingColumns(_ family: [EntityDescription]) {
+        var declared: [String: Int] = [:]
+        func column(for name: String) -> String {
+            let base = "Z" + name.uppercased()
+            let count = declared[base, default: 0]
+            declared[base] = count + 1
+            return count == 0 ? base : base + String(count)
+        }
+        for entity in family {
+            for index in entity.declaredAttributes.indices where !entity.declaredAttributes[index].isTransient {
+                entity.declaredAttributes[index].columnName = column(for: entity.declaredAttributes[index].name)
+            }
+            for index in entity.declaredRelationships.indices where !entity.declaredRelationships[index].isToMany {
+                entity.declaredRelationships[index].columnName = column(for: entity.declaredRelationships[index].name)
             }
         }
     }
@@ -272,11 +304,16 @@ public final class ManagedObjectModel {
                 shape[relationship.name] =
                     "relationship to \(relationship.destinationEntityName) "
                         + "\(relationship.isToMany ? "to-many" : "to-one") inverse \(relationship.inverseName ?? "-")"
+                        + (relationship.isOrdered ? " ordered" : "")
             }
             shapes[entity.name] = shape
         }
         return shapes
     }
+
+    /// The version hashes a store made with this model records: Apple's when the compiled model
+    /// declared them, else ``entityVersionHashesByName``.
+    var recordedVersionHashes: [String: Data] { compiledVersionHashes ?? entityVersionHashesByName }
 
     /// Entity name → SHA-256 of its persisted shape, as `NSManagedObjectModel.entityVersionHashesByName`.
     public var entityVersionHashesByName: [String: Data] {

@@ -36,12 +36,16 @@ public struct RelationshipDescription: Sendable {
     public var userInfo: [String: String]
     /// The relationship's renaming identifier: its name in an older model version.
     public var elementID: String?
+    /// Whether a to-many relationship keeps its destinations in an order (`NSOrderedSet`); the
+    /// store keeps it in a `Z_FOK_` column. Meaningless for a to-one.
+    public var isOrdered: Bool
 
     public init(
         name: String, destination: String, inverse: String? = nil, isToMany: Bool = false,
         deleteRule: DeleteRule = .nullify, isOptional: Bool = true, minCount: Int = 0,
-        maxCount: Int = 0, userInfo: [String: String] = [:], elementID: String? = nil
+        maxCount: Int = 0, userInfo: [String: String] = [:], elementID: String? = nil, isOrdered: Bool = false
     ) {
+        self.isOrdered = isToMany && isOrdered
         self.name = name
         self.columnName = "Z" + name.uppercased()
         self.destinationEntityName = destination
@@ -55,6 +59,7 @@ public struct RelationshipDescription: Sendable {
         self.elementID = elementID
     }
 
-    /// The foreign-key column of a to-one relationship: `Z` + the uppercased name.
-    public private(set) var columnName: String
+    /// The foreign-key column of a to-one relationship: `Z` + the uppercased name, numbered as an
+    /// attribute's is when a sibling sub-entity stores a property of the same name first.
+    public internal(set) var columnName: String
 }

@@ -120,6 +120,8 @@ public enum StoreMetadataKey {
     public static let versionHashes = "NSStoreModelVersionHashes"
     public static let versionIdentifiers = "NSStoreModelVersionIdentifiers"
     public static let versionHashesVersion = "NSStoreModelVersionHashesVersion"
+    /// Apple's summaries of ``versionHashes``, dropped when the hashes change (never computed here).
+    public static let versionHashDigests = ["NSStoreModelVersionHashesDigest", "NSStoreModelVersionChecksumKey"]
     /// Our addition: per entity, per property, the persisted shape, so an incompatible
     /// store can be explained property by property.
     public static let entityShapes = "ObjectGraphEntityShapes"

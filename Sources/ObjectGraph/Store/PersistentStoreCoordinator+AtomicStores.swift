@@ -192,7 +192,40 @@ extension PersistentStoreCoordinator {
                 }
             }
         }
+        try orderLists(of: nodes, byKey: byKey, in: store, db)
         return nodes
+    }
+
+    /// Puts the destinations of ordered relationships in their stored order (`Z_FOK_`).
+    private func orderLists(
+        of nodes: [AtomicStoreCacheNode], byKey: [Int: [Int64: AtomicStoreCacheNode]], in store: PersistentStore,
+        _ db: Database
+    ) throws {
+        for entity in store.entities {
+            for relationship in entity.declaredRelationships {
+                guard let place = SQLiteSchema.orderPlace(of: relationship, of: entity, in: managedObjectModel)
+                else { continue }
+                var rank: [Int64: [Int64: Int]] = [:]
+                let rows = try Row.fetchAll(
+                    db, sql: "SELECT \(place.owner), \(place.member) FROM \(store.qualified(place.table)) "
+                        + "WHERE \(place.order) IS NOT NULL ORDER BY \(place.owner), \(place.order), \(place.member)")
+                for row in rows {
+                    guard case .int64(let owner) = (row[0] as DatabaseValue).storage,
+                          case .int64(let member) = (row[1] as DatabaseValue).storage else { continue }
+                    rank[owner, default: [:]][member] = rank[owner]?.count ?? 0
+                }
+                for (owner, ranks) in rank {
+                    guard let node = byKey[entity.rootEntity.entityNumber]?[owner],
+                          let list = node.propertyCache[relationship.name] as? [AtomicStoreCacheNode] else { continue }
+                    // Members without an order value keep their place after the ordered ones.
+                    node.propertyCache[relationship.name] = list.enumerated().sorted { first, second in
+                        let left = first.element.objectID.primaryKey.flatMap { ranks[$0] } ?? Int.max
+                        let right = second.element.objectID.primaryKey.flatMap { ranks[$0] } ?? Int.max
+                        return (left, first.offset) < (right, second.offset)
+                    }.map(\.element)
+                }
+            }
+        }
     }
 
     /// Writes nodes into a store's empty schema, keeping their primary keys.
@@ -299,6 +332,14 @@ extension PersistentStoreCoordinator {
                                 "UPDATE \(store.qualified(destination.rootEntity.tableName)) SET "
                                     + "\(inverse.columnName) = ? WHERE Z_PK = ?",
                             arguments: [primaryKey, destinationKey])
+                    }
+                }
+                if let place = SQLiteSchema.orderPlace(of: relationship, of: entity, in: managedObjectModel) {
+                    for (position, destinationKey) in destinationKeys.enumerated() {
+                        try db.execute(
+                            sql: "UPDATE \(store.qualified(place.table)) SET \(place.order) = ? "
+                                + "WHERE \(place.owner) = ? AND \(place.member) = ?",
+                            arguments: [position + 1, primaryKey, destinationKey])
                     }
                 }
             }

@@ -56,6 +56,12 @@ public final class PersistentStoreCoordinator {
     public var modelVersions: ModelVersions
     /// Custom steps run by migrations, beside what is inferred.
     public var migrationSteps: [EntityMigrationStep] = []
+    /// Xcode mapping models (`.xcmappingmodel`) that say how to migrate between two versions,
+    /// used instead of inferring for the pairs of versions they cover.
+    public var mappingModels: [MappingModel] = []
+    /// Whether a migration may drop values, objects or links; when false, one that would is
+    /// refused (134191) before anything is written, naming what it would drop.
+    public var allowsLossyMigration = true
     /// Told of every row each save writes, inside the save's transaction.
     public weak var writeObserver: StoreWriteObserver?
     /// What each migration made while adding stores did, in order.
@@ -292,26 +298,25 @@ public final class PersistentStoreCoordinator {
     static func modelMetadata(of model: ManagedObjectModel, entities: [EntityDescription]) -> [String: Any] {
         let names = Set(entities.map(\.name))
         return [
-            StoreMetadataKey.versionHashes: model.entityVersionHashesByName.filter { names.contains($0.key) },
+            StoreMetadataKey.versionHashes: model.recordedVersionHashes.filter { names.contains($0.key) },
             StoreMetadataKey.versionIdentifiers: [model.versionIdentifier],
             StoreMetadataKey.entityShapes: model.entityShapes.filter { names.contains($0.key) },
         ]
     }
 
+    /// Compares the persisted shapes the store recorded with the model's: never the version
+    /// hashes, which may be Apple's (see ``ManagedObjectModel/compiledVersionHashes``).
     func checkCompatibility(of store: PersistentStore, name: String) throws {
-        let recorded = store.metadata[StoreMetadataKey.versionHashes] as? [String: Data] ?? [:]
-        let current = managedObjectModel.entityVersionHashesByName.filter { entity in
-            store.entities.contains { $0.name == entity.key }
-        }
+        let names = Set(store.entities.map(\.name))
+        let recorded = store.metadata[StoreMetadataKey.entityShapes] as? [String: [String: String]] ?? [:]
+        let current = managedObjectModel.entityShapes.filter { names.contains($0.key) }
         guard recorded != current else { return }
-        let recordedShapes = store.metadata[StoreMetadataKey.entityShapes] as? [String: [String: String]] ?? [:]
-        let currentShapes = managedObjectModel.entityShapes
         var differences: [String] = []
         for entity in Set(recorded.keys).union(current.keys).sorted() where recorded[entity] != current[entity] {
-            guard let old = recorded[entity] != nil ? recordedShapes[entity] ?? [:] : nil else {
+            guard let old = recorded[entity] else {
                 differences.append("entity \(entity) is new in the model"); continue
             }
-            guard current[entity] != nil, let new = currentShapes[entity] else {
+            guard let new = current[entity] else {
                 differences.append("entity \(entity) is in the store but not in the model"); continue
             }
             for property in Set(old.keys).union(new.keys).sorted() where old[property] != new[property] {
@@ -323,7 +328,6 @@ public final class PersistentStoreCoordinator {
                 default: break
                 }
             }
-            if old == new { differences.append("entity \(entity) changed") }
         }
         throw ObjectGraphError(code: .incompatibleVersionHash,
             message: "the store '\(name)' was made with an incompatible model: \(differences.joined(separator: "; "))")

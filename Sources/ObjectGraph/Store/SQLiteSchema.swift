@@ -38,6 +38,33 @@ enum SQLiteSchema {
         var destinationColumn: String
         /// True when `entity`'s side owns (names) the table.
         var isOwner: Bool
+        /// The order of the destinations when the relationship is ordered, and of the sources
+        /// when its inverse is: `Z_FOK_` + the column of the objects ordered (Photos' album
+        /// table `Z_26ASSETS (Z_26ALBUMS, Z_3ASSETS, Z_FOK_3ASSETS)`).
+        var destinationOrderColumn: String?
+        var sourceOrderColumn: String?
+
+        /// The order columns, owner's side first, as the table is created.
+        var orderColumns: [String] {
+            (isOwner ? [destinationOrderColumn, sourceOrderColumn] : [sourceOrderColumn, destinationOrderColumn])
+                .compactMap { $0 }
+        }
+    }
+
+    /// The column Core Data keeps the order of `column`'s objects in: `Z_FOK_` and the column's
+    /// name without its `Z`/`Z_` (`ZPARENTLIST1` → `Z_FOK_PARENTLIST1`, `Z_3ASSETS` → `Z_FOK_3ASSETS`).
+    static func orderColumn(of column: String) -> String {
+        "Z_FOK_" + (column.hasPrefix("Z_") ? column.dropFirst(2) : column.dropFirst())
+    }
+
+    /// The order column beside a to-one relationship's key when its inverse is an ordered
+    /// to-many: the to-one side's row keeps its place among its owner's destinations.
+    static func orderColumnName(
+        ofToOne relationship: RelationshipDescription, in model: ManagedObjectModel
+    ) -> String? {
+        guard !relationship.isToMany, let inverse = inverse(of: relationship, in: model), inverse.isToMany,
+              inverse.isOrdered else { return nil }
+        return orderColumn(of: relationship.columnName)
     }
 
     /// - note: the model checked every destination when it was assembled; a destination
@@ -49,19 +76,63 @@ enum SQLiteSchema {
         let destination = model.entity(named: relationship.destinationEntityName) ?? source
         guard let inverse = inverse(of: relationship, in: model) else {
             let name = "Z_\(source.entityNumber)\(relationship.name.uppercased())"
+            let destinationColumn = "Z_\(destination.entityNumber)\(relationship.name.uppercased())"
             return JoinTable(name: name, sourceColumn: "Z_\(source.entityNumber)\(source.name.uppercased())",
-                destinationColumn: "Z_\(destination.entityNumber)\(relationship.name.uppercased())", isOwner: true)
+                destinationColumn: destinationColumn, isOwner: true,
+                destinationOrderColumn: relationship.isOrdered ? orderColumn(of: destinationColumn) : nil)
         }
         let inverseSource = declaringEntity(of: inverse, from: destination)
-        // Core Data names the table after the side with the lower entity number (then name).
-        let isOwner = (source.entityNumber, relationship.name) <= (inverseSource.entityNumber, inverse.name)
+        let isOwner = namesJoinTable(relationship, of: source, inverse: inverse, of: inverseSource)
         let (owner, ownerRelationship, other, otherRelationship) = isOwner
             ? (source, relationship, inverseSource, inverse) : (inverseSource, inverse, source, relationship)
         let name = "Z_\(owner.entityNumber)\(ownerRelationship.name.uppercased())"
         let ownerColumn = "Z_\(owner.entityNumber)\(otherRelationship.name.uppercased())"
         let otherColumn = "Z_\(other.entityNumber)\(ownerRelationship.name.uppercased())"
-        return JoinTable(name: name, sourceColumn: isOwner ? ownerColumn : otherColumn,
-                         destinationColumn: isOwner ? otherColumn : ownerColumn, isOwner: isOwner)
+        let (sourceColumn, destinationColumn) = isOwner ? (ownerColumn, otherColumn) : (otherColumn, ownerColumn)
+        return JoinTable(name: name, sourceColumn: sourceColumn, destinationColumn: destinationColumn, isOwner: isOwner,
+                         destinationOrderColumn: relationship.isOrdered ? orderColumn(of: destinationColumn) : nil,
+                         sourceOrderColumn: inverse.isOrdered ? orderColumn(of: sourceColumn) : nil)
+    }
+
+    /// Whether `relationship` (declared by `source`) rather than its many-to-many `inverse` names
+    /// the join table `Z_<n><REL>`. Core Data picks the relationship whose uppercased name sorts
+    /// last, whatever the entity numbers: `Z_2BLOCKING` for TodoItem's `blockedBy`/`blocking`
+    /// (Fixtures/CoreData/easylife), `Z_1BOOKS` for Author.books/Book.authors, and in Photos'
+    /// own store `Z_26ASSETS` for Album.assets although Asset is entity 3. Equal names (never
+    /// seen in a store) fall back to the lower entity number.
+    static func namesJoinTable(
+        _ relationship: RelationshipDescription, of source: EntityDescription,
+        inverse: RelationshipDescription, of inverseSource: EntityDescription
+    ) -> Bool {
+        let (mine, theirs) = (relationship.name.uppercased(), inverse.name.uppercased())
+        guard mine == theirs else { return mine > theirs }
+        return source.entityNumber <= inverseSource.entityNumber
+    }
+
+    /// Where an ordered to-many relationship keeps its order: the table (unqualified), the
+    /// columns of the owner's and the member's keys, and the order column.
+    struct OrderPlace {
+        var table: String
+        var owner: String
+        var member: String
+        var order: String
+    }
+
+    /// The place of `relationship`'s order, seen from `entity`; nil unless it is ordered.
+    static func orderPlace(
+        of relationship: RelationshipDescription, of entity: EntityDescription, in model: ManagedObjectModel
+    ) -> OrderPlace? {
+        guard relationship.isOrdered else { return nil }
+        if usesJoinTable(relationship, in: model) {
+            let join = joinTable(for: relationship, of: entity, in: model)
+            return join.destinationOrderColumn.map {
+                OrderPlace(table: join.name, owner: join.sourceColumn, member: join.destinationColumn, order: $0)
+            }
+        }
+        guard let inverse = inverse(of: relationship, in: model),
+              let order = orderColumnName(ofToOne: inverse, in: model),
+              let destination = model.entity(named: relationship.destinationEntityName) else { return nil }
+        return OrderPlace(table: destination.tableName, owner: inverse.columnName, member: "Z_PK", order: order)
     }
 
     /// The entity column Core Data adds beside a to-one relationship whose destination has
@@ -86,6 +157,9 @@ enum SQLiteSchema {
             if let entityColumn = entityColumnName(of: relationship, in: root, model: model) {
                 columns.append((entityColumn, "INTEGER"))
             }
+            if let orderColumn = orderColumnName(ofToOne: relationship, in: model) {
+                columns.append((orderColumn, "INTEGER"))
+            }
         }
         columns += root.tableAttributes.map { ($0.columnName, $0.type.columnType) }
         return columns
@@ -106,6 +180,9 @@ enum SQLiteSchema {
                 owners[relationship.columnName] = (entity.name, relationship.name, shape)
                 if let entityColumn = entityColumnName(of: relationship, in: root, model: model) {
                     owners[entityColumn] = (entity.name, relationship.name, shape + ", entity column")
+                }
+                if let orderColumn = orderColumnName(ofToOne: relationship, in: model) {
+                    owners[orderColumn] = (entity.name, relationship.name, shape + ", order among its inverse's")
                 }
             }
         }
@@ -165,9 +242,10 @@ enum SQLiteSchema {
                 let join = joinTable(for: relationship, of: entity, in: model)
                 guard join.isOwner, joinTables.insert(join.name).inserted else { continue }
                 let (ownerColumn, otherColumn) = (join.sourceColumn, join.destinationColumn)
+                let orderColumns = join.orderColumns.map { "\($0) INTEGER, " }.joined()
                 statements.append(
                     "CREATE TABLE \(store.qualified(join.name)) ( \(ownerColumn) INTEGER, \(otherColumn) INTEGER, "
-                        + "PRIMARY KEY (\(ownerColumn), \(otherColumn)) )"
+                        + "\(orderColumns)PRIMARY KEY (\(ownerColumn), \(otherColumn)) )"
                 )
                 statements.append(
                     "CREATE INDEX \(store.qualified("\(join.name)_\(otherColumn)_INDEX")) ON \(join.name) "

@@ -16,7 +16,10 @@ import GRDB
 ///   `Z_PK`, `Z_ENT`, `Z_OPT`, one column per stored attribute (with Core Data's column type),
 ///   one per to-one relationship, and a `Z<n>_<REL>` entity column for a to-one relationship
 ///   whose destination has sub-entities;
-/// - each many-to-many (or inverse-less to-many) relationship has its join table with its two columns.
+/// - each many-to-many (or inverse-less to-many) relationship has its join table with exactly its
+///   two columns, named as Core Data names them;
+/// - the store has no other `Z` table (`Z_MODELCACHE` aside): a table no entity or relationship
+///   maps to holds rows nothing would read, so the store does not fit.
 ///
 /// What the schema cannot show is not compared: integer widths (all `INTEGER`), optionality,
 /// defaults, validation rules, delete rules and transformer names.
@@ -118,10 +121,9 @@ public struct StoreShape: Sendable, Equatable {
             for relationship in entity.declaredRelationships where SQLiteSchema.usesJoinTable(relationship, in: model) {
                 let join = SQLiteSchema.joinTable(for: relationship, of: entity, in: model)
                 guard join.isOwner else { continue }
-                tables[join.name] = [
-                    Column(name: join.sourceColumn, type: "INTEGER"),
-                    Column(name: join.destinationColumn, type: "INTEGER"),
-                ]
+                tables[join.name] = ([join.sourceColumn, join.destinationColumn] + join.orderColumns).map {
+                    Column(name: $0, type: "INTEGER")
+                }
             }
         }
         tables["Z_PRIMARYKEY"] = [Column(name: "Z_ENT", type: "INTEGER"), Column(name: "Z_NAME", type: "VARCHAR"),
@@ -165,19 +167,44 @@ public struct StoreShape: Sendable, Equatable {
         for root in members.map(\.rootEntity) where seenRoots.insert(root.name).inserted {
             found += tableDifferences(root, expected: expected, model: model)
         }
+        var joinTables: Set<String> = []
         for entity in members {
             for relationship in entity.declaredRelationships where SQLiteSchema.usesJoinTable(relationship, in: model) {
                 let join = SQLiteSchema.joinTable(for: relationship, of: entity, in: model)
                 guard join.isOwner else { continue }
+                joinTables.insert(join.name)
                 let columns = Set((tables[join.name] ?? []).map(\.name))
-                if !columns.isSuperset(of: [join.sourceColumn, join.destinationColumn]) {
+                let wanted = Set([join.sourceColumn, join.destinationColumn] + join.orderColumns)
+                if !columns.isSuperset(of: wanted) {
                     found.append(StoreShapeDifference(entity: entity.name, property: relationship.name,
                             kind: .propertyOnlyInModel("many-to-many join table \(join.name)")))
                 }
+                for column in (tables[join.name] ?? []).map(\.name).sorted() where !wanted.contains(column) {
+                    let kind: StoreShapeDifference.Kind = Self.orderColumnOwner(column) == nil
+                        ? .propertyOnlyInStore(column: column, table: join.name)
+                        : .orderColumnInStore(column: column, table: join.name)
+                    found.append(StoreShapeDifference(entity: entity.name, property: relationship.name, kind: kind))
+                }
             }
+        }
+        // Every table must be read by something: a table the model would not make (a join table
+        // named after the other side, an entity the store no longer lists) holds data no fetch sees.
+        let known = Set(expected.tables.keys).union(Self.coreDataTables)
+        for name in tables.keys.sorted() where !known.contains(name) {
+            found.append(StoreShapeDifference(entity: name, kind: .tableOnlyInStore(name)))
         }
         return found
     }
+
+    /// The uppercased name after `Z_FOK_` of a column Core Data adds to keep the order of an
+    /// ordered to-many relationship (`Z_FOK_POST` beside `ZPOST`; `Z_FOK_3ASSETS` in a join table).
+    static func orderColumnOwner(_ column: String) -> String? {
+        column.hasPrefix("Z_FOK_") ? String(column.dropFirst("Z_FOK_".count)) : nil
+    }
+
+    /// Tables Core Data keeps beside the entities' and that hold no object: the model it was
+    /// made with (`Z_MODELCACHE`), read by nothing here.
+    static let coreDataTables: Set<String> = ["Z_MODELCACHE"]
 
     private func tableDifferences(
         _ root: EntityDescription, expected: StoreShape, model: ManagedObjectModel
@@ -205,12 +232,55 @@ public struct StoreShape: Sendable, Equatable {
             }
         }
         for column in stored where wantedByName[column.name] == nil {
+            if let ordered = Self.orderColumnOwner(column.name) {
+                // Z_FOK_<REL> beside the to-one <REL>: its inverse is an ordered to-many.
+                let owner = owners["Z" + ordered]
+                found.append(StoreShapeDifference(entity: owner?.entity ?? root.name,
+                        property: owner?.property ?? ordered.lowercased(),
+                        kind: .orderColumnInStore(column: column.name, table: root.tableName)))
+                continue
+            }
             found.append(
                 StoreShapeDifference(
                     entity: root.name, property: SQLiteSchema.propertyName(ofColumn: column.name),
                                               kind: .propertyOnlyInStore(column: column.name, table: root.tableName)))
         }
         return found
+    }
+}
+
+extension StoreShape {
+    /// The one version among `fitting` (the versions whose layout the store has) that made the
+    /// store: the one its metadata names (`recorded`), else the only one.
+    ///
+    /// - returns: nil when none fits.
+    /// - throws: ``ObjectGraphError`` 134100 when several fit and the metadata names none of
+    ///   them: which one wrote the store cannot be told, and guessing could read or migrate it wrong.
+    static func versionThatMade(
+        among fitting: [ManagedObjectModel], recorded: Set<String>
+    ) throws -> ManagedObjectModel? {
+        if let named = fitting.last(where: { recorded.contains($0.versionIdentifier) }) { return named }
+        guard fitting.count > 1 else { return fitting.first }
+        let names = fitting.map { "'\($0.versionIdentifier)'" }.joined(separator: ", ")
+        throw ObjectGraphError(
+            code: .incompatibleVersionHash,
+            message: "the store fits several versions of the model (\(names)): they lay out the same tables "
+                + "and columns, and the store's metadata names none of them, so which one made it cannot be "
+                + "told; open it with the one version that made it")
+    }
+
+    /// Refuses a migration that reads only the tables `read` of this store while others hold
+    /// rows: they would be left behind, unread, or dropped without being counted as lost.
+    ///
+    /// - throws: ``ObjectGraphError`` 134110 naming each such table.
+    func requireEveryTableRead(_ read: [String], storeName: String) throws {
+        let unread = tables.keys.filter { !read.contains($0) && !Self.coreDataTables.contains($0) }.sorted()
+        guard !unread.isEmpty else { return }
+        throw ObjectGraphError(
+            code: .migrationFailed,
+            message: "the migration of '\(storeName)' would leave "
+                + (unread.count == 1 ? "table \(unread[0])" : "tables \(unread.joined(separator: ", "))")
+                + " unread: the store's version does not store anything there; nothing was changed")
     }
 }
 
@@ -231,6 +301,10 @@ public struct StoreShapeDifference: Sendable, Equatable, CustomStringConvertible
         case propertyOnlyInStore(column: String, table: String)
         /// Both have the column, declared with different types.
         case columnTypeDiffers(column: String, store: String, model: String)
+        /// The store has a table the model would not create, so its rows would never be read.
+        case tableOnlyInStore(String)
+        /// The store keeps the order of an ordered to-many relationship in this column.
+        case orderColumnInStore(column: String, table: String)
     }
 
     public var entity: String
@@ -257,6 +331,11 @@ public struct StoreShapeDifference: Sendable, Equatable, CustomStringConvertible
             return "\(place) is in the store (column \(column) of \(table)) but not in the model"
         case .columnTypeDiffers(let column, let store, let model):
             return "\(place) is stored as \(store) (column \(column)) but the model makes it \(model)"
+        case .orderColumnInStore(let column, let table):
+            return "\(place): column \(column) of \(table) keeps the order of an ordered to-many relationship, "
+                + "but the model's relationship is not ordered: reading it so would lose that order"
+        case .tableOnlyInStore(let table):
+            return "table \(table) is in the store but the model stores nothing there: its rows would go unread"
         }
     }
 }

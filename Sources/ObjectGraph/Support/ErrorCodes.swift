@@ -75,10 +75,15 @@ extension ObjectGraphError.Code: CaseIterable {
     /// No migration is possible: no version of the model fits the store, or a change cannot be
     /// inferred and no custom step covers it. Nothing was written (Core Data's `NSInferredMappingModelError`).
     public static let migrationCannotBeInferred = Self(rawValue: 134190)
+    /// A migration would drop values, objects or links, and the coordinator does not allow it
+    /// (``PersistentStoreCoordinator/allowsLossyMigration``); nothing was written. Not a Core
+    /// Data code: the one after ``migrationCannotBeInferred``.
+    public static let migrationWouldLoseData = Self(rawValue: 134191)
 
     /// Every code, in numeric order. A new code goes here too.
     public static let allCases: [Self] = [
         .objectNotFound, .mergeConflict, .constraintConflict, .saveFailed, .undecodableValue, .damagedRow,
         .storeOpenFailed, .invalidRequest, .incompatibleVersionHash, .migrationFailed, .migrationCannotBeInferred,
+        .migrationWouldLoseData,
     ]
 }

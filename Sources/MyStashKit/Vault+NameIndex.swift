@@ -1,0 +1,83 @@
+import Foundation
+import ObjectGraph
+
+/// The keyed index of names (model version 4, FORMAT.md "Name index"): each note and entry
+/// stores an HMAC of its name, case folded, so finding one by name reads the rows of one
+/// bucket instead of decrypting every name.
+extension Vault {
+    static let nameKeyAttribute = "nameKey"
+
+    /// The attribute the name key of an entity's rows indexes; nil for entities without one.
+    static func indexedName(of entityName: String) -> String? {
+        switch entityName {
+        case Note.entityName: "title"
+        case PasswordEntry.entityName: "name"
+        default: nil
+        }
+    }
+
+    /// Gives each note and entry this save inserts or renames its name key, under `record`'s
+    /// key (the current one unless a rekey passes the new one); `all` renews every loaded one.
+    func updateNameKeys(using record: IntegrityRecord? = nil, all: Bool = false) throws {
+        guard let record = record ?? integrity else { return }
+        let objects = all ? context.registeredObjects : context.insertedObjects + context.updatedObjects
+        for object in objects where !object.isDeleted {
+            guard let nameAttribute = Self.indexedName(of: object.entity.name) else { continue }
+            guard all || object.isInserted || object.changedValues[nameAttribute] != nil
+                || object[Self.nameKeyAttribute] == nil
+            else { continue }
+            let key = try record.nameKey(object[nameAttribute] as? String ?? "", entity: object.entity.name)
+            if object[Self.nameKeyAttribute] as? Data != key { object[Self.nameKeyAttribute] = key }
+        }
+    }
+
+    /// Whether a note or entry has no name key yet (a vault from before model version 4).
+    func hasUnindexedNames() throws -> Bool {
+        try Self.wrapErrors {
+            let missing = try Predicate(format: "%K == nil", Self.nameKeyAttribute)
+            var notes = FetchRequest<Note>(predicate: missing)
+            notes.fetchLimit = 1
+            var entries = FetchRequest<PasswordEntry>(predicate: missing)
+            entries.fetchLimit = 1
+            return try context.count(for: notes) > 0 || context.count(for: entries) > 0
+        }
+    }
+
+    /// Gives every note and entry without one its name key, once the vault passed its check.
+    func indexUnindexedNames() throws {
+        guard integrity != nil else { return }
+        guard try hasUnindexedNames() else {
+            namesAreIndexed = true
+            return
+        }
+        try change {
+            let missing = try Predicate(format: "%K == nil", Self.nameKeyAttribute)
+            for note in try context.fetch(FetchRequest<Note>(predicate: missing)) {
+                note[Self.nameKeyAttribute] = try integrity?.nameKey(note.title, entity: Note.entityName)
+            }
+            for entry in try context.fetch(FetchRequest<PasswordEntry>(predicate: missing)) {
+                entry[Self.nameKeyAttribute] = try integrity?.nameKey(entry.name, entity: PasswordEntry.entityName)
+            }
+        }
+        namesAreIndexed = true
+    }
+
+    /// The objects of `T` named `name` (ignoring case), found through the name index, and the
+    /// store and bucket they were looked for in: nil when `T` has no index or it cannot be used.
+    func lookUpByNameKey<T: ManagedEntity>(_ type: T.Type, _ name: String) throws
+        -> (matches: [T], lookup: RowAuthentication.Lookup)?
+    {
+        guard namesAreIndexed, let integrity, let nameAttribute = Self.indexedName(of: T.entityName) else { return nil }
+        let store = T.entityName == Note.entityName ? notesStore : passwordsStore
+        let key = try integrity.nameKey(name, entity: T.entityName)
+        let found = try context.fetch(
+            FetchRequest<T>(predicate: try Predicate(format: "%K == %@", Self.nameKeyAttribute, key)))
+        let folded = IntegrityRecord.foldedName(name)
+        let matches = found.filter { IntegrityRecord.foldedName($0[nameAttribute] as? String ?? "") == folded }
+        let entity = coordinator.managedObjectModel.entity(named: T.entityName)
+        return (matches, RowAuthentication.Lookup(
+            storeIdentifier: store.identifier, bucket: RowAuthentication.bucket(ofNameKey: key),
+            table: entity?.tableName ?? "", column: entity?.attribute(named: Self.nameKeyAttribute)?.columnName ?? "",
+            value: .blob(key)))
+    }
+}

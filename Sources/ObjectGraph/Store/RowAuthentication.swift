@@ -1,0 +1,784 @@
+import Foundation
+
+/// Computes a keyed MAC of a row's bytes for ``RowAuthentication``: HMAC-SHA256 under a key only
+/// the application holds, so that nobody without it can make a row pass.
+public protocol RowAuthenticator: AnyObject {
+    /// A 32-byte MAC of `message`.
+    func authenticationCode(of message: [UInt8]) throws -> [UInt8]
+}
+
+/// Row authentication: a keyed tag per row of the stores' entity tables, over everything stored
+/// in the row (version, relationships, values as stored), grouped in 4,096 buckets, each
+/// holding the count and sum of its tags; per store a record authenticates every bucket with the
+/// store's generation and the other store's. As the coordinator's ``StoreWriteObserver`` it
+/// checks each row a save is about to change and updates the tags, buckets and records in the
+/// save's own transaction; ``verify(in:)`` checks every row, ``verify(rows:lookups:in:)`` only
+/// the buckets of what a read showed: O(buckets + rows per bucket), not O(rows). The
+/// application gives the ``RowAuthenticator`` (its key), the tables' names and where each
+/// table's rows go (``Bucketing``).
+public final class RowAuthentication: StoreWriteObserver {
+    public static let bucketCount = 4096
+
+    /// The names of the tables the tags, buckets and records are kept in, beside the model's.
+    public struct Tables: Sendable {
+        public var tags: String
+        public var buckets: String
+        public var record: String
+        public var bucketIndex: String
+
+        public init(tags: String, buckets: String, record: String, bucketIndex: String) {
+            self.tags = tags
+            self.buckets = buckets
+            self.record = record
+            self.bucketIndex = bucketIndex
+        }
+
+        /// The statements creating the tables, each named through `qualified`.
+        public func definitions(_ qualified: (String) throws -> String) rethrows -> [String] {
+            [
+                "CREATE TABLE IF NOT EXISTS \(try qualified(tags)) (ZTABLE TEXT NOT NULL, ZPK INTEGER NOT NULL, "
+                    + "ZBUCKET INTEGER NOT NULL, ZTAG BLOB NOT NULL, PRIMARY KEY (ZTABLE, ZPK)) WITHOUT ROWID",
+                "CREATE INDEX IF NOT EXISTS \(try qualified(bucketIndex)) ON \(tags) (ZBUCKET)",
+                "CREATE TABLE IF NOT EXISTS \(try qualified(buckets)) (ZBUCKET INTEGER PRIMARY KEY, "
+                    + "ZCOUNT INTEGER NOT NULL, ZSUM BLOB NOT NULL)",
+                "CREATE TABLE IF NOT EXISTS \(try qualified(record)) (ZID INTEGER PRIMARY KEY CHECK (ZID = 1), "
+                    + "ZMODEL TEXT, ZGENERATION INTEGER, ZPEERGENERATION INTEGER, ZROWCOUNT INTEGER, ZMAC BLOB)",
+            ]
+        }
+
+        /// Whether the store holds a record (without needing the key).
+        public func exist(inStore identifier: String, _ transaction: StoreTransaction) throws -> Bool {
+            let master = try transaction.qualified("sqlite_master", storeIdentifier: identifier)
+            return try transaction.rows(
+                "SELECT 1 FROM \(master) WHERE type = 'table' AND name = ?", [.text(record)]).count == 1
+        }
+    }
+
+    /// Which bucket a table's rows go to: one a read can name before it reads the row.
+    public enum Bucketing: Sendable {
+        /// By a keyed index of the row's name (`column`, a blob of at least 2 bytes): a lookup
+        /// by name checks one bucket.
+        case nameKey(column: String)
+        /// With the rows of `table` that `column` points to (the parts of one object).
+        case parent(column: String, table: String)
+        /// All rows of the table in one bucket: small tables read whole.
+        case wholeTable
+    }
+
+    /// One store: its identity, the name problems give it, and the tables covered.
+    public struct Store: Sendable {
+        public let identifier: String
+        public let displayName: String
+        /// Root entity table → entity name, such as `ZSYSTEM` → `System`.
+        public let tables: [String: String]
+        /// Tables not named here put each row in a bucket of its own table and primary key.
+        public var bucketing: [String: Bucketing]
+
+        public init(identifier: String, displayName: String, tables: [String: String],
+                    bucketing: [String: Bucketing] = [:]) {
+            self.identifier = identifier
+            self.displayName = displayName
+            self.tables = tables
+            self.bucketing = bucketing
+        }
+    }
+
+    /// A store's record as stored, with the buckets it authenticates.
+    struct Record: Equatable {
+        /// The model version the tags were computed under (a migration rewrites rows).
+        var model: String
+        var generation: Int64
+        var peerGeneration: Int64
+        var rowCount: Int64
+        var buckets: [Int: Bucket]
+    }
+
+    /// The tags of one bucket: how many, and their sum.
+    struct Bucket: Equatable {
+        var count: Int64 = 0
+        var sum: [UInt8] = RowAuthentication.zeroSum
+    }
+
+    public let stores: [Store]
+    /// The model version the tags are computed under.
+    public let model: String
+    public let tables: Tables
+    /// The generation of each store the last save wrote: found on disk after the save failed,
+    /// the save's commit took effect before the failure.
+    public private(set) var lastWrittenGenerations: [String: Int64] = [:]
+    /// Called when a record's MAC does not verify, before that is reported as tampering: the
+    /// application may throw an error of its own (the key was changed by another process).
+    public var recordDoesNotVerify: ((StoreTransaction, Store) throws -> Void)?
+    /// Checks, inside each save, that the stores' schema is still the one verified (a trigger
+    /// added meanwhile would change what the save wrote before its tags are computed).
+    public var schemaCheck: ((StoreTransaction) throws -> Void)?
+    private let authenticator: RowAuthenticator
+
+    public init(authenticator: RowAuthenticator, stores: [Store], model: String, tables: Tables) {
+        self.authenticator = authenticator
+        self.stores = stores
+        self.model = model
+        self.tables = tables
+    }
+
+    private func store(_ identifier: String) -> Store? { stores.first { $0.identifier == identifier } }
+
+    // MARK: - Buckets
+
+    /// The bucket a name key's rows are in.
+    public static func bucket(ofNameKey key: Data) -> Int {
+        guard key.count >= 2 else { return 0 }
+        let bytes = [UInt8](key.prefix(2))
+        return Int(bytes[0]) << 4 | Int(bytes[1]) >> 4
+    }
+
+    /// The bucket of a table's row (`primaryKey`), or of the whole table (nil).
+    public static func bucket(table: String, primaryKey: Int64?) -> Int {
+        // FNV-1a: the bucket of a row is no secret, only the name keys are.
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        var bytes = Array(table.utf8)
+        if let primaryKey { withUnsafeBytes(of: primaryKey.bigEndian) { bytes += [0] + $0 } }
+        for byte in bytes { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+        return Int(hash % UInt64(bucketCount))
+    }
+
+    /// The bucket a stored row belongs in, from its own values.
+    func bucket(of table: String, primaryKey: Int64, columns: [String], cells: [StoredCell], store: Store) -> Int {
+        func cell(_ column: String) -> StoredCell? { columns.firstIndex(of: column).map { cells[$0] } }
+        switch store.bucketing[table] {
+        case .nameKey(let column)?:
+            if case .blob(let key)? = cell(column), key.count >= 2 { return Self.bucket(ofNameKey: key) }
+        case .parent(let column, let parent)?:
+            if case .integer(let parentKey)? = cell(column) { return Self.bucket(table: parent, primaryKey: parentKey) }
+        case .wholeTable?:
+            return Self.bucket(table: table, primaryKey: nil)
+        case nil:
+            break
+        }
+        return Self.bucket(table: table, primaryKey: primaryKey)
+    }
+
+    // MARK: - Tags
+
+    /// The tag of a row: its store, table, and every column's name and stored value.
+    public func tag(store: Store, table: String, columns: [String], cells: [StoredCell]) throws -> [UInt8] {
+        // Built in one buffer: this runs for every row each time a vault is verified.
+        var message: [UInt8] = []
+        message.reserveCapacity(64 + columns.count * 24 + cells.reduce(0) { $0 + Self.encodedSize($1) })
+        Self.appendField(&message, "row".utf8)
+        Self.appendField(&message, store.identifier.utf8)
+        Self.appendField(&message, table.utf8)
+        for (name, cell) in zip(columns, cells) {
+            Self.appendField(&message, name.utf8)
+            Self.append(cell, to: &message)
+        }
+        return try authenticator.authenticationCode(of: message)
+    }
+
+    /// The record's MAC: its store, generations, count and every non-empty bucket in order.
+    func mac(of record: Record, store: Store) throws -> [UInt8] {
+        var message: [UInt8] = []
+        message.reserveCapacity(128 + record.buckets.count * 56)
+        Self.appendField(&message, "record v2".utf8)
+        Self.appendField(&message, store.identifier.utf8)
+        Self.appendField(&message, store.displayName.utf8)
+        Self.appendField(&message, record.model.utf8)
+        for number in [record.generation, record.peerGeneration, record.rowCount] { Self.append(number, to: &message) }
+        for (number, bucket) in record.buckets.sorted(by: { $0.key < $1.key }) where bucket.count != 0 {
+            Self.append(Int64(number), to: &message)
+            Self.append(bucket.count, to: &message)
+            Self.appendField(&message, bucket.sum)
+        }
+        return try authenticator.authenticationCode(of: message)
+    }
+
+    /// Its length as a big-endian 64-bit integer, then the bytes.
+    public static func appendField<Bytes: Collection<UInt8>>(_ message: inout [UInt8], _ bytes: Bytes) {
+        append(Int64(bytes.count), to: &message)
+        message.append(contentsOf: bytes)
+    }
+
+    public static func append(_ value: Int64, to message: inout [UInt8]) {
+        withUnsafeBytes(of: value.bigEndian) { message.append(contentsOf: $0) }
+    }
+
+    /// A type byte, then the value: the same bytes can never stand for two different cells.
+    static func append(_ cell: StoredCell, to message: inout [UInt8]) {
+        switch cell {
+        case .null: message.append(0)
+        case .integer(let number):
+            message.append(1)
+            append(number, to: &message)
+        case .real(let number):
+            message.append(2)
+            append(Int64(bitPattern: number.bitPattern), to: &message)
+        case .text(let text):
+            message.append(3)
+            appendField(&message, text.utf8)
+        case .blob(let data):
+            message.append(4)
+            appendField(&message, data)
+        }
+    }
+
+    private static func encodedSize(_ cell: StoredCell) -> Int {
+        switch cell {
+        case .null: return 1
+        case .integer, .real: return 9
+        case .text(let text): return 9 + text.utf8.count
+        case .blob(let data): return 9 + data.count
+        }
+    }
+
+    /// Sum of 256-bit big-endian numbers, modulo 2^256; `negating` subtracts instead.
+    public static func add(_ sum: [UInt8], _ tag: [UInt8], negating: Bool = false) -> [UInt8] {
+        var result = [UInt8](repeating: 0, count: 32)
+        var carry = negating ? 1 : 0
+        for index in (0..<32).reversed() {
+            let addend = Int(negating ? ~tag[index] : tag[index])
+            let total = Int(sum[index]) + addend + carry
+            result[index] = UInt8(total & 0xFF)
+            carry = total >> 8
+        }
+        return result
+    }
+
+    public static let zeroSum = [UInt8](repeating: 0, count: 32)
+
+    // MARK: - Reading what is stored
+
+    public func columns(of table: String, store: Store, in transaction: StoreTransaction) throws -> [String] {
+        let info = try transaction.qualified("sqlite_master", storeIdentifier: store.identifier)
+        let schema = String(info.dropLast("sqlite_master".count))
+        return try transaction.rows("PRAGMA \(schema)table_info(\(table))").compactMap {
+            if $0.count > 1, case .text(let name) = $0[1] { return name }
+            return nil
+        }
+    }
+
+    /// A row's tag and bucket.
+    struct TaggedRow {
+        var tag: [UInt8]
+        var bucket: Int
+    }
+
+    /// The row's tag and bucket as it is stored now, or nil when the row does not exist.
+    func current(_ row: StoredRowKey, store: Store, columns: [String], in transaction: StoreTransaction) throws
+        -> TaggedRow?
+    {
+        let table = try transaction.qualified(row.table, storeIdentifier: store.identifier)
+        guard
+            let cells = try transaction.rows("SELECT * FROM \(table) WHERE Z_PK = ?", [.integer(row.primaryKey)]).first
+        else { return nil }
+        return TaggedRow(
+            tag: try tag(store: store, table: row.table, columns: columns, cells: cells),
+            bucket: bucket(of: row.table, primaryKey: row.primaryKey, columns: columns, cells: cells, store: store))
+    }
+
+    func recorded(_ row: StoredRowKey, in transaction: StoreTransaction) throws -> TaggedRow? {
+        let tags = try transaction.qualified(tables.tags, storeIdentifier: row.storeIdentifier)
+        guard
+            let cells = try transaction.rows(
+                "SELECT ZTAG, ZBUCKET FROM \(tags) WHERE ZTABLE = ? AND ZPK = ?",
+                [.text(row.table), .integer(row.primaryKey)]
+            ).first,
+            case .blob(let data) = cells[0], case .integer(let bucket) = cells[1]
+        else { return nil }
+        return TaggedRow(tag: Array(data), bucket: Int(bucket))
+    }
+
+    func hasRecord(_ store: Store, in transaction: StoreTransaction) throws -> Bool {
+        try tables.exist(inStore: store.identifier, transaction)
+    }
+
+    /// Records verified, with the store's `data_version` and the connection's `total_changes()`
+    /// then: while both stay the same, nobody wrote the store.
+    private var verifiedRecords: [String: (version: [Int64], record: Record)] = [:]
+
+    /// The store's record with its buckets, checked against its MAC: O(buckets), once until
+    /// the store changes (SQLite's `data_version` tells other connections' commits,
+    /// `total_changes()` this connection's writes).
+    func record(of store: Store, in transaction: StoreTransaction) throws -> Record? {
+        let schema = try transaction.qualified("sqlite_master", storeIdentifier: store.identifier)
+            .dropLast("sqlite_master".count)
+        let version = try transaction.rows("PRAGMA \(schema)data_version").first.map { $0 } ?? []
+            + (transaction.rows("SELECT total_changes()").first ?? [])
+        let numbers = version.compactMap { cell -> Int64? in
+            if case .integer(let number) = cell { return number }
+            return nil
+        }
+        if numbers.count == 2, let verified = verifiedRecords[store.identifier], verified.version == numbers {
+            return verified.record
+        }
+        let record = try readRecord(of: store, in: transaction)
+        if let record, numbers.count == 2 { verifiedRecords[store.identifier] = (numbers, record) }
+        return record
+    }
+
+    private func readRecord(of store: Store, in transaction: StoreTransaction) throws -> Record? {
+        guard try hasRecord(store, in: transaction) else { return nil }
+        let table = try transaction.qualified(tables.record, storeIdentifier: store.identifier)
+        let damaged = RowAuthenticationFailure(store: store.displayName, message: "its integrity record is damaged")
+        guard
+            let cells = try transaction.rows(
+                "SELECT ZMODEL, ZGENERATION, ZPEERGENERATION, ZROWCOUNT, ZMAC FROM \(table) WHERE ZID = 1"
+            ).first,
+            cells.count == 5, case .text(let model) = cells[0], case .integer(let generation) = cells[1],
+            case .integer(let peer) = cells[2], case .integer(let count) = cells[3], case .blob(let mac) = cells[4]
+        else { throw damaged }
+        var buckets: [Int: Bucket] = [:]
+        try transaction.forEachRow(
+            "SELECT ZBUCKET, ZCOUNT, ZSUM FROM "
+                + (try transaction.qualified(tables.buckets, storeIdentifier: store.identifier))
+        ) { cells in
+            guard cells.count == 3, case .integer(let number) = cells[0],
+                  (0..<Int64(Self.bucketCount)).contains(number),
+                  case .integer(let count) = cells[1], case .blob(let sum) = cells[2], sum.count == 32
+            else { throw damaged }
+            buckets[Int(number)] = Bucket(count: count, sum: Array(sum))
+        }
+        let record = Record(model: model, generation: generation, peerGeneration: peer, rowCount: count,
+                            buckets: buckets)
+        guard Self.constantTimeEqual(try self.mac(of: record, store: store), Array(mac)) else {
+            try recordDoesNotVerify?(transaction, store)
+            throw RowAuthenticationFailure(
+                store: store.displayName,
+                message: "its integrity record or its buckets were altered, or come from another vault")
+        }
+        return record
+    }
+
+    /// Writes the record and the buckets named in `changed` (all when nil).
+    func write(_ record: Record, of store: Store, changed: Set<Int>?, in transaction: StoreTransaction) throws {
+        // What was verified before may be rolled back with this transaction: read it again next time.
+        verifiedRecords = [:]
+        let buckets = try transaction.qualified(tables.buckets, storeIdentifier: store.identifier)
+        for number in changed.map(Array.init) ?? Array(record.buckets.keys) {
+            if let bucket = record.buckets[number], bucket.count != 0 {
+                try transaction.execute(
+                    "INSERT OR REPLACE INTO \(buckets) (ZBUCKET, ZCOUNT, ZSUM) VALUES (?, ?, ?)",
+                    [.integer(Int64(number)), .integer(bucket.count), .blob(Data(bucket.sum))])
+            } else {
+                try transaction.execute("DELETE FROM \(buckets) WHERE ZBUCKET = ?", [.integer(Int64(number))])
+            }
+        }
+        let table = try transaction.qualified(tables.record, storeIdentifier: store.identifier)
+        try transaction.execute(
+            "INSERT OR REPLACE INTO \(table) (ZID, ZMODEL, ZGENERATION, ZPEERGENERATION, ZROWCOUNT, ZMAC) "
+                + "VALUES (1, ?, ?, ?, ?, ?)",
+            [
+                .text(record.model), .integer(record.generation), .integer(record.peerGeneration),
+                .integer(record.rowCount), .blob(Data(try mac(of: record, store: store))),
+            ])
+    }
+
+    // MARK: - Keeping it current (StoreWriteObserver)
+
+    /// A row about to be written must be as the record says: a row altered outside mystash is
+    /// refused here, not laundered into a new tag.
+    public func rowsWillChange(_ rows: [StoredRowKey], in transaction: StoreTransaction) throws {
+        for (identifier, keys) in Dictionary(grouping: rows, by: \.storeIdentifier) {
+            guard let store = store(identifier), try hasRecord(store, in: transaction) else { continue }
+            // The record first: under a key another process replaced since, every tag differs.
+            _ = try record(of: store, in: transaction)
+            var columnsByTable: [String: [String]] = [:]
+            for row in keys {
+                let columns = try columnsByTable[row.table] ?? columns(of: row.table, store: store, in: transaction)
+                columnsByTable[row.table] = columns
+                let current = try current(row, store: store, columns: columns, in: transaction)
+                let recorded = try recorded(row, in: transaction)
+                if let problem = Self.mismatch(current: current, recorded: recorded) {
+                    throw RowAuthenticationFailure(
+                        store: store.displayName, entity: store.tables[row.table], primaryKey: row.primaryKey,
+                        message: problem)
+                }
+            }
+        }
+    }
+
+    /// Replaces the tags of written rows and updates their buckets, then moves both stores'
+    /// records one generation on.
+    public func rowsDidChange(_ rows: [StoredRowKey], in transaction: StoreTransaction) throws {
+        try schemaCheck?(transaction)
+        var records: [String: Record] = [:]
+        for store in stores {
+            guard let record = try record(of: store, in: transaction) else { return }
+            records[store.identifier] = record
+        }
+        if let problem = generationMismatch(records) { throw RowAuthenticationFailure(problem) }
+        // Row by row as given, not regrouped or deduplicated into copies of what may be 300,000
+        // keys: a row given twice is harmless, as its second pass takes out the tag the first put in.
+        var tagTables: [String: String] = [:]
+        var columnsByTable: [StoredTable: [String]] = [:]
+        var changedBuckets: [String: Set<Int>] = [:]
+        for row in rows {
+            guard let store = store(row.storeIdentifier), var record = records[row.storeIdentifier] else { continue }
+            let tags = try tagTables[row.storeIdentifier]
+                ?? transaction.qualified(tables.tags, storeIdentifier: row.storeIdentifier)
+            tagTables[row.storeIdentifier] = tags
+            let tableKey = StoredTable(storeIdentifier: row.storeIdentifier, name: row.table)
+            let columns = try columnsByTable[tableKey] ?? columns(of: row.table, store: store, in: transaction)
+            columnsByTable[tableKey] = columns
+            if let old = try recorded(row, in: transaction) {
+                record.remove(old)
+                changedBuckets[store.identifier, default: []].insert(old.bucket)
+            }
+            if let new = try current(row, store: store, columns: columns, in: transaction) {
+                try transaction.execute(
+                    "INSERT OR REPLACE INTO \(tags) (ZTABLE, ZPK, ZBUCKET, ZTAG) VALUES (?, ?, ?, ?)",
+                    [.text(row.table), .integer(row.primaryKey), .integer(Int64(new.bucket)), .blob(Data(new.tag))])
+                record.add(new)
+                changedBuckets[store.identifier, default: []].insert(new.bucket)
+            } else {
+                try transaction.execute(
+                    "DELETE FROM \(tags) WHERE ZTABLE = ? AND ZPK = ?", [.text(row.table), .integer(row.primaryKey)])
+            }
+            records[row.storeIdentifier] = record
+        }
+        try advanceGenerations(records, changedBuckets: changedBuckets, in: transaction)
+    }
+
+    /// A table of one of the stores.
+    private struct StoredTable: Hashable {
+        let storeIdentifier: String
+        let name: String
+    }
+
+    /// Both stores one generation on, each naming the other's: an older copy of either no longer
+    /// matches. Writes the buckets in `changedBuckets` (every bucket of a store not in it).
+    private func advanceGenerations(
+        _ records: [String: Record], changedBuckets: [String: Set<Int>]?, in transaction: StoreTransaction
+    ) throws {
+        var next = records
+        for store in stores { next[store.identifier]?.generation += 1 }
+        lastWrittenGenerations = next.mapValues(\.generation)
+        for store in stores {
+            guard let peer = stores.first(where: { $0.identifier != store.identifier }),
+                var record = next[store.identifier]
+            else { continue }
+            record.peerGeneration = next[peer.identifier]?.generation ?? 0
+            try write(
+                record, of: store, changed: changedBuckets.map { $0[store.identifier] ?? [] }, in: transaction)
+        }
+    }
+
+    /// Creates the record of every store from the rows as they are (new stores, stores without
+    /// a record yet, or a record of another layout the application verified first): the rows
+    /// are trusted as they are now. Generations go on from the current record's, or from
+    /// `generations` (by store identifier) when there is none this key verifies.
+    public func create(in transaction: StoreTransaction, generations: [String: Int64] = [:]) throws {
+        var records: [String: Record] = [:]
+        for store in stores {
+            // Generations go on from the old record's, if any, so older copies stay older. One this
+            // record's key cannot verify (after a rekey it is under the old key) restarts at 0, a
+            // documented choice: copies from before carry a record under that other key and fail
+            // verification anyway, and both stores restart together, so their generations agree.
+            let previous = (try? self.record(of: store, in: transaction))?.generation ?? generations[store.identifier]
+            for table in [tables.tags, tables.buckets, tables.record] {
+                try transaction.execute(
+                    "DROP TABLE IF EXISTS \(try transaction.qualified(table, storeIdentifier: store.identifier))")
+            }
+            let definitions = try tables.definitions {
+                try transaction.qualified($0, storeIdentifier: store.identifier)
+            }
+            for statement in definitions { try transaction.execute(statement) }
+            let tags = try transaction.qualified(tables.tags, storeIdentifier: store.identifier)
+            var record = Record(model: model, generation: previous ?? 0, peerGeneration: 0, rowCount: 0, buckets: [:])
+            for table in store.tables.keys.sorted() {
+                let columns = try columns(of: table, store: store, in: transaction)
+                for cells in try transaction.rows(
+                    "SELECT * FROM \(try transaction.qualified(table, storeIdentifier: store.identifier))")
+                {
+                    guard case .integer(let primaryKey) = cells.first else { continue }
+                    let row = TaggedRow(
+                        tag: try tag(store: store, table: table, columns: columns, cells: cells),
+                        bucket: bucket(of: table, primaryKey: primaryKey, columns: columns, cells: cells, store: store))
+                    try transaction.execute(
+                        "INSERT INTO \(tags) (ZTABLE, ZPK, ZBUCKET, ZTAG) VALUES (?, ?, ?, ?)",
+                        [.text(table), .integer(primaryKey), .integer(Int64(row.bucket)), .blob(Data(row.tag))])
+                    record.add(row)
+                }
+            }
+            records[store.identifier] = record
+        }
+        try advanceGenerations(records, changedBuckets: nil, in: transaction)
+    }
+
+    /// Whether the record was computed under another model version (a migration rewrote the
+    /// rows, so their tags are renewed, trusting the rows as migrated). A record that cannot be
+    /// read is left to verification, which reports it.
+    public func needsRenewal(in transaction: StoreTransaction) -> Bool {
+        stores.contains { store in
+            (try? record(of: store, in: transaction)).flatMap { $0 }.map { $0.model != model } ?? false
+        }
+    }
+
+    /// Whether the stores hold the generations the last save wrote.
+    public func holdsLastWrittenGenerations(in transaction: StoreTransaction) throws -> Bool {
+        guard !lastWrittenGenerations.isEmpty else { return false }
+        return try stores.allSatisfy {
+            try record(of: $0, in: transaction)?.generation == lastWrittenGenerations[$0.identifier]
+        }
+    }
+
+    // MARK: - Verifying
+
+    /// What differs between a row and its tag, in words; nil when they agree.
+    static func mismatch(current: TaggedRow?, recorded: TaggedRow?) -> String? {
+        switch (current, recorded) {
+        case (nil, nil): return nil
+        case (_?, nil): return "the row was added outside mystash"
+        case (nil, _?): return "the row was deleted outside mystash"
+        case (let current?, let recorded?):
+            guard Self.constantTimeEqual(current.tag, recorded.tag) else {
+                return "the row was changed outside mystash "
+                    + "(a value, its version or its relationships, or an older copy of it put back)"
+            }
+            return current.bucket == recorded.bucket ? nil : "its tag was moved to another bucket outside mystash"
+        }
+    }
+
+    /// Every difference between the stores and their records; empty when the vault is as
+    /// mystash last wrote it. Nil when the vault has no record yet. O(rows).
+    public func verify(in transaction: StoreTransaction) throws -> [IntegrityProblem]? {
+        try verifyRecords(in: transaction) { store, record in
+            var problems = try verifyBuckets(nil, of: store, against: record, in: transaction).problems
+            // Reads go through indexes the tags do not cover: each must hold exactly its table's rows.
+            problems += try transaction.indexProblems(storeIdentifier: store.identifier, storeName: store.displayName)
+            return problems
+        }
+    }
+
+    /// Where a read looked and what it looked for: the rows of `table` in `bucket` whose
+    /// `column` holds `value` (an entry's name key, the entry its fields belong to).
+    public struct Lookup: Hashable, Sendable {
+        public let storeIdentifier: String
+        public let bucket: Int
+        public let table: String
+        public let column: String
+        public let value: StoredCell
+
+        public init(storeIdentifier: String, bucket: Int, table: String, column: String, value: StoredCell) {
+            self.storeIdentifier = storeIdentifier
+            self.bucket = bucket
+            self.table = table
+            self.column = column
+            self.value = value
+        }
+    }
+
+    /// The differences that concern what a read showed: `rows` (each checked with every row of
+    /// its bucket), and every bucket a lookup looked in, whose rows matching the lookup must all
+    /// be among `rows` (so a damaged index or a deleted row cannot hide one); with both records
+    /// and every bucket's count and sum. O(buckets + rows in the buckets checked).
+    public func verify(rows: [StoredRowKey], lookups: [Lookup], in transaction: StoreTransaction) throws
+        -> [IntegrityProblem]?
+    {
+        var wanted: [String: Set<Int>] = [:]
+        for lookup in lookups { wanted[lookup.storeIdentifier, default: []].insert(lookup.bucket) }
+        var columnsByTable: [StoredTable: [String]] = [:]
+        var shown: [String: Set<StoredRowKey>] = [:]
+        for row in rows {
+            guard let store = store(row.storeIdentifier) else { continue }
+            let tableKey = StoredTable(storeIdentifier: row.storeIdentifier, name: row.table)
+            let columns = try columnsByTable[tableKey] ?? columns(of: row.table, store: store, in: transaction)
+            columnsByTable[tableKey] = columns
+            guard let current = try current(row, store: store, columns: columns, in: transaction) else { continue }
+            wanted[store.identifier, default: []].insert(current.bucket)
+            shown[store.identifier, default: []].insert(row)
+        }
+        return try verifyRecords(in: transaction) { store, record in
+            let checked = try verifyBuckets(
+                wanted[store.identifier] ?? [], of: store, against: record,
+                lookups: lookups.filter { $0.storeIdentifier == store.identifier }, in: transaction)
+            var problems = checked.problems
+            let shownHere = shown[store.identifier] ?? []
+            // A row shown must be one its bucket's tags account for, not one added beside them.
+            for row in shownHere.subtracting(checked.tagged) {
+                problems.append(IntegrityProblem(
+                    store: store.displayName, entity: store.tables[row.table], primaryKey: row.primaryKey,
+                    message: "the row was added outside mystash"))
+            }
+            for row in checked.matched.subtracting(shownHere) {
+                problems.append(IntegrityProblem(
+                    store: store.displayName, entity: store.tables[row.table], primaryKey: row.primaryKey,
+                    message: "the row was left out of a read (a table or index was changed outside mystash)"))
+            }
+            return problems
+        }
+    }
+
+    /// Both records, their generations, and what `check` finds in each store with a record.
+    private func verifyRecords(
+        in transaction: StoreTransaction, _ check: (Store, Record) throws -> [IntegrityProblem]
+    ) throws -> [IntegrityProblem]? {
+        var problems: [IntegrityProblem] = []
+        var records: [String: Record] = [:]
+        let withRecord = try stores.filter { try hasRecord($0, in: transaction) }
+        guard !withRecord.isEmpty else { return nil }
+        for store in stores {
+            do {
+                guard let record = try record(of: store, in: transaction) else {
+                    problems.append(
+                        IntegrityProblem(
+                            store: store.displayName,
+                            message: "its integrity record is missing, although the other store has one"))
+                    continue
+                }
+                records[store.identifier] = record
+                problems += try check(store, record)
+            } catch let failure as RowAuthenticationFailure {
+                problems.append(failure.problem)
+            }
+        }
+        if records.count == stores.count, let problem = generationMismatch(records) { problems.append(problem) }
+        return problems
+    }
+
+    /// The store that is an older copy than the other store knows of, if any.
+    func generationMismatch(_ records: [String: Record]) -> IntegrityProblem? {
+        guard let first = stores.first, let second = stores.last, first.identifier != second.identifier,
+            let a = records[first.identifier], let b = records[second.identifier],
+            a.peerGeneration != b.generation || b.peerGeneration != a.generation
+        else { return nil }
+        // The store whose generation is behind what the other recorded is the older copy.
+        let (older, generation, expected) =
+            a.generation < b.peerGeneration
+            ? (first, a.generation, b.peerGeneration)
+            : b.generation < a.peerGeneration
+                ? (second, b.generation, a.peerGeneration) : (first, a.generation, b.peerGeneration)
+        return IntegrityProblem(
+            store: older.displayName,
+            message: "it is an older or foreign copy (generation \(generation), the other store expects \(expected))")
+    }
+
+    /// What checking buckets found, the rows their tags account for, and those a lookup matches.
+    private struct BucketCheck {
+        var problems: [IntegrityProblem] = []
+        var tagged: Set<StoredRowKey> = []
+        var matched: Set<StoredRowKey> = []
+    }
+
+    /// Checks the buckets `numbers` (every bucket when nil): their tags add up to what the record
+    /// says, and each tag has its row, unchanged and in that bucket. When every bucket is checked,
+    /// every row of every table must have its tag too.
+    private func verifyBuckets(
+        _ numbers: Set<Int>?, of store: Store, against record: Record, lookups: [Lookup] = [],
+        in transaction: StoreTransaction
+    ) throws -> BucketCheck {
+        var check = BucketCheck()
+        var recorded: [String: [Int64: TaggedRow]] = [:]
+        var found: [Int: Bucket] = [:]
+        let tags = try transaction.qualified(tables.tags, storeIdentifier: store.identifier)
+        let tagged: ([StoredCell]) throws -> Void = { cells in
+            guard cells.count == 4, case .text(let table) = cells[0], case .integer(let key) = cells[1],
+                case .integer(let bucket) = cells[2], case .blob(let tag) = cells[3], tag.count == 32
+            else {
+                check.problems.append(
+                    IntegrityProblem(store: store.displayName, message: "its table of row tags holds a damaged entry"))
+                return
+            }
+            let row = TaggedRow(tag: Array(tag), bucket: Int(bucket))
+            recorded[table, default: [:]][key] = row
+            found[row.bucket, default: Bucket()].add(row.tag)
+        }
+        if let numbers {
+            for number in numbers.sorted() {
+                try transaction.forEachRow(
+                    "SELECT ZTABLE, ZPK, ZBUCKET, ZTAG FROM \(tags) WHERE ZBUCKET = ?", [.integer(Int64(number))],
+                    tagged)
+            }
+        } else {
+            try transaction.forEachRow("SELECT ZTABLE, ZPK, ZBUCKET, ZTAG FROM \(tags)", [], tagged)
+        }
+        for number in Set(numbers ?? Set(record.buckets.keys)).union(found.keys).sorted()
+        where (found[number] ?? Bucket()) != (record.buckets[number] ?? Bucket()) {
+            check.problems.append(
+                IntegrityProblem(
+                    store: store.displayName,
+                    message: "rows and their tags were removed or replaced together (bucket \(number): "
+                        + "\(found[number]?.count ?? 0) tagged rows, the record counts "
+                        + "\(record.buckets[number]?.count ?? 0))"))
+        }
+        if numbers == nil, found.values.reduce(0, { $0 + $1.count }) != record.rowCount {
+            check.problems.append(
+                IntegrityProblem(store: store.displayName, message: "its buckets do not add up to its record's count"))
+        }
+        for (table, entity) in store.tables.sorted(by: { $0.key < $1.key }) {
+            let columns = try columns(of: table, store: store, in: transaction)
+            var unseen = recorded[table] ?? [:]
+            let qualified = try transaction.qualified(table, storeIdentifier: store.identifier)
+            let compare: ([StoredCell]) throws -> Void = { cells in
+                guard case .integer(let key) = cells.first else { return }
+                let current = TaggedRow(
+                    tag: try self.tag(store: store, table: table, columns: columns, cells: cells),
+                    bucket: self.bucket(of: table, primaryKey: key, columns: columns, cells: cells, store: store))
+                let recordedRow = unseen.removeValue(forKey: key)
+                let row = StoredRowKey(storeIdentifier: store.identifier, table: table, primaryKey: key)
+                if recordedRow != nil { check.tagged.insert(row) }
+                let matches = lookups.contains {
+                    $0.table == table && $0.bucket == current.bucket
+                        && columns.firstIndex(of: $0.column).map { cells[$0] } == $0.value
+                }
+                if matches { check.matched.insert(row) }
+                if let problem = Self.mismatch(current: current, recorded: recordedRow) {
+                    check.problems.append(
+                        IntegrityProblem(store: store.displayName, entity: entity, primaryKey: key, message: problem))
+                }
+            }
+            if numbers == nil {
+                try transaction.forEachRow("SELECT * FROM \(qualified) ORDER BY Z_PK", [], compare)
+            } else {
+                for key in (recorded[table] ?? [:]).keys.sorted() {
+                    try transaction.forEachRow("SELECT * FROM \(qualified) WHERE Z_PK = ?", [.integer(key)], compare)
+                }
+            }
+            for key in unseen.keys.sorted() {
+                check.problems.append(
+                    IntegrityProblem(
+                        store: store.displayName, entity: entity, primaryKey: key,
+                        message: "the row was deleted outside mystash"))
+            }
+        }
+        return check
+    }
+}
+
+extension RowAuthentication.Record {
+    mutating func add(_ row: RowAuthentication.TaggedRow) {
+        buckets[row.bucket, default: RowAuthentication.Bucket()].add(row.tag)
+        rowCount += 1
+    }
+
+    mutating func remove(_ row: RowAuthentication.TaggedRow) {
+        buckets[row.bucket, default: RowAuthentication.Bucket()].add(row.tag, negating: true)
+        rowCount -= 1
+    }
+}
+
+extension RowAuthentication.Bucket {
+    mutating func add(_ tag: [UInt8], negating: Bool = false) {
+        sum = RowAuthentication.add(sum, tag, negating: negating)
+        count += negating ? -1 : 1
+    }
+}
+
+/// A row or record found changed while writing or verifying: the save is refused and the
+/// problem names the place.
+public struct RowAuthenticationFailure: Error {
+    public var problem: IntegrityProblem
+
+    public init(store: String, entity: String? = nil, primaryKey: Int64? = nil, message: String) {
+        problem = IntegrityProblem(store: store, entity: entity, primaryKey: primaryKey, message: message)
+    }
+
+    public init(_ problem: IntegrityProblem) { self.problem = problem }
+}
+
+extension RowAuthentication {
+    /// Compares two MACs in time that depends only on their length.
+    static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        guard a.count == b.count else { return false }
+        return zip(a, b).reduce(UInt8(0)) { $0 | ($1.0 ^ $1.1) } == 0
+    }
+}

@@ -1,0 +1,160 @@
+import Foundation
+import XCTest
+import GRDB
+@testable import ObjectGraph
+
+/// A keyed 32-byte digest for the tests (not a MAC anyone should use: the mechanics are under
+/// test, not the cryptography, which the application supplies).
+private final class TestAuthenticator: RowAuthenticator {
+    let key: UInt64
+    init(key: UInt64) { self.key = key }
+
+    func authenticationCode(of message: [UInt8]) throws -> [UInt8] {
+        (0..<4).flatMap { lane -> [UInt8] in
+            var hash: UInt64 = 0xcbf2_9ce4_8422_2325 ^ key &+ UInt64(lane) &* 0x9e37_79b9_7f4a_7c15
+            for byte in message { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+            return withUnsafeBytes(of: hash.bigEndian) { Array($0) }
+        }
+    }
+}
+
+/// Row authentication on two SQLite stores: notes with attachments (kept in their note's
+/// bucket), and the stores' other tables, kept by every save and checked whole or one read at a
+/// time.
+final class RowAuthenticationTests: ObjectGraphTestCase {
+    static let tables = RowAuthentication.Tables(
+        tags: "TEST_TAG", buckets: "TEST_BUCKET", record: "TEST_RECORD", bucketIndex: "TEST_TAG_BUCKET")
+
+    var stack: Stack!
+    var authentication: RowAuthentication!
+    var notes: [ManagedObject] = []
+
+    override func setUpWithError() throws {
+        try super.setUpWithError()
+        stack = try makeStack(.sqlite)
+        let model = stack.coordinator.managedObjectModel
+        let stores = [stack.notes, stack.passwords].map { store in
+            let roots = model.entities(forConfiguration: store.configurationName ?? "").filter { $0.superentity == nil }
+            return RowAuthentication.Store(
+                identifier: store.identifier, displayName: store.url?.lastPathComponent ?? "",
+                tables: Dictionary(uniqueKeysWithValues: roots.map { ($0.tableName, $0.name) }),
+                bucketing: ["ZATTACHMENT": .parent(column: "ZNOTE", table: "ZNOTE"), "ZCATEGORY": .wholeTable])
+        }
+        authentication = RowAuthentication(
+            authenticator: TestAuthenticator(key: 42), stores: stores, model: model.versionIdentifier,
+            tables: Self.tables)
+        try stack.coordinator.performWrite { try self.authentication.create(in: $0) }
+        stack.coordinator.writeObserver = authentication
+        for number in 0..<40 {
+            let note = stack.context.insertNewObject(forEntityName: "Note")
+            note["title"] = "note \(number)"
+            for part in 0..<2 {
+                let attachment = stack.context.insertNewObject(forEntityName: "Attachment")
+                attachment["data"] = Data("note \(number) part \(part)".utf8)
+                attachment["note"] = note
+            }
+            notes.append(note)
+        }
+        try stack.context.save()
+    }
+
+    func key(_ object: ManagedObject) throws -> StoredRowKey {
+        StoredRowKey(storeIdentifier: try XCTUnwrap(object.objectID.storeIdentifier),
+                     table: object.entity.tableName, primaryKey: try XCTUnwrap(object.objectID.primaryKey))
+    }
+
+    /// What a read of `note` and its attachments (by the note's bucket) finds wrong.
+    func problems(readingNote note: ManagedObject) throws -> [IntegrityProblem] {
+        let id = try XCTUnwrap(note.objectID.primaryKey)
+        let rows = try [key(note)] + (try XCTUnwrap(note["attachments"] as? [ManagedObject])).map(key)
+        let lookup = RowAuthentication.Lookup(
+            storeIdentifier: stack.notes.identifier, bucket: RowAuthentication.bucket(table: "ZNOTE", primaryKey: id),
+            table: "ZATTACHMENT", column: "ZNOTE", value: .integer(id))
+        return try stack.coordinator.performRead {
+            try XCTUnwrap(try self.authentication.verify(rows: rows, lookups: [lookup], in: $0))
+        }
+    }
+
+    /// Two notes whose buckets differ.
+    func notesInTwoBuckets() throws -> (ManagedObject, ManagedObject) {
+        let first = notes[0]
+        let bucket = { (note: ManagedObject) in
+            RowAuthentication.bucket(table: "ZNOTE", primaryKey: note.objectID.primaryKey ?? 0)
+        }
+        return (first, try XCTUnwrap(notes.first { bucket($0) != bucket(first) }))
+    }
+
+    /// Runs SQL on a store from another connection, as someone editing the file would.
+    func tamper(_ sql: String) throws {
+        let database = try DatabaseQueue(path: try XCTUnwrap(stack.notes.url).path)
+        try database.write { try $0.execute(sql: sql) }
+    }
+
+    func testEverySaveKeepsTheTagsAndBucketsAndNothingIsFound() throws {
+        XCTAssertEqual(try stack.coordinator.performRead { try self.authentication.verify(in: $0) }, [])
+        notes[3]["title"] = "renamed"
+        stack.context.delete(notes[4])
+        try stack.context.save()
+        XCTAssertEqual(try stack.coordinator.performRead { try self.authentication.verify(in: $0) }, [])
+        XCTAssertEqual(try problems(readingNote: notes[3]), [])
+        let tags = try stack.coordinator.performRead { try $0.rows("SELECT COUNT(*) FROM TEST_TAG") }
+        XCTAssertEqual(tags.first?.first, .integer(39 + 78 + 0), "one tag per row: 39 notes, 78 attachments")
+    }
+
+    func testAChangedAttachmentIsFoundByItsNotesReadAndNotByAnotherNotes() throws {
+        let (changed, other) = try notesInTwoBuckets()
+        let part = try XCTUnwrap((changed["attachments"] as? [ManagedObject])?.first)
+        try tamper("UPDATE ZATTACHMENT SET ZDATA = X'00' WHERE Z_PK = \(try XCTUnwrap(part.objectID.primaryKey))")
+        XCTAssertEqual(try problems(readingNote: other), [])
+        let found = try problems(readingNote: changed)
+        XCTAssertEqual(found.map(\.entity), ["Attachment"])
+        XCTAssertEqual(found.first?.primaryKey, part.objectID.primaryKey)
+        XCTAssertEqual(try stack.coordinator.performRead { try self.authentication.verify(in: $0) }?.count, 1)
+        // A save that would change the altered row is refused, not laundered into a new tag.
+        part["data"] = Data("x".utf8)
+        XCTAssertThrowsError(try stack.context.save()) { XCTAssertTrue($0 is RowAuthenticationFailure, "\($0)") }
+    }
+
+    func testAnAttachmentDeletedWithItsTagOrLeftOutOfTheReadIsFound() throws {
+        let note = notes[7]
+        let parts = try XCTUnwrap(note["attachments"] as? [ManagedObject])
+        let first = try XCTUnwrap(parts[0].objectID.primaryKey)
+        try tamper("DELETE FROM ZATTACHMENT WHERE Z_PK = \(first); "
+            + "DELETE FROM TEST_TAG WHERE ZTABLE = 'ZATTACHMENT' AND ZPK = \(first)")
+        XCTAssertTrue(try problems(readingNote: note).contains {
+            $0.message.hasPrefix("rows and their tags were removed or replaced together")
+        })
+
+        // A read that showed one attachment of two (an index hid the other) is told so.
+        let second = try XCTUnwrap(parts[1].objectID.primaryKey)
+        let id = try XCTUnwrap(note.objectID.primaryKey)
+        let lookup = RowAuthentication.Lookup(
+            storeIdentifier: stack.notes.identifier, bucket: RowAuthentication.bucket(table: "ZNOTE", primaryKey: id),
+            table: "ZATTACHMENT", column: "ZNOTE", value: .integer(id))
+        let partial = try stack.coordinator.performRead {
+            try self.authentication.verify(rows: [try self.key(note)], lookups: [lookup], in: $0)
+        }
+        let leftOut = partial?.contains { $0.primaryKey == second && $0.message.contains("left out of a read") }
+        XCTAssertEqual(leftOut, true,
+                      "\(partial ?? [])")
+    }
+
+    func testAnOlderCopyOfABucketWithItsTagsIsRefusedByTheRecord() throws {
+        let note = notes[9]
+        let id = try XCTUnwrap(note.objectID.primaryKey)
+        let saved = directory.appendingPathComponent("saved.sqlite").path
+        try tamper("ATTACH '\(saved)' AS saved; CREATE TABLE saved.note AS SELECT * FROM ZNOTE WHERE Z_PK = \(id); "
+            + "CREATE TABLE saved.tag AS SELECT * FROM TEST_TAG WHERE ZTABLE = 'ZNOTE' AND ZPK = \(id); "
+            + "CREATE TABLE saved.bucket AS SELECT * FROM TEST_BUCKET")
+        note["title"] = "newer"
+        try stack.context.save()
+        try tamper("ATTACH '\(saved)' AS saved; DELETE FROM ZNOTE WHERE Z_PK = \(id); "
+            + "INSERT INTO ZNOTE SELECT * FROM saved.note; "
+            + "DELETE FROM TEST_TAG WHERE ZTABLE = 'ZNOTE' AND ZPK = \(id); "
+            + "INSERT INTO TEST_TAG SELECT * FROM saved.tag; "
+            + "DELETE FROM TEST_BUCKET; INSERT INTO TEST_BUCKET SELECT * FROM saved.bucket")
+        let found = try problems(readingNote: note)
+        XCTAssertTrue(
+            found.contains { $0.message.contains("integrity record or its buckets were altered") }, "\(found)")
+    }
+}
