@@ -128,7 +128,8 @@ public final class Category: ManagedObject, ManagedEntity {
 /// A file kept with an entry (model version 4): its name encrypted, its bytes in encrypted
 /// chunks written one save at a time; it shows only once `complete` says the last one is saved.
 public final class Attachment: ManagedObject, ManagedEntity {
-    public static let entityName = "Attachment"
+    /// After `System` in name order (model version 5), as every new entity must be: see the model.
+    public static let entityName = "SystemAttachment"
     public var id: Int64 { objectID.primaryKey ?? 0 }
     public var name: String { self["name"] as? String ?? "" }
     /// Its length in bytes.
@@ -145,7 +146,7 @@ public final class Attachment: ManagedObject, ManagedEntity {
 
 /// One piece of an attachment's bytes, in order by `index`.
 final class AttachmentChunk: ManagedObject, ManagedEntity {
-    static let entityName = "AttachmentChunk"
+    static let entityName = "SystemAttachmentChunk"
     var index: Int { self["index"] as? Int ?? 0 }
     var data: Data { self["data"] as? Data ?? Data() }
 }

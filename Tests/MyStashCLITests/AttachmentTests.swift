@@ -70,7 +70,7 @@ final class AttachmentTests: CLITestCase {
         let detached = try run(["password", "detach", "Bank", "statement.pdf", "--force"])
         XCTAssertEqual(detached.status, 0, detached.stderr)
         XCTAssertFalse(try runOK(["password", "show", "Bank"]).stdout.contains("Attachment"))
-        XCTAssertEqual(try sqlite("Passwords.sqlite", "SELECT COUNT(*) FROM ZATTACHMENTCHUNK"), "0")
+        XCTAssertEqual(try sqlite("Passwords.sqlite", "SELECT COUNT(*) FROM ZSYSTEMATTACHMENTCHUNK"), "0")
         XCTAssertEqual(try run(["check"]).status, 0)
     }
 
@@ -98,7 +98,7 @@ final class AttachmentTests: CLITestCase {
         try runOK(["password", "attach", "Bank", "-", "--name", "piped.txt"], stdin: "from a pipe")
         XCTAssertEqual(try runOK(["password", "attachment", "save", "Bank", "piped.txt", "-o", "-"]).stdout,
                        "from a pipe")
-        XCTAssertEqual(try sqlite("Passwords.sqlite", "SELECT COUNT(*) FROM ZATTACHMENT"), "2")
+        XCTAssertEqual(try sqlite("Passwords.sqlite", "SELECT COUNT(*) FROM ZSYSTEMATTACHMENT"), "2")
     }
 
     /// A rekey re-encrypts the chunks with the rest: afterwards the file reads back under the new key.
@@ -107,9 +107,10 @@ final class AttachmentTests: CLITestCase {
         try addEntry()
         let (file, _) = try randomFile("key.bin", size: 1_048_576 + 5)
         try runOK(["password", "attach", "Bank", file.path])
-        let before = try sqlite("Passwords.sqlite", "SELECT hex(ZDATA) FROM ZATTACHMENTCHUNK ORDER BY Z_PK")
+        let chunks = "SELECT hex(ZDATA) FROM ZSYSTEMATTACHMENTCHUNK ORDER BY Z_PK"
+        let before = try sqlite("Passwords.sqlite", chunks)
         try runOK(["passwd", "--rekey", "--kdf-cost", "10"], environment: ["MYSTASH_NEW_PASSWORD": "pw2"])
-        XCTAssertNotEqual(try sqlite("Passwords.sqlite", "SELECT hex(ZDATA) FROM ZATTACHMENTCHUNK ORDER BY Z_PK"), before)
+        XCTAssertNotEqual(try sqlite("Passwords.sqlite", chunks), before)
         let same = try shell("mystash password attachment save Bank key.bin -o - | cmp - \(file.path) && echo same",
                              environment: ["MYSTASH_PASSWORD": "pw2"])
         XCTAssertEqual(same.stdout, "same\n", same.stderr)
@@ -149,7 +150,7 @@ final class AttachmentTests: CLITestCase {
             hint: compress or split the file, or keep it outside the vault (encrypted with gpg or age)
 
             """)
-        XCTAssertEqual(try sqlite("Passwords.sqlite", "SELECT COUNT(*) FROM ZATTACHMENT"), "0")
+        XCTAssertEqual(try sqlite("Passwords.sqlite", "SELECT COUNT(*) FROM ZSYSTEMATTACHMENT"), "0")
     }
 
     /// The integrity record covers the chunk rows: a chunk moved to another attachment (both rows'
@@ -161,12 +162,13 @@ final class AttachmentTests: CLITestCase {
         let (second, _) = try randomFile("two.bin", size: 1_048_576 + 20)
         try runOK(["password", "attach", "Bank", first.path])
         try runOK(["password", "attach", "Bank", second.path])
-        let rows = try sqlite("Passwords.sqlite", "SELECT Z_PK, ZATTACHMENT FROM ZATTACHMENTCHUNK WHERE ZINDEX = 1")
+        let rows = try sqlite("Passwords.sqlite",
+                              "SELECT Z_PK, ZATTACHMENT FROM ZSYSTEMATTACHMENTCHUNK WHERE ZINDEX = 1")
             .split(separator: "\n").map { $0.split(separator: "|").map(String.init) }
         XCTAssertEqual(rows.count, 2)
         try sqlite("Passwords.sqlite", """
-            UPDATE ZATTACHMENTCHUNK SET ZATTACHMENT = \(rows[1][1]) WHERE Z_PK = \(rows[0][0]);
-            UPDATE ZATTACHMENTCHUNK SET ZATTACHMENT = \(rows[0][1]) WHERE Z_PK = \(rows[1][0]);
+            UPDATE ZSYSTEMATTACHMENTCHUNK SET ZATTACHMENT = \(rows[1][1]) WHERE Z_PK = \(rows[0][0]);
+            UPDATE ZSYSTEMATTACHMENTCHUNK SET ZATTACHMENT = \(rows[0][1]) WHERE Z_PK = \(rows[1][0]);
             """)
         let out = home.appendingPathComponent("out.bin")
         let saved = try run(["password", "attachment", "save", "Bank", "one.bin", "-o", out.path])
@@ -229,8 +231,8 @@ final class AttachmentTests: CLITestCase {
                 XCTAssertEqual(listed.stderr, "No attachments.\n", "\(call)#\(number)")
                 // Whatever the killed attach left is cleared by the next one.
                 try runOK(["password", "attach", "Bank", file.path])
-                XCTAssertEqual(try sqlite("Passwords.sqlite", "SELECT COUNT(*) FROM ZATTACHMENT"), "1")
-                XCTAssertEqual(try sqlite("Passwords.sqlite", "SELECT COUNT(*) FROM ZATTACHMENTCHUNK"), "6")
+                XCTAssertEqual(try sqlite("Passwords.sqlite", "SELECT COUNT(*) FROM ZSYSTEMATTACHMENT"), "1")
+                XCTAssertEqual(try sqlite("Passwords.sqlite", "SELECT COUNT(*) FROM ZSYSTEMATTACHMENTCHUNK"), "6")
                 XCTAssertEqual(try run(["check"]).status, 0)
             }
         }
