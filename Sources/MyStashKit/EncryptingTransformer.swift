@@ -6,12 +6,15 @@ import StashCrypto
 /// store, entity, attribute and row (FORMAT.md, "Encrypted field").
 final class EncryptingTransformer: ValueTransformer {
     static let name = "MyStashEncryptedString"
+    /// Bytes that need not be text (attachment chunks), under the same key and format.
+    static let binaryName = "MyStashEncryptedData"
+    static let names: Set = [name, binaryName]
 
     var dataKey: SecretBytes?
     /// Store UUID → file name, to name places in errors.
     var storeNames: [String: String] = [:]
 
-    private func key() throws -> SecretBytes {
+    func key() throws -> SecretBytes {
         guard let dataKey else {
             throw VaultError(
                 .wrongPassword, "the vault is locked",
@@ -20,7 +23,7 @@ final class EncryptingTransformer: ValueTransformer {
         return dataKey
     }
 
-    private func context(_ place: ValuePlace) -> FieldContext {
+    func context(_ place: ValuePlace) -> FieldContext {
         FieldContext(
             storeIdentifier: place.storeIdentifier, entity: place.entityName, attribute: place.attributeName,
             primaryKey: place.primaryKey)
@@ -34,8 +37,13 @@ final class EncryptingTransformer: ValueTransformer {
     }
 
     func reverseTransformedValue(_ data: Data, at place: ValuePlace) throws -> Any {
+        try opening(at: place) { try FieldEnvelope.open(Array(data), key: key(), context: context(place)) }
+    }
+
+    /// What `open` returns; a ciphertext that does not open is reported as tampering at its place.
+    func opening(at place: ValuePlace, _ open: () throws -> Any) throws -> Any {
         do {
-            return try FieldEnvelope.open(Array(data), key: key(), context: context(place))
+            return try open()
         } catch let error as StashCryptoError {
             let store = storeNames[place.storeIdentifier] ?? "store \(place.storeIdentifier)"
             let what =
@@ -47,6 +55,28 @@ final class EncryptingTransformer: ValueTransformer {
                 hint: "restore the vault from a backup; 'mystash check' lists every damaged field")
             failure.rowProblem = problem
             throw failure
+        }
+    }
+}
+
+/// The binary twin of ``EncryptingTransformer``: the key and the format are the vault's, the
+/// value `Data` instead of text. Shares the string transformer's key, so locking one locks both.
+final class BinaryEncryptingTransformer: ValueTransformer {
+    let text: EncryptingTransformer
+
+    init(sharingKeyOf text: EncryptingTransformer) { self.text = text }
+
+    func transformedValue(_ value: Any, at place: ValuePlace) throws -> Data {
+        guard let bytes = value as? Data else {
+            preconditionFailure("\(place.entityName).\(place.attributeName) holds bytes only")
+        }
+        return Data(try FieldEnvelope.seal(bytes: Array(bytes), key: text.key(), context: text.context(place)))
+    }
+
+    func reverseTransformedValue(_ data: Data, at place: ValuePlace) throws -> Any {
+        try text.opening(at: place) {
+            try FieldEnvelope.openBytes(Array(data), key: text.key(), context: text.context(place))
+                .withUnsafeBytes { Data($0) }
         }
     }
 }

@@ -52,6 +52,11 @@ public final class PasswordEntry: ManagedObject, ManagedEntity {
             $0.replacedAt > $1.replacedAt
         }
     }
+    /// Its attachments that are complete (model version 4), by name.
+    public var attachments: [Attachment] {
+        (self["attachments"] as? [ManagedObject] ?? []).compactMap { $0 as? Attachment }.filter(\.isComplete)
+            .sorted { $0.name.localizedStandardCompare($1.name) == .orderedAscending }
+    }
     public var createdAt: Date { self["createdAt"] as? Date ?? .distantPast }
     public var updatedAt: Date { self["updatedAt"] as? Date ?? .distantPast }
 
@@ -118,6 +123,32 @@ public final class Category: ManagedObject, ManagedEntity {
                                           constraint: .custom("'\(name)' is already used by another category")))
         }
     }
+}
+
+/// A file kept with an entry (model version 4): its name encrypted, its bytes in encrypted
+/// chunks written one save at a time; it shows only once `complete` says the last one is saved.
+public final class Attachment: ManagedObject, ManagedEntity {
+    /// After `System` in name order (model version 5), as every new entity must be: see the model.
+    public static let entityName = "SystemAttachment"
+    public var id: Int64 { objectID.primaryKey ?? 0 }
+    public var name: String { self["name"] as? String ?? "" }
+    /// Its length in bytes.
+    public var size: Int64 { Int64(self["size"] as? Int ?? 0) }
+    public var chunkCount: Int { self["chunkCount"] as? Int ?? 0 }
+    public var isComplete: Bool { self["complete"] as? Bool ?? false }
+    public var createdAt: Date { self["createdAt"] as? Date ?? .distantPast }
+
+    public override func awakeFromInsert() {
+        self["createdAt"] = Date()
+        self[SyncKeys.uuid] = UUID()
+    }
+}
+
+/// One piece of an attachment's bytes, in order by `index`.
+final class AttachmentChunk: ManagedObject, ManagedEntity {
+    static let entityName = "SystemAttachmentChunk"
+    var index: Int { self["index"] as? Int ?? 0 }
+    var data: Data { self["data"] as? Data ?? Data() }
 }
 
 /// Which version of a seed list the vault has loaded.

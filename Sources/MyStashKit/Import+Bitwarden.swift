@@ -8,7 +8,47 @@ enum BitwardenReader {
     static let identityCategory = "Identity"
     static let sshKeyCategory = Vault.sshKeyCategory
 
-    static func read(_ data: Data) throws -> ImportSource {
+    /// Reads the ZIP archive Bitwarden writes for ".zip (with attachments)": `data.json`, its
+    /// JSON export, and each attachment as `attachments/<item id>/<file name>`.
+    static func readZip(_ file: Data, replacingInvalidUTF8: Bool) throws -> ImportSource {
+        let source = ImportSource()
+        let archive: ZipArchive
+        do {
+            archive = try ZipArchive(file)
+        } catch let damaged as ZipArchive.Damaged {
+            throw source.invalid(.bitwardenZIP, damaged.reason)
+        }
+        guard let json = archive.members.first(where: { $0.name == "data.json" }) else {
+            throw source.invalid(.bitwardenZIP, "the archive holds no data.json",
+                                 hint: "export again from Bitwarden choosing '.zip (with attachments)'")
+        }
+        var files: [String: [ExportDocument.AttachedFile]] = [:]
+        var strays: [ImportReport.Item] = []
+        do {
+            for member in archive.members where member.name.hasPrefix("attachments/") && !member.name.hasSuffix("/") {
+                let parts = member.name.split(separator: "/", maxSplits: 2).map(String.init)
+                guard parts.count == 3 else {
+                    strays.append(
+                        .init(kind: "file", title: member.name, reason: "not in an item's folder; not imported"))
+                    continue
+                }
+                try Vault.refuseOverAttachmentLimit(Int64(member.size), name: member.name)
+                files[parts[1], default: []].append(.init(name: parts[2], data: try archive.contents(of: member)))
+            }
+            let text = try archive.contents(of: json)
+            let isText = text.withUnsafeBytes { UTF8Text.isValid($0.bindMemory(to: UInt8.self)) }
+            let data = isText ? text
+                : Data(try UTF8Text.decode(text, place: "data.json", replacingInvalid: replacingInvalidUTF8).utf8)
+            var read = try self.read(data, attachments: files)
+            read.warnings += strays
+            return read
+        } catch let damaged as ZipArchive.Damaged {
+            throw source.invalid(.bitwardenZIP, damaged.reason)
+        }
+    }
+
+    /// Reads the JSON export; `attachments` are the files of each item by its ID (from a ZIP export).
+    static func read(_ data: Data, attachments: [String: [ExportDocument.AttachedFile]] = [:]) throws -> ImportSource {
         var source = ImportSource()
         let dates = ExportDocument.Dates()
         let decoder = JSONDecoder()
@@ -42,6 +82,7 @@ enum BitwardenReader {
         }
         let folders = names(export.folders)
         let collections = names(export.collections)
+        var unclaimed = Set(attachments.keys)
         for (index, place) in items.enumerated() {
             let item: BitwardenExport.Item
             do {
@@ -63,6 +104,14 @@ enum BitwardenReader {
                 name: name, password: "", notes: item.notes, category: place,
                 createdAt: item.creationDate, updatedAt: item.revisionDate)
             entry.favorite = item.favorite == true ? true : nil
+            let files = item.id.flatMap { attachments[$0] } ?? []
+            if let id = item.id { unclaimed.remove(id) }
+            entry.attachments = files.isEmpty ? nil : files
+            if files.isEmpty, let listed = item.attachments, !listed.isEmpty {
+                source.warnings.append(.init(kind: "item", title: title,
+                    reason: "its \(listed.count) attachment(s) are not in this file (Bitwarden's JSON export leaves "
+                        + "them out; export as '.zip (with attachments)' to bring them)"))
+            }
             entry.history = item.passwordHistory?.compactMap { old in
                 guard let password = old.password else { return nil }
                 return HistoryInfo(password: password, replacedAt: old.lastUsedDate ?? Date(timeIntervalSince1970: 0))
@@ -113,6 +162,13 @@ enum BitwardenReader {
                         (text.isEmpty ? "" : "\n\n")
                         + fields.map { "\($0.name): \($0.value ?? "")" }.joined(separator: "\n")
                 }
+                if !files.isEmpty {
+                    // Notes hold no files: the note comes as an entry that can, its text as the entry's notes.
+                    entry.notes = text
+                    source.warnings.append(.init(kind: "item", title: title,
+                        reason: "a secure note with attachments: imported as an entry, which can hold them"))
+                    break
+                }
                 source.document.notes.append(
                     .init(
                         title: name, folder: place, text: text,
@@ -133,6 +189,12 @@ enum BitwardenReader {
                 continue
             }
             source.document.passwords.append(entry)
+        }
+        for id in unclaimed.sorted() {
+            for file in attachments[id] ?? [] {
+                source.warnings.append(.init(kind: "file", title: "attachments/\(id)/\(file.name)",
+                                             reason: "no item has the ID '\(id)'; not imported"))
+            }
         }
         return source
     }
@@ -259,8 +321,11 @@ struct BitwardenExport {
     }
 
     struct Item: Decodable {
+        @Lenient var id: String?
         /// 1 login, 2 secure note, 3 card, 4 identity, 5 SSH key; others are reported as skipped.
         @Lenient var type: Int?
+        /// What `bw list items` lists of the attachments; their bytes come only in a ZIP export.
+        @Lenient var attachments: [Unread]?
         @Lenient var name: String?
         @Lenient var notes: String?
         @Lenient var folderId: String?

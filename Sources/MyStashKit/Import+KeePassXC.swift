@@ -165,12 +165,14 @@ enum KeePassXCReader {
                     }
                     source.shapeSSHKeyEntry(&entry, privateKey: key, passphrase: entry.password)
                 }
-                if !attachments.isEmpty {
-                    let attachments = attachments.count
-                    source.warnings.append(
-                        .init(
-                            kind: "entry", title: entry.name,
-                            reason: "\(attachments) attachment(s) not carried over (MyStash keeps no files)"))
+                for attachment in attachments {
+                    let name = attachment.child("Key")?.text ?? ""
+                    guard let data = binaryData(of: attachment, binaries: binaries) else {
+                        source.warnings.append(.init(kind: "entry", title: entry.name,
+                            reason: "attachment '\(name)' is not valid base64 (or gzip) data; not imported"))
+                        continue
+                    }
+                    entry.attachments = (entry.attachments ?? []) + [.init(name: name, data: data)]
                 }
                 source.document.passwords.append(entry)
             }
@@ -211,21 +213,26 @@ enum KeePassXCReader {
         return shared
     }
 
-    /// The text of an attachment that holds an OpenSSH private key, else nil.
-    private static func sshKey(in attachment: XMLNode, binaries: [String: (text: String, compressed: Bool)])
-        -> String?
+    /// The bytes of an entry's `<Binary>`: its own `<Value>` or the shared one it refers to,
+    /// base64, gunzipped when compressed; nil when they cannot be decoded.
+    private static func binaryData(of attachment: XMLNode, binaries: [String: (text: String, compressed: Bool)])
+        -> Data?
     {
         guard let value = attachment.child("Value") else { return nil }
         let stored = value.attributes["Ref"].flatMap { binaries[$0] }
             ?? (value.text ?? "", value.attributes["Compressed"] == "True")
         let base64 = stored.text.filter { !$0.isWhitespace }
-        guard var data = Data(base64Encoded: base64) else { return nil }
-        if stored.compressed {
-            // Foundation has no gzip on Linux; gzip reads it from a pipe, never from a file.
-            guard let expanded = ChildProcess.run(["gzip", "-dc"], input: data, captureOutput: true) else { return nil }
-            data = expanded
-        }
-        guard let text = String(data: data, encoding: .utf8), text.contains(SSHPrivateKey.beginMarker) else {
+        guard let data = Data(base64Encoded: base64) else { return nil }
+        // Foundation has no gzip on Linux; gzip reads it from a pipe, never from a file.
+        return stored.compressed ? ChildProcess.run(["gzip", "-dc"], input: data, captureOutput: true) : data
+    }
+
+    /// The text of an attachment that holds an OpenSSH private key, else nil.
+    private static func sshKey(in attachment: XMLNode, binaries: [String: (text: String, compressed: Bool)])
+        -> String?
+    {
+        guard let data = binaryData(of: attachment, binaries: binaries),
+              let text = String(data: data, encoding: .utf8), text.contains(SSHPrivateKey.beginMarker) else {
             return nil
         }
         return text

@@ -28,13 +28,34 @@ enum PassStoreReader {
                 source.skipped.append(.init(kind: "entry", title: name, reason: error.message))
                 continue
             }
-            let text = try UTF8Text.decode(
-                plaintext, place: "the decrypted entry '\(name)'", replacingInvalid: replacingInvalidUTF8)
-            var entry = parse(text, name: title)
+            var entry: ExportDocument.Entry
+            if isBinary(plaintext, name: title) {
+                // A file kept in the store as it is (pass insert -m < photo.jpg): its bytes, unchanged.
+                entry = ExportDocument.Entry(name: title, password: "")
+                entry.attachments = [.init(name: title, data: plaintext)]
+                source.warnings.append(.init(kind: "entry", title: name,
+                    reason: "not text: kept as the attachment '\(title)' of an entry without a password"))
+            } else {
+                let text = try UTF8Text.decode(
+                    plaintext, place: "the decrypted entry '\(name)'", replacingInvalid: replacingInvalidUTF8)
+                entry = parse(text, name: title)
+            }
             entry.category = folder.isEmpty ? nil : folder
             source.document.passwords.append(entry)
         }
         return source
+    }
+
+    /// Whether decrypted contents are a file rather than an entry's text: not UTF-8, and holding
+    /// a NUL or a control character text does not have, or named like a file (`scan.pdf`). Text in
+    /// another encoding (Latin-1) is not binary: it is refused, or read with `--lossy`.
+    static func isBinary(_ contents: Data, name: String) -> Bool {
+        guard String(data: contents, encoding: .utf8) == nil else { return false }
+        let textControls: Set<UInt8> = [0x09, 0x0A, 0x0C, 0x0D, 0x1B]
+        if contents.contains(where: { $0 < 0x20 && !textControls.contains($0) }) { return true }
+        let parts = name.split(separator: ".")
+        guard parts.count > 1, let suffix = parts.last else { return false }
+        return (1...5).contains(suffix.count) && suffix.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber) }
     }
 
     /// The `*.gpg` files under `root` (paths relative to it, sorted), and everything there that is

@@ -1,13 +1,15 @@
 import Foundation
 
 extension ImportFormat {
-    /// The format `file`'s content says it is in: a KeePass XML document, a CSV whose header
+    /// The format `file`'s content says it is in: a ZIP archive (Bitwarden's export with
+    /// attachments), a KeePass XML document, a CSV whose header
     /// has KeePassXC's columns, a JSON object marked `"format": "mystash-json"`, or one with
     /// Bitwarden's `items` (or `encrypted`) member.
     ///
     /// - throws: ``VaultError`` `.usage` naming what was seen when the content fits no format,
     ///   or fits more than one.
     public static func detect(in file: Data) throws -> ImportFormat {
+        if ZipArchive.looksLikeArchive(file) { return .bitwardenZIP }
         var data = file[file.startIndex...]
         if data.starts(with: [0xEF, 0xBB, 0xBF]) { data = data.dropFirst(3) }
         let first = data.first { ![0x20, 0x09, 0x0A, 0x0D].contains($0) }

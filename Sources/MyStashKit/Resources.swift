@@ -29,6 +29,8 @@ enum Resources {
         model.setClass(CustomField.self, forEntityName: CustomField.entityName)
         model.setClass(PasswordHistoryItem.self, forEntityName: PasswordHistoryItem.entityName)
         model.setClass(SyncStateRow.self, forEntityName: SyncStateRow.entityName)
+        model.setClass(Attachment.self, forEntityName: Attachment.entityName)
+        model.setClass(AttachmentChunk.self, forEntityName: AttachmentChunk.entityName)
         return versions
     }
 

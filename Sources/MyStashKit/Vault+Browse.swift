@@ -1,5 +1,6 @@
 import Foundation
 import ObjectGraph
+import StashCrypto
 
 extension Vault {
     // MARK: - Locking
@@ -11,6 +12,41 @@ extension Vault {
         pendingVerification = nil
         context.reset()
         transformer.dataKey = nil
+    }
+
+    // MARK: - Work kept across a lock
+
+    /// Seals `plaintext` (a form being typed when the view locks) under a key derived from the
+    /// data key: once ``lock()`` forgets that key, only the master password (or an unlocked
+    /// session) opens it again with ``openSealedDraft(_:)``. AES-256-GCM with a new nonce.
+    ///
+    /// - throws: ``VaultError`` `.wrongPassword` when the vault is locked already.
+    public func sealDraft(_ plaintext: [UInt8]) throws -> [UInt8] {
+        try Self.wrapErrors {
+            try FieldEnvelope.seal(bytes: plaintext, key: try draftKey(), context: draftPlace)
+        }
+    }
+
+    /// What ``sealDraft(_:)`` sealed, once unlocked again.
+    ///
+    /// - throws: ``VaultError`` `.invalidData` when it does not open: the vault's data key changed
+    ///   meanwhile (a rekey elsewhere) or the bytes were altered.
+    public func openSealedDraft(_ sealed: [UInt8]) throws -> SecretBytes {
+        do {
+            return try FieldEnvelope.openBytes(sealed, key: try draftKey(), context: draftPlace)
+        } catch let error as StashCryptoError {
+            throw VaultError(.invalidData, "the draft cannot be opened: \(error.message)")
+        }
+    }
+
+    private func draftKey() throws -> SecretBytes {
+        guard let dataKey = transformer.dataKey else { throw VaultError(.wrongPassword, "the vault is locked") }
+        return try HKDF.sha256(key: dataKey, info: Array("MyStash draft v1".utf8), length: 32)
+    }
+
+    /// Binds a draft to this vault: no store row holds one.
+    private var draftPlace: FieldContext {
+        FieldContext(storeIdentifier: identifier, entity: "draft", attribute: "form", primaryKey: 0)
     }
 
     // MARK: - What a browser lists

@@ -40,7 +40,8 @@ extension Vault {
         try gather("the integrity record", store: "vault") { try integrityProblems() }
         let entities = [
             (Note.entityName, Self.notesFileName), (PasswordEntry.entityName, Self.passwordsFileName),
-            (Category.entityName, Self.passwordsFileName),
+            (Category.entityName, Self.passwordsFileName), (Attachment.entityName, Self.passwordsFileName),
+            (AttachmentChunk.entityName, Self.passwordsFileName),
         ]
         var keys: [[Int64]] = []
         try gather("rows", store: "vault") {
@@ -57,6 +58,8 @@ extension Vault {
                     problems.append(CheckProblem(store: store, entity: entity, primaryKey: row,
                                                  message: Self.rowProblem(error)))
                 }
+                // A chunk is up to 1 MiB: each leaves memory once decrypted.
+                if entity == AttachmentChunk.entityName { context.reset() }
                 done += 1
                 progress?.report(done, of: total)
             }

@@ -31,6 +31,8 @@ public struct EntryInfo: Codable, Equatable {
     public var fields: [FieldInfo]?
     /// How many earlier passwords the entry keeps.
     public var historyCount: Int?
+    /// Files kept with the entry; nil when there are none.
+    public var attachments: [AttachmentInfo]?
     public var createdAt: Date
     public var updatedAt: Date
 }
@@ -91,6 +93,8 @@ extension EntryInfo {
         }
         let history = entry.history.count
         historyCount = history == 0 ? nil : history
+        let attachments = entry.attachments
+        self.attachments = attachments.isEmpty ? nil : attachments.map(AttachmentInfo.init)
     }
 }
 
@@ -569,7 +573,10 @@ extension Vault {
     }
 
     public func removeEntry(_ reference: String) throws {
-        let entry = try findEntry(reference)
+        let id = try findEntry(reference).id
+        // Attachments first, a few chunks per save: one save would hold every byte in memory.
+        try removeAttachments(ofEntry: id)
+        let entry = try findEntry("#\(id)")
         try change { context.delete(entry) }
     }
 

@@ -41,7 +41,9 @@ extension Vault {
         // Every value is decrypted under the old key before any is encrypted under the new one.
         var plaintexts: [(ManagedObject, String, Any)] = []
         for entity in coordinator.managedObjectModel.entities where !entity.isAbstract {
-            let encrypted = entity.declaredAttributes.filter { $0.valueTransformerName == EncryptingTransformer.name }
+            let encrypted = entity.declaredAttributes.filter {
+                EncryptingTransformer.names.contains($0.valueTransformerName ?? "")
+            }
             guard !encrypted.isEmpty else { continue }
             for primaryKey in try context.primaryKeys(forEntityName: entity.name) {
                 guard let object = try context.existingObject(entityName: entity.name, primaryKey: primaryKey)

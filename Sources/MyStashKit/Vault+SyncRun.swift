@@ -33,6 +33,7 @@ extension Vault {
             do {
                 var report = try syncOnce(remote: remote, deviceName: deviceName, dryRun: dryRun, clone: nil)
                 report.retries = retries
+                if let notice = try attachmentsNotSyncedNotice() { report.notices.append(notice) }
                 return report
             } catch is PushRejected where retries < 8 {
                 context.rollback()

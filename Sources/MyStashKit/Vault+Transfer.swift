@@ -5,6 +5,8 @@ import ObjectGraph
 public enum ImportFormat: String, CaseIterable, Sendable {
     case mystashJSON = "mystash-json"
     case bitwardenJSON = "bitwarden-json"
+    /// Bitwarden's ".zip (with attachments)": its JSON export and the attachments' files.
+    case bitwardenZIP = "bitwarden-zip"
     case keepassxcCSV = "keepassxc-csv"
     case keepassxcXML = "keepassxc-xml"
     /// A pass or gopass password-store directory, decrypted with gpg.
@@ -67,6 +69,8 @@ struct ExportDocument: Codable {
         var favorite: Bool?
         var fields: [FieldInfo]?
         var history: [HistoryInfo]?
+        /// Files kept with the entry, their bytes base64 in mystash-json.
+        var attachments: [AttachedFile]?
         var createdAt: Date?
         var updatedAt: Date?
 
@@ -81,6 +85,12 @@ struct ExportDocument: Codable {
             self.createdAt = createdAt
             self.updatedAt = updatedAt
         }
+    }
+
+    /// An attachment as exports carry it: whole, in memory.
+    struct AttachedFile: Codable, Equatable {
+        var name: String
+        var data: Data
     }
 
     struct NoteItem: Codable {
@@ -187,7 +197,12 @@ extension Vault {
                 passwords: try entries.map { entry in
                     for field in entry.fields { try context.decodeValues(of: field) }
                     for item in entry.history { try context.decodeValues(of: item) }
-                    return Self.exportEntry(entry)
+                    var exported = Self.exportEntry(entry)
+                    let files = try entry.attachments.map {
+                        ExportDocument.AttachedFile(name: $0.name, data: try bytes(of: $0))
+                    }
+                    exported.attachments = files.isEmpty ? nil : files
+                    return exported
                 })
         }
     }
@@ -257,19 +272,18 @@ extension Vault {
                 details: problems, hint: "export as mystash-json, which escapes them, or remove them from these values")
         }
         // What has no column: named, never dropped without a word.
-        var leftOut: [String] = []
-        let withFields = document.passwords.filter { !($0.fields ?? []).isEmpty }
-        if !withFields.isEmpty {
-            let count = withFields.reduce(0) { $0 + ($1.fields?.count ?? 0) }
-            leftOut.append("\(count) custom field\(count == 1 ? "" : "s") of \(withFields.count) "
-                           + "entr\(withFields.count == 1 ? "y" : "ies")")
+        func leftOut(_ noun: String, _ count: (ExportDocument.Entry) -> Int) -> String? {
+            let holding = document.passwords.map(count).filter { $0 > 0 }
+            guard !holding.isEmpty else { return nil }
+            let total = holding.reduce(0, +)
+            return "\(total) \(noun)\(total == 1 ? "" : "s") of \(holding.count) "
+                + "entr\(holding.count == 1 ? "y" : "ies")"
         }
-        let withHistory = document.passwords.filter { !($0.history ?? []).isEmpty }
-        if !withHistory.isEmpty {
-            let count = withHistory.reduce(0) { $0 + ($1.history?.count ?? 0) }
-            leftOut.append("\(count) earlier password\(count == 1 ? "" : "s") of \(withHistory.count) "
-                           + "entr\(withHistory.count == 1 ? "y" : "ies")")
-        }
+        let leftOut = [
+            leftOut("custom field") { $0.fields?.count ?? 0 },
+            leftOut("earlier password") { $0.history?.count ?? 0 },
+            leftOut("attachment") { $0.attachments?.count ?? 0 },
+        ].compactMap { $0 }
         return CSVExport(text: ([header] + rows).map(CSV.line).joined(separator: "\n") + "\n", leftOut: leftOut)
     }
 
@@ -309,7 +323,11 @@ extension Vault {
     }
 
     static func read(_ file: Data, format: ImportFormat, replacingInvalidUTF8: Bool = false) throws -> ImportSource {
-        // Every format is UTF-8 text: checked once here, so no reader turns a bad byte into U+FFFD.
+        // An archive of files: its JSON member is checked as text when it is read.
+        if format == .bitwardenZIP {
+            return try BitwardenReader.readZip(file, replacingInvalidUTF8: replacingInvalidUTF8)
+        }
+        // Every other format is UTF-8 text: checked once here, so no reader turns a bad byte into U+FFFD.
         let isText = file.withUnsafeBytes { UTF8Text.isValid($0.bindMemory(to: UInt8.self)) }
         let data =
             isText
@@ -319,6 +337,7 @@ extension Vault {
         case .bitwardenJSON: return try BitwardenReader.read(data)
         case .keepassxcCSV: return try KeePassXCReader.readCSV(data)
         case .keepassxcXML: return try KeePassXCReader.readXML(data)
+        case .bitwardenZIP: preconditionFailure("read above")
         case .pass:
             throw VaultError(.usage, "a password store is a directory, not a file")
         }
@@ -419,13 +438,15 @@ extension Vault {
                 let key = Self.entryKey(item.name, item.userId, item.url)
                 let entry: PasswordEntry
                 var updated: (merged: EntryMerge, historyBefore: Int)?
+                var files = item.attachments ?? []
                 if let existing = existingEntries[key]?.first {
                     existingEntries[key]?.removeFirst()
                     for field in existing.fields { try context.decodeValues(of: field) }
                     for old in existing.history { try context.decodeValues(of: old) }
                     let vaultItem = Self.exportEntry(existing)
                     let merged = EntryMerge(vault: vaultItem, source: item, merge)
-                    if merged.changes.isEmpty && !Self.addsHistory(item, to: vaultItem) {
+                    files = try files.filter { try !holds($0, existing) }
+                    if merged.changes.isEmpty && !Self.addsHistory(item, to: vaultItem) && files.isEmpty {
                         report.skipped.append(
                             .init(kind: "entry", title: item.name, reason: "already in the vault, unchanged"))
                         continue
@@ -462,8 +483,11 @@ extension Vault {
                     throw VaultError(
                         .invalidData, "nothing was imported:", details: error.details.map { "\(title): \($0)" })
                 }
+                let attached = try files.map { try insertAttachment($0, to: entry) }
+                report.imported += attached.map { .init(kind: "attachment", title: "\(item.name)/\($0)") }
                 if let (merged, before) = updated {
                     var changes = merged.changes
+                    changes += attached.map { .init(field: "attachment", old: nil, new: "'\($0)'") }
                     let after = entry.history.count
                     // A new password moves the old one there: listed only when the source brought more.
                     let moved = merged.changes.contains { $0.field == "password" && $0.old != nil } ? 1 : 0

@@ -85,6 +85,8 @@ public final class Vault {
         coordinator = PersistentStoreCoordinator(
             modelVersions: try Resources.modelVersions(), busyTimeout: try Self.busyTimeout())
         coordinator.valueTransformers.register(transformer, forName: EncryptingTransformer.name)
+        coordinator.valueTransformers.register(
+            BinaryEncryptingTransformer(sharingKeyOf: transformer), forName: EncryptingTransformer.binaryName)
         var options = StoreOptions()
         options.mustExist = !creating
         // A store of an earlier model version is migrated in place, in the transaction that opens it.

@@ -42,14 +42,34 @@ public enum FieldEnvelope {
         _ plaintext: String, key: SecretBytes, context: FieldContext, nonce: [UInt8]? = nil
     ) throws -> [UInt8] {
         // The value is an ordinary string already; the copy is cleared, not locked.
-        let secret = SecretBytes(copying: Array(plaintext.utf8), lockingMemory: false)
-        let box = try AES256GCM.seal(secret, key: key, nonce: nonce, associatedData: context.associatedData)
+        try seal(bytes: SecretBytes(copying: Array(plaintext.utf8), lockingMemory: false), key: key, context: context,
+                 nonce: nonce)
+    }
+
+    /// Seals bytes that are not text (an attachment's chunk): the same format, the plaintext
+    /// being the bytes themselves.
+    public static func seal(
+        bytes plaintext: some ContiguousBytesLike, key: SecretBytes, context: FieldContext, nonce: [UInt8]? = nil
+    ) throws -> [UInt8] {
+        let box = try AES256GCM.seal(plaintext, key: key, nonce: nonce, associatedData: context.associatedData)
         return [version] + box.nonce + box.ciphertext + box.tag
     }
 
     /// - throws: ``StashCryptoError`` `.invalidInput` (truncated), `.unsupportedVersion`,
     ///   or `.authenticationFailed` (modified, moved, or sealed under another key).
     public static func open(_ envelope: [UInt8], key: SecretBytes, context: FieldContext) throws -> String {
+        let plaintext = try openBytes(envelope, key: key, context: context)
+        guard let text = plaintext.withUnsafeBytes({ String(validating: $0.bindMemory(to: UInt8.self), as: UTF8.self) })
+        else {
+            throw StashCryptoError(.invalidInput, "encrypted field does not hold UTF-8 text")
+        }
+        return text
+    }
+
+    /// Opens an envelope sealed by ``seal(bytes:key:context:nonce:)``.
+    ///
+    /// - throws: as ``open(_:key:context:)``, except that any bytes are accepted.
+    public static func openBytes(_ envelope: [UInt8], key: SecretBytes, context: FieldContext) throws -> SecretBytes {
         guard envelope.count >= overhead else {
             throw StashCryptoError(
                 .invalidInput, "encrypted field is truncated (\(envelope.count) bytes, at least \(overhead) expected)")
@@ -61,13 +81,8 @@ public enum FieldEnvelope {
         let box = AES256GCM.SealedBox(
             nonce: Array(envelope[1..<nonceEnd]),
             ciphertext: Array(envelope[nonceEnd..<(envelope.count - AES256GCM.tagSize)]),
-                                      tag: Array(envelope.suffix(AES256GCM.tagSize)))
-        let plaintext = try AES256GCM.open(box, key: key, associatedData: context.associatedData, lockingMemory: false)
-        guard let text = plaintext.withUnsafeBytes({ String(validating: $0.bindMemory(to: UInt8.self), as: UTF8.self) })
-        else {
-            throw StashCryptoError(.invalidInput, "encrypted field does not hold UTF-8 text")
-        }
-        return text
+            tag: Array(envelope.suffix(AES256GCM.tagSize)))
+        return try AES256GCM.open(box, key: key, associatedData: context.associatedData, lockingMemory: false)
     }
 }
 

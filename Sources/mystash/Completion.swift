@@ -55,6 +55,21 @@ private func completionNames(_ kind: Vault.NameKind, arguments: [String], prefix
     return names.filter { $0.lowercased().hasPrefix(prefix.lowercased()) && !$0.contains("\n") }
 }
 
+/// In an unlocked session, the attachments of the entry named on the command line (`detach`
+/// and `attachment save`: the first word after the command that is no option nor its value).
+@Sendable func completeAttachmentNames(_ arguments: [String], _ index: Int, _ prefix: String) -> [String] {
+    guard let command = arguments.lastIndex(where: { $0 == "detach" || $0 == "save" }) else { return [] }
+    var words = arguments[(command + 1)...].makeIterator()
+    while let word = words.next() {
+        if ["--vault", "--output", "-o"].contains(word) { _ = words.next(); continue }
+        if word.hasPrefix("-") || word == prefix { continue }
+        guard let vault = unlockedForCompletion(arguments), let names = try? vault.attachments(of: word).map(\.name)
+        else { return [] }
+        return names.filter { $0.lowercased().hasPrefix(prefix.lowercased()) }.sorted()
+    }
+    return []
+}
+
 /// The vault `--vault` names on the command line, else the default one.
 private func openForCompletion(_ arguments: [String]) -> Vault? {
     let named = arguments.firstIndex(of: "--vault").flatMap { $0 + 1 < arguments.count ? arguments[$0 + 1] : nil }

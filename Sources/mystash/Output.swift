@@ -63,6 +63,17 @@ enum Output {
         return result
     }
 
+    /// A size as people read it: `512 bytes`, `1.5 KiB`, `200.0 MiB`.
+    static func byteCount(_ bytes: Int64) -> String {
+        guard bytes >= 1024 else { return bytes == 1 ? "1 byte" : "\(bytes) bytes" }
+        var value = Double(bytes) / 1024
+        for unit in ["KiB", "MiB", "GiB"] {
+            if value < 1024 || unit == "GiB" { return String(format: "%.1f", value) + " " + unit }
+            value /= 1024
+        }
+        return "\(bytes) bytes"
+    }
+
     /// Columns padded to their widest cell, measured in terminal columns (a CJK character or
     /// an emoji takes two); the header is bold on a terminal.
     static func table(_ header: [String], _ rows: [[String]], empty: String) {

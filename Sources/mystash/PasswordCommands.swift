@@ -37,7 +37,8 @@ struct PasswordCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "password",
         abstract: "Add, list, show, edit, remove and search password entries.",
-        subcommands: [Add.self, List.self, Show.self, Edit.self, Remove.self, Search.self, OTP.self, History.self],
+        subcommands: [Add.self, List.self, Show.self, Edit.self, Remove.self, Search.self, OTP.self, History.self,
+                      Attach.self, Detach.self, AttachmentCommand.self],
         aliases: ["pw"]
     )
 
@@ -165,8 +166,11 @@ struct PasswordCommand: ParsableCommand {
                 for custom in info.fields ?? [] { fields.append((custom.name, custom.value ?? "********")) }
                 fields += [
                     ("Notes", info.notes),
-                    ("History", info.historyCount.map { "\($0) earlier password(s) ('mystash password history')" }),
-                           ("Updated", Output.date(info.updatedAt))]
+                    ("History", info.historyCount.map { "\($0) earlier password(s) ('mystash password history')" })]
+                for attachment in info.attachments ?? [] {
+                    fields.append(("Attachment", "\(attachment.name) (\(Output.byteCount(attachment.size)))"))
+                }
+                fields.append(("Updated", Output.date(info.updatedAt)))
                 // Labels (custom field names too) measured in terminal columns.
                 let width = max(10, (fields.map { TextWidth.columns(of: Output.safe($0.0)) }.max() ?? 0) + 2)
                 for (label, value) in fields {

@@ -179,7 +179,8 @@ struct Import: ParsableCommand {
     @OptionGroup var options: VaultOptions
     @Argument(help: "The file to read ('-' for standard input); for --format pass, the store directory.",
               completion: .file()) var file: String
-    @Option(help: ArgumentHelp("Read this format: mystash-json, bitwarden-json, keepassxc-csv, keepassxc-xml or pass "
+    @Option(help: ArgumentHelp("Read this format: mystash-json, bitwarden-json, bitwarden-zip, keepassxc-csv, "
+                + "keepassxc-xml or pass "
                 + "(default: told by the file's content; pass for a directory)."))
     var format: ImportFormat?
     @Flag(help: "Check everything and show the report, but save nothing.") var dryRun = false
@@ -250,6 +251,7 @@ struct Import: ParsableCommand {
             count(report.importedCount("entry"), "entry").replacingOccurrences(of: "entrys", with: "entries"),
                         count(report.importedCount("note"), "note"), count(report.importedCount("category"), "category")
                             .replacingOccurrences(of: "categorys", with: "categories")]
+            + (report.importedCount("attachment") > 0 ? [count(report.importedCount("attachment"), "attachment")] : [])
         var lines = ["\(report.dryRun ? "Would import" : "Imported") \(imported.joined(separator: ", ")); "
                 + "\(report.dryRun ? "would update" : "updated") \(report.updated.count); "
                 + "skipped \(report.skipped.count)."

@@ -345,6 +345,56 @@ final class BrowseTests: CLITestCase {
         tmux.expect("browse-exit=0")
     }
 
+    /// A note's text is edited line by line (↑ to an earlier line, End, typing there), and a form
+    /// left open when the view locks comes back, as typed, once the master password is given; while
+    /// locked nothing of it is on the screen (issue 22: the form was discarded, the text one line).
+    func testAnOpenFormSurvivesTheIdleLockAndNotesAreEditedLineByLine() throws {
+        try addEntries()
+        let tmux = try TmuxSession(browseCommand(["--idle-lock", "4"]))
+        tmux.expect("Passwords (3)")
+        tmux.send("Tab")
+        tmux.expect("Notes (1)")
+        tmux.send("C-n")
+        tmux.expect("New note")
+        tmux.type("Groceries")
+        tmux.send("Tab")
+        tmux.type("milk")
+        tmux.send("Enter")
+        tmux.type("eggs")
+        tmux.send("Enter")
+        tmux.type("bread")
+        tmux.send("Up")
+        tmux.send("Up")
+        tmux.send("End")
+        tmux.type(" x2")
+        tmux.wait(for: "three lines, the first changed") { screen in
+            guard let milk = screen.range(of: "milk x2"), let eggs = screen.range(of: "eggs"),
+                  let bread = screen.range(of: "bread") else { return false }
+            return milk.upperBound < eggs.lowerBound && eggs.upperBound < bread.lowerBound
+                && screen.contains("Enter new line")
+        }
+        tmux.expect("MyStash is locked", timeout: 20)
+        let locked = tmux.screen()
+        for text in ["Groceries", "milk", "bread", "New note"] {
+            XCTAssertFalse(locked.contains(text), "\(text) is gone while locked: \(locked)")
+        }
+        tmux.type("pw")
+        tmux.send("Enter")
+        tmux.expect("Your unsaved note is back", timeout: 10)
+        XCTAssertTrue(tmux.screen().contains("New note"))
+        // The cursor is where it was, at the end of the first line: two lines down, at the end.
+        tmux.send("Down")
+        tmux.send("Down")
+        tmux.send("End")
+        tmux.type("s")
+        tmux.send("C-s")
+        tmux.expect("Added note 2.")
+        tmux.send("C-q")
+        tmux.expect("browse-exit=0")
+        let shown = try runOK(["note", "show", "Groceries"]).stdout
+        XCTAssertTrue(shown.hasSuffix("milk x2\neggs\nbreads\n"), shown)
+    }
+
     /// At 40×15 the keys do not fit: the help says it scrolls, and PgDn brings the last ones in
     /// (issue 22: they were cut off).
     func testTheHelpScrollsInASmallTerminal() throws {

@@ -162,7 +162,7 @@ final class DailyUseTests: CLITestCase {
         let first = try runOK(["password", "show", "Router", "--field", "password"], environment: password)
         XCTAssertEqual(first.stdout, "p@ss w0rd é\n")
         XCTAssertEqual(
-            first.stderr, "Upgraded the vault from model 'MyStash' to 'MyStash 4' (Notes.sqlite, Passwords.sqlite).\n")
+            first.stderr, "Upgraded the vault from model 'MyStash' to 'MyStash 5' (Notes.sqlite, Passwords.sqlite).\n")
         let second = try runOK(["password", "list"], environment: password)
         XCTAssertEqual(second.stderr, "", "upgraded once")
     }

@@ -67,7 +67,7 @@ final class ReadingCommandTests: CLITestCase {
         let password = try installVersion1Vault()
         let listed = try runOK(["category", "list"], environment: password)
         XCTAssertEqual(
-            listed.stderr, "Upgraded the vault from model 'MyStash' to 'MyStash 4' (Notes.sqlite, Passwords.sqlite).\n")
+            listed.stderr, "Upgraded the vault from model 'MyStash' to 'MyStash 5' (Notes.sqlite, Passwords.sqlite).\n")
         XCTAssertTrue(listed.stdout.contains("Home Lab"), listed.stdout)
         // Seed lists of later versions are loaded after the check: version 5 brought "SSH Key".
         XCTAssertTrue(listed.stdout.contains("SSH Key"), listed.stdout)

@@ -25,7 +25,7 @@ final class VaultMigrationTests: VaultTestCase {
         XCTAssertEqual(try sqlite("Passwords.sqlite", "SELECT COUNT(*) FROM sqlite_master WHERE name = 'ZFIELD'"), "0")
         let vault = try Vault.open(at: directory)
         XCTAssertEqual(vault.migrations.map(\.store).sorted(), ["Notes.sqlite", "Passwords.sqlite"])
-        XCTAssertEqual(Set(vault.migrations.map { "\($0.from)→\($0.to)" }), ["MyStash→MyStash 4"])
+        XCTAssertEqual(Set(vault.migrations.map { "\($0.from)→\($0.to)" }), ["MyStash→MyStash 5"])
         try vault.unlock(password: .password("fixture-password"))
 
         XCTAssertEqual(try vault.entries().map(\.name), ["GitHub", "Mail", "Router"])

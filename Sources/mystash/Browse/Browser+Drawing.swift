@@ -63,12 +63,16 @@ extension Browser {
     private func drawStatus(on canvas: inout Canvas) {
         let row = canvas.rows - 1
         if case .confirmDelete(let item) = mode {
-            canvas.draw("Delete \(tab.noun) \(item.id) '\(item.title)'? y/n", row: row,
+            let files = attachmentCount(of: item)
+            let also = files == 0 ? "" : " and its \(files) attachment\(files == 1 ? "" : "s") (for good)"
+            canvas.draw("Delete \(tab.noun) \(item.id) '\(item.title)'\(also)? y/n", row: row,
                         style: Style(bold: true, reverse: true), fill: true)
         } else if let status {
             canvas.draw(status.text, row: row, style: status.isError ? Self.failure : Style(bold: true), fill: true)
-        } else if case .form = mode {
-            canvas.draw("Tab next · Ctrl-S save · Esc cancel", row: row, style: Self.faint)
+        } else if case .form(let form) = mode {
+            let multiline = form.fields[form.focus].isMultiline
+            canvas.draw((multiline ? "Enter new line · ↑ ↓ lines · " : "") + "Tab next · Ctrl-S save · Esc cancel",
+                        row: row, style: Self.faint)
         } else {
             // The way out and to the help first: a narrow terminal cuts the end.
             canvas.draw("F1 help ^Q quit ^N add ^E edit ^D del ^R reveal ^P/^Y copy ^Z undo ^L lock", row: row,
@@ -153,6 +157,9 @@ extension Browser {
             field("URL", entry.url)
             field("Category", entry.category)
             field("Notes", entry.notes)
+            for attachment in entry.attachments ?? [] {
+                field("Attached", "\(attachment.name) (\(Output.byteCount(attachment.size)))")
+            }
             field("Changed", Output.date(entry.updatedAt), style: Self.faint)
             field("ID", String(entry.id), style: Self.faint)
         case .note(let note):
@@ -181,24 +188,33 @@ extension Browser {
         row += 2
         let labelWidth = min(24, (form.fields.map { $0.label.count }.max() ?? 8) + 2)
         let narrow = canvas.columns < labelWidth + 20
+        let valueColumn = narrow ? 4 : labelWidth + 2
+        let room = canvas.columns - valueColumn - 1
         for (index, field) in form.fields.enumerated() where row < top + height {
             let focused = index == form.focus
-            let value = field.isSecret ? String(repeating: "•", count: field.value.count)
-                                       : field.value.replacingOccurrences(of: "\n", with: "⏎")
-            let marker = focused ? "› " : "  "
-            let valueColumn = narrow ? 4 : labelWidth + 2
-            canvas.draw(marker + field.label + (narrow ? "" : ":"), row: row,
+            canvas.draw((focused ? "› " : "  ") + field.label + (narrow ? "" : ":"), row: row,
                         style: focused ? Style(bold: true) : Self.faint)
             if narrow { row += 1 }
             guard row < top + height else { break }
-            let room = canvas.columns - valueColumn - 1
-            var shown = value
-            while TextWidth.columns(of: shown) > room, !shown.isEmpty { shown.removeFirst() }
-            canvas.draw(shown, row: row, column: valueColumn, style: focused ? Style(underline: true) : .plain)
-            if focused {
-                canvas.draw(" ", row: row, column: valueColumn + TextWidth.columns(of: shown), style: Self.selected)
+            let lines = field.isSecret ? [Substring(String(repeating: "•", count: field.value.count))] : field.lines
+            let (cursorLine, cursorColumn) = field.isSecret ? (0, field.cursor) : field.position
+            // A multi-line field takes the rows the fields below it leave (three at least while typed in),
+            // scrolled so the cursor's line shows.
+            let rowsBelow = (form.fields.count - index - 1) * (narrow ? 2 : 1) + 1
+            let available = max(1, top + height - row - rowsBelow)
+            let shown = field.isMultiline ? max(1, min(max(lines.count, focused ? 3 : 1), available)) : 1
+            let first = focused ? min(max(0, cursorLine - shown + 1), max(0, lines.count - shown)) : 0
+            for offset in 0..<shown where row < top + height {
+                let number = first + offset
+                let text = number < lines.count ? String(lines[number]) : ""
+                if focused && number == cursorLine {
+                    drawEditedLine(text, cursor: cursorColumn, on: &canvas, row: row, column: valueColumn, room: room)
+                } else {
+                    canvas.draw(TextWidth.fitted(text, to: room), row: row, column: valueColumn,
+                                style: focused ? Style(underline: true) : .plain)
+                }
+                row += 1
             }
-            row += 1
         }
         row += 1
         for line in form.errors where row < top + height {
@@ -207,6 +223,21 @@ extension Browser {
                 row += 1
             }
         }
+    }
+
+    /// The line the cursor is on, shifted left as far as needed to keep the cursor in view,
+    /// the character under the cursor (or a space) in reverse video.
+    private func drawEditedLine(_ text: String, cursor: Int, on canvas: inout Canvas, row: Int, column: Int,
+                                room: Int) {
+        let characters = Array(text)
+        let at = min(max(0, cursor), characters.count)
+        var start = 0
+        while start < at, TextWidth.columns(of: String(characters[start..<at])) > room - 1 { start += 1 }
+        let visible = String(characters[start...])
+        canvas.draw(TextWidth.fitted(visible, to: room), row: row, column: column, style: Style(underline: true))
+        let under = at < characters.count ? String(characters[at]) : " "
+        canvas.draw(under, row: row, column: column + TextWidth.columns(of: String(characters[start..<at])),
+                    style: Self.selected)
     }
 
     static let helpKeys: [(String, String)] = [

@@ -294,14 +294,23 @@ final class Browser {
         }
     }
 
+    /// How many attachments the item of `row` has, as its details show them.
+    func attachmentCount(of row: BrowseRow) -> Int {
+        guard tab == .passwords, case .entry(let entry)? = detail, entry.id == row.id else { return 0 }
+        return entry.attachments?.count ?? 0
+    }
+
     private func delete(_ row: BrowseRow) throws {
+        // An entry's attachments go in saves of their own, which undo cannot take back.
+        let files = attachmentCount(of: row)
         do {
             switch tab {
             case .notes: try vault.removeNote("#\(row.id)")
             case .passwords: try vault.removeEntry("#\(row.id)")
             }
             try load(tab)
-            say("Removed \(tab.noun) \(row.id). Ctrl-Z brings it back.")
+            say("Removed \(tab.noun) \(row.id). Ctrl-Z brings it back"
+                + (files == 0 ? "." : ", without its attachments."))
         } catch {
             say(viewLines(error).joined(separator: " "), isError: true)
         }
@@ -357,6 +366,8 @@ final class Browser {
         keptAcrossLock = lists.compactMapValues { list in
             list.isLoaded ? (selected: list.selectedRow?.id, filter: list.filter) : nil
         }
+        // A form being typed is kept sealed under the vault's key, which the lock then forgets.
+        if case .form(let form) = mode { sealedForm = seal(form) }
         results.stop()
         vault.lock()
         for tab in Tab.allCases { lists[tab]?.clear() }
@@ -369,6 +380,35 @@ final class Browser {
         lockPrompt.resetBytes(in: 0..<lockPrompt.count)
         lockPrompt = []
         mode = .locked
+    }
+
+    /// The form open when the view locked, sealed (``Vault/sealDraft(_:)``) until it unlocks.
+    private var sealedForm: [UInt8]?
+
+    private func seal(_ form: BrowseForm) -> [UInt8]? {
+        guard var plaintext = try? JSONEncoder().encode(form) else { return nil }
+        defer { plaintext.resetBytes(in: 0..<plaintext.count) }
+        return try? vault.sealDraft(Array(plaintext))
+    }
+
+    /// The form sealed when the view locked, opened again; the way it was left, errors and all.
+    private func restoreSealedForm() {
+        guard let sealed = sealedForm else { return }
+        sealedForm = nil
+        do {
+            let plaintext = try vault.openSealedDraft(sealed)
+            // Read in place: no copy of the plaintext is left behind.
+            let form = try plaintext.withUnsafeBytes { bytes in
+                try JSONDecoder().decode(BrowseForm.self, from: Data(
+                    bytesNoCopy: UnsafeMutableRawPointer(mutating: bytes.baseAddress!), count: bytes.count,
+                    deallocator: .none))
+            }
+            mode = .form(form)
+            say("Your unsaved \(form.purpose.isNote ? "note" : "entry") is back: Ctrl-S saves it.")
+        } catch {
+            say("The form open when the view locked could not be brought back: \(viewLines(error).first ?? "")",
+                isError: true)
+        }
     }
 
     /// Whether an unlocked session could unlock the view, looked up once when it locks.
@@ -419,6 +459,7 @@ final class Browser {
             if let id = state.selected { lists[kept]?.select(id: id) }
         }
         keptAcrossLock = [:]
+        restoreSealedForm()
     }
 
     /// How far a key scrolls a page of text (the help, the health report); nil for any other key,
