@@ -27,7 +27,8 @@ final class IntegrityRecord {
             key: try HMAC.Key(.sha256, bytes: try HKDF.sha256(key: dataKey, info: Self.keyInfo, length: 32).bytes))
         nameIndexKey = try HMAC.Key(
             .sha256, bytes: try HKDF.sha256(key: dataKey, info: Self.nameKeyInfo, length: 32).bytes)
-        rows = RowAuthentication(authenticator: authenticator, stores: stores, model: model, tables: Self.tables)
+        rows = RowAuthentication(
+            authenticator: authenticator, stores: stores, model: model, tables: Self.tables, writer: "mystash")
         rows.recordDoesNotVerify = { [unowned self] transaction, store in
             let storedSlot = try? transaction.metadata(ofStore: store.identifier)[Vault.keySlotKey] as? Data
             if let storedSlot, storedSlot != self.keySlot { throw KeyChangedElsewhere() }

@@ -112,13 +112,18 @@ public final class RowAuthentication: StoreWriteObserver {
     /// Checks, inside each save, that the stores' schema is still the one verified (a trigger
     /// added meanwhile would change what the save wrote before its tags are computed).
     public var schemaCheck: ((StoreTransaction) throws -> Void)?
+    /// The program whose saves keep the record, as problems name it ("changed outside …").
+    public let writer: String
     private let authenticator: RowAuthenticator
 
-    public init(authenticator: RowAuthenticator, stores: [Store], model: String, tables: Tables) {
+    public init(
+        authenticator: RowAuthenticator, stores: [Store], model: String, tables: Tables, writer: String = "ObjectGraph"
+    ) {
         self.authenticator = authenticator
         self.stores = stores
         self.model = model
         self.tables = tables
+        self.writer = writer
     }
 
     private func store(_ identifier: String) -> Store? { stores.first { $0.identifier == identifier } }
@@ -162,7 +167,7 @@ public final class RowAuthentication: StoreWriteObserver {
 
     /// The tag of a row: its store, table, and every column's name and stored value.
     public func tag(store: Store, table: String, columns: [String], cells: [StoredCell]) throws -> [UInt8] {
-        // Built in one buffer: this runs for every row each time a vault is verified.
+        // Built in one buffer: this runs for every row each time whole stores are verified.
         var message: [UInt8] = []
         message.reserveCapacity(64 + columns.count * 24 + cells.reduce(0) { $0 + Self.encodedSize($1) })
         Self.appendField(&message, "row".utf8)
@@ -343,7 +348,7 @@ public final class RowAuthentication: StoreWriteObserver {
             try recordDoesNotVerify?(transaction, store)
             throw RowAuthenticationFailure(
                 store: store.displayName,
-                message: "its integrity record or its buckets were altered, or come from another vault")
+                message: "its integrity record or its buckets were altered, or come from other stores")
         }
         return record
     }
@@ -374,7 +379,7 @@ public final class RowAuthentication: StoreWriteObserver {
 
     // MARK: - Keeping it current (StoreWriteObserver)
 
-    /// A row about to be written must be as the record says: a row altered outside mystash is
+    /// A row about to be written must be as the record says: a row altered outside \(writer) is
     /// refused here, not laundered into a new tag.
     public func rowsWillChange(_ rows: [StoredRowKey], in transaction: StoreTransaction) throws {
         for (identifier, keys) in Dictionary(grouping: rows, by: \.storeIdentifier) {
@@ -387,7 +392,7 @@ public final class RowAuthentication: StoreWriteObserver {
                 columnsByTable[row.table] = columns
                 let current = try current(row, store: store, columns: columns, in: transaction)
                 let recorded = try recorded(row, in: transaction)
-                if let problem = Self.mismatch(current: current, recorded: recorded) {
+                if let problem = mismatch(current: current, recorded: recorded) {
                     throw RowAuthenticationFailure(
                         store: store.displayName, entity: store.tables[row.table], primaryKey: row.primaryKey,
                         message: problem)
@@ -524,22 +529,22 @@ public final class RowAuthentication: StoreWriteObserver {
     // MARK: - Verifying
 
     /// What differs between a row and its tag, in words; nil when they agree.
-    static func mismatch(current: TaggedRow?, recorded: TaggedRow?) -> String? {
+    func mismatch(current: TaggedRow?, recorded: TaggedRow?) -> String? {
         switch (current, recorded) {
         case (nil, nil): return nil
-        case (_?, nil): return "the row was added outside mystash"
-        case (nil, _?): return "the row was deleted outside mystash"
+        case (_?, nil): return "the row was added outside \(writer)"
+        case (nil, _?): return "the row was deleted outside \(writer)"
         case (let current?, let recorded?):
             guard Self.constantTimeEqual(current.tag, recorded.tag) else {
-                return "the row was changed outside mystash "
+                return "the row was changed outside \(writer) "
                     + "(a value, its version or its relationships, or an older copy of it put back)"
             }
-            return current.bucket == recorded.bucket ? nil : "its tag was moved to another bucket outside mystash"
+            return current.bucket == recorded.bucket ? nil : "its tag was moved to another bucket outside \(writer)"
         }
     }
 
-    /// Every difference between the stores and their records; empty when the vault is as
-    /// mystash last wrote it. Nil when the vault has no record yet. O(rows).
+    /// Every difference between the stores and their records; empty when they are as this
+    /// coordinator's saves last wrote them. Nil when no store has a record yet. O(rows).
     public func verify(in transaction: StoreTransaction) throws -> [IntegrityProblem]? {
         try verifyRecords(in: transaction) { store, record in
             var problems = try verifyBuckets(nil, of: store, against: record, in: transaction).problems
@@ -597,12 +602,12 @@ public final class RowAuthentication: StoreWriteObserver {
             for row in shownHere.subtracting(checked.tagged) {
                 problems.append(IntegrityProblem(
                     store: store.displayName, entity: store.tables[row.table], primaryKey: row.primaryKey,
-                    message: "the row was added outside mystash"))
+                    message: "the row was added outside \(writer)"))
             }
             for row in checked.matched.subtracting(shownHere) {
                 problems.append(IntegrityProblem(
                     store: store.displayName, entity: store.tables[row.table], primaryKey: row.primaryKey,
-                    message: "the row was left out of a read (a table or index was changed outside mystash)"))
+                    message: "the row was left out of a read (a table or index was changed outside \(writer))"))
             }
             return problems
         }
@@ -724,7 +729,7 @@ public final class RowAuthentication: StoreWriteObserver {
                     }
                     if matches { check.matched.insert(row) }
                 }
-                if let problem = Self.mismatch(current: current, recorded: recordedRow) {
+                if let problem = self.mismatch(current: current, recorded: recordedRow) {
                     check.problems.append(
                         IntegrityProblem(store: store.displayName, entity: entity, primaryKey: key, message: problem))
                 }
@@ -740,7 +745,7 @@ public final class RowAuthentication: StoreWriteObserver {
                 check.problems.append(
                     IntegrityProblem(
                         store: store.displayName, entity: entity, primaryKey: key,
-                        message: "the row was deleted outside mystash"))
+                        message: "the row was deleted outside \(writer)"))
             }
         }
         return check
