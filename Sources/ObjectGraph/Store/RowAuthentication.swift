@@ -671,6 +671,9 @@ public final class RowAuthentication: StoreWriteObserver {
         _ numbers: Set<Int>?, of store: Store, against record: Record, lookups: [Lookup] = [],
         in transaction: StoreTransaction
     ) throws -> BucketCheck {
+        guard let numbers else {
+            return BucketCheck(problems: try verifyEveryRow(of: store, against: record, in: transaction))
+        }
         var check = BucketCheck()
         var recorded: [String: [Int64: TaggedRow]] = [:]
         var found: [Int: Bucket] = [:]
@@ -687,28 +690,11 @@ public final class RowAuthentication: StoreWriteObserver {
             recorded[table, default: [:]][key] = row
             found[row.bucket, default: Bucket()].add(row.tag)
         }
-        if let numbers {
-            for number in numbers.sorted() {
-                try transaction.forEachRow(
-                    "SELECT ZTABLE, ZPK, ZBUCKET, ZTAG FROM \(tags) WHERE ZBUCKET = ?", [.integer(Int64(number))],
-                    tagged)
-            }
-        } else {
-            try transaction.forEachRow("SELECT ZTABLE, ZPK, ZBUCKET, ZTAG FROM \(tags)", [], tagged)
+        for number in numbers.sorted() {
+            try transaction.forEachRow(
+                "SELECT ZTABLE, ZPK, ZBUCKET, ZTAG FROM \(tags) WHERE ZBUCKET = ?", [.integer(Int64(number))], tagged)
         }
-        for number in Set(numbers ?? Set(record.buckets.keys)).union(found.keys).sorted()
-        where (found[number] ?? Bucket()) != (record.buckets[number] ?? Bucket()) {
-            check.problems.append(
-                IntegrityProblem(
-                    store: store.displayName,
-                    message: "rows and their tags were removed or replaced together (bucket \(number): "
-                        + "\(found[number]?.count ?? 0) tagged rows, the record counts "
-                        + "\(record.buckets[number]?.count ?? 0))"))
-        }
-        if numbers == nil, found.values.reduce(0, { $0 + $1.count }) != record.rowCount {
-            check.problems.append(
-                IntegrityProblem(store: store.displayName, message: "its buckets do not add up to its record's count"))
-        }
+        check.problems += bucketProblems(found, numbers: numbers, of: store, against: record)
         for (table, entity) in store.tables.sorted(by: { $0.key < $1.key }) {
             let columns = try columns(of: table, store: store, in: transaction)
             var unseen = recorded[table] ?? [:]
@@ -719,27 +705,20 @@ public final class RowAuthentication: StoreWriteObserver {
                     tag: try self.tag(store: store, table: table, columns: columns, cells: cells),
                     bucket: self.bucket(of: table, primaryKey: key, columns: columns, cells: cells, store: store))
                 let recordedRow = unseen.removeValue(forKey: key)
-                // What one read showed is matched against its buckets; a whole check needs neither set.
-                if numbers != nil {
-                    let row = StoredRowKey(storeIdentifier: store.identifier, table: table, primaryKey: key)
-                    if recordedRow != nil { check.tagged.insert(row) }
-                    let matches = lookups.contains {
-                        $0.table == table && $0.bucket == current.bucket
-                            && columns.firstIndex(of: $0.column).map { cells[$0] } == $0.value
-                    }
-                    if matches { check.matched.insert(row) }
+                let row = StoredRowKey(storeIdentifier: store.identifier, table: table, primaryKey: key)
+                if recordedRow != nil { check.tagged.insert(row) }
+                let matches = lookups.contains {
+                    $0.table == table && $0.bucket == current.bucket
+                        && columns.firstIndex(of: $0.column).map { cells[$0] } == $0.value
                 }
+                if matches { check.matched.insert(row) }
                 if let problem = self.mismatch(current: current, recorded: recordedRow) {
                     check.problems.append(
                         IntegrityProblem(store: store.displayName, entity: entity, primaryKey: key, message: problem))
                 }
             }
-            if numbers == nil {
-                try transaction.forEachRow("SELECT * FROM \(qualified) ORDER BY Z_PK", [], compare)
-            } else {
-                for key in (recorded[table] ?? [:]).keys.sorted() {
-                    try transaction.forEachRow("SELECT * FROM \(qualified) WHERE Z_PK = ?", [.integer(key)], compare)
-                }
+            for key in (recorded[table] ?? [:]).keys.sorted() {
+                try transaction.forEachRow("SELECT * FROM \(qualified) WHERE Z_PK = ?", [.integer(key)], compare)
             }
             for key in unseen.keys.sorted() {
                 check.problems.append(
@@ -749,6 +728,127 @@ public final class RowAuthentication: StoreWriteObserver {
             }
         }
         return check
+    }
+
+    /// Buckets whose tags (`found`) do not add up to what the record says, among `numbers`
+    /// (every bucket when nil, and then the count of every tag too).
+    private func bucketProblems(_ found: [Int: Bucket], numbers: Set<Int>?, of store: Store, against record: Record)
+        -> [IntegrityProblem]
+    {
+        var problems: [IntegrityProblem] = []
+        for number in (numbers ?? Set(record.buckets.keys)).union(found.keys).sorted()
+        where (found[number] ?? Bucket()) != (record.buckets[number] ?? Bucket()) {
+            problems.append(
+                IntegrityProblem(
+                    store: store.displayName,
+                    message: "rows and their tags were removed or replaced together (bucket \(number): "
+                        + "\(found[number]?.count ?? 0) tagged rows, the record counts "
+                        + "\(record.buckets[number]?.count ?? 0))"))
+        }
+        if numbers == nil, found.values.reduce(0, { $0 + $1.count }) != record.rowCount {
+            problems.append(
+                IntegrityProblem(store: store.displayName, message: "its buckets do not add up to its record's count"))
+        }
+        return problems
+    }
+
+    /// Every bucket and every row of the store, in memory that does not grow with it: the tags
+    /// are summed by bucket as they stream by, then each table's rows and tags are walked side
+    /// by side in primary-key order, a page of tags at a time.
+    private func verifyEveryRow(of store: Store, against record: Record, in transaction: StoreTransaction) throws
+        -> [IntegrityProblem]
+    {
+        var problems: [IntegrityProblem] = []
+        var found: [Int: Bucket] = [:]
+        let tags = try transaction.qualified(tables.tags, storeIdentifier: store.identifier)
+        let damaged = IntegrityProblem(store: store.displayName, message: "its table of row tags holds a damaged entry")
+        try transaction.forEachRow("SELECT ZTABLE, ZBUCKET, ZTAG FROM \(tags)") { cells in
+            guard cells.count == 3, case .text(let table) = cells[0], case .integer(let bucket) = cells[1],
+                  case .blob(let tag) = cells[2], tag.count == 32
+            else { return problems.append(damaged) }
+            found[Int(bucket), default: Bucket()].add(Array(tag))
+            if store.tables[table] == nil {
+                problems.append(IntegrityProblem(
+                    store: store.displayName, message: "its table of row tags names a table it does not cover"))
+            }
+        }
+        problems += bucketProblems(found, numbers: nil, of: store, against: record)
+        for (table, entity) in store.tables.sorted(by: { $0.key < $1.key }) {
+            let columns = try columns(of: table, store: store, in: transaction)
+            var page = TagPage(table: table, tags: tags)
+            func deleted(_ key: Int64) -> IntegrityProblem {
+                IntegrityProblem(store: store.displayName, entity: entity, primaryKey: key,
+                                 message: "the row was deleted outside \(writer)")
+            }
+            try transaction.forEachRow(
+                "SELECT * FROM \(try transaction.qualified(table, storeIdentifier: store.identifier)) ORDER BY Z_PK"
+            ) { cells in
+                guard case .integer(let key) = cells.first else { return }
+                // Tags before this row name rows that are gone.
+                while let next = try page.peek(in: transaction), next.key < key {
+                    problems.append(deleted(next.key))
+                    page.advance()
+                }
+                var recorded: TaggedRow?
+                if let next = try page.peek(in: transaction), next.key == key {
+                    recorded = next.row
+                    page.advance()
+                }
+                let current = TaggedRow(
+                    tag: try self.tag(store: store, table: table, columns: columns, cells: cells),
+                    bucket: self.bucket(of: table, primaryKey: key, columns: columns, cells: cells, store: store))
+                if let problem = self.mismatch(current: current, recorded: recorded) {
+                    problems.append(
+                        IntegrityProblem(store: store.displayName, entity: entity, primaryKey: key, message: problem))
+                }
+            }
+            while let next = try page.peek(in: transaction) {
+                problems.append(deleted(next.key))
+                page.advance()
+            }
+        }
+        return problems
+    }
+
+    /// The tags of one table in primary-key order, read a page at a time.
+    private struct TagPage {
+        let table: String
+        let tags: String
+        private var rows: [(key: Int64, row: TaggedRow)] = []
+        private var index = 0
+        private var after = Int64.min
+        private var exhausted = false
+
+        init(table: String, tags: String) {
+            self.table = table
+            self.tags = tags
+        }
+
+        mutating func peek(in transaction: StoreTransaction) throws -> (key: Int64, row: TaggedRow)? {
+            if index == rows.count, !exhausted { try load(transaction) }
+            return index < rows.count ? rows[index] : nil
+        }
+
+        mutating func advance() { index += 1 }
+
+        private mutating func load(_ transaction: StoreTransaction) throws {
+            let page = try transaction.rows(
+                "SELECT ZPK, ZBUCKET, ZTAG FROM \(tags) WHERE ZTABLE = ? AND ZPK > ? ORDER BY ZPK LIMIT 4096",
+                [.text(table), .integer(after)])
+            rows = []
+            index = 0
+            exhausted = page.count < 4096
+            for cells in page {
+                guard cells.count == 3, case .integer(let key) = cells[0] else { continue }
+                after = key
+                // A damaged entry was reported by the first pass; its row then has no tag.
+                guard case .integer(let bucket) = cells[1], case .blob(let tag) = cells[2], tag.count == 32 else {
+                    continue
+                }
+                rows.append((key, TaggedRow(tag: Array(tag), bucket: Int(bucket))))
+            }
+            if rows.isEmpty, !exhausted { try load(transaction) }
+        }
     }
 }
 
