@@ -38,7 +38,7 @@ final class KeyChangeRaceTests: CLITestCase {
         return (started.0.terminationStatus, String(decoding: errors, as: UTF8.self))
     }
 
-    /// Writers and readers keep starting — an add, an edit, an import and a list at a time — for
+    /// Writers and readers keep starting — an add, an edit, an import, a list and a show at a time — for
     /// as long as two rekeys in a row run. Before key changes took every store's write lock,
     /// adds committed between what the rekey read and what it wrote, and their rows stayed under
     /// the old key with fresh tags: the whole vault failed to read. Now each either takes effect
@@ -64,6 +64,9 @@ final class KeyChangeRaceTests: CLITestCase {
                  try started(["password", "edit", "entry \(round % 1_500)", "--user", "edited \(round)"])),
                 ("import", "imported \(round)", try started(["import", importFile.path, "--format", "mystash-json"])),
                 ("list", "", try started(["password", "list"])),
+                // One item read by its buckets only, while the record is rebuilt under another key.
+                ("show", "entry \((round + 7) % 1_500)",
+                 try started(["password", "show", "entry \((round + 7) % 1_500)", "--field", "password"])),
             ]
             runs += batch.map { kind, name, process in
                 let result = finished(process)
