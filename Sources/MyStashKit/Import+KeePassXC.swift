@@ -1,4 +1,5 @@
 import Foundation
+import StashPlatform
 
 #if canImport(FoundationXML)
 import FoundationXML
@@ -83,8 +84,8 @@ enum KeePassXCReader {
         if let line = reader.tooDeepAtLine {
             let limit = KeePassXMLTreeBuilder.maximumDepth
             throw source.invalid(
-                .keepassxcXML, "its elements are nested more than \(limit) deep (line \(line))",
-                hint: "export the database again from KeePassXC, whose own exports nest far less")
+                .keepassxcXML, "its elements are nested more than \(limit) deep (line \(line))")
+
         }
         // FoundationXML may report success and still set an error (tags that do not match).
         guard parsed, parser.parserError == nil, let root = reader.root, root.name == "KeePassFile" else {

@@ -71,7 +71,7 @@ public enum KeyringSession {
     }
 
     private static func unavailable(_ code: Int) -> VaultError {
-        VaultError(.unexpected, "the kernel keyring is unavailable here (\(String(cString: strerror(Int32(code)))))",
-                   hint: "commands will ask for the master password instead")
+        .keyringUnavailable(reason: String(cString: strerror(Int32(code))))
+
     }
 }

@@ -151,7 +151,7 @@ extension Vault {
             do {
                 read = try handle.read(upToCount: Self.attachmentChunkSize - piece.count) ?? Data()
             } catch {
-                throw VaultError(.ioError, "cannot read the file to attach: \(error.localizedDescription)")
+                throw VaultError.attachmentUnreadable(reason: error.localizedDescription)
             }
             piece += read
             if read.isEmpty || piece.count == Self.attachmentChunkSize {
@@ -165,20 +165,14 @@ extension Vault {
 
     static func refuseOverAttachmentLimit(_ size: Int64, name: String) throws {
         guard size > Self.attachmentSizeLimit else { return }
-        throw VaultError(
-            .invalidData,
-            "'\(name)' is larger than the \(Self.attachmentSizeLimit >> 20) MiB an attachment may hold; "
-                + "nothing was saved",
-            hint: "compress or split the file, or keep it outside the vault (encrypted with gpg or age)")
+        throw VaultError.attachmentTooLarge(name: name, limitMiB: Int(Self.attachmentSizeLimit >> 20))
     }
 
     private func refuseTakenAttachmentName(_ name: String, of entry: PasswordEntry) throws {
         guard entry.attachments.contains(where: { $0.name.caseInsensitiveCompare(name) == .orderedSame }) else {
             return
         }
-        throw VaultError(
-            .invalidData, "entry '\(entry.name)' already has an attachment named '\(name)'; nothing was saved",
-            hint: "attach it under another name, or detach the one it has first")
+        throw VaultError.attachmentNameTaken(entry: entry.name, name: name)
     }
 
     /// The attachment at `row`: being written, or (`complete`) finished.
@@ -186,9 +180,7 @@ extension Vault {
         guard let attachment = try context.existingObject(entityName: Attachment.entityName, primaryKey: primaryKey)
             as? Attachment, attachment.isComplete == complete
         else {
-            throw VaultError(
-                .busy, "another process removed the attachment while it was written; nothing was saved",
-                hint: "attach the file again")
+            throw VaultError.attachmentRemovedMeanwhile
         }
         try context.decodeValues(of: attachment)
         return attachment
@@ -256,10 +248,7 @@ extension Vault {
         let found = Self.referencedID(name).map { id in attachments.first { $0.id == id } }
             ?? attachments.first { $0.name.caseInsensitiveCompare(name) == .orderedSame }
         guard let found else {
-            let names = attachments.map { "'\($0.name)'" }.joined(separator: ", ")
-            throw VaultError(
-                .notFound, "entry '\(entry.name)' has no attachment '\(name)'",
-                hint: attachments.isEmpty ? "it has no attachments" : "its attachments are: \(names)")
+            throw VaultError.noSuchAttachment(entry: entry.name, name: name, attachments: attachments.map(\.name))
         }
         return found
     }
@@ -297,11 +286,10 @@ extension Vault {
             index += 1
         }
         guard index == expected.count, size == expected.size else {
-            throw VaultError(
-                .invalidData,
-                "the attachment '\(expected.name)' is damaged: \(index) of its \(expected.count) chunks "
-                    + "(\(size) of \(expected.size) bytes) could be read in order",
-                hint: "restore the vault from a backup; 'mystash check' lists every damaged row")
+            throw VaultError.attachmentDamaged(
+                name: expected.name, chunksRead: index, chunks: expected.count, bytesRead: Int(size),
+                bytes: Int(expected.size))
+
         }
     }
 

@@ -26,10 +26,11 @@ extension Vault {
     @discardableResult
     public func storeCredential(_ query: CredentialQuery) throws -> CredentialStoreOutcome {
         guard let password = query.password else {
-            throw VaultError(.invalidData, "there is no password to store")
+            throw VaultError.noCredentialPassword
         }
         guard let scheme = query.scheme?.lowercased(), !scheme.isEmpty else {
-            throw VaultError(.invalidData, "there is no protocol to store the credential under")
+            throw VaultError.noCredentialProtocol
+
         }
         let candidates = try matchingEntries(CredentialQuery(scheme: scheme, host: query.host, path: query.path))
         let sameUser = candidates.first { $0.userId == query.username }

@@ -149,9 +149,9 @@ extension Vault {
     /// text is a name (its `nameKey`, ignoring case), and a number naming nothing falls back to
     /// the ID it spells, as version 1 read it.
     ///
-    /// - throws: ``VaultError`` `.notFound` (66), or `.usage` (64) listing each match by
-    ///   `describe` when several match.
-    func find<T: ManagedEntity>(_ type: T.Type, _ reference: String, nameKey: String, noun: String, listCommand: String,
+    /// - throws: ``VaultError/notFound(_:_:)``, or ``VaultError/ambiguous(_:_:candidates:)``
+    ///   listing each match by `describe` when several match.
+    func find<T: ManagedEntity>(_ type: T.Type, _ reference: String, nameKey: String, kind: ItemKind,
                                 describe: (T) -> String = { "ID \($0.objectID.primaryKey ?? 0)" }) throws -> T {
         try Self.wrapErrors {
             func byID(_ id: Int64) throws -> T? {
@@ -165,10 +165,7 @@ extension Vault {
                 return object
             }
             if let id = Self.referencedID(reference) {
-                guard let object = try byID(id) else {
-                    throw VaultError(
-                        .notFound, "no \(noun) with ID \(id)", hint: "'\(listCommand)' shows them with their IDs")
-                }
+                guard let object = try byID(id) else { throw VaultError.notFound(kind, .id(id)) }
                 return object
             }
             let matches: [T]
@@ -186,17 +183,15 @@ extension Vault {
             switch matches.count {
             case 0:
                 if let id = Int64(reference), let object = try byID(id) { return object }
-                throw VaultError(
-                    .notFound, "no \(noun) named '\(reference)'", hint: "'\(listCommand)' shows them with their IDs")
+                throw VaultError.notFound(kind, .name(reference))
             case 1:
                 try context.decodeValues(of: matches[0])
                 return matches[0]
             default:
-                let plural = noun.hasSuffix("y") ? noun.dropLast() + "ies" : noun + "s"
                 for match in matches { try context.decodeValues(of: match) }
-                throw VaultError(
-                    .usage, "'\(reference)' matches \(matches.count) \(plural); give one of their IDs as #ID:",
-                    details: matches.sorted { $0.objectID.primaryKey ?? 0 < $1.objectID.primaryKey ?? 0 }.map(describe))
+                throw VaultError.ambiguous(
+                    kind, .name(reference),
+                    candidates: matches.sorted { $0.objectID.primaryKey ?? 0 < $1.objectID.primaryKey ?? 0 }.map(describe))
             }
         }
     }
@@ -207,9 +202,8 @@ extension Vault {
         func describe(_ note: Note) -> String {
             "#\(note.id)  \(note.title)" + (note.folder.map { "  folder: \($0)" } ?? "")
         }
-        return try findFallingBackToPath(reference, noun: "notes", describe: describe) {
-            try find(Note.self, reference, nameKey: "title", noun: "note", listCommand: "mystash note list",
-                     describe: describe)
+        return try findFallingBackToPath(reference, kind: .note, describe: describe) {
+            try find(Note.self, reference, nameKey: "title", kind: .note, describe: describe)
         } atPath: { container, name in
             try Predicate(format: "folder ==[c] %@ AND title ==[c] %@", container, name)
         }
@@ -219,10 +213,10 @@ extension Vault {
     /// whose container (category or folder) and name, joined by `/`, are `reference` (ignoring
     /// case; a container may hold `/` itself, so every split is tried).
     ///
-    /// - throws: `find`'s error when no path matches either; ``VaultError`` `.usage` listing
-    ///   each match when several do.
+    /// - throws: `find`'s error when no path matches either; ``VaultError/ambiguous(_:_:candidates:)``
+    ///   listing each match when several do.
     private func findFallingBackToPath<T: ManagedEntity>(
-        _ reference: String, noun: String, describe: (T) -> String, find: () throws -> T,
+        _ reference: String, kind: ItemKind, describe: (T) -> String, find: () throws -> T,
         atPath predicate: (_ container: String, _ name: String) throws -> ObjectGraph.Predicate
     ) throws -> T {
         do {
@@ -241,9 +235,7 @@ extension Vault {
                 return found.sorted { ($0.objectID.primaryKey ?? 0) < ($1.objectID.primaryKey ?? 0) }
             }
             guard matches.count < 2 else {
-                throw VaultError(
-                    .usage, "'\(reference)' matches \(matches.count) \(noun); give one of their IDs as #ID:",
-                    details: matches.map(describe))
+                throw VaultError.ambiguous(kind, .name(reference), candidates: matches.map(describe))
             }
             guard let object = matches.first else { throw error }
             return object
@@ -275,9 +267,8 @@ extension Vault {
     /// The entry `reference` names: `#ID`, its name, or, when no entry has that name, a path
     /// `category/name` as pass names its files (`web/github`; categories may hold `/` too).
     private func findEntryOnly(_ reference: String) throws -> PasswordEntry {
-        try findFallingBackToPath(reference, noun: "entries", describe: Self.describeEntry) {
-            try find(PasswordEntry.self, reference, nameKey: "name", noun: "entry",
-                     listCommand: "mystash password list", describe: Self.describeEntry)
+        try findFallingBackToPath(reference, kind: .entry, describe: Self.describeEntry) {
+            try find(PasswordEntry.self, reference, nameKey: "name", kind: .entry, describe: Self.describeEntry)
         } atPath: { container, name in
             try Predicate(format: "category.name ==[c] %@ AND name ==[c] %@", container, name)
         }
@@ -289,7 +280,7 @@ extension Vault {
     }
 
     func findCategory(_ reference: String) throws -> Category {
-        try find(Category.self, reference, nameKey: "name", noun: "category", listCommand: "mystash category list")
+        try find(Category.self, reference, nameKey: "name", kind: .category)
     }
 
     // MARK: - Notes
@@ -387,8 +378,7 @@ extension Vault {
             return try context.fetch(request).first { $0 !== entry }
         }
         if let taken {
-            throw VaultError(.invalidData, "an entry named '\(taken.name)' exists already (#\(taken.id))",
-                             hint: "choose another name, or allow a second one")
+            throw VaultError.nameTaken(.entry, name: taken.name, id: taken.id)
         }
     }
 
@@ -434,7 +424,7 @@ extension Vault {
         if var totp = changes.totp {
             if !totp.isEmpty {
                 do { totp = try TOTP.normalized(totp) } catch {
-                    throw VaultError(.invalidData, "nothing was saved:", details: ["TOTP secret: \(error)"])
+                    throw VaultError.invalidValues(["TOTP secret: \(error)"])
                 }
             }
             entry["totp"] = totp.isEmpty ? nil : totp
@@ -520,12 +510,11 @@ extension Vault {
         default:
             guard let custom = entry.fields.first(where: { $0.name.lowercased() == field.lowercased() }) else {
                 let names = ["password", "user", "url", "otp", "notes"] + entry.fields.map(\.name)
-                throw VaultError(.notFound, "entry '\(entry.name)' has no field '\(field)'",
-                                 hint: "its fields are: \(names.joined(separator: ", "))")
+                throw VaultError.noSuchField(entry: entry.name, field: field, fields: names)
             }
             value = custom.value
         }
-        guard let value else { throw VaultError(.notFound, "the \(field) of entry '\(entry.name)' is empty") }
+        guard let value else { throw VaultError.emptyField(entry: entry.name, field: field) }
         return value
     }
 
@@ -543,26 +532,25 @@ extension Vault {
     public func totpCode(_ reference: String, at date: Date = Date()) throws -> (code: TOTP.Code, totp: TOTP) {
         let entry = try findEntry(reference)
         guard let secret = entry.totp else {
-            throw VaultError(
-                .notFound, "entry '\(entry.name)' has no TOTP secret",
-                hint: "add one with 'mystash password edit --totp'")
+            throw VaultError.noTOTPSecret(entry: entry.name)
         }
         do {
             let totp = try TOTP(parsing: secret)
             return (try totp.code(at: date), totp)
         } catch let error as TOTP.ParseError {
-            throw VaultError(.invalidData, "the TOTP secret of '\(entry.name)' cannot be used: \(error)")
+            throw VaultError.unusableTOTPSecret(entry: entry.name, reason: "\(error)")
         }
     }
 
     /// Changes the fields `changes` names; a new name another entry has (ignoring case) is
     /// refused unless `allowDuplicate`, as ``addEntry(_:allowDuplicate:)`` refuses it.
     ///
-    /// - throws: ``VaultError`` `.usage` when `changes` names nothing, `.invalidData` for a
-    ///   taken name or any field the model refuses; nothing is saved then.
+    /// - throws: ``VaultError/nothingToChange`` when `changes` names nothing,
+    ///   ``VaultError/nameTaken(_:name:id:)`` or ``VaultError/invalidValues(_:)`` for a taken
+    ///   name or any field the model refuses; nothing is saved then.
     public func editEntry(_ reference: String, _ changes: EntryChanges, allowDuplicate: Bool = false,
                           creatingCategory: Bool = false) throws {
-        guard !changes.isEmpty else { throw VaultError(.usage, "nothing to change") }
+        guard !changes.isEmpty else { throw VaultError.nothingToChange }
         let entry = try findEntry(reference)
         if !allowDuplicate, let name = changes.name { try refuseTakenName(name, besides: entry) }
         let category = try self.category(for: changes, creating: creatingCategory)
@@ -671,9 +659,9 @@ extension Vault {
         let category = try findCategory(reference)
         do {
             try change { context.delete(category) }
-        } catch var error as VaultError where error.kind == .invalidData {
-            error.hint = "move or remove its entries first ('mystash password list --category \(category.name)')"
-            throw error
+        } catch VaultError.invalidValues(let problems) {
+            throw VaultError.categoryHasEntries(category: category.name, problems: problems)
         }
+
     }
 }

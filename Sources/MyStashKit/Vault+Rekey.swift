@@ -10,9 +10,9 @@ extension Vault {
     /// - throws: ``VaultError``; on failure nothing is changed and the old key stays in use.
     public func rekey(to newPassword: SecretBytes, parameters: ScryptParameters) throws {
         try awaitVerification()
-        guard let oldKey = transformer.dataKey else { throw VaultError(.wrongPassword, "the vault is locked") }
+        guard let oldKey = transformer.dataKey else { throw VaultError.locked }
         let (slot, newKey) = try Self.wrapErrors { try KeySlot.create(password: newPassword, parameters: parameters) }
-        guard let integrity else { throw VaultError(.wrongPassword, "the vault is locked") }
+        guard let integrity else { throw VaultError.locked }
         do {
             try changingKey {
                 // Read under the lock, from the stores as they are now: rows other processes

@@ -41,8 +41,7 @@ extension Vault {
     @discardableResult
     public func addSSHKey(_ key: SSHPrivateKey, name: String) throws -> Int64 {
         if let stored = try sshKeys().first(where: { $0.key?.publicKeyBlob == key.publicKeyBlob }) {
-            throw VaultError(.invalidData, "this key is stored already, as '\(stored.name)' (#\(stored.id))",
-                             hint: "'mystash ssh list' shows the stored keys")
+            throw VaultError.sshKeyStored(name: stored.name, id: stored.id)
         }
         if try !categories().contains(where: { $0.name.lowercased() == Self.sshKeyCategory.lowercased() }) {
             try addCategory(Self.sshKeyCategory)
@@ -72,7 +71,7 @@ extension Vault {
             }
             do {
                 let key = try SSHPrivateKey(keyFile: text) {
-                    throw VaultError(.invalidData, "the stored key is encrypted with a passphrase")
+                    throw VaultError.sshKey(.encryptedWithPassphrase)
                 }
                 return SSHKeyEntry(id: entry.id, name: entry.name, key: key)
             } catch {
@@ -97,10 +96,10 @@ extension Vault {
         let keys = try sshKeys()
         let wanted = reference.lowercased()
         guard let entry = keys.first(where: { "#\($0.id)" == reference || $0.name.lowercased() == wanted }) else {
-            throw VaultError(.notFound, "no SSH key named '\(reference)'", hint: "'mystash ssh list' shows the keys")
+            throw VaultError.notFound(.sshKey, .name(reference))
         }
         if let problem = entry.problem {
-            throw VaultError(.invalidData, "the key of '\(entry.name)' cannot be read: \(problem)")
+            throw VaultError.storedSSHKeyUnreadable(name: entry.name, problem: problem)
         }
         return entry
     }
@@ -122,7 +121,8 @@ extension ImportSource {
         do {
             let key = try SSHPrivateKey(keyFile: text) {
                 guard let passphrase, !passphrase.isEmpty else {
-                    throw VaultError(.invalidData, "it is encrypted, and the entry's password is not its passphrase")
+                    throw VaultError.sshKey(.passphraseIsNotEntryPassword)
+
                 }
                 return .password(passphrase)
             }

@@ -46,15 +46,15 @@ extension PasswordCommand {
             guard descriptor >= 0 else {
                 let reason = String(cString: strerror(errno))
                 switch errno {
-                case ENOENT, ENOTDIR: throw VaultError(.notFound, "cannot attach '\(path)': \(reason)")
-                case EACCES, EPERM: throw VaultError(.permission, "cannot attach '\(path)': \(reason)")
-                default: throw VaultError(.ioError, "cannot attach '\(path)': \(reason)")
+                case ENOENT, ENOTDIR: throw CommandFailure(.notFound, "cannot attach '\(path)': \(reason)")
+                case EACCES, EPERM: throw CommandFailure(.permission, "cannot attach '\(path)': \(reason)")
+                default: throw CommandFailure(.ioError, "cannot attach '\(path)': \(reason)")
                 }
             }
             var status = stat()
             if fstat(descriptor, &status) == 0, status.st_mode & S_IFMT == S_IFDIR {
                 close(descriptor)
-                throw VaultError(.usage, "cannot attach '\(path)': it is a directory", hint: "name a file")
+                throw CommandFailure(.usage, "cannot attach '\(path)': it is a directory", hint: "name a file")
             }
             return FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
         }
@@ -170,7 +170,7 @@ enum AttachmentFile {
         var template = Array((directory + "/.mystash-attachment-XXXXXX").utf8CString)
         let descriptor = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
         guard descriptor >= 0 else {
-            throw VaultError(.cannotCreate, "cannot write '\(path)': \(String(cString: strerror(errno)))")
+            throw CommandFailure(.cannotCreate, "cannot write '\(path)': \(String(cString: strerror(errno)))")
         }
         let temporary = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         var placed = false
@@ -185,18 +185,18 @@ enum AttachmentFile {
                     let written = Glibc.write(descriptor, buffer.baseAddress! + offset, buffer.count - offset)
                     if written < 0 {
                         if errno == EINTR { continue }
-                        throw VaultError(.ioError, "cannot write '\(path)': \(String(cString: strerror(errno)))")
+                        throw CommandFailure(.ioError, "cannot write '\(path)': \(String(cString: strerror(errno)))")
                     }
                     offset += written
                 }
             }
         }
         guard fsync(descriptor) == 0 else {
-            throw VaultError(.ioError, "cannot write '\(path)': \(String(cString: strerror(errno)))")
+            throw CommandFailure(.ioError, "cannot write '\(path)': \(String(cString: strerror(errno)))")
         }
         if replacing {
             guard rename(temporary, path) == 0 else {
-                throw VaultError(.cannotCreate, "cannot write '\(path)': \(String(cString: strerror(errno)))")
+                throw CommandFailure(.cannotCreate, "cannot write '\(path)': \(String(cString: strerror(errno)))")
             }
             placed = true
         } else {
@@ -204,13 +204,13 @@ enum AttachmentFile {
             guard link(temporary, path) == 0 else {
                 throw errno == EEXIST
                     ? exists(path)
-                    : VaultError(.cannotCreate, "cannot write '\(path)': \(String(cString: strerror(errno)))")
+                    : CommandFailure(.cannotCreate, "cannot write '\(path)': \(String(cString: strerror(errno)))")
             }
         }
         return result
     }
 
-    private static func exists(_ path: String) -> VaultError {
-        VaultError(.cannotCreate, "'\(path)' exists; nothing was written", hint: "add --force to replace it")
+    private static func exists(_ path: String) -> CommandFailure {
+        CommandFailure(.cannotCreate, "'\(path)' exists; nothing was written", hint: "add --force to replace it")
     }
 }

@@ -77,7 +77,7 @@ struct NoteCommand: ParsableCommand {
                     text = Terminal.stdinIsTerminal
                         ? try Terminal.edit(try vault.note(note).text ?? "") : try Terminal.readStandardInput()
                     if text?.isEmpty == true && !allowEmpty {
-                        throw VaultError(
+                        throw CommandFailure(
                             .usage, "the new text is empty; nothing was saved",
                             hint: "add --allow-empty to clear the note's text")
                     }
@@ -132,7 +132,7 @@ func printNotes(_ notes: [NoteInfo], json: Bool) throws {
 func confirmRemoval(_ what: String, force: Bool) throws {
     guard !force else { return }
     guard Terminal.stdinIsTerminal else {
-        throw VaultError(.usage, "refusing to remove \(what) without confirmation", hint: "add --force")
+        throw CommandFailure(.usage, "refusing to remove \(what) without confirmation", hint: "add --force")
     }
-    guard Terminal.confirm("Remove \(what)?") else { throw VaultError(.usage, "nothing was removed") }
+    guard Terminal.confirm("Remove \(what)?") else { throw CommandFailure(.usage, "nothing was removed") }
 }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import MyStashKit
+import StashPlatform
 import TerminalUI
 
 struct GeneratorOptions: ParsableArguments {
@@ -23,7 +24,7 @@ func readEntryPassword(generate: Bool, generator: GeneratorOptions) throws -> St
         var text = try Terminal.readStandardInput()
         // No byte at all is a pipe that lost its password; an empty line is meant.
         guard !text.isEmpty else {
-            throw VaultError(.invalidData, "standard input is empty, so there is no password; nothing was saved",
+            throw CommandFailure(.invalidData, "standard input is empty, so there is no password; nothing was saved",
                              hint: "pipe the password in; an empty line (echo |) saves an empty password")
         }
         if text.hasSuffix("\n") { text.removeLast() }
@@ -345,7 +346,7 @@ func printEntries(_ entries: [EntryInfo], json: Bool) throws {
 /// asked or generated.
 func requireCategory(_ name: String?, in vault: Vault, creating: Bool) throws {
     guard let name, !name.isEmpty, !creating, try !vault.hasCategory(name) else { return }
-    throw VaultError(.notFound, "no category named '\(name)'; nothing was saved",
+    throw CommandFailure(.notFound, "no category named '\(name)'; nothing was saved",
                      hint: "add '--create-category' to create it, or see 'mystash category list'")
 }
 
@@ -368,10 +369,10 @@ func requireTerminal(for option: String) throws {
 /// A TOTP secret or otpauth:// URI, asked without echo (it is a secret, never an argument).
 func readTOTPSecret(allowEmpty: Bool = false) throws -> String {
     guard let secret = Terminal.readSecret(prompt: "TOTP secret or otpauth:// URI: ") else {
-        throw VaultError(.usage, "no terminal to ask for the TOTP secret")
+        throw CommandFailure(.usage, "no terminal to ask for the TOTP secret")
     }
     let text = try secret.withUnsafeBytes { try UTF8Text.decode($0, place: "the typed TOTP secret") }
         .trimmingCharacters(in: .whitespaces)
-    if text.isEmpty && !allowEmpty { throw VaultError(.usage, "no TOTP secret was given; nothing was saved") }
+    if text.isEmpty && !allowEmpty { throw CommandFailure(.usage, "no TOTP secret was given; nothing was saved") }
     return text
 }

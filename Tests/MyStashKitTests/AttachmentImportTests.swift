@@ -1,6 +1,7 @@
 import Foundation
 import XCTest
 @testable import MyStashKit
+import StashPlatform
 
 /// Attachments arriving from the exports of real tools, and leaving in mystash-json.
 final class AttachmentImportTests: VaultTestCase {

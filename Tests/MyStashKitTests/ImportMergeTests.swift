@@ -158,7 +158,7 @@ final class ImportMergeTests: VaultTestCase {
             "", "  \n", "[1]", "{\"a\": 1}", "{\"format\": \"x\"}", "{\"items\": [], \"format\": 1}", "<a/>",
             "Name,Secret\n", "{\"items\": [",
         ] {
-            assertVaultError(.usage, { _ = try ImportFormat.detect(in: Data(unknown.utf8)) })
+            assertVaultError(.invalidRequest, { _ = try ImportFormat.detect(in: Data(unknown.utf8)) })
         }
     }
 

@@ -2,6 +2,7 @@ import Foundation
 import XCTest
 
 @testable import MyStashKit
+import StashPlatform
 
 /// Imports of files made by the real tools (keepassxc-cli, pass with gpg) where this machine
 /// can make them, and of Bitwarden exports built from its documented schema with every item type.
@@ -96,7 +97,6 @@ final class ImportTests: VaultTestCase {
             .invalidData,
             { _ = try vault.importItems(try self.fixture("bitwarden-encrypted.json"), format: .bitwardenJSON) }
         ) {
-            XCTAssertEqual($0.kind.exitCode, 65)
             XCTAssertTrue($0.message.contains("encrypted"), $0.message)
         }
         XCTAssertEqual(try vault.entries().count, 0)

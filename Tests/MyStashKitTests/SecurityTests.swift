@@ -90,27 +90,27 @@ final class SecurityTests: VaultTestCase {
     }
 
     func testKDFDefaultsAreStrongAndTheFloorNeedsTheTestSwitch() throws {
-        let calibrated = try KDFPolicy.parameters(logN: nil, environment: [:])
+        let calibrated = try KDFPolicy.parameters(logN: nil)
         XCTAssertGreaterThanOrEqual(calibrated.logN, 15)
         XCTAssertLessThanOrEqual(calibrated.logN, 20)
         XCTAssertEqual(calibrated.r, 8)
         XCTAssertEqual(calibrated.p, 1)
-        XCTAssertThrowsError(try KDFPolicy.parameters(logN: 10, environment: [:])) { error in
-            XCTAssertEqual((error as? VaultError)?.kind, .usage)
+        XCTAssertThrowsError(try KDFPolicy.parameters(logN: 10)) { error in
+            XCTAssertEqual(error as? VaultError, .settingOutOfRange(.kdfCost, value: "10", allowed: 15...20))
         }
         #if DEBUG
         XCTAssertTrue(KDFPolicy.honoursWeakSwitch)
-        XCTAssertEqual(try KDFPolicy.parameters(logN: 10, environment: ["MYSTASH_TEST_ALLOW_WEAK_KDF": "1"]).logN, 10)
+        XCTAssertEqual(try KDFPolicy.parameters(logN: 10, allowingWeak: true).logN, 10)
         #else
-        // A release build refuses the weak cost even with the switch set, and says why.
+        // A release build refuses the weak cost even when the caller allows it, and says why.
         XCTAssertFalse(KDFPolicy.honoursWeakSwitch)
-        XCTAssertThrowsError(try KDFPolicy.parameters(logN: 10, environment: ["MYSTASH_TEST_ALLOW_WEAK_KDF": "1"])) {
-            XCTAssertEqual(($0 as? VaultError)?.kind, .usage)
-            XCTAssertEqual(($0 as? VaultError)?.hint?.contains("debug"), true)
+        XCTAssertThrowsError(try KDFPolicy.parameters(logN: 10, allowingWeak: true)) {
+            XCTAssertEqual($0 as? VaultError, .weakKDFRefused(10, allowed: 15...20))
         }
         #endif
-        XCTAssertEqual(try KDFPolicy.parameters(logN: 16, environment: [:]).logN, 16)
-        XCTAssertThrowsError(try KDFPolicy.parameters(logN: 21, environment: ["MYSTASH_TEST_ALLOW_WEAK_KDF": "1"]))
+        XCTAssertEqual(try KDFPolicy.parameters(logN: 16).logN, 16)
+        XCTAssertThrowsError(try KDFPolicy.parameters(logN: 21, allowingWeak: true))
+
     }
 
     func testChangingThePasswordRewrapsOnlyTheKey() throws {

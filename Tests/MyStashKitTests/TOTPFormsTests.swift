@@ -2,6 +2,7 @@ import Foundation
 import XCTest
 
 @testable import MyStashKit
+import StashPlatform
 
 /// Every way password managers write a TOTP secret, imported through the tools that write it
 /// (keepassxc-cli, pass with gpg), each code checked against oathtool's at the same instant.

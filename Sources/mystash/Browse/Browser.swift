@@ -1,5 +1,6 @@
 import Foundation
 import MyStashKit
+import StashPlatform
 import StashCrypto
 import TerminalUI
 
@@ -480,7 +481,7 @@ final class Browser {
     /// An error in the view's words: its message and details, and its hint only when the hint
     /// is not a command line to type elsewhere (a `mystash` command, a flag, a variable).
     func viewLines(_ error: Error) -> [String] {
-        let error = VaultError.wrapping(error)
+        let error = CommandFailure(error)
         let lines = ["Error: \(Output.safe(error.message))"] + error.details.map { "  " + Output.safe($0) }
         // What is shown is chosen by the words of the advice, never what the error is.
         guard let advice = error.hint,
