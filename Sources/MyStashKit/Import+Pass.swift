@@ -49,7 +49,8 @@ enum PassStoreReader {
 
     /// Whether decrypted contents are a file rather than an entry's text: not UTF-8, and holding
     /// a NUL or a control character text does not have, or named like a file (`scan.pdf`). Text in
-    /// another encoding (Latin-1) is not binary: it is refused, or read with invalid sequences replaced when the caller asks.
+    /// another encoding (Latin-1) is not binary: it is refused, or read with invalid sequences
+    /// replaced when the caller asks.
     static func isBinary(_ contents: Data, name: String) -> Bool {
         guard String(data: contents, encoding: .utf8) == nil else { return false }
         let textControls: Set<UInt8> = [0x09, 0x0A, 0x0C, 0x0D, 0x1B]

@@ -191,7 +191,8 @@ extension Vault {
                 for match in matches { try context.decodeValues(of: match) }
                 throw VaultError.ambiguous(
                     kind, .name(reference),
-                    candidates: matches.sorted { $0.objectID.primaryKey ?? 0 < $1.objectID.primaryKey ?? 0 }.map(describe))
+                    candidates: matches.sorted { ($0.objectID.primaryKey ?? 0) < ($1.objectID.primaryKey ?? 0) }
+                        .map(describe))
             }
         }
     }

@@ -1,7 +1,7 @@
 import Foundation
 import ObjectGraph
 
-/// Formats `mystash import` reads.
+/// Formats an import reads.
 public enum ImportFormat: String, CaseIterable, Sendable {
     case mystashJSON = "mystash-json"
     case bitwardenJSON = "bitwarden-json"

@@ -210,7 +210,8 @@ public enum VaultError: Error, Equatable, Sendable, CustomStringConvertible {
              .noRemote:
             return .invalidRequest
         case .nameTaken, .unusableTOTPSecret, .categoryHasEntries, .attachmentNameTaken, .attachmentTooLarge,
-             .attachmentDamaged, .invalidValues, .sshKey, .sshKeyStored, .storedSSHKeyUnreadable, .rowChangedOutside, .noCredentialPassword,
+             .attachmentDamaged, .invalidValues, .sshKey, .sshKeyStored, .storedSSHKeyUnreadable, .rowChangedOutside,
+             .noCredentialPassword,
              .noCredentialProtocol, .draftUnreadable, .keySlot, .sameStoreIdentity, .changedOutside, .schemaChanged,
              .damagedRow, .storeCorrupt, .storeUnopenable, .cannotMigrate, .incompatibleVersion, .syncStateDamaged,
              .invalidFile, .bitwardenArchiveWithoutData, .encryptedBitwardenExport, .exportNewerThanReadable,
@@ -470,7 +471,8 @@ extension VaultError.RemoteProblem {
         case .notASyncLog(let missing):
             "'\(location)' is not a MyStash sync remote (it has no \(missing.joined(separator: " or ")))"
         case .anotherVault: "'\(location)' holds the sync log of another vault"
-        case .tampered(let file, let problem): "the sync remote was tampered with: \(file) \(problem); nothing was applied"
+        case .tampered(let file, let problem):
+            "the sync remote was tampered with: \(file) \(problem); nothing was applied"
         case .keySlotDamaged: "the remote's key slot is damaged"
         case .noSyncKeyOpens: "none of the remote's sync keys opens with this master password's data key"
         case .unreachable(let operation, let detail): "cannot \(operation) '\(location)': \(detail)"

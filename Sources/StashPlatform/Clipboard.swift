@@ -17,7 +17,8 @@ public enum Clipboard {
 
         public var description: String {
             switch self {
-            case .noClipboard: "there is no clipboard: no display for wl-copy, xclip or xsel, and no terminal for OSC 52"
+            case .noClipboard:
+                "there is no clipboard: no display for wl-copy, xclip or xsel, and no terminal for OSC 52"
             case .toolFailed(let tool): "'\(tool)' could not copy to the clipboard"
             case .helperFailed: "cannot start the helper that clears the clipboard"
             }

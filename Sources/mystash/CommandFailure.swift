@@ -130,7 +130,8 @@ struct CommandFailure: Error, CustomStringConvertible {
             "move or remove its entries first ('mystash password list --category \(category)')"
         case .noSuchAttachment(_, _, let attachments):
             attachments.isEmpty
-                ? "it has no attachments" : "its attachments are: \(attachments.map { "'\($0)'" }.joined(separator: ", "))"
+                ? "it has no attachments"
+                : "its attachments are: \(attachments.map { "'\($0)'" }.joined(separator: ", "))"
         case .attachmentNameTaken: "attach it under another name, or detach the one it has first"
         case .attachmentTooLarge: "compress or split the file, or keep it outside the vault (encrypted with gpg or age)"
         case .attachmentRemovedMeanwhile: "attach the file again"
@@ -144,8 +145,10 @@ struct CommandFailure: Error, CustomStringConvertible {
         case .sshKey(.unsupportedEncryption): "re-encrypt it with 'ssh-keygen -p -Z aes256-ctr -f FILE'"
         case .sshKeyStored: "'mystash ssh list' shows the stored keys"
         case .wrongPassphrase: "type the passphrase the key was saved with"
-        case .settingOutOfRange(.kdfCost, _, _): "leave it out to calibrate to about \(KDFPolicy.targetSeconds) s on this machine"
-        case .weakKDFRefused: "MYSTASH_TEST_ALLOW_WEAK_KDF works in test (debug) builds only; leave --kdf-cost out to calibrate"
+        case .settingOutOfRange(.kdfCost, _, _):
+            "leave it out to calibrate to about \(KDFPolicy.targetSeconds) s on this machine"
+        case .weakKDFRefused:
+            "MYSTASH_TEST_ALLOW_WEAK_KDF works in test (debug) builds only; leave --kdf-cost out to calibrate"
         case .settingOutOfRange(.lockTimeout, _, _): "unset it to wait 30 seconds"
         case .locked: askPassword
         case .keyChangedElsewhere: "unlock again with the master password now in use, then repeat the command"
@@ -157,7 +160,8 @@ struct CommandFailure: Error, CustomStringConvertible {
         case .cannotCreate: "choose an empty or new directory with --vault"
         case .notOwned: "a vault must belong to the user who opens it"
         case .openToOthers(let path, _, let wanted): "run: chmod \(wanted) '\(path)'"
-        case .keySlot(.missingInBoth): "restore the vault from a backup, or move the directory aside and run 'mystash init'"
+        case .keySlot(.missingInBoth):
+            "restore the vault from a backup, or move the directory aside and run 'mystash init'"
         case .keySlot(.missing(let damaged, let intact)): "restore \(damaged) from a backup and keep \(intact)"
         case .keySlot, .sameStoreIdentity, .storeUnopenable: restoreVault
         case .changedOutside, .rowChangedOutside, .schemaChanged: checkListsProblems
@@ -175,7 +179,8 @@ struct CommandFailure: Error, CustomStringConvertible {
         case .notATextFile: "convert it to UTF-8 first"
         case .invalidFile(.keepassxcXML, _): "export the database again from KeePassXC"
         case .bitwardenArchiveWithoutData: "export again from Bitwarden choosing '.zip (with attachments)'"
-        case .encryptedBitwardenExport: "export again from Bitwarden choosing the format '.json' (not '.json (Encrypted)')"
+        case .encryptedBitwardenExport:
+            "export again from Bitwarden choosing the format '.json' (not '.json (Encrypted)')"
         case .unexportable: "export as mystash-json, which escapes them, or remove them from these values"
         case .toolMissing(let tool): tool == "git" ? "install it: apt install git" : "install it: apt install gnupg"
         case .breachList(_, .missing): "download Pwned Passwords' SHA-1 list (ordered by hash) or its range files first"

@@ -288,7 +288,8 @@ final class SSHAgentServer {
         var info = stat()
         if lstat(path, &info) == 0 {
             guard info.st_mode & S_IFMT == S_IFSOCK else {
-                throw CommandFailure(.cannotCreate, "'\(path)' exists and is not a socket", hint: "choose another --socket")
+                throw CommandFailure(.cannotCreate, "'\(path)' exists and is not a socket",
+                                     hint: "choose another --socket")
             }
             if connects(to: &address) {
                 throw CommandFailure(.busy, "an agent is already listening on '\(path)'",

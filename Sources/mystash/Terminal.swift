@@ -63,7 +63,9 @@ enum Terminal {
         guard let second = readSecret(prompt: again), second == first else {
             throw CommandFailure(.usage, "the two entries did not match; nothing was changed")
         }
-        guard first.count > 0 else { throw CommandFailure(.usage, "an empty secret is not allowed; nothing was changed") }
+        guard first.count > 0 else {
+            throw CommandFailure(.usage, "an empty secret is not allowed; nothing was changed")
+        }
         return first
     }
 

@@ -240,7 +240,8 @@ struct Import: ParsableCommand {
             return try ImportFormat.detect(in: data)
         } catch let error as VaultError {
             var failure = CommandFailure(vault: error)
-            failure.hint = "name it with '--format' (" + ImportFormat.allCases.map(\.rawValue).joined(separator: ", ") + ")"
+            failure.hint = "name it with '--format' ("
+                + ImportFormat.allCases.map(\.rawValue).joined(separator: ", ") + ")"
             throw failure
         }
 
