@@ -101,7 +101,7 @@ extension Vault {
     /// - throws: ``VaultError`` `.invalidData` naming the store, entity and row of each change
     ///   made outside mystash (and again at every later call): what was read meanwhile must
     ///   not be shown.
-    public func awaitVerification() throws {
+    func awaitVerification() throws {
         try verifyWholeVaultForRead()
         guard let pending = pendingVerification else { return }
         let problems: [CheckProblem]
