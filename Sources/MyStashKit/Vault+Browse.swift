@@ -227,11 +227,15 @@ struct WeakObservation {
     weak var observation: ItemObservation?
 }
 
-/// Holds a fetched results controller and passes on its changes once each batch is complete.
+/// Holds a fetched results controller and passes on its changes once each batch is complete
+/// and every object in it has its ID: an item inserted by a save is told once the save committed.
 private final class ChangeRelay<Item: ManagedObject>: FetchedResultsControllerDelegate {
     let controller: FetchedResultsController<Item>
     let changed: (FetchedResultsController<Item>) -> Void
     let onError: (Error) -> Void
+    /// A change is waiting for the save that gives its new objects their IDs.
+    private var awaitingSave = false
+    private var saveObserver: NSObjectProtocol?
 
     init(_ controller: FetchedResultsController<Item>, changed: @escaping (FetchedResultsController<Item>) -> Void,
          onError: @escaping (Error) -> Void) {
@@ -239,10 +243,29 @@ private final class ChangeRelay<Item: ManagedObject>: FetchedResultsControllerDe
         self.changed = changed
         self.onError = onError
         controller.delegate = self
+        let context = controller.managedObjectContext
+        // Posted synchronously on the context's queue, where the relay lives too.
+        nonisolated(unsafe) weak let relay = self
+        saveObserver = context.notificationCenter.addObserver(
+            forName: ManagedObjectContext.didSaveNotification, object: context, queue: nil
+        ) { _ in
+            relay?.contextDidSave()
+        }
+    }
+
+    deinit {
+        if let saveObserver { controller.managedObjectContext.notificationCenter.removeObserver(saveObserver) }
     }
 
     func controllerDidChangeContent(_ controller: any FetchedResultsControlling) {
-        changed(self.controller)
+        awaitingSave = self.controller.fetchedObjects?.contains { $0.objectID.isTemporaryID } ?? false
+        if !awaitingSave { changed(self.controller) }
+    }
+
+    private func contextDidSave() {
+        guard awaitingSave else { return }
+        awaitingSave = false
+        changed(controller)
     }
 
     func controller(_ controller: any FetchedResultsControlling, didFailWith error: Error) {
