@@ -46,8 +46,8 @@ extension Vault {
         case skipped
         /// Before the unlock returns.
         case immediate
-        /// On a second connection while the caller reads from the vault; nothing read may be
-        /// shown before ``awaitVerification()`` returns, and every change waits for it first.
+        /// On a second connection while the caller reads from the vault with
+        /// ``readWhileVerifying(_:)``, which returns once the check passed; every change waits for it.
         case concurrent
         /// Only the records and their buckets' sums at the unlock; then each read checks the
         /// buckets of what it finds (``entry(_:reveal:)``, ``note(_:)``, ``fieldValue(_:of:)``):
