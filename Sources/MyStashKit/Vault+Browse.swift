@@ -5,11 +5,14 @@ import StashCrypto
 extension Vault {
     // MARK: - Locking
 
-    /// Forgets the data key and every decrypted value the context holds; the vault stays
-    /// open and can be unlocked again. Drop fetched results controllers first: the context's
-    /// reset would make them fetch again, without a key.
+    /// Forgets the data key and every decrypted value the context holds, and ends every
+    /// observation of items (``observeEntries(onError:onChange:)``); the vault stays open and
+    /// can be unlocked again, and observed again then.
     public func lock() {
         pendingVerification = nil
+        // Before the reset, which would make them fetch again without a key.
+        for registered in observations { registered.observation?.cancel() }
+        observations = []
         context.reset()
         transformer.dataKey = nil
     }
@@ -52,12 +55,58 @@ extension Vault {
 
     // MARK: - What a browser lists
 
-    /// A controller over every password entry in sections by category (the section key
-    /// path), by name within each; entries without a category form the section "".
-    /// Only names, user IDs and URLs are decrypted for it.
-    public func entriesController() throws -> FetchedResultsController<PasswordEntry> {
+    /// Follows every password entry, in sections by category (entries without one first), by
+    /// name within each, as GRDB's `ValueObservation` follows a query: `onChange` gets the whole
+    /// list now, then again after each change to it, made through this vault (a save, an undo)
+    /// or by another process once ``followExternalChanges()`` read it. Only names, user IDs and
+    /// URLs are decrypted for it.
+    ///
+    /// The observation lasts until it is cancelled or released, or the vault locks.
+    ///
+    /// - parameter onError: told when a change could not be read; the list stays as it was.
+    /// - throws: ``VaultError`` when the entries cannot be read.
+    public func observeEntries(onError: @escaping (Error) -> Void,
+                               onChange: @escaping ([EntrySummary]) -> Void) throws -> ItemObservation {
         // Registers every category at once, so entries' categories resolve without a query each.
         _ = try Self.wrapErrors { try context.fetch(FetchRequest<Category>()) }
+        return try observe(entriesController(), onError: onError) { controller in
+            onChange(controller.sections.flatMap { section in
+                section.objects.compactMap { $0 as? PasswordEntry }.map {
+                    EntrySummary(id: $0.id, name: $0.name, userId: $0.userId, url: $0.url,
+                                 category: section.name.isEmpty ? nil : section.name)
+                }
+            })
+        }
+    }
+
+    /// Follows every note, the most recently changed first, as ``observeEntries(onError:onChange:)``
+    /// follows the entries. Only titles and texts are decrypted for it.
+    public func observeNotes(onError: @escaping (Error) -> Void,
+                             onChange: @escaping ([NoteSummary]) -> Void) throws -> ItemObservation {
+        try observe(notesController(), onError: onError) { controller in
+            onChange((controller.fetchedObjects ?? []).map {
+                NoteSummary(id: $0.id, title: $0.title, text: $0.text, updatedAt: $0.updatedAt)
+            })
+        }
+    }
+
+    /// Fetches a controller's objects, tells `changed` of them and of every later change, and
+    /// registers the observation for ``lock()`` to end.
+    private func observe<Item: ManagedObject>(
+        _ controller: FetchedResultsController<Item>, onError: @escaping (Error) -> Void,
+        changed: @escaping (FetchedResultsController<Item>) -> Void
+    ) throws -> ItemObservation {
+        let relay = ChangeRelay(controller, changed: changed, onError: onError)
+        try Self.wrapErrors { try controller.performFetch() }
+        changed(controller)
+        let observation = ItemObservation(relay: relay)
+        observations.removeAll { $0.observation == nil }
+        observations.append(WeakObservation(observation: observation))
+        return observation
+    }
+
+    /// The entries in sections by category name, by name within each; "" holds those without one.
+    func entriesController() -> FetchedResultsController<PasswordEntry> {
         var request = FetchRequest<PasswordEntry>(sortDescriptors: [
             FetchSortDescriptor(key: "category.name", caseInsensitive: true),
             FetchSortDescriptor(key: "name", caseInsensitive: true),
@@ -67,15 +116,15 @@ extension Vault {
                                         sectionNameKeyPath: "category.name")
     }
 
-    /// A controller over every note with its title and text, the most recently changed first.
-    public func notesController() -> FetchedResultsController<Note> {
+    /// The notes with their titles and texts, the most recently changed first.
+    func notesController() -> FetchedResultsController<Note> {
         var request = FetchRequest<Note>(sortDescriptors: [FetchSortDescriptor(key: "updatedAt", ascending: false)])
         request.propertiesToFetch = ["title", "text"]
         return FetchedResultsController(fetchRequest: request, managedObjectContext: context)
     }
 
-    /// Reads what other processes committed since the last look into the context, which
-    /// tells the controllers on it; true when there was something. What they committed is
+    /// Reads what other processes committed since the last look, which tells the observations
+    /// of items it changes; true when there was something. What they committed is
     /// checked against the integrity record first, in the same read transaction.
     ///
     /// - throws: ``VaultError`` `.invalidData` naming each change made outside mystash; then
@@ -137,5 +186,90 @@ extension Vault {
         }
         // Primary keys of brought-back items exist only once saved.
         return undone.map { UndoneChange(kind: $0.kind, isNote: $0.item is Note, id: $0.item.objectID.primaryKey ?? 0) }
+    }
+}
+
+/// A note as a list shows it: its title and text, nothing else decrypted.
+public struct NoteSummary: Equatable, Sendable {
+    public var id: Int64
+    public var title: String
+    public var text: String
+    public var updatedAt: Date
+}
+
+/// A password entry as a list shows it: never its password.
+public struct EntrySummary: Equatable, Sendable {
+    public var id: Int64
+    public var name: String
+    public var userId: String?
+    public var url: String?
+    /// The name of the entry's category; nil without one.
+    public var category: String?
+}
+
+/// An observation of the vault's items (``Vault/observeEntries(onError:onChange:)``); it ends
+/// when cancelled or released, or when the vault locks.
+public final class ItemObservation {
+    /// The controller following the items, with its delegate; nil once the observation ended.
+    private var relay: AnyObject?
+
+    init(relay: AnyObject) {
+        self.relay = relay
+    }
+
+    /// Stops telling of changes; the observer is called no more.
+    public func cancel() {
+        relay = nil
+    }
+}
+
+/// What the vault keeps of an observation, to end it at a lock without keeping it alive.
+struct WeakObservation {
+    weak var observation: ItemObservation?
+}
+
+/// Holds a fetched results controller and passes on its changes once each batch is complete
+/// and every object in it has its ID: an item inserted by a save is told once the save committed.
+private final class ChangeRelay<Item: ManagedObject>: FetchedResultsControllerDelegate {
+    let controller: FetchedResultsController<Item>
+    let changed: (FetchedResultsController<Item>) -> Void
+    let onError: (Error) -> Void
+    /// A change is waiting for the save that gives its new objects their IDs.
+    private var awaitingSave = false
+    private var saveObserver: NSObjectProtocol?
+
+    init(_ controller: FetchedResultsController<Item>, changed: @escaping (FetchedResultsController<Item>) -> Void,
+         onError: @escaping (Error) -> Void) {
+        self.controller = controller
+        self.changed = changed
+        self.onError = onError
+        controller.delegate = self
+        let context = controller.managedObjectContext
+        // Posted synchronously on the context's queue, where the relay lives too.
+        nonisolated(unsafe) weak let relay = self
+        saveObserver = context.notificationCenter.addObserver(
+            forName: ManagedObjectContext.didSaveNotification, object: context, queue: nil
+        ) { _ in
+            relay?.contextDidSave()
+        }
+    }
+
+    deinit {
+        if let saveObserver { controller.managedObjectContext.notificationCenter.removeObserver(saveObserver) }
+    }
+
+    func controllerDidChangeContent(_ controller: any FetchedResultsControlling) {
+        awaitingSave = self.controller.fetchedObjects?.contains { $0.objectID.isTemporaryID } ?? false
+        if !awaitingSave { changed(self.controller) }
+    }
+
+    private func contextDidSave() {
+        guard awaitingSave else { return }
+        awaitingSave = false
+        changed(controller)
+    }
+
+    func controller(_ controller: any FetchedResultsControlling, didFailWith error: Error) {
+        onError(VaultError.wrapping(error))
     }
 }

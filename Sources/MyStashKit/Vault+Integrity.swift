@@ -46,8 +46,8 @@ extension Vault {
         case skipped
         /// Before the unlock returns.
         case immediate
-        /// On a second connection while the caller reads from the vault; nothing read may be
-        /// shown before ``awaitVerification()`` returns, and every change waits for it first.
+        /// On a second connection while the caller reads from the vault with
+        /// ``readWhileVerifying(_:)``, which returns once the check passed; every change waits for it.
         case concurrent
         /// Only the records and their buckets' sums at the unlock; then each read checks the
         /// buckets of what it finds (``entry(_:reveal:)``, ``note(_:)``, ``fieldValue(_:of:)``):
@@ -101,7 +101,7 @@ extension Vault {
     /// - throws: ``VaultError`` `.invalidData` naming the store, entity and row of each change
     ///   made outside mystash (and again at every later call): what was read meanwhile must
     ///   not be shown.
-    public func awaitVerification() throws {
+    func awaitVerification() throws {
         try verifyWholeVaultForRead()
         guard let pending = pendingVerification else { return }
         let problems: [CheckProblem]

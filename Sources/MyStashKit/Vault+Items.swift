@@ -342,7 +342,7 @@ extension Vault {
     // MARK: - Password entries
 
     /// How many earlier passwords an entry keeps; older ones are dropped.
-    public static let historyLimit = 20
+    static let historyLimit = 20
 
     /// Adds an entry; a name another entry has already (ignoring case) is refused unless
     /// `allowDuplicate`.

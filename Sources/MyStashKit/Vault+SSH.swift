@@ -24,7 +24,7 @@ public struct SSHKeyInfo: Codable, Equatable {
 extension Vault {
     /// The seed category SSH keys go to (Config/Seeds/categories.csv, version 5), from
     /// `ssh add`, an agent's add request and imports alike.
-    public static let sshKeyCategory = "SSH Key"
+    static let sshKeyCategory = "SSH Key"
 
     /// The fields of an SSH key entry, as Bitwarden's SSH key items name them.
     enum SSHKeyField {

@@ -14,14 +14,14 @@ import Glibc
 /// let id = try vault.addNote(title: "Wi-Fi", text: "the code is on the router")
 /// ```
 public final class Vault {
-    public static let notesFileName = "Notes.sqlite"
-    public static let passwordsFileName = "Passwords.sqlite"
+    static let notesFileName = "Notes.sqlite"
+    static let passwordsFileName = "Passwords.sqlite"
     static let keySlotKey = "MyStashKeySlot"
     static let vaultIdentifierKey = "MyStashVaultID"
 
     public let directory: URL
-    public let coordinator: PersistentStoreCoordinator
-    public let context: ManagedObjectContext
+    let coordinator: PersistentStoreCoordinator
+    let context: ManagedObjectContext
     let transformer = EncryptingTransformer()
     let notesStore: PersistentStore
     let passwordsStore: PersistentStore
@@ -46,8 +46,10 @@ public final class Vault {
     var slotRequiringRecord: KeySlot?
     /// Each store's schema cookie when its schema was last checked.
     var checkedSchemaVersions: [String: Int64] = [:]
+    /// The observations of items ``lock()`` ends.
+    var observations: [WeakObservation] = []
     /// How the stores' schemas differ from the vault's (see ``open(at:refusingChangedSchema:)``).
-    public private(set) var schemaProblems: [CheckProblem] = []
+    private(set) var schemaProblems: [CheckProblem] = []
 
 
     /// How long a read or save waits for another process's lock unless the caller says otherwise.
@@ -233,8 +235,8 @@ public final class Vault {
     ///
     /// Each store's schema must be the one mystash creates (tables, columns, indexes, no
     /// trigger or view): one changed outside mystash could alter what is written or read, so
-    /// it is refused, unless `refusingChangedSchema` is false (to check the vault), when the
-    /// differences are in ``schemaProblems``.
+    /// it is refused, unless `refusingChangedSchema` is false (to check the vault), when
+    /// ``check(progress:)`` reports the differences.
     ///
     /// - Parameter lockTimeout: how long a read or save waits for another process's lock.
     /// - throws: ``VaultError/noVault(path:)``, `.notOwned`, `.openToOthers`, `.schemaChanged`
@@ -345,7 +347,7 @@ public final class Vault {
 
     // MARK: - Keys
 
-    public var isUnlocked: Bool { transformer.dataKey != nil }
+    var isUnlocked: Bool { transformer.dataKey != nil }
 
     /// Derives the key-encryption key from the master password and unwraps the data key,
     /// then checks the vault against its integrity record as `verification` says.

@@ -70,6 +70,22 @@ final class SourceRulesTests: XCTestCase {
         XCTAssertEqual(violations, [])
     }
 
+    /// The command line speaks to the vault, never to the object graph under it.
+    func testTheCommandLineDoesNotImportObjectGraph() throws {
+        let importsObjectGraph = try Regex(#"^\s*(@\w+\s+)*(\w+\s+)?import\s+(\w+\s+)?ObjectGraph(\.|\s|$)"#)
+        for example in ["import ObjectGraph", "@testable import ObjectGraph", "internal import ObjectGraph",
+                        "import class ObjectGraph.ManagedObject"] {
+            XCTAssertNotNil(example.firstMatch(of: importsObjectGraph), example)
+        }
+        let files = Self.swiftFiles(under: Self.sourcesURL.appendingPathComponent("mystash"))
+        XCTAssertGreaterThan(files.count, 10, "the sources were found at \(Self.sourcesURL.path)")
+        let importing = try files.filter { file in
+            try String(contentsOf: file, encoding: .utf8).components(separatedBy: "\n")
+                .contains { $0.firstMatch(of: importsObjectGraph) != nil }
+        }
+        XCTAssertEqual(importing.map(\.lastPathComponent), [])
+    }
+
     func testNoSourceLineIsLongerThan120Characters() throws {
         let files = (FileManager.default.enumerator(at: Self.sourcesURL, includingPropertiesForKeys: nil)?
             .compactMap { $0 as? URL } ?? [])

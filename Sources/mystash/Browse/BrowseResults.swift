@@ -1,77 +1,84 @@
 import Foundation
 import MyStashKit
-import ObjectGraph
 
-/// The two tabs' fetched results controllers, and which tabs they reported as changed:
+/// The two tabs' observations of the vault's items, and which tabs they reported as changed:
 /// by this process's saves and undo, or by another process's commits once followed.
-final class BrowseResults: FetchedResultsControllerDelegate {
+final class BrowseResults {
     private let vault: Vault
-    private var entries: FetchedResultsController<PasswordEntry>?
-    private var notes: FetchedResultsController<Note>?
-    /// Tabs whose rows must be made again from their controller.
+    private var entriesObservation: ItemObservation?
+    private var notesObservation: ItemObservation?
+    /// Each tab's rows as its observation last reported them.
+    private var rowsOfTab: [Browser.Tab: [BrowseRow]] = [:]
+    /// Tabs whose rows changed since ``rows(_:)`` last gave them.
     private(set) var changedTabs: Set<Browser.Tab> = []
+    /// Why an observation could not follow a change (its tab shows the items from before).
+    private var failure: Error?
 
     init(vault: Vault) {
         self.vault = vault
     }
 
-    var isFetched: Bool { entries != nil || notes != nil }
+    var isFetched: Bool { entriesObservation != nil || notesObservation != nil }
 
-    /// Starts a tab's controller (fetching its objects) unless it runs already.
+    /// Starts observing a tab's items (fetching them) unless that runs already; reports a change
+    /// an observation could not follow since the last call.
     func fetch(_ tab: Browser.Tab) throws {
-        do {
-            switch tab {
-            case .notes where notes == nil:
-                let controller = vault.notesController()
-                controller.delegate = self
-                try controller.performFetch()
-                notes = controller
-            case .passwords where entries == nil:
-                let controller = try vault.entriesController()
-                controller.delegate = self
-                try controller.performFetch()
-                entries = controller
-            default:
-                return
-            }
-        } catch {
-            throw VaultError.wrapping(error)
+        if let failure {
+            self.failure = nil
+            throw failure
         }
+        let onError: (Error) -> Void = { [weak self] in self?.failure = $0 }
+        switch tab {
+        case .notes where notesObservation == nil:
+            notesObservation = try vault.observeNotes(onError: onError) { [weak self] notes in
+                self?.replace(.notes, with: Self.rows(notes))
+            }
+        case .passwords where entriesObservation == nil:
+            entriesObservation = try vault.observeEntries(onError: onError) { [weak self] entries in
+                self?.replace(.passwords, with: Self.rows(entries))
+            }
+        default:
+            return
+        }
+    }
+
+    private func replace(_ tab: Browser.Tab, with rows: [BrowseRow]) {
+        rowsOfTab[tab] = rows
         changedTabs.insert(tab)
     }
 
-    /// The rows of a tab in the controller's order and sections; notes in sections by day.
+    /// The rows of a tab in the vault's order and sections.
     func rows(_ tab: Browser.Tab) -> [BrowseRow] {
         changedTabs.remove(tab)
-        switch tab {
-        case .notes:
-            let days = DaySections()
-            return (notes?.fetchedObjects ?? []).map { note in
-                BrowseRow(id: note.id, title: note.title, subtitle: days.time(note.updatedAt),
-                          section: days.section(note.updatedAt), searchable: [note.title, note.text])
-            }
-        case .passwords:
-            return (entries?.sections ?? []).flatMap { section in
-                section.objects.compactMap { $0 as? PasswordEntry }.map { entry in
-                    BrowseRow(id: entry.id, title: entry.name, subtitle: entry.userId ?? "",
-                              section: section.name.isEmpty ? "No category" : section.name,
-                              searchable: [entry.name, entry.userId, entry.url, section.name])
-                }
-            }
+        return rowsOfTab[tab] ?? []
+    }
+
+    /// Notes in sections by day, the most recently changed first.
+    private static func rows(_ notes: [NoteSummary]) -> [BrowseRow] {
+        let days = DaySections()
+        return notes.map { note in
+            BrowseRow(id: note.id, title: note.title, subtitle: days.time(note.updatedAt),
+                      section: days.section(note.updatedAt), searchable: [note.title, note.text])
         }
     }
 
-    /// Stops both controllers, so nothing follows the context while it is reset.
-    func stop() {
-        entries = nil
-        notes = nil
-        changedTabs = []
+    /// Entries in sections by category.
+    private static func rows(_ entries: [EntrySummary]) -> [BrowseRow] {
+        entries.map { entry in
+            BrowseRow(id: entry.id, title: entry.name, subtitle: entry.userId ?? "",
+                      section: entry.category ?? "No category",
+                      searchable: [entry.name, entry.userId, entry.url, entry.category])
+        }
     }
 
-    // MARK: - FetchedResultsControllerDelegate
-
-    func controllerDidChangeContent(_ controller: any FetchedResultsControlling) {
-        if controller === entries { changedTabs.insert(.passwords) }
-        if controller === notes { changedTabs.insert(.notes) }
+    /// Ends both observations, so nothing follows the vault while it is locked.
+    func stop() {
+        entriesObservation?.cancel()
+        notesObservation?.cancel()
+        entriesObservation = nil
+        notesObservation = nil
+        rowsOfTab = [:]
+        changedTabs = []
+        failure = nil
     }
 }

@@ -46,7 +46,7 @@ final class Browser {
     private let environment: [String: String]
 
     var tab: Tab
-    /// The fetched results controllers behind the lists.
+    /// The observations of the vault's items behind the lists.
     let results: BrowseResults
     var lists: [Tab: BrowseList] = [.notes: BrowseList(), .passwords: BrowseList()]
     var scrollTop: [Tab: Int] = [.notes: 0, .passwords: 0]
@@ -119,7 +119,7 @@ final class Browser {
     // MARK: - Loading
 
     /// Fetches a tab's items unless they are already followed, and makes the rows of every
-    /// tab whose controller reported a change; the selection stays on its item where it can.
+    /// tab whose observation reported a change; the selection stays on its item where it can.
     func load(_ tab: Tab) throws {
         try results.fetch(tab)
         for changed in results.changedTabs {
@@ -128,7 +128,7 @@ final class Browser {
         }
     }
 
-    /// Follows other processes' commits: the controllers hear of them from the context.
+    /// Follows other processes' commits: the observations hear of them from the vault.
     private func followExternalChanges() {
         guard results.isFetched else { return }
         do {
