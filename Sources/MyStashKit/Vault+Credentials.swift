@@ -40,7 +40,7 @@ extension Vault {
             }
             var changes = EntryChanges(password: password)
             if entry.userId != query.username { changes.userId = query.username ?? "" }
-            try editEntry("#\(entry.id)", changes)
+            try editEntry(.id(entry.id), changes)
             return .updated(id: entry.id, name: entry.name)
         }
         var url = "\(scheme)://\(query.host)"
@@ -64,7 +64,7 @@ extension Vault {
         let matches = try matchingEntries(query).filter {
             !$0.password.isEmpty && (query.password == nil || $0.password == query.password)
         }
-        for entry in matches { try editEntry("#\(entry.id)", EntryChanges(password: "")) }
+        for entry in matches { try editEntry(.id(entry.id), EntryChanges(password: "")) }
         return matches.map(\.name)
     }
 

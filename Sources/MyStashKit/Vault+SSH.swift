@@ -63,8 +63,8 @@ extension Vault {
         guard try categories().contains(where: { $0.name.lowercased() == Self.sshKeyCategory.lowercased() }) else {
             return []
         }
-        return try entries(category: Self.sshKeyCategory).map { listed in
-            let entry = try self.entry("#\(listed.id)", reveal: true)
+        return try entries(category: .name(Self.sshKeyCategory)).map { listed in
+            let entry = try self.entry(.id(listed.id), reveal: true)
             let text = entry.fields?.first { $0.name.lowercased() == SSHKeyField.privateKey.lowercased() }?.value
             guard let text, !text.isEmpty else {
                 return SSHKeyEntry(id: entry.id, name: entry.name, problem: "no '\(SSHKeyField.privateKey)' field")
@@ -88,16 +88,19 @@ extension Vault {
         }
     }
 
-    /// The key of one entry of the "SSH Key" category (by name or `#id`).
+    /// The key of one entry of the "SSH Key" category (by name, ignoring case, or by ID).
     ///
     /// - throws: ``VaultError`` `.notFound` when no SSH key entry has that name,
     ///   `.invalidData` when its key cannot be read.
-    public func sshKey(_ reference: String) throws -> SSHKeyEntry {
+    public func sshKey(_ reference: ItemReference) throws -> SSHKeyEntry {
         let keys = try sshKeys()
-        let wanted = reference.lowercased()
-        guard let entry = keys.first(where: { "#\($0.id)" == reference || $0.name.lowercased() == wanted }) else {
-            throw VaultError.notFound(.sshKey, .name(reference))
+        let found = keys.first {
+            switch reference {
+            case .id(let id): $0.id == id
+            case .name(let name): $0.name.caseInsensitiveCompare(name) == .orderedSame
+            }
         }
+        guard let entry = found else { throw VaultError.notFound(.sshKey, reference) }
         if let problem = entry.problem {
             throw VaultError.storedSSHKeyUnreadable(name: entry.name, problem: problem)
         }

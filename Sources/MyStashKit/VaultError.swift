@@ -10,10 +10,13 @@ public enum ItemKind: String, Sendable {
     public var plural: String { self == .category ? "categories" : self == .entry ? "entries" : rawValue + "s" }
 }
 
-/// A note, entry or category as the caller named it: by its ID, or by its name.
-public enum ItemReference: Hashable, Sendable, CustomStringConvertible {
+/// A note, entry, category, attachment or SSH key as the caller named it: by its ID, or by its
+/// name. A name that names nothing and spells a number falls back to that ID, as version 1 read it.
+public enum ItemReference: Hashable, Sendable, CustomStringConvertible, ExpressibleByStringLiteral {
     case id(Int64)
     case name(String)
+
+    public init(stringLiteral name: String) { self = .name(name) }
 
     public var description: String {
         switch self {
@@ -117,7 +120,7 @@ public enum VaultError: Error, Equatable, Sendable, CustomStringConvertible {
     case unusableTOTPSecret(entry: String, reason: String)
     case nothingToChange
     case categoryHasEntries(category: String, problems: [String])
-    case noSuchAttachment(entry: String, name: String, attachments: [String])
+    case noSuchAttachment(entry: String, ItemReference, attachments: [String])
     case attachmentNameTaken(entry: String, name: String)
     case attachmentTooLarge(name: String, limitMiB: Int)
     case attachmentUnreadable(reason: String)
@@ -255,7 +258,8 @@ public enum VaultError: Error, Equatable, Sendable, CustomStringConvertible {
         case .unusableTOTPSecret(let entry, let reason): "the TOTP secret of '\(entry)' cannot be used: \(reason)"
         case .nothingToChange: "nothing to change"
         case .categoryHasEntries: "nothing was saved:"
-        case .noSuchAttachment(let entry, let name, _): "entry '\(entry)' has no attachment '\(name)'"
+        case .noSuchAttachment(let entry, .name(let name), _): "entry '\(entry)' has no attachment '\(name)'"
+        case .noSuchAttachment(let entry, .id(let id), _): "entry '\(entry)' has no attachment with ID \(id)"
         case .attachmentNameTaken(let entry, let name):
             "entry '\(entry)' already has an attachment named '\(name)'; nothing was saved"
         case .attachmentTooLarge(let name, let limit):

@@ -211,6 +211,15 @@ struct CommandFailure: Error, CustomStringConvertible {
 }
 
 extension ItemReference {
+    /// What a person typed: `#17` is ID 17; anything else is a name.
+    init(argument: String) {
+        if argument.hasPrefix("#"), let id = Int64(argument.dropFirst()) {
+            self = .id(id)
+        } else {
+            self = .name(argument)
+        }
+    }
+
     /// The reference as it is typed on the command line: `#17`, or the name.
     var argument: String {
         switch self {

@@ -77,7 +77,7 @@ struct PasswordCommand: ParsableCommand {
         func run() throws {
             try reportingErrors {
                 let vault = try options.openUnlockedVault()
-                try requireCategory(category, in: vault, creating: createCategory)
+                let category = try categoryName(category, in: vault, creating: createCategory)
                 var changes = EntryChanges(name: name, userId: userId, url: url, category: category)
                 changes.password = try readEntryPassword(generate: generate, generator: generator)
                 changes.notes = editNotes ? try Terminal.edit("") : nil
@@ -102,7 +102,7 @@ struct PasswordCommand: ParsableCommand {
 
         func run() throws {
             try reportingErrors {
-                try printEntries(try options.readUnlockedVault { try $0.entries(category: category) }, json: json)
+                try printEntries(try options.readUnlockedVault { try $0.entries(category: category.map(ItemReference.init(argument:))) }, json: json)
             }
         }
     }
@@ -147,17 +147,17 @@ struct PasswordCommand: ParsableCommand {
             try reportingErrors {
                 if clip {
                     let name = clipField ?? field ?? "password"
-                    let value = try options.readOneItem { try $0.fieldValue(name, of: entry) }
+                    let value = try options.readOneItem { try $0.fieldValue(name, of: ItemReference(argument: entry)) }
                     try ClipboardCopy.copy(value, what: "the \(Output.safe(name)) of '\(Output.safe(entry))'")
                     return
                 }
                 if let field {
-                    let value = try options.readOneItem { try $0.fieldValue(field, of: entry) }
+                    let value = try options.readOneItem { try $0.fieldValue(field, of: ItemReference(argument: entry)) }
                     // As stored: a script asked for this value, and gets it byte for byte.
                     Output.write((escape ? Output.safe(value, keepingLines: true) : value) + "\n")
                     return
                 }
-                let info = try options.readOneItem { try $0.entry(entry, reveal: reveal) }
+                let info = try options.readOneItem { try $0.entry(ItemReference(argument: entry), reveal: reveal) }
                 if json { return try Output.json(info) }
                 var fields: [(String, String?)] = [("ID", String(info.id)), ("Name", info.name), ("User", info.userId),
                                                    ("Password", info.password ?? "********"), ("URL", info.url)]
@@ -199,7 +199,7 @@ struct PasswordCommand: ParsableCommand {
 
         func run() throws {
             try reportingErrors {
-                let (code, totp) = try options.readOneItem { try $0.totpCode(entry) }
+                let (code, totp) = try options.readOneItem { try $0.totpCode(ItemReference(argument: entry)) }
                 if json {
                     struct Shown: Encodable {
                         var code: String  // a string: its leading zeros count
@@ -230,7 +230,7 @@ struct PasswordCommand: ParsableCommand {
 
         func run() throws {
             try reportingErrors {
-                let history = try options.readOneItem { try $0.passwordHistory(entry, reveal: reveal) }
+                let history = try options.readOneItem { try $0.passwordHistory(ItemReference(argument: entry), reveal: reveal) }
                 if json { return try Output.json(history) }
                 Output.table(
                     ["REPLACED", "PASSWORD"], history.map { [Output.date($0.replacedAt), $0.password ?? "********"] },
@@ -280,14 +280,14 @@ struct PasswordCommand: ParsableCommand {
         func run() throws {
             try reportingErrors {
                 let vault = try options.openUnlockedVault()
-                try requireCategory(category, in: vault, creating: createCategory)
+                let category = try categoryName(category, in: vault, creating: createCategory)
                 var changes = EntryChanges(name: name, userId: userId, url: url, category: category)
                 changes.password =
                     newPassword || generate ? try readEntryPassword(generate: generate, generator: generator) : nil
-                changes.notes = editNotes ? try Terminal.edit(try vault.entry(entry, reveal: false).notes ?? "") : nil
+                changes.notes = editNotes ? try Terminal.edit(try vault.entry(ItemReference(argument: entry), reveal: false).notes ?? "") : nil
                 changes.totp = totp ? try readTOTPSecret(allowEmpty: true) : nil
                 changes.favorite = favorite
-                try vault.editEntry(entry, changes, allowDuplicate: allowDuplicate, creatingCategory: createCategory)
+                try vault.editEntry(ItemReference(argument: entry), changes, allowDuplicate: allowDuplicate, creatingCategory: createCategory)
                 Terminal.printError("Saved.")
                 if generate, let password = changes.password {
                     try showGenerated(password, of: name ?? entry, clip: clip)
@@ -306,9 +306,9 @@ struct PasswordCommand: ParsableCommand {
         func run() throws {
             try reportingErrors {
                 let vault = try options.openUnlockedVault()
-                let info = try vault.entry(entry, reveal: false)
+                let info = try vault.entry(ItemReference(argument: entry), reveal: false)
                 try confirmRemoval("entry \(info.id) '\(info.name)'", force: force)
-                try vault.removeEntry("#\(info.id)")
+                try vault.removeEntry(.id(info.id))
                 Terminal.printError("Removed entry \(info.id).")
             }
         }
@@ -342,12 +342,19 @@ func printEntries(_ entries: [EntryInfo], json: Bool) throws {
                  empty: "No entries.")
 }
 
-/// Refuses a category the vault lacks, unless it is to be created: before any password is
-/// asked or generated.
-func requireCategory(_ name: String?, in vault: Vault, creating: Bool) throws {
-    guard let name, !name.isEmpty, !creating, try !vault.hasCategory(name) else { return }
-    throw CommandFailure(.notFound, "no category named '\(name)'; nothing was saved",
-                     hint: "add '--create-category' to create it, or see 'mystash category list'")
+/// The name of the category `argument` names (a name or `#ID`; "" for none). A category the
+/// vault lacks is refused, unless a name is to be created: before any password is asked or generated.
+func categoryName(_ argument: String?, in vault: Vault, creating: Bool) throws -> String? {
+    guard let argument, !argument.isEmpty else { return argument }
+    let reference = ItemReference(argument: argument)
+    do {
+        return try vault.categoryName(reference)
+    } catch let error as VaultError where error.kind == .notFound {
+        if creating, case .name = reference { return argument }
+        if creating { throw error }
+        throw CommandFailure(.notFound, "no category named '\(argument)'; nothing was saved",
+                             hint: "add '--create-category' to create it, or see 'mystash category list'")
+    }
 }
 
 /// A generated password, printed on stdout as pass does, or copied to the clipboard.

@@ -67,7 +67,7 @@ struct SSHCommand: ParsableCommand {
 
         func run() throws {
             try reportingErrors {
-                let entry = try options.readUnlockedVault { try $0.sshKey(name) }
+                let entry = try options.readUnlockedVault { try $0.sshKey(ItemReference(argument: name)) }
                 Output.line(entry.key?.publicKeyLine ?? "")
             }
         }

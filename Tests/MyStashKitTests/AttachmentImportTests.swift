@@ -13,7 +13,7 @@ final class AttachmentImportTests: VaultTestCase {
 
     func saved(_ vault: Vault, _ attachment: String, of entry: String) throws -> Data {
         var data = Data()
-        _ = try vault.readAttachment(attachment, of: entry) { data += $0 }
+        _ = try vault.readAttachment(.name(attachment), of: .name(entry)) { data += $0 }
         return data
     }
 

@@ -73,9 +73,9 @@ final class ImportTests: VaultTestCase {
         let copy = try Vault.create(at: other, password: password, parameters: cheap)
         _ = try copy.importItems(exported, format: .mystashJSON)
         for name in ["Jira", "Router", "Visa", "Passport", "Build server key"] {
-            var original = try vault.entry(name, reveal: true)
-            var copied = try copy.entry(name, reveal: true)
-            XCTAssertEqual(try copy.passwordHistory(name, reveal: true), try vault.passwordHistory(name, reveal: true), name)
+            var original = try vault.entry(.name(name), reveal: true)
+            var copied = try copy.entry(.name(name), reveal: true)
+            XCTAssertEqual(try copy.passwordHistory(.name(name), reveal: true), try vault.passwordHistory(.name(name), reveal: true), name)
             (original.id, copied.id) = (0, 0)
             XCTAssertEqual(copied, original, name)
         }

@@ -40,7 +40,7 @@ final class OneValidationTests: VaultTestCase {
             }
         }
         try vault.editEntry("GitHub", EntryChanges(name: "GITHUB"))
-        XCTAssertEqual(try vault.entry("#\(github)", reveal: false).name, "GITHUB", "its own name in other case")
+        XCTAssertEqual(try vault.entry(.id(github), reveal: false).name, "GITHUB", "its own name in other case")
         try vault.editEntry("Mail", EntryChanges(name: "github"), allowDuplicate: true)
         XCTAssertEqual(try vault.entries().map(\.name), ["GITHUB", "github"])
     }

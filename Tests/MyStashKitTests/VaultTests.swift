@@ -128,12 +128,12 @@ final class VaultTests: VaultTestCase {
             XCTAssertEqual(error.details, ["#\(first)  Mail  user: ada  category: E-mail  URL: https://mail.example",
                                            "#\(second)  mail  user: bob  category: -  URL: -"])
         }
-        XCTAssertEqual(try vault.entry("#\(second)", reveal: true).password, "b")
-        XCTAssertEqual(try vault.entry(String(second), reveal: true).password, "b", "a number naming nothing is an ID")
+        XCTAssertEqual(try vault.entry(.id(second), reveal: true).password, "b")
+        XCTAssertEqual(try vault.entry(.name(String(second)), reveal: true).password, "b", "a number naming nothing is an ID")
         let numbered = try vault.addEntry(name: String(first), password: "named", userId: nil, url: nil, category: nil, notes: nil)
-        XCTAssertEqual(try vault.entry(String(first), reveal: true).id, numbered, "a bare word is a name first")
-        XCTAssertEqual(try vault.entry("#\(first)", reveal: true).password, "a")
-        assertVaultError(.notFound, { _ = try vault.entry("#999", reveal: false) })
+        XCTAssertEqual(try vault.entry(.name(String(first)), reveal: true).id, numbered, "a bare word is a name first")
+        XCTAssertEqual(try vault.entry(.id(first), reveal: true).password, "a")
+        assertVaultError(.notFound, { _ = try vault.entry(.id(999), reveal: false) })
     }
 
     func testDeleteRulesNullifyAndDeny() throws {
