@@ -31,8 +31,9 @@ let package = Package(
         .target(name: "ObjectGraph", dependencies: ["CZlib", .product(name: "GRDB", package: "GRDB.swift")]),
         .executableTarget(name: "embed-config"),
         .plugin(name: "EmbedConfig", capability: .buildTool(), dependencies: ["embed-config"]),
-        // What the vault and its command line need from the machine: child processes, the clipboard.
-        .target(name: "StashPlatform", dependencies: ["StashCrypto"]),
+        // What the vault and its command line need from the machine: child processes, the
+        // clipboard, the kernel keyring.
+        .target(name: "StashPlatform", dependencies: ["StashCrypto", "CLinuxSupport"]),
         .target(
             name: "MyStashKit",
             dependencies: ["ObjectGraph", "StashCrypto", "StashPlatform", "CLinuxSupport"],

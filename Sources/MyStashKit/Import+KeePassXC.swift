@@ -83,8 +83,7 @@ enum KeePassXCReader {
         let parsed = parser.parse()
         if let line = reader.tooDeepAtLine {
             let limit = KeePassXMLTreeBuilder.maximumDepth
-            throw source.invalid(
-                .keepassxcXML, "its elements are nested more than \(limit) deep (line \(line))")
+            throw VaultError.nestedTooDeep(limit: limit, line: line)
 
         }
         // FoundationXML may report success and still set an error (tags that do not match).

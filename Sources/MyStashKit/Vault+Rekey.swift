@@ -1,6 +1,7 @@
 import Foundation
 import ObjectGraph
 import StashCrypto
+import StashPlatform
 
 extension Vault {
     /// Re-encrypts every encrypted field under a new data key, wrapped by a new key slot for

@@ -1,6 +1,7 @@
 import Foundation
 import ObjectGraph
 import StashCrypto
+import StashPlatform
 #if canImport(Glibc)
 import Glibc
 #endif

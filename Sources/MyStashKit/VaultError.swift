@@ -145,7 +145,6 @@ public enum VaultError: Error, Equatable, Sendable, CustomStringConvertible {
     case wrongPassword
     case keyChangedElsewhere
     case passwordChangedElsewhere
-    case keyringUnavailable(reason: String)
 
     // The vault's files and stores
     case noVault(path: String)
@@ -179,6 +178,8 @@ public enum VaultError: Error, Equatable, Sendable, CustomStringConvertible {
     case unknownFormat(seen: String)
     case invalidFile(ImportFormat, reason: String)
     case bitwardenArchiveWithoutData
+    /// A KeePass XML file nested deeper than any KeePassXC writes.
+    case nestedTooDeep(limit: Int, line: Int)
     case encryptedBitwardenExport
     case exportNewerThanReadable(version: Int, readable: String)
     case notATextFile(place: String, line: Int, byte: Int)
@@ -217,7 +218,8 @@ public enum VaultError: Error, Equatable, Sendable, CustomStringConvertible {
              .noCredentialPassword,
              .noCredentialProtocol, .draftUnreadable, .keySlot, .sameStoreIdentity, .changedOutside, .schemaChanged,
              .damagedRow, .storeCorrupt, .storeUnopenable, .cannotMigrate, .incompatibleVersion, .syncStateDamaged,
-             .invalidFile, .bitwardenArchiveWithoutData, .encryptedBitwardenExport, .exportNewerThanReadable,
+             .invalidFile, .bitwardenArchiveWithoutData, .nestedTooDeep, .encryptedBitwardenExport,
+             .exportNewerThanReadable,
              .unexportable, .nothingImported, .cannotDecrypt:
             return .invalidData
         case .notATextFile:
@@ -239,7 +241,7 @@ public enum VaultError: Error, Equatable, Sendable, CustomStringConvertible {
             return .permission
         case .diskError, .savedButNotSynced, .attachmentUnreadable:
             return .ioError
-        case .keyringUnavailable, .unexpected:
+        case .unexpected:
             return .unexpected
         }
     }
@@ -291,7 +293,6 @@ public enum VaultError: Error, Equatable, Sendable, CustomStringConvertible {
         case .passwordChangedElsewhere:
             "another process changed the master password or the vault's key since this one unlocked it; "
                 + "nothing was changed"
-        case .keyringUnavailable(let reason): "the kernel keyring is unavailable here (\(reason))"
         case .noVault(let path): "there is no vault at '\(path)'"
         case .vaultExists(let path): "a vault already exists at '\(path)'"
         case .vaultIncomplete(let path, let reason): "the vault at '\(path)' is incomplete: \(reason)"
@@ -322,6 +323,9 @@ public enum VaultError: Error, Equatable, Sendable, CustomStringConvertible {
         case .syncStateDamaged: "the vault's sync state is damaged"
         case .unknownFormat(let seen): "cannot tell the format of the file: \(seen)"
         case .invalidFile(let format, let reason): "the file is not valid \(format.rawValue): \(reason)"
+        case .nestedTooDeep(let limit, let line):
+            "the file is not valid \(ImportFormat.keepassxcXML.rawValue): its elements are nested more than \(limit) "
+                + "deep (line \(line))"
         case .bitwardenArchiveWithoutData:
             "the file is not valid \(ImportFormat.bitwardenZIP.rawValue): the archive holds no data.json"
         case .encryptedBitwardenExport:

@@ -93,7 +93,9 @@ extension PasswordCommand {
 
             func run() throws {
                 try reportingErrors {
-                    let attachments = try options.readUnlockedVault { try $0.attachments(of: ItemReference(argument: entry)) }
+                    let attachments = try options.readUnlockedVault {
+                        try $0.attachments(of: ItemReference(argument: entry))
+                    }
                     if json { return try Output.json(attachments) }
                     Output.table(
                         ["ID", "NAME", "SIZE", "ADDED"],
@@ -128,7 +130,9 @@ extension PasswordCommand {
                 try reportingErrors {
                     let vault = try options.openUnlockedVault()
                     if output == "-" {
-                        _ = try vault.readAttachment(ItemReference(argument: attachment), of: ItemReference(argument: entry)) { Output.write($0) }
+                        _ = try vault.readAttachment(
+                            ItemReference(argument: attachment), of: ItemReference(argument: entry)
+                        ) { Output.write($0) }
                         return
                     }
                     // The name is the vault's: only its last path component is used.
@@ -137,7 +141,8 @@ extension PasswordCommand {
                     }?.name ?? attachment
                     let target = AttachmentFile.destination(output, name: stored)
                     let info = try AttachmentFile.write(to: target, replacing: force) { write in
-                        try vault.readAttachment(ItemReference(argument: attachment), of: ItemReference(argument: entry), into: write)
+                        try vault.readAttachment(
+                            ItemReference(argument: attachment), of: ItemReference(argument: entry), into: write)
                     }
                     Terminal.printError("Saved '\(Output.safe(info.name))' (\(Output.byteCount(info.size))) "
                                         + "to '\(Output.safe(target))'.")

@@ -47,6 +47,8 @@ struct CommandFailure: Error, CustomStringConvertible {
             case .noClipboard: self.init(.notFound, failure.description)
             case .toolFailed, .helperFailed: self.init(.unexpected, failure.description)
             }
+        case let failure as KeyringSession.Unavailable:
+            self.init(.unexpected, failure.description, hint: "commands will ask for the master password instead")
         default: self.init(vault: VaultError.wrapping(error))
         }
     }
@@ -153,7 +155,6 @@ struct CommandFailure: Error, CustomStringConvertible {
         case .locked: askPassword
         case .keyChangedElsewhere: "unlock again with the master password now in use, then repeat the command"
         case .passwordChangedElsewhere: "unlock with the master password now in use and try again"
-        case .keyringUnavailable: "commands will ask for the master password instead"
         case .noVault: "create one with 'mystash init', or name another with --vault or MYSTASH_VAULT"
         case .vaultExists: "use it, or choose another directory with --vault"
         case .vaultIncomplete: "restore the missing file from a backup"
@@ -177,7 +178,7 @@ struct CommandFailure: Error, CustomStringConvertible {
         case .incompatibleVersion: "use the version of mystash that created it"
         case .syncStateDamaged: "clone the vault again from its remote with 'mystash clone'"
         case .notATextFile: "convert it to UTF-8 first"
-        case .invalidFile(.keepassxcXML, _): "export the database again from KeePassXC"
+        case .nestedTooDeep: "export the database again from KeePassXC, whose own exports nest far less"
         case .bitwardenArchiveWithoutData: "export again from Bitwarden choosing '.zip (with attachments)'"
         case .encryptedBitwardenExport:
             "export again from Bitwarden choosing the format '.json' (not '.json (Encrypted)')"

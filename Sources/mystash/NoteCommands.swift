@@ -75,7 +75,8 @@ struct NoteCommand: ParsableCommand {
                 var text: String?
                 if title == nil {
                     text = Terminal.stdinIsTerminal
-                        ? try Terminal.edit(try vault.note(ItemReference(argument: note)).text ?? "") : try Terminal.readStandardInput()
+                        ? try Terminal.edit(try vault.note(ItemReference(argument: note)).text ?? "")
+                        : try Terminal.readStandardInput()
                     if text?.isEmpty == true && !allowEmpty {
                         throw CommandFailure(
                             .usage, "the new text is empty; nothing was saved",

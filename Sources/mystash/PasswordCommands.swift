@@ -102,7 +102,8 @@ struct PasswordCommand: ParsableCommand {
 
         func run() throws {
             try reportingErrors {
-                try printEntries(try options.readUnlockedVault { try $0.entries(category: category.map(ItemReference.init(argument:))) }, json: json)
+                let category = category.map(ItemReference.init(argument:))
+                try printEntries(try options.readUnlockedVault { try $0.entries(category: category) }, json: json)
             }
         }
     }
@@ -230,7 +231,9 @@ struct PasswordCommand: ParsableCommand {
 
         func run() throws {
             try reportingErrors {
-                let history = try options.readOneItem { try $0.passwordHistory(ItemReference(argument: entry), reveal: reveal) }
+                let history = try options.readOneItem {
+                    try $0.passwordHistory(ItemReference(argument: entry), reveal: reveal)
+                }
                 if json { return try Output.json(history) }
                 Output.table(
                     ["REPLACED", "PASSWORD"], history.map { [Output.date($0.replacedAt), $0.password ?? "********"] },
@@ -284,10 +287,13 @@ struct PasswordCommand: ParsableCommand {
                 var changes = EntryChanges(name: name, userId: userId, url: url, category: category)
                 changes.password =
                     newPassword || generate ? try readEntryPassword(generate: generate, generator: generator) : nil
-                changes.notes = editNotes ? try Terminal.edit(try vault.entry(ItemReference(argument: entry), reveal: false).notes ?? "") : nil
+                let reference = ItemReference(argument: entry)
+                changes.notes =
+                    editNotes ? try Terminal.edit(try vault.entry(reference, reveal: false).notes ?? "") : nil
                 changes.totp = totp ? try readTOTPSecret(allowEmpty: true) : nil
                 changes.favorite = favorite
-                try vault.editEntry(ItemReference(argument: entry), changes, allowDuplicate: allowDuplicate, creatingCategory: createCategory)
+                try vault.editEntry(reference, changes, allowDuplicate: allowDuplicate,
+                                    creatingCategory: createCategory)
                 Terminal.printError("Saved.")
                 if generate, let password = changes.password {
                     try showGenerated(password, of: name ?? entry, clip: clip)

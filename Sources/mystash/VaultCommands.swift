@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import MyStashKit
+import StashPlatform
 import StashCrypto
 
 struct Init: ParsableCommand {

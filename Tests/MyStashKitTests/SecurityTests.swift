@@ -1,6 +1,7 @@
 import Foundation
 import XCTest
 @testable import MyStashKit
+import StashPlatform
 import StashCrypto
 
 final class SecurityTests: VaultTestCase {
@@ -129,8 +130,8 @@ final class SecurityTests: VaultTestCase {
         let vault = try makeVault()
         do {
             try KeyringSession.store(try vault.sessionContents(), vaultIdentifier: vault.identifier, timeout: 60)
-        } catch let error as VaultError where error.message.contains("keyring is unavailable") {
-            throw XCTSkip("the kernel keyring is unavailable on this machine: \(error.message)")
+        } catch let error as KeyringSession.Unavailable {
+            throw XCTSkip("\(error)")
         }
         defer { KeyringSession.revoke(vaultIdentifier: vault.identifier) }
         let session = try XCTUnwrap(KeyringSession.load(vaultIdentifier: vault.identifier))
