@@ -31,14 +31,17 @@ let package = Package(
         .target(name: "ObjectGraph", dependencies: ["CZlib", .product(name: "GRDB", package: "GRDB.swift")]),
         .executableTarget(name: "embed-config"),
         .plugin(name: "EmbedConfig", capability: .buildTool(), dependencies: ["embed-config"]),
+        // What the vault and its command line need from the machine: child processes, the
+        // clipboard, the kernel keyring.
+        .target(name: "StashPlatform", dependencies: ["StashCrypto", "CLinuxSupport"]),
         .target(
             name: "MyStashKit",
-            dependencies: ["ObjectGraph", "StashCrypto", "CLinuxSupport"],
+            dependencies: ["ObjectGraph", "StashCrypto", "StashPlatform", "CLinuxSupport"],
             plugins: ["EmbedConfig"]
         ),
         .executableTarget(
             name: "mystash",
-            dependencies: ["MyStashKit", "StashCrypto", "CLinuxSupport", "TerminalUI", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+            dependencies: ["MyStashKit", "StashCrypto", "StashPlatform", "CLinuxSupport", "TerminalUI", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
         .executableTarget(
             name: "objectgraph",
@@ -54,8 +57,8 @@ let package = Package(
         .target(name: "TestSupport", path: "Tests/TestSupport"),
         .testTarget(name: "ObjectGraphTests", dependencies: ["ObjectGraph", "TestSupport"], resources: [.copy("Fixtures")]),
         .testTarget(name: "StashCryptoTests", dependencies: ["StashCrypto"], resources: [.copy("Vectors")]),
-        .testTarget(name: "MyStashKitTests", dependencies: ["MyStashKit", "StashCrypto", "ObjectGraph", "TestSupport"], resources: [.copy("Fixtures")]),
-        .testTarget(name: "MyStashCLITests", dependencies: ["MyStashKit", "ObjectGraph", "TestSupport"]),
+        .testTarget(name: "MyStashKitTests", dependencies: ["MyStashKit", "StashCrypto", "StashPlatform", "ObjectGraph", "TestSupport"], resources: [.copy("Fixtures")]),
+        .testTarget(name: "MyStashCLITests", dependencies: ["MyStashKit", "StashPlatform", "ObjectGraph", "TestSupport"]),
         .testTarget(name: "TerminalUITests", dependencies: ["TerminalUI"]),
     ],
     swiftLanguageModes: [.v6]

@@ -27,8 +27,7 @@ public struct BreachList {
         self.url = url
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory) else {
-            throw VaultError(.notFound, "there is no breach list at '\(url.path)'",
-                             hint: "download Pwned Passwords' SHA-1 list (ordered by hash) or its range files first")
+            throw VaultError.breachList(path: url.path, .missing)
         }
         layout = isDirectory.boolValue ? .rangeDirectory : .sortedFile
         switch layout {
@@ -60,7 +59,7 @@ public struct BreachList {
 
     private func checkRangeDirectory() throws {
         guard let directory = opendir(url.path) else {
-            throw VaultError(.permission, "cannot read '\(url.path)': \(String(cString: strerror(errno)))")
+            throw VaultError.breachList(path: url.path, .unreadable(reason: String(cString: strerror(errno))))
         }
         defer { closedir(directory) }
         while let entry = readdir(directory) {
@@ -69,8 +68,7 @@ public struct BreachList {
             }
             if Self.isRangeFileName(name) { return }
         }
-        throw VaultError(.invalidData, "'\(url.path)' holds no range files (named by 5 hex digits, such as 21BD1.txt)",
-                         hint: "name the directory PwnedPasswordsDownloader filled, or the single sorted SHA-1 file")
+        throw VaultError.breachList(path: url.path, .noRangeFiles)
     }
 
     private func rangeOccurrences(_ hex: String) throws -> Int {
@@ -82,7 +80,7 @@ public struct BreachList {
         defer { try? handle.close() }
         let data = try handle.read(upToCount: Self.maximumRangeFileBytes + 1) ?? Data()
         guard data.count <= Self.maximumRangeFileBytes else {
-            throw VaultError(.invalidData, "'\(file.path)' is larger than a range file can be")
+            throw VaultError.breachList(path: file.path, .rangeFileTooLarge)
         }
         let suffix = Array(hex.dropFirst(5).utf8)
         for (number, line) in data.split(separator: UInt8(ascii: "\n")).enumerated() {
@@ -111,14 +109,13 @@ public struct BreachList {
         }
         if lines.count == 2, let second = Self.parse(lines[1], hashLength: 40), second.hash.lexicographicallyPrecedes(
             parsed.hash) {
-            throw VaultError(.invalidData, "'\(url.path)' is not ordered by hash",
-                             hint: "download the list ordered by hash, not by prevalence")
+            throw VaultError.breachList(path: url.path, .notOrdered)
         }
     }
 
     private func open() throws -> FileHandle {
         do { return try FileHandle(forReadingFrom: url) } catch {
-            throw VaultError(.permission, "cannot read '\(url.path)'")
+            throw VaultError.breachList(path: url.path, .unreadable(reason: nil))
         }
     }
 
@@ -184,11 +181,11 @@ public struct BreachList {
     }
 
     private static func malformed(_ file: URL, line: Int, expected: String) -> VaultError {
-        VaultError(.invalidData, "line \(line) of '\(file.path)' is not a breach list line: expected \(expected)")
+        .breachList(path: file.path, .malformedLine(line, expected: expected))
     }
 
     private static func malformed(_ file: URL, byte: UInt64, expected: String) -> VaultError {
-        VaultError(.invalidData, "'\(file.path)' has a line at byte \(byte) that is not a breach list line: "
-                    + "expected \(expected)")
+        .breachList(path: file.path, .malformedAt(byte: byte, expected: expected))
+
     }
 }

@@ -16,9 +16,7 @@ final class EncryptingTransformer: ValueTransformer {
 
     func key() throws -> SecretBytes {
         guard let dataKey else {
-            throw VaultError(
-                .wrongPassword, "the vault is locked",
-                hint: "give the master password (prompt, MYSTASH_PASSWORD) or run 'mystash unlock'")
+            throw VaultError.locked
         }
         return dataKey
     }
@@ -49,12 +47,10 @@ final class EncryptingTransformer: ValueTransformer {
             let what =
                 error.code == .authenticationFailed ? "was modified or moved from another row or field" : error.message
             let problem = "field \(place.attributeName) \(what)"
-            var failure = VaultError(
-                .invalidData,
+            throw VaultError.damagedRow(
                 "tampered or damaged data: \(store), \(place.entityName) row \(place.primaryKey), \(problem)",
-                hint: "restore the vault from a backup; 'mystash check' lists every damaged field")
-            failure.rowProblem = problem
-            throw failure
+                rowProblem: problem)
+
         }
     }
 }

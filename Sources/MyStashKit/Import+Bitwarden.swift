@@ -19,8 +19,8 @@ enum BitwardenReader {
             throw source.invalid(.bitwardenZIP, damaged.reason)
         }
         guard let json = archive.members.first(where: { $0.name == "data.json" }) else {
-            throw source.invalid(.bitwardenZIP, "the archive holds no data.json",
-                                 hint: "export again from Bitwarden choosing '.zip (with attachments)'")
+            throw VaultError.bitwardenArchiveWithoutData
+
         }
         var files: [String: [ExportDocument.AttachedFile]] = [:]
         var strays: [ImportReport.Item] = []
@@ -72,10 +72,7 @@ enum BitwardenReader {
             throw source.invalid(.bitwardenJSON, Vault.describe(error))
         }
         if export.encrypted == true {
-            throw VaultError(
-                .invalidData,
-                "this Bitwarden export is encrypted (with the account key or a password); its items cannot be read",
-                hint: "export again from Bitwarden choosing the format '.json' (not '.json (Encrypted)')")
+            throw VaultError.encryptedBitwardenExport
         }
         guard let items = export.items else {
             throw source.invalid(.bitwardenJSON, "expected an object with an \"items\" array")

@@ -1,4 +1,5 @@
 import Foundation
+import StashPlatform
 
 #if canImport(FoundationXML)
 import FoundationXML
@@ -82,9 +83,8 @@ enum KeePassXCReader {
         let parsed = parser.parse()
         if let line = reader.tooDeepAtLine {
             let limit = KeePassXMLTreeBuilder.maximumDepth
-            throw source.invalid(
-                .keepassxcXML, "its elements are nested more than \(limit) deep (line \(line))",
-                hint: "export the database again from KeePassXC, whose own exports nest far less")
+            throw VaultError.nestedTooDeep(limit: limit, line: line)
+
         }
         // FoundationXML may report success and still set an error (tags that do not match).
         guard parsed, parser.parserError == nil, let root = reader.root, root.name == "KeePassFile" else {

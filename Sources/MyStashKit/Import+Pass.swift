@@ -1,4 +1,5 @@
 import Foundation
+import StashPlatform
 
 /// Reads a pass or gopass password store: every `*.gpg` file under the directory, decrypted
 /// by the user's `gpg` (agent, pinentry and GNUPGHOME as for pass itself). The first line is
@@ -10,7 +11,7 @@ enum PassStoreReader {
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: directory.path, isDirectory: &isDirectory), isDirectory.boolValue
         else {
-            throw VaultError(.notFound, "there is no password store at '\(directory.path)'")
+            throw VaultError.noPasswordStore(path: directory.path)
         }
         // The store itself may be a link (~/.password-store often is); nothing inside it is followed.
         let root = directory.standardizedFileURL.resolvingSymlinksInPath()
@@ -48,7 +49,8 @@ enum PassStoreReader {
 
     /// Whether decrypted contents are a file rather than an entry's text: not UTF-8, and holding
     /// a NUL or a control character text does not have, or named like a file (`scan.pdf`). Text in
-    /// another encoding (Latin-1) is not binary: it is refused, or read with `--lossy`.
+    /// another encoding (Latin-1) is not binary: it is refused, or read with invalid sequences
+    /// replaced when the caller asks.
     static func isBinary(_ contents: Data, name: String) -> Bool {
         guard String(data: contents, encoding: .utf8) == nil else { return false }
         let textControls: Set<UInt8> = [0x09, 0x0A, 0x0C, 0x0D, 0x1B]
@@ -137,13 +139,14 @@ enum PassStoreReader {
     /// Runs `gpg --decrypt` on one file; the plaintext stays in this process's memory.
     static func decrypt(_ file: URL) throws -> Data {
         guard let result = ChildProcess.execute(["gpg", "--quiet", "--yes", "--batch", "--decrypt", file.path]) else {
-            throw VaultError(.notFound, "gpg could not be started", hint: "install gnupg")
+            throw VaultError.toolMissing("gpg")
         }
         guard result.status == 0 else {
             let reason =
                 String(decoding: result.errors, as: UTF8.self).split(separator: "\n").last.map(String.init)
                 ?? "status \(result.status)"
-            throw VaultError(.invalidData, "gpg could not decrypt it: \(reason)")
+            throw VaultError.cannotDecrypt(reason: reason)
+
         }
         return result.output
     }

@@ -14,7 +14,8 @@ extension ImportFormat {
         if data.starts(with: [0xEF, 0xBB, 0xBF]) { data = data.dropFirst(3) }
         let first = data.first { ![0x20, 0x09, 0x0A, 0x0D].contains($0) }
         func unknown(_ seen: String) -> VaultError {
-            VaultError(.usage, "cannot tell the format of the file: \(seen)")
+            VaultError.unknownFormat(seen: seen)
+
         }
         switch first {
         case UInt8(ascii: "{"):

@@ -4,13 +4,11 @@ import StashCrypto
 /// How strong the master-password KDF is: calibrated by default, never weaker than the
 /// floor unless a test explicitly allows it.
 public enum KDFPolicy {
-    /// log2(N) below which `--kdf-cost` is refused: 2^15 with r = 8 is 32 MiB per guess.
+    /// log2(N) below which a cost is refused: 2^15 with r = 8 is 32 MiB per guess.
     public static let minimumLogN: UInt8 = 15
-    /// Set to 1 to allow a cost below the floor, for tests: only a debug build (`swift build`,
-    /// whose tests run the debug `mystash`) honours it; a release build refuses the weak cost
-    /// whatever the variable says, so no environment can make a shipped binary create a weak vault.
-    public static let allowWeakEnvironmentKey = "MYSTASH_TEST_ALLOW_WEAK_KDF"
-    /// Whether this build honours ``allowWeakEnvironmentKey`` (`DEBUG` is set by SwiftPM's debug configuration).
+    /// Whether this build allows a cost below the floor when a caller asks, for tests: only a
+    /// debug build (`DEBUG` is set by SwiftPM's debug configuration) does; a release build
+    /// refuses the weak cost whatever the caller asks, so a shipped binary never creates a weak vault.
     #if DEBUG
     public static let honoursWeakSwitch = true
     #else
@@ -19,23 +17,23 @@ public enum KDFPolicy {
     /// The time one derivation should take on the machine creating the vault.
     public static let targetSeconds = 0.5
 
-    /// Parameters for `--kdf-cost LOG2N`, or calibrated ones when nil.
-    public static func parameters(logN: Int?, environment: [String: String] = ProcessInfo.processInfo.environment)
-        throws -> ScryptParameters {
+    /// Parameters for a cost of 2^`logN`, or calibrated ones when nil.
+    ///
+    /// - Parameter allowingWeak: a test asks for a cost below the floor (honoured by debug builds only).
+    /// - throws: ``VaultError/settingOutOfRange(_:value:allowed:)`` outside the range this build
+    ///   allows; ``VaultError/weakKDFRefused(_:allowed:)`` when a weak cost was allowed by the
+    ///   caller but this build refuses it.
+    public static func parameters(logN: Int?, allowingWeak: Bool = false) throws -> ScryptParameters {
         guard let logN else { return try calibrated() }
-        let switchSet = environment[allowWeakEnvironmentKey] == "1"
-        let floor = switchSet && honoursWeakSwitch ? 1 : Int(minimumLogN)
-        guard logN >= floor, logN <= Int(ScryptParameters.maximumLogN) else {
-            let hint = switchSet && !honoursWeakSwitch
-                ? "\(allowWeakEnvironmentKey) works in test (debug) builds only; leave --kdf-cost out to calibrate"
-                : "leave it out to calibrate to about \(targetSeconds) s on this machine"
-            throw VaultError(.usage,
-                             "--kdf-cost must be between \(minimumLogN) and \(ScryptParameters.maximumLogN) "
-                                + "(log2 of scrypt's N), not \(logN)",
-                             hint: hint)
+        let allowed = Int(minimumLogN)...Int(ScryptParameters.maximumLogN)
+        let floor = allowingWeak && honoursWeakSwitch ? 1 : allowed.lowerBound
+        guard logN >= floor, logN <= allowed.upperBound else {
+            if allowingWeak && !honoursWeakSwitch { throw VaultError.weakKDFRefused(logN, allowed: allowed) }
+            throw VaultError.settingOutOfRange(.kdfCost, value: "\(logN)", allowed: allowed)
         }
         return ScryptParameters(logN: UInt8(logN), r: 8, p: 1)
     }
+
 
     /// Measures scrypt here and picks N so a derivation takes about ``targetSeconds``,
     /// within [2^15, 2^20].

@@ -16,7 +16,7 @@ public enum PasswordGenerator {
     /// `symbols` is false. Each character is drawn uniformly from the whole alphabet.
     public static func password(length: Int, symbols useSymbols: Bool = true) throws -> Generated {
         guard (4...1024).contains(length) else {
-            throw VaultError(.usage, "--length must be between 4 and 1024, not \(length)")
+            throw VaultError.settingOutOfRange(.passwordLength, value: "\(length)", allowed: 4...1024)
         }
         let alphabet = letters + digits + (useSymbols ? symbols : [])
         var characters: [Character] = []
@@ -32,7 +32,8 @@ public enum PasswordGenerator {
     /// A passphrase of `count` words from the EFF long list (7776 words, 12.9 bits each).
     public static func passphrase(words count: Int) throws -> Generated {
         guard (3...64).contains(count) else {
-            throw VaultError(.usage, "--words must be between 3 and 64, not \(count)")
+            throw VaultError.settingOutOfRange(.wordCount, value: "\(count)", allowed: 3...64)
+
         }
         let list = Resources.wordList
         var words: [String] = []

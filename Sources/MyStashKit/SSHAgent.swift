@@ -71,7 +71,7 @@ public final class SSHAgent {
                 case .addIdentity, .addIdentityConstrained:
                     return try add(&reader, constrained: type == .addIdentityConstrained)
                 case .removeIdentity, .removeAllIdentities:
-                    report("refused to remove keys: the agent serves the vault's keys, which 'mystash ssh' manages")
+                    report("refused to remove keys: the agent serves the vault's keys, which are managed in the vault")
                     return Self.failure
                 default:
                     return Self.failure

@@ -86,10 +86,9 @@ public final class SSHPrivateKey: @unchecked Sendable {
         do {
             try self.init(decoded: body, passphrase: passphrase)
         } catch let error as SSHFormatError {
-            throw VaultError(.invalidData, "the key file is damaged: \(error)",
-                             hint: "check that the whole file was copied")
+            throw VaultError.sshKey(.damaged(reason: "\(error)"))
         } catch let error as StashCryptoError {
-            throw VaultError(.invalidData, "the key cannot be used: \(error)")
+            throw VaultError.sshKey(.unusable(reason: "\(error)"))
         }
     }
 
@@ -100,16 +99,13 @@ public final class SSHPrivateKey: @unchecked Sendable {
         else {
             let words = text.split(whereSeparator: \.isWhitespace)
             if let first = words.first, supportedTypes.contains(String(first)) || first.hasPrefix("sk-") {
-                throw VaultError(.invalidData, "this is a public key; the private key is needed",
-                                 hint: "give the file without '.pub'")
+                throw VaultError.sshKey(.publicKeyGiven)
             }
-            throw VaultError(.invalidData, "this is not an OpenSSH private key (no '\(beginMarker)' line)",
-                             hint: "give a private key file such as ~/.ssh/id_ed25519")
+            throw VaultError.sshKey(.notOpenSSH(expectedLine: beginMarker))
         }
         let encoded = text[begin.upperBound..<end.lowerBound].filter { !$0.isWhitespace }
         guard let body = Data(base64Encoded: String(encoded)) else {
-            throw VaultError(.invalidData, "the key file is damaged: its text is not base64",
-                             hint: "check that the whole file was copied")
+            throw VaultError.sshKey(.damaged(reason: "its text is not base64"))
         }
         return body
     }
@@ -126,8 +122,7 @@ public final class SSHPrivateKey: @unchecked Sendable {
         } catch let error as StashCryptoError where error.code == .wrongPassword {
             throw Self.wrongPassphrase
         } catch let error as StashCryptoError {
-            throw VaultError(.invalidData, "the PEM key cannot be used: \(error)",
-                             hint: "convert it with 'ssh-keygen -p -f FILE', which rewrites it in OpenSSH's format")
+            throw VaultError.sshKey(.unusablePEM(reason: "\(error)"))
         }
         var writer = SSHWriter()
         switch numbers {
@@ -155,9 +150,9 @@ public final class SSHPrivateKey: @unchecked Sendable {
                 return try Self.readKey(&reader)
             }
         } catch let error as SSHFormatError {
-            throw VaultError(.invalidData, "the PEM key cannot be used: \(error)")
+            throw VaultError.sshKey(.unusablePEM(reason: "\(error)"))
         } catch let error as StashCryptoError {
-            throw VaultError(.invalidData, "the PEM key cannot be used: \(error)")
+            throw VaultError.sshKey(.unusablePEM(reason: "\(error)"))
         }
         self.init(type: key.type, publicKeyBlob: key.publicKeyBlob, comment: key.comment, signer: key.signer,
                   privateEncoding: key.privateEncoding)
@@ -195,11 +190,7 @@ public final class SSHPrivateKey: @unchecked Sendable {
             let ivSize = gcm ? AES256GCM.nonceSize : 16
             guard header.encrypted.count % 16 == 0 else { throw SSHFormatError("its private part is cut short") }
             guard header.rounds <= BcryptPBKDF.maximumRounds else {
-                throw VaultError(
-                    .invalidData,
-                    "the key asks for \(header.rounds) rounds of bcrypt_pbkdf, more than the "
-                        + "\(BcryptPBKDF.maximumRounds) accepted",
-                    hint: "re-encrypt it with 'ssh-keygen -p -a 100 -f FILE'")
+                throw VaultError.sshKey(.tooManyRounds(Int(header.rounds), maximum: Int(BcryptPBKDF.maximumRounds)))
             }
             let derived = try BcryptPBKDF.derive(password: try passphrase(), salt: header.salt,
                                                  rounds: Int(header.rounds), count: 32 + ivSize)
@@ -216,9 +207,7 @@ public final class SSHPrivateKey: @unchecked Sendable {
                 section = try AES256CTR.apply(key: key, counter: iv, to: header.encrypted)
             }
         case (let cipher, let kdf):
-            throw VaultError(
-                .invalidData, "the key is encrypted with '\(cipher)' ('\(kdf)'), which MyStash does not read",
-                hint: "re-encrypt it with 'ssh-keygen -p -Z aes256-ctr -f FILE'")
+            throw VaultError.sshKey(.unsupportedEncryption(cipher: cipher, kdf: kdf))
         }
         let parsed = try section.withUnsafeBytes { bytes in
             var reader = SSHReader(bytes)
@@ -242,9 +231,8 @@ public final class SSHPrivateKey: @unchecked Sendable {
                   signer: parsed.signer, privateEncoding: parsed.privateEncoding)
     }
 
-    private static var wrongPassphrase: VaultError {
-        VaultError(.wrongPassword, "wrong passphrase for the key", hint: "type the passphrase the key was saved with")
-    }
+    private static var wrongPassphrase: VaultError { .wrongPassphrase }
+
 
     /// The text of an unencrypted OpenSSH key file: how the vault keeps the key (under its own
     /// encryption).

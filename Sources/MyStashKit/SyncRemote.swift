@@ -1,4 +1,5 @@
 import Foundation
+import StashPlatform
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -31,8 +32,7 @@ func makeSyncRemote(_ location: String, cache: URL) throws -> SyncRemote {
     let looksLikePath = location.hasPrefix("/") || location.hasPrefix(".")
     if looksLikePath {
         guard FileManager.default.fileExists(atPath: location, isDirectory: &isDirectory), isDirectory.boolValue else {
-            throw VaultError(.notFound, "the sync remote '\(location)' does not exist",
-                             hint: "create it first, for example with 'git init --bare \(location)'")
+            throw VaultError.remote(location, .missing)
         }
         let url = URL(fileURLWithPath: location)
         let isGit = ["HEAD", ".git"].contains {
@@ -53,7 +53,7 @@ struct GitRemote: SyncRemote {
 
     init(url: String, cache: URL) throws {
         guard ChildProcess.find("git") != nil else {
-            throw VaultError(.unexpected, "sync needs git, which is not installed", hint: "install it: apt install git")
+            throw VaultError.toolMissing("git")
         }
         location = url
         self.cache = cache
@@ -69,8 +69,8 @@ struct GitRemote: SyncRemote {
         let result = try gitResult(arguments, input: input, environment: environment, inCache: inCache)
         guard result.status == 0 else {
             let message = String(decoding: result.errors, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-            throw VaultError(.busy, "git \(arguments.first ?? "") failed for '\(location)': \(message)",
-                             hint: "check that the remote exists and can be reached, then run sync again")
+            throw VaultError.remote(location, .unreachable(operation: "run git \(arguments.first ?? "") for",
+                                                          detail: message))
         }
         return result.output
     }
@@ -84,7 +84,7 @@ struct GitRemote: SyncRemote {
                          "GIT_COMMITTER_EMAIL": "mystash@invalid"]
         variables.merge(environment) { _, new in new }
         guard let result = ChildProcess.execute(prefix + arguments, input: input, extraEnvironment: variables) else {
-            throw VaultError(.unexpected, "cannot run git")
+            throw VaultError.toolMissing("git")
         }
         return result
     }
@@ -96,8 +96,7 @@ struct GitRemote: SyncRemote {
         if result.status == 2 { return nil }
         guard result.status == 0 else {
             let message = String(decoding: result.errors, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-            throw VaultError(.busy, "cannot reach the sync remote '\(location)': \(message)",
-                             hint: "check that the remote exists and can be reached, then run sync again")
+            throw VaultError.remote(location, .unreachable(operation: "reach the sync remote", detail: message))
         }
         return String(decoding: result.output, as: UTF8.self).split(separator: "\t").first.map(String.init)
     }
@@ -134,7 +133,8 @@ struct GitRemote: SyncRemote {
                 let header = String(decoding: output[offset..<newline], as: UTF8.self).split(separator: " ")
                 guard header.count == 3, header[1] == "blob", let size = Int(header[2]),
                       newline + 1 + size <= output.count else {
-                    throw VaultError(.invalidData, "the remote's file '\(path)' cannot be read")
+                    throw VaultError.remote(location, .fileUnreadable(path))
+
                 }
                 files[path] = Array(output[(newline + 1)..<(newline + 1 + size)])
                 offset = newline + 2 + size
@@ -166,8 +166,7 @@ struct GitRemote: SyncRemote {
             // Refused because another machine pushed first: the branch moved since the fetch.
             if try remoteHead() != parentCommit { return false }
             let message = String(decoding: push.errors, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-            throw VaultError(.busy, "cannot push to '\(location)': \(message)",
-                             hint: "check that the remote can be written, then run sync again")
+            throw VaultError.remote(location, .unreachable(operation: "push to", detail: message))
         }
         try git(["update-ref", Self.trackingRef, commit])
         return true
@@ -182,7 +181,7 @@ struct FolderRemote: SyncRemote {
 
     func fetch() throws -> RemoteListing {
         guard let walker = FileManager.default.enumerator(atPath: folder.path) else {
-            throw VaultError(.busy, "cannot read the sync folder '\(folder.path)'")
+            throw VaultError.remote(location, .unreachable(operation: "read the sync folder", detail: "not readable"))
         }
         var paths = Set<String>()
         while let path = walker.nextObject() as? String {
@@ -201,7 +200,8 @@ struct FolderRemote: SyncRemote {
         var files: [String: [UInt8]] = [:]
         for path in paths {
             guard let data = FileManager.default.contents(atPath: folder.appendingPathComponent(path).path) else {
-                throw VaultError(.busy, "cannot read '\(path)' in the sync folder '\(folder.path)'")
+                throw VaultError.remote(location, .unreachable(operation: "read '\(path)' in the sync folder",
+                                                              detail: "not readable"))
             }
             files[path] = [UInt8](data)
         }
@@ -215,7 +215,8 @@ struct FolderRemote: SyncRemote {
                                                     withIntermediateDirectories: true)
             let temporary = target.deletingLastPathComponent().appendingPathComponent(".tmp-\(getpid())-\(UUID())")
             guard FileManager.default.createFile(atPath: temporary.path, contents: Data(bytes)) else {
-                throw VaultError(.busy, "cannot write to the sync folder '\(folder.path)'")
+                throw VaultError.remote(location, .unreachable(operation: "write to the sync folder",
+                                                              detail: "a file cannot be created there"))
             }
             defer { unlink(temporary.path) }
             let descriptor = open(temporary.path, O_RDONLY | O_CLOEXEC)
@@ -223,14 +224,16 @@ struct FolderRemote: SyncRemote {
             // The key slot is replaced when it changes; everything else is written once.
             if path == SyncLayout.keySlotPath {
                 guard rename(temporary.path, target.path) == 0 else {
-                    throw VaultError(.busy, "cannot write '\(path)' in the sync folder '\(folder.path)'")
+                    throw VaultError.remote(location, .unreachable(operation: "write '\(path)' in the sync folder",
+                                                                  detail: String(cString: strerror(errno))))
                 }
                 continue
             }
             guard link(temporary.path, target.path) == 0 else {
                 if errno == EEXIST { return false }
-                throw VaultError(.busy, "cannot write '\(path)' in the sync folder '\(folder.path)': "
-                                    + String(cString: strerror(errno)))
+                throw VaultError.remote(location, .unreachable(operation: "write '\(path)' in the sync folder",
+                                                              detail: String(cString: strerror(errno))))
+
             }
         }
         return true

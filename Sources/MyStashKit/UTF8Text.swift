@@ -14,11 +14,8 @@ public enum UTF8Text {
         if let text = String(validating: bytes, as: UTF8.self) { return text }
         if replacingInvalid { return String(decoding: bytes, as: UTF8.self) }
         let position = firstInvalidSequence(in: bytes)
-        throw VaultError(
-            .invalidText,
-            "\(place) is not UTF-8 text (an invalid byte at line \(position.line), byte \(position.byte)); "
-                + "nothing was saved",
-            hint: "convert it to UTF-8 first")
+        throw VaultError.notATextFile(place: place, line: position.line, byte: position.byte)
+
     }
 
     /// Whether `bytes` are UTF-8, checked a slice at a time: a 150 MB import file is not copied

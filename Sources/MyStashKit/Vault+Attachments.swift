@@ -38,7 +38,7 @@ extension Vault {
     ///   the entry has an attachment of that name, or the name is not valid; `.notFound` when
     ///   no entry matches. Nothing of the attachment is left visible then.
     @discardableResult
-    public func attach(_ handle: FileHandle, named name: String, to reference: String) throws -> AttachmentInfo {
+    public func attach(_ handle: FileHandle, named name: String, to reference: ItemReference) throws -> AttachmentInfo {
         let name = name.trimmingCharacters(in: .whitespacesAndNewlines)
         var status = stat()
         if fstat(handle.fileDescriptor, &status) == 0, status.st_mode & S_IFMT == S_IFREG {
@@ -151,7 +151,7 @@ extension Vault {
             do {
                 read = try handle.read(upToCount: Self.attachmentChunkSize - piece.count) ?? Data()
             } catch {
-                throw VaultError(.ioError, "cannot read the file to attach: \(error.localizedDescription)")
+                throw VaultError.attachmentUnreadable(reason: error.localizedDescription)
             }
             piece += read
             if read.isEmpty || piece.count == Self.attachmentChunkSize {
@@ -165,20 +165,14 @@ extension Vault {
 
     static func refuseOverAttachmentLimit(_ size: Int64, name: String) throws {
         guard size > Self.attachmentSizeLimit else { return }
-        throw VaultError(
-            .invalidData,
-            "'\(name)' is larger than the \(Self.attachmentSizeLimit >> 20) MiB an attachment may hold; "
-                + "nothing was saved",
-            hint: "compress or split the file, or keep it outside the vault (encrypted with gpg or age)")
+        throw VaultError.attachmentTooLarge(name: name, limitMiB: Int(Self.attachmentSizeLimit >> 20))
     }
 
     private func refuseTakenAttachmentName(_ name: String, of entry: PasswordEntry) throws {
         guard entry.attachments.contains(where: { $0.name.caseInsensitiveCompare(name) == .orderedSame }) else {
             return
         }
-        throw VaultError(
-            .invalidData, "entry '\(entry.name)' already has an attachment named '\(name)'; nothing was saved",
-            hint: "attach it under another name, or detach the one it has first")
+        throw VaultError.attachmentNameTaken(entry: entry.name, name: name)
     }
 
     /// The attachment at `row`: being written, or (`complete`) finished.
@@ -186,9 +180,7 @@ extension Vault {
         guard let attachment = try context.existingObject(entityName: Attachment.entityName, primaryKey: primaryKey)
             as? Attachment, attachment.isComplete == complete
         else {
-            throw VaultError(
-                .busy, "another process removed the attachment while it was written; nothing was saved",
-                hint: "attach the file again")
+            throw VaultError.attachmentRemovedMeanwhile
         }
         try context.decodeValues(of: attachment)
         return attachment
@@ -207,7 +199,7 @@ extension Vault {
     /// Removes the attachment `name` (or `#ID`) of the entry `reference` names. The attachment
     /// is hidden in one save, then its chunks go 16 per save (what memory holds): a crash part
     /// way leaves it hidden, and the next attach finishes removing it.
-    public func detach(_ name: String, from reference: String) throws {
+    public func detach(_ name: ItemReference, from reference: ItemReference) throws {
         let attachment = try findAttachment(name, of: reference)
         try change { attachment["complete"] = false }
         try removeChunks(of: attachment)
@@ -215,7 +207,7 @@ extension Vault {
 
     /// Removes every attachment of the entry with ID `id`, as ``detach(_:from:)`` does.
     func removeAttachments(ofEntry id: Int64) throws {
-        let attachments = try findEntry("#\(id)").attachments
+        let attachments = try findEntry(.id(id)).attachments
         guard !attachments.isEmpty else { return }
         try change { for attachment in attachments { attachment["complete"] = false } }
         for attachment in attachments { try removeChunks(of: attachment) }
@@ -245,21 +237,21 @@ extension Vault {
     // MARK: - Reading
 
     /// The attachments of the entry `reference` names, by name.
-    public func attachments(of reference: String) throws -> [AttachmentInfo] {
+    public func attachments(of reference: ItemReference) throws -> [AttachmentInfo] {
         try findEntry(reference).attachments.map(AttachmentInfo.init)
     }
 
     /// The attachment `name` (ignoring case) or `#ID` of the entry `reference` names.
-    func findAttachment(_ name: String, of reference: String) throws -> Attachment {
+    func findAttachment(_ wanted: ItemReference, of reference: ItemReference) throws -> Attachment {
         let entry = try findEntry(reference)
         let attachments = entry.attachments
-        let found = Self.referencedID(name).map { id in attachments.first { $0.id == id } }
-            ?? attachments.first { $0.name.caseInsensitiveCompare(name) == .orderedSame }
+        let found: Attachment?
+        switch wanted {
+        case .id(let id): found = attachments.first { $0.id == id }
+        case .name(let name): found = attachments.first { $0.name.caseInsensitiveCompare(name) == .orderedSame }
+        }
         guard let found else {
-            let names = attachments.map { "'\($0.name)'" }.joined(separator: ", ")
-            throw VaultError(
-                .notFound, "entry '\(entry.name)' has no attachment '\(name)'",
-                hint: attachments.isEmpty ? "it has no attachments" : "its attachments are: \(names)")
+            throw VaultError.noSuchAttachment(entry: entry.name, wanted, attachments: attachments.map(\.name))
         }
         return found
     }
@@ -269,9 +261,8 @@ extension Vault {
     ///
     /// - throws: ``VaultError`` `.invalidData` when a chunk is missing, out of place or damaged
     ///   (the bytes handed over until then are not the whole attachment); what `write` throws.
-    public func readAttachment(_ name: String, of reference: String, into write: (Data) throws -> Void) throws
-        -> AttachmentInfo
-    {
+    public func readAttachment(_ name: ItemReference, of reference: ItemReference,
+                               into write: (Data) throws -> Void) throws -> AttachmentInfo {
         let attachment = try findAttachment(name, of: reference)
         let info = AttachmentInfo(attachment)
         try forEachChunk(of: attachment, write)
@@ -297,11 +288,10 @@ extension Vault {
             index += 1
         }
         guard index == expected.count, size == expected.size else {
-            throw VaultError(
-                .invalidData,
-                "the attachment '\(expected.name)' is damaged: \(index) of its \(expected.count) chunks "
-                    + "(\(size) of \(expected.size) bytes) could be read in order",
-                hint: "restore the vault from a backup; 'mystash check' lists every damaged row")
+            throw VaultError.attachmentDamaged(
+                name: expected.name, chunksRead: index, chunks: expected.count, bytesRead: Int(size),
+                bytes: Int(expected.size))
+
         }
     }
 

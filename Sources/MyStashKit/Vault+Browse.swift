@@ -38,12 +38,13 @@ extension Vault {
         do {
             return try FieldEnvelope.openBytes(sealed, key: try draftKey(), context: draftPlace)
         } catch let error as StashCryptoError {
-            throw VaultError(.invalidData, "the draft cannot be opened: \(error.message)")
+            throw VaultError.draftUnreadable(reason: error.message)
+
         }
     }
 
     private func draftKey() throws -> SecretBytes {
-        guard let dataKey = transformer.dataKey else { throw VaultError(.wrongPassword, "the vault is locked") }
+        guard let dataKey = transformer.dataKey else { throw VaultError.locked }
         return try HKDF.sha256(key: dataKey, info: Array("MyStash draft v1".utf8), length: 32)
     }
 

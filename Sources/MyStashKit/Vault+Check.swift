@@ -2,7 +2,7 @@ import Foundation
 import ObjectGraph
 import StashCrypto
 
-/// A problem `mystash check` found, by store, entity and row.
+/// A problem a check of the vault found, by store, entity and row.
 public typealias CheckProblem = IntegrityProblem
 
 extension Vault {

@@ -26,10 +26,11 @@ extension Vault {
     @discardableResult
     public func storeCredential(_ query: CredentialQuery) throws -> CredentialStoreOutcome {
         guard let password = query.password else {
-            throw VaultError(.invalidData, "there is no password to store")
+            throw VaultError.noCredentialPassword
         }
         guard let scheme = query.scheme?.lowercased(), !scheme.isEmpty else {
-            throw VaultError(.invalidData, "there is no protocol to store the credential under")
+            throw VaultError.noCredentialProtocol
+
         }
         let candidates = try matchingEntries(CredentialQuery(scheme: scheme, host: query.host, path: query.path))
         let sameUser = candidates.first { $0.userId == query.username }
@@ -39,7 +40,7 @@ extension Vault {
             }
             var changes = EntryChanges(password: password)
             if entry.userId != query.username { changes.userId = query.username ?? "" }
-            try editEntry("#\(entry.id)", changes)
+            try editEntry(.id(entry.id), changes)
             return .updated(id: entry.id, name: entry.name)
         }
         var url = "\(scheme)://\(query.host)"
@@ -63,7 +64,7 @@ extension Vault {
         let matches = try matchingEntries(query).filter {
             !$0.password.isEmpty && (query.password == nil || $0.password == query.password)
         }
-        for entry in matches { try editEntry("#\(entry.id)", EntryChanges(password: "")) }
+        for entry in matches { try editEntry(.id(entry.id), EntryChanges(password: "")) }
         return matches.map(\.name)
     }
 

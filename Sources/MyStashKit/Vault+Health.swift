@@ -1,6 +1,7 @@
 import Foundation
 import ObjectGraph
 import StashCrypto
+import StashPlatform
 
 /// What ``Vault/healthReport(policy:breaches:calibrated:now:)`` counts as a problem.
 public struct HealthPolicy: Sendable {

@@ -185,11 +185,8 @@ extension Vault {
 
     /// Throws when the check found changes made outside mystash.
     func refuse(_ problems: [CheckProblem]) throws {
-        guard let first = problems.first else { return }
-        throw VaultError(
-            .invalidData, "the vault was changed outside mystash: \(first)",
-            details: problems.dropFirst().map(\.description),
-            hint: "restore the vault from a backup; 'mystash check' lists every problem")
+        guard !problems.isEmpty else { return }
+        throw VaultError.changedOutside(problems)
     }
 
     private func seedAfterUnlocking() throws {
@@ -268,9 +265,8 @@ extension Vault {
                 }
             }
             if hasRecord {
-                throw VaultError(
-                    .wrongPassword, "the vault is locked; changing it needs the master password",
-                    hint: "give the master password (prompt, MYSTASH_PASSWORD) or run 'mystash unlock'")
+                throw VaultError.locked
+
             }
             return
         }

@@ -103,6 +103,7 @@ public struct EntryChanges {
     public var name: String?
     public var userId: String?
     public var url: String?
+    /// The category's name ("" for none).
     public var category: String?
     public var password: String?
     public var notes: String?
@@ -139,19 +140,13 @@ public struct EntryChanges {
 extension Vault {
     // MARK: - Finding by ID or name
 
-    /// The ID a reference names: `#17` is ID 17.
-    static func referencedID(_ reference: String) -> Int64? {
-        guard reference.hasPrefix("#") else { return nil }
-        return Int64(reference.dropFirst())
-    }
-
-    /// The one object of `T` that `reference` names: `#17` is the one with ID 17; any other
-    /// text is a name (its `nameKey`, ignoring case), and a number naming nothing falls back to
-    /// the ID it spells, as version 1 read it.
+    /// The one object of `T` that `reference` names: by its ID, or by its name (its `nameKey`,
+    /// ignoring case); a name naming nothing that spells a number falls back to that ID, as
+    /// version 1 read it.
     ///
-    /// - throws: ``VaultError`` `.notFound` (66), or `.usage` (64) listing each match by
-    ///   `describe` when several match.
-    func find<T: ManagedEntity>(_ type: T.Type, _ reference: String, nameKey: String, noun: String, listCommand: String,
+    /// - throws: ``VaultError/notFound(_:_:)``, or ``VaultError/ambiguous(_:_:candidates:)``
+    ///   listing each match by `describe` when several match.
+    func find<T: ManagedEntity>(_ type: T.Type, _ reference: ItemReference, nameKey: String, kind: ItemKind,
                                 describe: (T) -> String = { "ID \($0.objectID.primaryKey ?? 0)" }) throws -> T {
         try Self.wrapErrors {
             func byID(_ id: Int64) throws -> T? {
@@ -164,52 +159,51 @@ extension Vault {
                 try verifyRead(of: [object])
                 return object
             }
-            if let id = Self.referencedID(reference) {
-                guard let object = try byID(id) else {
-                    throw VaultError(
-                        .notFound, "no \(noun) with ID \(id)", hint: "'\(listCommand)' shows them with their IDs")
-                }
+            let name: String
+            switch reference {
+            case .id(let id):
+                guard let object = try byID(id) else { throw VaultError.notFound(kind, .id(id)) }
                 return object
+            case .name(let text):
+                name = text
             }
             let matches: [T]
-            if let indexed = try lookUpByNameKey(T.self, reference) {
+            if let indexed = try lookUpByNameKey(T.self, name) {
                 matches = indexed.matches
                 // Found or not, the bucket it would be in vouches for the answer.
                 try verifyRead(of: matches, lookups: [indexed.lookup])
             } else {
                 try verifyWholeVaultForRead()
                 // Only the names are decrypted to find the match; then all of its fields are.
-                var request = FetchRequest<T>(predicate: try Predicate(format: "%K ==[c] %@", nameKey, reference))
+                var request = FetchRequest<T>(predicate: try Predicate(format: "%K ==[c] %@", nameKey, name))
                 request.propertiesToFetch = [nameKey]
                 matches = try context.fetch(request)
             }
             switch matches.count {
             case 0:
-                if let id = Int64(reference), let object = try byID(id) { return object }
-                throw VaultError(
-                    .notFound, "no \(noun) named '\(reference)'", hint: "'\(listCommand)' shows them with their IDs")
+                if let id = Int64(name), let object = try byID(id) { return object }
+                throw VaultError.notFound(kind, reference)
             case 1:
                 try context.decodeValues(of: matches[0])
                 return matches[0]
             default:
-                let plural = noun.hasSuffix("y") ? noun.dropLast() + "ies" : noun + "s"
                 for match in matches { try context.decodeValues(of: match) }
-                throw VaultError(
-                    .usage, "'\(reference)' matches \(matches.count) \(plural); give one of their IDs as #ID:",
-                    details: matches.sorted { $0.objectID.primaryKey ?? 0 < $1.objectID.primaryKey ?? 0 }.map(describe))
+                throw VaultError.ambiguous(
+                    kind, reference,
+                    candidates: matches.sorted { ($0.objectID.primaryKey ?? 0) < ($1.objectID.primaryKey ?? 0) }
+                        .map(describe))
             }
         }
     }
 
-    /// The note `reference` names: `#ID`, its title, or, when no note has that title,
+    /// The note `reference` names: by ID, by title, or, when no note has that title,
     /// `folder/title` (the folder an import brought it from).
-    func findNote(_ reference: String) throws -> Note {
+    func findNote(_ reference: ItemReference) throws -> Note {
         func describe(_ note: Note) -> String {
             "#\(note.id)  \(note.title)" + (note.folder.map { "  folder: \($0)" } ?? "")
         }
-        return try findFallingBackToPath(reference, noun: "notes", describe: describe) {
-            try find(Note.self, reference, nameKey: "title", noun: "note", listCommand: "mystash note list",
-                     describe: describe)
+        return try findFallingBackToPath(reference, kind: .note, describe: describe) {
+            try find(Note.self, reference, nameKey: "title", kind: .note, describe: describe)
         } atPath: { container, name in
             try Predicate(format: "folder ==[c] %@ AND title ==[c] %@", container, name)
         }
@@ -219,21 +213,22 @@ extension Vault {
     /// whose container (category or folder) and name, joined by `/`, are `reference` (ignoring
     /// case; a container may hold `/` itself, so every split is tried).
     ///
-    /// - throws: `find`'s error when no path matches either; ``VaultError`` `.usage` listing
-    ///   each match when several do.
+    /// - throws: `find`'s error when no path matches either; ``VaultError/ambiguous(_:_:candidates:)``
+    ///   listing each match when several do.
     private func findFallingBackToPath<T: ManagedEntity>(
-        _ reference: String, noun: String, describe: (T) -> String, find: () throws -> T,
+        _ reference: ItemReference, kind: ItemKind, describe: (T) -> String, find: () throws -> T,
         atPath predicate: (_ container: String, _ name: String) throws -> ObjectGraph.Predicate
     ) throws -> T {
         do {
             return try find()
-        } catch let error as VaultError where error.kind == .notFound && reference.contains("/") {
+        } catch let error as VaultError where error.kind == .notFound {
+            guard case .name(let path) = reference, path.contains("/") else { throw error }
             try verifyWholeVaultForRead()
             let matches = try Self.wrapErrors {
                 var found: [T] = []
-                for slash in reference.indices where reference[slash] == "/" {
-                    let container = String(reference[..<slash])
-                    let name = String(reference[reference.index(after: slash)...])
+                for slash in path.indices where path[slash] == "/" {
+                    let container = String(path[..<slash])
+                    let name = String(path[path.index(after: slash)...])
                     guard !container.isEmpty, !name.isEmpty else { continue }
                     found += try context.fetch(FetchRequest<T>(predicate: try predicate(container, name)))
                 }
@@ -241,9 +236,7 @@ extension Vault {
                 return found.sorted { ($0.objectID.primaryKey ?? 0) < ($1.objectID.primaryKey ?? 0) }
             }
             guard matches.count < 2 else {
-                throw VaultError(
-                    .usage, "'\(reference)' matches \(matches.count) \(noun); give one of their IDs as #ID:",
-                    details: matches.map(describe))
+                throw VaultError.ambiguous(kind, reference, candidates: matches.map(describe))
             }
             guard let object = matches.first else { throw error }
             return object
@@ -252,7 +245,7 @@ extension Vault {
 
     /// The entry `reference` names, with its fields and history decoded, so a damaged
     /// related row is reported instead of read as missing.
-    func findEntry(_ reference: String) throws -> PasswordEntry {
+    func findEntry(_ reference: ItemReference) throws -> PasswordEntry {
         let entry = try findEntryOnly(reference)
         try Self.wrapErrors {
             for field in entry.fields { try context.decodeValues(of: field) }
@@ -274,10 +267,9 @@ extension Vault {
 
     /// The entry `reference` names: `#ID`, its name, or, when no entry has that name, a path
     /// `category/name` as pass names its files (`web/github`; categories may hold `/` too).
-    private func findEntryOnly(_ reference: String) throws -> PasswordEntry {
-        try findFallingBackToPath(reference, noun: "entries", describe: Self.describeEntry) {
-            try find(PasswordEntry.self, reference, nameKey: "name", noun: "entry",
-                     listCommand: "mystash password list", describe: Self.describeEntry)
+    private func findEntryOnly(_ reference: ItemReference) throws -> PasswordEntry {
+        try findFallingBackToPath(reference, kind: .entry, describe: Self.describeEntry) {
+            try find(PasswordEntry.self, reference, nameKey: "name", kind: .entry, describe: Self.describeEntry)
         } atPath: { container, name in
             try Predicate(format: "category.name ==[c] %@ AND name ==[c] %@", container, name)
         }
@@ -288,8 +280,8 @@ extension Vault {
          "URL: \(entry.url ?? "-")"].joined(separator: "  ")
     }
 
-    func findCategory(_ reference: String) throws -> Category {
-        try find(Category.self, reference, nameKey: "name", noun: "category", listCommand: "mystash category list")
+    func findCategory(_ reference: ItemReference) throws -> Category {
+        try find(Category.self, reference, nameKey: "name", kind: .category)
     }
 
     // MARK: - Notes
@@ -315,12 +307,12 @@ extension Vault {
         }
     }
 
-    public func note(_ reference: String) throws -> NoteInfo {
+    public func note(_ reference: ItemReference) throws -> NoteInfo {
         NoteInfo(try findNote(reference), withText: true)
     }
 
     /// Changes a note's title and/or text; nil leaves either as it is.
-    public func editNote(_ reference: String, title: String?, text: String?) throws {
+    public func editNote(_ reference: ItemReference, title: String?, text: String?) throws {
         let note = try findNote(reference)
         try change {
             if let title { note.title = EntryRules.trimmedName(title) }
@@ -329,7 +321,7 @@ extension Vault {
         }
     }
 
-    public func removeNote(_ reference: String) throws {
+    public func removeNote(_ reference: ItemReference) throws {
         let note = try findNote(reference)
         try change { context.delete(note) }
     }
@@ -387,8 +379,7 @@ extension Vault {
             return try context.fetch(request).first { $0 !== entry }
         }
         if let taken {
-            throw VaultError(.invalidData, "an entry named '\(taken.name)' exists already (#\(taken.id))",
-                             hint: "choose another name, or allow a second one")
+            throw VaultError.nameTaken(.entry, name: taken.name, id: taken.id)
         }
     }
 
@@ -397,17 +388,22 @@ extension Vault {
     private func category(for changes: EntryChanges, creating: Bool) throws -> () -> Category? {
         guard let name = changes.category.flatMap({ $0.isEmpty ? nil : $0 }) else { return { nil } }
         do {
-            let found = try findCategory(name)
+            let found = try findCategory(.name(name))
             return { found }
-        } catch let error as VaultError where error.kind == .notFound && creating && Self.referencedID(name) == nil {
+        } catch let error as VaultError where error.kind == .notFound && creating {
             return { self.insertCategory(name) }
         }
     }
 
-    /// Whether a category is named `name` (ignoring case), or has the ID `#N` names.
-    public func hasCategory(_ name: String) throws -> Bool {
+    /// The name of the category `reference` names.
+    public func categoryName(_ reference: ItemReference) throws -> String {
+        try findCategory(reference).name
+    }
+
+    /// Whether a category answers to `reference` (a name, ignoring case, or an ID).
+    public func hasCategory(_ reference: ItemReference) throws -> Bool {
         do {
-            _ = try findCategory(name)
+            _ = try findCategory(reference)
             return true
         } catch let error as VaultError where error.kind == .notFound {
             return false
@@ -434,7 +430,7 @@ extension Vault {
         if var totp = changes.totp {
             if !totp.isEmpty {
                 do { totp = try TOTP.normalized(totp) } catch {
-                    throw VaultError(.invalidData, "nothing was saved:", details: ["TOTP secret: \(error)"])
+                    throw VaultError.invalidValues(["TOTP secret: \(error)"])
                 }
             }
             entry["totp"] = totp.isEmpty ? nil : totp
@@ -481,7 +477,7 @@ extension Vault {
         for dropped in ranked.dropFirst(Self.historyLimit) { if let old = dropped.old { context.delete(old) } }
     }
 
-    public func entries(category: String? = nil) throws -> [EntryInfo] {
+    public func entries(category: ItemReference? = nil) throws -> [EntryInfo] {
         try verifyWholeVaultForRead()
         let filter = try category.map { try findCategory($0) }
         return try Self.wrapErrors {
@@ -496,7 +492,7 @@ extension Vault {
         }
     }
 
-    public func entry(_ reference: String, reveal: Bool) throws -> EntryInfo {
+    public func entry(_ reference: ItemReference, reveal: Bool) throws -> EntryInfo {
         let entry = try findEntry(reference)
         return EntryInfo(entry, reveal: reveal)
     }
@@ -505,7 +501,7 @@ extension Vault {
     /// `name`, `category`, `totp` (the secret), or a custom field's name (ignoring case).
     ///
     /// - throws: ``VaultError`` `.notFound` when the entry has no such field or it is empty.
-    public func fieldValue(_ field: String, of reference: String) throws -> String {
+    public func fieldValue(_ field: String, of reference: ItemReference) throws -> String {
         let entry = try findEntry(reference)
         let value: String?
         switch field.lowercased() {
@@ -516,21 +512,20 @@ extension Vault {
         case "name": value = entry.name
         case "category": value = entry.category?.name
         case "totp": value = entry.totp
-        case "otp": return try totpCode("#\(entry.id)").code.value
+        case "otp": return try totpCode(.id(entry.id)).code.value
         default:
             guard let custom = entry.fields.first(where: { $0.name.lowercased() == field.lowercased() }) else {
                 let names = ["password", "user", "url", "otp", "notes"] + entry.fields.map(\.name)
-                throw VaultError(.notFound, "entry '\(entry.name)' has no field '\(field)'",
-                                 hint: "its fields are: \(names.joined(separator: ", "))")
+                throw VaultError.noSuchField(entry: entry.name, field: field, fields: names)
             }
             value = custom.value
         }
-        guard let value else { throw VaultError(.notFound, "the \(field) of entry '\(entry.name)' is empty") }
+        guard let value else { throw VaultError.emptyField(entry: entry.name, field: field) }
         return value
     }
 
     /// The entry's earlier passwords, the most recently replaced first.
-    public func passwordHistory(_ reference: String, reveal: Bool) throws -> [HistoryInfo] {
+    public func passwordHistory(_ reference: ItemReference, reveal: Bool) throws -> [HistoryInfo] {
         try findEntry(reference).history.map {
             HistoryInfo(password: reveal ? $0.password : nil, replacedAt: $0.replacedAt)
         }
@@ -540,29 +535,28 @@ extension Vault {
     ///
     /// - throws: ``VaultError`` `.notFound` when the entry has no TOTP secret, `.invalidData`
     ///   when it cannot be used.
-    public func totpCode(_ reference: String, at date: Date = Date()) throws -> (code: TOTP.Code, totp: TOTP) {
+    public func totpCode(_ reference: ItemReference, at date: Date = Date()) throws -> (code: TOTP.Code, totp: TOTP) {
         let entry = try findEntry(reference)
         guard let secret = entry.totp else {
-            throw VaultError(
-                .notFound, "entry '\(entry.name)' has no TOTP secret",
-                hint: "add one with 'mystash password edit --totp'")
+            throw VaultError.noTOTPSecret(entry: entry.name)
         }
         do {
             let totp = try TOTP(parsing: secret)
             return (try totp.code(at: date), totp)
         } catch let error as TOTP.ParseError {
-            throw VaultError(.invalidData, "the TOTP secret of '\(entry.name)' cannot be used: \(error)")
+            throw VaultError.unusableTOTPSecret(entry: entry.name, reason: "\(error)")
         }
     }
 
     /// Changes the fields `changes` names; a new name another entry has (ignoring case) is
     /// refused unless `allowDuplicate`, as ``addEntry(_:allowDuplicate:)`` refuses it.
     ///
-    /// - throws: ``VaultError`` `.usage` when `changes` names nothing, `.invalidData` for a
-    ///   taken name or any field the model refuses; nothing is saved then.
-    public func editEntry(_ reference: String, _ changes: EntryChanges, allowDuplicate: Bool = false,
+    /// - throws: ``VaultError/nothingToChange`` when `changes` names nothing,
+    ///   ``VaultError/nameTaken(_:name:id:)`` or ``VaultError/invalidValues(_:)`` for a taken
+    ///   name or any field the model refuses; nothing is saved then.
+    public func editEntry(_ reference: ItemReference, _ changes: EntryChanges, allowDuplicate: Bool = false,
                           creatingCategory: Bool = false) throws {
-        guard !changes.isEmpty else { throw VaultError(.usage, "nothing to change") }
+        guard !changes.isEmpty else { throw VaultError.nothingToChange }
         let entry = try findEntry(reference)
         if !allowDuplicate, let name = changes.name { try refuseTakenName(name, besides: entry) }
         let category = try self.category(for: changes, creating: creatingCategory)
@@ -572,11 +566,11 @@ extension Vault {
         }
     }
 
-    public func removeEntry(_ reference: String) throws {
+    public func removeEntry(_ reference: ItemReference) throws {
         let id = try findEntry(reference).id
         // Attachments first, a few chunks per save: one save would hold every byte in memory.
         try removeAttachments(ofEntry: id)
-        let entry = try findEntry("#\(id)")
+        let entry = try findEntry(.id(id))
         try change { context.delete(entry) }
     }
 
@@ -661,19 +655,19 @@ extension Vault {
         return category
     }
 
-    public func renameCategory(_ reference: String, to newName: String) throws {
+    public func renameCategory(_ reference: ItemReference, to newName: String) throws {
         let category = try findCategory(reference)
         try change { category["name"] = EntryRules.trimmedName(newName) }
     }
 
     /// Removes a category; refused (Deny) while entries use it.
-    public func removeCategory(_ reference: String) throws {
+    public func removeCategory(_ reference: ItemReference) throws {
         let category = try findCategory(reference)
         do {
             try change { context.delete(category) }
-        } catch var error as VaultError where error.kind == .invalidData {
-            error.hint = "move or remove its entries first ('mystash password list --category \(category.name)')"
-            throw error
+        } catch VaultError.invalidValues(let problems) {
+            throw VaultError.categoryHasEntries(category: category.name, problems: problems)
         }
+
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import ObjectGraph
 import StashCrypto
+import StashPlatform
 
 extension Vault {
     /// Re-encrypts every encrypted field under a new data key, wrapped by a new key slot for
@@ -10,9 +11,9 @@ extension Vault {
     /// - throws: ``VaultError``; on failure nothing is changed and the old key stays in use.
     public func rekey(to newPassword: SecretBytes, parameters: ScryptParameters) throws {
         try awaitVerification()
-        guard let oldKey = transformer.dataKey else { throw VaultError(.wrongPassword, "the vault is locked") }
+        guard let oldKey = transformer.dataKey else { throw VaultError.locked }
         let (slot, newKey) = try Self.wrapErrors { try KeySlot.create(password: newPassword, parameters: parameters) }
-        guard let integrity else { throw VaultError(.wrongPassword, "the vault is locked") }
+        guard let integrity else { throw VaultError.locked }
         do {
             try changingKey {
                 // Read under the lock, from the stores as they are now: rows other processes

@@ -41,8 +41,7 @@ extension Vault {
     @discardableResult
     public func addSSHKey(_ key: SSHPrivateKey, name: String) throws -> Int64 {
         if let stored = try sshKeys().first(where: { $0.key?.publicKeyBlob == key.publicKeyBlob }) {
-            throw VaultError(.invalidData, "this key is stored already, as '\(stored.name)' (#\(stored.id))",
-                             hint: "'mystash ssh list' shows the stored keys")
+            throw VaultError.sshKeyStored(name: stored.name, id: stored.id)
         }
         if try !categories().contains(where: { $0.name.lowercased() == Self.sshKeyCategory.lowercased() }) {
             try addCategory(Self.sshKeyCategory)
@@ -64,15 +63,15 @@ extension Vault {
         guard try categories().contains(where: { $0.name.lowercased() == Self.sshKeyCategory.lowercased() }) else {
             return []
         }
-        return try entries(category: Self.sshKeyCategory).map { listed in
-            let entry = try self.entry("#\(listed.id)", reveal: true)
+        return try entries(category: .name(Self.sshKeyCategory)).map { listed in
+            let entry = try self.entry(.id(listed.id), reveal: true)
             let text = entry.fields?.first { $0.name.lowercased() == SSHKeyField.privateKey.lowercased() }?.value
             guard let text, !text.isEmpty else {
                 return SSHKeyEntry(id: entry.id, name: entry.name, problem: "no '\(SSHKeyField.privateKey)' field")
             }
             do {
                 let key = try SSHPrivateKey(keyFile: text) {
-                    throw VaultError(.invalidData, "the stored key is encrypted with a passphrase")
+                    throw VaultError.sshKey(.encryptedWithPassphrase)
                 }
                 return SSHKeyEntry(id: entry.id, name: entry.name, key: key)
             } catch {
@@ -89,18 +88,21 @@ extension Vault {
         }
     }
 
-    /// The key of one entry of the "SSH Key" category (by name or `#id`).
+    /// The key of one entry of the "SSH Key" category (by name, ignoring case, or by ID).
     ///
     /// - throws: ``VaultError`` `.notFound` when no SSH key entry has that name,
     ///   `.invalidData` when its key cannot be read.
-    public func sshKey(_ reference: String) throws -> SSHKeyEntry {
+    public func sshKey(_ reference: ItemReference) throws -> SSHKeyEntry {
         let keys = try sshKeys()
-        let wanted = reference.lowercased()
-        guard let entry = keys.first(where: { "#\($0.id)" == reference || $0.name.lowercased() == wanted }) else {
-            throw VaultError(.notFound, "no SSH key named '\(reference)'", hint: "'mystash ssh list' shows the keys")
+        let found = keys.first {
+            switch reference {
+            case .id(let id): $0.id == id
+            case .name(let name): $0.name.caseInsensitiveCompare(name) == .orderedSame
+            }
         }
+        guard let entry = found else { throw VaultError.notFound(.sshKey, reference) }
         if let problem = entry.problem {
-            throw VaultError(.invalidData, "the key of '\(entry.name)' cannot be read: \(problem)")
+            throw VaultError.storedSSHKeyUnreadable(name: entry.name, problem: problem)
         }
         return entry
     }
@@ -122,7 +124,8 @@ extension ImportSource {
         do {
             let key = try SSHPrivateKey(keyFile: text) {
                 guard let passphrase, !passphrase.isEmpty else {
-                    throw VaultError(.invalidData, "it is encrypted, and the entry's password is not its passphrase")
+                    throw VaultError.sshKey(.passphraseIsNotEntryPassword)
+
                 }
                 return .password(passphrase)
             }

@@ -119,8 +119,8 @@ extension Vault {
     }
 
     static func damagedSyncState() -> VaultError {
-        VaultError(.invalidData, "the vault's sync state is damaged",
-                   hint: "clone the vault again from its remote with 'mystash clone'")
+        VaultError.syncStateDamaged
+
     }
 
     func storeSyncState(_ state: SyncState, key: SecretBytes, in row: SyncStateRow?) throws {

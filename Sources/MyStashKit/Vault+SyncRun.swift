@@ -27,7 +27,7 @@ extension Vault {
     ///   for a remote that was tampered with, rolled back, or holds another vault (nothing is
     ///   applied); `.busy` when the remote cannot be reached or keeps moving.
     public func sync(remote: String? = nil, deviceName: String? = nil, dryRun: Bool = false) throws -> SyncReport {
-        guard transformer.dataKey != nil else { throw VaultError(.wrongPassword, "the vault is locked") }
+        guard transformer.dataKey != nil else { throw VaultError.locked }
         var retries = 0
         while true {
             do {
@@ -40,8 +40,7 @@ extension Vault {
                 retries += 1
             } catch is PushRejected {
                 context.rollback()
-                throw VaultError(.busy, "the remote kept changing while this sync merged; nothing was sent",
-                                 hint: "run sync again")
+                throw VaultError.remote(remote ?? "", .keptChanging)
             } catch {
                 context.rollback()
                 // The integrity check's verdict first: a damaged row may be tampering it names.
@@ -59,7 +58,7 @@ extension Vault {
 
     private func syncOnce(remote: String?, deviceName: String?, dryRun: Bool, clone: CloneStart?) throws
         -> SyncReport {
-        guard let dataKey = transformer.dataKey else { throw VaultError(.wrongPassword, "the vault is locked") }
+        guard let dataKey = transformer.dataKey else { throw VaultError.locked }
         let loaded = try Self.wrapErrors { try loadSyncState() }
         var state: SyncState
         var syncKey: SecretBytes?
@@ -75,8 +74,7 @@ extension Vault {
         if let remote { state.remote = remote }
         if let deviceName { state.deviceName = deviceName }
         guard let location = state.remote else {
-            throw VaultError(.usage, "this vault has no sync remote yet",
-                             hint: "name one: mystash sync --remote URL (a git repository or a folder)")
+            throw VaultError.noRemote
         }
         let store = try makeSyncRemote(location, cache: directory.appendingPathComponent(Self.syncCacheName))
         let listing = try store.fetch()
@@ -94,9 +92,7 @@ extension Vault {
         if paths.isEmpty {
             newFiles[SyncLayout.markerPath] = SyncLayout.marker
         } else if !paths.contains(SyncLayout.markerPath) {
-            throw VaultError(.invalidData,
-                             "'\(location)' is not a mystash sync remote (it has no \(SyncLayout.markerPath))",
-                             hint: "sync to an empty git repository or folder")
+            throw VaultError.remote(location, .notASyncLog(missing: [SyncLayout.markerPath]))
         }
         let keyPaths = paths.filter { $0.hasPrefix(SyncLayout.keysFolder) }.sorted()
         let wraps = try store.read(keyPaths)
@@ -107,12 +103,10 @@ extension Vault {
             } else if keyPaths.isEmpty && paths.subtracting([SyncLayout.markerPath]).isEmpty {
                 syncKey = try Self.wrapErrors { try SecretBytes.random(count: 32) }
             } else {
-                throw VaultError(.invalidData, "'\(location)' holds the sync log of another vault",
-                                 hint: "clone it with 'mystash clone \(location) --vault DIR', "
-                                    + "or sync to an empty remote")
+                throw VaultError.remote(location, .anotherVault)
             }
         }
-        guard let syncKey else { throw VaultError(.unexpected, "no sync key") }
+        guard let syncKey else { throw VaultError.unexpected("no sync key") }
         // Each data key the vault has had wraps the sync key: a clone after a rekey reads everything.
         if !opened.contains(syncKey) {
             newFiles[SyncLayout.keysFolder + hexString(try Self.wrapErrors { try SecureRandom.bytes(count: 16) })] =
@@ -192,8 +186,7 @@ extension Vault {
     func verifiedLog(_ listing: RemoteListing, store: SyncRemote, state: SyncState, logKey: SecretBytes) throws
         -> VerifiedLog {
         func refuse(_ path: String, _ problem: String) -> VaultError {
-            VaultError(.invalidData, "the sync remote was tampered with: \(path) \(problem); nothing was applied",
-                       hint: "restore the remote from a backup; until then this machine neither sends nor receives")
+            .remote(store.location, .tampered(file: path, problem: problem))
         }
         var sequences: [String: [UInt64]] = [:]
         for path in listing.paths where path.hasPrefix(SyncLayout.logFolder) {
@@ -297,7 +290,7 @@ extension Vault {
                 merge.state.keySlot = record.slot
             } else {
                 merge.report.notices.append(
-                    "The master password and data key were changed on \(from) (passwd --rekey): this machine still "
+                    "The master password and data key were changed on \(from): this machine still "
                         + "reads everything and keeps its own master password.")
             }
         }
@@ -358,8 +351,7 @@ extension Vault {
     func latestSnapshot(paths: Set<String>, store: SyncRemote, logKey: SecretBytes) throws -> SyncSnapshot? {
         guard let best = paths.compactMap({ path in SyncLayout.parseSnapshotPath(path).map { (path, $0) } })
             .max(by: { $0.1.covered < $1.1.covered }) else { return nil }
-        let refuse = VaultError(.invalidData, "the sync remote was tampered with: \(best.0) was changed or forged; "
-                                    + "nothing was applied", hint: "restore the remote from a backup")
+        let refuse = VaultError.remote(store.location, .tampered(file: best.0, problem: "was changed or forged"))
         guard let bytes = try store.read([best.0])[best.0],
               let (header, plaintext) = try? SyncLogFile.open(bytes, logKey: logKey),
               hexString(header.device) == best.1.device, header.sequence == best.1.sequence,
@@ -384,8 +376,7 @@ extension Vault {
                              unlock: (KeySlot) throws -> SecretBytes) throws -> SyncReport {
         let fileManager = FileManager.default
         if fileManager.fileExists(atPath: directory.appendingPathComponent(passwordsFileName).path) {
-            throw VaultError(.cannotCreate, "a vault already exists at '\(directory.path)'",
-                             hint: "sync it with 'mystash sync', or clone into another directory with --vault")
+            throw VaultError.vaultExists(path: directory.path)
         }
         let aside = try makeBuildDirectory(for: directory, kind: "clone")
         defer { try? fileManager.removeItem(at: aside) }
@@ -393,30 +384,27 @@ extension Vault {
         let store = try makeSyncRemote(location, cache: cache)
         let paths = try store.fetch().paths
         guard paths.contains(SyncLayout.markerPath), paths.contains(SyncLayout.keySlotPath) else {
-            throw VaultError(.invalidData, "'\(location)' is not a mystash sync remote "
-                                + "(it has no \(SyncLayout.markerPath) or \(SyncLayout.keySlotPath))",
-                             hint: "run 'mystash sync --remote \(location)' on the machine that has the vault first")
+            throw VaultError.remote(location, .notASyncLog(missing: [SyncLayout.markerPath, SyncLayout.keySlotPath]))
         }
         let files = try store.read([SyncLayout.keySlotPath] + paths.filter { $0.hasPrefix(SyncLayout.keysFolder) })
         let slot: KeySlot
         do {
             slot = try KeySlot(serialized: files[SyncLayout.keySlotPath] ?? [])
         } catch {
-            throw VaultError(.invalidData, "the remote's key slot is damaged", hint: "sync from another machine first")
+            throw VaultError.remote(location, .keySlotDamaged)
         }
         let dataKey = try unlock(slot)
         guard let syncKey = files.filter({ $0.key != SyncLayout.keySlotPath }).sorted(by: { $0.key < $1.key })
             .lazy.compactMap({ try? SyncKey.unwrap($0.value, dataKey: dataKey) }).first else {
-            throw VaultError(.invalidData, "none of the remote's sync keys opens with this master password's data key",
-                             hint: "sync once more on the machine where the password was changed, then clone again")
+            throw VaultError.remote(location, .noSyncKeyOpens)
         }
         let building = aside.appendingPathComponent("vault")
         let vault = try create(at: building, slot: slot, dataKey: dataKey)
         // A folder remote has no cache.
         guard !fileManager.fileExists(atPath: cache.path)
                 || rename(cache.path, building.appendingPathComponent(syncCacheName).path) == 0 else {
-            throw VaultError(.cannotCreate,
-                             "cannot move the remote's cache into the vault: \(String(cString: strerror(errno)))")
+            throw VaultError.cannotCreate(path: directory.appendingPathComponent(syncCacheName).path,
+                                          reason: String(cString: strerror(errno)))
         }
         var state = SyncState(device: hexString(try wrapErrors { try SecureRandom.bytes(count: 16) }),
                               deviceName: deviceName ?? hostName(), remote: location)
@@ -432,8 +420,8 @@ extension Vault {
         }
         if fileManager.fileExists(atPath: directory.path) { try checkPermissions(directory) }
         guard fsyncPath(building.path), rename(building.path, directory.path) == 0 else {
-            throw VaultError(.cannotCreate, "cannot create '\(directory.path)': \(String(cString: strerror(errno)))",
-                             hint: "choose an empty or new directory with --vault")
+            throw VaultError.cannotCreate(path: directory.path, reason: String(cString: strerror(errno)))
+
         }
         _ = fsyncPath(directory.deletingLastPathComponent().path)
         return report

@@ -1,7 +1,7 @@
 import Foundation
 import ObjectGraph
 
-/// Formats `mystash import` reads.
+/// Formats an import reads.
 public enum ImportFormat: String, CaseIterable, Sendable {
     case mystashJSON = "mystash-json"
     case bitwardenJSON = "bitwarden-json"
@@ -171,8 +171,8 @@ struct ImportSource {
     var skipped: [ImportReport.Item] = []
     var warnings: [ImportReport.Item] = []
 
-    func invalid(_ format: ImportFormat, _ reason: String, hint: String? = nil) -> VaultError {
-        VaultError(.invalidData, "the file is not valid \(format.rawValue): \(reason)", hint: hint)
+    func invalid(_ format: ImportFormat, _ reason: String) -> VaultError {
+        .invalidFile(format, reason: reason)
     }
 }
 
@@ -267,9 +267,7 @@ extension Vault {
                 .map { "\(item): \($0.0)" }
         }
         guard problems.isEmpty else {
-            throw VaultError(
-                .invalidData, "these values hold control characters, which CSV cannot carry; nothing was exported:",
-                details: problems, hint: "export as mystash-json, which escapes them, or remove them from these values")
+            throw VaultError.unexportable(problems: problems)
         }
         // What has no column: named, never dropped without a word.
         func leftOut(_ noun: String, _ count: (ExportDocument.Entry) -> Int) -> String? {
@@ -339,7 +337,7 @@ extension Vault {
         case .keepassxcXML: return try KeePassXCReader.readXML(data)
         case .bitwardenZIP: preconditionFailure("read above")
         case .pass:
-            throw VaultError(.usage, "a password store is a directory, not a file")
+            throw VaultError.passStoreIsAFile
         }
     }
 
@@ -365,8 +363,8 @@ extension Vault {
             throw source.invalid(.mystashJSON, "its format is '\(source.document.format)'")
         }
         guard (1...2).contains(source.document.version) else {
-            throw source.invalid(
-                .mystashJSON, "version \(source.document.version) is newer than this mystash reads (1 or 2)")
+            throw VaultError.exportNewerThanReadable(version: source.document.version, readable: "1 or 2")
+
         }
         return source
     }
@@ -480,8 +478,7 @@ extension Vault {
                 } catch let error as VaultError {
                     // An unusable TOTP secret: refused like any invalid field, naming the item.
                     let title = ImportPlace.entry(index).label(in: document)
-                    throw VaultError(
-                        .invalidData, "nothing was imported:", details: error.details.map { "\(title): \($0)" })
+                    throw VaultError.nothingImported(error.details.map { "\(title): \($0)" })
                 }
                 let attached = try files.map { try insertAttachment($0, to: entry) }
                 report.imported += attached.map { .init(kind: "attachment", title: "\(item.name)/\($0)") }
@@ -517,7 +514,7 @@ extension Vault {
                 let label = failure.object.flatMap { places[ObjectIdentifier($0)]?.label(in: document) }
                 return (label.map { "\($0): " } ?? "") + ValidationMessages.message(for: failure)
             }
-            throw VaultError(.invalidData, "nothing was imported:", details: lines)
+            throw VaultError.nothingImported(lines)
         } catch {
             context.rollback()
             throw VaultError.wrapping(error)

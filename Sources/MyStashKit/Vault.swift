@@ -1,6 +1,7 @@
 import Foundation
 import ObjectGraph
 import StashCrypto
+import StashPlatform
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -9,7 +10,7 @@ import Glibc
 /// configuration of the model, with secret fields encrypted by the vault's data key.
 ///
 /// ```swift
-/// let vault = try Vault.open(at: Vault.defaultDirectory())
+/// let vault = try Vault.open(at: URL(fileURLWithPath: "/home/ann/.local/share/mystash"))
 /// try vault.unlock(password: .password("correct horse"))
 /// let id = try vault.addNote(title: "Wi-Fi", text: "the code is on the router")
 /// ```
@@ -51,41 +52,32 @@ public final class Vault {
     /// How the stores' schemas differ from the vault's (see ``open(at:refusingChangedSchema:)``).
     private(set) var schemaProblems: [CheckProblem] = []
 
-    /// `$XDG_DATA_HOME/mystash`, else `~/.local/share/mystash`.
-    public static func defaultDirectory(environment: [String: String] = ProcessInfo.processInfo.environment) -> URL {
-        if let xdg = environment["XDG_DATA_HOME"], xdg.hasPrefix("/") {
-            return URL(fileURLWithPath: xdg).appendingPathComponent("mystash")
-        }
-        let home = environment["HOME"] ?? NSHomeDirectory()
-        return URL(fileURLWithPath: home).appendingPathComponent(".local/share/mystash")
-    }
 
-    /// The longest wait for another process's lock that `MYSTASH_BUSY_TIMEOUT` may ask for: a day.
-    static let maximumBusyTimeout: TimeInterval = 86_400
+    /// How long a read or save waits for another process's lock unless the caller says otherwise.
+    public static let defaultLockTimeout: TimeInterval = 30
+    /// The longest wait for another process's lock a caller may ask for: a day.
+    public static let lockTimeoutRange: ClosedRange<TimeInterval> = 0...86_400
 
-    /// Seconds to wait for another process's lock: `MYSTASH_BUSY_TIMEOUT`, else 30.
+    /// Seconds to wait for another process's lock, from text a person gave.
     ///
-    /// - throws: ``VaultError`` `.usage` for anything but a number of seconds from 0 to a day
-    ///   (`inf`, `nan`, negatives, text).
-    static func busyTimeout(environment: [String: String] = ProcessInfo.processInfo.environment) throws
-        -> TimeInterval {
-        guard let text = environment["MYSTASH_BUSY_TIMEOUT"] else { return 30 }
+    /// - throws: ``VaultError/settingOutOfRange(_:value:allowed:)`` for anything but a number of
+    ///   seconds from 0 to a day (`inf`, `nan`, negatives, text).
+    public static func lockTimeout(parsing text: String) throws -> TimeInterval {
         guard let seconds = TimeInterval(text.trimmingCharacters(in: .whitespaces)), seconds.isFinite,
-              (0...maximumBusyTimeout).contains(seconds) else {
-            throw VaultError(.usage,
-                             "MYSTASH_BUSY_TIMEOUT must be a number of seconds from 0 to \(Int(maximumBusyTimeout)), "
-                                + "not '\(text)'",
-                             hint: "unset it to wait 30 seconds")
+              lockTimeoutRange.contains(seconds) else {
+            throw VaultError.settingOutOfRange(
+                .lockTimeout, value: "'\(text)'",
+                allowed: Int(lockTimeoutRange.lowerBound)...Int(lockTimeoutRange.upperBound))
         }
         return seconds
     }
 
+
     /// Opens the stores; with `newSlot`, creates them for a new vault protected by that slot.
-    private init(directory: URL, newSlot: KeySlot?) throws {
+    private init(directory: URL, newSlot: KeySlot?, lockTimeout: TimeInterval) throws {
         let creating = newSlot != nil
         self.directory = directory
-        coordinator = PersistentStoreCoordinator(
-            modelVersions: try Resources.modelVersions(), busyTimeout: try Self.busyTimeout())
+        coordinator = PersistentStoreCoordinator(modelVersions: try Resources.modelVersions(), busyTimeout: lockTimeout)
         coordinator.valueTransformers.register(transformer, forName: EncryptingTransformer.name)
         coordinator.valueTransformers.register(
             BinaryEncryptingTransformer(sharingKeyOf: transformer), forName: EncryptingTransformer.binaryName)
@@ -104,16 +96,11 @@ public final class Vault {
                 type: .sqlite, configuration: "Passwords", at: directory.appendingPathComponent(Self.passwordsFileName),
                 options: options)
         } catch let error as ObjectGraphError where error.storeFailure == .missing {
-            throw VaultError(
-                .notFound, "the vault at '\(directory.path)' is incomplete: \(error.message)",
-                hint: "restore the missing file from a backup")
+            throw VaultError.vaultIncomplete(path: directory.path, reason: error.message)
         }
         // Ciphertexts are bound to their store's UUID: two stores must never share one.
         guard notesStore.identifier != passwordsStore.identifier else {
-            throw VaultError(.invalidData,
-                             "\(Self.notesFileName) and \(Self.passwordsFileName) carry the same store UUID "
-                                + "(Z_METADATA.Z_UUID): "
-                             + "one of them was altered or replaced", hint: "restore the vault from a backup")
+            throw VaultError.sameStoreIdentity(Self.notesFileName, Self.passwordsFileName)
         }
         transformer.storeNames = [
             notesStore.identifier: Self.notesFileName, passwordsStore.identifier: Self.passwordsFileName,
@@ -148,22 +135,12 @@ public final class Vault {
             let missing = [(notes, notesFileName), (passwords, passwordsFileName)]
                 .filter { !($0.0.metadata[keySlotKey] is Data) }.map(\.1)
             guard missing.count == 1, let damaged = missing.first else {
-                throw VaultError(.invalidData,
-                                 "neither store of the vault holds a key slot "
-                                    + "(it was damaged, or not completely created)",
-                                 hint: "restore the vault from a backup, "
-                                    + "or move the directory aside and run 'mystash init'")
+                throw VaultError.keySlot(.missingInBoth)
             }
-            let intact = damaged == notesFileName ? passwordsFileName : notesFileName
-            throw VaultError(.invalidData,
-                             "\(damaged) has no key slot: it is damaged or was replaced; \(intact) is intact",
-                             hint: "restore \(damaged) from a backup and keep \(intact)")
+            throw VaultError.keySlot(
+                .missing(in: damaged, intact: damaged == notesFileName ? passwordsFileName : notesFileName))
         }
-        guard a == b else {
-            throw VaultError(
-                .invalidData, "the two stores of the vault hold different key slots",
-                hint: "restore the vault from a backup")
-        }
+        guard a == b else { throw VaultError.keySlot(.different) }
         return try KeySlot(serialized: Array(a))
     }
 
@@ -173,7 +150,7 @@ public final class Vault {
     /// The vault is built in a directory beside `directory` and renamed into place, so a crash
     /// leaves either no vault or a complete one.
     ///
-    /// - throws: ``VaultError`` `.cannotCreate` (exit 73) when a vault already exists there.
+    /// - throws: ``VaultError/vaultExists(path:)`` when a vault already exists there.
     public static func create(at directory: URL, password: SecretBytes, parameters: ScryptParameters) throws -> Vault {
         let (slot, dataKey) = try wrapErrors { try KeySlot.create(password: password, parameters: parameters) }
         return try create(at: directory, slot: slot, dataKey: dataKey)
@@ -185,15 +162,14 @@ public final class Vault {
         let fileManager = FileManager.default
         for name in [notesFileName, passwordsFileName]
         where fileManager.fileExists(atPath: directory.appendingPathComponent(name).path) {
-            throw VaultError(
-                .cannotCreate, "a vault already exists at '\(directory.path)'",
-                hint: "use it, or choose another directory with --vault")
+            throw VaultError.vaultExists(path: directory.path)
         }
         let parent = directory.deletingLastPathComponent()
         let aside = try makeBuildDirectory(for: directory, kind: "init")
         defer { try? fileManager.removeItem(at: aside) }
         do {
-            let vault = try wrapErrors { try Vault(directory: aside, newSlot: slot) }
+            let vault = try wrapErrors { try Vault(directory: aside, newSlot: slot, lockTimeout: defaultLockTimeout) }
+
             vault.transformer.dataKey = dataKey
             for store in [vault.notesStore, vault.passwordsStore] {
                 vault.coordinator.setMetadata(Data(slot.serialized), forKey: keySlotKey, in: store)
@@ -212,8 +188,7 @@ public final class Vault {
         // rename(2) replaces only an empty directory, so an existing vault is never overwritten.
         if fileManager.fileExists(atPath: directory.path) { try checkPermissions(directory) }
         guard fsyncPath(aside.path), rename(aside.path, directory.path) == 0 else {
-            throw VaultError(.cannotCreate, "cannot create '\(directory.path)': \(String(cString: strerror(errno)))",
-                             hint: "choose an empty or new directory with --vault")
+            throw VaultError.cannotCreate(path: directory.path, reason: String(cString: strerror(errno)))
         }
         _ = fsyncPath(parent.path)
         let vault = try open(at: directory)
@@ -232,7 +207,7 @@ public final class Vault {
         let aside = parent.appendingPathComponent(".\(directory.lastPathComponent).\(kind)-\(getpid())")
         try? FileManager.default.removeItem(at: aside)
         guard mkdir(aside.path, 0o700) == 0 else {
-            throw VaultError(.cannotCreate, "cannot create '\(aside.path)': \(String(cString: strerror(errno)))")
+            throw VaultError.cannotCreate(path: aside.path, reason: String(cString: strerror(errno)))
         }
         return aside
     }
@@ -264,27 +239,24 @@ public final class Vault {
     /// it is refused, unless `refusingChangedSchema` is false (to check the vault), when
     /// ``check(progress:)`` reports the differences.
     ///
-    /// - throws: ``VaultError`` `.notFound`, `.permission`, `.invalidData` naming each change
-    ///   to the schema.
-    public static func open(at directory: URL, refusingChangedSchema: Bool = true) throws -> Vault {
+    /// - Parameter lockTimeout: how long a read or save waits for another process's lock.
+    /// - throws: ``VaultError/noVault(path:)``, `.notOwned`, `.openToOthers`, `.schemaChanged`
+    ///   naming each change to the schema.
+    public static func open(at directory: URL, lockTimeout: TimeInterval = defaultLockTimeout,
+                            refusingChangedSchema: Bool = true) throws -> Vault {
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: directory.path, isDirectory: &isDirectory), isDirectory.boolValue,
               FileManager.default.fileExists(atPath: directory.appendingPathComponent(passwordsFileName).path) else {
-            throw VaultError(
-                .notFound, "there is no vault at '\(directory.path)'",
-                hint: "create one with 'mystash init', or name another with --vault or MYSTASH_VAULT")
+            throw VaultError.noVault(path: directory.path)
         }
         try checkPermissions(directory)
         Recovery.recover(in: directory)
-        let vault = try wrapErrors { try Vault(directory: directory, newSlot: nil) }
+        let vault = try wrapErrors { try Vault(directory: directory, newSlot: nil, lockTimeout: lockTimeout) }
         // Read before the check: a change between the two makes the first save check again.
         vault.checkedSchemaVersions = try wrapErrors { try vault.coordinator.performRead(vault.schemaVersions) }
         vault.schemaProblems = try wrapErrors { try vault.coordinator.schemaProblems(extraObjects: vault.ownSchema()) }
-        if refusingChangedSchema, let first = vault.schemaProblems.first {
-            throw VaultError(
-                .invalidData, "the vault's schema was changed outside mystash: \(first)",
-                details: vault.schemaProblems.dropFirst().map(\.description),
-                hint: "restore the vault from a backup; 'mystash check' lists every problem")
+        if refusingChangedSchema, !vault.schemaProblems.isEmpty {
+            throw VaultError.schemaChanged(vault.schemaProblems)
         }
         return vault
     }
@@ -330,16 +302,12 @@ public final class Vault {
             var info = stat()
             guard stat(path, &info) == 0 else { continue }
             if info.st_uid != geteuid() {
-                throw VaultError(
-                    .permission, "'\(path)' belongs to another user",
-                    hint: "a vault must belong to the user who opens it")
+                throw VaultError.notOwned(path: path)
             }
             let mode = info.st_mode & 0o777
             if mode & 0o077 != 0 {
                 let wanted = index == 0 ? "700" : "600"
-                throw VaultError(
-                    .permission, "'\(path)' can be read or written by other users (mode \(String(mode, radix: 8)))",
-                                 hint: "run: chmod \(wanted) '\(path)'")
+                throw VaultError.openToOthers(path: path, mode: UInt16(mode), wanted: wanted)
             }
         }
     }
@@ -374,10 +342,7 @@ public final class Vault {
             guard let integrity,
                   (try? coordinator.performRead({ try integrity.rows.holdsLastWrittenGenerations(in: $0) })) == true
             else { throw error }
-            throw VaultError(
-                .ioError,
-                "the change was saved, but the disk reported an error while syncing it (\(error.message))",
-                hint: "check the disk (dmesg) and run 'mystash check'; do not run the command again")
+            throw VaultError.savedButNotSynced(error.message)
         }
     }
 
@@ -425,7 +390,7 @@ public final class Vault {
 
     /// The data key with the slot it came from, to keep in an unlocked session.
     public func sessionContents() throws -> KeyringSession.Contents {
-        guard let dataKey = transformer.dataKey else { throw VaultError(.wrongPassword, "the vault is locked") }
+        guard let dataKey = transformer.dataKey else { throw VaultError.locked }
         return KeyringSession.Contents(slotIdentifier: keySlot.slotIdentifier, dataKey: dataKey)
     }
 
@@ -436,7 +401,7 @@ public final class Vault {
     ///   key since this vault was unlocked: nothing is changed, and the other change stands.
     public func changePassword(to newPassword: SecretBytes, parameters: ScryptParameters) throws {
         try awaitVerification()
-        guard let dataKey = transformer.dataKey else { throw VaultError(.wrongPassword, "the vault is locked") }
+        guard let dataKey = transformer.dataKey else { throw VaultError.locked }
         let slot = try Self.wrapErrors { try KeySlot.wrapping(dataKey, password: newPassword, parameters: parameters) }
         // The new slot says the vault has an integrity record: it must have one first.
         try ensureIntegrityRecord()
@@ -459,11 +424,7 @@ public final class Vault {
             try coordinator.performExclusively {
                 try coordinator.reloadMetadata()
                 guard try Self.readKeySlot(notesStore, passwordsStore) == keySlot else {
-                    throw VaultError(
-                        .busy,
-                        "another process changed the master password or the vault's key since this one "
-                            + "unlocked it; nothing was changed",
-                        hint: "unlock with the master password now in use and try again")
+                    throw VaultError.passwordChangedElsewhere
                 }
                 try body()
             }

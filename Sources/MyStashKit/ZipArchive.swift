@@ -1,4 +1,5 @@
 import Foundation
+import StashPlatform
 
 /// The members of a ZIP archive (PKWARE's APPNOTE, the subset exports write: stored or
 /// deflated members, no encryption, no ZIP64), read from memory. Every offset and length is

@@ -31,8 +31,8 @@ extension PasswordCommand {
                 defer { try? handle.close() }
                 let vault = try options.openUnlockedVault()
                 let attachmentName = name ?? URL(fileURLWithPath: file).lastPathComponent
-                let info = try vault.attach(handle, named: attachmentName, to: entry)
-                let owner = try vault.entry(entry, reveal: false)
+                let info = try vault.attach(handle, named: attachmentName, to: ItemReference(argument: entry))
+                let owner = try vault.entry(ItemReference(argument: entry), reveal: false)
                 Terminal.printError(
                     "Attached '\(Output.safe(info.name))' (\(Output.byteCount(info.size))) to entry \(owner.id) "
                         + "'\(Output.safe(owner.name))'.")
@@ -46,15 +46,15 @@ extension PasswordCommand {
             guard descriptor >= 0 else {
                 let reason = String(cString: strerror(errno))
                 switch errno {
-                case ENOENT, ENOTDIR: throw VaultError(.notFound, "cannot attach '\(path)': \(reason)")
-                case EACCES, EPERM: throw VaultError(.permission, "cannot attach '\(path)': \(reason)")
-                default: throw VaultError(.ioError, "cannot attach '\(path)': \(reason)")
+                case ENOENT, ENOTDIR: throw CommandFailure(.notFound, "cannot attach '\(path)': \(reason)")
+                case EACCES, EPERM: throw CommandFailure(.permission, "cannot attach '\(path)': \(reason)")
+                default: throw CommandFailure(.ioError, "cannot attach '\(path)': \(reason)")
                 }
             }
             var status = stat()
             if fstat(descriptor, &status) == 0, status.st_mode & S_IFMT == S_IFDIR {
                 close(descriptor)
-                throw VaultError(.usage, "cannot attach '\(path)': it is a directory", hint: "name a file")
+                throw CommandFailure(.usage, "cannot attach '\(path)': it is a directory", hint: "name a file")
             }
             return FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
         }
@@ -71,9 +71,9 @@ extension PasswordCommand {
         func run() throws {
             try reportingErrors {
                 let vault = try options.openUnlockedVault()
-                let owner = try vault.entry(entry, reveal: false)
+                let owner = try vault.entry(ItemReference(argument: entry), reveal: false)
                 try confirmRemoval("attachment '\(attachment)' of entry \(owner.id) '\(owner.name)'", force: force)
-                try vault.detach(attachment, from: "#\(owner.id)")
+                try vault.detach(ItemReference(argument: attachment), from: .id(owner.id))
                 Terminal.printError("Removed attachment '\(Output.safe(attachment))' of entry \(owner.id).")
             }
         }
@@ -93,7 +93,9 @@ extension PasswordCommand {
 
             func run() throws {
                 try reportingErrors {
-                    let attachments = try options.readUnlockedVault { try $0.attachments(of: entry) }
+                    let attachments = try options.readUnlockedVault {
+                        try $0.attachments(of: ItemReference(argument: entry))
+                    }
                     if json { return try Output.json(attachments) }
                     Output.table(
                         ["ID", "NAME", "SIZE", "ADDED"],
@@ -128,16 +130,19 @@ extension PasswordCommand {
                 try reportingErrors {
                     let vault = try options.openUnlockedVault()
                     if output == "-" {
-                        _ = try vault.readAttachment(attachment, of: entry) { Output.write($0) }
+                        _ = try vault.readAttachment(
+                            ItemReference(argument: attachment), of: ItemReference(argument: entry)
+                        ) { Output.write($0) }
                         return
                     }
                     // The name is the vault's: only its last path component is used.
-                    let stored = try vault.attachments(of: entry).first {
+                    let stored = try vault.attachments(of: ItemReference(argument: entry)).first {
                         $0.name.caseInsensitiveCompare(attachment) == .orderedSame || "#\($0.id)" == attachment
                     }?.name ?? attachment
                     let target = AttachmentFile.destination(output, name: stored)
                     let info = try AttachmentFile.write(to: target, replacing: force) { write in
-                        try vault.readAttachment(attachment, of: entry, into: write)
+                        try vault.readAttachment(
+                            ItemReference(argument: attachment), of: ItemReference(argument: entry), into: write)
                     }
                     Terminal.printError("Saved '\(Output.safe(info.name))' (\(Output.byteCount(info.size))) "
                                         + "to '\(Output.safe(target))'.")
@@ -170,7 +175,7 @@ enum AttachmentFile {
         var template = Array((directory + "/.mystash-attachment-XXXXXX").utf8CString)
         let descriptor = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
         guard descriptor >= 0 else {
-            throw VaultError(.cannotCreate, "cannot write '\(path)': \(String(cString: strerror(errno)))")
+            throw CommandFailure(.cannotCreate, "cannot write '\(path)': \(String(cString: strerror(errno)))")
         }
         let temporary = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         var placed = false
@@ -185,18 +190,18 @@ enum AttachmentFile {
                     let written = Glibc.write(descriptor, buffer.baseAddress! + offset, buffer.count - offset)
                     if written < 0 {
                         if errno == EINTR { continue }
-                        throw VaultError(.ioError, "cannot write '\(path)': \(String(cString: strerror(errno)))")
+                        throw CommandFailure(.ioError, "cannot write '\(path)': \(String(cString: strerror(errno)))")
                     }
                     offset += written
                 }
             }
         }
         guard fsync(descriptor) == 0 else {
-            throw VaultError(.ioError, "cannot write '\(path)': \(String(cString: strerror(errno)))")
+            throw CommandFailure(.ioError, "cannot write '\(path)': \(String(cString: strerror(errno)))")
         }
         if replacing {
             guard rename(temporary, path) == 0 else {
-                throw VaultError(.cannotCreate, "cannot write '\(path)': \(String(cString: strerror(errno)))")
+                throw CommandFailure(.cannotCreate, "cannot write '\(path)': \(String(cString: strerror(errno)))")
             }
             placed = true
         } else {
@@ -204,13 +209,13 @@ enum AttachmentFile {
             guard link(temporary, path) == 0 else {
                 throw errno == EEXIST
                     ? exists(path)
-                    : VaultError(.cannotCreate, "cannot write '\(path)': \(String(cString: strerror(errno)))")
+                    : CommandFailure(.cannotCreate, "cannot write '\(path)': \(String(cString: strerror(errno)))")
             }
         }
         return result
     }
 
-    private static func exists(_ path: String) -> VaultError {
-        VaultError(.cannotCreate, "'\(path)' exists; nothing was written", hint: "add --force to replace it")
+    private static func exists(_ path: String) -> CommandFailure {
+        CommandFailure(.cannotCreate, "'\(path)' exists; nothing was written", hint: "add --force to replace it")
     }
 }

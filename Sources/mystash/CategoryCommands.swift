@@ -50,7 +50,7 @@ struct CategoryCommand: ParsableCommand {
 
         func run() throws {
             try reportingErrors {
-                try options.openUnlockedVault().renameCategory(old, to: new)
+                try options.openUnlockedVault().renameCategory(ItemReference(argument: old), to: new)
                 Terminal.printError("Renamed.")
             }
         }
@@ -65,7 +65,7 @@ struct CategoryCommand: ParsableCommand {
         func run() throws {
             try reportingErrors {
                 // Deny needs to see the entries that use the category, which are encrypted.
-                try options.openUnlockedVault().removeCategory(name)
+                try options.openUnlockedVault().removeCategory(ItemReference(argument: name))
                 Terminal.printError("Removed.")
             }
         }

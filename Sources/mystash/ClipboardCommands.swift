@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import MyStashKit
+import StashPlatform
 
 /// The CLI's side of the clipboard: the delay from MYSTASH_CLIP_TIME, the helper command,
 /// and what to tell the person.
@@ -9,7 +10,7 @@ enum ClipboardCopy {
     static func clearSeconds(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> Int {
         guard let text = environment["MYSTASH_CLIP_TIME"] else { return Clipboard.defaultClearSeconds }
         guard let seconds = Int(text), (0...Clipboard.maximumClearSeconds).contains(seconds) else {
-            throw VaultError(
+            throw CommandFailure(
                 .usage,
                 "MYSTASH_CLIP_TIME must be a number of seconds from 0 to "
                     + "\(Clipboard.maximumClearSeconds), not '\(text)'"
@@ -32,10 +33,12 @@ enum ClipboardCopy {
             destination = try Clipboard.copy(
                 value, clearAfter: try seconds ?? clearSeconds(),
                 clearHelper: [executable, ClipboardClear.configuration.commandName ?? ""])
-        } catch var error as VaultError where error.kind == .notFound {
-            error.hint = "print the value with --field instead, or run under a graphical session"
-            throw error
+        } catch Clipboard.Failure.noClipboard {
+            var failure = CommandFailure(Clipboard.Failure.noClipboard)
+            failure.hint = "print the value with --field instead, or run under a graphical session"
+            throw failure
         }
+
         switch destination {
         case .tool(_, let clearsAfter?):
             return "Copied \(what) to the clipboard; it is cleared in \(clearsAfter) seconds."

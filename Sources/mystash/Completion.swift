@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import MyStashKit
+import StashPlatform
 
 // Shell completion of entry, note and category names (swift-argument-parser's custom
 // completions). Names of entries and notes are encrypted, so they complete only in an
@@ -46,7 +47,8 @@ private func completionNames(_ kind: Vault.NameKind, arguments: [String], prefix
         while let word = words.next() {
             if ["--field", "--vault"].contains(word) { _ = words.next(); continue }
             if word.hasPrefix("-") || word == prefix { continue }
-            if let vault = unlockedForCompletion(arguments), let fields = try? vault.entry(word, reveal: false).fields {
+            if let vault = unlockedForCompletion(arguments),
+               let fields = try? vault.entry(ItemReference(argument: word), reveal: false).fields {
                 names += fields.map(\.name)
             }
             break
@@ -63,7 +65,8 @@ private func completionNames(_ kind: Vault.NameKind, arguments: [String], prefix
     while let word = words.next() {
         if ["--vault", "--output", "-o"].contains(word) { _ = words.next(); continue }
         if word.hasPrefix("-") || word == prefix { continue }
-        guard let vault = unlockedForCompletion(arguments), let names = try? vault.attachments(of: word).map(\.name)
+        guard let vault = unlockedForCompletion(arguments),
+              let names = try? vault.attachments(of: ItemReference(argument: word)).map(\.name)
         else { return [] }
         return names.filter { $0.lowercased().hasPrefix(prefix.lowercased()) }.sorted()
     }

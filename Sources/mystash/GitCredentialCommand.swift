@@ -39,7 +39,7 @@ struct GitCredential: ParsableCommand {
             case "get":
                 guard let credential = try options.readUnlockedVault({ try $0.credential(for: query) }) else { return }
                 guard !credential.password.contains(where: { $0 == "\n" || $0 == "\0" }) else {
-                    throw VaultError(.invalidData,
+                    throw CommandFailure(.invalidData,
                                      "the password of entry '\(credential.entryName)' has a line break, which git's "
                                         + "credential protocol cannot carry",
                                      hint: "copy it with 'mystash password show #\(credential.entryID) --clip' instead")
@@ -69,7 +69,7 @@ struct GitCredential: ParsableCommand {
 
     /// The request's bytes, up to the blank line that ends it or the end of input.
     ///
-    /// - throws: ``VaultError`` `.invalidData` beyond ``maximumRequestBytes``.
+    /// - throws: ``CommandFailure`` `.invalidData` beyond ``maximumRequestBytes``.
     static func readRequest(from descriptor: Int32) throws -> [UInt8] {
         var bytes: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 4096)
@@ -81,7 +81,7 @@ struct GitCredential: ParsableCommand {
             if let end = blankLine(in: bytes) { return Array(bytes[..<end]) }
         }
         guard bytes.count <= maximumRequestBytes else {
-            throw VaultError(.invalidData, "the credential request is larger than \(maximumRequestBytes) bytes",
+            throw CommandFailure(.invalidData, "the credential request is larger than \(maximumRequestBytes) bytes",
                              hint: "git sends a few lines of key=value; check what feeds the helper")
         }
         return bytes
@@ -102,11 +102,11 @@ struct GitCredential: ParsableCommand {
     /// The query a request describes. Keys are those of gitcredentials(7); `url` stands for its
     /// parts; unknown keys (`capability[]`, `wwwauth[]`, `password_expiry_utc`...) are ignored.
     ///
-    /// - throws: ``VaultError`` `.invalidData` for a NUL byte, bytes that are not UTF-8, a line
+    /// - throws: ``CommandFailure`` `.invalidData` for a NUL byte, bytes that are not UTF-8, a line
     ///   without `=`, or no host.
     static func query(from bytes: [UInt8]) throws -> CredentialQuery {
         if let position = bytes.firstIndex(of: 0) {
-            throw VaultError(.invalidData, "the credential request has a NUL byte (at byte \(position + 1))",
+            throw CommandFailure(.invalidData, "the credential request has a NUL byte (at byte \(position + 1))",
                              hint: "git's credential lines are key=value text")
         }
         let text = try UTF8Text.decode(bytes, place: "the credential request")
@@ -115,7 +115,7 @@ struct GitCredential: ParsableCommand {
             let line = rawLine.hasSuffix("\r") ? rawLine.dropLast() : rawLine
             if line.isEmpty { break }
             guard let equals = line.firstIndex(of: "=") else {
-                throw VaultError(.invalidData, "line \(number + 1) of the credential request has no '='",
+                throw CommandFailure(.invalidData, "line \(number + 1) of the credential request has no '='",
                                  hint: "each line is key=value, as in host=example.com")
             }
             let key = String(line[..<equals])
@@ -127,7 +127,7 @@ struct GitCredential: ParsableCommand {
             }
         }
         guard let host = fields["host"], !host.isEmpty else {
-            throw VaultError(.invalidData, "the credential request names no host",
+            throw CommandFailure(.invalidData, "the credential request names no host",
                              hint: "send host=NAME (or url=...), as git does; mystash keeps credentials by host")
         }
         func nonEmpty(_ key: String) -> String? { fields[key].flatMap { $0.isEmpty ? nil : $0 } }

@@ -2,6 +2,7 @@ import ArgumentParser
 import CLinuxSupport
 import Foundation
 import MyStashKit
+import StashPlatform
 import StashCrypto
 #if canImport(Glibc)
 import Glibc
@@ -83,7 +84,26 @@ struct VaultOptions: ParsableArguments {
         if let fromEnvironment = ProcessInfo.processInfo.environment["MYSTASH_VAULT"], !fromEnvironment.isEmpty {
             return URL(fileURLWithPath: fromEnvironment)
         }
-        return Vault.defaultDirectory()
+        return defaultDirectory()
+    }
+
+    /// `$XDG_DATA_HOME/mystash`, else `~/.local/share/mystash`.
+    static func defaultDirectory(environment: [String: String] = ProcessInfo.processInfo.environment) -> URL {
+        if let xdg = environment["XDG_DATA_HOME"], xdg.hasPrefix("/") {
+            return URL(fileURLWithPath: xdg).appendingPathComponent("mystash")
+        }
+        let home = environment["HOME"] ?? NSHomeDirectory()
+        return URL(fileURLWithPath: home).appendingPathComponent(".local/share/mystash")
+    }
+
+    /// Tests set `MYSTASH_TEST_ALLOW_WEAK_KDF=1` to create vaults fast; only debug builds honour it.
+    static var testAllowsWeakKDF: Bool { ProcessInfo.processInfo.environment["MYSTASH_TEST_ALLOW_WEAK_KDF"] == "1" }
+
+    /// How long to wait for another process's lock: `MYSTASH_BUSY_TIMEOUT` seconds, else the default.
+    static func lockTimeout(environment: [String: String] = ProcessInfo.processInfo.environment) throws
+        -> TimeInterval {
+        guard let text = environment["MYSTASH_BUSY_TIMEOUT"] else { return Vault.defaultLockTimeout }
+        return try Vault.lockTimeout(parsing: text)
     }
 }
 
@@ -92,23 +112,21 @@ struct VaultOptions: ParsableArguments {
 func reportingErrors(_ body: () throws -> Void) throws {
     do {
         try body()
-    } catch let error as VaultError {
-        errorLines(error).forEach(Terminal.printError)
-        throw ExitCode(error.kind.exitCode)
     } catch let error as ExitCode {
         throw error
     } catch let error as CleanExit {
         throw error
     } catch {
-        let wrapped = VaultError.wrapping(error)
-        try reportingErrors { throw wrapped }
+        let failure = CommandFailure(error)
+        errorLines(failure).forEach(Terminal.printError)
+        throw ExitCode(failure.status.code)
     }
 }
 
 /// A failure as the CLI words it: `Error: ...`, the lines behind it, `hint: ...`. Messages quote
 /// names and values from files and the vault, so control characters in them are shown escaped.
 func errorLines(_ error: Error) -> [String] {
-    let error = VaultError.wrapping(error)
+    let error = CommandFailure(error)
     return ["Error: \(Output.safe(error.message))"]
         + error.details.map { "  " + Output.safe($0.trimmingCharacters(in: .whitespaces)) }
         + (error.hint.map { ["hint: \(Output.safe($0))"] } ?? [])
@@ -118,7 +136,9 @@ extension VaultOptions {
     /// Opens the vault without unlocking it.
     /// Opens the vault; one line on stderr says when this open migrated it to a newer model.
     func openVault(refusingChangedSchema: Bool = true) throws -> Vault {
-        let vault = try Vault.open(at: directory, refusingChangedSchema: refusingChangedSchema)
+        let vault = try Vault.open(at: directory, lockTimeout: try Self.lockTimeout(),
+                                   refusingChangedSchema: refusingChangedSchema)
+
         if let last = vault.migrations.last {
             Terminal.printError("Upgraded the vault from model '\(last.from)' to '\(last.to)' "
                                 + "(\(vault.migrations.map(\.store).joined(separator: ", "))).")
@@ -140,8 +160,9 @@ extension VaultOptions {
         do {
             try unlockWithMasterPassword(vault, verification: verification)
         } catch let error as VaultError where sessionIsStale && error.kind == .wrongPassword {
-            throw VaultError(
-                error.kind,
+            throw CommandFailure(
+                .wrongPassword,
+
                 "the unlocked session ended: the master password or the vault's key was changed since; "
                     + error.message,
                 hint: "run 'mystash unlock' with the master password now in use")
@@ -174,7 +195,7 @@ extension VaultOptions {
         }
         for attempt in 1...Self.passwordTries {
             guard let typed = Terminal.readSecret(prompt: "Master password for \(vault.directory.path): ") else {
-                throw VaultError(
+                throw CommandFailure(
                     .wrongPassword,
                     "no master password: the vault is not unlocked, MYSTASH_PASSWORD is not set, and there is no "
                         + "terminal to ask on",
@@ -194,7 +215,7 @@ extension VaultOptions {
 /// A new master password: MYSTASH_NEW_PASSWORD, else asked twice on the terminal.
 func newMasterPassword() throws -> SecretBytes {
     if let password = ProcessInfo.processInfo.environment["MYSTASH_NEW_PASSWORD"] {
-        guard !password.isEmpty else { throw VaultError(.usage, "MYSTASH_NEW_PASSWORD is empty") }
+        guard !password.isEmpty else { throw CommandFailure(.usage, "MYSTASH_NEW_PASSWORD is empty") }
         return .password(password)
     }
     let typed = try Terminal.readNewSecret(prompt: "New master password: ", again: "Repeat the new master password: ")

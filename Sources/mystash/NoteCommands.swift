@@ -46,7 +46,7 @@ struct NoteCommand: ParsableCommand {
 
         func run() throws {
             try reportingErrors {
-                let info = try options.readOneItem { try $0.note(note) }
+                let info = try options.readOneItem { try $0.note(ItemReference(argument: note)) }
                 if json { return try Output.json(info) }
                 Output.line("# \(info.title)")
                 if let folder = info.folder { Output.line("Folder: \(folder)") }
@@ -75,14 +75,15 @@ struct NoteCommand: ParsableCommand {
                 var text: String?
                 if title == nil {
                     text = Terminal.stdinIsTerminal
-                        ? try Terminal.edit(try vault.note(note).text ?? "") : try Terminal.readStandardInput()
+                        ? try Terminal.edit(try vault.note(ItemReference(argument: note)).text ?? "")
+                        : try Terminal.readStandardInput()
                     if text?.isEmpty == true && !allowEmpty {
-                        throw VaultError(
+                        throw CommandFailure(
                             .usage, "the new text is empty; nothing was saved",
                             hint: "add --allow-empty to clear the note's text")
                     }
                 }
-                try vault.editNote(note, title: title, text: text)
+                try vault.editNote(ItemReference(argument: note), title: title, text: text)
                 Terminal.printError("Saved.")
             }
         }
@@ -98,9 +99,9 @@ struct NoteCommand: ParsableCommand {
         func run() throws {
             try reportingErrors {
                 let vault = try options.openUnlockedVault()
-                let info = try vault.note(note)
+                let info = try vault.note(ItemReference(argument: note))
                 try confirmRemoval("note \(info.id) '\(info.title)'", force: force)
-                try vault.removeNote("#\(info.id)")
+                try vault.removeNote(.id(info.id))
                 Terminal.printError("Removed note \(info.id).")
             }
         }
@@ -132,7 +133,7 @@ func printNotes(_ notes: [NoteInfo], json: Bool) throws {
 func confirmRemoval(_ what: String, force: Bool) throws {
     guard !force else { return }
     guard Terminal.stdinIsTerminal else {
-        throw VaultError(.usage, "refusing to remove \(what) without confirmation", hint: "add --force")
+        throw CommandFailure(.usage, "refusing to remove \(what) without confirmation", hint: "add --force")
     }
-    guard Terminal.confirm("Remove \(what)?") else { throw VaultError(.usage, "nothing was removed") }
+    guard Terminal.confirm("Remove \(what)?") else { throw CommandFailure(.usage, "nothing was removed") }
 }

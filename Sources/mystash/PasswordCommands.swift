@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import MyStashKit
+import StashPlatform
 import TerminalUI
 
 struct GeneratorOptions: ParsableArguments {
@@ -23,7 +24,7 @@ func readEntryPassword(generate: Bool, generator: GeneratorOptions) throws -> St
         var text = try Terminal.readStandardInput()
         // No byte at all is a pipe that lost its password; an empty line is meant.
         guard !text.isEmpty else {
-            throw VaultError(.invalidData, "standard input is empty, so there is no password; nothing was saved",
+            throw CommandFailure(.invalidData, "standard input is empty, so there is no password; nothing was saved",
                              hint: "pipe the password in; an empty line (echo |) saves an empty password")
         }
         if text.hasSuffix("\n") { text.removeLast() }
@@ -76,7 +77,7 @@ struct PasswordCommand: ParsableCommand {
         func run() throws {
             try reportingErrors {
                 let vault = try options.openUnlockedVault()
-                try requireCategory(category, in: vault, creating: createCategory)
+                let category = try categoryName(category, in: vault, creating: createCategory)
                 var changes = EntryChanges(name: name, userId: userId, url: url, category: category)
                 changes.password = try readEntryPassword(generate: generate, generator: generator)
                 changes.notes = editNotes ? try Terminal.edit("") : nil
@@ -101,6 +102,7 @@ struct PasswordCommand: ParsableCommand {
 
         func run() throws {
             try reportingErrors {
+                let category = category.map(ItemReference.init(argument:))
                 try printEntries(try options.readUnlockedVault { try $0.entries(category: category) }, json: json)
             }
         }
@@ -146,17 +148,17 @@ struct PasswordCommand: ParsableCommand {
             try reportingErrors {
                 if clip {
                     let name = clipField ?? field ?? "password"
-                    let value = try options.readOneItem { try $0.fieldValue(name, of: entry) }
+                    let value = try options.readOneItem { try $0.fieldValue(name, of: ItemReference(argument: entry)) }
                     try ClipboardCopy.copy(value, what: "the \(Output.safe(name)) of '\(Output.safe(entry))'")
                     return
                 }
                 if let field {
-                    let value = try options.readOneItem { try $0.fieldValue(field, of: entry) }
+                    let value = try options.readOneItem { try $0.fieldValue(field, of: ItemReference(argument: entry)) }
                     // As stored: a script asked for this value, and gets it byte for byte.
                     Output.write((escape ? Output.safe(value, keepingLines: true) : value) + "\n")
                     return
                 }
-                let info = try options.readOneItem { try $0.entry(entry, reveal: reveal) }
+                let info = try options.readOneItem { try $0.entry(ItemReference(argument: entry), reveal: reveal) }
                 if json { return try Output.json(info) }
                 var fields: [(String, String?)] = [("ID", String(info.id)), ("Name", info.name), ("User", info.userId),
                                                    ("Password", info.password ?? "********"), ("URL", info.url)]
@@ -198,7 +200,7 @@ struct PasswordCommand: ParsableCommand {
 
         func run() throws {
             try reportingErrors {
-                let (code, totp) = try options.readOneItem { try $0.totpCode(entry) }
+                let (code, totp) = try options.readOneItem { try $0.totpCode(ItemReference(argument: entry)) }
                 if json {
                     struct Shown: Encodable {
                         var code: String  // a string: its leading zeros count
@@ -229,7 +231,9 @@ struct PasswordCommand: ParsableCommand {
 
         func run() throws {
             try reportingErrors {
-                let history = try options.readOneItem { try $0.passwordHistory(entry, reveal: reveal) }
+                let history = try options.readOneItem {
+                    try $0.passwordHistory(ItemReference(argument: entry), reveal: reveal)
+                }
                 if json { return try Output.json(history) }
                 Output.table(
                     ["REPLACED", "PASSWORD"], history.map { [Output.date($0.replacedAt), $0.password ?? "********"] },
@@ -279,14 +283,17 @@ struct PasswordCommand: ParsableCommand {
         func run() throws {
             try reportingErrors {
                 let vault = try options.openUnlockedVault()
-                try requireCategory(category, in: vault, creating: createCategory)
+                let category = try categoryName(category, in: vault, creating: createCategory)
                 var changes = EntryChanges(name: name, userId: userId, url: url, category: category)
                 changes.password =
                     newPassword || generate ? try readEntryPassword(generate: generate, generator: generator) : nil
-                changes.notes = editNotes ? try Terminal.edit(try vault.entry(entry, reveal: false).notes ?? "") : nil
+                let reference = ItemReference(argument: entry)
+                changes.notes =
+                    editNotes ? try Terminal.edit(try vault.entry(reference, reveal: false).notes ?? "") : nil
                 changes.totp = totp ? try readTOTPSecret(allowEmpty: true) : nil
                 changes.favorite = favorite
-                try vault.editEntry(entry, changes, allowDuplicate: allowDuplicate, creatingCategory: createCategory)
+                try vault.editEntry(reference, changes, allowDuplicate: allowDuplicate,
+                                    creatingCategory: createCategory)
                 Terminal.printError("Saved.")
                 if generate, let password = changes.password {
                     try showGenerated(password, of: name ?? entry, clip: clip)
@@ -305,9 +312,9 @@ struct PasswordCommand: ParsableCommand {
         func run() throws {
             try reportingErrors {
                 let vault = try options.openUnlockedVault()
-                let info = try vault.entry(entry, reveal: false)
+                let info = try vault.entry(ItemReference(argument: entry), reveal: false)
                 try confirmRemoval("entry \(info.id) '\(info.name)'", force: force)
-                try vault.removeEntry("#\(info.id)")
+                try vault.removeEntry(.id(info.id))
                 Terminal.printError("Removed entry \(info.id).")
             }
         }
@@ -341,12 +348,19 @@ func printEntries(_ entries: [EntryInfo], json: Bool) throws {
                  empty: "No entries.")
 }
 
-/// Refuses a category the vault lacks, unless it is to be created: before any password is
-/// asked or generated.
-func requireCategory(_ name: String?, in vault: Vault, creating: Bool) throws {
-    guard let name, !name.isEmpty, !creating, try !vault.hasCategory(name) else { return }
-    throw VaultError(.notFound, "no category named '\(name)'; nothing was saved",
-                     hint: "add '--create-category' to create it, or see 'mystash category list'")
+/// The name of the category `argument` names (a name or `#ID`; "" for none). A category the
+/// vault lacks is refused, unless a name is to be created: before any password is asked or generated.
+func categoryName(_ argument: String?, in vault: Vault, creating: Bool) throws -> String? {
+    guard let argument, !argument.isEmpty else { return argument }
+    let reference = ItemReference(argument: argument)
+    do {
+        return try vault.categoryName(reference)
+    } catch let error as VaultError where error.kind == .notFound {
+        if creating, case .name = reference { return argument }
+        if creating { throw error }
+        throw CommandFailure(.notFound, "no category named '\(argument)'; nothing was saved",
+                             hint: "add '--create-category' to create it, or see 'mystash category list'")
+    }
 }
 
 /// A generated password, printed on stdout as pass does, or copied to the clipboard.
@@ -368,10 +382,10 @@ func requireTerminal(for option: String) throws {
 /// A TOTP secret or otpauth:// URI, asked without echo (it is a secret, never an argument).
 func readTOTPSecret(allowEmpty: Bool = false) throws -> String {
     guard let secret = Terminal.readSecret(prompt: "TOTP secret or otpauth:// URI: ") else {
-        throw VaultError(.usage, "no terminal to ask for the TOTP secret")
+        throw CommandFailure(.usage, "no terminal to ask for the TOTP secret")
     }
     let text = try secret.withUnsafeBytes { try UTF8Text.decode($0, place: "the typed TOTP secret") }
         .trimmingCharacters(in: .whitespaces)
-    if text.isEmpty && !allowEmpty { throw VaultError(.usage, "no TOTP secret was given; nothing was saved") }
+    if text.isEmpty && !allowEmpty { throw CommandFailure(.usage, "no TOTP secret was given; nothing was saved") }
     return text
 }

@@ -2,6 +2,7 @@ import ArgumentParser
 import CLinuxSupport
 import Foundation
 import MyStashKit
+import StashPlatform
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -41,7 +42,7 @@ struct SSHAgentCommand: ParsableCommand {
             // The vault must exist; whether it is unlocked is looked at on each request.
             let vault = try options.openVault()
             if confirm && FileHandle(forUpdatingAtPath: "/dev/tty") == nil {
-                throw VaultError(.usage, "--confirm needs a terminal to ask on, and there is none")
+                throw CommandFailure(.usage, "--confirm needs a terminal to ask on, and there is none")
             }
             if foreground {
                 let server = try SSHAgentServer(path: path, vaultDirectory: vault.directory, confirm: confirm,
@@ -65,7 +66,7 @@ struct SSHAgentCommand: ParsableCommand {
                          "--vault", options.directory.path]
         if allowAdd { arguments.append("--allow-add") }
         var ends: [Int32] = [-1, -1]
-        guard pipe(&ends) == 0 else { throw VaultError(.unexpected, "cannot make a pipe to the agent") }
+        guard pipe(&ends) == 0 else { throw CommandFailure(.unexpected, "cannot make a pipe to the agent") }
         // The agent outlives us: it must not keep our caller's pipes (or the vault's files) open,
         // or whoever reads our output would wait for the agent to end.
         let inherited = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
@@ -90,7 +91,7 @@ struct SSHAgentCommand: ParsableCommand {
         let spawned = posix_spawn(&pid, executable, &actions, &attributes, argv, envp)
         close(ends[1])
         defer { close(ends[0]) }
-        guard spawned == 0 else { throw VaultError(.unexpected, "cannot start the agent (error \(spawned))") }
+        guard spawned == 0 else { throw CommandFailure(.unexpected, "cannot start the agent (error \(spawned))") }
         // The child prints its lines once it listens (and keeps serving); end of file first means
         // it failed.
         var received = Data()
@@ -100,7 +101,7 @@ struct SSHAgentCommand: ParsableCommand {
         guard !received.isEmpty else {
             var status: Int32 = 0
             waitpid(pid, &status, 0)
-            throw VaultError(
+            throw CommandFailure(
                 .unexpected, "the agent did not start (exit status \((status >> 8) & 0xFF))",
                 hint: "run 'mystash ssh-agent --foreground' to see why")
         }
@@ -125,13 +126,13 @@ struct SSHAgentCommand: ParsableCommand {
             base = "/tmp/mystash-\(getuid())"
         }
         if mkdir(base, 0o700) != 0 && errno != EEXIST {
-            throw VaultError(.cannotCreate, "cannot create '\(base)' (\(String(cString: strerror(errno))))")
+            throw CommandFailure(.cannotCreate, "cannot create '\(base)' (\(String(cString: strerror(errno))))")
         }
         var info = stat()
         guard lstat(base, &info) == 0, info.st_mode & S_IFMT == S_IFDIR, info.st_uid == getuid(),
               info.st_mode & 0o077 == 0
         else {
-            throw VaultError(.permission, "'\(base)' is not a private directory of yours",
+            throw CommandFailure(.permission, "'\(base)' is not a private directory of yours",
                              hint: "remove it, or name a socket with --socket")
         }
         return base + "/ssh-agent.sock"
@@ -251,7 +252,7 @@ final class SSHAgentServer {
     private static func listen(at path: String) throws -> Int32 {
         var address = try claim(path)
         let descriptor = Glibc.socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard descriptor >= 0 else { throw VaultError(.unexpected, "cannot make a socket") }
+        guard descriptor >= 0 else { throw CommandFailure(.unexpected, "cannot make a socket") }
         let previous = umask(0o177)
         let bound = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
@@ -262,7 +263,7 @@ final class SSHAgentServer {
         guard bound == 0, chmod(path, 0o600) == 0, Glibc.listen(descriptor, 16) == 0 else {
             let reason = String(cString: strerror(errno))
             close(descriptor)
-            throw VaultError(.cannotCreate, "cannot listen on '\(path)' (\(reason))",
+            throw CommandFailure(.cannotCreate, "cannot listen on '\(path)' (\(reason))",
                              hint: "check that its directory exists and is yours")
         }
         return descriptor
@@ -270,7 +271,7 @@ final class SSHAgentServer {
 
     /// The address of `path`, once a socket an agent that died left there is removed.
     ///
-    /// - throws: ``VaultError`` `.busy` when an agent listens there, `.cannotCreate` when it is
+    /// - throws: ``CommandFailure`` `.busy` when an agent listens there, `.cannotCreate` when it is
     ///   another kind of file, `.usage` when the path is too long for a socket.
     @discardableResult
     static func claim(_ path: String) throws -> sockaddr_un {
@@ -278,7 +279,7 @@ final class SSHAgentServer {
         address.sun_family = sa_family_t(AF_UNIX)
         let capacity = MemoryLayout.size(ofValue: address.sun_path)
         guard path.utf8.count < capacity else {
-            throw VaultError(.usage, "the socket path '\(path)' is longer than \(capacity - 1) bytes",
+            throw CommandFailure(.usage, "the socket path '\(path)' is longer than \(capacity - 1) bytes",
                              hint: "choose a shorter path with --socket")
         }
         withUnsafeMutableBytes(of: &address.sun_path) { raw in
@@ -287,10 +288,11 @@ final class SSHAgentServer {
         var info = stat()
         if lstat(path, &info) == 0 {
             guard info.st_mode & S_IFMT == S_IFSOCK else {
-                throw VaultError(.cannotCreate, "'\(path)' exists and is not a socket", hint: "choose another --socket")
+                throw CommandFailure(.cannotCreate, "'\(path)' exists and is not a socket",
+                                     hint: "choose another --socket")
             }
             if connects(to: &address) {
-                throw VaultError(.busy, "an agent is already listening on '\(path)'",
+                throw CommandFailure(.busy, "an agent is already listening on '\(path)'",
                                  hint: "stop it first, or choose another --socket")
             }
             unlink(path)
@@ -330,7 +332,7 @@ final class AgentKeys {
                                                   name: entry.name) }
             }
         } catch {
-            Terminal.printError("mystash ssh-agent: cannot read the keys: \(VaultError.wrapping(error).message)")
+            Terminal.printError("mystash ssh-agent: cannot read the keys: \(CommandFailure(error).message)")
             drop()
         }
         return loaded
@@ -339,7 +341,7 @@ final class AgentKeys {
     /// Stores a key ssh-add sent, named by its comment (or fingerprint).
     func add(_ key: SSHPrivateKey) throws {
         guard let vault = unlockedVault() else {
-            throw VaultError(.wrongPassword, "the vault is locked", hint: "run 'mystash unlock'")
+            throw CommandFailure(.wrongPassword, "the vault is locked", hint: "run 'mystash unlock'")
         }
         let name = key.comment.isEmpty ? key.fingerprint : key.comment
         let taken = Set(try vault.names(of: .entries).map { $0.lowercased() })
@@ -373,7 +375,7 @@ final class AgentKeys {
             vault = opened
             return opened
         } catch {
-            Terminal.printError("mystash ssh-agent: cannot open the vault: \(VaultError.wrapping(error).message)")
+            Terminal.printError("mystash ssh-agent: cannot open the vault: \(CommandFailure(error).message)")
             drop()
             return nil
         }

@@ -67,7 +67,7 @@ struct SSHCommand: ParsableCommand {
 
         func run() throws {
             try reportingErrors {
-                let entry = try options.readUnlockedVault { try $0.sshKey(name) }
+                let entry = try options.readUnlockedVault { try $0.sshKey(ItemReference(argument: name)) }
                 Output.line(entry.key?.publicKeyLine ?? "")
             }
         }
@@ -80,7 +80,7 @@ struct SSHCommand: ParsableCommand {
             data = FileHandle.standardInput.readDataToEndOfFile()
         } else {
             guard let contents = FileManager.default.contents(atPath: path) else {
-                throw VaultError(.notFound, "cannot read '\(path)'", hint: "check the path and its permissions")
+                throw CommandFailure(.notFound, "cannot read '\(path)'", hint: "check the path and its permissions")
             }
             data = contents
         }
@@ -91,7 +91,7 @@ struct SSHCommand: ParsableCommand {
             }
             let shown = path == "-" ? "the key" : path
             guard let typed = Terminal.readSecret(prompt: "Enter passphrase for \(shown): ") else {
-                throw VaultError(.usage, "the key is encrypted and there is no terminal to ask for its passphrase",
+                throw CommandFailure(.usage, "the key is encrypted and there is no terminal to ask for its passphrase",
                                  hint: "run the command in a terminal, or set MYSTASH_SSH_PASSPHRASE for scripts")
             }
             return typed

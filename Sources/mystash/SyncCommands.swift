@@ -65,9 +65,17 @@ struct Clone: ParsableCommand {
     func run() throws {
         try reportingErrors {
             let directory = options.directory
-            let report = try Vault.clone(from: remote, to: directory, deviceName: deviceName) { slot in
-                try unlockKeySlot(slot, directory: directory)
+            let report: SyncReport
+            do {
+                report = try Vault.clone(from: remote, to: directory, deviceName: deviceName) { slot in
+                    try unlockKeySlot(slot, directory: directory)
+                }
+            } catch let error as VaultError where error == .vaultExists(path: directory.path) {
+                var failure = CommandFailure(vault: error)
+                failure.hint = "sync it with 'mystash sync', or clone into another directory with --vault"
+                throw failure
             }
+
             if json { return try Output.json(report) }
             let items = report.received.count
             Terminal.printError("Created a vault at \(directory.path) from \(report.remote) "
@@ -90,7 +98,7 @@ struct Clone: ParsableCommand {
         }
         for attempt in 1...VaultOptions.passwordTries {
             guard let typed = Terminal.readSecret(prompt: "Master password of the vault at \(remote): ") else {
-                throw VaultError(.wrongPassword,
+                throw CommandFailure(.wrongPassword,
                                  "no master password: MYSTASH_PASSWORD is not set and there is no terminal to ask on",
                                  hint: "run 'mystash clone' in a terminal, or set MYSTASH_PASSWORD for scripts")
             }
@@ -100,7 +108,7 @@ struct Clone: ParsableCommand {
                 Terminal.printError("Wrong master password; try again (\(VaultOptions.passwordTries - attempt) left).")
             }
         }
-        throw VaultError(.wrongPassword, "wrong master password")
+        throw CommandFailure(.wrongPassword, "wrong master password")
     }
 }
 

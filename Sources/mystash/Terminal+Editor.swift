@@ -42,13 +42,13 @@ extension Terminal {
     /// default is to end the process. The editor gets no master password in its environment.
     static func edit(_ initial: String) throws -> String {
         guard let base = editorBaseDirectories().first else {
-            throw VaultError(
+            throw CommandFailure(
                 .cannotCreate, "there is no memory filesystem (/dev/shm or $XDG_RUNTIME_DIR) for the editor's file",
                 hint: "pipe the text on standard input instead")
         }
         var template = Array("\(base)/\(editorDirectoryPrefix)\(getpid()).XXXXXX".utf8CString)
         guard mkdtemp(&template) != nil else {
-            throw VaultError(
+            throw CommandFailure(
                 .cannotCreate,
                 "cannot create a private directory in \(base) for the editor: \(String(cString: strerror(errno)))",
                 hint: "pipe the text on standard input instead")
@@ -56,13 +56,13 @@ extension Terminal {
         let directory = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         guard ms_editor_guard_begin(directory) == 0 else {
             _ = ms_wipe_directory(directory)
-            throw VaultError(.unexpected, "cannot protect the editor's file against signals; nothing was written")
+            throw CommandFailure(.unexpected, "cannot protect the editor's file against signals; nothing was written")
         }
         defer { _ = ms_editor_guard_end() }
         let path = directory + "/note.txt"
         let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else {
-            throw VaultError(
+            throw CommandFailure(
                 .cannotCreate, "cannot create a private file in \(directory) for the editor",
                 hint: "pipe the text on standard input instead")
         }
@@ -78,7 +78,7 @@ extension Terminal {
         try process.run()
         process.waitUntilExit()
         guard process.terminationStatus == 0 else {
-            throw VaultError(
+            throw CommandFailure(
                 .unexpected, "the editor '\(editor)' exited with status \(process.terminationStatus); nothing was saved"
             )
         }

@@ -54,16 +54,18 @@ enum Terminal {
     /// Asks twice and insists the answers match.
     static func readNewSecret(prompt: String, again: String) throws -> SecretBytes {
         guard let first = readSecret(prompt: prompt) else {
-            throw VaultError(
+            throw CommandFailure(
                 .usage,
                 "no terminal to ask for the "
                     + "\(prompt.lowercased().trimmingCharacters(in: CharacterSet(charactersIn: ": ")))"
             )
         }
         guard let second = readSecret(prompt: again), second == first else {
-            throw VaultError(.usage, "the two entries did not match; nothing was changed")
+            throw CommandFailure(.usage, "the two entries did not match; nothing was changed")
         }
-        guard first.count > 0 else { throw VaultError(.usage, "an empty secret is not allowed; nothing was changed") }
+        guard first.count > 0 else {
+            throw CommandFailure(.usage, "an empty secret is not allowed; nothing was changed")
+        }
         return first
     }
 

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import MyStashKit
+import StashPlatform
 import StashCrypto
 
 struct Init: ParsableCommand {
@@ -20,7 +21,7 @@ struct Init: ParsableCommand {
 
     func run() throws {
         try reportingErrors {
-            let parameters = try KDFPolicy.parameters(logN: kdfCost)
+            let parameters = try KDFPolicy.parameters(logN: kdfCost, allowingWeak: VaultOptions.testAllowsWeakKDF)
             let password = try newMasterPassword()
             let vault = try Vault.create(at: options.directory, password: password, parameters: parameters)
             Terminal.printError("Created a vault at \(vault.directory.path) (scrypt \(parameters)).")
@@ -63,7 +64,7 @@ struct Passwd: ParsableCommand {
         try reportingErrors {
             let vault = try options.openVault()
             try options.unlockWithMasterPassword(vault)
-            let parameters = try KDFPolicy.parameters(logN: kdfCost)
+            let parameters = try KDFPolicy.parameters(logN: kdfCost, allowingWeak: VaultOptions.testAllowsWeakKDF)
             if rekey {
                 try vault.rekey(to: try newMasterPassword(), parameters: parameters)
                 Terminal.printError("Changed the master password and re-encrypted every field under a new data key.")
@@ -194,9 +195,10 @@ struct Import: ParsableCommand {
         try reportingErrors {
             do {
                 try importFile()
-            } catch var error as VaultError where error.kind == .invalidText {
-                error.hint = "convert it to UTF-8 first, or add '--lossy' to import each bad sequence as U+FFFD"
-                throw error
+            } catch let error as VaultError where error.kind == .invalidText {
+                var failure = CommandFailure(vault: error)
+                failure.hint = "convert it to UTF-8 first, or add '--lossy' to import each bad sequence as U+FFFD"
+                throw failure
             }
         }
     }
@@ -220,7 +222,7 @@ struct Import: ParsableCommand {
                 data = FileHandle.standardInput.readDataToEndOfFile()
             } else {
                 guard let contents = FileManager.default.contents(atPath: file) else {
-                    throw VaultError(.notFound, "cannot read '\(file)'", hint: "check the path")
+                    throw CommandFailure(.notFound, "cannot read '\(file)'", hint: "check the path")
                 }
                 data = contents
             }
@@ -237,11 +239,13 @@ struct Import: ParsableCommand {
     static func detectFormat(_ data: Data) throws -> ImportFormat {
         do {
             return try ImportFormat.detect(in: data)
-        } catch var error as VaultError {
-            error.hint = "name it with '--format' ("
+        } catch let error as VaultError {
+            var failure = CommandFailure(vault: error)
+            failure.hint = "name it with '--format' ("
                 + ImportFormat.allCases.map(\.rawValue).joined(separator: ", ") + ")"
-            throw error
+            throw failure
         }
+
     }
 
     /// The report for people: a summary line, then one line per skipped item and warning.
@@ -292,7 +296,7 @@ struct Check: ParsableCommand {
             let problems = try vault.check(progress: Terminal.progress("Checking"))
             if json { try Output.json(problems) } else { problems.forEach { Output.line($0.description) } }
             guard problems.isEmpty else {
-                throw VaultError(
+                throw CommandFailure(
                     .invalidData, "the vault has \(problems.count) problem\(problems.count == 1 ? "" : "s")",
                     hint: "restore the damaged store from a backup")
             }

@@ -1,5 +1,6 @@
 import Foundation
 import MyStashKit
+import StashPlatform
 import XCTest
 
 /// `mystash ssh` and `mystash ssh-agent` with the real OpenSSH tools: ssh-keygen makes the keys,

@@ -1,5 +1,6 @@
 import Foundation
 import MyStashKit
+import StashPlatform
 import XCTest
 
 /// `mystash sync` and `mystash clone`: two machines (two HOMEs) against one bare git repository.
@@ -395,7 +396,7 @@ final class SyncTests: CLITestCase {
         try okA(["sync"], environment: ["MYSTASH_PASSWORD": "third"])
         let notice = try okB(["sync"], environment: ["MYSTASH_PASSWORD": "second"])
         XCTAssertTrue(notice.stdout.contains("added entry 'After' from laptop"), notice.stdout)
-        XCTAssertTrue(notice.stdout.contains("passwd --rekey"), notice.stdout)
+        XCTAssertTrue(notice.stdout.contains("master password and data key were changed on"), notice.stdout)
         // A clone after the rekey opens with the new password and reads what came before it.
         let third = home.appendingPathComponent("third-vault")
         try okA(["clone", remote.path, "--vault", third.path], environment: ["MYSTASH_PASSWORD": "third"])

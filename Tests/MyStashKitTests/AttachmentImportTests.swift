@@ -1,6 +1,7 @@
 import Foundation
 import XCTest
 @testable import MyStashKit
+import StashPlatform
 
 /// Attachments arriving from the exports of real tools, and leaving in mystash-json.
 final class AttachmentImportTests: VaultTestCase {
@@ -12,7 +13,7 @@ final class AttachmentImportTests: VaultTestCase {
 
     func saved(_ vault: Vault, _ attachment: String, of entry: String) throws -> Data {
         var data = Data()
-        _ = try vault.readAttachment(attachment, of: entry) { data += $0 }
+        _ = try vault.readAttachment(.name(attachment), of: .name(entry)) { data += $0 }
         return data
     }
 

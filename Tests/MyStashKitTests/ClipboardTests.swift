@@ -2,6 +2,7 @@ import Foundation
 import XCTest
 
 @testable import MyStashKit
+@testable import StashPlatform
 
 /// The clipboard on a real X server (Xvfb) through xclip, as a desktop session has it.
 final class ClipboardTests: XCTestCase {

@@ -19,7 +19,6 @@ final class HostileImportTests: VaultTestCase {
         assertVaultError(.invalidData, { _ = try vault.importItems(deep, format: .keepassxcXML) }) {
             XCTAssertTrue(
                 $0.message.contains("nested more than \(KeePassXMLTreeBuilder.maximumDepth) deep"), $0.message)
-            XCTAssertNotNil($0.hint)
         }
         XCTAssertEqual(try vault.entries().count, 0)
     }
@@ -83,7 +82,6 @@ final class HostileImportTests: VaultTestCase {
         for (format, before, after) in files {
             let bytes = Data(Array(before.utf8) + [0xE9] + Array(after.utf8))
             assertVaultError(.invalidText, { _ = try vault.importItems(bytes, format: format) }) {
-                XCTAssertEqual($0.kind.exitCode, 65)
                 XCTAssertTrue($0.message.hasPrefix("the file is not UTF-8 text (an invalid byte at line 2"), $0.message)
             }
         }

@@ -51,7 +51,7 @@ final class ImportMergeTests: VaultTestCase {
     func snapshot(_ vault: Vault) throws -> Snapshot {
         var snapshot = Snapshot()
         for listed in try vault.entries() {
-            let entry = try vault.entry("#\(listed.id)", reveal: true)
+            let entry = try vault.entry(.id(listed.id), reveal: true)
             var values: [String: String] = ["name": entry.name]
             values["user"] = entry.userId
             values["URL"] = entry.url
@@ -64,10 +64,10 @@ final class ImportMergeTests: VaultTestCase {
             for field in entry.fields ?? [] { values["field '\(field.name)'"] = field.value ?? "" }
             snapshot.entries[entry.id] = values
             snapshot.titles[entry.id] = entry.name
-            snapshot.history[entry.id] = try vault.passwordHistory("#\(entry.id)", reveal: true).compactMap(\.password)
+            snapshot.history[entry.id] = try vault.passwordHistory(.id(entry.id), reveal: true).compactMap(\.password)
         }
         for listed in try vault.notes() {
-            snapshot.notes[listed.id] = (listed.title, try vault.note("#\(listed.id)").text ?? "")
+            snapshot.notes[listed.id] = (listed.title, try vault.note(.id(listed.id)).text ?? "")
         }
         snapshot.categories = Set(try vault.categories().map(\.name))
         return snapshot
@@ -158,7 +158,7 @@ final class ImportMergeTests: VaultTestCase {
             "", "  \n", "[1]", "{\"a\": 1}", "{\"format\": \"x\"}", "{\"items\": [], \"format\": 1}", "<a/>",
             "Name,Secret\n", "{\"items\": [",
         ] {
-            assertVaultError(.usage, { _ = try ImportFormat.detect(in: Data(unknown.utf8)) })
+            assertVaultError(.invalidRequest, { _ = try ImportFormat.detect(in: Data(unknown.utf8)) })
         }
     }
 

@@ -2,6 +2,7 @@ import Foundation
 import XCTest
 
 @testable import MyStashKit
+import StashPlatform
 
 /// Imports of files made by the real tools (keepassxc-cli, pass with gpg) where this machine
 /// can make them, and of Bitwarden exports built from its documented schema with every item type.
@@ -72,9 +73,9 @@ final class ImportTests: VaultTestCase {
         let copy = try Vault.create(at: other, password: password, parameters: cheap)
         _ = try copy.importItems(exported, format: .mystashJSON)
         for name in ["Jira", "Router", "Visa", "Passport", "Build server key"] {
-            var original = try vault.entry(name, reveal: true)
-            var copied = try copy.entry(name, reveal: true)
-            XCTAssertEqual(try copy.passwordHistory(name, reveal: true), try vault.passwordHistory(name, reveal: true), name)
+            var original = try vault.entry(.name(name), reveal: true)
+            var copied = try copy.entry(.name(name), reveal: true)
+            XCTAssertEqual(try copy.passwordHistory(.name(name), reveal: true), try vault.passwordHistory(.name(name), reveal: true), name)
             (original.id, copied.id) = (0, 0)
             XCTAssertEqual(copied, original, name)
         }
@@ -96,7 +97,6 @@ final class ImportTests: VaultTestCase {
             .invalidData,
             { _ = try vault.importItems(try self.fixture("bitwarden-encrypted.json"), format: .bitwardenJSON) }
         ) {
-            XCTAssertEqual($0.kind.exitCode, 65)
             XCTAssertTrue($0.message.contains("encrypted"), $0.message)
         }
         XCTAssertEqual(try vault.entries().count, 0)

@@ -35,7 +35,7 @@ final class ItemObservationTests: VaultTestCase {
         XCTAssertEqual(received.lists.last?.map(\.name), ["loose", "Apple", "bank card", "zebra", "mail"])
         XCTAssertEqual(received.lists.last?.first { $0.id == added }?.category, "Banking")
 
-        try vault.editEntry("#\(added)", EntryChanges(name: "card", userId: "me", category: "E-mail"))
+        try vault.editEntry(.id(added), EntryChanges(name: "card", userId: "me", category: "E-mail"))
         let edited = try XCTUnwrap(received.lists.last?.first { $0.id == added })
         XCTAssertEqual([edited.name, edited.userId, edited.url, edited.category], ["card", "me", nil, "E-mail"])
         XCTAssertEqual(received.lists.last?.map(\.name), ["loose", "Apple", "zebra", "card", "mail"])

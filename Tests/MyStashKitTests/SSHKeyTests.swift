@@ -1,5 +1,6 @@
 import Foundation
 import MyStashKit
+import StashPlatform
 import StashCrypto
 import TestSupport
 import XCTest
@@ -136,7 +137,6 @@ final class SSHKeyTests: XCTestCase {
                 let error = $0 as? VaultError
                 XCTAssertEqual(error?.kind, .invalidData)
                 XCTAssertTrue(error?.message.contains(expected) == true, "\(String(describing: error))")
-                XCTAssertNotNil(error?.hint)
             }
         }
     }

@@ -1,6 +1,7 @@
 import Foundation
 import XCTest
 @testable import MyStashKit
+import StashPlatform
 import StashCrypto
 
 final class SecurityTests: VaultTestCase {
@@ -90,27 +91,27 @@ final class SecurityTests: VaultTestCase {
     }
 
     func testKDFDefaultsAreStrongAndTheFloorNeedsTheTestSwitch() throws {
-        let calibrated = try KDFPolicy.parameters(logN: nil, environment: [:])
+        let calibrated = try KDFPolicy.parameters(logN: nil)
         XCTAssertGreaterThanOrEqual(calibrated.logN, 15)
         XCTAssertLessThanOrEqual(calibrated.logN, 20)
         XCTAssertEqual(calibrated.r, 8)
         XCTAssertEqual(calibrated.p, 1)
-        XCTAssertThrowsError(try KDFPolicy.parameters(logN: 10, environment: [:])) { error in
-            XCTAssertEqual((error as? VaultError)?.kind, .usage)
+        XCTAssertThrowsError(try KDFPolicy.parameters(logN: 10)) { error in
+            XCTAssertEqual(error as? VaultError, .settingOutOfRange(.kdfCost, value: "10", allowed: 15...20))
         }
         #if DEBUG
         XCTAssertTrue(KDFPolicy.honoursWeakSwitch)
-        XCTAssertEqual(try KDFPolicy.parameters(logN: 10, environment: ["MYSTASH_TEST_ALLOW_WEAK_KDF": "1"]).logN, 10)
+        XCTAssertEqual(try KDFPolicy.parameters(logN: 10, allowingWeak: true).logN, 10)
         #else
-        // A release build refuses the weak cost even with the switch set, and says why.
+        // A release build refuses the weak cost even when the caller allows it, and says why.
         XCTAssertFalse(KDFPolicy.honoursWeakSwitch)
-        XCTAssertThrowsError(try KDFPolicy.parameters(logN: 10, environment: ["MYSTASH_TEST_ALLOW_WEAK_KDF": "1"])) {
-            XCTAssertEqual(($0 as? VaultError)?.kind, .usage)
-            XCTAssertEqual(($0 as? VaultError)?.hint?.contains("debug"), true)
+        XCTAssertThrowsError(try KDFPolicy.parameters(logN: 10, allowingWeak: true)) {
+            XCTAssertEqual($0 as? VaultError, .weakKDFRefused(10, allowed: 15...20))
         }
         #endif
-        XCTAssertEqual(try KDFPolicy.parameters(logN: 16, environment: [:]).logN, 16)
-        XCTAssertThrowsError(try KDFPolicy.parameters(logN: 21, environment: ["MYSTASH_TEST_ALLOW_WEAK_KDF": "1"]))
+        XCTAssertEqual(try KDFPolicy.parameters(logN: 16).logN, 16)
+        XCTAssertThrowsError(try KDFPolicy.parameters(logN: 21, allowingWeak: true))
+
     }
 
     func testChangingThePasswordRewrapsOnlyTheKey() throws {
@@ -129,8 +130,8 @@ final class SecurityTests: VaultTestCase {
         let vault = try makeVault()
         do {
             try KeyringSession.store(try vault.sessionContents(), vaultIdentifier: vault.identifier, timeout: 60)
-        } catch let error as VaultError where error.message.contains("keyring is unavailable") {
-            throw XCTSkip("the kernel keyring is unavailable on this machine: \(error.message)")
+        } catch let error as KeyringSession.Unavailable {
+            throw XCTSkip("\(error)")
         }
         defer { KeyringSession.revoke(vaultIdentifier: vault.identifier) }
         let session = try XCTUnwrap(KeyringSession.load(vaultIdentifier: vault.identifier))

@@ -123,4 +123,53 @@ final class SourceRulesTests: XCTestCase {
         XCTAssertGreaterThanOrEqual(share, 0.7, "\(undocumented.count) of \(declarations) undocumented, such as "
                                     + undocumented.prefix(10).joined(separator: ", "))
     }
+
+    /// The vault library speaks its domain: flags, commands, exit statuses, the environment and
+    /// the terminal belong to the command line (Sources/mystash), which words the library's errors.
+    static func commandLineSpeech() throws -> [(pattern: String, why: String, examples: [String])] {
+        // mystash's own flags, as its man page lists them (git's and gpg's flags the library passes are not).
+        let manPage = try String(contentsOf: sourcesURL.appendingPathComponent("../man/mystash.1").standardizedFileURL,
+                                 encoding: .utf8).replacingOccurrences(of: "\\-", with: "-")
+        let flags = Set(manPage.matches(of: try Regex(#"--[a-z][a-z0-9-]*[a-z0-9]"#)).map { String(manPage[$0.range]) })
+        XCTAssertGreaterThan(flags.count, 30, "the man page's flags were read")
+        let flagPattern = flags.sorted().map(NSRegularExpression.escapedPattern(for:)).joined(separator: "|")
+        return [
+            ("(?<![\\w-])(" + flagPattern + ")(?![\\w-])", "a mystash flag is the command line's word",
+             ["hint: \"choose another directory with --vault\"", "/// Parameters for `--kdf-cost LOG2N`"]),
+            (#"['`:] ?mystash [a-z]"#, "a mystash command is the command line's word",
+             [#"hint: "'mystash check' lists every problem""#, #"hint: "name one: mystash sync --remote URL""#]),
+            (#"\b(exit\(|[Ee]xit[Cc]ode|ExitCode|EX_[A-Z]+)"#, "exit statuses belong to the command line",
+             ["public let exitCode: Int32", "exit(64)"]),
+            (#"\b(getenv|setenv)\(|environment\[|processInfo\.environment"#,
+             "settings come from the caller, not the environment",
+             [#"environment["MYSTASH_BUSY_TIMEOUT"]"#, #"getenv("HOME")"#]),
+            (#"/dev/tty|isatty\("#, "the terminal belongs to the command line",
+             [#"FileHandle(forWritingAtPath: "/dev/tty")"#]),
+        ]
+    }
+
+    func testTheVaultLibrarySpeaksNoCommandLine() throws {
+        let rules = try Self.commandLineSpeech()
+        var violations: [String] = []
+        for rule in rules {
+            let regex = try NSRegularExpression(pattern: rule.pattern)
+            for line in rule.examples {
+                XCTAssertNotNil(regex.firstMatch(in: line, range: NSRange(line.startIndex..., in: line)), line)
+            }
+        }
+        let files = Self.swiftFiles(under: Self.sourcesURL.appendingPathComponent("MyStashKit"))
+        XCTAssertGreaterThan(files.count, 30, "the sources were found at \(Self.sourcesURL.path)")
+        for file in files {
+            let lines = try String(contentsOf: file, encoding: .utf8).components(separatedBy: "\n")
+            for (number, line) in lines.enumerated() {
+                for rule in rules {
+                    let regex = try NSRegularExpression(pattern: rule.pattern)
+                    if regex.firstMatch(in: line, range: NSRange(line.startIndex..., in: line)) != nil {
+                        violations.append("\(file.lastPathComponent):\(number + 1): \(rule.why)")
+                    }
+                }
+            }
+        }
+        XCTAssertEqual(violations, [])
+    }
 }

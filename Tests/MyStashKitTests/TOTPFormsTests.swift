@@ -2,6 +2,7 @@ import Foundation
 import XCTest
 
 @testable import MyStashKit
+import StashPlatform
 
 /// Every way password managers write a TOTP secret, imported through the tools that write it
 /// (keepassxc-cli, pass with gpg), each code checked against oathtool's at the same instant.
@@ -23,7 +24,7 @@ final class TOTPFormsTests: VaultTestCase {
         return String(decoding: result.output, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
-    func code(_ vault: Vault, _ entry: String) throws -> String { try vault.totpCode(entry, at: instant).code.value }
+    func code(_ vault: Vault, _ entry: String) throws -> String { try vault.totpCode(.name(entry), at: instant).code.value }
 
     /// A KeePass XML entry with these attributes.
     func keepassEntry(_ title: String, _ attributes: [(String, String)]) -> String {
@@ -76,7 +77,7 @@ final class TOTPFormsTests: VaultTestCase {
         XCTAssertEqual(try code(vault, "KeeOTP"), try oathtool("JBSWY3DPEHPK3PXP", algorithm: "sha256"))
         XCTAssertEqual(try code(vault, "URI"), try oathtool("JBSWY3DPEHPK3PXP", digits: 8))
         for name in ["Legacy seed", "TimeOtp base32", "TimeOtp hex", "KeeOTP"] {
-            XCTAssertNil(try vault.entry(name, reveal: true).fields, "\(name): the TOTP attributes are the secret")
+            XCTAssertNil(try vault.entry(.name(name), reveal: true).fields, "\(name): the TOTP attributes are the secret")
         }
         // Steam's codes use their own alphabet: kept as the attributes they were, and reported.
         XCTAssertEqual(try vault.entry("Steam", reveal: true).hasTOTP, nil)

@@ -1,6 +1,7 @@
 import Foundation
 import XCTest
 @testable import MyStashKit
+import StashPlatform
 @testable import StashCrypto
 
 /// Each test gets a fresh temporary directory and, on demand, a vault with a cheap KDF.
@@ -136,7 +137,7 @@ class VaultTestCase: XCTestCase {
                           check: (VaultError) -> Void = { _ in }) {
         do {
             try body()
-            XCTFail("expected a \(kind.name) error", file: file, line: line)
+            XCTFail("expected a \(kind.rawValue) error", file: file, line: line)
         } catch let error as VaultError {
             XCTAssertEqual(error.kind, kind, "\(error)", file: file, line: line)
             check(error)

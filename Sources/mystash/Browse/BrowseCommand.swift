@@ -44,7 +44,7 @@ struct Browse: ParsableCommand {
             do {
                 screen = try TerminalScreen()
             } catch let error as TerminalError {
-                throw VaultError(.usage, error.description,
+                throw CommandFailure(.usage, error.description,
                                  hint: "run 'mystash browse' in a terminal; scripts can use the other commands")
             }
             defer { screen.restore() }

@@ -176,7 +176,7 @@ extension Browser {
     /// The entry's current one-time code with the seconds it has left, when revealed.
     private func oneTimeCode(_ entry: EntryInfo) -> String {
         guard revealed else { return "••••••  (^O copies)" }
-        guard let (code, _) = try? vault.totpCode("#\(entry.id)") else { return "(the TOTP secret cannot be used)" }
+        guard let (code, _) = try? vault.totpCode(.id(entry.id)) else { return "(the TOTP secret cannot be used)" }
         return "\(code.value)  (\(code.secondsLeft) s)"
     }
 

@@ -1,5 +1,6 @@
 import Foundation
 import MyStashKit
+import StashPlatform
 import StashCrypto
 import TerminalUI
 
@@ -145,8 +146,8 @@ final class Browser {
         if let detail, detail.id == row.id, detail.matches(tab) { return detail }
         do {
             switch tab {
-            case .notes: detail = .note(try vault.note("#\(row.id)"))
-            case .passwords: detail = .entry(try vault.entry("#\(row.id)", reveal: true))
+            case .notes: detail = .note(try vault.note(.id(row.id)))
+            case .passwords: detail = .entry(try vault.entry(.id(row.id), reveal: true))
             }
         } catch {
             detail = nil
@@ -275,12 +276,12 @@ final class Browser {
                 var changes = EntryChanges(name: form.changed(0), userId: form.changed(1), url: form.changed(3),
                                            category: form.changed(4), password: form.changed(2), notes: form.changed(5))
                 changes.totp = form.changed(6)
-                try vault.editEntry("#\(id)", changes)
+                try vault.editEntry(.id(id), changes)
             case .addNote:
                 id = try vault.addNote(title: form.value(0), text: form.value(1))
             case .editNote(let noteID):
                 id = noteID
-                try vault.editNote("#\(id)", title: form.changed(0), text: form.changed(1))
+                try vault.editNote(.id(id), title: form.changed(0), text: form.changed(1))
             }
             mode = .list
             try load(tab)
@@ -305,8 +306,8 @@ final class Browser {
         let files = attachmentCount(of: row)
         do {
             switch tab {
-            case .notes: try vault.removeNote("#\(row.id)")
-            case .passwords: try vault.removeEntry("#\(row.id)")
+            case .notes: try vault.removeNote(.id(row.id))
+            case .passwords: try vault.removeEntry(.id(row.id))
             }
             try load(tab)
             say("Removed \(tab.noun) \(row.id). Ctrl-Z brings it back"
@@ -320,7 +321,7 @@ final class Browser {
     private func copy(_ field: String, what: String) {
         guard tab == .passwords, let row = list.selectedRow else { return say("Select a password entry to copy from.") }
         do {
-            let value = try vault.fieldValue(field, of: "#\(row.id)")
+            let value = try vault.fieldValue(field, of: .id(row.id))
             say(try ClipboardCopy.copyReporting(value, what: what), seconds: 8)
         } catch {
             say(viewLines(error).joined(separator: " "), isError: true)
@@ -480,7 +481,7 @@ final class Browser {
     /// An error in the view's words: its message and details, and its hint only when the hint
     /// is not a command line to type elsewhere (a `mystash` command, a flag, a variable).
     func viewLines(_ error: Error) -> [String] {
-        let error = VaultError.wrapping(error)
+        let error = CommandFailure(error)
         let lines = ["Error: \(Output.safe(error.message))"] + error.details.map { "  " + Output.safe($0) }
         // What is shown is chosen by the words of the advice, never what the error is.
         guard let advice = error.hint,

@@ -6,16 +6,27 @@ import StashCrypto
 /// kernel's user keyring under `mystash:<vault id>`, expiring after a timeout. Nothing is
 /// written to disk.
 public enum KeyringSession {
+    /// The kernel keyring refused: what it said.
+    public struct Unavailable: Error, Equatable, CustomStringConvertible {
+        public var reason: String
+        public var description: String { "the kernel keyring is unavailable here (\(reason))" }
+    }
+
     public struct Contents {
         public var slotIdentifier: [UInt8]
         public var dataKey: SecretBytes
+
+        public init(slotIdentifier: [UInt8], dataKey: SecretBytes) {
+            self.slotIdentifier = slotIdentifier
+            self.dataKey = dataKey
+        }
     }
 
     static func keyName(_ vaultIdentifier: String) -> String { "mystash:\(vaultIdentifier)" }
 
     /// Keeps the data key until `timeout` seconds from now.
     ///
-    /// - throws: ``VaultError`` when the kernel keyring is unavailable here.
+    /// - throws: ``Unavailable`` when the kernel keyring is unavailable here.
     public static func store(_ contents: Contents, vaultIdentifier: String, timeout: UInt32) throws {
         let payload = SecretBytes(copying: contents.slotIdentifier + contents.dataKey.bytes)
         let serial = payload.withUnsafeBytes {
@@ -70,8 +81,7 @@ public enum KeyringSession {
         return nil
     }
 
-    private static func unavailable(_ code: Int) -> VaultError {
-        VaultError(.unexpected, "the kernel keyring is unavailable here (\(String(cString: strerror(Int32(code)))))",
-                   hint: "commands will ask for the master password instead")
+    private static func unavailable(_ code: Int) -> Unavailable {
+        Unavailable(reason: String(cString: strerror(Int32(code))))
     }
 }

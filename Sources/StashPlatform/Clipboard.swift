@@ -8,7 +8,25 @@ import StashCrypto
 /// stdin, never as arguments; the helper gets only a digest of the secret (and, on its stdin,
 /// the earlier contents).
 public enum Clipboard {
+    /// Why a value could not be copied.
+    public enum Failure: Error, Equatable, CustomStringConvertible {
+        /// Neither a display for a clipboard program nor a terminal for OSC 52.
+        case noClipboard
+        case toolFailed(String)
+        case helperFailed
+
+        public var description: String {
+            switch self {
+            case .noClipboard:
+                "there is no clipboard: no display for wl-copy, xclip or xsel, and no terminal for OSC 52"
+            case .toolFailed(let tool): "'\(tool)' could not copy to the clipboard"
+            case .helperFailed: "cannot start the helper that clears the clipboard"
+            }
+        }
+    }
+
     /// Seconds a copied secret stays on the clipboard unless the caller says otherwise.
+
     public static let defaultClearSeconds = 45
     /// The longest wait the clear helper accepts.
     public static let maximumClearSeconds = 3600
@@ -54,8 +72,8 @@ public enum Clipboard {
     /// Copies `value`; when `clearAfter` is above 0, starts `clearHelper` (a program that calls
     /// ``runClearHelper(input:)``) detached in its own session, so it outlives this process.
     ///
-    /// - throws: ``VaultError`` `.notFound` when there is neither a display nor a terminal,
-    ///   `.unexpected` when the tool or the helper fails.
+    /// - throws: ``Failure/noClipboard`` when there is neither a display nor a terminal,
+    ///   ``Failure/toolFailed(_:)`` or ``Failure/helperFailed`` when the tool or the helper fails.
     public static func copy(_ value: String, clearAfter seconds: Int, clearHelper: [String]) throws -> Destination {
         guard let tool = tool() else {
             try copyThroughTerminal(value)
@@ -64,7 +82,7 @@ public enum Clipboard {
         // What to put back when the copy is cleared: read before it is replaced.
         let earlier = seconds > 0 ? contents() : nil
         guard ChildProcess.run(tool.copy, input: Data(value.utf8)) != nil else {
-            throw VaultError(.unexpected, "'\(tool.name)' could not copy to the clipboard")
+            throw Failure.toolFailed(tool.name)
         }
         waitUntilClipboardHolds(value)
         guard seconds > 0 else { return .tool(tool.name, clearsAfter: nil) }
@@ -130,8 +148,7 @@ public enum Clipboard {
     private static func copyThroughTerminal(_ value: String) throws {
         let term = ProcessInfo.processInfo.environment["TERM"] ?? ""
         guard !term.isEmpty, term != "dumb", let tty = FileHandle(forWritingAtPath: "/dev/tty") else {
-            throw VaultError(
-                .notFound, "there is no clipboard: no display for wl-copy, xclip or xsel, and no terminal for OSC 52")
+            throw Failure.noClipboard
         }
         tty.write(Data("\u{1B}]52;c;\(Data(value.utf8).base64EncodedString())\u{07}".utf8))
         try? tty.close()
@@ -151,7 +168,7 @@ public enum Clipboard {
                 ["setsid", "-f"] + command, input: Data(input.utf8),
                 captureOutput: false)?.status == 0
         else {
-            throw VaultError(.unexpected, "cannot start the helper that clears the clipboard")
+            throw Failure.helperFailed
         }
     }
 }
