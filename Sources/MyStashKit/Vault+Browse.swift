@@ -58,18 +58,18 @@ extension Vault {
         // Registers every category at once, so entries' categories resolve without a query each.
         _ = try Self.wrapErrors { try context.fetch(FetchRequest<Category>()) }
         var request = FetchRequest<PasswordEntry>(sortDescriptors: [
-            FetchSortDescriptor(key: "category.name", caseInsensitive: true),
-            FetchSortDescriptor(key: "name", caseInsensitive: true),
+            FetchSortDescriptor(key: PasswordEntry.categoryName, caseInsensitive: true),
+            PasswordEntry.sort(.name, caseInsensitive: true),
         ])
-        request.propertiesToFetch = ["name", "userId", "url"]
+        request.fetchOnly(.name, .userId, .url)
         return FetchedResultsController(fetchRequest: request, managedObjectContext: context,
-                                        sectionNameKeyPath: "category.name")
+                                        sectionNameKeyPath: PasswordEntry.categoryName)
     }
 
     /// A controller over every note with its title and text, the most recently changed first.
     public func notesController() -> FetchedResultsController<Note> {
-        var request = FetchRequest<Note>(sortDescriptors: [FetchSortDescriptor(key: "updatedAt", ascending: false)])
-        request.propertiesToFetch = ["title", "text"]
+        var request = FetchRequest<Note>(sortDescriptors: [Note.sort(.updatedAt, ascending: false)])
+        request.fetchOnly(.title, .text)
         return FetchedResultsController(fetchRequest: request, managedObjectContext: context)
     }
 
