@@ -593,7 +593,7 @@ extension Vault {
                 + [PasswordEntry.categoryName]
             let predicate = try Predicate(
                 format: searched.map { _ in "%K CONTAINS[cd] %@" }.joined(separator: " OR "),
-                argumentArray: searched.flatMap { [$0, query] })
+                argumentArray: searched.flatMap { key -> [Any?] in [key, query] })
             return try context.fetch(
                 FetchRequest<PasswordEntry>(
                     predicate: predicate, sortDescriptors: [PasswordEntry.sort(.name, caseInsensitive: true)]))
