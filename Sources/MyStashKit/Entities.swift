@@ -45,11 +45,15 @@ extension FetchRequest where Result: EntityKeys {
 protocol NamedEntity: EntityKeys {
     /// The attribute holding the name.
     static var nameAttribute: Key { get }
-    /// Its title or name.
-    var itemName: String { get set }
 }
 
 extension NamedEntity {
+    /// Its title or name.
+    var itemName: String {
+        get { self[Self.nameAttribute] ?? "" }
+        set { self[Self.nameAttribute] = newValue }
+    }
+
     /// ``nameAttribute``'s name, for code that holds an object of no known entity.
     var nameAttributeName: String { Self.nameAttribute.rawValue }
 }
@@ -57,12 +61,25 @@ extension NamedEntity {
 /// A note or an entry: its name indexed by a keyed hash (model version 4, ``Vault/updateNameKeys(using:all:)``).
 protocol NameIndexedEntity: NamedEntity {
     static var nameIndexAttribute: Key { get }
-    var nameIndex: Data? { get set }
+}
+
+extension NameIndexedEntity {
+    var nameIndex: Data? {
+        get { self[Self.nameIndexAttribute] }
+        set { self[Self.nameIndexAttribute] = newValue }
+    }
 }
 
 /// What sync matches across machines by identity (model version 3): notes, entries, categories.
 protocol SyncedEntity: NamedEntity {
-    var syncIdentity: UUID? { get set }
+    static var syncIdentityAttribute: Key { get }
+}
+
+extension SyncedEntity {
+    var syncIdentity: UUID? {
+        get { self[Self.syncIdentityAttribute] }
+        set { self[Self.syncIdentityAttribute] = newValue }
+    }
 }
 
 // MARK: - Entities
@@ -105,18 +122,7 @@ public final class Note: ManagedObject, ManagedEntity, EntityKeys {
 extension Note: NameIndexedEntity, SyncedEntity {
     static let nameAttribute = Key.title
     static let nameIndexAttribute = Key.nameKey
-    var itemName: String {
-        get { title }
-        set { title = newValue }
-    }
-    var nameIndex: Data? {
-        get { self[.nameKey] }
-        set { self[.nameKey] = newValue }
-    }
-    var syncIdentity: UUID? {
-        get { self[.uuid] }
-        set { self[.uuid] = newValue }
-    }
+    static let syncIdentityAttribute = Key.uuid
 }
 
 /// A password entry (the book's `System` entity): every field but the dates is encrypted.
@@ -223,18 +229,7 @@ public final class PasswordEntry: ManagedObject, ManagedEntity, EntityKeys {
 extension PasswordEntry: NameIndexedEntity, SyncedEntity {
     static let nameAttribute = Key.name
     static let nameIndexAttribute = Key.nameKey
-    var itemName: String {
-        get { name }
-        set { name = newValue }
-    }
-    var nameIndex: Data? {
-        get { self[.nameKey] }
-        set { self[.nameKey] = newValue }
-    }
-    var syncIdentity: UUID? {
-        get { self[.uuid] }
-        set { self[.uuid] = newValue }
-    }
+    static let syncIdentityAttribute = Key.uuid
 }
 
 /// A named value of an entry beyond the standard fields (a PIN, a security question...).
@@ -312,14 +307,7 @@ public final class Category: ManagedObject, ManagedEntity, EntityKeys {
 
 extension Category: SyncedEntity {
     static let nameAttribute = Key.name
-    var itemName: String {
-        get { name }
-        set { name = newValue }
-    }
-    var syncIdentity: UUID? {
-        get { self[.uuid] }
-        set { self[.uuid] = newValue }
-    }
+    static let syncIdentityAttribute = Key.uuid
 }
 
 /// A file kept with an entry (model version 4): its name encrypted, its bytes in encrypted

@@ -35,6 +35,7 @@ extension Vault {
     {
         list.map { (key: $0.0.rawValue, kind: $0.1) }
     }
+
     /// Categories first: entries name them.
     static let syncedEntities = [Category.entityName, PasswordEntry.entityName, Note.entityName]
 
