@@ -17,7 +17,7 @@ extension EntityKeys {
         FetchSortDescriptor(key: key.rawValue, ascending: ascending, caseInsensitive: caseInsensitive)
     }
 
-    /// `name.key`: a key path through the relationship `relationship`.
+    /// `relationship.key`: a key path through a to-one relationship (sorts, sections, predicates).
     static func path<Destination: RawRepresentable<String>>(_ relationship: Key, _ key: Destination) -> String {
         relationship.rawValue + "." + key.rawValue
     }

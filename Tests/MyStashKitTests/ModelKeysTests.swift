@@ -37,17 +37,20 @@ final class ModelKeysTests: XCTestCase {
         XCTAssertEqual(Set(model.entities.map(\.name)), typed)
     }
 
-    func testKeysSharedAcrossEntitiesAreInEachOfThem() throws {
+    /// The keys code uses for several entities at once (sync's identity, the name index, the
+    /// category's name through an entry) are the ones each entity names.
+    func testKeysSharedAcrossEntitiesAreEachEntitysOwn() throws {
         let model = try Resources.modelVersions().current
-        for name in Vault.syncedEntities {
-            XCTAssertNotNil(model.entity(named: name)?.attribute(named: SyncKeys.uuid), "\(name) has no sync identity")
-        }
-        for name in [Note.entityName, PasswordEntry.entityName] {
-            XCTAssertNotNil(model.entity(named: name)?.attribute(named: Vault.nameKeyAttribute), "\(name)'s name index")
-        }
-        let categoryName = model.entity(named: PasswordEntry.entityName)?.relationship(named: PasswordEntry.Key.category.rawValue)?
-            .destinationEntityName
-        XCTAssertEqual(categoryName, MyStashKit.Category.entityName)
+        XCTAssertEqual(
+            Set(Vault.syncedEntities), [Note.entityName, PasswordEntry.entityName, MyStashKit.Category.entityName])
+        XCTAssertEqual(Note.syncIdentityAttribute.rawValue, SyncKeys.uuid)
+        XCTAssertEqual(PasswordEntry.syncIdentityAttribute.rawValue, SyncKeys.uuid)
+        XCTAssertEqual(MyStashKit.Category.syncIdentityAttribute.rawValue, SyncKeys.uuid)
+        XCTAssertEqual(Note.nameIndexAttribute.rawValue, Vault.nameKeyAttribute)
+        XCTAssertEqual(PasswordEntry.nameIndexAttribute.rawValue, Vault.nameKeyAttribute)
+        let category = model.entity(named: PasswordEntry.entityName)?
+            .relationship(named: PasswordEntry.Key.category.rawValue)
+        XCTAssertEqual(category?.destinationEntityName, MyStashKit.Category.entityName)
         XCTAssertEqual(PasswordEntry.categoryName, "category.name")
     }
 }
