@@ -1,170 +1,405 @@
 import Foundation
 import ObjectGraph
 
-/// A note: title and text are encrypted.
-public final class Note: ManagedObject, ManagedEntity {
-    public static let entityName = "Note"
-    public var id: Int64 { objectID.primaryKey ?? 0 }
-    public var title: String {
-        get { self["title"] as? String ?? "" }
-        set { self["title"] = newValue }
-    }
-    public var text: String {
-        get { self["text"] as? String ?? "" }
-        set { self["text"] = newValue }
-    }
-    /// The folder an import brought the note from (model version 2).
-    public var folder: String? { self["folder"] as? String }
-    public var createdAt: Date { self["createdAt"] as? Date ?? .distantPast }
-    public var updatedAt: Date { self["updatedAt"] as? Date ?? .distantPast }
+// MARK: - Keys
 
-    public override func awakeFromInsert() {
-        self["createdAt"] = Date()
-        self["updatedAt"] = Date()
-        self[SyncKeys.uuid] = UUID()
+/// An entity whose attributes and relationships are named once, in its `Key` (as the model
+/// names them; ModelKeysTests holds every list to the model). Reads and writes go through the
+/// typed properties below, sorts, fetched properties and predicates through `Key`: a
+/// misspelt key does not compile.
+protocol EntityKeys: ManagedEntity {
+    associatedtype Key: RawRepresentable<String>, CaseIterable
+}
+
+extension EntityKeys {
+    /// A sort by one of the entity's attributes.
+    static func sort(_ key: Key, ascending: Bool = true, caseInsensitive: Bool = false) -> FetchSortDescriptor {
+        FetchSortDescriptor(key: key.rawValue, ascending: ascending, caseInsensitive: caseInsensitive)
+    }
+
+    /// `relationship.key`: a key path through a to-one relationship (sorts, sections, predicates).
+    static func path<Destination: RawRepresentable<String>>(_ relationship: Key, _ key: Destination) -> String {
+        relationship.rawValue + "." + key.rawValue
+    }
+
+    /// The value of a property, typed; only the typed properties of this file use it.
+    fileprivate subscript<Value>(key: Key) -> Value? {
+        get { self[key.rawValue] as? Value }
+        set { self[key.rawValue] = newValue }
+    }
+
+    /// A to-many relationship's members of `Member`.
+    fileprivate func members<Member: ManagedObject>(_ key: Key) -> [Member] {
+        (self[key.rawValue] as? [ManagedObject] ?? []).compactMap { $0 as? Member }
+    }
+
+    fileprivate func hasChanged(_ key: Key) -> Bool { changedValues[key.rawValue] != nil }
+}
+
+extension FetchRequest where Result: EntityKeys {
+    /// Fetches only `keys` of each object (the others are read when first used).
+    mutating func fetchOnly(_ keys: Result.Key...) { propertiesToFetch = Set(keys.map(\.rawValue)) }
+}
+
+/// What a name finds: a note by its title, an entry or category by its name.
+protocol NamedEntity: EntityKeys {
+    /// The attribute holding the name.
+    static var nameAttribute: Key { get }
+}
+
+extension NamedEntity {
+    /// Its title or name.
+    var itemName: String {
+        get { self[Self.nameAttribute] ?? "" }
+        set { self[Self.nameAttribute] = newValue }
+    }
+
+    /// ``nameAttribute``'s name, for code that holds an object of no known entity.
+    var nameAttributeName: String { Self.nameAttribute.rawValue }
+}
+
+/// A note or an entry: its name indexed by a keyed hash (model version 4, ``Vault/updateNameKeys(using:all:)``).
+protocol NameIndexedEntity: NamedEntity {
+    static var nameIndexAttribute: Key { get }
+}
+
+extension NameIndexedEntity {
+    var nameIndex: Data? {
+        get { self[Self.nameIndexAttribute] }
+        set { self[Self.nameIndexAttribute] = newValue }
     }
 }
 
-/// A password entry (the book's `System` entity): every field but the dates is encrypted.
-public final class PasswordEntry: ManagedObject, ManagedEntity {
-    public static let entityName = "System"
-    public var id: Int64 { objectID.primaryKey ?? 0 }
-    public var name: String { self["name"] as? String ?? "" }
-    public var userId: String? { self["userId"] as? String }
-    public var password: String { self["password"] as? String ?? "" }
-    public var url: String? { self["url"] as? String }
-    public var notes: String? { self["notes"] as? String }
-    public var category: Category? { self["category"] as? Category }
-    /// An `otpauth://totp/` URI or a base32 secret (model version 2).
-    public var totp: String? { self["totp"] as? String }
-    /// Addresses beyond `url`, in order.
-    public var moreURLs: [String] { (self["moreURLs"] as? String)?.split(separator: "\n").map(String.init) ?? [] }
-    public var isFavorite: Bool { self["favorite"] as? Bool ?? false }
-    /// Custom fields in their order.
-    public var fields: [CustomField] {
-        (self["fields"] as? [ManagedObject] ?? []).compactMap { $0 as? CustomField }.sorted {
-            $0.position < $1.position
-        }
+/// What sync matches across machines by identity (model version 3): notes, entries, categories.
+protocol SyncedEntity: NamedEntity {
+    static var syncIdentityAttribute: Key { get }
+}
+
+extension SyncedEntity {
+    var syncIdentity: UUID? {
+        get { self[Self.syncIdentityAttribute] }
+        set { self[Self.syncIdentityAttribute] = newValue }
     }
-    /// Earlier passwords, the most recently replaced first.
-    public var history: [PasswordHistoryItem] {
-        (self["history"] as? [ManagedObject] ?? []).compactMap { $0 as? PasswordHistoryItem }.sorted {
-            $0.replacedAt > $1.replacedAt
-        }
+}
+
+// MARK: - Entities
+
+/// A note: title and text are encrypted.
+public final class Note: ManagedObject, ManagedEntity, EntityKeys {
+    public static let entityName = "Note"
+    enum Key: String, CaseIterable { case nameKey, uuid, title, text, folder, createdAt, updatedAt }
+
+    public var id: Int64 { objectID.primaryKey ?? 0 }
+    public var title: String {
+        get { self[.title] ?? "" }
+        set { self[.title] = newValue }
+    }
+    public var text: String {
+        get { self[.text] ?? "" }
+        set { self[.text] = newValue }
+    }
+    /// The folder an import brought the note from (model version 2).
+    public internal(set) var folder: String? {
+        get { self[.folder] }
+        set { self[.folder] = newValue }
+    }
+    public internal(set) var createdAt: Date {
+        get { self[.createdAt] ?? .distantPast }
+        set { self[.createdAt] = newValue }
+    }
+    public internal(set) var updatedAt: Date {
+        get { self[.updatedAt] ?? .distantPast }
+        set { self[.updatedAt] = newValue }
+    }
+
+    public override func awakeFromInsert() {
+        createdAt = Date()
+        updatedAt = Date()
+        syncIdentity = UUID()
+    }
+}
+
+extension Note: NameIndexedEntity, SyncedEntity {
+    static let nameAttribute = Key.title
+    static let nameIndexAttribute = Key.nameKey
+    static let syncIdentityAttribute = Key.uuid
+}
+
+/// A password entry (the book's `System` entity): every field but the dates is encrypted.
+public final class PasswordEntry: ManagedObject, ManagedEntity, EntityKeys {
+    public static let entityName = "System"
+    enum Key: String, CaseIterable {
+        case nameKey, uuid, name, userId, password, url, moreURLs, totp, notes, favorite, createdAt, updatedAt
+        case category, fields, history, attachments
+    }
+
+    /// The key path of the entry's category's name (sorts, sections, predicates).
+    static let categoryName = path(.category, Category.Key.name)
+
+    public var id: Int64 { objectID.primaryKey ?? 0 }
+    public internal(set) var name: String {
+        get { self[.name] ?? "" }
+        set { self[.name] = newValue }
+    }
+    public internal(set) var userId: String? {
+        get { self[.userId] }
+        set { self[.userId] = newValue }
+    }
+    public internal(set) var password: String {
+        get { self[.password] ?? "" }
+        set { self[.password] = newValue }
+    }
+    public internal(set) var url: String? {
+        get { self[.url] }
+        set { self[.url] = newValue }
+    }
+    public internal(set) var notes: String? {
+        get { self[.notes] }
+        set { self[.notes] = newValue }
+    }
+    public internal(set) var category: Category? {
+        get { self[.category] }
+        set { self[.category] = newValue }
+    }
+    /// An `otpauth://totp/` URI or a base32 secret (model version 2).
+    public internal(set) var totp: String? {
+        get { self[.totp] }
+        set { self[.totp] = newValue }
+    }
+    /// Addresses beyond `url`, in order; stored one per line, none as nil.
+    public internal(set) var moreURLs: [String] {
+        get { (self[.moreURLs] as String?)?.split(separator: "\n").map(String.init) ?? [] }
+        set { self[.moreURLs] = newValue.isEmpty ? nil : newValue.joined(separator: "\n") }
+    }
+    public internal(set) var isFavorite: Bool {
+        get { self[.favorite] ?? false }
+        set { self[.favorite] = newValue }
+    }
+    /// Custom fields in their order; set whole, in one change of the relationship.
+    public internal(set) var fields: [CustomField] {
+        get { (members(.fields) as [CustomField]).sorted { $0.position < $1.position } }
+        set { self[.fields] = newValue }
+    }
+    /// Earlier passwords, the most recently replaced first; set whole.
+    public internal(set) var history: [PasswordHistoryItem] {
+        get { (members(.history) as [PasswordHistoryItem]).sorted { $0.replacedAt > $1.replacedAt } }
+        set { self[.history] = newValue }
     }
     /// Its attachments that are complete (model version 4), by name.
     public var attachments: [Attachment] {
-        (self["attachments"] as? [ManagedObject] ?? []).compactMap { $0 as? Attachment }.filter(\.isComplete)
+        allAttachments.filter(\.isComplete)
             .sorted { $0.name.localizedStandardCompare($1.name) == .orderedAscending }
     }
-    public var createdAt: Date { self["createdAt"] as? Date ?? .distantPast }
-    public var updatedAt: Date { self["updatedAt"] as? Date ?? .distantPast }
+    /// Its attachments, complete or not, in no order.
+    var allAttachments: [Attachment] { members(.attachments) }
+    public internal(set) var createdAt: Date {
+        get { self[.createdAt] ?? .distantPast }
+        set { self[.createdAt] = newValue }
+    }
+    public internal(set) var updatedAt: Date {
+        get { self[.updatedAt] ?? .distantPast }
+        set { self[.updatedAt] = newValue }
+    }
 
     public override func awakeFromInsert() {
-        self["createdAt"] = Date()
-        self["updatedAt"] = Date()
-        self[SyncKeys.uuid] = UUID()
+        createdAt = Date()
+        updatedAt = Date()
+        syncIdentity = UUID()
     }
 
     /// Addresses must name a host with a scheme the model allows (``EntryRules``). Only
     /// new or changed ones: a vault may hold older addresses this rule came after.
     public override func validateForSave(into errors: inout [ValidationError]) {
         let schemes = EntryRules.urlSchemes(of: entity)
-        for key in ["url", "moreURLs"] where isInserted || changedValues[key] != nil {
-            guard let text = self[key] as? String else { continue }
+        for key in [Key.url, .moreURLs] where isInserted || hasChanged(key) {
+            guard let text: String = self[key] else { continue }
             // Spaces and control characters break the model's pattern, which says so itself.
             let breaksPattern = CharacterSet.whitespacesAndNewlines.union(.controlCharacters)
             let addresses = text.split(separator: "\n").map(String.init)
                 .filter { !$0.unicodeScalars.contains(where: breaksPattern.contains) }
             let problems = addresses.lazy.compactMap { EntryRules.problem(withAddress: $0, schemes: schemes) }
             if let problem = problems.first {
-                errors.append(ValidationError(code: .generic, object: self, key: key, value: text,
+                errors.append(ValidationError(code: .generic, object: self, key: key.rawValue, value: text,
                                               constraint: .custom(problem)))
             }
         }
     }
 }
 
+extension PasswordEntry: NameIndexedEntity, SyncedEntity {
+    static let nameAttribute = Key.name
+    static let nameIndexAttribute = Key.nameKey
+    static let syncIdentityAttribute = Key.uuid
+}
+
 /// A named value of an entry beyond the standard fields (a PIN, a security question...).
-public final class CustomField: ManagedObject, ManagedEntity {
+public final class CustomField: ManagedObject, ManagedEntity, EntityKeys {
     public static let entityName = "Field"
-    public var name: String { self["name"] as? String ?? "" }
-    public var value: String { self["value"] as? String ?? "" }
+    enum Key: String, CaseIterable { case name, value, hidden, position, entry }
+
+    public internal(set) var name: String {
+        get { self[.name] ?? "" }
+        set { self[.name] = newValue }
+    }
+    public var value: String { storedValue ?? "" }
+    /// The value as stored: nil when the field has none.
+    var storedValue: String? {
+        get { self[.value] }
+        set { self[.value] = newValue }
+    }
     /// Hidden values are masked like passwords unless revealed.
-    public var isHidden: Bool { self["hidden"] as? Bool ?? false }
-    public var position: Int { self["position"] as? Int ?? 0 }
+    public internal(set) var isHidden: Bool {
+        get { self[.hidden] ?? false }
+        set { self[.hidden] = newValue }
+    }
+    public internal(set) var position: Int {
+        get { self[.position] ?? 0 }
+        set { self[.position] = newValue }
+    }
 }
 
 /// A password an entry had before, with when it was replaced.
-public final class PasswordHistoryItem: ManagedObject, ManagedEntity {
+public final class PasswordHistoryItem: ManagedObject, ManagedEntity, EntityKeys {
     public static let entityName = "PasswordHistory"
-    public var password: String { self["password"] as? String ?? "" }
-    public var replacedAt: Date { self["replacedAt"] as? Date ?? .distantPast }
+    enum Key: String, CaseIterable { case password, replacedAt, entry }
+
+    public internal(set) var password: String {
+        get { self[.password] ?? "" }
+        set { self[.password] = newValue }
+    }
+    public internal(set) var replacedAt: Date {
+        get { self[.replacedAt] ?? .distantPast }
+        set { self[.replacedAt] = newValue }
+    }
+    var entry: PasswordEntry? { self[.entry] }
 }
 
 /// A category of password entries; names are plain and unique (ignoring case).
-public final class Category: ManagedObject, ManagedEntity {
+public final class Category: ManagedObject, ManagedEntity, EntityKeys {
     public static let entityName = "Category"
-    public var id: Int64 { objectID.primaryKey ?? 0 }
-    public var name: String { self["name"] as? String ?? "" }
+    enum Key: String, CaseIterable { case uuid, name, systems }
 
-    public override func awakeFromInsert() { self[SyncKeys.uuid] = UUID() }
+    public var id: Int64 { objectID.primaryKey ?? 0 }
+    public internal(set) var name: String {
+        get { self[.name] ?? "" }
+        set { self[.name] = newValue }
+    }
+    /// The entries in the category (its `systems`), in no order.
+    var entries: [PasswordEntry] { members(.systems) }
+
+    public override func awakeFromInsert() { syncIdentity = UUID() }
 
     /// - throws: the store's error when the other categories cannot be read: a name is never
     ///   saved unchecked.
     public override func validateForSave(into errors: inout [ValidationError]) throws {
-        guard let context = managedObjectContext, changedValues["name"] != nil || isInserted else { return }
-        let others = try context.fetch(FetchRequest<Category>(predicate: try Predicate(format: "name ==[c] %@", name)))
+        guard let context = managedObjectContext, hasChanged(.name) || isInserted else { return }
+        let others = try context.fetch(
+            FetchRequest<Category>(predicate: try Predicate(format: "%K ==[c] %@", Key.name.rawValue, name)))
         // As they stand in the context: one renamed in the same save no longer clashes.
         if others.contains(where: {
             $0 !== self && !$0.isDeleted && $0.name.caseInsensitiveCompare(name) == .orderedSame
         }) {
-            errors.append(ValidationError(code: .generic, object: self, key: "name", value: name,
+            errors.append(ValidationError(code: .generic, object: self, key: Key.name.rawValue, value: name,
                                           constraint: .custom("'\(name)' is already used by another category")))
         }
     }
 }
 
+extension Category: SyncedEntity {
+    static let nameAttribute = Key.name
+    static let syncIdentityAttribute = Key.uuid
+}
+
 /// A file kept with an entry (model version 4): its name encrypted, its bytes in encrypted
 /// chunks written one save at a time; it shows only once `complete` says the last one is saved.
-public final class Attachment: ManagedObject, ManagedEntity {
+public final class Attachment: ManagedObject, ManagedEntity, EntityKeys {
     /// After `System` in name order (model version 5), as every new entity must be: see the model.
     public static let entityName = "SystemAttachment"
+    enum Key: String, CaseIterable { case uuid, name, size, chunkCount, complete, createdAt, entry, chunks }
+
     public var id: Int64 { objectID.primaryKey ?? 0 }
-    public var name: String { self["name"] as? String ?? "" }
+    public internal(set) var name: String {
+        get { self[.name] ?? "" }
+        set { self[.name] = newValue }
+    }
     /// Its length in bytes.
-    public var size: Int64 { Int64(self["size"] as? Int ?? 0) }
-    public var chunkCount: Int { self["chunkCount"] as? Int ?? 0 }
-    public var isComplete: Bool { self["complete"] as? Bool ?? false }
-    public var createdAt: Date { self["createdAt"] as? Date ?? .distantPast }
+    public internal(set) var size: Int64 {
+        get { Int64(self[.size] ?? 0 as Int) }
+        set { self[.size] = Int(newValue) }
+    }
+    public internal(set) var chunkCount: Int {
+        get { self[.chunkCount] ?? 0 }
+        set { self[.chunkCount] = newValue }
+    }
+    public internal(set) var isComplete: Bool {
+        get { self[.complete] ?? false }
+        set { self[.complete] = newValue }
+    }
+    public var createdAt: Date { self[.createdAt] ?? .distantPast }
+    var entry: PasswordEntry? {
+        get { self[.entry] }
+        set { self[.entry] = newValue }
+    }
 
     public override func awakeFromInsert() {
-        self["createdAt"] = Date()
-        self[SyncKeys.uuid] = UUID()
+        self[.createdAt] = Date()
+        self[.uuid] = UUID()
     }
 }
 
 /// One piece of an attachment's bytes, in order by `index`.
-final class AttachmentChunk: ManagedObject, ManagedEntity {
+final class AttachmentChunk: ManagedObject, ManagedEntity, EntityKeys {
     static let entityName = "SystemAttachmentChunk"
-    var index: Int { self["index"] as? Int ?? 0 }
-    var data: Data { self["data"] as? Data ?? Data() }
+    enum Key: String, CaseIterable { case index, data, attachment }
+
+    var index: Int {
+        get { self[.index] ?? 0 }
+        set { self[.index] = newValue }
+    }
+    var data: Data {
+        get { self[.data] ?? Data() }
+        set { self[.data] = newValue }
+    }
+    var attachment: Attachment? {
+        get { self[.attachment] }
+        set { self[.attachment] = newValue }
+    }
 }
 
 /// Which version of a seed list the vault has loaded.
-public final class SeedList: ManagedObject, ManagedEntity {
+public final class SeedList: ManagedObject, ManagedEntity, EntityKeys {
     public static let entityName = "List"
-    public var name: String { self["name"] as? String ?? "" }
-    public var version: Int { self["version"] as? Int ?? 0 }
+    enum Key: String, CaseIterable { case name, version }
+
+    public internal(set) var name: String {
+        get { self[.name] ?? "" }
+        set { self[.name] = newValue }
+    }
+    public internal(set) var version: Int {
+        get { self[.version] ?? 0 }
+        set { self[.version] = newValue }
+    }
 }
 
 /// This machine's sync bookkeeping (model version 3): one row, its key encrypted like every secret.
-final class SyncStateRow: ManagedObject, ManagedEntity {
+final class SyncStateRow: ManagedObject, ManagedEntity, EntityKeys {
     static let entityName = "SyncState"
+    enum Key: String, CaseIterable { case key, state }
+
+    /// The sync key, base64.
+    var key: String? {
+        get { self[.key] }
+        set { self[.key] = newValue }
+    }
+    /// ``SyncState``, stored.
+    var state: Data? {
+        get { self[.state] }
+        set { self[.state] = newValue }
+    }
 }
 
 /// Keys of what sync adds to the model.
 enum SyncKeys {
-    /// The identity sync matches notes, entries and categories by across machines.
-    static let uuid = "uuid"
+    /// The attribute sync matches notes, entries and categories by: `uuid` in each of them.
+    static let uuid = Note.Key.uuid.rawValue
 }

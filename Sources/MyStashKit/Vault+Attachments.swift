@@ -49,8 +49,8 @@ extension Vault {
         try refuseTakenAttachmentName(name, of: entry)
         let attachmentKey = try change { () -> Attachment in
             let attachment = context.insert(Attachment.self)
-            attachment["name"] = name
-            attachment["entry"] = entry
+            attachment.name = name
+            attachment.entry = entry
             return attachment
         }.id
         do {
@@ -68,9 +68,9 @@ extension Vault {
                         index += 1
                     }
                     if last {
-                        attachment["size"] = Int(size)
-                        attachment["chunkCount"] = index
-                        attachment["complete"] = true
+                        attachment.size = size
+                        attachment.chunkCount = index
+                        attachment.isComplete = true
                     }
                 }
                 // What was saved leaves memory: the next chunks start from an empty context.
@@ -103,8 +103,7 @@ extension Vault {
     func insertAttachment(_ file: ExportDocument.AttachedFile, to entry: PasswordEntry) throws -> String {
         let base = Self.attachmentName(file.name)
         try Self.refuseOverAttachmentLimit(Int64(file.data.count), name: base)
-        let taken = Set((entry["attachments"] as? [ManagedObject] ?? []).compactMap { ($0 as? Attachment)?.name }
-            .map { $0.lowercased() })
+        let taken = Set(entry.allAttachments.map { $0.name.lowercased() })
         var name = base
         var number = 1
         while taken.contains(name.lowercased()) {
@@ -112,17 +111,17 @@ extension Vault {
             name = "\(base) (\(number))"
         }
         let attachment = context.insert(Attachment.self)
-        attachment["name"] = name
-        attachment["entry"] = entry
+        attachment.name = name
+        attachment.entry = entry
         var index = 0
         for start in stride(from: 0, to: file.data.count, by: Self.attachmentChunkSize) {
             let end = min(start + Self.attachmentChunkSize, file.data.count)
             insertChunk(file.data.subdata(in: start..<end), index: index, into: attachment)
             index += 1
         }
-        attachment["size"] = file.data.count
-        attachment["chunkCount"] = index
-        attachment["complete"] = true
+        attachment.size = Int64(file.data.count)
+        attachment.chunkCount = index
+        attachment.isComplete = true
         return name
     }
 
@@ -137,9 +136,9 @@ extension Vault {
 
     private func insertChunk(_ bytes: Data, index: Int, into attachment: Attachment) {
         let chunk = context.insert(AttachmentChunk.self)
-        chunk["index"] = index
-        chunk["data"] = Data(bytes)
-        chunk["attachment"] = attachment
+        chunk.index = index
+        chunk.data = Data(bytes)
+        chunk.attachment = attachment
     }
 
     /// Up to `count` chunks, each full but the last; fewer than `count` at the end of the input.
@@ -188,7 +187,8 @@ extension Vault {
 
     /// Removes what interrupted attaches and detaches left: attachments never marked complete.
     private func removeIncompleteAttachments() throws {
-        let request = FetchRequest<Attachment>(predicate: try Predicate(format: "complete != YES"))
+        let request = FetchRequest<Attachment>(
+            predicate: try Predicate(format: "%K != YES", Attachment.Key.complete.rawValue))
         for attachment in try Self.wrapErrors({ try context.fetch(request) }) {
             try removeChunks(of: attachment)
         }
@@ -201,7 +201,7 @@ extension Vault {
     /// way leaves it hidden, and the next attach finishes removing it.
     public func detach(_ name: ItemReference, from reference: ItemReference) throws {
         let attachment = try findAttachment(name, of: reference)
-        try change { attachment["complete"] = false }
+        try change { attachment.isComplete = false }
         try removeChunks(of: attachment)
     }
 
@@ -209,7 +209,7 @@ extension Vault {
     func removeAttachments(ofEntry id: Int64) throws {
         let attachments = try findEntry(.id(id)).attachments
         guard !attachments.isEmpty else { return }
-        try change { for attachment in attachments { attachment["complete"] = false } }
+        try change { for attachment in attachments { attachment.isComplete = false } }
         for attachment in attachments { try removeChunks(of: attachment) }
     }
 
@@ -220,10 +220,9 @@ extension Vault {
                 guard let attachment = try context.existingObject(
                     entityName: Attachment.entityName, primaryKey: attachmentKey)
                 else { return true }
-                var request = FetchRequest<AttachmentChunk>(predicate: try Predicate(format: "attachment == %@",
-                                                                                     attachment))
+                var request = FetchRequest<AttachmentChunk>(predicate: try Self.chunks(of: attachment))
                 request.fetchLimit = 16
-                request.propertiesToFetch = ["index"]
+                request.fetchOnly(.index)
                 let chunks = try context.fetch(request)
                 for chunk in chunks { context.delete(chunk) }
                 if chunks.count < request.fetchLimit { context.delete(attachment) }
@@ -269,11 +268,14 @@ extension Vault {
         return info
     }
 
+    private static func chunks(of attachment: ManagedObject) throws -> ObjectGraph.Predicate {
+        try Predicate(format: "%K == %@", AttachmentChunk.Key.attachment.rawValue, attachment)
+    }
+
     private func forEachChunk(of attachment: Attachment, _ body: (Data) throws -> Void) throws {
         let expected = (count: attachment.chunkCount, size: attachment.size, name: attachment.name)
         var request = FetchRequest<AttachmentChunk>(
-            predicate: try Predicate(format: "attachment == %@", attachment),
-            sortDescriptors: [FetchSortDescriptor(key: "index")])
+            predicate: try Self.chunks(of: attachment), sortDescriptors: [AttachmentChunk.sort(.index)])
         request.fetchBatchSize = 1
         var index = 0
         var size: Int64 = 0
@@ -306,7 +308,8 @@ extension Vault {
     /// not carry files: a remote holding every file of every machine would only grow.
     func attachmentsNotSyncedNotice() throws -> String? {
         let count = try Self.wrapErrors {
-            try context.count(for: FetchRequest<Attachment>(predicate: try Predicate(format: "complete == YES")))
+            try context.count(for: FetchRequest<Attachment>(
+                predicate: try Predicate(format: "%K == YES", Attachment.Key.complete.rawValue)))
         }
         guard count > 0 else { return nil }
         return "\(count) attachment\(count == 1 ? "" : "s") stay\(count == 1 ? "s" : "") on this machine: "

@@ -108,18 +108,18 @@ extension Vault {
     /// The entries in sections by category name, by name within each; "" holds those without one.
     func entriesController() -> FetchedResultsController<PasswordEntry> {
         var request = FetchRequest<PasswordEntry>(sortDescriptors: [
-            FetchSortDescriptor(key: "category.name", caseInsensitive: true),
-            FetchSortDescriptor(key: "name", caseInsensitive: true),
+            FetchSortDescriptor(key: PasswordEntry.categoryName, caseInsensitive: true),
+            PasswordEntry.sort(.name, caseInsensitive: true),
         ])
-        request.propertiesToFetch = ["name", "userId", "url"]
+        request.fetchOnly(.name, .userId, .url)
         return FetchedResultsController(fetchRequest: request, managedObjectContext: context,
-                                        sectionNameKeyPath: "category.name")
+                                        sectionNameKeyPath: PasswordEntry.categoryName)
     }
 
     /// The notes with their titles and texts, the most recently changed first.
     func notesController() -> FetchedResultsController<Note> {
-        var request = FetchRequest<Note>(sortDescriptors: [FetchSortDescriptor(key: "updatedAt", ascending: false)])
-        request.propertiesToFetch = ["title", "text"]
+        var request = FetchRequest<Note>(sortDescriptors: [Note.sort(.updatedAt, ascending: false)])
+        request.fetchOnly(.title, .text)
         return FetchedResultsController(fetchRequest: request, managedObjectContext: context)
     }
 

@@ -10,7 +10,8 @@ extension Vault {
         guard !storeConstraintsEnsured else { return }
         try ensureIntegrityRecord()
         _ = try Self.wrapErrors {
-            try coordinator.ensureUniqueIndex(on: Category.entityName, attribute: "name", caseInsensitive: true)
+            try coordinator.ensureUniqueIndex(
+                on: Category.entityName, attribute: Category.Key.name.rawValue, caseInsensitive: true)
         }
         storeConstraintsEnsured = true
     }

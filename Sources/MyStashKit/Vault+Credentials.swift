@@ -73,7 +73,7 @@ extension Vault {
     private func matchingEntries(_ query: CredentialQuery) throws -> [PasswordEntry] {
         let ranked: [(entry: PasswordEntry, rank: Int)] = try Self.wrapErrors {
             var request = FetchRequest<PasswordEntry>()
-            request.propertiesToFetch = ["name", "userId", "url", "moreURLs"]
+            request.fetchOnly(.name, .userId, .url, .moreURLs)
             return try context.fetch(request).compactMap { entry in
                 let addresses = ([entry.url].compactMap { $0 } + entry.moreURLs).compactMap(CredentialAddress.init)
                 let ranks = addresses.compactMap { address -> Int? in

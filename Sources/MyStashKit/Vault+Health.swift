@@ -92,9 +92,9 @@ extension Vault {
                              calibrated: ScryptParameters, now: Date = Date()) throws -> HealthReport {
         let entries: [PasswordEntry] = try Self.wrapErrors {
             var request = FetchRequest<PasswordEntry>(sortDescriptors: [
-                FetchSortDescriptor(key: "name", caseInsensitive: true)
+                PasswordEntry.sort(.name, caseInsensitive: true)
             ])
-            request.propertiesToFetch = ["name", "password"]
+            request.fetchOnly(.name, .password)
             return try context.fetch(request).filter { !$0.password.isEmpty }
         }
         let lastReplaced = try passwordReplacementDates()
@@ -140,10 +140,10 @@ extension Vault {
         try Self.wrapErrors {
             var request = FetchRequest<PasswordHistoryItem>()
             // Only the dates: the earlier passwords are never decrypted for this.
-            request.propertiesToFetch = ["replacedAt"]
+            request.fetchOnly(.replacedAt)
             var dates: [ObjectID: Date] = [:]
             for item in try context.fetch(request) {
-                guard let entry = item["entry"] as? ManagedObject else { continue }
+                guard let entry = item.entry else { continue }
                 dates[entry.objectID] = max(dates[entry.objectID] ?? .distantPast, item.replacedAt)
             }
             return dates

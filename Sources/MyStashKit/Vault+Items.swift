@@ -146,7 +146,7 @@ extension Vault {
     ///
     /// - throws: ``VaultError/notFound(_:_:)``, or ``VaultError/ambiguous(_:_:candidates:)``
     ///   listing each match by `describe` when several match.
-    func find<T: ManagedEntity>(_ type: T.Type, _ reference: ItemReference, nameKey: String, kind: ItemKind,
+    func find<T: NamedEntity>(_ type: T.Type, _ reference: ItemReference, kind: ItemKind,
                                 describe: (T) -> String = { "ID \($0.objectID.primaryKey ?? 0)" }) throws -> T {
         try Self.wrapErrors {
             func byID(_ id: Int64) throws -> T? {
@@ -175,8 +175,9 @@ extension Vault {
             } else {
                 try verifyWholeVaultForRead()
                 // Only the names are decrypted to find the match; then all of its fields are.
-                var request = FetchRequest<T>(predicate: try Predicate(format: "%K ==[c] %@", nameKey, name))
-                request.propertiesToFetch = [nameKey]
+                var request = FetchRequest<T>(
+                    predicate: try Predicate(format: "%K ==[c] %@", T.nameAttribute.rawValue, name))
+                request.fetchOnly(T.nameAttribute)
                 matches = try context.fetch(request)
             }
             switch matches.count {
@@ -203,9 +204,10 @@ extension Vault {
             "#\(note.id)  \(note.title)" + (note.folder.map { "  folder: \($0)" } ?? "")
         }
         return try findFallingBackToPath(reference, kind: .note, describe: describe) {
-            try find(Note.self, reference, nameKey: "title", kind: .note, describe: describe)
+            try find(Note.self, reference, kind: .note, describe: describe)
         } atPath: { container, name in
-            try Predicate(format: "folder ==[c] %@ AND title ==[c] %@", container, name)
+            try Predicate(format: "%K ==[c] %@ AND %K ==[c] %@", Note.Key.folder.rawValue, container,
+                          Note.Key.title.rawValue, name)
         }
     }
 
@@ -215,7 +217,7 @@ extension Vault {
     ///
     /// - throws: `find`'s error when no path matches either; ``VaultError/ambiguous(_:_:candidates:)``
     ///   listing each match when several do.
-    private func findFallingBackToPath<T: ManagedEntity>(
+    private func findFallingBackToPath<T: NamedEntity>(
         _ reference: ItemReference, kind: ItemKind, describe: (T) -> String, find: () throws -> T,
         atPath predicate: (_ container: String, _ name: String) throws -> ObjectGraph.Predicate
     ) throws -> T {
@@ -269,9 +271,10 @@ extension Vault {
     /// `category/name` as pass names its files (`web/github`; categories may hold `/` too).
     private func findEntryOnly(_ reference: ItemReference) throws -> PasswordEntry {
         try findFallingBackToPath(reference, kind: .entry, describe: Self.describeEntry) {
-            try find(PasswordEntry.self, reference, nameKey: "name", kind: .entry, describe: Self.describeEntry)
+            try find(PasswordEntry.self, reference, kind: .entry, describe: Self.describeEntry)
         } atPath: { container, name in
-            try Predicate(format: "category.name ==[c] %@ AND name ==[c] %@", container, name)
+            try Predicate(format: "%K ==[c] %@ AND %K ==[c] %@", PasswordEntry.categoryName, container,
+                          PasswordEntry.Key.name.rawValue, name)
         }
     }
 
@@ -281,7 +284,7 @@ extension Vault {
     }
 
     func findCategory(_ reference: ItemReference) throws -> Category {
-        try find(Category.self, reference, nameKey: "name", kind: .category)
+        try find(Category.self, reference, kind: .category)
     }
 
     // MARK: - Notes
@@ -300,9 +303,8 @@ extension Vault {
     public func notes() throws -> [NoteInfo] {
         try verifyWholeVaultForRead()
         return try Self.wrapErrors {
-            var request = FetchRequest<Note>(sortDescriptors: [FetchSortDescriptor(key: "title", caseInsensitive: true)]
-            )
-            request.propertiesToFetch = ["title"]
+            var request = FetchRequest<Note>(sortDescriptors: [Note.sort(.title, caseInsensitive: true)])
+            request.fetchOnly(.title)
             return try context.fetch(request).map { NoteInfo($0, withText: false) }
         }
     }
@@ -317,7 +319,7 @@ extension Vault {
         try change {
             if let title { note.title = EntryRules.trimmedName(title) }
             if let text { note.text = text }
-            note["updatedAt"] = Date()
+            note.updatedAt = Date()
         }
     }
 
@@ -330,11 +332,11 @@ extension Vault {
     public func searchNotes(_ query: String) throws -> [NoteInfo] {
         try verifyWholeVaultForRead()
         return try Self.wrapErrors {
-            let predicate = try Predicate(format: "title CONTAINS[cd] %@ OR text CONTAINS[cd] %@", query, query)
+            let predicate = try Predicate(
+                format: "%K CONTAINS[cd] %@ OR %K CONTAINS[cd] %@", Note.Key.title.rawValue, query,
+                Note.Key.text.rawValue, query)
             return try context.fetch(
-                FetchRequest<Note>(
-                    predicate: predicate, sortDescriptors: [FetchSortDescriptor(key: "title", caseInsensitive: true)])
-            )
+                FetchRequest<Note>(predicate: predicate, sortDescriptors: [Note.sort(.title, caseInsensitive: true)]))
                 .map { NoteInfo($0, withText: false) }
         }
     }
@@ -374,8 +376,9 @@ extension Vault {
     private func refuseTakenName(_ name: String, besides entry: PasswordEntry? = nil) throws {
         let taken = try Self.wrapErrors {
             var request = FetchRequest<PasswordEntry>(
-                predicate: try Predicate(format: "name ==[c] %@", EntryRules.trimmedName(name)))
-            request.propertiesToFetch = ["name"]
+                predicate: try Predicate(
+                    format: "%K ==[c] %@", PasswordEntry.Key.name.rawValue, EntryRules.trimmedName(name)))
+            request.fetchOnly(.name)
             return try context.fetch(request).first { $0 !== entry }
         }
         if let taken {
@@ -413,46 +416,46 @@ extension Vault {
     /// Sets the fields a change names; "" clears an optional field. A new password moves
     /// the old one into the history.
     func apply(_ changes: EntryChanges, category: Category?, to entry: PasswordEntry) throws {
-        if let name = changes.name { entry["name"] = EntryRules.trimmedName(name) }
+        if let name = changes.name { entry.name = EntryRules.trimmedName(name) }
         var newHistory = changes.history ?? []
         if let password = changes.password {
             // An empty password is no earlier password worth keeping.
             if !entry.isInserted, entry.password != password, !entry.password.isEmpty {
                 newHistory.append(HistoryInfo(password: entry.password, replacedAt: changes.updatedAt ?? Date()))
             }
-            entry["password"] = password
+            entry.password = password
         }
-        if let userId = changes.userId { entry["userId"] = userId.isEmpty ? nil : userId }
-        if let url = changes.url { entry["url"] = url.isEmpty ? nil : url }
-        if let notes = changes.notes { entry["notes"] = notes.isEmpty ? nil : notes }
-        if changes.category != nil { entry["category"] = category }
-        if let urls = changes.moreURLs { entry["moreURLs"] = urls.isEmpty ? nil : urls.joined(separator: "\n") }
+        if let userId = changes.userId { entry.userId = userId.isEmpty ? nil : userId }
+        if let url = changes.url { entry.url = url.isEmpty ? nil : url }
+        if let notes = changes.notes { entry.notes = notes.isEmpty ? nil : notes }
+        if changes.category != nil { entry.category = category }
+        if let urls = changes.moreURLs { entry.moreURLs = urls }
         if var totp = changes.totp {
             if !totp.isEmpty {
                 do { totp = try TOTP.normalized(totp) } catch {
                     throw VaultError.invalidValues(["TOTP secret: \(error)"])
                 }
             }
-            entry["totp"] = totp.isEmpty ? nil : totp
+            entry.totp = totp.isEmpty ? nil : totp
         }
-        if let favorite = changes.favorite { entry["favorite"] = favorite }
+        if let favorite = changes.favorite { entry.isFavorite = favorite }
         // Each to-many is set once, whole: linking objects one by one copies the entry's list
         // each time, and 10,000 fields or earlier passwords took minutes.
         if let fields = changes.fields {
             let old = entry.fields
-            entry["fields"] = fields.enumerated().map { position, field in
+            entry.fields = fields.enumerated().map { position, field in
                 let object = context.insert(CustomField.self)
-                object["name"] = field.name
-                object["value"] = field.value
-                object["hidden"] = field.hidden
-                object["position"] = position
+                object.name = field.name
+                object.storedValue = field.value
+                object.isHidden = field.hidden
+                object.position = position
                 return object
             }
             for object in old { context.delete(object) }
         }
         if !newHistory.isEmpty { mergeHistory(newHistory, into: entry) }
-        if let date = changes.createdAt { entry["createdAt"] = date }
-        if let date = changes.updatedAt { entry["updatedAt"] = date }
+        if let date = changes.createdAt { entry.createdAt = date }
+        if let date = changes.updatedAt { entry.updatedAt = date }
     }
 
     /// Adds earlier passwords the entry does not have yet, keeping the ``historyLimit`` most
@@ -469,11 +472,11 @@ extension Vault {
         let kept = ranked.prefix(Self.historyLimit).map { candidate -> PasswordHistoryItem in
             if let old = candidate.old { return old }
             let object = context.insert(PasswordHistoryItem.self)
-            object["password"] = candidate.new?.password ?? ""
-            object["replacedAt"] = candidate.date
+            object.password = candidate.new?.password ?? ""
+            object.replacedAt = candidate.date
             return object
         }
-        entry["history"] = kept
+        entry.history = kept
         for dropped in ranked.dropFirst(Self.historyLimit) { if let old = dropped.old { context.delete(old) } }
     }
 
@@ -483,11 +486,11 @@ extension Vault {
         return try Self.wrapErrors {
             try prefetchCategories()
             var request = FetchRequest<PasswordEntry>(sortDescriptors: [
-                FetchSortDescriptor(key: "name", caseInsensitive: true)
+                PasswordEntry.sort(.name, caseInsensitive: true)
             ])
-            if let filter { request.predicate = try Predicate(format: "category == %@", filter) }
+            if let filter { request.predicate = try Self.entries(in: filter) }
             // What a list shows: never the password or the notes.
-            request.propertiesToFetch = ["name", "userId", "url"]
+            request.fetchOnly(.name, .userId, .url)
             return try context.fetch(request).map { EntryInfo($0, reveal: false, detailed: false) }
         }
     }
@@ -562,7 +565,7 @@ extension Vault {
         let category = try self.category(for: changes, creating: creatingCategory)
         try change {
             try apply(changes, category: category(), to: entry)
-            entry["updatedAt"] = Date()
+            entry.updatedAt = Date()
         }
     }
 
@@ -580,17 +583,21 @@ extension Vault {
         try verifyWholeVaultForRead()
         return try Self.wrapErrors {
             try prefetchCategories()
+            let searched = [PasswordEntry.Key.name, .userId, .url, .notes].map(\.rawValue)
+                + [PasswordEntry.categoryName]
             let predicate = try Predicate(
-                format:
-                    "name CONTAINS[cd] %@ OR userId CONTAINS[cd] %@ OR url CONTAINS[cd] %@ OR notes CONTAINS[cd] %@ OR "
-                        + "category.name CONTAINS[cd] %@",
-                                          query, query, query, query, query)
+                format: searched.map { _ in "%K CONTAINS[cd] %@" }.joined(separator: " OR "),
+                argumentArray: searched.flatMap { key -> [Any?] in [key, query] })
             return try context.fetch(
                 FetchRequest<PasswordEntry>(
-                    predicate: predicate, sortDescriptors: [FetchSortDescriptor(key: "name", caseInsensitive: true)])
-            )
+                    predicate: predicate, sortDescriptors: [PasswordEntry.sort(.name, caseInsensitive: true)]))
                 .map { EntryInfo($0, reveal: false, detailed: false) }
         }
+    }
+
+    /// The entries of `category`.
+    static func entries(in category: Category) throws -> ObjectGraph.Predicate {
+        try Predicate(format: "%K == %@", PasswordEntry.Key.category.rawValue, category)
     }
 
     /// Registers every category, so entries' category faults resolve without a query each.
@@ -605,21 +612,21 @@ extension Vault {
             switch kind {
             case .entries:
                 var request = FetchRequest<PasswordEntry>()
-                request.propertiesToFetch = ["name"]
+                request.fetchOnly(.name)
                 return try context.fetch(request).map(\.name)
             case .notes:
                 var request = FetchRequest<Note>()
-                request.propertiesToFetch = ["title"]
+                request.fetchOnly(.title)
                 return try context.fetch(request).map(\.title)
             case .categories:
                 return try context.fetch(FetchRequest<Category>()).map(\.name)
             case .sshKeys:
-                let named = try Predicate(format: "name ==[c] %@", Vault.sshKeyCategory)
+                let named = try Predicate(format: "%K ==[c] %@", Category.Key.name.rawValue, Vault.sshKeyCategory)
                 guard let category = try context.fetch(FetchRequest<Category>(predicate: named)).first else {
                     return []
                 }
-                var request = FetchRequest<PasswordEntry>(predicate: try Predicate(format: "category == %@", category))
-                request.propertiesToFetch = ["name"]
+                var request = FetchRequest<PasswordEntry>(predicate: try Self.entries(in: category))
+                request.fetchOnly(.name)
                 return try context.fetch(request).map(\.name)
             }
         }
@@ -635,10 +642,10 @@ extension Vault {
         return try Self.wrapErrors {
             // Counted in SQL: entries need not be decrypted, so this works on a locked vault.
             try context.fetch(
-                FetchRequest<Category>(sortDescriptors: [FetchSortDescriptor(key: "name", caseInsensitive: true)])
+                FetchRequest<Category>(sortDescriptors: [Category.sort(.name, caseInsensitive: true)])
             ).map { category in
                 let entries = try context.count(
-                    for: FetchRequest<PasswordEntry>(predicate: try Predicate(format: "category == %@", category)))
+                    for: FetchRequest<PasswordEntry>(predicate: try Self.entries(in: category)))
                 return CategoryInfo(id: category.id, name: category.name, entries: entries)
             }
         }
@@ -651,13 +658,13 @@ extension Vault {
 
     private func insertCategory(_ name: String) -> Category {
         let category = context.insert(Category.self)
-        category["name"] = EntryRules.trimmedName(name)
+        category.name = EntryRules.trimmedName(name)
         return category
     }
 
     public func renameCategory(_ reference: ItemReference, to newName: String) throws {
         let category = try findCategory(reference)
-        try change { category["name"] = EntryRules.trimmedName(newName) }
+        try change { category.name = EntryRules.trimmedName(newName) }
     }
 
     /// Removes a category; refused (Deny) while entries use it.

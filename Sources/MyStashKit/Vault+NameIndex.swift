@@ -5,16 +5,8 @@ import ObjectGraph
 /// stores an HMAC of its name, case folded, so finding one by name reads the rows of one
 /// bucket instead of decrypting every name.
 extension Vault {
-    static let nameKeyAttribute = "nameKey"
-
-    /// The attribute the name key of an entity's rows indexes; nil for entities without one.
-    static func indexedName(of entityName: String) -> String? {
-        switch entityName {
-        case Note.entityName: "title"
-        case PasswordEntry.entityName: "name"
-        default: nil
-        }
-    }
+    /// The attribute holding the name key, in notes and entries alike.
+    static let nameKeyAttribute = Note.nameIndexAttribute.rawValue
 
     /// Gives each note and entry this save inserts or renames its name key, under `record`'s
     /// key (the current one unless a rekey passes the new one); `all` renews every loaded one.
@@ -22,12 +14,12 @@ extension Vault {
         guard let record = record ?? integrity else { return }
         let objects = all ? context.registeredObjects : context.insertedObjects + context.updatedObjects
         for object in objects where !object.isDeleted {
-            guard let nameAttribute = Self.indexedName(of: object.entity.name) else { continue }
-            guard all || object.isInserted || object.changedValues[nameAttribute] != nil
-                || object[Self.nameKeyAttribute] == nil
+            guard let object = object as? any NameIndexedEntity else { continue }
+            guard all || object.isInserted || object.changedValues[object.nameAttributeName] != nil
+                || object.nameIndex == nil
             else { continue }
-            let key = try record.nameKey(object[nameAttribute] as? String ?? "", entity: object.entity.name)
-            if object[Self.nameKeyAttribute] as? Data != key { object[Self.nameKeyAttribute] = key }
+            let key = try record.nameKey(object.itemName, entity: object.entity.name)
+            if object.nameIndex != key { object.nameIndex = key }
         }
     }
 
@@ -53,10 +45,10 @@ extension Vault {
         try change {
             let missing = try Predicate(format: "%K == nil", Self.nameKeyAttribute)
             for note in try context.fetch(FetchRequest<Note>(predicate: missing)) {
-                note[Self.nameKeyAttribute] = try integrity?.nameKey(note.title, entity: Note.entityName)
+                note.nameIndex = try integrity?.nameKey(note.title, entity: Note.entityName)
             }
             for entry in try context.fetch(FetchRequest<PasswordEntry>(predicate: missing)) {
-                entry[Self.nameKeyAttribute] = try integrity?.nameKey(entry.name, entity: PasswordEntry.entityName)
+                entry.nameIndex = try integrity?.nameKey(entry.name, entity: PasswordEntry.entityName)
             }
         }
         namesAreIndexed = true
@@ -64,16 +56,16 @@ extension Vault {
 
     /// The objects of `T` named `name` (ignoring case), found through the name index, and the
     /// store and bucket they were looked for in: nil when `T` has no index or it cannot be used.
-    func lookUpByNameKey<T: ManagedEntity>(_ type: T.Type, _ name: String) throws
+    func lookUpByNameKey<T: NamedEntity>(_ type: T.Type, _ name: String) throws
         -> (matches: [T], lookup: RowAuthentication.Lookup)?
     {
-        guard namesAreIndexed, let integrity, let nameAttribute = Self.indexedName(of: T.entityName) else { return nil }
+        guard namesAreIndexed, let integrity, T.self is any NameIndexedEntity.Type else { return nil }
         let store = T.entityName == Note.entityName ? notesStore : passwordsStore
         let key = try integrity.nameKey(name, entity: T.entityName)
         let found = try context.fetch(
             FetchRequest<T>(predicate: try Predicate(format: "%K == %@", Self.nameKeyAttribute, key)))
         let folded = IntegrityRecord.foldedName(name)
-        let matches = found.filter { IntegrityRecord.foldedName($0[nameAttribute] as? String ?? "") == folded }
+        let matches = found.filter { IntegrityRecord.foldedName($0.itemName) == folded }
         let entity = coordinator.managedObjectModel.entity(named: T.entityName)
         return (matches, RowAuthentication.Lookup(
             storeIdentifier: store.identifier, bucket: RowAuthentication.bucket(ofNameKey: key),

@@ -23,8 +23,8 @@ extension Vault {
     static let categoryListName = "category"
 
     private func categoryList() throws -> SeedList? {
-        try context.fetch(FetchRequest<SeedList>(predicate: try Predicate(format: "name == %@", Self.categoryListName)))
-            .first
+        try context.fetch(FetchRequest<SeedList>(
+            predicate: try Predicate(format: "%K == %@", SeedList.Key.name.rawValue, Self.categoryListName))).first
     }
 
     /// Inserts (unsaved) the seed rows newer than the loaded version, and records the new
@@ -34,19 +34,19 @@ extension Vault {
         let available = rows.map(\.version).max() ?? 0
         let list = try categoryList() ?? {
             let list = context.insert(SeedList.self)
-            list["name"] = Self.categoryListName
+            list.name = Self.categoryListName
             return list
         }()
         guard list.version < available else { return }
         var existing = Set(try context.fetch(FetchRequest<Category>()).map { $0.name.lowercased() })
         for row in rows where row.version > list.version && !existing.contains(row.name.lowercased()) {
             let category = context.insert(Category.self)
-            category["name"] = row.name
+            category.name = row.name
             // The same on every machine, so seeded categories meet as one when vaults sync.
-            category[SyncKeys.uuid] = Self.seedIdentity(of: row.name)
+            category.syncIdentity = Self.seedIdentity(of: row.name)
             existing.insert(row.name.lowercased())
         }
-        list["version"] = available
+        list.version = available
     }
 
     /// Loads newer seed rows, retrying when another process seeds at the same moment (its

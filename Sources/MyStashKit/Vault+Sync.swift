@@ -19,16 +19,23 @@ extension Vault {
     /// What sync carries of each entity, field by field. Custom fields travel as one value;
     /// earlier passwords as a set (``SyncChange/history``).
     static let syncedFields: [String: [(key: String, kind: SyncedFieldKind)]] = [
-        Category.entityName: [("name", .text)],
-        PasswordEntry.entityName: [
-            ("name", .text), ("userId", .text), ("password", .text), ("url", .text), ("moreURLs", .text),
-            ("totp", .text), ("notes", .text), ("favorite", .bool), ("category", .category), ("fields", .fields),
-            ("createdAt", .date), ("updatedAt", .date),
-        ],
-        Note.entityName: [
-            ("title", .text), ("text", .text), ("folder", .text), ("createdAt", .date), ("updatedAt", .date),
-        ],
+        Category.entityName: fields(Category.self, [(.name, .text)]),
+        PasswordEntry.entityName: fields(PasswordEntry.self, [
+            (.name, .text), (.userId, .text), (.password, .text), (.url, .text), (.moreURLs, .text),
+            (.totp, .text), (.notes, .text), (.favorite, .bool), (.category, .category), (.fields, .fields),
+            (.createdAt, .date), (.updatedAt, .date),
+        ]),
+        Note.entityName: fields(Note.self, [
+            (.title, .text), (.text, .text), (.folder, .text), (.createdAt, .date), (.updatedAt, .date),
+        ]),
     ]
+
+    private static func fields<Entity: EntityKeys>(_ entity: Entity.Type, _ list: [(Entity.Key, SyncedFieldKind)])
+        -> [(key: String, kind: SyncedFieldKind)]
+    {
+        list.map { (key: $0.0.rawValue, kind: $0.1) }
+    }
+
     /// Categories first: entries name them.
     static let syncedEntities = [Category.entityName, PasswordEntry.entityName, Note.entityName]
 
@@ -39,8 +46,6 @@ extension Vault {
         default: return "category"
         }
     }
-
-    static func nameKey(_ entity: String) -> String { entity == Note.entityName ? "title" : "name" }
 
     /// The identity of a seeded category, the same on every machine.
     static func seedIdentity(of name: String) -> UUID {
@@ -60,7 +65,7 @@ extension Vault {
     // MARK: - Values
 
     static func syncIdentity(of object: ManagedObject) -> String? {
-        (object[SyncKeys.uuid] as? UUID)?.uuidString
+        (object as? any SyncedEntity)?.syncIdentity?.uuidString
     }
 
     func syncValue(of object: ManagedObject, _ key: String, _ kind: SyncedFieldKind) throws -> String? {
@@ -102,7 +107,7 @@ extension Vault {
 
     /// The note, entry or category name a report shows.
     func displayName(_ object: ManagedObject) -> String {
-        object[Self.nameKey(object.entity.name)] as? String ?? ""
+        (object as? any NamedEntity)?.itemName ?? ""
     }
 
     // MARK: - State
@@ -111,8 +116,8 @@ extension Vault {
     func loadSyncState() throws -> (row: SyncStateRow, state: SyncState, key: SecretBytes)? {
         guard let row = try context.fetch(FetchRequest<SyncStateRow>()).first else { return nil }
         try context.decodeValues(of: row)
-        guard let data = row["state"] as? Data, let state = try? SyncState(stored: data),
-              let encoded = row["key"] as? String, let key = Data(base64Encoded: encoded), key.count == 32 else {
+        guard let data = row.state, let state = try? SyncState(stored: data),
+              let encoded = row.key, let key = Data(base64Encoded: encoded), key.count == 32 else {
             throw Self.damagedSyncState()
         }
         return (row, state, SecretBytes(copying: key))
@@ -127,9 +132,9 @@ extension Vault {
         let row = row ?? context.insert(SyncStateRow.self)
         let encoded = try state.stored()
         // Unchanged, it is not written: a sync with nothing to do writes nothing.
-        if row["state"] as? Data != encoded { row["state"] = encoded }
+        if row.state != encoded { row.state = encoded }
         let key = key.withUnsafeBytes { Data($0).base64EncodedString() }
-        if row["key"] as? String != key { row["key"] = key }
+        if row.key != key { row.key = key }
     }
 
     /// Saves what a sync changed, authored so that the next sync does not send it again.

@@ -37,7 +37,7 @@ extension Vault {
                 for object in try context.fetch(FetchRequest<ManagedObject>(entityName: entity)) {
                     try context.decodeValues(of: object)
                     if Self.syncIdentity(of: object) == nil {
-                        object[SyncKeys.uuid] = entity == Category.entityName
+                        (object as? any SyncedEntity)?.syncIdentity = entity == Category.entityName
                             && Self.seedCategories.contains { $0.name == displayName(object) }
                             ? Self.seedIdentity(of: displayName(object)) : UUID()
                     }
@@ -82,7 +82,7 @@ extension Vault {
                 case .update:
                     let updated = change.updatedProperties ?? []
                     for field in fields where updated.contains(field.key) { item.fields[field.key] = clock }
-                    if updated.contains("history") { item.history = true }
+                    if updated.contains(PasswordEntry.Key.history.rawValue) { item.history = true }
                 case .delete:
                     let stored = change.tombstone?[SyncKeys.uuid]
                     if let id = (stored as? UUID)?.uuidString ?? (stored as? Data).flatMap(Self.uuid(from:)) {
@@ -104,7 +104,7 @@ extension Vault {
             guard let object = try context.existingObject(entityName: item.entity, primaryKey: item.primaryKey),
                   !item.fields.isEmpty || item.history else { continue }
             try context.decodeValues(of: object)
-            if Self.syncIdentity(of: object) == nil { object[SyncKeys.uuid] = UUID() }
+            if let object = object as? any SyncedEntity, object.syncIdentity == nil { object.syncIdentity = UUID() }
             try addPut(object, keys: item.fields, history: item.history, into: &merge)
         }
     }
@@ -225,7 +225,7 @@ extension Vault {
                   let uuid = UUID(uuidString: change.id) else { continue }
             if merge.outgoing[change.id]?.kind == .delete { merge.outgoing[change.id] = nil }
             let object = context.insertNewObject(forEntityName: change.entity)
-            object[SyncKeys.uuid] = uuid
+            (object as? any SyncedEntity)?.syncIdentity = uuid
             index.objects[change.id] = object
             named.insert(change.id)
             merge.state.deleted[change.id] = nil
@@ -267,11 +267,11 @@ extension Vault {
             if concurrent, let local, !Self.quietFields.contains(incoming.key) {
                 var resolution = "changed here and on \(incoming.from); kept the later change, from \(incoming.from)"
                 if local.device == merge.me, let lost = current {
-                    if let entry = object as? PasswordEntry, incoming.key == "password" {
+                    if let entry = object as? PasswordEntry, incoming.key == PasswordEntry.Key.password.rawValue {
                         mergeHistory([HistoryInfo(password: lost, replacedAt: incoming.value.clock.date)], into: entry)
                         try addPut(object, keys: [:], history: true, into: &merge)
                         resolution += "; this machine's password is in the entry's history"
-                    } else if object is Note, incoming.key == "text" {
+                    } else if object is Note, incoming.key == Note.Key.text.rawValue {
                         let copy = try copyNote(object, text: lost, clock: local, into: &merge, index: index)
                         resolution += "; this machine's text is in the note '\(copy)'"
                     }
@@ -281,7 +281,7 @@ extension Vault {
             }
             if pending != nil { merge.outgoing[incoming.id]?.fields?[incoming.key] = nil }
             if current != incoming.value.value {
-                if incoming.key == "name" { named.insert(incoming.id) }
+                if incoming.key == PasswordEntry.Key.name.rawValue { named.insert(incoming.id) }
                 try setSyncValue(incoming.value.value, of: object, incoming.key, kind, index: index)
                 if !incoming.own {
                     note(incoming.id, .init(kind: noun, name: "", action: "changed", device: incoming.from),
@@ -318,7 +318,7 @@ extension Vault {
             let pendingClocks = (merge.outgoing[change.id]?.fields ?? [:]).values.map(\.clock)
             let latest = ([merge.state.latestClock(of: change.id)].compactMap { $0 } + pendingClocks).max()
             let changedSince = latest.map { latest in change.seen.map { latest > $0 } ?? true } ?? false
-            let inUse = object is Category && !((object["systems"] as? [ManagedObject]) ?? []).isEmpty
+            let inUse = (object as? Category).map { !$0.entries.isEmpty } ?? false
             if changedSince || inUse {
                 let why = inUse ? "entries here still use it" : "it was changed after \(item.from) deleted it"
                 merge.report.conflicts.append(.init(kind: Self.syncNoun(change.entity), name: displayName(object),
@@ -350,13 +350,14 @@ extension Vault {
 
     /// A field as reports name it.
     static func fieldLabel(_ key: String) -> String {
-        let labels = ["userId": "user ID", "url": "URL", "moreURLs": "more URLs", "totp": "TOTP secret",
-                      "fields": "custom fields"]
-        return labels[key] ?? key
+        let labels: [PasswordEntry.Key: String] = [
+            .userId: "user ID", .url: "URL", .moreURLs: "more URLs", .totp: "TOTP secret", .fields: "custom fields",
+        ]
+        return PasswordEntry.Key(rawValue: key).flatMap { labels[$0] } ?? key
     }
 
     /// Fields whose every edit changes them: their conflicts are not worth a line.
-    static let quietFields: Set<String> = ["updatedAt", "createdAt"]
+    static let quietFields = Set([PasswordEntry.Key.updatedAt, .createdAt].map(\.rawValue))
 
     /// Sends an item whole, to bring it back where it was deleted.
     func revive(_ object: ManagedObject, into merge: inout SyncMerge) throws {
@@ -377,10 +378,10 @@ extension Vault {
         let title = String(("\(displayName(note)) (\(merge.state.deviceName))").prefix(200))
         if index.objects[id.uuidString] != nil { return title }
         let copy = context.insert(Note.self)
-        copy[SyncKeys.uuid] = id
-        copy["title"] = title
-        copy["text"] = text
-        copy["folder"] = note["folder"]
+        copy.syncIdentity = id
+        copy.title = title
+        copy.text = text
+        copy.folder = (note as? Note)?.folder
         index.objects[id.uuidString] = copy
         let now = merge.tick()
         let keys = Self.syncedFields[Note.entityName, default: []].map(\.key)
@@ -400,8 +401,9 @@ extension Vault {
             for (id, object) in objects { byName[displayName(object).lowercased(), default: []].append((id, object)) }
             var taken = Set(byName.keys)
             for (_, group) in byName.sorted(by: { $0.key < $1.key }) where group.count > 1 {
-                for (id, object) in group.sorted(by: { $0.0 < $1.0 }).dropFirst() {
-                    let old = displayName(object)
+                for (_, object) in group.sorted(by: { $0.0 < $1.0 }).dropFirst() {
+                    guard let named = object as? any NamedEntity else { continue }
+                    let old = named.itemName
                     let limit = entity == Category.entityName ? 64 : 100
                     var number = 2
                     var name = ""
@@ -411,8 +413,8 @@ extension Vault {
                         number += 1
                     } while taken.contains(name.lowercased())
                     taken.insert(name.lowercased())
-                    object["name"] = name
-                    try addPut(object, keys: ["name": merge.tick()], history: false, into: &merge)
+                    named.itemName = name
+                    try addPut(object, keys: [named.nameAttributeName: merge.tick()], history: false, into: &merge)
                     merge.report.conflicts.append(.init(kind: Self.syncNoun(entity), name: old, field: "name",
                                                         resolution: "another \(Self.syncNoun(entity)) has this name; "
                                                             + "renamed to '\(name)'"))

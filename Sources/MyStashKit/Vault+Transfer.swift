@@ -181,13 +181,13 @@ extension Vault {
 
     private func exportDocument(progress: Progress?) throws -> ExportDocument {
         try Self.wrapErrors {
-            let notes = try context.fetch(FetchRequest<Note>(sortDescriptors: [FetchSortDescriptor(key: "createdAt")]))
+            let notes = try context.fetch(FetchRequest<Note>(sortDescriptors: [Note.sort(.createdAt)]))
             let entries = try context.fetch(
-                FetchRequest<PasswordEntry>(sortDescriptors: [FetchSortDescriptor(key: "createdAt")]))
+                FetchRequest<PasswordEntry>(sortDescriptors: [PasswordEntry.sort(.createdAt)]))
             progress?.report(notes.count + entries.count, of: notes.count + entries.count)
             return ExportDocument(
                 categories: try context.fetch(
-                    FetchRequest<Category>(sortDescriptors: [FetchSortDescriptor(key: "name")])
+                    FetchRequest<Category>(sortDescriptors: [Category.sort(.name)])
                 ).map(\.name),
                 notes: notes.map {
                     .init(
@@ -386,7 +386,7 @@ extension Vault {
                 guard let name = name?.trimmingCharacters(in: .whitespaces), !name.isEmpty else { return nil }
                 if let existing = categories[name.lowercased()] { return existing }
                 let created = context.insert(Category.self)
-                created["name"] = name
+                created.name = name
                 places[ObjectIdentifier(created)] = .category(name)
                 categories[name.lowercased()] = created
                 report.imported.append(.init(kind: "category", title: name))
@@ -416,12 +416,12 @@ extension Vault {
                 } else {
                     note = context.insert(Note.self)
                     note.title = item.title
-                    note["folder"] = item.folder.flatMap { $0.isEmpty ? nil : $0 }
-                    if let date = item.createdAt { note["createdAt"] = date }
+                    note.folder = item.folder.flatMap { $0.isEmpty ? nil : $0 }
+                    if let date = item.createdAt { note.createdAt = date }
                     report.imported.append(.init(kind: "note", title: item.title))
                 }
                 note.text = item.text ?? ""
-                note["updatedAt"] = item.updatedAt ?? Date()
+                note.updatedAt = item.updatedAt ?? Date()
                 places[ObjectIdentifier(note)] = .note(index)
                 done += 1
                 progress?.report(done, of: total)

@@ -281,7 +281,7 @@ public final class Vault {
     /// The tables and indexes the vault adds to each store beside the model's.
     private func ownSchema() throws -> [String: [String]] {
         let categoryNames = try coordinator.uniqueIndexStatement(
-            on: Category.entityName, attribute: "name", caseInsensitive: true)
+            on: Category.entityName, attribute: Category.Key.name.rawValue, caseInsensitive: true)
         var objects: [String: [String]] = [:]
         for store in integrityStores {
             let firstLayout = try coordinator.performRead { try FirstLayoutRecord.isLayout(of: store, $0) }
