@@ -224,101 +224,7 @@ extension Vault {
         return item
     }
 
-    /// Everything in the vault as `mystash-json` (plaintext).
-    public func exportJSON(progress: Progress? = nil) throws -> Data {
-        try awaitVerification()
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-        let dates = ExportDocument.Dates()
-        encoder.dateEncodingStrategy = .custom { date, encoder in
-            // Fractional seconds only when there are some, so whole-second dates read as before.
-            var container = encoder.singleValueContainer()
-            try container.encode(dates.text(date))
-        }
-        return try encoder.encode(try exportDocument(progress: progress))
-    }
-
-    /// Entries, notes and categories as CSV (plaintext): `kind,name,user,password,url,notes,category`.
-    /// Custom fields, history and more URLs are only in `mystash-json`.
-    ///
-    /// - throws: ``VaultError`` `.invalidData` naming every item and column holding a control
-    ///   character (``CSV/hasControlCharacter(_:)``): CSV has no escape for one, so it would
-    ///   reach whatever shows the file raw; `mystash-json` escapes it.
-    public func exportCSV(progress: Progress? = nil) throws -> CSVExport {
-        try awaitVerification()
-        let document = try exportDocument(progress: progress)
-        let dates = ExportDocument.Dates()
-        func date(_ value: Date?) -> String { value.map { dates.text($0) } ?? "" }
-        let header = ["kind", "name", "user", "password", "url", "notes", "category", "totp", "more_urls", "favorite",
-                      "folder", "created", "updated"]
-        var rows: [[String]] = document.passwords.map {
-            ["password", $0.name, $0.userId ?? "", $0.password, $0.url ?? "", $0.notes ?? "", $0.category ?? "",
-             $0.totp ?? "", ($0.moreURLs ?? []).joined(separator: "\n"), $0.favorite == true ? "yes" : "", "",
-             date($0.createdAt), date($0.updatedAt)]
-        }
-        rows += document.notes.map {
-            ["note", $0.title, "", "", "", $0.text ?? "", "", "", "", "", $0.folder ?? "", date($0.createdAt),
-             date($0.updatedAt)]
-        }
-        rows += document.categories.map { ["category", $0] + Array(repeating: "", count: header.count - 2) }
-        let problems = rows.flatMap { row in
-            let item = "\(row[0] == "password" ? "entry" : row[0]) '\(row[1])'"
-            return zip(header, row).dropFirst().filter { $0.0 != "more_urls" && CSV.hasControlCharacter($0.1) }
-                .map { "\(item): \($0.0)" }
-        }
-        guard problems.isEmpty else {
-            throw VaultError.unexportable(problems: problems)
-        }
-        // What has no column: named, never dropped without a word.
-        func leftOut(_ noun: String, _ count: (ExportDocument.Entry) -> Int) -> String? {
-            let holding = document.passwords.map(count).filter { $0 > 0 }
-            guard !holding.isEmpty else { return nil }
-            let total = holding.reduce(0, +)
-            return "\(total) \(noun)\(total == 1 ? "" : "s") of \(holding.count) "
-                + "entr\(holding.count == 1 ? "y" : "ies")"
-        }
-        let leftOut = [
-            leftOut("custom field") { $0.fields?.count ?? 0 },
-            leftOut("earlier password") { $0.history?.count ?? 0 },
-            leftOut("attachment") { $0.attachments?.count ?? 0 },
-        ].compactMap { $0 }
-        return CSVExport(text: ([header] + rows).map(CSV.line).joined(separator: "\n") + "\n", leftOut: leftOut)
-    }
-
     // MARK: - Import
-
-    /// Reads `data` (or, for ``ImportFormat/pass``, the store directory at `url`) and adds or
-    /// updates its items in one save: all of it, or (on any invalid item) nothing. An item
-    /// already in the vault unchanged is skipped, so importing the same file twice adds nothing.
-    /// An item the vault has is merged as `merge` says: by default the source's values update
-    /// the vault's and nothing the source lacks is removed; every value that changes is in the
-    /// report (``ImportReport/Item/changes``), secrets masked.
-    /// With `dryRun`, everything is checked and reported but nothing is saved. Text that is not
-    /// UTF-8 is refused unless `replacingInvalidUTF8`, which turns each bad sequence into U+FFFD.
-    ///
-    /// - throws: ``VaultError`` `.invalidData` (65) naming each bad item by its title and field;
-    ///   `.invalidText` (65) naming the line of a byte that is not UTF-8.
-    ///
-    /// A caller that hands the file over (`importItems(consume data, …)`) has it freed once it is
-    /// read, before the items are saved: 145 MB of the 610 MB a 100,000-item import held at its peak.
-    public func importItems(_ data: consuming Data, format: ImportFormat, dryRun: Bool = false,
-                            merge: ImportMerge = .keepingValues, replacingInvalidUTF8: Bool = false,
-                            progress: Progress? = nil) throws -> ImportReport {
-        try awaitVerification()
-        let source = try Self.read(data, format: format, replacingInvalidUTF8: replacingInvalidUTF8)
-        _ = consume data
-        return try importItems(source, dryRun: dryRun, merge: merge, progress: progress)
-    }
-
-    /// Imports a pass or gopass store directory, decrypting each file with `gpg`.
-    public func importPasswordStore(at directory: URL, dryRun: Bool = false, merge: ImportMerge = .keepingValues,
-                                    replacingInvalidUTF8: Bool = false, progress: Progress? = nil)
-        throws -> ImportReport
-    {
-        try awaitVerification()
-        let source = try PassStoreReader.read(directory, replacingInvalidUTF8: replacingInvalidUTF8)
-        return try importItems(source, dryRun: dryRun, merge: merge, progress: progress)
-    }
 
     static func read(_ file: Data, format: ImportFormat, replacingInvalidUTF8: Bool = false) throws -> ImportSource {
         // An archive of files: its JSON member is checked as text when it is read.
@@ -369,7 +275,7 @@ extension Vault {
         return source
     }
 
-    private func importItems(_ source: ImportSource, dryRun: Bool, merge: ImportMerge,
+    func importSource(_ source: ImportSource, dryRun: Bool, merge: ImportMerge,
                              progress: Progress?) throws -> ImportReport {
         var report = ImportReport()
         report.dryRun = dryRun
@@ -581,4 +487,109 @@ public final class Progress {
     private let handler: (Int, Int) -> Void
     public init(_ handler: @escaping (_ done: Int, _ total: Int) -> Void) { self.handler = handler }
     func report(_ done: Int, of total: Int) { handler(done, total) }
+}
+
+extension Vault {
+    /// Imports into an open vault and exports from it, as in `vault.transfer.exportJSON()`.
+    public struct Transfer {
+        let vault: Vault
+    }
+
+    public var transfer: Transfer { Transfer(vault: self) }
+}
+
+extension Vault.Transfer {
+    /// Everything in the vault as `mystash-json` (plaintext).
+    public func exportJSON(progress: Progress? = nil) throws -> Data {
+        try vault.awaitVerification()
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        let dates = ExportDocument.Dates()
+        encoder.dateEncodingStrategy = .custom { date, encoder in
+            // Fractional seconds only when there are some, so whole-second dates read as before.
+            var container = encoder.singleValueContainer()
+            try container.encode(dates.text(date))
+        }
+        return try encoder.encode(try vault.exportDocument(progress: progress))
+    }
+
+    /// Entries, notes and categories as CSV (plaintext): `kind,name,user,password,url,notes,category`.
+    /// Custom fields, history and more URLs are only in `mystash-json`.
+    ///
+    /// - throws: ``VaultError`` `.invalidData` naming every item and column holding a control
+    ///   character (``CSV/hasControlCharacter(_:)``): CSV has no escape for one, so it would
+    ///   reach whatever shows the file raw; `mystash-json` escapes it.
+    public func exportCSV(progress: Progress? = nil) throws -> CSVExport {
+        try vault.awaitVerification()
+        let document = try vault.exportDocument(progress: progress)
+        let dates = ExportDocument.Dates()
+        func date(_ value: Date?) -> String { value.map { dates.text($0) } ?? "" }
+        let header = ["kind", "name", "user", "password", "url", "notes", "category", "totp", "more_urls", "favorite",
+                      "folder", "created", "updated"]
+        var rows: [[String]] = document.passwords.map {
+            ["password", $0.name, $0.userId ?? "", $0.password, $0.url ?? "", $0.notes ?? "", $0.category ?? "",
+             $0.totp ?? "", ($0.moreURLs ?? []).joined(separator: "\n"), $0.favorite == true ? "yes" : "", "",
+             date($0.createdAt), date($0.updatedAt)]
+        }
+        rows += document.notes.map {
+            ["note", $0.title, "", "", "", $0.text ?? "", "", "", "", "", $0.folder ?? "", date($0.createdAt),
+             date($0.updatedAt)]
+        }
+        rows += document.categories.map { ["category", $0] + Array(repeating: "", count: header.count - 2) }
+        let problems = rows.flatMap { row in
+            let item = "\(row[0] == "password" ? "entry" : row[0]) '\(row[1])'"
+            return zip(header, row).dropFirst().filter { $0.0 != "more_urls" && CSV.hasControlCharacter($0.1) }
+                .map { "\(item): \($0.0)" }
+        }
+        guard problems.isEmpty else {
+            throw VaultError.unexportable(problems: problems)
+        }
+        // What has no column: named, never dropped without a word.
+        func leftOut(_ noun: String, _ count: (ExportDocument.Entry) -> Int) -> String? {
+            let holding = document.passwords.map(count).filter { $0 > 0 }
+            guard !holding.isEmpty else { return nil }
+            let total = holding.reduce(0, +)
+            return "\(total) \(noun)\(total == 1 ? "" : "s") of \(holding.count) "
+                + "entr\(holding.count == 1 ? "y" : "ies")"
+        }
+        let leftOut = [
+            leftOut("custom field") { $0.fields?.count ?? 0 },
+            leftOut("earlier password") { $0.history?.count ?? 0 },
+            leftOut("attachment") { $0.attachments?.count ?? 0 },
+        ].compactMap { $0 }
+        return CSVExport(text: ([header] + rows).map(CSV.line).joined(separator: "\n") + "\n", leftOut: leftOut)
+    }
+
+    /// Reads `data` (or, for ``ImportFormat/pass``, the store directory at `url`) and adds or
+    /// updates its items in one save: all of it, or (on any invalid item) nothing. An item
+    /// already in the vault unchanged is skipped, so importing the same file twice adds nothing.
+    /// An item the vault has is merged as `merge` says: by default the source's values update
+    /// the vault's and nothing the source lacks is removed; every value that changes is in the
+    /// report (``ImportReport/Item/changes``), secrets masked.
+    /// With `dryRun`, everything is checked and reported but nothing is saved. Text that is not
+    /// UTF-8 is refused unless `replacingInvalidUTF8`, which turns each bad sequence into U+FFFD.
+    ///
+    /// - throws: ``VaultError`` `.invalidData` (65) naming each bad item by its title and field;
+    ///   `.invalidText` (65) naming the line of a byte that is not UTF-8.
+    ///
+    /// A caller that hands the file over (`importItems(consume data, …)`) has it freed once it is
+    /// read, before the items are saved: 145 MB of the 610 MB a 100,000-item import held at its peak.
+    public func importItems(_ data: consuming Data, format: ImportFormat, dryRun: Bool = false,
+                            merge: ImportMerge = .keepingValues, replacingInvalidUTF8: Bool = false,
+                            progress: Progress? = nil) throws -> ImportReport {
+        try vault.awaitVerification()
+        let source = try Vault.read(data, format: format, replacingInvalidUTF8: replacingInvalidUTF8)
+        _ = consume data
+        return try vault.importSource(source, dryRun: dryRun, merge: merge, progress: progress)
+    }
+
+    /// Imports a pass or gopass store directory, decrypting each file with `gpg`.
+    public func importPasswordStore(at directory: URL, dryRun: Bool = false, merge: ImportMerge = .keepingValues,
+                                    replacingInvalidUTF8: Bool = false, progress: Progress? = nil)
+        throws -> ImportReport
+    {
+        try vault.awaitVerification()
+        let source = try PassStoreReader.read(directory, replacingInvalidUTF8: replacingInvalidUTF8)
+        return try vault.importSource(source, dryRun: dryRun, merge: merge, progress: progress)
+    }
 }
