@@ -167,19 +167,25 @@ struct GitRemote: SyncRemote {
                 listing.versions[path] = String(decoding: object, as: UTF8.self)
             }
         }
-        fetched.versions = listing.versions
+        if tipOnly {
+            // A server that ignored the filter sent every file of the tip: none is missing then.
+            let objects = try git(["rev-list", "--objects", "--missing=print", Self.trackingRef])
+            fetched.missing = Set(objects.split(separator: 10).filter { $0.first == UInt8(ascii: "?") }
+                .map { String(decoding: $0.dropFirst(), as: UTF8.self) })
+            fetched.versions = listing.versions
+        }
         return listing
     }
 
     /// Fetches the files `paths` names that a tip-only cache has not fetched yet, in one request
     /// (git would otherwise fetch each on its own as it is read).
     private func fetchContents(of paths: [String]) throws {
-        let wanted = Set(paths.compactMap { fetched.versions[$0] }).subtracting(fetched.blobs)
-        guard tipOnly, !wanted.isEmpty else { return }
+        let wanted = Set(paths.compactMap { fetched.versions[$0] }).intersection(fetched.missing)
+        guard !wanted.isEmpty else { return }
         try git(["-c", "fetch.negotiationAlgorithm=noop", "fetch", "-q", "--no-tags", "--no-write-fetch-head",
                  "--recurse-submodules=no", "--filter=blob:none", "--stdin", Self.promisor],
                 input: Data(wanted.sorted().map { $0 + "\n" }.joined().utf8))
-        fetched.blobs.formUnion(wanted)
+        fetched.missing.subtract(wanted)
     }
 
     func read(_ paths: [String]) throws -> [String: [UInt8]] {
@@ -236,10 +242,10 @@ struct GitRemote: SyncRemote {
     }
 }
 
-/// What a tip-only cache knows of the remote's files: their object ids and which it fetched.
+/// What a tip-only cache knows of the remote's files: their object ids, and those it lacks.
 private final class FetchedBlobs {
     var versions: [String: String] = [:]
-    var blobs: Set<String> = []
+    var missing: Set<String> = []
 }
 
 /// A plain folder: files are written under a temporary name and linked into place, so a
