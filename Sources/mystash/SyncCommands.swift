@@ -38,8 +38,9 @@ struct Sync: ParsableCommand {
     func run() throws {
         try reportingErrors {
             applySnapshotIntervalForTesting()
-            // The remote is fetched while the vault is checked (sync waits for the check).
-            let vault = try options.openUnlockedVault(verification: .concurrent)
+            // Only the sync state is verified to find nothing to do; the whole vault is checked
+            // before anything is merged or sent (see Vault.sync).
+            let vault = try options.openUnlockedVault(verification: .reads)
             let report = try vault.sync(remote: remote, deviceName: deviceName, dryRun: dryRun)
             if json { return try Output.json(report) }
             printSyncReport(report)
