@@ -311,7 +311,7 @@ extension Vault {
             var request = FetchRequest<Note>(sortDescriptors: [FetchSortDescriptor(key: "title", caseInsensitive: true)]
             )
             request.propertiesToFetch = ["title"]
-            return try context.fetch(request).map { NoteInfo($0, withText: false) }
+            return try context.fetchMapped(request) { NoteInfo($0, withText: false) }
         }
     }
 
@@ -339,11 +339,11 @@ extension Vault {
         try verifyWholeVaultForRead()
         return try Self.wrapErrors {
             let predicate = try Predicate(format: "title CONTAINS[cd] %@ OR text CONTAINS[cd] %@", query, query)
-            return try context.fetch(
+            // A batch of notes decrypted at a time: only the matches are kept.
+            return try context.fetchMapped(
                 FetchRequest<Note>(
                     predicate: predicate, sortDescriptors: [FetchSortDescriptor(key: "title", caseInsensitive: true)])
-            )
-                .map { NoteInfo($0, withText: false) }
+            ) { NoteInfo($0, withText: false) }
         }
     }
 
@@ -492,7 +492,8 @@ extension Vault {
             if let filter { request.predicate = try Predicate(format: "category == %@", filter) }
             // What a list shows: never the password or the notes.
             request.propertiesToFetch = ["name", "userId", "url"]
-            return try context.fetch(request).map { EntryInfo($0, reveal: false, detailed: false) }
+            // A batch of entries read at a time, kept only as the lines to print.
+            return try context.fetchMapped(request) { EntryInfo($0, reveal: false, detailed: false) }
         }
     }
 
@@ -591,11 +592,10 @@ extension Vault {
                     "name CONTAINS[cd] %@ OR userId CONTAINS[cd] %@ OR url CONTAINS[cd] %@ OR notes CONTAINS[cd] %@ OR "
                         + "category.name CONTAINS[cd] %@",
                                           query, query, query, query, query)
-            return try context.fetch(
+            return try context.fetchMapped(
                 FetchRequest<PasswordEntry>(
                     predicate: predicate, sortDescriptors: [FetchSortDescriptor(key: "name", caseInsensitive: true)])
-            )
-                .map { EntryInfo($0, reveal: false, detailed: false) }
+            ) { EntryInfo($0, reveal: false, detailed: false) }
         }
     }
 

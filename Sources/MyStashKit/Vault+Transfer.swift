@@ -181,29 +181,29 @@ extension Vault {
 
     private func exportDocument(progress: Progress?) throws -> ExportDocument {
         try Self.wrapErrors {
-            let notes = try context.fetch(FetchRequest<Note>(sortDescriptors: [FetchSortDescriptor(key: "createdAt")]))
-            let entries = try context.fetch(
-                FetchRequest<PasswordEntry>(sortDescriptors: [FetchSortDescriptor(key: "createdAt")]))
+            // Rows are read a batch at a time and let go: what stays is what the file holds.
+            let notes = try context.fetchMapped(
+                FetchRequest<Note>(sortDescriptors: [FetchSortDescriptor(key: "createdAt")])
+            ) { ExportDocument.NoteItem(
+                title: $0.title, folder: $0.folder, text: $0.text, createdAt: $0.createdAt, updatedAt: $0.updatedAt) }
+            let entries = try context.fetchMapped(
+                FetchRequest<PasswordEntry>(sortDescriptors: [FetchSortDescriptor(key: "createdAt")])
+            ) { entry in
+                for field in entry.fields { try context.decodeValues(of: field) }
+                for item in entry.history { try context.decodeValues(of: item) }
+                var exported = Self.exportEntry(entry)
+                let files = try entry.attachments.map {
+                    ExportDocument.AttachedFile(name: $0.name, data: try bytes(of: $0))
+                }
+                exported.attachments = files.isEmpty ? nil : files
+                return exported
+            }
             progress?.report(notes.count + entries.count, of: notes.count + entries.count)
             return ExportDocument(
                 categories: try context.fetch(
                     FetchRequest<Category>(sortDescriptors: [FetchSortDescriptor(key: "name")])
                 ).map(\.name),
-                notes: notes.map {
-                    .init(
-                        title: $0.title, folder: $0.folder, text: $0.text, createdAt: $0.createdAt,
-                        updatedAt: $0.updatedAt)
-                },
-                passwords: try entries.map { entry in
-                    for field in entry.fields { try context.decodeValues(of: field) }
-                    for item in entry.history { try context.decodeValues(of: item) }
-                    var exported = Self.exportEntry(entry)
-                    let files = try entry.attachments.map {
-                        ExportDocument.AttachedFile(name: $0.name, data: try bytes(of: $0))
-                    }
-                    exported.attachments = files.isEmpty ? nil : files
-                    return exported
-                })
+                notes: notes, passwords: entries)
         }
     }
 

@@ -8,10 +8,37 @@ import Glibc
 /// Data on stdout: JSON for pipes that ask for it, an aligned table for people.
 enum Output {
     static func json<T: Encodable>(_ value: T) throws {
+        write(try jsonEncoder().encode(value) + Data("\n".utf8))
+    }
+
+    /// An array as ``json(_:)`` prints it, written an element at a time: the encoder would
+    /// otherwise hold a tree of every element (75 MB for a list of 100,000 entries).
+    static func json<T: Encodable>(_ values: [T]) throws {
+        guard !values.isEmpty else { return write(try jsonEncoder().encode(values) + Data("\n".utf8)) }
+        let encoder = jsonEncoder()
+        let newline = UInt8(ascii: "\n")
+        var pending = Data("[\n".utf8)
+        for (index, value) in values.enumerated() {
+            // An element's lines indented by two spaces, as inside the array (strings hold no raw newline).
+            pending.append(contentsOf: "  ".utf8)
+            for byte in try encoder.encode(value) {
+                pending.append(byte)
+                if byte == newline { pending.append(contentsOf: "  ".utf8) }
+            }
+            pending.append(contentsOf: (index == values.count - 1 ? "\n]\n" : ",\n").utf8)
+            if pending.count >= 1 << 16 {
+                write(pending)
+                pending.removeAll(keepingCapacity: true)
+            }
+        }
+        write(pending)
+    }
+
+    private static func jsonEncoder() -> JSONEncoder {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
         encoder.dateEncodingStrategy = .iso8601
-        write(try encoder.encode(value) + Data("\n".utf8))
+        return encoder
     }
 
     /// Writes a line of data; stored values in it are neutralised (``safe(_:keepingLines:)``).
@@ -110,15 +137,18 @@ enum Output {
         text + String(repeating: " ", count: max(0, width - TextWidth.columns(of: text)))
     }
 
-    /// One formatter for every date printed: each new one makes ICU build a formatter again,
-    /// which was most of the time `note list` took at 10,000 notes.
-    private static let dateFormatter: DateFormatter = {
-        let formatter = DateFormatter()
-        formatter.dateFormat = "yyyy-MM-dd HH:mm"
-        return formatter
-    }()
-
-    static func date(_ date: Date) -> String { dateFormatter.string(from: date) }
+    /// `yyyy-MM-dd HH:mm` in local time, from the C library: a DateFormatter loads ICU's
+    /// calendar and zone data, a few milliseconds of every `show` for one date.
+    static func date(_ date: Date) -> String {
+        var seconds = time_t(date.timeIntervalSince1970.rounded(.down))
+        var parts = tm()
+        guard localtime_r(&seconds, &parts) != nil else { return "?" }
+        func two(_ number: Int32) -> String { number < 10 ? "0\(number)" : "\(number)" }
+        let year = Int(parts.tm_year) + 1900
+        let yearText = String(repeating: "0", count: max(0, 4 - String(abs(year)).count)) + String(abs(year))
+        return (year < 0 ? "-" : "") + yearText + "-" + two(parts.tm_mon + 1) + "-" + two(parts.tm_mday)
+            + " " + two(parts.tm_hour) + ":" + two(parts.tm_min)
+    }
 
     /// A cell for a table: one line, at most `width` terminal columns.
     static func cell(_ text: String?, width: Int = 40) -> String {
