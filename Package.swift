@@ -1,6 +1,21 @@
 // swift-tools-version:6.1
 import PackageDescription
 
+/// Linking Foundation's archives as usual leaves out the object files that only a dynamic cast
+/// reaches (Array's bridging: a property list holding an array failed with "Not A Type"), so they
+/// are linked whole (their members already pulled in count once), then what they need.
+let staticRuntimeLinking: [String] = {
+    let whole = ["Foundation", "FoundationEssentials", "FoundationInternationalization"]
+    let needed = [
+        "CoreFoundation", "_FoundationICU", "_FoundationCShims", "_FoundationCollections", "swiftCore",
+        "swift_Concurrency", "swift_StringProcessing", "swift_RegexParser", "swiftSynchronization", "swiftGlibc",
+        "swiftDispatch", "dispatch", "BlocksRuntime", "swiftObservation",
+    ]
+    func linker(_ flags: [String]) -> [String] { flags.flatMap { ["-Xlinker", $0] } }
+    return ["-static-stdlib"] + linker(["-z", "muldefs", "--whole-archive"] + whole.map { "-l" + $0 })
+        + linker(["--no-whole-archive", "--start-group"] + needed.map { "-l" + $0 } + ["--end-group"])
+}()
+
 let package = Package(
     name: "MyStash",
     platforms: [.macOS(.v13)],
@@ -43,7 +58,7 @@ let package = Package(
             // of a command's start (22 ms of `mystash --version`). Release only, to keep debug links quick.
             // (compiled against the static runtime too, so it names every library Foundation needs).
             swiftSettings: [.unsafeFlags(["-static-stdlib"], .when(configuration: .release))],
-            linkerSettings: [.unsafeFlags(["-static-stdlib"], .when(configuration: .release))]
+            linkerSettings: [.unsafeFlags(staticRuntimeLinking, .when(configuration: .release))]
         ),
         .executableTarget(
             name: "objectgraph",

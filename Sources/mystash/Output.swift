@@ -108,27 +108,46 @@ enum Output {
             Terminal.printError(empty)
             return
         }
-        let lines = aligned(header, rows)
-        // The whole table in one write: a write per row was a system call per entry.
-        var output = Terminal.stdoutIsTerminal ? "\u{1B}[1m\(lines[0])\u{1B}[0m\n" : lines[0] + "\n"
-        for line in lines.dropFirst() { output += line + "\n" }
+        let widths = columnWidths(header, rows)
+        let top = line(header, widths)
+        var output = Terminal.stdoutIsTerminal ? "\u{1B}[1m\(top)\u{1B}[0m\n" : top + "\n"
+        // 64 KiB a write: one per row was a system call per entry, one for the whole table a
+        // copy of it (and of every row made safe) in memory.
+        for cells in rows {
+            output += line(cells.map { safe($0) }, widths) + "\n"
+            if output.utf8.count >= 1 << 16 {
+                write(output)
+                output = ""
+            }
+        }
         write(output)
     }
 
     /// The header and rows as lines, columns padded to their widest cell, stored values
     /// neutralised (``safe(_:keepingLines:)``).
     static func aligned(_ header: [String], _ rows: [[String]]) -> [String] {
-        let safeRows = rows.map { $0.map { safe($0) } }
-        let widths = header.indices.map { column in
-            ([header] + safeRows).map { TextWidth.columns(of: $0[column]) }.max() ?? 0
-        }
-        return ([header] + safeRows).map { cells in
-            var line = ""
-            for (index, (cell, width)) in zip(cells, widths).enumerated() {
-                line += index < cells.count - 1 ? padded(cell, to: width + 2) : cell
+        let widths = columnWidths(header, rows)
+        return [line(header, widths)] + rows.map { line($0.map { safe($0) }, widths) }
+    }
+
+    /// Each column's widest cell, made safe, in terminal columns.
+    private static func columnWidths(_ header: [String], _ rows: [[String]]) -> [Int] {
+        var widths = header.map { TextWidth.columns(of: safe($0)) }
+        for cells in rows {
+            for (column, cell) in cells.enumerated() where column < widths.count {
+                widths[column] = max(widths[column], TextWidth.columns(of: safe(cell)))
             }
-            return line
         }
+        return widths
+    }
+
+    /// One row, each cell but the last padded to its column's width and two spaces.
+    private static func line(_ cells: [String], _ widths: [Int]) -> String {
+        var line = ""
+        for (index, (cell, width)) in zip(cells, widths).enumerated() {
+            line += index < cells.count - 1 ? padded(cell, to: width + 2) : cell
+        }
+        return line
     }
 
     /// `text` (printable: see ``safe(_:keepingLines:)``) with spaces after it up to `width`

@@ -22,7 +22,8 @@ extension ManagedObjectContext {
         _ request: FetchRequest<T>, batchSize: Int = 1000, _ transform: (T) throws -> Value
     ) throws -> [Value] {
         let plan = try plan(for: request)
-        guard !hasChanges, !plan.needsMemoryWindow, plan.parentPending == nil, parent == nil else {
+        let windowInMemory = plan.needsMemoryWindow && (request.fetchLimit > 0 || request.fetchOffset > 0)
+        guard !hasChanges, !windowInMemory, plan.parentPending == nil, parent == nil else {
             return try fetch(request).map(transform)
         }
         let sql = plan.sql(select: ["t0.Z_PK"], window: true, request: request)
