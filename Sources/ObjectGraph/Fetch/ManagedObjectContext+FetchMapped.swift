@@ -28,7 +28,9 @@ extension ManagedObjectContext {
         }
         let sql = plan.sql(select: ["t0.Z_PK"], window: true, request: request)
         let keys = try wrapStoreErrors(.objectNotFound, "cannot fetch \(request.entityName)") {
-            try coordinator.read { db in try Int64.fetchAll(db, sql: sql, arguments: StatementArguments(plan.arguments)) }
+            try coordinator.read { db in
+                try Int64.fetchAll(db, sql: sql, arguments: StatementArguments(plan.arguments))
+            }
         }
         var values: [Value] = []
         var sortKeys: [[Any?]] = []
@@ -51,7 +53,8 @@ extension ManagedObjectContext {
             try throwDeferredError()
             // The batch's last references go first, so that nothing but the context holds its objects.
             objects = []
-            releaseUnreferencedObjects(chunk.map { ObjectKey(rootEntityNumber: plan.root.entityNumber, primaryKey: $0) })
+            let root = plan.root.entityNumber
+            releaseUnreferencedObjects(chunk.map { ObjectKey(rootEntityNumber: root, primaryKey: $0) })
         }
         guard plan.sortsInMemory else { return values }
         let order = values.indices.sorted {

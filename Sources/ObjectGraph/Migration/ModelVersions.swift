@@ -20,7 +20,11 @@ import GRDB
 public final class ModelVersions {
     /// Every version, oldest first.
     public var versions: [ManagedObjectModel] {
-        do { return try allVersions() } catch { preconditionFailure("the model's older versions do not load: \(error)") }
+        do {
+            return try allVersions()
+        } catch {
+            preconditionFailure("the model's older versions do not load: \(error)")
+        }
     }
     /// The version `.xccurrentversion` names (the only one when there is one).
     public let current: ManagedObjectModel
