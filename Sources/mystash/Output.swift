@@ -72,6 +72,8 @@ enum Output {
     /// escapes, so a stored value cannot drive the terminal; newlines and tabs stay when
     /// `keepingLines`.
     static func safe(_ text: String, keepingLines: Bool = false) -> String {
+        // Printable ASCII, nearly every cell of a list, holds nothing to neutralise.
+        if text.utf8.allSatisfy({ (0x20...0x7E).contains($0) }) { return text }
         var result = ""
         for scalar in text.unicodeScalars {
             let value = scalar.value
