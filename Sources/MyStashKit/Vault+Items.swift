@@ -305,7 +305,7 @@ extension Vault {
         return try Self.wrapErrors {
             var request = FetchRequest<Note>(sortDescriptors: [Note.sort(.title, caseInsensitive: true)])
             request.fetchOnly(.title)
-            return try context.fetch(request).map { NoteInfo($0, withText: false) }
+            return try context.fetchMapped(request) { NoteInfo($0, withText: false) }
         }
     }
 
@@ -335,9 +335,10 @@ extension Vault {
             let predicate = try Predicate(
                 format: "%K CONTAINS[cd] %@ OR %K CONTAINS[cd] %@", Note.Key.title.rawValue, query,
                 Note.Key.text.rawValue, query)
-            return try context.fetch(
-                FetchRequest<Note>(predicate: predicate, sortDescriptors: [Note.sort(.title, caseInsensitive: true)]))
-                .map { NoteInfo($0, withText: false) }
+            // A batch of notes decrypted at a time: only the matches are kept.
+            return try context.fetchMapped(
+                FetchRequest<Note>(predicate: predicate, sortDescriptors: [Note.sort(.title, caseInsensitive: true)])
+            ) { NoteInfo($0, withText: false) }
         }
     }
 
@@ -491,7 +492,8 @@ extension Vault {
             if let filter { request.predicate = try Self.entries(in: filter) }
             // What a list shows: never the password or the notes.
             request.fetchOnly(.name, .userId, .url)
-            return try context.fetch(request).map { EntryInfo($0, reveal: false, detailed: false) }
+            // A batch of entries read at a time, kept only as the lines to print.
+            return try context.fetchMapped(request) { EntryInfo($0, reveal: false, detailed: false) }
         }
     }
 
@@ -588,10 +590,10 @@ extension Vault {
             let predicate = try Predicate(
                 format: searched.map { _ in "%K CONTAINS[cd] %@" }.joined(separator: " OR "),
                 argumentArray: searched.flatMap { key -> [Any?] in [key, query] })
-            return try context.fetch(
+            return try context.fetchMapped(
                 FetchRequest<PasswordEntry>(
-                    predicate: predicate, sortDescriptors: [PasswordEntry.sort(.name, caseInsensitive: true)]))
-                .map { EntryInfo($0, reveal: false, detailed: false) }
+                    predicate: predicate, sortDescriptors: [PasswordEntry.sort(.name, caseInsensitive: true)])
+            ) { EntryInfo($0, reveal: false, detailed: false) }
         }
     }
 

@@ -14,6 +14,7 @@ func applySnapshotIntervalForTesting() {
 
 struct Sync: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "sync",
         abstract: "Send this vault's changes to its remote and merge the other machines' changes.",
         discussion: """
         The remote is a git repository (a path or any URL git reaches, such as \
@@ -50,6 +51,7 @@ struct Sync: ParsableCommand {
 
 struct Clone: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "clone",
         abstract: "Make a vault on this machine from the remote another machine syncs to.",
         discussion: """
         Asks the master password of the vault being cloned (MYSTASH_PASSWORD for scripts); the \
