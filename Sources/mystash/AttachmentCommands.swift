@@ -8,6 +8,7 @@ import Glibc
 extension PasswordCommand {
     struct Attach: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "attach",
             abstract: "Keep a file with a password entry, encrypted in the vault.",
             discussion: """
             The file is read in pieces and stored in encrypted chunks, so files of any size up to \
@@ -61,7 +62,8 @@ extension PasswordCommand {
     }
 
     struct Detach: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Remove an attachment from a password entry.")
+        static let configuration = CommandConfiguration(
+            commandName: "detach", abstract: "Remove an attachment from a password entry.")
         @OptionGroup var options: VaultOptions
         @Argument(help: "The entry's name, or #ID.", completion: .custom(completeEntryNames)) var entry: String
         @Argument(help: "The attachment's name, or #ID.", completion: .custom(completeAttachmentNames))
@@ -109,6 +111,7 @@ extension PasswordCommand {
 
         struct Save: ParsableCommand {
             static let configuration = CommandConfiguration(
+                commandName: "save",
                 abstract: "Write an attachment to a file (mode 0600) or to standard output.",
                 discussion: """
                 The file is written beside its destination under a temporary name, then put in place, \

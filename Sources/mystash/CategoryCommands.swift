@@ -29,7 +29,7 @@ struct CategoryCommand: ParsableCommand {
     }
 
     struct Add: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Add a category.")
+        static let configuration = CommandConfiguration(commandName: "add", abstract: "Add a category.")
         @OptionGroup var options: VaultOptions
         @Argument(help: "The category's name: up to 64 printable characters.") var name: String
 
@@ -42,7 +42,7 @@ struct CategoryCommand: ParsableCommand {
     }
 
     struct Rename: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Rename a category.")
+        static let configuration = CommandConfiguration(commandName: "rename", abstract: "Rename a category.")
         @OptionGroup var options: VaultOptions
         @Argument(help: "The category's current name, or #ID.", completion: .custom(completeCategoryNames)) var old:
             String

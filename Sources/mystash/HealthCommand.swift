@@ -5,6 +5,7 @@ import StashCrypto
 
 struct Health: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "health",
         abstract: "Report weak, reused, old and breached passwords, and vault settings weaker than they should be.",
         discussion: """
         Strength is a zxcvbn-style estimate of the guesses a password takes (common passwords, \

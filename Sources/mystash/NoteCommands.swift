@@ -11,6 +11,7 @@ struct NoteCommand: ParsableCommand {
 
     struct Add: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "add",
             abstract: "Add a note.",
             discussion: "The text is read from standard input when it is not a terminal; otherwise $EDITOR opens "
                 + "on a private file in memory ($XDG_RUNTIME_DIR, else /dev/shm) that is wiped afterwards.")
@@ -39,7 +40,8 @@ struct NoteCommand: ParsableCommand {
     }
 
     struct Show: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Show a note's title and text.", aliases: ["get"])
+        static let configuration = CommandConfiguration(
+            commandName: "show", abstract: "Show a note's title and text.", aliases: ["get"])
         @OptionGroup var options: VaultOptions
         @Argument(help: "The note's title, or #ID.", completion: .custom(completeNoteNames)) var note: String
         @Flag(help: "Print JSON.") var json = false
@@ -58,6 +60,7 @@ struct NoteCommand: ParsableCommand {
 
     struct Edit: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "edit",
             abstract: "Rename a note, or change its text.",
             discussion: """
             With --title, only the title changes; the text is left alone. Otherwise the new text is \
@@ -109,6 +112,7 @@ struct NoteCommand: ParsableCommand {
 
     struct Search: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "search",
             abstract: "Find notes whose title or text contains a word, ignoring case and accents.", aliases: ["find"])
         @OptionGroup var options: VaultOptions
         @Argument(help: "The text to look for.") var query: String

@@ -8,10 +8,37 @@ import Glibc
 /// Data on stdout: JSON for pipes that ask for it, an aligned table for people.
 enum Output {
     static func json<T: Encodable>(_ value: T) throws {
+        write(try jsonEncoder().encode(value) + Data("\n".utf8))
+    }
+
+    /// An array as ``json(_:)`` prints it, written an element at a time: the encoder would
+    /// otherwise hold a tree of every element (75 MB for a list of 100,000 entries).
+    static func json<T: Encodable>(_ values: [T]) throws {
+        guard !values.isEmpty else { return write(try jsonEncoder().encode(values) + Data("\n".utf8)) }
+        let encoder = jsonEncoder()
+        let newline = UInt8(ascii: "\n")
+        var pending = Data("[\n".utf8)
+        for (index, value) in values.enumerated() {
+            // An element's lines indented by two spaces, as inside the array (strings hold no raw newline).
+            pending.append(contentsOf: "  ".utf8)
+            for byte in try encoder.encode(value) {
+                pending.append(byte)
+                if byte == newline { pending.append(contentsOf: "  ".utf8) }
+            }
+            pending.append(contentsOf: (index == values.count - 1 ? "\n]\n" : ",\n").utf8)
+            if pending.count >= 1 << 16 {
+                write(pending)
+                pending.removeAll(keepingCapacity: true)
+            }
+        }
+        write(pending)
+    }
+
+    private static func jsonEncoder() -> JSONEncoder {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
         encoder.dateEncodingStrategy = .iso8601
-        write(try encoder.encode(value) + Data("\n".utf8))
+        return encoder
     }
 
     /// Writes a line of data; stored values in it are neutralised (``safe(_:keepingLines:)``).
@@ -45,6 +72,8 @@ enum Output {
     /// escapes, so a stored value cannot drive the terminal; newlines and tabs stay when
     /// `keepingLines`.
     static func safe(_ text: String, keepingLines: Bool = false) -> String {
+        // Printable ASCII, nearly every cell of a list, holds nothing to neutralise.
+        if text.utf8.allSatisfy({ (0x20...0x7E).contains($0) }) { return text }
         var result = ""
         for scalar in text.unicodeScalars {
             let value = scalar.value
@@ -81,27 +110,46 @@ enum Output {
             Terminal.printError(empty)
             return
         }
-        let lines = aligned(header, rows)
-        // The whole table in one write: a write per row was a system call per entry.
-        var output = Terminal.stdoutIsTerminal ? "\u{1B}[1m\(lines[0])\u{1B}[0m\n" : lines[0] + "\n"
-        for line in lines.dropFirst() { output += line + "\n" }
+        let widths = columnWidths(header, rows)
+        let top = line(header, widths)
+        var output = Terminal.stdoutIsTerminal ? "\u{1B}[1m\(top)\u{1B}[0m\n" : top + "\n"
+        // 64 KiB a write: one per row was a system call per entry, one for the whole table a
+        // copy of it (and of every row made safe) in memory.
+        for cells in rows {
+            output += line(cells.map { safe($0) }, widths) + "\n"
+            if output.utf8.count >= 1 << 16 {
+                write(output)
+                output = ""
+            }
+        }
         write(output)
     }
 
     /// The header and rows as lines, columns padded to their widest cell, stored values
     /// neutralised (``safe(_:keepingLines:)``).
     static func aligned(_ header: [String], _ rows: [[String]]) -> [String] {
-        let safeRows = rows.map { $0.map { safe($0) } }
-        let widths = header.indices.map { column in
-            ([header] + safeRows).map { TextWidth.columns(of: $0[column]) }.max() ?? 0
-        }
-        return ([header] + safeRows).map { cells in
-            var line = ""
-            for (index, (cell, width)) in zip(cells, widths).enumerated() {
-                line += index < cells.count - 1 ? padded(cell, to: width + 2) : cell
+        let widths = columnWidths(header, rows)
+        return [line(header, widths)] + rows.map { line($0.map { safe($0) }, widths) }
+    }
+
+    /// Each column's widest cell, made safe, in terminal columns.
+    private static func columnWidths(_ header: [String], _ rows: [[String]]) -> [Int] {
+        var widths = header.map { TextWidth.columns(of: safe($0)) }
+        for cells in rows {
+            for (column, cell) in cells.enumerated() where column < widths.count {
+                widths[column] = max(widths[column], TextWidth.columns(of: safe(cell)))
             }
-            return line
         }
+        return widths
+    }
+
+    /// One row, each cell but the last padded to its column's width and two spaces.
+    private static func line(_ cells: [String], _ widths: [Int]) -> String {
+        var line = ""
+        for (index, (cell, width)) in zip(cells, widths).enumerated() {
+            line += index < cells.count - 1 ? padded(cell, to: width + 2) : cell
+        }
+        return line
     }
 
     /// `text` (printable: see ``safe(_:keepingLines:)``) with spaces after it up to `width`
@@ -110,15 +158,18 @@ enum Output {
         text + String(repeating: " ", count: max(0, width - TextWidth.columns(of: text)))
     }
 
-    /// One formatter for every date printed: each new one makes ICU build a formatter again,
-    /// which was most of the time `note list` took at 10,000 notes.
-    private static let dateFormatter: DateFormatter = {
-        let formatter = DateFormatter()
-        formatter.dateFormat = "yyyy-MM-dd HH:mm"
-        return formatter
-    }()
-
-    static func date(_ date: Date) -> String { dateFormatter.string(from: date) }
+    /// `yyyy-MM-dd HH:mm` in local time, from the C library: a DateFormatter loads ICU's
+    /// calendar and zone data, a few milliseconds of every `show` for one date.
+    static func date(_ date: Date) -> String {
+        var seconds = time_t(date.timeIntervalSince1970.rounded(.down))
+        var parts = tm()
+        guard localtime_r(&seconds, &parts) != nil else { return "?" }
+        func two(_ number: Int32) -> String { number < 10 ? "0\(number)" : "\(number)" }
+        let year = Int(parts.tm_year) + 1900
+        let yearText = String(repeating: "0", count: max(0, 4 - String(abs(year)).count)) + String(abs(year))
+        return (year < 0 ? "-" : "") + yearText + "-" + two(parts.tm_mon + 1) + "-" + two(parts.tm_mday)
+            + " " + two(parts.tm_hour) + ":" + two(parts.tm_min)
+    }
 
     /// A cell for a table: one line, at most `width` terminal columns.
     static func cell(_ text: String?, width: Int = 40) -> String {

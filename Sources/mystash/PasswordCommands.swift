@@ -45,6 +45,7 @@ struct PasswordCommand: ParsableCommand {
 
     struct Add: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "add",
             abstract: "Add a password entry.",
             discussion:
                 "The password is read from standard input when it is not a terminal, else asked twice without echo; it "
@@ -111,6 +112,7 @@ struct PasswordCommand: ParsableCommand {
 
     struct Show: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "show",
             abstract: "Show a password entry; the password and hidden fields are masked unless --reveal.",
             discussion: """
             --field prints one value alone, for scripts: password, user, url, otp (the current code), \
@@ -230,6 +232,7 @@ struct PasswordCommand: ParsableCommand {
 
     struct History: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "history",
             abstract: "List an entry's earlier passwords with when each was replaced (values only with --reveal).")
         @OptionGroup var options: VaultOptions
         @Argument(help: "The entry's name, or #ID.", completion: .custom(completeEntryNames)) var entry: String
@@ -250,7 +253,7 @@ struct PasswordCommand: ParsableCommand {
     }
 
     struct Edit: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Change a password entry.")
+        static let configuration = CommandConfiguration(commandName: "edit", abstract: "Change a password entry.")
         @OptionGroup var options: VaultOptions
         @Argument(help: "The entry's name, or #ID.", completion: .custom(completeEntryNames)) var entry: String
         @Option(help: "Rename the entry.") var name: String?
@@ -329,6 +332,7 @@ struct PasswordCommand: ParsableCommand {
 
     struct Search: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "search",
             abstract: "Find entries whose name, user, URL, notes or category contains a word (never the password).",
             aliases: ["find"])
         @OptionGroup var options: VaultOptions

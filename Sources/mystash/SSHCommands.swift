@@ -15,6 +15,7 @@ struct SSHCommand: ParsableCommand {
 
     struct Add: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "add",
             abstract: "Store an OpenSSH private key file in a new entry.",
             discussion: """
             Reads Ed25519, ECDSA (nistp256, nistp384, nistp521) and RSA keys in OpenSSH's format, \
@@ -38,6 +39,7 @@ struct SSHCommand: ParsableCommand {
 
     struct List: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "list",
             abstract: "List the SSH keys with their fingerprints and comments.")
         @OptionGroup var options: VaultOptions
         @Flag(help: "Print JSON instead of a table.") var json = false

@@ -14,6 +14,7 @@ func applySnapshotIntervalForTesting() {
 
 struct Sync: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "sync",
         abstract: "Send this vault's changes to its remote and merge the other machines' changes.",
         discussion: """
         The remote is a git repository (a path or any URL git reaches, such as \
@@ -38,8 +39,9 @@ struct Sync: ParsableCommand {
     func run() throws {
         try reportingErrors {
             applySnapshotIntervalForTesting()
-            // The remote is fetched while the vault is checked (sync waits for the check).
-            let vault = try options.openUnlockedVault(verification: .concurrent)
+            // Only the sync state is verified to find nothing to do; the whole vault is checked
+            // before anything is merged or sent (see Vault.sync).
+            let vault = try options.openUnlockedVault(verification: .reads)
             let report = try vault.sync(remote: remote, deviceName: deviceName, dryRun: dryRun)
             if json { return try Output.json(report) }
             printSyncReport(report)
@@ -49,6 +51,7 @@ struct Sync: ParsableCommand {
 
 struct Clone: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "clone",
         abstract: "Make a vault on this machine from the remote another machine syncs to.",
         discussion: """
         Asks the master password of the vault being cloned (MYSTASH_PASSWORD for scripts); the \

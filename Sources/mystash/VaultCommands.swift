@@ -6,6 +6,7 @@ import StashCrypto
 
 struct Init: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "init",
         abstract: "Create a new vault.",
         discussion:
             "Creates the vault directory (mode 0700) with its two stores (mode 0600) and the seed categories, built "
@@ -31,6 +32,7 @@ struct Init: ParsableCommand {
 
 struct Generate: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "generate",
         abstract: "Print a random password or passphrase; its entropy goes to stderr.")
     @OptionGroup var generator: GeneratorOptions
     @Option(help: "Make a passphrase of this many words (EFF long word list) instead.") var words: Int?
@@ -46,6 +48,7 @@ struct Generate: ParsableCommand {
 
 struct Passwd: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "passwd",
         abstract: "Change the master password.",
         discussion:
             "Re-wraps the vault's data key under the new password in both stores at once; no entry is re-encrypted. "
@@ -78,6 +81,7 @@ struct Passwd: ParsableCommand {
 
 struct Unlock: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "unlock",
         abstract: "Keep the vault unlocked for a while, so later commands do not ask.",
         discussion:
             "The data key (never the password) is kept in the Linux kernel's user keyring, where it expires after the "
@@ -125,7 +129,7 @@ struct Unlock: ParsableCommand {
 }
 
 struct Lock: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "End the unlocked session now.")
+    static let configuration = CommandConfiguration(commandName: "lock", abstract: "End the unlocked session now.")
     @OptionGroup var options: VaultOptions
 
     func run() throws {
@@ -138,7 +142,8 @@ struct Lock: ParsableCommand {
 }
 
 struct Export: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Write everything in the vault to stdout, in plaintext.")
+    static let configuration = CommandConfiguration(
+        commandName: "export", abstract: "Write everything in the vault to stdout, in plaintext.")
     enum Format: String, ExpressibleByArgument, CaseIterable { case json, csv }
     @OptionGroup var options: VaultOptions
     @Option(help: "Write this format: json (mystash-json) or csv.") var format: Format = .json
@@ -168,6 +173,7 @@ extension ImportFormat: ExpressibleByArgument {}
 
 struct Import: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "import",
         abstract: "Add the notes, passwords and categories of an export, all or nothing.",
         discussion: """
         Items already in the vault unchanged are skipped, so importing the same file again adds \
@@ -288,6 +294,7 @@ struct Import: ParsableCommand {
 
 struct Check: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "check",
         abstract: "Decrypt every field and verify every relationship and both stores' metadata.")
     @OptionGroup var options: VaultOptions
     @Flag(help: "Print JSON.") var json = false
@@ -313,6 +320,7 @@ struct SeedCommand: ParsableCommand {
 
     struct Status: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "status",
             abstract: "Show each seed list's loaded and available versions.")
         @OptionGroup var options: VaultOptions
         @Flag(help: "Print JSON instead of a table.") var json = false

@@ -16,6 +16,8 @@ struct CaseResult: Codable {
     var note: String?
     /// Cases run at two sizes: our time at this size over our time at the size ten times smaller.
     var slope: Double?
+    /// The session's peak memory (the password's runs include the KDF's).
+    var ours_session_rss_mib: Double?
 }
 
 typealias BenchData = (
@@ -79,6 +81,7 @@ struct Peers {
                     name: name, ours_s: ours.seconds, ours_rss_mib: mib(ours.rssKiB), ours_beyond_kdf_s: beyond,
                                    ours_session_s: session?.seconds, baseline: "none", note: "no peer selected"))
         }
+        for index in rows.indices { rows[index].ours_session_rss_mib = session.map { mib($0.rssKiB) } }
         return rows
     }
 

@@ -220,10 +220,11 @@ extension StashBench {
             func cell(_ value: Double?, _ digits: Int = 3) -> String {
                 value.map { String(format: "%.\(digits)f", $0) } ?? "—"
             }
-            let header = ["case", "ours s", "beyond KDF s", "session s", "ours MiB", "baseline", "baseline s",
-                          "baseline MiB", "ratio", "memory ratio", "slope"]
+            let header = ["case", "ours s", "beyond KDF s", "session s", "ours MiB", "session MiB", "baseline",
+                          "baseline s", "baseline MiB", "ratio", "memory ratio", "slope"]
             let rows = results.map { r in
                 [r.name, cell(r.ours_s), cell(r.ours_beyond_kdf_s), cell(r.ours_session_s), cell(r.ours_rss_mib, 0),
+                 cell(r.ours_session_rss_mib, 0),
                  r.baseline + (r.note.map { " (\($0))" } ?? ""), cell(r.baseline_s), cell(r.baseline_rss_mib, 0),
                  r.ratio.map { String(format: "%.2fx", $0) } ?? "—",
                  r.baseline_rss_mib.map { String(format: "%.2fx", r.ours_rss_mib / $0) } ?? "—",

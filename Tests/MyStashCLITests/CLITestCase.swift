@@ -89,7 +89,19 @@ class CLITestCase: XCTestCase {
         process.standardInput = stdin == nil ? FileHandle.nullDevice : input
         try process.run()
         if let stdin {
-            input.fileHandleForWriting.write(stdin)
+            // A command may end before reading its input (a refusal needs none): SIGPIPE is held
+            // back from this thread meanwhile (children keep theirs), so the write fails instead.
+            var pipeSignal = sigset_t()
+            var previous = sigset_t()
+            sigemptyset(&pipeSignal)
+            sigaddset(&pipeSignal, SIGPIPE)
+            pthread_sigmask(SIG_BLOCK, &pipeSignal, &previous)
+            try? input.fileHandleForWriting.write(contentsOf: stdin)
+            var pending = sigset_t()
+            sigpending(&pending)
+            var taken: Int32 = 0
+            if sigismember(&pending, SIGPIPE) == 1 { sigwait(&pipeSignal, &taken) }
+            pthread_sigmask(SIG_SETMASK, &previous, nil)
             try input.fileHandleForWriting.close()
         }
         // Read both pipes fully before waiting, so a large output cannot block the child.

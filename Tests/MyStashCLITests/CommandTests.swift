@@ -1,4 +1,5 @@
 import Foundation
+import MyStashKit
 import XCTest
 
 final class CommandTests: CLITestCase {
@@ -56,6 +57,15 @@ final class CommandTests: CLITestCase {
         let list = try XCTUnwrap(try json(try runOK(["note", "list", "--json"]).stdout) as? [[String: Any]])
         XCTAssertEqual(list.map { $0["title"] as? String }, ["Café order", "Other"])
         XCTAssertNil(list.first?["text"], "lists do not carry texts")
+        // Written an element at a time, the array reads exactly as one encoding of all of it.
+        let listed = try runOK(["note", "list", "--json"]).stdout
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        encoder.dateEncodingStrategy = .iso8601
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .iso8601
+        let whole = try encoder.encode(try decoder.decode([NoteInfo].self, from: Data(listed.utf8)))
+        XCTAssertEqual(listed, String(decoding: whole, as: UTF8.self) + "\n")
         let table = try runOK(["note", "ls"]).stdout
         XCTAssertTrue(table.hasPrefix("ID  UPDATED"), table)
         XCTAssertEqual(try runOK(["note", "show", "café ORDER"]).stdout, "# Café order\n\ntwo crème brûlées\n\n")

@@ -284,6 +284,21 @@ final class SyncTests: CLITestCase {
         XCTAssertEqual(try entryNames(onB), ["E1", "E3", "E4"])
         XCTAssertTrue(try okB(["password", "show", "E3"]).stdout.contains("late"))
         XCTAssertEqual(try okB(["password", "show", "E1", "--field", "password"]).stdout, "p1\n")
+        // Git brought only what the clone read: the log files before the one the snapshot came with
+        // (whose hash the snapshot names) and the marker (only its name is looked at) stayed on the remote.
+        let cache = homeB.appendingPathComponent(".local/share/mystash/sync.git")
+        let missing = try git(["--git-dir", cache.path, "rev-list", "--objects", "--missing=print",
+                               "refs/remotes/origin/main"]).split(separator: "\n").filter { $0.hasPrefix("?") }
+        var objects: [String: String] = [:]
+        for line in try git(["--git-dir", remote.path, "ls-tree", "-r", "main"]).split(separator: "\n") {
+            let parts = line.split(separator: "\t")
+            objects[String(parts[1])] = String(parts[0].split(separator: " ")[2])
+        }
+        let logs = objects.keys.filter { $0.hasPrefix("log/") }.sorted()
+        XCTAssertEqual(logs.count, 5)
+        XCTAssertEqual(Set(missing.map { String($0.dropFirst()) }),
+                       Set((logs.prefix(2) + ["MYSTASH-SYNC"]).compactMap { objects[$0] }),
+                       "the clone fetched \(objects.count - missing.count) of \(objects.count) files")
 
         // A snapshot changed on the remote is refused and leaves no vault.
         try alterRemote { work in
@@ -373,6 +388,53 @@ final class SyncTests: CLITestCase {
         let refused = try onA(["sync"])
         XCTAssertEqual(refused.status, 65, refused.stderr)
         XCTAssertTrue(refused.stderr.contains("changed outside mystash"), refused.stderr)
+        XCTAssertEqual(try remoteHead(), before, "a tampered vault was sent")
+    }
+
+    /// A sync with nothing to do verifies only the sync state's bucket; one that merges or
+    /// sends checks the whole vault first, so a row changed elsewhere still stops it.
+    func testARowChangedElsewhereStopsASyncThatMergesOrSendsAndCheckNamesIt() throws {
+        try setUpTwoMachines()
+        let storeB = homeB.appendingPathComponent(".local/share/mystash/Passwords.sqlite")
+        let notesB = homeB.appendingPathComponent(".local/share/mystash/Notes.sqlite")
+        func change(_ file: URL, _ sql: String, file line: UInt = #line) throws {
+            XCTAssertEqual(try sqlite(file, sql).status, 0, sql, line: line)
+        }
+        func entriesB() throws -> String { try sqlite(storeB, "SELECT COUNT(*) FROM ZSYSTEM").output }
+
+        // The sync state itself is what a sync with nothing to do verifies.
+        try change(storeB, "UPDATE ZSYNCSTATE SET Z_OPT = Z_OPT + 7")
+        let stateChanged = try onB(["sync"])
+        XCTAssertEqual(stateChanged.status, 65, stateChanged.stderr)
+        XCTAssertTrue(stateChanged.stderr.contains("changed outside mystash"), stateChanged.stderr)
+        try change(storeB, "UPDATE ZSYNCSTATE SET Z_OPT = Z_OPT - 7")
+        XCTAssertTrue(try okB(["sync"]).stdout.hasPrefix("Nothing to send or receive"))
+
+        // A note changed behind mystash's back: nothing of it is read or sent when there is nothing to do...
+        try change(notesB, "UPDATE ZNOTE SET Z_OPT = Z_OPT + 7")
+        let idle = try okB(["sync"])
+        XCTAssertTrue(idle.stdout.hasPrefix("Nothing to send or receive"), idle.stdout)
+        let check = try onB(["check"])
+        XCTAssertEqual(check.status, 65, check.stdout)
+        XCTAssertTrue(check.stdout.contains("Note row 1: the row was changed outside mystash"), check.stdout)
+        // ...and a sync that has something to merge refuses and applies nothing.
+        try okA(["password", "add", "Second"], stdin: "2")
+        try okA(["sync"])
+        let entries = try entriesB()
+        let merging = try onB(["sync"])
+        XCTAssertEqual(merging.status, 65, merging.stderr)
+        XCTAssertTrue(merging.stderr.contains("changed outside mystash: Notes.sqlite, Note row 1"), merging.stderr)
+        XCTAssertEqual(try entriesB(), entries, "merged into a tampered vault")
+        try change(notesB, "UPDATE ZNOTE SET Z_OPT = Z_OPT - 7")
+        XCTAssertTrue(try okB(["sync"]).stdout.contains("added entry 'Second' from laptop"))
+
+        // A sync that has something to send refuses and sends nothing.
+        try okB(["password", "add", "Pending"], stdin: "p")
+        try change(notesB, "UPDATE ZNOTE SET Z_OPT = Z_OPT + 7")
+        let before = try remoteHead()
+        let sending = try onB(["sync"])
+        XCTAssertEqual(sending.status, 65, sending.stderr)
+        XCTAssertTrue(sending.stderr.contains("changed outside mystash: Notes.sqlite, Note row 1"), sending.stderr)
         XCTAssertEqual(try remoteHead(), before, "a tampered vault was sent")
     }
 

@@ -479,4 +479,41 @@ final class FetchPowerTests: ObjectGraphTestCase {
         XCTAssertNil(
             again.coordinator.managedObjectID(forURIRepresentation: otherStore), "System lives in the Passwords store")
     }
+
+    /// Values a batch at a time: the same as fetching then mapping, with the predicate and sort
+    /// run in SQL (plain attributes) or in memory (a transformed one), and never more objects
+    /// registered than the batch being read.
+    func testMappedFetchAgreesWithFetchAndKeepsOnlyABatchRegistered() {
+        forEachStoreKind { kind in
+            let stack = try makeStack(kind)
+            for index in 0..<600 {
+                let system = stack.context.insertNewObject(forEntityName: "System")
+                system["name"] = "n\((index * 7) % 600)"
+                system["userId"] = "user\(index)"
+                system["password"] = index % 3 == 0 ? "Secret\(index % 50)" : "plain\(index)"
+                system["rank"] = index
+            }
+            try stack.context.save()
+            let cases = [
+                ("rank >= 100", FetchSortDescriptor(key: "name")),
+                ("password BEGINSWITH[c] 'secret'", FetchSortDescriptor(key: "password", caseInsensitive: true)),
+            ]
+            for (format, sort) in cases {
+                var request = try request("System", format)
+                request.sortDescriptors = [sort, FetchSortDescriptor(key: "rank", ascending: false)]
+                let expected = try ManagedObjectContext(coordinator: stack.coordinator).fetch(request)
+                    .map { $0["rank"] as? Int ?? -1 }
+                let context = ManagedObjectContext(coordinator: stack.coordinator)
+                var highWater = 0
+                let ranks = try context.fetchMapped(request, batchSize: 40) { object -> Int in
+                    highWater = max(highWater, context.registered.count)
+                    return object["rank"] as? Int ?? -1
+                }
+                XCTAssertEqual(ranks, expected, format)
+                XCTAssertGreaterThan(ranks.count, 150, format)
+                XCTAssertLessThanOrEqual(highWater, 40, "\(format): only the batch being read is registered")
+                XCTAssertEqual(context.registered.count, 0, "\(format): nothing stays registered")
+            }
+        }
+    }
 }

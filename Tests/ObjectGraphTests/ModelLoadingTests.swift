@@ -3,6 +3,34 @@ import XCTest
 @testable import ObjectGraph
 
 final class ModelLoadingTests: ObjectGraphTestCase {
+    /// The older versions left until needed are the same versions, the current one among them,
+    /// and a damaged older version is reported when they are needed.
+    func testOlderVersionsParsedWhenNeededAreTheSameAndTheirErrorsComeThen() throws {
+        let folder = Self.fixturesURL.appendingPathComponent("Shop.xcdatamodeld")
+        var files: [String: Data] = [".xccurrentversion": try Data(contentsOf: folder.appendingPathComponent(
+            ".xccurrentversion"))]
+        for version in ["Shop", "Shop 2"] {
+            let path = "\(version).xcdatamodel/contents"
+            files[path] = try Data(contentsOf: folder.appendingPathComponent(path))
+        }
+        let eager = try ModelVersions(xcdatamodeldFiles: files, modelName: "Shop.xcdatamodeld")
+        let lazy = try ModelVersions(
+            xcdatamodeldFiles: files, modelName: "Shop.xcdatamodeld", parsingOlderVersionsWhenNeeded: true)
+        XCTAssertEqual(lazy.current.versionIdentifier, "Shop 2")
+        XCTAssertEqual(lazy.versions.map(\.versionIdentifier), eager.versions.map(\.versionIdentifier))
+        XCTAssertEqual(lazy.versions.map(\.entityShapes), eager.versions.map(\.entityShapes))
+        XCTAssertTrue(lazy.versions.contains { $0 === lazy.current })
+
+        files["Shop.xcdatamodel/contents"] = Data("<model><entity".utf8)
+        XCTAssertThrowsError(try ModelVersions(xcdatamodeldFiles: files, modelName: "Shop.xcdatamodeld"))
+        let damaged = try ModelVersions(
+            xcdatamodeldFiles: files, modelName: "Shop.xcdatamodeld", parsingOlderVersionsWhenNeeded: true)
+        XCTAssertEqual(damaged.current.versionIdentifier, "Shop 2")
+        XCTAssertThrowsError(try damaged.allVersions()) { error in
+            XCTAssertTrue("\(error)".contains("Shop.xcdatamodel/contents"), "\(error)")
+        }
+    }
+
     func testLoadsTheCurrentVersionWithEveryAttributeType() throws {
         let model = try Self.shopModel()
         XCTAssertEqual(model.versionIdentifier, "Shop 2", ".xccurrentversion picks the second version")

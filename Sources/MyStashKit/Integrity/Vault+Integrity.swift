@@ -166,6 +166,16 @@ extension Vault {
         try seedAfterUnlocking()
     }
 
+    /// Under ``Verification/reads``, for a caller about to read or change much: starts the check
+    /// of the whole vault on a second connection (``awaitVerification()`` waits for it), so it
+    /// runs while the caller waits on something else; nothing otherwise.
+    func startWholeVaultCheck() {
+        guard verifiesEachRead, let dataKey = transformer.dataKey,
+              let pending = PendingVerification(vault: self, dataKey: dataKey) else { return }
+        verifiesEachRead = false
+        pendingVerification = pending
+    }
+
     /// Throws when the check found changes made outside mystash.
     func refuse(_ problems: [CheckProblem]) throws {
         guard !problems.isEmpty else { return }

@@ -436,7 +436,7 @@ extension Vault.Items {
         return try Vault.wrapErrors {
             var request = FetchRequest<Note>(sortDescriptors: [Note.sort(.title, caseInsensitive: true)])
             request.fetchOnly(.title)
-            return try vault.context.fetch(request).map { NoteInfo($0, withText: false) }
+            return try vault.context.fetchMapped(request) { NoteInfo($0, withText: false) }
         }
     }
 
@@ -466,9 +466,10 @@ extension Vault.Items {
             let predicate = try Predicate(
                 format: "%K CONTAINS[cd] %@ OR %K CONTAINS[cd] %@", Note.Key.title.rawValue, query,
                 Note.Key.text.rawValue, query)
-            return try vault.context.fetch(
-                FetchRequest<Note>(predicate: predicate, sortDescriptors: [Note.sort(.title, caseInsensitive: true)]))
-                .map { NoteInfo($0, withText: false) }
+            // A batch of notes decrypted at a time: only the matches are kept.
+            return try vault.context.fetchMapped(
+                FetchRequest<Note>(predicate: predicate, sortDescriptors: [Note.sort(.title, caseInsensitive: true)])
+            ) { NoteInfo($0, withText: false) }
         }
     }
 
@@ -523,7 +524,8 @@ extension Vault.Items {
             if let filter { request.predicate = try Vault.entryPredicate(in: filter) }
             // What a list shows: never the password or the notes.
             request.fetchOnly(.name, .userId, .url)
-            return try vault.context.fetch(request).map { EntryInfo($0, reveal: false, detailed: false) }
+            // A batch of entries read at a time, kept only as the lines to print.
+            return try vault.context.fetchMapped(request) { EntryInfo($0, reveal: false, detailed: false) }
         }
     }
 
@@ -620,10 +622,10 @@ extension Vault.Items {
             let predicate = try Predicate(
                 format: searched.map { _ in "%K CONTAINS[cd] %@" }.joined(separator: " OR "),
                 argumentArray: searched.flatMap { key -> [Any?] in [key, query] })
-            return try vault.context.fetch(
+            return try vault.context.fetchMapped(
                 FetchRequest<PasswordEntry>(
-                    predicate: predicate, sortDescriptors: [PasswordEntry.sort(.name, caseInsensitive: true)]))
-                .map { EntryInfo($0, reveal: false, detailed: false) }
+                    predicate: predicate, sortDescriptors: [PasswordEntry.sort(.name, caseInsensitive: true)])
+            ) { EntryInfo($0, reveal: false, detailed: false) }
         }
     }
 

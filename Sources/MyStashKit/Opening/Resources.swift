@@ -20,7 +20,9 @@ enum Resources {
     /// classes on the current one).
     static func modelVersions() throws -> ModelVersions {
         let versions = try ModelVersions(
-            xcdatamodeldFiles: folder("MyStash.xcdatamodeld"), modelName: "MyStash.xcdatamodeld")
+            xcdatamodeldFiles: folder("MyStash.xcdatamodeld"), modelName: "MyStash.xcdatamodeld",
+            // The older versions only for a vault that still needs migrating.
+            parsingOlderVersionsWhenNeeded: true)
         let model = versions.current
         model.setClass(Note.self, forEntityName: Note.entityName)
         model.setClass(PasswordEntry.self, forEntityName: PasswordEntry.entityName)

@@ -26,8 +26,9 @@ struct RemoteListing {
 }
 
 /// Chooses the kind of remote `location` names: a folder that is not a git repository is a
-/// plain folder; anything else goes to git.
-func makeSyncRemote(_ location: String, cache: URL) throws -> SyncRemote {
+/// plain folder; anything else goes to git. With `tipOnly` (a clone), a git remote's cache
+/// fetches the tip's files by name only and each file's bytes only when it is read.
+func makeSyncRemote(_ location: String, cache: URL, tipOnly: Bool = false) throws -> SyncRemote {
     var isDirectory: ObjCBool = false
     let looksLikePath = location.hasPrefix("/") || location.hasPrefix(".")
     if looksLikePath {
@@ -40,26 +41,69 @@ func makeSyncRemote(_ location: String, cache: URL) throws -> SyncRemote {
         }
         if !isGit { return FolderRemote(folder: url) }
     }
-    return try GitRemote(url: location, cache: cache)
+    return try GitRemote(url: location, cache: cache, tipOnly: tipOnly)
 }
 
 /// A git repository, reached through the `git` program; the vault keeps a bare cache of it
 /// (`sync.git`) and writes commits with plumbing commands, so there is no work tree to go stale.
+///
+/// A clone's cache is shallow and partial (git's `--depth 1 --filter=blob:none`): it holds
+/// the tip's tree and, of the files, only those the clone reads (the latest snapshot and the
+/// log files after it), so a clone does not transfer every snapshot and log file ever written.
+/// Later fetches bring every new file whole, as in any cache.
 struct GitRemote: SyncRemote {
     let location: String
     let cache: URL
+    /// Fetch the tip only, and each file when it is read (a clone).
+    let tipOnly: Bool
+    private let fetched = FetchedBlobs()
     static let branch = "refs/heads/main"
     static let trackingRef = "refs/remotes/origin/main"
+    /// The name of the remote in a clone's partial cache, which git fetches missing files from.
+    static let promisor = "origin"
 
-    init(url: String, cache: URL) throws {
+    init(url: String, cache: URL, tipOnly: Bool = false) throws {
         guard ChildProcess.find("git") != nil else {
             throw VaultError.toolMissing("git")
         }
         location = url
         self.cache = cache
+        self.tipOnly = tipOnly
         if !FileManager.default.fileExists(atPath: cache.appendingPathComponent("HEAD").path) {
             try git(["init", "-q", "--bare", cache.path], inCache: false)
         }
+        if tipOnly || FileManager.default.fileExists(atPath: cache.appendingPathComponent("shallow").path) {
+            try configurePromisor()
+        }
+    }
+
+    /// Makes the cache a partial clone of `location`: git fetches a file it lacks from there
+    /// (a cache made by a clone keeps following the remote sync names, also a new one).
+    private func configurePromisor() throws {
+        var settings = [("core.repositoryformatversion", "1"), ("extensions.partialClone", Self.promisor),
+                        ("remote.\(Self.promisor).promisor", "true"),
+                        ("remote.\(Self.promisor).url", Self.isLocal(location) ? Self.absolute(location) : location)]
+        // A repository on this machine is served by a git of ours, told to accept the filter and
+        // requests by object id (off by default); a server elsewhere answers as it is set up: one
+        // that refuses the filter sends the tip's files whole, which is slower, never wrong.
+        if Self.isLocal(location) {
+            settings.append(("remote.\(Self.promisor).uploadpack",
+                             "git -c uploadpack.allowFilter=true -c uploadpack.allowAnySHA1InWant=true upload-pack"))
+        }
+        let configFile = cache.appendingPathComponent("config").path
+        let current = (try? String(contentsOfFile: configFile, encoding: .utf8)) ?? ""
+        // Written once; again only when the remote moved.
+        guard !current.lowercased().contains("partialclone = \(Self.promisor)")
+                || !current.contains("url = \(settings[3].1)\n") else { return }
+        for (key, value) in settings { try git(["config", key, value]) }
+    }
+
+    static func isLocal(_ location: String) -> Bool {
+        location.hasPrefix("/") || location.hasPrefix(".") || location.hasPrefix("file://")
+    }
+
+    static func absolute(_ location: String) -> String {
+        location.hasPrefix("file://") ? location : URL(fileURLWithPath: location).standardizedFileURL.path
     }
 
     /// Runs git; throws with its message when it fails.
@@ -106,7 +150,12 @@ struct GitRemote: SyncRemote {
             _ = try? gitResult(["update-ref", "-d", Self.trackingRef])
             return RemoteListing()
         }
-        try git(["fetch", "-q", "--no-tags", location, "+\(Self.branch):\(Self.trackingRef)"])
+        if tipOnly {
+            try git(["fetch", "-q", "--no-tags", "--depth", "1", "--filter=blob:none", Self.promisor,
+                     "+\(Self.branch):\(Self.trackingRef)"])
+        } else {
+            try git(["fetch", "-q", "--no-tags", location, "+\(Self.branch):\(Self.trackingRef)"])
+        }
         // "<mode> <type> <object id>\t<path>", each ended by a zero byte.
         var listing = RemoteListing()
         for line in try git(["ls-tree", "-r", "-z", Self.trackingRef]).split(separator: 0) {
@@ -117,10 +166,29 @@ struct GitRemote: SyncRemote {
                 listing.versions[path] = String(decoding: object, as: UTF8.self)
             }
         }
+        if tipOnly {
+            // A server that ignored the filter sent every file of the tip: none is missing then.
+            let objects = try git(["rev-list", "--objects", "--missing=print", Self.trackingRef])
+            fetched.missing = Set(objects.split(separator: 10).filter { $0.first == UInt8(ascii: "?") }
+                .map { String(decoding: $0.dropFirst(), as: UTF8.self) })
+            fetched.versions = listing.versions
+        }
         return listing
     }
 
+    /// Fetches the files `paths` names that a tip-only cache has not fetched yet, in one request
+    /// (git would otherwise fetch each on its own as it is read).
+    private func fetchContents(of paths: [String]) throws {
+        let wanted = Set(paths.compactMap { fetched.versions[$0] }).intersection(fetched.missing)
+        guard !wanted.isEmpty else { return }
+        try git(["-c", "fetch.negotiationAlgorithm=noop", "fetch", "-q", "--no-tags", "--no-write-fetch-head",
+                 "--recurse-submodules=no", "--filter=blob:none", "--stdin", Self.promisor],
+                input: Data(wanted.sorted().map { $0 + "\n" }.joined().utf8))
+        fetched.missing.subtract(wanted)
+    }
+
     func read(_ paths: [String]) throws -> [String: [UInt8]] {
+        try fetchContents(of: paths)
         var files: [String: [UInt8]] = [:]
         // In slices: git answers while we still write, and both pipes are finite.
         for start in stride(from: 0, to: paths.count, by: 200) {
@@ -171,6 +239,12 @@ struct GitRemote: SyncRemote {
         try git(["update-ref", Self.trackingRef, commit])
         return true
     }
+}
+
+/// What a tip-only cache knows of the remote's files: their object ids, and those it lacks.
+private final class FetchedBlobs {
+    var versions: [String: String] = [:]
+    var missing: Set<String> = []
 }
 
 /// A plain folder: files are written under a temporary name and linked into place, so a

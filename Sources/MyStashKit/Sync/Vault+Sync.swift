@@ -150,6 +150,11 @@ extension Vault {
         }
     }
 
+    /// Whether anything was saved since sync last read the history (`token`).
+    func hasUnsyncedHistory(after token: PersistentHistoryToken?) throws -> Bool {
+        try Self.wrapErrors { try !context.fetchHistory(after: token).isEmpty }
+    }
+
     /// Drops the history sync has read (up to `token`) and the saves of sync itself right
     /// after it, so the next sync neither reads them nor records a new token for them. A save
     /// by another process that came in between stays.

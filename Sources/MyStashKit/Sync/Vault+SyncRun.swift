@@ -33,7 +33,8 @@ extension Vault {
             do {
                 var report = try syncOnce(remote: remote, deviceName: deviceName, dryRun: dryRun, clone: nil)
                 report.retries = retries
-                if let notice = try attachmentsNotSyncedNotice() { report.notices.append(notice) }
+                // Counted only in a vault checked whole: a sync with nothing to do reads nothing else.
+                if !verifiesEachRead, let notice = try attachmentsNotSyncedNotice() { report.notices.append(notice) }
                 return report
             } catch is PushRejected where retries < 8 {
                 context.rollback()
@@ -60,6 +61,8 @@ extension Vault {
         -> SyncReport {
         guard let dataKey = transformer.dataKey else { throw VaultError.locked }
         let loaded = try Self.wrapErrors { try loadSyncState() }
+        // Unlocked to verify what is read: the sync state's bucket vouches for it.
+        if let loaded { try verifyRead(of: [loaded.row]) }
         var state: SyncState
         var syncKey: SecretBytes?
         if let loaded {
@@ -76,17 +79,13 @@ extension Vault {
         guard let location = state.remote else {
             throw VaultError.noRemote
         }
-        let store = try makeSyncRemote(location, cache: directory.appendingPathComponent(Self.syncCacheName))
+        // Changes to send: the whole vault is checked on a second connection while the remote is fetched.
+        let sendsLocalChanges = try loaded == nil || clone != nil || hasUnsyncedHistory(after: state.token)
+        if sendsLocalChanges { startWholeVaultCheck() }
+        let store = try makeSyncRemote(location, cache: directory.appendingPathComponent(Self.syncCacheName),
+                                       tipOnly: clone != nil)
         let listing = try store.fetch()
         let paths = listing.paths
-        // The remote was fetched while an unlock with concurrent verification checked the
-        // vault: nothing of the vault is used before that check has passed.
-        try awaitVerification()
-        if !dryRun {
-            try ensureStoreConstraints()
-            // From the first sync on, every save is recorded for the next one.
-            for store in [notesStore, passwordsStore] { store.setTracksHistory(true) }
-        }
         var report = SyncReport(remote: location, dryRun: dryRun)
         var newFiles: [String: [UInt8]] = [:]
         if paths.isEmpty {
@@ -122,6 +121,20 @@ extension Vault {
         }
         let log = try verifiedLog(listing, store: store, state: state, logKey: logKey)
         report.filesRead = log.read
+        // Nothing to merge or send: so far only the sync state (its bucket verified) and the
+        // remote's files (authenticated) were read, and nothing else of the vault is.
+        if let loaded, !sendsLocalChanges, newFiles.isEmpty, log.files.isEmpty, log.heads == state.heads,
+           state.remote == loaded.state.remote, state.deviceName == loaded.state.deviceName,
+           state.keySlot == Data(keySlot.serialized).base64EncodedString() {
+            return report
+        }
+        // Anything else of the vault is used only once the whole of it has passed its check.
+        try awaitVerification()
+        if !dryRun {
+            try ensureStoreConstraints()
+            // From the first sync on, every save is recorded for the next one.
+            for store in [notesStore, passwordsStore] { store.setTracksHistory(true) }
+        }
 
         var merge = SyncMerge(state: state, report: report)
         // The clocks are read only to merge what came (local changes read them as they come).
@@ -381,7 +394,7 @@ extension Vault {
         let aside = try makeBuildDirectory(for: directory, kind: "clone")
         defer { try? fileManager.removeItem(at: aside) }
         let cache = aside.appendingPathComponent(syncCacheName)
-        let store = try makeSyncRemote(location, cache: cache)
+        let store = try makeSyncRemote(location, cache: cache, tipOnly: true)
         let paths = try store.fetch().paths
         guard paths.contains(SyncLayout.markerPath), paths.contains(SyncLayout.keySlotPath) else {
             throw VaultError.remote(location, .notASyncLog(missing: [SyncLayout.markerPath, SyncLayout.keySlotPath]))

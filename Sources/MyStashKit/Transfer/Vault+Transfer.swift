@@ -149,7 +149,7 @@ private enum ImportPlace {
     case earlierPassword(entry: Int)
 
     /// "entry 'Mail'", "note 3 (untitled)", "entry 'Mail', field 'PIN'".
-    func label(in document: ExportDocument) -> String {
+    func label(in titles: ImportTitles) -> String {
         func title(_ kind: String, _ index: Int, _ title: String) -> String {
             // As the import matched it: trimmed.
             let title = EntryRules.trimmedName(title)
@@ -157,12 +157,18 @@ private enum ImportPlace {
         }
         switch self {
         case .category(let name): return "category '\(name)'"
-        case .note(let index): return title("note", index, document.notes[index].title)
-        case .entry(let index): return title("entry", index, document.passwords[index].name)
-        case .field(let entry, let name): return "\(Self.entry(entry).label(in: document)), field '\(name)'"
-        case .earlierPassword(let entry): return "\(Self.entry(entry).label(in: document)), earlier password"
+        case .note(let index): return title("note", index, titles.notes[index])
+        case .entry(let index): return title("entry", index, titles.entries[index])
+        case .field(let entry, let name): return "\(Self.entry(entry).label(in: titles)), field '\(name)'"
+        case .earlierPassword(let entry): return "\(Self.entry(entry).label(in: titles)), earlier password"
         }
     }
+}
+
+/// What messages name a source's items by, kept once the rest of the source is let go.
+private struct ImportTitles {
+    var notes: [String]
+    var entries: [String]
 }
 
 /// What an importer read: the items, and those it could not carry over (with the reason).
@@ -181,29 +187,29 @@ extension Vault {
 
     private func exportDocument(progress: Progress?) throws -> ExportDocument {
         try Self.wrapErrors {
-            let notes = try context.fetch(FetchRequest<Note>(sortDescriptors: [Note.sort(.createdAt)]))
-            let entries = try context.fetch(
-                FetchRequest<PasswordEntry>(sortDescriptors: [PasswordEntry.sort(.createdAt)]))
+            // Rows are read a batch at a time and let go: what stays is what the file holds.
+            let notes = try context.fetchMapped(
+                FetchRequest<Note>(sortDescriptors: [Note.sort(.createdAt)])
+            ) { ExportDocument.NoteItem(
+                title: $0.title, folder: $0.folder, text: $0.text, createdAt: $0.createdAt, updatedAt: $0.updatedAt) }
+            let entries = try context.fetchMapped(
+                FetchRequest<PasswordEntry>(sortDescriptors: [PasswordEntry.sort(.createdAt)])
+            ) { entry in
+                for field in entry.fields { try context.decodeValues(of: field) }
+                for item in entry.history { try context.decodeValues(of: item) }
+                var exported = Self.exportEntry(entry)
+                let files = try entry.attachments.map {
+                    ExportDocument.AttachedFile(name: $0.name, data: try bytes(of: $0))
+                }
+                exported.attachments = files.isEmpty ? nil : files
+                return exported
+            }
             progress?.report(notes.count + entries.count, of: notes.count + entries.count)
             return ExportDocument(
                 categories: try context.fetch(
                     FetchRequest<Category>(sortDescriptors: [Category.sort(.name)])
                 ).map(\.name),
-                notes: notes.map {
-                    .init(
-                        title: $0.title, folder: $0.folder, text: $0.text, createdAt: $0.createdAt,
-                        updatedAt: $0.updatedAt)
-                },
-                passwords: try entries.map { entry in
-                    for field in entry.fields { try context.decodeValues(of: field) }
-                    for item in entry.history { try context.decodeValues(of: item) }
-                    var exported = Self.exportEntry(entry)
-                    let files = try entry.attachments.map {
-                        ExportDocument.AttachedFile(name: $0.name, data: try bytes(of: $0))
-                    }
-                    exported.attachments = files.isEmpty ? nil : files
-                    return exported
-                })
+                notes: notes, passwords: entries)
         }
     }
 
@@ -275,7 +281,7 @@ extension Vault {
         return source
     }
 
-    func importSource(_ source: ImportSource, dryRun: Bool, merge: ImportMerge,
+    func importSource(_ source: consuming ImportSource, dryRun: Bool, merge: ImportMerge,
                              progress: Progress?) throws -> ImportReport {
         var report = ImportReport()
         report.dryRun = dryRun
@@ -285,6 +291,7 @@ extension Vault {
         // made only when one fails (a string for each of 100,000 items was kept for nothing).
         var places: [ObjectIdentifier: ImportPlace] = [:]
         let document = source.document
+        let titles = ImportTitles(notes: document.notes.map(\.title), entries: document.passwords.map(\.name))
         do {
             var categories = Dictionary(try context.fetch(FetchRequest<Category>()).map { ($0.name.lowercased(), $0) },
                                         uniquingKeysWith: { a, _ in a })
@@ -383,7 +390,7 @@ extension Vault {
                     try apply(changes, category: category(item.category), to: entry)
                 } catch let error as VaultError {
                     // An unusable TOTP secret: refused like any invalid field, naming the item.
-                    let title = ImportPlace.entry(index).label(in: document)
+                    let title = ImportPlace.entry(index).label(in: titles)
                     throw VaultError.nothingImported(error.details.map { "\(title): \($0)" })
                 }
                 let attached = try files.map { try insertAttachment($0, to: entry) }
@@ -406,6 +413,9 @@ extension Vault {
                 done += 1
                 progress?.report(done, of: total)
             }
+            // The source's items are in the objects now: what else it held goes before the save.
+            _ = consume document
+            _ = consume source
             if dryRun {
                 try context.validatePendingChanges()
                 context.rollback()
@@ -417,7 +427,7 @@ extension Vault {
         } catch let error as ValidationError {
             context.rollback()
             let lines = error.errors.map { failure in
-                let label = failure.object.flatMap { places[ObjectIdentifier($0)]?.label(in: document) }
+                let label = failure.object.flatMap { places[ObjectIdentifier($0)]?.label(in: titles) }
                 return (label.map { "\($0): " } ?? "") + ValidationMessages.message(for: failure)
             }
             throw VaultError.nothingImported(lines)

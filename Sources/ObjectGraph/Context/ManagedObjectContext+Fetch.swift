@@ -180,31 +180,35 @@ extension ManagedObjectContext {
     func sorted(_ objects: [ManagedObject], by descriptors: [FetchSortDescriptor]) -> [ManagedObject] {
         guard !descriptors.isEmpty else { return objects }
         // Each key is read (and case-folded) once, not at every comparison.
-        let keys = objects.map { object in
-            descriptors.map { descriptor -> Any? in
-                let value = object.value(forKeyPath: descriptor.key)
-                if descriptor.caseInsensitive, let text = value as? String {
-                    return PredicateEvaluator.fold(text, .caseInsensitive)
-                }
-                return value
-            }
-        }
-        let order = objects.indices.sorted { a, b in
-            for (index, descriptor) in descriptors.enumerated() {
-                let (left, right) = (keys[a][index], keys[b][index])
-                let options: Predicate.Options = []
-                let comparison: Int
-                switch (left, right) {
-                case (nil, nil): comparison = 0
-                case (nil, _): comparison = -1
-                case (_, nil): comparison = 1
-                default: comparison = PredicateEvaluator.order(left, right, options) ?? 0
-                }
-                if comparison != 0 { return descriptor.ascending ? comparison < 0 : comparison > 0 }
-            }
-            return a < b
-        }
+        let keys = objects.map { Self.sortKeys(of: $0, descriptors) }
+        let order = objects.indices.sorted { a, b in Self.precedes(keys[a], keys[b], descriptors) ?? (a < b) }
         return order.map { objects[$0] }
+    }
+
+    /// The values `descriptors` sort `object` by, strings case-folded where they ask it.
+    static func sortKeys(of object: ManagedObject, _ descriptors: [FetchSortDescriptor]) -> [Any?] {
+        descriptors.map { descriptor -> Any? in
+            let value = object.value(forKeyPath: descriptor.key)
+            if descriptor.caseInsensitive, let text = value as? String {
+                return PredicateEvaluator.fold(text, .caseInsensitive)
+            }
+            return value
+        }
+    }
+
+    /// Whether sort keys `left` come before `right`; nil when they sort alike.
+    static func precedes(_ left: [Any?], _ right: [Any?], _ descriptors: [FetchSortDescriptor]) -> Bool? {
+        for (index, descriptor) in descriptors.enumerated() {
+            let comparison: Int
+            switch (left[index], right[index]) {
+            case (nil, nil): comparison = 0
+            case (nil, _): comparison = -1
+            case (_, nil): comparison = 1
+            default: comparison = PredicateEvaluator.order(left[index], right[index], []) ?? 0
+            }
+            if comparison != 0 { return descriptor.ascending ? comparison < 0 : comparison > 0 }
+        }
+        return nil
     }
 }
 

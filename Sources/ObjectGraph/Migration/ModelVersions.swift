@@ -19,15 +19,43 @@ import GRDB
 /// ```
 public final class ModelVersions {
     /// Every version, oldest first.
-    public let versions: [ManagedObjectModel]
+    public var versions: [ManagedObjectModel] {
+        do {
+            return try allVersions()
+        } catch {
+            preconditionFailure("the model's older versions do not load: \(error)")
+        }
+    }
     /// The version `.xccurrentversion` names (the only one when there is one).
     public let current: ManagedObjectModel
+    private let lock = NSLock()
+    private var loaded: [ManagedObjectModel]?
+    /// Parses the older versions, when they are left until a store needs them.
+    private var loadOthers: (() throws -> [ManagedObjectModel])?
 
     /// Versions built in code; `current` must be one of `versions` or is added as the newest.
     public init(versions: [ManagedObjectModel], current: ManagedObjectModel) {
         let others = versions.filter { $0 !== current }
-        self.versions = Self.ordered(others + [current])
+        self.loaded = Self.ordered(others + [current])
         self.current = current
+    }
+
+    private init(current: ManagedObjectModel, loadingOthers: @escaping () throws -> [ManagedObjectModel]) {
+        self.current = current
+        self.loadOthers = loadingOthers
+    }
+
+    /// Every version, oldest first, the older ones parsed now if they were left until needed.
+    ///
+    /// - throws: ``ModelError`` naming the version file at fault.
+    func allVersions() throws -> [ManagedObjectModel] {
+        try lock.withLock {
+            if let loaded { return loaded }
+            let models = Self.ordered(try loadOthers?() ?? [current])
+            loaded = models
+            loadOthers = nil
+            return models
+        }
     }
 
     /// Loads every `.xcdatamodel` inside an `.xcdatamodeld` folder, or every `.mom` of a
@@ -59,25 +87,44 @@ public final class ModelVersions {
 
     /// Loads every version of an `.xcdatamodeld` whose files are given in memory, keyed by
     /// their path inside the folder (`"Model 2.xcdatamodel/contents"`, `".xccurrentversion"`).
-    public convenience init(xcdatamodeldFiles files: [String: Data], modelName: String) throws {
+    ///
+    /// With `parsingOlderVersionsWhenNeeded`, only the current version is parsed now, the others
+    /// when a store of an older version is opened (or ``versions`` is read): a program that
+    /// opens stores of the current version, as most openings are, never parses them. Errors in
+    /// an older version are then thrown by that opening.
+    public convenience init(
+        xcdatamodeldFiles files: [String: Data], modelName: String, parsingOlderVersionsWhenNeeded: Bool = false
+    ) throws {
         var models: [ManagedObjectModel] = []
         let folders = Set(
             files.keys.compactMap { path -> String? in
                 let folder = path.split(separator: "/").first.map(String.init)
                 return folder?.hasSuffix(".xcdatamodel") == true ? folder : nil
             })
-        for folder in folders.sorted() {
+        func parse(_ folder: String) throws -> ManagedObjectModel {
             let fileName = "\(modelName)/\(folder)/contents"
             guard let xml = files["\(folder)/contents"] else {
                 throw ModelError(file: fileName, reason: "file not found")
             }
             let parsed = try ModelXMLParser.parse(xml, file: fileName)
             let identifier = String(folder.dropLast(".xcdatamodel".count))
-            models.append(
-                try ManagedObjectModel(
-                    entities: parsed.entities, configurations: parsed.configurations,
-                    versionIdentifier: identifier, file: fileName))
+            return try ManagedObjectModel(
+                entities: parsed.entities, configurations: parsed.configurations,
+                versionIdentifier: identifier, file: fileName)
         }
+        if parsingOlderVersionsWhenNeeded, let plistData = files[".xccurrentversion"],
+           let plist = try? BinaryPropertyList.foundationPropertyList(from: plistData) as? [String: Any],
+           let name = plist["_XCCurrentVersionName"] as? String {
+            let folder = name.hasSuffix(".xcdatamodel") ? name : name + ".xcdatamodel"
+            if folders.contains(folder) {
+                let current = try parse(folder)
+                self.init(current: current) {
+                    try folders.sorted().filter { $0 != folder }.map(parse) + [current]
+                }
+                return
+            }
+        }
+        for folder in folders.sorted() { models.append(try parse(folder)) }
         guard !models.isEmpty else { throw ModelError(file: modelName, reason: "no .xcdatamodel version inside") }
         var current = models.count == 1 ? models[0] : nil
         if let plistData = files[".xccurrentversion"] {
@@ -142,13 +189,13 @@ public final class ModelVersions {
         let recordedNames = Set(metadata[StoreMetadataKey.versionIdentifiers] as? [String] ?? [])
         let fitting: [ManagedObjectModel]
         if let recorded = metadata[StoreMetadataKey.entityShapes] as? [String: [String: String]] {
-            fitting = versions.filter { model in
+            fitting = try allVersions().filter { model in
                 let names = Set(model.entities(forConfiguration: configuration).map(\.name))
                 return model.entityShapes.filter { names.contains($0.key) } == recorded
             }
         } else {
             let shape = try StoreShape(db, schema: schema)
-            fitting = versions.filter { shape.differences(from: $0, configuration: configuration).isEmpty }
+            fitting = try allVersions().filter { shape.differences(from: $0, configuration: configuration).isEmpty }
         }
         return try StoreShape.versionThatMade(among: fitting, recorded: recordedNames)
     }

@@ -226,7 +226,8 @@ public final class ManagedObjectModel {
                         file: file, entity: entity.name, property: attribute.name,
                         reason: "empty value transformer name")
                 }
-                if let pattern = attribute.regularExpression, (try? NSRegularExpression(pattern: pattern)) == nil {
+                // Compiled once a process: every version repeats the same few patterns, each costly to ICU.
+                if let pattern = attribute.regularExpression, Validator.cachedExpression(pattern) == nil {
                     throw ModelError(
                         file: file, entity: entity.name, property: attribute.name,
                         reason: "invalid regular expression '\(pattern)'")

@@ -19,21 +19,30 @@ extension PersistentStoreCoordinator {
     public func schemaProblems(extraObjects: [String: [String]] = [:]) throws -> [IntegrityProblem] {
         var problems: [IntegrityProblem] = []
         for store in persistentStores where store.type == .sqlite {
-            let expected = try expectedSchema(
-                of: store, extraObjects: extraObjects[store.identifier] ?? [])
-            let actual = try wrapStoreErrors(.saveFailed, "cannot read the schema of \(store.displayName)") {
-                try read { db in try SchemaObject.all(in: db, schemaName: store.schemaName) }
+            let expected = try expectedSchema(of: store, extraObjects: extraObjects[store.identifier] ?? [])
+            let differences = try wrapStoreErrors(.saveFailed, "cannot read the schema of \(store.displayName)") {
+                try read { db -> [String] in
+                    // The same definitions, word for word, make the same schema: the common case is
+                    // settled by one query, without asking SQLite for every table's columns.
+                    let actual = try SchemaObject.definitions(in: db, schemaName: store.schemaName)
+                    if SchemaObject.matches(actual, expected.definitions, required: expected.required) { return [] }
+                    let objects = try expected.database.read { try SchemaObject.all(in: $0, schemaName: "main") }
+                    return SchemaObject.differences(
+                        actual: try SchemaObject.all(in: db, schemaName: store.schemaName),
+                        expected: Dictionary(uniqueKeysWithValues: objects.map {
+                            ($0.key, ($0.value, expected.required.contains($0.key)))
+                        }))
+                }
             }
-            problems += SchemaObject.differences(actual: actual, expected: expected).map {
-                IntegrityProblem(store: store.displayName, message: $0)
-            }
+            problems += differences.map { IntegrityProblem(store: store.displayName, message: $0) }
         }
         return problems
     }
 
-    /// The schema objects ObjectGraph creates for `store`, each marked required or not.
+    /// The schema ObjectGraph creates for `store`, in a database of its own, with the names of
+    /// the objects that must be present and every object's definition.
     private func expectedSchema(of store: PersistentStore, extraObjects: [String]) throws
-        -> [String: (object: SchemaObject, required: Bool)]
+        -> (database: DatabaseQueue, required: Set<String>, definitions: [String: SchemaObject.Definition])
     {
         // Built in memory from the statements a new store runs, so both sides are read alike.
         let qualifier = "\"\(store.schemaName)\"."
@@ -44,15 +53,10 @@ extension PersistentStoreCoordinator {
         let optional = unqualified(PersistentHistoryTables.createStatements(for: store)) + extraObjects
         let database = try DatabaseQueue()
         return try database.write { db in
-            var objects: [String: (object: SchemaObject, required: Bool)] = [:]
-            for (statements, isRequired) in [(required, true), (optional, false)] {
-                let before = Set(try SchemaObject.all(in: db, schemaName: "main").keys)
-                for statement in statements { try db.execute(sql: statement) }
-                for (name, object) in try SchemaObject.all(in: db, schemaName: "main") where !before.contains(name) {
-                    objects[name] = (object, isRequired)
-                }
-            }
-            return objects
+            for statement in required { try db.execute(sql: statement) }
+            let requiredNames = Set(try SchemaObject.definitions(in: db, schemaName: "main").keys)
+            for statement in optional { try db.execute(sql: statement) }
+            return (database, requiredNames, try SchemaObject.definitions(in: db, schemaName: "main"))
         }
     }
 }
@@ -67,6 +71,34 @@ struct SchemaObject: Equatable {
     /// SQLite's own tables, which it makes as it needs them.
     static let sqliteTables: Set<String> = ["sqlite_sequence", "sqlite_stat1", "sqlite_stat2", "sqlite_stat3",
                                             "sqlite_stat4"]
+
+    /// An object as `sqlite_master` defines it: its type, table and `CREATE` statement.
+    struct Definition: Equatable {
+        var type: String
+        var table: String
+        var sql: String?
+    }
+
+    /// Every object's definition, by name.
+    static func definitions(in db: Database, schemaName: String) throws -> [String: Definition] {
+        var definitions: [String: Definition] = [:]
+        let sql = "SELECT type, name, tbl_name, sql FROM \"\(schemaName)\".sqlite_master"
+        for row in try Row.fetchAll(db, sql: sql) {
+            definitions[row["name"] ?? ""] = Definition(
+                type: row["type"] ?? "", table: row["tbl_name"] ?? "", sql: row["sql"])
+        }
+        return definitions
+    }
+
+    /// Whether `actual` holds every required object and nothing but expected objects (and SQLite's
+    /// own tables), each defined by the same statement.
+    static func matches(
+        _ actual: [String: Definition], _ expected: [String: Definition], required: Set<String>
+    ) -> Bool {
+        required.allSatisfy { actual[$0] != nil } && actual.allSatisfy { name, definition in
+            expected[name] == definition || (definition.type == "table" && sqliteTables.contains(name))
+        }
+    }
 
     static func all(in db: Database, schemaName: String) throws -> [String: SchemaObject] {
         let schema = "\"\(schemaName)\""

@@ -5,6 +5,7 @@ import TerminalUI
 
 struct Browse: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "browse",
         abstract: "Browse, search and edit the vault in a full-screen view.",
         discussion: """
         Two tabs, Notes and Passwords; type to filter, F1 for the keys. The view follows \

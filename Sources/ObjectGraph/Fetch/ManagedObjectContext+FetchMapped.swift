@@ -1,0 +1,65 @@
+import Foundation
+import GRDB
+
+extension ManagedObjectContext {
+    /// The objects a request describes, each turned into a value by `transform` as its batch
+    /// of `batchSize` rows is read, the objects then let go (unless something else holds them):
+    /// memory holds the values, never every object of a large result at once. The predicate
+    /// and the sort are those of ``fetch(_:)``, parts on transformed attributes evaluated a
+    /// batch at a time; sorting in memory keeps each value's sort keys until the end.
+    ///
+    /// For example, the names of every entry, with flat memory whatever their number:
+    ///
+    /// ```swift
+    /// let names = try context.fetchMapped(FetchRequest<Entry>(sortDescriptors: [byName])) { $0.name }
+    /// ```
+    ///
+    /// A context with unsaved changes, or a request whose limit or offset must be applied in
+    /// memory, is fetched whole as ``fetch(_:)`` does, then transformed.
+    ///
+    /// - throws: as ``fetch(_:)``, and what `transform` throws.
+    public func fetchMapped<T, Value>(
+        _ request: FetchRequest<T>, batchSize: Int = 1000, _ transform: (T) throws -> Value
+    ) throws -> [Value] {
+        let plan = try plan(for: request)
+        let windowInMemory = plan.needsMemoryWindow && (request.fetchLimit > 0 || request.fetchOffset > 0)
+        guard !hasChanges, !windowInMemory, plan.parentPending == nil, parent == nil else {
+            return try fetch(request).map(transform)
+        }
+        let sql = plan.sql(select: ["t0.Z_PK"], window: true, request: request)
+        let keys = try wrapStoreErrors(.objectNotFound, "cannot fetch \(request.entityName)") {
+            try coordinator.read { db in
+                try Int64.fetchAll(db, sql: sql, arguments: StatementArguments(plan.arguments))
+            }
+        }
+        var values: [Value] = []
+        var sortKeys: [[Any?]] = []
+        for chunk in keys.chunked(Swift.max(1, batchSize)) {
+            var objects = try self.objects(
+                primaryKeys: Array(chunk), root: plan.root, store: plan.store, decoding: request.propertiesToFetch)
+            if !request.relationshipKeyPathsForPrefetching.isEmpty {
+                try prefetchRelationships(request.relationshipKeyPathsForPrefetching, of: objects)
+            }
+            for object in objects {
+                if let residual = plan.residual, !PredicateEvaluator.evaluate(residual, on: object) { continue }
+                guard let typed = object as? T else {
+                    throw ObjectGraphError(
+                        code: .objectNotFound,
+                        message: "\(object.entity.name) objects are \(type(of: object)), not \(T.self)")
+                }
+                if plan.sortsInMemory { sortKeys.append(Self.sortKeys(of: object, request.sortDescriptors)) }
+                values.append(try transform(typed))
+            }
+            try throwDeferredError()
+            // The batch's last references go first, so that nothing but the context holds its objects.
+            objects = []
+            let root = plan.root.entityNumber
+            releaseUnreferencedObjects(chunk.map { ObjectKey(rootEntityNumber: root, primaryKey: $0) })
+        }
+        guard plan.sortsInMemory else { return values }
+        let order = values.indices.sorted {
+            Self.precedes(sortKeys[$0], sortKeys[$1], request.sortDescriptors) ?? ($0 < $1)
+        }
+        return order.map { values[$0] }
+    }
+}
