@@ -32,8 +32,8 @@ extension PasswordCommand {
                 defer { try? handle.close() }
                 let vault = try options.openUnlockedVault()
                 let attachmentName = name ?? URL(fileURLWithPath: file).lastPathComponent
-                let info = try vault.attach(handle, named: attachmentName, to: ItemReference(argument: entry))
-                let owner = try vault.entry(ItemReference(argument: entry), reveal: false)
+                let info = try vault.items.attach(handle, named: attachmentName, to: ItemReference(argument: entry))
+                let owner = try vault.items.entry(ItemReference(argument: entry), reveal: false)
                 Terminal.printError(
                     "Attached '\(Output.safe(info.name))' (\(Output.byteCount(info.size))) to entry \(owner.id) "
                         + "'\(Output.safe(owner.name))'.")
@@ -73,9 +73,9 @@ extension PasswordCommand {
         func run() throws {
             try reportingErrors {
                 let vault = try options.openUnlockedVault()
-                let owner = try vault.entry(ItemReference(argument: entry), reveal: false)
+                let owner = try vault.items.entry(ItemReference(argument: entry), reveal: false)
                 try confirmRemoval("attachment '\(attachment)' of entry \(owner.id) '\(owner.name)'", force: force)
-                try vault.detach(ItemReference(argument: attachment), from: .id(owner.id))
+                try vault.items.detach(ItemReference(argument: attachment), from: .id(owner.id))
                 Terminal.printError("Removed attachment '\(Output.safe(attachment))' of entry \(owner.id).")
             }
         }
@@ -96,7 +96,7 @@ extension PasswordCommand {
             func run() throws {
                 try reportingErrors {
                     let attachments = try options.readUnlockedVault {
-                        try $0.attachments(of: ItemReference(argument: entry))
+                        try $0.items.attachments(of: ItemReference(argument: entry))
                     }
                     if json { return try Output.json(attachments) }
                     Output.table(
@@ -133,18 +133,18 @@ extension PasswordCommand {
                 try reportingErrors {
                     let vault = try options.openUnlockedVault()
                     if output == "-" {
-                        _ = try vault.readAttachment(
+                        _ = try vault.items.readAttachment(
                             ItemReference(argument: attachment), of: ItemReference(argument: entry)
                         ) { Output.write($0) }
                         return
                     }
                     // The name is the vault's: only its last path component is used.
-                    let stored = try vault.attachments(of: ItemReference(argument: entry)).first {
+                    let stored = try vault.items.attachments(of: ItemReference(argument: entry)).first {
                         $0.name.caseInsensitiveCompare(attachment) == .orderedSame || "#\($0.id)" == attachment
                     }?.name ?? attachment
                     let target = AttachmentFile.destination(output, name: stored)
                     let info = try AttachmentFile.write(to: target, replacing: force) { write in
-                        try vault.readAttachment(
+                        try vault.items.readAttachment(
                             ItemReference(argument: attachment), of: ItemReference(argument: entry), into: write)
                     }
                     Terminal.printError("Saved '\(Output.safe(info.name))' (\(Output.byteCount(info.size))) "

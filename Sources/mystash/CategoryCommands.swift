@@ -19,7 +19,7 @@ struct CategoryCommand: ParsableCommand {
             try reportingErrors {
                 // Names are plain, but a store changed outside mystash must not be shown: unlocked to
                 // check it, and to load newer seed categories before they are listed.
-                let categories = try options.openUnlockedVault().categories()
+                let categories = try options.openUnlockedVault().items.categories()
                 if json { return try Output.json(categories) }
                 Output.table(
                     ["ID", "ENTRIES", "NAME"], categories.map { [String($0.id), String($0.entries), $0.name] },
@@ -35,7 +35,7 @@ struct CategoryCommand: ParsableCommand {
 
         func run() throws {
             try reportingErrors {
-                let id = try options.openUnlockedVault().addCategory(name)
+                let id = try options.openUnlockedVault().items.addCategory(name)
                 Terminal.printError("Added category \(id).")
             }
         }
@@ -50,7 +50,7 @@ struct CategoryCommand: ParsableCommand {
 
         func run() throws {
             try reportingErrors {
-                try options.openUnlockedVault().renameCategory(ItemReference(argument: old), to: new)
+                try options.openUnlockedVault().items.renameCategory(ItemReference(argument: old), to: new)
                 Terminal.printError("Renamed.")
             }
         }
@@ -65,7 +65,7 @@ struct CategoryCommand: ParsableCommand {
         func run() throws {
             try reportingErrors {
                 // Deny needs to see the entries that use the category, which are encrypted.
-                try options.openUnlockedVault().removeCategory(ItemReference(argument: name))
+                try options.openUnlockedVault().items.removeCategory(ItemReference(argument: name))
                 Terminal.printError("Removed.")
             }
         }

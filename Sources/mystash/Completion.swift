@@ -29,7 +29,7 @@ private func completionNames(_ kind: Vault.NameKind, arguments: [String], prefix
     guard let vault = kind == .categories ? openForCompletion(arguments) : unlockedForCompletion(arguments) else {
         return []
     }
-    let names = (try? vault.names(of: kind)) ?? []
+    let names = (try? vault.items.names(of: kind)) ?? []
     // One candidate per line: names with control characters or newlines are left out.
     return names.filter { name in
         name.lowercased().hasPrefix(prefix.lowercased())
@@ -48,7 +48,7 @@ private func completionNames(_ kind: Vault.NameKind, arguments: [String], prefix
             if ["--field", "--vault"].contains(word) { _ = words.next(); continue }
             if word.hasPrefix("-") || word == prefix { continue }
             if let vault = unlockedForCompletion(arguments),
-               let fields = try? vault.entry(ItemReference(argument: word), reveal: false).fields {
+               let fields = try? vault.items.entry(ItemReference(argument: word), reveal: false).fields {
                 names += fields.map(\.name)
             }
             break
@@ -66,7 +66,7 @@ private func completionNames(_ kind: Vault.NameKind, arguments: [String], prefix
         if ["--vault", "--output", "-o"].contains(word) { _ = words.next(); continue }
         if word.hasPrefix("-") || word == prefix { continue }
         guard let vault = unlockedForCompletion(arguments),
-              let names = try? vault.attachments(of: ItemReference(argument: word)).map(\.name)
+              let names = try? vault.items.attachments(of: ItemReference(argument: word)).map(\.name)
         else { return [] }
         return names.filter { $0.lowercased().hasPrefix(prefix.lowercased()) }.sorted()
     }

@@ -37,7 +37,9 @@ struct GitCredential: ParsableCommand {
             let query = try Self.query(from: try Self.readRequest(from: STDIN_FILENO))
             switch action {
             case "get":
-                guard let credential = try options.readUnlockedVault({ try $0.credential(for: query) }) else { return }
+                guard let credential = try options.readUnlockedVault({ try $0.items.credential(for: query) }) else {
+                    return
+                }
                 guard !credential.password.contains(where: { $0 == "\n" || $0 == "\0" }) else {
                     throw CommandFailure(.invalidData,
                                      "the password of entry '\(credential.entryName)' has a line break, which git's "
@@ -50,7 +52,7 @@ struct GitCredential: ParsableCommand {
                 Output.write(answer)
             case "store":
                 guard query.password != nil else { return }
-                switch try options.openUnlockedVault().storeCredential(query) {
+                switch try options.openUnlockedVault().items.storeCredential(query) {
                 case let .added(id, name):
                     Terminal.printError("mystash: stored the credential in new entry '\(Output.safe(name))' (#\(id)).")
                 case let .updated(id, name):
@@ -59,7 +61,7 @@ struct GitCredential: ParsableCommand {
                     break
                 }
             default:
-                for name in try options.openUnlockedVault().eraseCredential(query) {
+                for name in try options.openUnlockedVault().items.eraseCredential(query) {
                     Terminal.printError(
                         "mystash: cleared the refused password of entry '\(Output.safe(name))' (its history keeps it).")
                 }

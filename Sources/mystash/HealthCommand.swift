@@ -44,7 +44,7 @@ struct Health: ParsableCommand {
             policy.maximumAge = TimeInterval(maxAge) * 86400
             let calibrated = try KDFPolicy.calibrated()
             let report = try options.readUnlockedVault {
-                try $0.healthReport(policy: policy, breaches: list, calibrated: calibrated)
+                try $0.items.healthReport(policy: policy, breaches: list, calibrated: calibrated)
             }
             healthy = report.isHealthy
             if json { return try Output.json(report) }

@@ -175,7 +175,7 @@ extension VaultOptions {
     /// check has passed (see ``Vault/readWhileVerifying(_:)``).
     func readUnlockedVault<T>(_ read: (Vault) throws -> T) throws -> T {
         let vault = try openUnlockedVault(verification: .concurrent)
-        return try vault.readWhileVerifying { try read(vault) }
+        return try vault.integrity.readWhileVerifying { try read(vault) }
     }
 
     /// Opens and unlocks the vault to read one note or entry: only the records are checked at

@@ -22,7 +22,7 @@ struct NoteCommand: ParsableCommand {
             try reportingErrors {
                 let vault = try options.openUnlockedVault()
                 let text = Terminal.stdinIsTerminal ? try Terminal.edit("") : try Terminal.readStandardInput()
-                let id = try vault.addNote(title: title, text: text)
+                let id = try vault.items.addNote(title: title, text: text)
                 Terminal.printError("Added note \(id).")
             }
         }
@@ -35,7 +35,7 @@ struct NoteCommand: ParsableCommand {
         @Flag(help: "Print JSON instead of a table.") var json = false
 
         func run() throws {
-            try reportingErrors { try printNotes(try options.readUnlockedVault { try $0.notes() }, json: json) }
+            try reportingErrors { try printNotes(try options.readUnlockedVault { try $0.items.notes() }, json: json) }
         }
     }
 
@@ -48,7 +48,7 @@ struct NoteCommand: ParsableCommand {
 
         func run() throws {
             try reportingErrors {
-                let info = try options.readOneItem { try $0.note(ItemReference(argument: note)) }
+                let info = try options.readOneItem { try $0.items.note(ItemReference(argument: note)) }
                 if json { return try Output.json(info) }
                 Output.line("# \(info.title)")
                 if let folder = info.folder { Output.line("Folder: \(folder)") }
@@ -78,7 +78,7 @@ struct NoteCommand: ParsableCommand {
                 var text: String?
                 if title == nil {
                     text = Terminal.stdinIsTerminal
-                        ? try Terminal.edit(try vault.note(ItemReference(argument: note)).text ?? "")
+                        ? try Terminal.edit(try vault.items.note(ItemReference(argument: note)).text ?? "")
                         : try Terminal.readStandardInput()
                     if text?.isEmpty == true && !allowEmpty {
                         throw CommandFailure(
@@ -86,7 +86,7 @@ struct NoteCommand: ParsableCommand {
                             hint: "add --allow-empty to clear the note's text")
                     }
                 }
-                try vault.editNote(ItemReference(argument: note), title: title, text: text)
+                try vault.items.editNote(ItemReference(argument: note), title: title, text: text)
                 Terminal.printError("Saved.")
             }
         }
@@ -102,9 +102,9 @@ struct NoteCommand: ParsableCommand {
         func run() throws {
             try reportingErrors {
                 let vault = try options.openUnlockedVault()
-                let info = try vault.note(ItemReference(argument: note))
+                let info = try vault.items.note(ItemReference(argument: note))
                 try confirmRemoval("note \(info.id) '\(info.title)'", force: force)
-                try vault.removeNote(.id(info.id))
+                try vault.items.removeNote(.id(info.id))
                 Terminal.printError("Removed note \(info.id).")
             }
         }
@@ -120,7 +120,7 @@ struct NoteCommand: ParsableCommand {
 
         func run() throws {
             try reportingErrors {
-                try printNotes(try options.readUnlockedVault { try $0.searchNotes(query) }, json: json)
+                try printNotes(try options.readUnlockedVault { try $0.items.searchNotes(query) }, json: json)
             }
         }
     }

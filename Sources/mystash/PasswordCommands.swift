@@ -84,7 +84,8 @@ struct PasswordCommand: ParsableCommand {
                 changes.notes = editNotes ? try Terminal.edit("") : nil
                 changes.totp = totp ? try readTOTPSecret() : nil
                 changes.favorite = favorite ? true : nil
-                let id = try vault.addEntry(changes, allowDuplicate: allowDuplicate, creatingCategory: createCategory)
+                let id = try vault.items.addEntry(changes, allowDuplicate: allowDuplicate,
+                                                  creatingCategory: createCategory)
                 Terminal.printError("Added entry \(id).")
                 if generate, let password = changes.password {
                     try showGenerated(password, of: name, clip: clip)
@@ -104,7 +105,7 @@ struct PasswordCommand: ParsableCommand {
         func run() throws {
             try reportingErrors {
                 let category = category.map(ItemReference.init(argument:))
-                try printEntries(try options.readUnlockedVault { try $0.entries(category: category) }, json: json)
+                try printEntries(try options.readUnlockedVault { try $0.items.entries(category: category) }, json: json)
             }
         }
     }
@@ -150,17 +151,23 @@ struct PasswordCommand: ParsableCommand {
             try reportingErrors {
                 if clip {
                     let name = clipField ?? field ?? "password"
-                    let value = try options.readOneItem { try $0.fieldValue(name, of: ItemReference(argument: entry)) }
+                    let value = try options.readOneItem {
+                        try $0.items.fieldValue(name, of: ItemReference(argument: entry))
+                    }
                     try ClipboardCopy.copy(value, what: "the \(Output.safe(name)) of '\(Output.safe(entry))'")
                     return
                 }
                 if let field {
-                    let value = try options.readOneItem { try $0.fieldValue(field, of: ItemReference(argument: entry)) }
+                    let value = try options.readOneItem {
+                        try $0.items.fieldValue(field, of: ItemReference(argument: entry))
+                    }
                     // As stored: a script asked for this value, and gets it byte for byte.
                     Output.write((escape ? Output.safe(value, keepingLines: true) : value) + "\n")
                     return
                 }
-                let info = try options.readOneItem { try $0.entry(ItemReference(argument: entry), reveal: reveal) }
+                let info = try options.readOneItem {
+                    try $0.items.entry(ItemReference(argument: entry), reveal: reveal)
+                }
                 if json { return try Output.json(info) }
                 var fields: [(String, String?)] = [("ID", String(info.id)), ("Name", info.name), ("User", info.userId),
                                                    ("Password", info.password ?? "********"), ("URL", info.url)]
@@ -202,7 +209,7 @@ struct PasswordCommand: ParsableCommand {
 
         func run() throws {
             try reportingErrors {
-                let (code, totp) = try options.readOneItem { try $0.totpCode(ItemReference(argument: entry)) }
+                let (code, totp) = try options.readOneItem { try $0.items.totpCode(ItemReference(argument: entry)) }
                 if json {
                     struct Shown: Encodable {
                         var code: String  // a string: its leading zeros count
@@ -235,7 +242,7 @@ struct PasswordCommand: ParsableCommand {
         func run() throws {
             try reportingErrors {
                 let history = try options.readOneItem {
-                    try $0.passwordHistory(ItemReference(argument: entry), reveal: reveal)
+                    try $0.items.passwordHistory(ItemReference(argument: entry), reveal: reveal)
                 }
                 if json { return try Output.json(history) }
                 Output.table(
@@ -292,10 +299,10 @@ struct PasswordCommand: ParsableCommand {
                     newPassword || generate ? try readEntryPassword(generate: generate, generator: generator) : nil
                 let reference = ItemReference(argument: entry)
                 changes.notes =
-                    editNotes ? try Terminal.edit(try vault.entry(reference, reveal: false).notes ?? "") : nil
+                    editNotes ? try Terminal.edit(try vault.items.entry(reference, reveal: false).notes ?? "") : nil
                 changes.totp = totp ? try readTOTPSecret(allowEmpty: true) : nil
                 changes.favorite = favorite
-                try vault.editEntry(reference, changes, allowDuplicate: allowDuplicate,
+                try vault.items.editEntry(reference, changes, allowDuplicate: allowDuplicate,
                                     creatingCategory: createCategory)
                 Terminal.printError("Saved.")
                 if generate, let password = changes.password {
@@ -315,9 +322,9 @@ struct PasswordCommand: ParsableCommand {
         func run() throws {
             try reportingErrors {
                 let vault = try options.openUnlockedVault()
-                let info = try vault.entry(ItemReference(argument: entry), reveal: false)
+                let info = try vault.items.entry(ItemReference(argument: entry), reveal: false)
                 try confirmRemoval("entry \(info.id) '\(info.name)'", force: force)
-                try vault.removeEntry(.id(info.id))
+                try vault.items.removeEntry(.id(info.id))
                 Terminal.printError("Removed entry \(info.id).")
             }
         }
@@ -334,7 +341,7 @@ struct PasswordCommand: ParsableCommand {
 
         func run() throws {
             try reportingErrors {
-                try printEntries(try options.readUnlockedVault { try $0.searchEntries(query) }, json: json)
+                try printEntries(try options.readUnlockedVault { try $0.items.searchEntries(query) }, json: json)
             }
         }
     }
@@ -358,7 +365,7 @@ func categoryName(_ argument: String?, in vault: Vault, creating: Bool) throws -
     guard let argument, !argument.isEmpty else { return argument }
     let reference = ItemReference(argument: argument)
     do {
-        return try vault.categoryName(reference)
+        return try vault.items.categoryName(reference)
     } catch let error as VaultError where error.kind == .notFound {
         if creating, case .name = reference { return argument }
         if creating { throw error }

@@ -327,7 +327,7 @@ final class AgentKeys {
     func identities() -> [SSHAgent.Identity] {
         guard let vault = unlockedVault() else { return [] }
         do {
-            loaded = try vault.sshKeys().compactMap { entry in
+            loaded = try vault.items.sshKeys().compactMap { entry in
                 entry.key.map { SSHAgent.Identity(key: $0, comment: $0.comment.isEmpty ? entry.name : $0.comment,
                                                   name: entry.name) }
             }
@@ -344,8 +344,8 @@ final class AgentKeys {
             throw CommandFailure(.wrongPassword, "the vault is locked", hint: "run 'mystash unlock'")
         }
         let name = key.comment.isEmpty ? key.fingerprint : key.comment
-        let taken = Set(try vault.names(of: .entries).map { $0.lowercased() })
-        try vault.addSSHKey(key, name: taken.contains(name.lowercased()) ? "\(name) \(key.fingerprint)" : name)
+        let taken = Set(try vault.items.names(of: .entries).map { $0.lowercased() })
+        try vault.items.addSSHKey(key, name: taken.contains(name.lowercased()) ? "\(name) \(key.fingerprint)" : name)
     }
 
     /// Drops the keys and the vault once the session has ended.

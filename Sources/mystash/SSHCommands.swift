@@ -31,7 +31,7 @@ struct SSHCommand: ParsableCommand {
             try reportingErrors {
                 let key = try SSHCommand.readKey(keyFile)
                 let vault = try options.openUnlockedVault()
-                let id = try vault.addSSHKey(key, name: name)
+                let id = try vault.items.addSSHKey(key, name: name)
                 Terminal.printError("Added SSH key '\(Output.safe(name))' (#\(id)): \(SSHCommand.describe(key)).")
             }
         }
@@ -46,7 +46,7 @@ struct SSHCommand: ParsableCommand {
 
         func run() throws {
             try reportingErrors {
-                let keys = try options.readUnlockedVault { try $0.sshKeyInfos() }
+                let keys = try options.readUnlockedVault { try $0.items.sshKeyInfos() }
                 if json { return try Output.json(keys) }
                 Output.table(
                     ["NAME", "KEY", "FINGERPRINT", "COMMENT"],
@@ -69,7 +69,7 @@ struct SSHCommand: ParsableCommand {
 
         func run() throws {
             try reportingErrors {
-                let entry = try options.readUnlockedVault { try $0.sshKey(ItemReference(argument: name)) }
+                let entry = try options.readUnlockedVault { try $0.items.sshKey(ItemReference(argument: name)) }
                 Output.line(entry.key?.publicKeyLine ?? "")
             }
         }

@@ -155,9 +155,10 @@ struct Export: ParsableCommand {
                 "Warning: the export is plaintext; keep it out of shared and backed-up places, and delete it when done."
             )
             switch format {
-            case .json: Output.write(try vault.exportJSON(progress: Terminal.progress("Exporting")) + Data("\n".utf8))
+            case .json:
+                Output.write(try vault.transfer.exportJSON(progress: Terminal.progress("Exporting")) + Data("\n".utf8))
             case .csv:
-                let export = try vault.exportCSV(progress: Terminal.progress("Exporting"))
+                let export = try vault.transfer.exportCSV(progress: Terminal.progress("Exporting"))
                 Output.write(export.text)
                 if !export.leftOut.isEmpty {
                     Terminal.printError("Warning: CSV has no column for " + export.leftOut.joined(separator: " and ")
@@ -220,8 +221,9 @@ struct Import: ParsableCommand {
             && isDirectory.boolValue
         if format == .pass || (format == nil && isStore) {
             vault = try options.openUnlockedVault()
-            report = try vault.importPasswordStore(at: URL(fileURLWithPath: file), dryRun: dryRun, merge: merge,
-                                                   replacingInvalidUTF8: lossy, progress: progress)
+            report = try vault.transfer.importPasswordStore(
+                at: URL(fileURLWithPath: file), dryRun: dryRun, merge: merge, replacingInvalidUTF8: lossy,
+                progress: progress)
         } else {
             let data: Data
             if file == "-" {
@@ -235,7 +237,7 @@ struct Import: ParsableCommand {
             let format = try self.format ?? Import.detectFormat(data)
             vault = try options.openUnlockedVault()
             // Handed over, so the file is freed once read.
-            report = try vault.importItems(consume data, format: format, dryRun: dryRun, merge: merge,
+            report = try vault.transfer.importItems(consume data, format: format, dryRun: dryRun, merge: merge,
                                            replacingInvalidUTF8: lossy, progress: progress)
         }
         if json { return try Output.json(report) }
@@ -300,7 +302,7 @@ struct Check: ParsableCommand {
     func run() throws {
         try reportingErrors {
             let vault = try options.openUnlockedVault(verification: .skipped)
-            let problems = try vault.check(progress: Terminal.progress("Checking"))
+            let problems = try vault.integrity.check(progress: Terminal.progress("Checking"))
             if json { try Output.json(problems) } else { problems.forEach { Output.line($0.description) } }
             guard problems.isEmpty else {
                 throw CommandFailure(

@@ -72,7 +72,8 @@ struct SyncBench {
         for index in 0..<count {
             // By number: finding an entry by its encrypted name reads them all.
             let entry = "#\((round * count + index) % size + 1)"
-            try vault.editEntry(.name(entry), EntryChanges(password: "round-\(round)-\(index)-\(UUID().uuidString)"))
+            let password = "round-\(round)-\(index)-\(UUID().uuidString)"
+            try vault.items.editEntry(.name(entry), EntryChanges(password: password))
             if let every = syncingEvery, (index + 1) % every == 0 { _ = try vault.sync() }
         }
     }

@@ -13,7 +13,7 @@ final class AttachmentImportTests: VaultTestCase {
 
     func saved(_ vault: Vault, _ attachment: String, of entry: String) throws -> Data {
         var data = Data()
-        _ = try vault.readAttachment(.name(attachment), of: .name(entry)) { data += $0 }
+        _ = try vault.items.readAttachment(.name(attachment), of: .name(entry)) { data += $0 }
         return data
     }
 
@@ -44,17 +44,17 @@ final class AttachmentImportTests: VaultTestCase {
         XCTAssertEqual(exported.status, 0)
 
         let vault = try makeVault()
-        let report = try vault.importItems(exported.output, format: .keepassxcXML)
+        let report = try vault.transfer.importItems(exported.output, format: .keepassxcXML)
         XCTAssertEqual(report.importedCount("attachment"), 2)
         XCTAssertEqual(report.warnings, [])
-        XCTAssertEqual(try vault.attachments(of: "Bank").map(\.name), ["codes.txt", "scan.png"])
+        XCTAssertEqual(try vault.items.attachments(of: "Bank").map(\.name), ["codes.txt", "scan.png"])
         XCTAssertEqual(try saved(vault, "scan.png", of: "Bank"), scan)
         XCTAssertEqual(try saved(vault, "codes.txt", of: "Bank"), text)
         // Again: nothing new.
-        let again = try vault.importItems(exported.output, format: .keepassxcXML)
+        let again = try vault.transfer.importItems(exported.output, format: .keepassxcXML)
         XCTAssertEqual(again.importedCount("attachment"), 0)
         XCTAssertEqual(again.skipped.map(\.title), ["Bank"])
-        XCTAssertEqual(try vault.attachments(of: "Bank").count, 2)
+        XCTAssertEqual(try vault.items.attachments(of: "Bank").count, 2)
     }
 
     func testBinaryFilesOfAPassStoreBecomeAttachments() throws {
@@ -67,15 +67,15 @@ final class AttachmentImportTests: VaultTestCase {
                 try must(["pass", "insert", "-m", "docs/passport.png"], image)
                 try must(["pass", "insert", "-m", "mail"], Data("hunter2\nuser: me\n".utf8))
                 let vault = try makeVault()
-                let report = try vault.importPasswordStore(at: store)
+                let report = try vault.transfer.importPasswordStore(at: store)
                 XCTAssertEqual(report.importedCount("attachment"), 1)
                 XCTAssertEqual(report.warnings.map(\.title), ["docs/passport.png"])
-                let entry = try vault.entry("passport.png", reveal: true)
+                let entry = try vault.items.entry("passport.png", reveal: true)
                 XCTAssertEqual(entry.category, "docs")
                 XCTAssertEqual(entry.password, "")
                 XCTAssertEqual(try saved(vault, "passport.png", of: "passport.png"), image)
-                XCTAssertEqual(try vault.entry("mail", reveal: true).password, "hunter2")
-                XCTAssertNil(try vault.entry("mail", reveal: true).attachments)
+                XCTAssertEqual(try vault.items.entry("mail", reveal: true).password, "hunter2")
+                XCTAssertNil(try vault.items.entry("mail", reveal: true).attachments)
             }
         }
     }
@@ -108,17 +108,17 @@ final class AttachmentImportTests: VaultTestCase {
         XCTAssertEqual(try ImportFormat.detect(in: file), .bitwardenZIP)
 
         let vault = try makeVault()
-        let report = try vault.importItems(file, format: .bitwardenZIP)
+        let report = try vault.transfer.importItems(file, format: .bitwardenZIP)
         XCTAssertEqual(report.importedCount("attachment"), 3)
         XCTAssertEqual(try saved(vault, "statement.pdf", of: "Bank"), statement)
         XCTAssertEqual(try saved(vault, "letter.txt", of: "Bank"), letter)
         // A secure note with a file comes as an entry, which can hold it.
         XCTAssertEqual(try saved(vault, "scan.jpg", of: "Passport"), scan)
-        XCTAssertEqual(try vault.entry("Passport", reveal: false).notes, "number in the scan")
+        XCTAssertEqual(try vault.items.entry("Passport", reveal: false).notes, "number in the scan")
         XCTAssertTrue(report.warnings.contains { $0.title == "Passport" })
         // A file in no item's folder is named in the report, never dropped without a word.
         XCTAssertTrue(report.warnings.contains { $0.title == "attachments/zz/orphan.txt" }, "\(report)")
-        XCTAssertNil(try vault.entry("Shop", reveal: false).attachments)
+        XCTAssertNil(try vault.items.entry("Shop", reveal: false).attachments)
     }
 
     func testBitwardenJSONNamesTheAttachmentsItLeavesOut() throws {
@@ -126,7 +126,7 @@ final class AttachmentImportTests: VaultTestCase {
             {"encrypted": false, "items": [{"id": "c1", "type": 1, "name": "Bank", "login": {},
               "attachments": [{"id": "a1", "fileName": "statement.pdf", "size": "1000"}]}]}
             """
-        let report = try makeVault().importItems(Data(json.utf8), format: .bitwardenJSON)
+        let report = try makeVault().transfer.importItems(Data(json.utf8), format: .bitwardenJSON)
         XCTAssertEqual(report.warnings.map(\.title), ["Bank"])
         XCTAssertTrue(report.warnings[0].reason?.contains("not in this file") == true, "\(report.warnings)")
     }
@@ -164,21 +164,21 @@ final class AttachmentImportTests: VaultTestCase {
 
     func testMystashJSONCarriesAttachmentsAndCSVNamesThem() throws {
         let vault = try makeVault()
-        try vault.addEntry(EntryChanges(name: "Bank", password: "pw"))
+        try vault.items.addEntry(EntryChanges(name: "Bank", password: "pw"))
         let file = directory.appendingPathComponent("key.bin")
         let data = try random(2_500_000)
         try data.write(to: file)
-        try vault.attach(try FileHandle(forReadingFrom: file), named: "key.bin", to: "Bank")
-        let exported = try vault.exportJSON()
+        try vault.items.attach(try FileHandle(forReadingFrom: file), named: "key.bin", to: "Bank")
+        let exported = try vault.transfer.exportJSON()
         let document = try XCTUnwrap(try JSONSerialization.jsonObject(with: exported) as? [String: Any])
         let entry = try XCTUnwrap((document["passwords"] as? [[String: Any]])?.first)
         let attachment = try XCTUnwrap((entry["attachments"] as? [[String: Any]])?.first)
         XCTAssertEqual(attachment["name"] as? String, "key.bin")
         XCTAssertEqual((attachment["data"] as? String).flatMap { Data(base64Encoded: $0) }, data)
-        XCTAssertEqual(try vault.exportCSV().leftOut, ["1 attachment of 1 entry"])
+        XCTAssertEqual(try vault.transfer.exportCSV().leftOut, ["1 attachment of 1 entry"])
 
         let other = try Vault.create(at: directory.appendingPathComponent("other"), password: password, parameters: cheap)
-        let report = try other.importItems(exported, format: .mystashJSON)
+        let report = try other.transfer.importItems(exported, format: .mystashJSON)
         XCTAssertEqual(report.importedCount("attachment"), 1)
         XCTAssertEqual(try saved(other, "key.bin", of: "Bank"), data)
         // A file of the same name with other bytes is added beside it, never over it.
@@ -186,9 +186,9 @@ final class AttachmentImportTests: VaultTestCase {
         var passwords = try XCTUnwrap(changed["passwords"] as? [[String: Any]])
         passwords[0]["attachments"] = [["name": "key.bin", "data": Data("new".utf8).base64EncodedString()]]
         changed["passwords"] = passwords
-        let update = try other.importItems(try JSONSerialization.data(withJSONObject: changed), format: .mystashJSON)
+        let update = try other.transfer.importItems(try JSONSerialization.data(withJSONObject: changed), format: .mystashJSON)
         XCTAssertEqual(update.updated.first?.changes?.map(\.field), ["attachment"])
-        XCTAssertEqual(try other.attachments(of: "Bank").map(\.name), ["key.bin", "key.bin (2)"])
+        XCTAssertEqual(try other.items.attachments(of: "Bank").map(\.name), ["key.bin", "key.bin (2)"])
         XCTAssertEqual(try saved(other, "key.bin", of: "Bank"), data)
     }
 }

@@ -11,10 +11,10 @@ final class HealthReportTests: VaultTestCase {
     func testAHealthyVaultHasNoFindings() throws {
         let vault = try Vault.create(at: directory, password: password, parameters: ScryptParameters(logN: 15))
         for (index, password) in strong.enumerated() {
-            try vault.addEntry(name: "site \(index)", password: password, userId: nil, url: nil, category: nil,
+            try vault.items.addEntry(name: "site \(index)", password: password, userId: nil, url: nil, category: nil,
                                notes: nil)
         }
-        let report = try vault.healthReport(calibrated: ScryptParameters(logN: 15))
+        let report = try vault.items.healthReport(calibrated: ScryptParameters(logN: 15))
         XCTAssertEqual(report.entriesChecked, strong.count)
         XCTAssertTrue(report.isHealthy, "\(report)")
         XCTAssertNil(report.breached)
@@ -23,19 +23,19 @@ final class HealthReportTests: VaultTestCase {
     func testWeakReusedAndOldPasswordsAreFoundAndNoPasswordIsInTheReport() throws {
         let vault = try makeVault()
         let now = Date()
-        try vault.addEntry(name: "mail", password: "P@ssw0rd1", userId: nil, url: nil, category: nil, notes: nil)
-        try vault.addEntry(name: "bank", password: strong[0], userId: nil, url: nil, category: nil, notes: nil)
-        try vault.addEntry(name: "Shop", password: strong[0], userId: nil, url: nil, category: nil, notes: nil)
+        try vault.items.addEntry(name: "mail", password: "P@ssw0rd1", userId: nil, url: nil, category: nil, notes: nil)
+        try vault.items.addEntry(name: "bank", password: strong[0], userId: nil, url: nil, category: nil, notes: nil)
+        try vault.items.addEntry(name: "Shop", password: strong[0], userId: nil, url: nil, category: nil, notes: nil)
         var ancient = EntryChanges(name: "forum", password: strong[1])
         ancient.createdAt = now.addingTimeInterval(-800 * 86400)
-        try vault.addEntry(ancient)
+        try vault.items.addEntry(ancient)
         var renewed = EntryChanges(name: "wiki", password: strong[2])
         renewed.createdAt = now.addingTimeInterval(-800 * 86400)
         renewed.history = [HistoryInfo(password: "older", replacedAt: now.addingTimeInterval(-10 * 86400))]
-        try vault.addEntry(renewed)
-        try vault.addEntry(name: "erased", password: "", userId: nil, url: nil, category: nil, notes: nil)
+        try vault.items.addEntry(renewed)
+        try vault.items.addEntry(name: "erased", password: "", userId: nil, url: nil, category: nil, notes: nil)
 
-        let report = try vault.healthReport(calibrated: cheap, now: now)
+        let report = try vault.items.healthReport(calibrated: cheap, now: now)
         XCTAssertEqual(report.entriesChecked, 5, "the empty password is not checked")
         XCTAssertEqual(report.weak.map(\.entry.name), ["mail"])
         XCTAssertEqual(report.weak.first?.patterns.first, .commonPassword)
@@ -51,20 +51,20 @@ final class HealthReportTests: VaultTestCase {
 
     func testTheCostCalibratedHereIsTheBar() throws {
         let vault = try Vault.create(at: directory, password: password, parameters: ScryptParameters(logN: 15))
-        let report = try vault.healthReport(calibrated: ScryptParameters(logN: 17))
+        let report = try vault.items.healthReport(calibrated: ScryptParameters(logN: 17))
         XCTAssertEqual(report.settings, [HealthReport.Setting(kind: .scryptCost, current: 15, recommended: 17)])
     }
 
     func testBreachedPasswordsAreCountedFromTheList() throws {
         let vault = try makeVault()
-        try vault.addEntry(name: "mail", password: "password", userId: nil, url: nil, category: nil, notes: nil)
-        try vault.addEntry(name: "bank", password: strong[0], userId: nil, url: nil, category: nil, notes: nil)
+        try vault.items.addEntry(name: "mail", password: "password", userId: nil, url: nil, category: nil, notes: nil)
+        try vault.items.addEntry(name: "bank", password: strong[0], userId: nil, url: nil, category: nil, notes: nil)
         let list = directory.deletingLastPathComponent().appendingPathComponent("pwned-\(UUID().uuidString).txt")
         defer { try? FileManager.default.removeItem(at: list) }
         // The SHA-1 of "password", as every copy of the list has it.
         try Data("0000000000000000000000000000000000000001:1\n5BAA61E4C9B93F3F0682250B6CF8331B7EE68FD8:9545824\n"
             .utf8).write(to: list)
-        let report = try vault.healthReport(breaches: try BreachList(at: list), calibrated: cheap)
+        let report = try vault.items.healthReport(breaches: try BreachList(at: list), calibrated: cheap)
         XCTAssertEqual(report.breached, [HealthReport.BreachedPassword(
             entry: HealthReport.EntryReference(id: 1, name: "mail"), occurrences: 9_545_824)])
     }

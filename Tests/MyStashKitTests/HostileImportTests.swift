@@ -16,11 +16,11 @@ final class HostileImportTests: VaultTestCase {
     func testKeePassXMLNestedAMillionDeepIsRefusedNamingTheLimit() throws {
         let vault = try makeVault()
         let deep = keePassXML(groupsNested: 1_000_000)
-        assertVaultError(.invalidData, { _ = try vault.importItems(deep, format: .keepassxcXML) }) {
+        assertVaultError(.invalidData, { _ = try vault.transfer.importItems(deep, format: .keepassxcXML) }) {
             XCTAssertTrue(
                 $0.message.contains("nested more than \(KeePassXMLTreeBuilder.maximumDepth) deep"), $0.message)
         }
-        XCTAssertEqual(try vault.entries().count, 0)
+        XCTAssertEqual(try vault.items.entries().count, 0)
     }
 
     func testKeePassXMLJustWithinTheDepthLimitReads() throws {
@@ -47,24 +47,24 @@ final class HostileImportTests: VaultTestCase {
 
     func testTenThousandEarlierPasswordsKeepTheMostRecentAndReportTheCount() throws {
         let vault = try makeVault()
-        let report = try vault.importItems(try mystashJSON(history: 10_000, fields: 0), format: .mystashJSON)
+        let report = try vault.transfer.importItems(try mystashJSON(history: 10_000, fields: 0), format: .mystashJSON)
         XCTAssertEqual(
             report.warnings.map(\.reason),
             ["kept the \(Vault.historyLimit) most recent of 10000 earlier passwords"])
-        let kept = try vault.passwordHistory("Rotating", reveal: true)
+        let kept = try vault.items.passwordHistory("Rotating", reveal: true)
         XCTAssertEqual(kept.map(\.password), (0..<Vault.historyLimit).map { "p\(9_999 - $0)" })
         // Importing again changes nothing: the older ones would be dropped again.
-        let again = try vault.importItems(try mystashJSON(history: 10_000, fields: 0), format: .mystashJSON)
+        let again = try vault.transfer.importItems(try mystashJSON(history: 10_000, fields: 0), format: .mystashJSON)
         XCTAssertEqual(again.imported, [])
         XCTAssertEqual(again.updated, [])
         XCTAssertEqual(again.skipped.map(\.reason), ["already in the vault, unchanged"])
-        XCTAssertEqual(try vault.passwordHistory("Rotating", reveal: true).map(\.password), kept.map(\.password))
+        XCTAssertEqual(try vault.items.passwordHistory("Rotating", reveal: true).map(\.password), kept.map(\.password))
     }
 
     func testTenThousandCustomFieldsAreAllImportedInOrder() throws {
         let vault = try makeVault()
-        _ = try vault.importItems(try mystashJSON(history: 0, fields: 10_000), format: .mystashJSON)
-        let fields = try XCTUnwrap(try vault.entry("Rotating", reveal: true).fields)
+        _ = try vault.transfer.importItems(try mystashJSON(history: 0, fields: 10_000), format: .mystashJSON)
+        let fields = try XCTUnwrap(try vault.items.entry("Rotating", reveal: true).fields)
         XCTAssertEqual(fields, (0..<10_000).map { FieldInfo(name: "f\($0)", value: "v\($0)", hidden: $0 % 2 == 0) })
     }
 
@@ -81,11 +81,11 @@ final class HostileImportTests: VaultTestCase {
         ]
         for (format, before, after) in files {
             let bytes = Data(Array(before.utf8) + [0xE9] + Array(after.utf8))
-            assertVaultError(.invalidText, { _ = try vault.importItems(bytes, format: format) }) {
+            assertVaultError(.invalidText, { _ = try vault.transfer.importItems(bytes, format: format) }) {
                 XCTAssertTrue($0.message.hasPrefix("the file is not UTF-8 text (an invalid byte at line 2"), $0.message)
             }
         }
-        XCTAssertEqual(try vault.entries().count, 0)
+        XCTAssertEqual(try vault.items.entries().count, 0)
     }
 
     func testReplacingInvalidUTF8ImportsEachBadSequenceAsAReplacementCharacter() throws {
@@ -93,8 +93,8 @@ final class HostileImportTests: VaultTestCase {
         let csv = Data(
             Array("\"Title\",\"Password\"\n\"Caf".utf8) + [0xE9] + Array("\",\"p".utf8) + [0xFF, 0xFE]
                 + Array("w\"\n".utf8))
-        _ = try vault.importItems(csv, format: .keepassxcCSV, replacingInvalidUTF8: true)
-        XCTAssertEqual(try vault.entry("Caf\u{FFFD}", reveal: true).password, "p\u{FFFD}\u{FFFD}w")
+        _ = try vault.transfer.importItems(csv, format: .keepassxcCSV, replacingInvalidUTF8: true)
+        XCTAssertEqual(try vault.items.entry("Caf\u{FFFD}", reveal: true).password, "p\u{FFFD}\u{FFFD}w")
     }
 
     /// Nesting is followed without recursion by the syntax check, and refused by the decoder.
@@ -103,13 +103,13 @@ final class HostileImportTests: VaultTestCase {
         let deep = String(repeating: "[", count: 1_000_000) + String(repeating: "]", count: 1_000_000)
         let inItem = #"{"items": [{"type": 1, "name": "x", "junk": \#(deep)}]}"#
         for text in [inItem, #"{"folders": \#(deep), "items": []}"#] {
-            assertVaultError(.invalidData, { _ = try vault.importItems(Data(text.utf8), format: .bitwardenJSON) })
+            assertVaultError(.invalidData, { _ = try vault.transfer.importItems(Data(text.utf8), format: .bitwardenJSON) })
         }
         let unclosed = #"{"items": [{"junk": "# + String(repeating: "[", count: 1_000_000)
-        assertVaultError(.invalidData, { _ = try vault.importItems(Data(unclosed.utf8), format: .bitwardenJSON) }) {
+        assertVaultError(.invalidData, { _ = try vault.transfer.importItems(Data(unclosed.utf8), format: .bitwardenJSON) }) {
             XCTAssertTrue($0.message.contains("not JSON at line 1, column 1000021: expected a value"), $0.message)
         }
-        XCTAssertEqual(try vault.entries().count, 0)
+        XCTAssertEqual(try vault.items.entries().count, 0)
     }
 
     /// Checked in slices: characters cut by a slice's end are still whole, a bad byte far in still found.
@@ -173,7 +173,7 @@ final class HostileImportTests: VaultTestCase {
             XCTAssertEqual(bound, 0)
 
             let vault = try makeVault()
-            let report = try vault.importPasswordStore(at: store)
+            let report = try vault.transfer.importPasswordStore(at: store)
             XCTAssertEqual(report.imported.filter { $0.kind == "entry" }.map(\.title), ["mail"])
             XCTAssertEqual(
                 report.skipped.map { "\($0.title): \($0.reason ?? "")" },
@@ -184,16 +184,16 @@ final class HostileImportTests: VaultTestCase {
                     "pipe.gpg: a named pipe, not a file",
                     "secret.gpg: a symbolic link (to '\(outside.path)/secret.gpg'), not followed",
                 ])
-            XCTAssertEqual(try vault.entries().map(\.name), ["mail"], "nothing from outside the store")
+            XCTAssertEqual(try vault.items.entries().map(\.name), ["mail"], "nothing from outside the store")
 
             // A decrypted entry that is not UTF-8 is refused by name, or read with replacement characters.
             let latin = store.appendingPathComponent("Work/latin.gpg")
             try encrypt(Array("caf".utf8) + [0xE9] + Array("\n".utf8), to: latin)
-            assertVaultError(.invalidText, { _ = try vault.importPasswordStore(at: store) }) {
+            assertVaultError(.invalidText, { _ = try vault.transfer.importPasswordStore(at: store) }) {
                 XCTAssertTrue($0.message.hasPrefix("the decrypted entry 'Work/latin' is not UTF-8 text"), $0.message)
             }
-            _ = try vault.importPasswordStore(at: store, replacingInvalidUTF8: true)
-            XCTAssertEqual(try vault.entry("latin", reveal: true).password, "caf\u{FFFD}")
+            _ = try vault.transfer.importPasswordStore(at: store, replacingInvalidUTF8: true)
+            XCTAssertEqual(try vault.items.entry("latin", reveal: true).password, "caf\u{FFFD}")
         }
     }
 }

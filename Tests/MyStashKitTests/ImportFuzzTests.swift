@@ -49,15 +49,15 @@ final class ImportFuzzTests: VaultTestCase {
             }
             // Every 10th readable case goes through validation and a save, all or nothing.
             guard number % 10 == 0 else { continue }
-            let before = try vault.entries().count
+            let before = try vault.items.entries().count
             do {
-                let report = try vault.importItems(data, format: format)
+                let report = try vault.transfer.importItems(data, format: format)
                 imported += 1
-                XCTAssertGreaterThanOrEqual(try vault.entries().count, before, "seed \(seed) case \(number)")
+                XCTAssertGreaterThanOrEqual(try vault.items.entries().count, before, "seed \(seed) case \(number)")
                 _ = report
             } catch let error as VaultError {
                 XCTAssertEqual(error.kind, .invalidData, "seed \(seed) case \(number): \(error)")
-                XCTAssertEqual(try vault.entries().count, before, "nothing saved: seed \(seed) case \(number)")
+                XCTAssertEqual(try vault.items.entries().count, before, "nothing saved: seed \(seed) case \(number)")
             }
         }
         XCTAssertEqual(read + refused, cases)
@@ -89,7 +89,7 @@ final class ImportFuzzTests: VaultTestCase {
         let other = directory.appendingPathComponent("../source-\(UUID().uuidString)").standardizedFileURL
         defer { try? FileManager.default.removeItem(at: other) }
         let source = try Vault.create(at: other, password: password, parameters: cheap)
-        _ = try source.importItems(try fixture("bitwarden-all-types.json"), format: .bitwardenJSON)
-        try fuzz(.mystashJSON, try source.exportJSON(), seed: 4)
+        _ = try source.transfer.importItems(try fixture("bitwarden-all-types.json"), format: .bitwardenJSON)
+        try fuzz(.mystashJSON, try source.transfer.exportJSON(), seed: 4)
     }
 }

@@ -18,9 +18,9 @@ final class ImportMergeTests: VaultTestCase {
             ("keepassxc-cli xml", try keepassxcExport("xml"), .keepassxcXML),
         ]
         let backup = try freshVault()
-        _ = try backup.importItems(try fixture("bitwarden-all-types.json"), format: .bitwardenJSON)
-        _ = try backup.importItems(try fixture("keepassxc-source.xml"), format: .keepassxcXML)
-        sources.append(("mystash-json backup", try backup.exportJSON(), .mystashJSON))
+        _ = try backup.transfer.importItems(try fixture("bitwarden-all-types.json"), format: .bitwardenJSON)
+        _ = try backup.transfer.importItems(try fixture("keepassxc-source.xml"), format: .keepassxcXML)
+        sources.append(("mystash-json backup", try backup.transfer.exportJSON(), .mystashJSON))
         return sources
     }
 
@@ -50,8 +50,8 @@ final class ImportMergeTests: VaultTestCase {
 
     func snapshot(_ vault: Vault) throws -> Snapshot {
         var snapshot = Snapshot()
-        for listed in try vault.entries() {
-            let entry = try vault.entry(.id(listed.id), reveal: true)
+        for listed in try vault.items.entries() {
+            let entry = try vault.items.entry(.id(listed.id), reveal: true)
             var values: [String: String] = ["name": entry.name]
             values["user"] = entry.userId
             values["URL"] = entry.url
@@ -64,12 +64,12 @@ final class ImportMergeTests: VaultTestCase {
             for field in entry.fields ?? [] { values["field '\(field.name)'"] = field.value ?? "" }
             snapshot.entries[entry.id] = values
             snapshot.titles[entry.id] = entry.name
-            snapshot.history[entry.id] = try vault.passwordHistory(.id(entry.id), reveal: true).compactMap(\.password)
+            snapshot.history[entry.id] = try vault.items.passwordHistory(.id(entry.id), reveal: true).compactMap(\.password)
         }
-        for listed in try vault.notes() {
-            snapshot.notes[listed.id] = (listed.title, try vault.note(.id(listed.id)).text ?? "")
+        for listed in try vault.items.notes() {
+            snapshot.notes[listed.id] = (listed.title, try vault.items.note(.id(listed.id)).text ?? "")
         }
-        snapshot.categories = Set(try vault.categories().map(\.name))
+        snapshot.categories = Set(try vault.items.categories().map(\.name))
         return snapshot
     }
 
@@ -93,11 +93,11 @@ final class ImportMergeTests: VaultTestCase {
             for second in sources where second.label != first.label {
                 let pair = "\(second.label) over \(first.label)"
                 let vault = try freshVault()
-                _ = try vault.importItems(first.data, format: first.format)
+                _ = try vault.transfer.importItems(first.data, format: first.format)
                 let before = try snapshot(vault)
-                let dryRun = try vault.importItems(second.data, format: second.format, dryRun: true)
+                let dryRun = try vault.transfer.importItems(second.data, format: second.format, dryRun: true)
                 XCTAssertEqual(try snapshot(vault), before, "\(pair): a dry run saves nothing")
-                let report = try vault.importItems(second.data, format: second.format)
+                let report = try vault.transfer.importItems(second.data, format: second.format)
                 XCTAssertEqual(dryRun.updated, report.updated, "\(pair): the dry run shows every change")
                 updates += report.updated.count
                 let after = try snapshot(vault)
@@ -164,10 +164,10 @@ final class ImportMergeTests: VaultTestCase {
 
     func testARefusedImportChangesNothing() throws {
         let vault = try freshVault()
-        _ = try vault.importItems(try fixture("bitwarden-all-types.json"), format: .bitwardenJSON)
+        _ = try vault.transfer.importItems(try fixture("bitwarden-all-types.json"), format: .bitwardenJSON)
         let before = try snapshot(vault)
         assertVaultError(.invalidData, {
-            _ = try vault.importItems(try self.fixture("bitwarden-encrypted.json"), format: .bitwardenJSON)
+            _ = try vault.transfer.importItems(try self.fixture("bitwarden-encrypted.json"), format: .bitwardenJSON)
         })
         XCTAssertEqual(try snapshot(vault), before)
     }
@@ -176,15 +176,15 @@ final class ImportMergeTests: VaultTestCase {
     /// again: the fields only the XML holds stay, unless the import replaces.
     func testWhatTheSourceLacksLeavesOnlyWithReplace() throws {
         let vault = try freshVault()
-        _ = try vault.importItems(try keepassxcExport("xml"), format: .keepassxcXML)
+        _ = try vault.transfer.importItems(try keepassxcExport("xml"), format: .keepassxcXML)
         let csv = try keepassxcExport("csv")
-        let merged = try vault.importItems(csv, format: .keepassxcCSV)
+        let merged = try vault.transfer.importItems(csv, format: .keepassxcCSV)
         XCTAssertEqual(merged.updated, [], "the CSV holds nothing new: \(merged.updated)")
-        XCTAssertEqual(try vault.entry("GitHub", reveal: true).fields?.map(\.name), ["Recovery code", "Team", "Tags"])
-        XCTAssertEqual(try vault.totpCode("GitHub").totp.secret, Array("Hello!".utf8) + [0xDE, 0xAD, 0xBE, 0xEF])
+        XCTAssertEqual(try vault.items.entry("GitHub", reveal: true).fields?.map(\.name), ["Recovery code", "Team", "Tags"])
+        XCTAssertEqual(try vault.items.totpCode("GitHub").totp.secret, Array("Hello!".utf8) + [0xDE, 0xAD, 0xBE, 0xEF])
 
-        let dryRun = try vault.importItems(csv, format: .keepassxcCSV, dryRun: true, merge: .replacingValues)
-        let replaced = try vault.importItems(csv, format: .keepassxcCSV, merge: .replacingValues)
+        let dryRun = try vault.transfer.importItems(csv, format: .keepassxcCSV, dryRun: true, merge: .replacingValues)
+        let replaced = try vault.transfer.importItems(csv, format: .keepassxcCSV, merge: .replacingValues)
         XCTAssertEqual(dryRun.updated, replaced.updated)
         XCTAssertEqual(replaced.updated.map(\.title), ["GitHub"])
         XCTAssertEqual(
@@ -194,15 +194,15 @@ final class ImportMergeTests: VaultTestCase {
                 .init(field: "field 'Team'", old: "Analytical Engines", new: nil),
                 .init(field: "field 'Tags'", old: "2fa,work", new: nil),
             ])
-        XCTAssertNil(try vault.entry("GitHub", reveal: true).fields)
-        XCTAssertEqual(try vault.passwordHistory("GitHub", reveal: true).count, 2, "earlier passwords stay")
+        XCTAssertNil(try vault.items.entry("GitHub", reveal: true).fields)
+        XCTAssertEqual(try vault.items.passwordHistory("GitHub", reveal: true).count, 2, "earlier passwords stay")
     }
 
     /// A Bitwarden export of the same accounts: its values update the vault's, each listed.
     func testAnUpdateListsEachChangedValueMaskingSecrets() throws {
         let vault = try freshVault()
-        _ = try vault.importItems(try fixture("keepassxc-source.xml"), format: .keepassxcXML)
-        let report = try vault.importItems(try fixture("bitwarden-switcher.json"), format: .bitwardenJSON)
+        _ = try vault.transfer.importItems(try fixture("keepassxc-source.xml"), format: .keepassxcXML)
+        let report = try vault.transfer.importItems(try fixture("bitwarden-switcher.json"), format: .bitwardenJSON)
         let github = try XCTUnwrap(report.updated.first { $0.title == "GitHub" })
         XCTAssertEqual(
             github.changes,
@@ -221,7 +221,7 @@ final class ImportMergeTests: VaultTestCase {
                 .init(field: "notes", old: nil, new: "********"),
                 .init(field: "category", old: "Work/Mail & Chat", new: "Network"),
             ])
-        let entry = try vault.entry("GitHub", reveal: true)
+        let entry = try vault.items.entry("GitHub", reveal: true)
         XCTAssertEqual(entry.updatedAt, ISO8601DateFormatter().date(from: "2024-05-05T05:05:05Z"), "as the source says")
         XCTAssertEqual(entry.notes, "line one\nline two", "notes the source lacks stay")
         XCTAssertEqual(entry.hasTOTP, true, "the TOTP secret the source lacks stays")

@@ -11,7 +11,7 @@ final class ImportTests: VaultTestCase {
 
     func testBitwardenEveryItemTypeIsCarriedOverOrReported() throws {
         let vault = try makeVault()
-        let report = try vault.importItems(try fixture("bitwarden-all-types.json"), format: .bitwardenJSON)
+        let report = try vault.transfer.importItems(try fixture("bitwarden-all-types.json"), format: .bitwardenJSON)
         XCTAssertEqual(
             report.imported.filter { $0.kind == "entry" }.map(\.title).sorted(),
             ["Build server key", "Jira", "Passport", "Router", "Visa"])
@@ -19,7 +19,7 @@ final class ImportTests: VaultTestCase {
         XCTAssertEqual(report.skipped.map(\.title), ["Future kind"])
         XCTAssertEqual(report.skipped.first?.reason, "unknown Bitwarden item type 9")
 
-        let jira = try vault.entry("Jira", reveal: true)
+        let jira = try vault.items.entry("Jira", reveal: true)
         XCTAssertEqual(jira.url, "https://jira.example.com")
         XCTAssertEqual(jira.moreURLs, ["jira.example.net", "androidapp://com.atlassian.android.jira.core"])
         XCTAssertEqual(jira.userId, "ada@example.com")
@@ -38,55 +38,55 @@ final class ImportTests: VaultTestCase {
             ])
         XCTAssertEqual(jira.createdAt, try XCTUnwrap(ISO8601DateFormatter().date(from: "2021-01-02T03:04:05Z")))
         XCTAssertEqual(
-            try vault.passwordHistory("Jira", reveal: true).map(\.password), ["jira-pw-old-2", "jira-pw-old-1"])
+            try vault.items.passwordHistory("Jira", reveal: true).map(\.password), ["jira-pw-old-2", "jira-pw-old-1"])
         XCTAssertNil(
-            try vault.entry("Jira", reveal: false).fields?[1].value, "a hidden field is masked unless revealed")
+            try vault.items.entry("Jira", reveal: false).fields?[1].value, "a hidden field is masked unless revealed")
 
-        let router = try vault.entry("Router", reveal: true)
+        let router = try vault.items.entry("Router", reveal: true)
         XCTAssertEqual(router.password, "")
         XCTAssertEqual(router.userId, "admin user")
         XCTAssertEqual(router.url, "192.168.1.1")
-        XCTAssertEqual(try vault.totpCode("Router").totp.digits, 6)
+        XCTAssertEqual(try vault.items.totpCode("Router").totp.digits, 6)
 
-        let visa = try vault.entry("Visa", reveal: true)
+        let visa = try vault.items.entry("Visa", reveal: true)
         XCTAssertEqual(visa.category, "Payment Card")
-        XCTAssertEqual(try vault.fieldValue("number", of: "Visa"), "4111111111111111")
+        XCTAssertEqual(try vault.items.fieldValue("number", of: "Visa"), "4111111111111111")
         XCTAssertEqual(visa.fields?.first { $0.name == "Security code" }?.hidden, true)
-        XCTAssertEqual(try vault.entry("Passport", reveal: true).category, "Identity")
-        XCTAssertEqual(try vault.fieldValue("Passport number", of: "Passport"), "925076473")
-        XCTAssertEqual(try vault.entry("Build server key", reveal: true).category, "SSH Key")
+        XCTAssertEqual(try vault.items.entry("Passport", reveal: true).category, "Identity")
+        XCTAssertEqual(try vault.items.fieldValue("Passport number", of: "Passport"), "925076473")
+        XCTAssertEqual(try vault.items.entry("Build server key", reveal: true).category, "SSH Key")
         XCTAssertTrue(
-            try vault.fieldValue("Private key", of: "Build server key").hasPrefix("-----BEGIN OPENSSH PRIVATE KEY-----")
+            try vault.items.fieldValue("Private key", of: "Build server key").hasPrefix("-----BEGIN OPENSSH PRIVATE KEY-----")
         )
 
-        let door = try vault.note("Door codes")
+        let door = try vault.items.note("Door codes")
         XCTAssertEqual(door.folder, "Home")
         XCTAssertEqual(door.text, "front 4711\nback 0815\n\nAlarm: 9999")
     }
 
     func testMystashJSONCarriesEveryVersion2FieldAcross() throws {
         let vault = try makeVault()
-        _ = try vault.importItems(try fixture("bitwarden-all-types.json"), format: .bitwardenJSON)
-        let exported = try vault.exportJSON()
+        _ = try vault.transfer.importItems(try fixture("bitwarden-all-types.json"), format: .bitwardenJSON)
+        let exported = try vault.transfer.exportJSON()
         let other = directory.appendingPathComponent("../copy-\(UUID().uuidString)").standardizedFileURL
         defer { try? FileManager.default.removeItem(at: other) }
         let copy = try Vault.create(at: other, password: password, parameters: cheap)
-        _ = try copy.importItems(exported, format: .mystashJSON)
+        _ = try copy.transfer.importItems(exported, format: .mystashJSON)
         for name in ["Jira", "Router", "Visa", "Passport", "Build server key"] {
-            var original = try vault.entry(.name(name), reveal: true)
-            var copied = try copy.entry(.name(name), reveal: true)
-            XCTAssertEqual(try copy.passwordHistory(.name(name), reveal: true), try vault.passwordHistory(.name(name), reveal: true), name)
+            var original = try vault.items.entry(.name(name), reveal: true)
+            var copied = try copy.items.entry(.name(name), reveal: true)
+            XCTAssertEqual(try copy.items.passwordHistory(.name(name), reveal: true), try vault.items.passwordHistory(.name(name), reveal: true), name)
             (original.id, copied.id) = (0, 0)
             XCTAssertEqual(copied, original, name)
         }
-        XCTAssertEqual(try copy.note("Door codes"), try vault.note("Door codes"))
-        XCTAssertEqual(try copy.importItems(exported, format: .mystashJSON).imported, [], "and again adds nothing")
+        XCTAssertEqual(try copy.items.note("Door codes"), try vault.items.note("Door codes"))
+        XCTAssertEqual(try copy.transfer.importItems(exported, format: .mystashJSON).imported, [], "and again adds nothing")
     }
 
     func testBitwardenOrganisationCollectionsBecomeTheCategory() throws {
         let vault = try makeVault()
-        _ = try vault.importItems(try fixture("bitwarden-organization.json"), format: .bitwardenJSON)
-        let payroll = try vault.entry("Payroll", reveal: true)
+        _ = try vault.transfer.importItems(try fixture("bitwarden-organization.json"), format: .bitwardenJSON)
+        let payroll = try vault.items.entry("Payroll", reveal: true)
         XCTAssertEqual(payroll.category, "Ops")
         XCTAssertEqual(payroll.fields, [FieldInfo(name: "Collections", value: "Ops, Finance", hidden: false)])
     }
@@ -95,11 +95,11 @@ final class ImportTests: VaultTestCase {
         let vault = try makeVault()
         assertVaultError(
             .invalidData,
-            { _ = try vault.importItems(try self.fixture("bitwarden-encrypted.json"), format: .bitwardenJSON) }
+            { _ = try vault.transfer.importItems(try self.fixture("bitwarden-encrypted.json"), format: .bitwardenJSON) }
         ) {
             XCTAssertTrue($0.message.contains("encrypted"), $0.message)
         }
-        XCTAssertEqual(try vault.entries().count, 0)
+        XCTAssertEqual(try vault.items.entries().count, 0)
     }
 
     /// Values of another type than Bitwarden documents read as absent (or, for numbers and
@@ -118,14 +118,14 @@ final class ImportTests: VaultTestCase {
             ]}
             """#.utf8)
         // A number where an address belongs becomes text, and as an address it is refused.
-        assertVaultError(.invalidData, { _ = try vault.importItems(export, format: .bitwardenJSON) }) {
+        assertVaultError(.invalidData, { _ = try vault.transfer.importItems(export, format: .bitwardenJSON) }) {
             XCTAssertEqual($0.details, ["entry 'Mail': more URLs must name a host, as in https://example.com or example.com"])
         }
-        let report = try vault.importItems(
+        let report = try vault.transfer.importItems(
             Data(String(decoding: export, as: UTF8.self).replacingOccurrences(of: #", {"uri": 8080}"#, with: "").utf8),
             format: .bitwardenJSON)
         XCTAssertEqual(report.skipped.map(\.reason), ["unknown Bitwarden item type (none)"])
-        let amex = try vault.entry("Amex", reveal: true)
+        let amex = try vault.items.entry("Amex", reveal: true)
         XCTAssertEqual(
             amex.fields,
             [
@@ -135,14 +135,14 @@ final class ImportTests: VaultTestCase {
                 FieldInfo(name: "Security code", value: "1", hidden: true),
             ])
         XCTAssertEqual(amex.favorite, true)
-        let mail = try vault.entry("Mail", reveal: true)
+        let mail = try vault.items.entry("Mail", reveal: true)
         XCTAssertNil(mail.userId)
         XCTAssertNil(mail.category)
         XCTAssertEqual(mail.url, "mail.example.com")
         XCTAssertEqual(mail.moreURLs, nil, "a null address is none")
         XCTAssertEqual(mail.notes, "8080")
         XCTAssertEqual(
-            try vault.passwordHistory("Mail", reveal: true).map(\.replacedAt), [Date(timeIntervalSince1970: 0)])
+            try vault.items.passwordHistory("Mail", reveal: true).map(\.replacedAt), [Date(timeIntervalSince1970: 0)])
     }
 
     func testJSONThatIsNotJSONIsRefusedNamingLineAndColumn() throws {
@@ -154,20 +154,20 @@ final class ImportTests: VaultTestCase {
             (.bitwardenJSON, "{\"items\": [", "line 1, column 12"),
         ]
         for (format, text, place) in cases {
-            XCTAssertThrowsError(try vault.importItems(Data(text.utf8), format: format), text) { error in
+            XCTAssertThrowsError(try vault.transfer.importItems(Data(text.utf8), format: format), text) { error in
                 let message = (error as? VaultError)?.message ?? "\(error)"
                 XCTAssertTrue(message.contains("not JSON at \(place): expected"), message)
             }
         }
-        assertVaultError(.invalidData, { _ = try vault.importItems(Data("[1]".utf8), format: .bitwardenJSON) }) {
+        assertVaultError(.invalidData, { _ = try vault.transfer.importItems(Data("[1]".utf8), format: .bitwardenJSON) }) {
             XCTAssertTrue($0.message.hasSuffix("expected a JSON object"), $0.message)
         }
         assertVaultError(.invalidData, {
-            _ = try vault.importItems(Data(#"{"items": [{"type": 1}, 2]}"#.utf8), format: .bitwardenJSON)
+            _ = try vault.transfer.importItems(Data(#"{"items": [{"type": 1}, 2]}"#.utf8), format: .bitwardenJSON)
         }) {
             XCTAssertTrue($0.message.hasSuffix(#"expected an object with an "items" array"#), $0.message)
         }
-        XCTAssertEqual(try vault.entries().count, 0)
+        XCTAssertEqual(try vault.items.entries().count, 0)
     }
 
     /// Members are found in the text and decoded one by one: spacing, escaped names, members
@@ -181,10 +181,10 @@ final class ImportTests: VaultTestCase {
               "other": [1, -2.5e3, true, null, {"a": [[]]}], "folders" : [{"id": "f", "name": "Home"}],
               "encrypted": false }
             """#.utf8)
-        _ = try vault.importItems(export, format: .bitwardenJSON)
-        XCTAssertEqual(try vault.entry("A [x], {y}", reveal: true).password, #"p"]}"#)
-        XCTAssertEqual(try vault.entry("B", reveal: true).category, "Home")
-        let empty = try vault.importItems(Data(#"{"items": [ ]}"#.utf8), format: .bitwardenJSON)
+        _ = try vault.transfer.importItems(export, format: .bitwardenJSON)
+        XCTAssertEqual(try vault.items.entry("A [x], {y}", reveal: true).password, #"p"]}"#)
+        XCTAssertEqual(try vault.items.entry("B", reveal: true).category, "Home")
+        let empty = try vault.transfer.importItems(Data(#"{"items": [ ]}"#.utf8), format: .bitwardenJSON)
         XCTAssertEqual(empty.imported, [])
     }
 
@@ -204,30 +204,30 @@ final class ImportTests: VaultTestCase {
     func testImportingTheSameFileAgainAddsNothingAndADryRunSavesNothing() throws {
         let vault = try makeVault()
         let data = try fixture("bitwarden-all-types.json")
-        let dry = try vault.importItems(data, format: .bitwardenJSON, dryRun: true)
+        let dry = try vault.transfer.importItems(data, format: .bitwardenJSON, dryRun: true)
         XCTAssertTrue(dry.dryRun)
         XCTAssertEqual(dry.imported.filter { $0.kind == "entry" }.count, 5)
-        XCTAssertEqual(try vault.entries().count, 0, "a dry run saves nothing")
+        XCTAssertEqual(try vault.items.entries().count, 0, "a dry run saves nothing")
 
-        let first = try vault.importItems(data, format: .bitwardenJSON)
-        let entriesBefore = try vault.entries().count
-        let second = try vault.importItems(data, format: .bitwardenJSON)
+        let first = try vault.transfer.importItems(data, format: .bitwardenJSON)
+        let entriesBefore = try vault.items.entries().count
+        let second = try vault.transfer.importItems(data, format: .bitwardenJSON)
         XCTAssertEqual(second.imported, [])
         XCTAssertEqual(second.updated, [])
         XCTAssertEqual(
             Set(second.skipped.map(\.title)),
             Set(first.imported.filter { $0.kind != "category" }.map(\.title) + ["Future kind"]))
-        XCTAssertEqual(try vault.entries().count, entriesBefore)
-        XCTAssertEqual(try vault.notes().count, 1)
-        XCTAssertEqual(try vault.passwordHistory("Jira", reveal: true).count, 2, "history is merged, not repeated")
+        XCTAssertEqual(try vault.items.entries().count, entriesBefore)
+        XCTAssertEqual(try vault.items.notes().count, 1)
+        XCTAssertEqual(try vault.items.passwordHistory("Jira", reveal: true).count, 2, "history is merged, not repeated")
 
         // A changed password updates the entry and moves the old one into its history.
         let changed = try XCTUnwrap(String(data: data, encoding: .utf8)).replacingOccurrences(
             of: "jira-pw-now", with: "jira-pw-newer")
-        let third = try vault.importItems(Data(changed.utf8), format: .bitwardenJSON)
+        let third = try vault.transfer.importItems(Data(changed.utf8), format: .bitwardenJSON)
         XCTAssertEqual(third.updated.map(\.title), ["Jira"])
-        XCTAssertEqual(try vault.entry("Jira", reveal: true).password, "jira-pw-newer")
-        XCTAssertEqual(try vault.passwordHistory("Jira", reveal: true).first?.password, "jira-pw-now")
+        XCTAssertEqual(try vault.items.entry("Jira", reveal: true).password, "jira-pw-newer")
+        XCTAssertEqual(try vault.items.passwordHistory("Jira", reveal: true).first?.password, "jira-pw-now")
     }
 
     func testValidationNamesTheItemByItsTitleAndSavesNothing() throws {
@@ -238,11 +238,11 @@ final class ImportTests: VaultTestCase {
                       {"type":1,"name":"Bad\u001b[2J","login":{"username":"a\u0007b","password":"y"}},
                       {"type":1,"name":"","login":{"password":"z"}}]}
             """#.utf8)
-        assertVaultError(.invalidData, { _ = try vault.importItems(bad, format: .bitwardenJSON, dryRun: true) }) {
+        assertVaultError(.invalidData, { _ = try vault.transfer.importItems(bad, format: .bitwardenJSON, dryRun: true) }) {
             error in
             XCTAssertEqual(error.details.count, 3, "a dry run finds the same problems")
         }
-        assertVaultError(.invalidData, { _ = try vault.importItems(bad, format: .bitwardenJSON) }) { error in
+        assertVaultError(.invalidData, { _ = try vault.transfer.importItems(bad, format: .bitwardenJSON) }) { error in
             XCTAssertEqual(
                 Set(error.details),
                 [
@@ -251,7 +251,7 @@ final class ImportTests: VaultTestCase {
                     "entry 3 (untitled): name is required",
                 ])
         }
-        XCTAssertEqual(try vault.entries().count, 0)
+        XCTAssertEqual(try vault.items.entries().count, 0)
     }
 
     func testValidationNamesUntitledNotesAndCustomFieldsByWhereTheyAre() throws {
@@ -261,7 +261,7 @@ final class ImportTests: VaultTestCase {
             {"items":[{"type":2,"name":"Fine","notes":"x"}, {"type":2,"name":"","notes":"y"},
                       {"type":1,"name":"Mail","login":{"password":"p"},"fields":[{"name":"PIN\u0007","value":"1"}]}]}
             """#.utf8)
-        assertVaultError(.invalidData, { _ = try vault.importItems(bad, format: .bitwardenJSON) }) { error in
+        assertVaultError(.invalidData, { _ = try vault.transfer.importItems(bad, format: .bitwardenJSON) }) { error in
             XCTAssertEqual(error.details.count, 2, "\(error.details)")
             XCTAssertEqual(
                 error.details.filter { $0.hasPrefix("note 2 (untitled): title ") }.count, 1, "\(error.details)")
@@ -269,21 +269,21 @@ final class ImportTests: VaultTestCase {
                 error.details.filter { $0.hasPrefix("entry 'Mail', field 'PIN\u{7}': field name ") }.count, 1,
                 "\(error.details)")
         }
-        XCTAssertEqual(try vault.notes().count, 0)
+        XCTAssertEqual(try vault.items.notes().count, 0)
     }
 
     func testHistoryIsBounded() throws {
         let vault = try makeVault()
-        try vault.addEntry(name: "Rotating", password: "p0", userId: nil, url: nil, category: nil, notes: nil)
+        try vault.items.addEntry(name: "Rotating", password: "p0", userId: nil, url: nil, category: nil, notes: nil)
         for number in 1...(Vault.historyLimit + 5) {
             var changes = EntryChanges()
             changes.password = "p\(number)"
-            try vault.editEntry("Rotating", changes)
+            try vault.items.editEntry("Rotating", changes)
         }
-        let history = try vault.passwordHistory("Rotating", reveal: true)
+        let history = try vault.items.passwordHistory("Rotating", reveal: true)
         XCTAssertEqual(history.count, Vault.historyLimit)
         XCTAssertEqual(history.first?.password, "p\(Vault.historyLimit + 4)")
-        XCTAssertNil(try vault.passwordHistory("Rotating", reveal: false).first?.password)
+        XCTAssertNil(try vault.items.passwordHistory("Rotating", reveal: false).first?.password)
     }
 
     // MARK: - KeePassXC, through keepassxc-cli
@@ -302,18 +302,18 @@ final class ImportTests: VaultTestCase {
         ] {
             try? FileManager.default.removeItem(at: directory)
             let vault = try makeVault()
-            let report = try vault.importItems(data, format: .keepassxcCSV)
+            let report = try vault.transfer.importItems(data, format: .keepassxcCSV)
             XCTAssertEqual(report.skipped.map(\.title), ["Old thing"], label)
             XCTAssertEqual(report.skipped.first?.reason, "in the recycle bin", label)
-            let github = try vault.entry("GitHub", reveal: true)
+            let github = try vault.items.entry("GitHub", reveal: true)
             XCTAssertEqual(github.userId, "ada lovelace", label)
             XCTAssertEqual(github.url, "github.com", label)
             XCTAssertEqual(github.notes, "line one\nline two", label)
             XCTAssertNil(github.category, label)
             XCTAssertEqual(github.createdAt, ISO8601DateFormatter().date(from: "2020-01-02T03:04:05Z"), label)
             XCTAssertEqual(github.updatedAt, ISO8601DateFormatter().date(from: "2021-02-03T04:05:06Z"), label)
-            XCTAssertEqual(try vault.totpCode("GitHub").totp.period, 30, label)
-            let router = try vault.entry("Router", reveal: true)
+            XCTAssertEqual(try vault.items.totpCode("GitHub").totp.period, 30, label)
+            let router = try vault.items.entry("Router", reveal: true)
             XCTAssertEqual(router.category, "Work/Mail & Chat", label)
             XCTAssertEqual(router.password, "", label)
             XCTAssertEqual(router.url, "192.168.1.1", label)
@@ -322,9 +322,9 @@ final class ImportTests: VaultTestCase {
 
     func testKeePassXCXMLKeepsCustomAttributesTagsHistoryAndTOTP() throws {
         let vault = try makeVault()
-        let report = try vault.importItems(try keepassxcExport("xml"), format: .keepassxcXML)
+        let report = try vault.transfer.importItems(try keepassxcExport("xml"), format: .keepassxcXML)
         XCTAssertEqual(report.skipped.map(\.title), ["Old thing"])
-        let github = try vault.entry("GitHub", reveal: true)
+        let github = try vault.items.entry("GitHub", reveal: true)
         XCTAssertEqual(
             github.fields,
             [
@@ -333,8 +333,8 @@ final class ImportTests: VaultTestCase {
                 FieldInfo(name: "Tags", value: "2fa,work", hidden: false),
             ])
         XCTAssertEqual(github.hasTOTP, true)
-        XCTAssertEqual(try vault.passwordHistory("GitHub", reveal: true).map(\.password), ["second-pw", "first-pw"])
-        XCTAssertEqual(try vault.entry("Router", reveal: false).category, "Work/Mail & Chat")
+        XCTAssertEqual(try vault.items.passwordHistory("GitHub", reveal: true).map(\.password), ["second-pw", "first-pw"])
+        XCTAssertEqual(try vault.items.entry("Router", reveal: false).category, "Work/Mail & Chat")
     }
 
     // MARK: - pass, through gpg
@@ -360,20 +360,20 @@ final class ImportTests: VaultTestCase {
         try Data("not gpg".utf8).write(to: store.appendingPathComponent("broken/garbage.gpg"))
 
         let vault = try makeVault()
-        let report = try vault.importPasswordStore(at: store)
+        let report = try vault.transfer.importPasswordStore(at: store)
         XCTAssertEqual(
             report.imported.filter { $0.kind == "entry" }.map(\.title).sorted(), ["ada@example.org", "router"])
         XCTAssertEqual(report.skipped.map(\.title), ["broken/garbage"])
         XCTAssertTrue(report.skipped.first?.reason?.hasPrefix("gpg could not decrypt it") == true)
-        let mail = try vault.entry("ada@example.org", reveal: true)
+        let mail = try vault.items.entry("ada@example.org", reveal: true)
         XCTAssertEqual(mail.password, "mail-pw")
         XCTAssertEqual(mail.userId, "ada@example.org")
         XCTAssertEqual(mail.url, "mail.example.org")
         XCTAssertEqual(mail.category, "Work/Mail & Chat")
         XCTAssertEqual(mail.notes, "recovery: 1234")
         XCTAssertEqual(mail.hasTOTP, true)
-        XCTAssertEqual(try vault.entry("router", reveal: true).password, "router-pw")
-        XCTAssertEqual(try vault.importPasswordStore(at: store).imported, [], "a second import adds nothing")
+        XCTAssertEqual(try vault.items.entry("router", reveal: true).password, "router-pw")
+        XCTAssertEqual(try vault.transfer.importPasswordStore(at: store).imported, [], "a second import adds nothing")
     }
 
     /// A hand-made KeePass XML without a recycle bin and without group UUIDs: every entry is
@@ -386,9 +386,9 @@ final class ImportTests: VaultTestCase {
             <String><Key>Password</Key><Value>pw</Value></String></Entry>
             </Group></Root></KeePassFile>
             """
-        let report = try vault.importItems(Data(xml.utf8), format: .keepassxcXML)
+        let report = try vault.transfer.importItems(Data(xml.utf8), format: .keepassxcXML)
         XCTAssertEqual(report.skipped.map(\.reason), [])
-        XCTAssertEqual(try vault.entry("Mail", reveal: true).password, "pw")
+        XCTAssertEqual(try vault.items.entry("Mail", reveal: true).password, "pw")
     }
 }
 

@@ -9,7 +9,7 @@ final class IntegrityRecordTests: VaultTestCase {
     /// under the new version instead of reporting every row as changed.
     func testARecordFromAnotherModelVersionIsRenewed() throws {
         let vault = try makeVault()
-        try vault.addNote(title: "kept", text: "text")
+        try vault.items.addNote(title: "kept", text: "text")
         let stale = try IntegrityRecord(
             dataKey: try vault.sessionContents().dataKey, keySlot: vault.keySlot,
             stores: vault.integrityStores, model: "MyStash 0")
@@ -17,8 +17,8 @@ final class IntegrityRecordTests: VaultTestCase {
         // Rows changed as a migration would change them.
         _ = try sqlite("Notes.sqlite", "UPDATE ZNOTE SET Z_OPT = Z_OPT + 1")
         let reopened = try reopen()
-        XCTAssertEqual(try reopened.notes().map(\.title), ["kept"])
-        XCTAssertEqual(try reopened.check(), [])
+        XCTAssertEqual(try reopened.items.notes().map(\.title), ["kept"])
+        XCTAssertEqual(try reopened.integrity.check(), [])
         XCTAssertEqual(
             try sqlite("Notes.sqlite", "SELECT ZMODEL FROM MYSTASH_RECORD"),
             reopened.coordinator.managedObjectModel.versionIdentifier)
@@ -28,7 +28,7 @@ final class IntegrityRecordTests: VaultTestCase {
     /// its tag is counted once, so the vault still checks clean.
     func testARowNamedTwiceInOneSaveIsCountedOnce() throws {
         let vault = try makeVault()
-        try vault.addNote(title: "kept", text: "text")
+        try vault.items.addNote(title: "kept", text: "text")
         let record = try IntegrityRecord(
             dataKey: try vault.sessionContents().dataKey, keySlot: vault.keySlot,
             stores: vault.integrityStores,
@@ -36,7 +36,7 @@ final class IntegrityRecordTests: VaultTestCase {
         let notes = try XCTUnwrap(vault.integrityStores.first { $0.displayName == "Notes.sqlite" })
         let row = StoredRowKey(storeIdentifier: notes.identifier, table: "ZNOTE", primaryKey: 1)
         try vault.coordinator.performWrite { try record.rows.rowsDidChange([row, row, row], in: $0) }
-        XCTAssertEqual(try reopen().check(), [])
+        XCTAssertEqual(try reopen().integrity.check(), [])
         // And a change made outside mystash afterwards is still caught.
         _ = try sqlite("Notes.sqlite", "UPDATE ZNOTE SET Z_OPT = Z_OPT + 1")
         assertVaultError(.invalidData, { _ = try reopen() })
@@ -45,7 +45,7 @@ final class IntegrityRecordTests: VaultTestCase {
     /// A record of the current version is not renewed: a change made outside mystash stays visible.
     func testTheCurrentRecordIsNeverRenewedOverAChange() throws {
         let vault = try makeVault()
-        try vault.addNote(title: "kept", text: "text")
+        try vault.items.addNote(title: "kept", text: "text")
         _ = try sqlite("Notes.sqlite", "UPDATE ZNOTE SET Z_OPT = Z_OPT + 1")
         assertVaultError(.invalidData, { _ = try reopen() }) { error in
             XCTAssertTrue(
@@ -57,10 +57,10 @@ final class IntegrityRecordTests: VaultTestCase {
     func testALockedVaultWithARecordIsNotChanged() throws {
         _ = try makeVault()
         let locked = try Vault.open(at: directory)
-        assertVaultError(.wrongPassword, { try locked.addCategory("Travel") }) { error in
+        assertVaultError(.wrongPassword, { try locked.items.addCategory("Travel") }) { error in
             XCTAssertTrue(error.message.contains("locked"), error.message)
         }
-        XCTAssertFalse(try reopen().categories().contains { $0.name == "Travel" })
+        XCTAssertFalse(try reopen().items.categories().contains { $0.name == "Travel" })
     }
 
     /// A concurrent check runs on a second connection while the vault is read: the reads
@@ -68,43 +68,43 @@ final class IntegrityRecordTests: VaultTestCase {
     /// before it has passed.
     func testAConcurrentCheckReportsTamperingAndHoldsBackEveryChange() throws {
         let vault = try makeVault()
-        try vault.addNote(title: "kept", text: "text")
-        try vault.addNote(title: "other", text: "text")
+        try vault.items.addNote(title: "kept", text: "text")
+        try vault.items.addNote(title: "other", text: "text")
         _ = try sqlite("Notes.sqlite", "UPDATE ZNOTE SET Z_OPT = Z_OPT + 1 WHERE Z_PK = 2")
         let reopened = try Vault.open(at: directory)
         try reopened.unlock(password: password, verification: .concurrent)
         XCTAssertNotNil(reopened.pendingVerification, "the check runs on its own connection")
-        XCTAssertEqual(try reopened.notes().count, 2, "reading goes on meanwhile")
-        assertVaultError(.invalidData, { try reopened.addCategory("Travel") }) { error in
+        XCTAssertEqual(try reopened.items.notes().count, 2, "reading goes on meanwhile")
+        assertVaultError(.invalidData, { try reopened.items.addCategory("Travel") }) { error in
             XCTAssertTrue(
                 error.message.contains("Notes.sqlite, Note row 2: the row was changed outside mystash"), error.message)
         }
-        assertVaultError(.invalidData, { try reopened.addCategory("Travel") })  // the verdict stands
+        assertVaultError(.invalidData, { try reopened.items.addCategory("Travel") })  // the verdict stands
         XCTAssertFalse(
             try sqlite("Passwords.sqlite", "SELECT ZNAME FROM ZCATEGORY").contains("Travel"), "nothing was written")
     }
 
     func testAConcurrentCheckOfAnIntactVaultPasses() throws {
         let vault = try makeVault()
-        try vault.addNote(title: "kept", text: "text")
+        try vault.items.addNote(title: "kept", text: "text")
         let reopened = try Vault.open(at: directory)
         try reopened.unlock(password: password, verification: .concurrent)
-        XCTAssertEqual(try reopened.notes().map(\.title), ["kept"])
+        XCTAssertEqual(try reopened.items.notes().map(\.title), ["kept"])
         try reopened.awaitVerification()
         XCTAssertNil(reopened.pendingVerification)
-        try reopened.addCategory("Travel")
-        XCTAssertTrue(try reopen().categories().contains { $0.name == "Travel" })
+        try reopened.items.addCategory("Travel")
+        XCTAssertTrue(try reopen().items.categories().contains { $0.name == "Travel" })
     }
 
     /// An older copy of a store in place while the vault opens, the current one put back before
     /// the check: the check must read the files the vault has open, not what the paths name now.
     func testAConcurrentCheckReadsTheFilesTheVaultOpenedNotTheirPaths() throws {
         let vault = try makeVault()
-        try vault.addNote(title: "v1", text: "text")
+        try vault.items.addNote(title: "v1", text: "text")
         let notes = directory.appendingPathComponent("Notes.sqlite")
         let (older, current) = (directory.appendingPathComponent("older"), directory.appendingPathComponent("current"))
         try FileManager.default.copyItem(at: notes, to: older)
-        try vault.addNote(title: "v2", text: "text")
+        try vault.items.addNote(title: "v2", text: "text")
         XCTAssertEqual(rename(notes.path, current.path), 0)
         XCTAssertEqual(rename(older.path, notes.path), 0)
         let reopened = try Vault.open(at: directory)
@@ -121,7 +121,7 @@ final class IntegrityRecordTests: VaultTestCase {
     /// vault is open is tampering, not a vault from before the record.
     func testARecordRemovedWhileTheVaultIsOpenIsTampering() throws {
         let vault = try makeVault()
-        try vault.addNote(title: "kept", text: "text")
+        try vault.items.addNote(title: "kept", text: "text")
         let reopened = try reopen()
         for store in ["Notes.sqlite", "Passwords.sqlite"] {
             _ = try sqlite(store, "DROP TABLE MYSTASH_RECORD; DROP TABLE MYSTASH_ROW_TAG; DROP TABLE MYSTASH_BUCKET")
@@ -136,7 +136,7 @@ final class IntegrityRecordTests: VaultTestCase {
     /// where before it made the vault one from before the record, trusted as it was.
     func testRemovingTheRecordOfAVaultWhoseSlotRequiresOneIsTampering() throws {
         let vault = try makeVault()
-        _ = try vault.addNote(title: "kept", text: "text")
+        _ = try vault.items.addNote(title: "kept", text: "text")
         XCTAssertTrue(vault.keySlot.requiresIntegrityRecord)
         for store in ["Notes.sqlite", "Passwords.sqlite"] {
             try sqlite(store, "DROP TABLE MYSTASH_ROW_TAG; DROP TABLE MYSTASH_RECORD; DROP TABLE MYSTASH_BUCKET")
@@ -146,7 +146,7 @@ final class IntegrityRecordTests: VaultTestCase {
         }
         let checking = try Vault.open(at: directory)
         try checking.unlock(password: password, verification: .skipped)
-        XCTAssertEqual(try checking.check().map(\.message), Array(
+        XCTAssertEqual(try checking.integrity.check().map(\.message), Array(
             repeating: "its integrity record was removed outside mystash", count: 2))
     }
 
@@ -154,35 +154,35 @@ final class IntegrityRecordTests: VaultTestCase {
     /// at the next unlock with the master password, the slot that requires it.
     func testAnOlderVaultsSlotComesToRequireTheRecordOnceItHasOne() throws {
         let vault = try makeVault()
-        _ = try vault.addNote(title: "kept", text: "text")
+        _ = try vault.items.addNote(title: "kept", text: "text")
         try dropIntegrityRecord()
         XCTAssertFalse(try Vault.open(at: directory).keySlot.requiresIntegrityRecord)
         let older = try reopen()
-        _ = try older.addNote(title: "second", text: "text")
+        _ = try older.items.addNote(title: "second", text: "text")
         let session = try older.sessionContents()
         let upgraded = try reopen()
         XCTAssertTrue(upgraded.keySlot.requiresIntegrityRecord)
         XCTAssertEqual(upgraded.keySlot.slotIdentifier, session.slotIdentifier, "sessions stay valid")
         XCTAssertTrue(try Vault.open(at: directory).unlock(session: session))
-        XCTAssertEqual(try upgraded.check(), [])
+        XCTAssertEqual(try upgraded.integrity.check(), [])
     }
 
     /// A trigger planted while a vault is open (its schema checked at open): the next save checks
     /// the schema again before computing its tags, so what the trigger wrote is never tagged.
     func testATriggerPlantedWhileTheVaultIsOpenStopsTheNextSave() throws {
         let vault = try makeVault()
-        try vault.addEntry(name: "Bank", password: "old-secret", userId: nil, url: nil, category: nil, notes: nil)
-        try vault.editEntry("Bank", EntryChanges(password: "new-secret"))
+        try vault.items.addEntry(name: "Bank", password: "old-secret", userId: nil, url: nil, category: nil, notes: nil)
+        try vault.items.editEntry("Bank", EntryChanges(password: "new-secret"))
         let old = try sqlite("Passwords.sqlite", "SELECT hex(ZPASSWORD) FROM ZPASSWORDHISTORY LIMIT 1")
         try sqlite("Passwords.sqlite", "CREATE TRIGGER KEEP_OLD AFTER UPDATE ON ZSYSTEM BEGIN "
                    + "UPDATE ZSYSTEM SET ZPASSWORD = X'\(old)' WHERE Z_PK = NEW.Z_PK; END")
-        assertVaultError(.invalidData, { try vault.editEntry("Bank", EntryChanges(password: "newest-secret")) }) {
+        assertVaultError(.invalidData, { try vault.items.editEntry("Bank", EntryChanges(password: "newest-secret")) }) {
             XCTAssertTrue($0.message.contains("trigger 'KEEP_OLD' on ZSYSTEM was added outside ObjectGraph"),
                           $0.message)
         }
         try sqlite("Passwords.sqlite", "DROP TRIGGER KEEP_OLD")
         let reopened = try reopen()
-        XCTAssertEqual(try reopened.check(), [])
-        XCTAssertEqual(try reopened.entry("Bank", reveal: true).password, "new-secret")
+        XCTAssertEqual(try reopened.integrity.check(), [])
+        XCTAssertEqual(try reopened.items.entry("Bank", reveal: true).password, "new-secret")
     }
 }

@@ -14,11 +14,11 @@ final class ItemObservationTests: VaultTestCase {
 
     func testEntriesComeInCategoryOrderAndFollowEachChangeMadeThroughTheVault() throws {
         let vault = try makeVault()
-        try vault.addEntry(EntryChanges(name: "zebra", userId: "z@example.org", category: "Banking", password: "p1"))
-        try vault.addEntry(EntryChanges(name: "Apple", url: "https://apple.example", category: "banking",
+        try vault.items.addEntry(EntryChanges(name: "zebra", userId: "z@example.org", category: "Banking", password: "p1"))
+        try vault.items.addEntry(EntryChanges(name: "Apple", url: "https://apple.example", category: "banking",
                                         password: "p2"))
-        try vault.addEntry(EntryChanges(name: "loose", password: "p3"))
-        try vault.addEntry(EntryChanges(name: "mail", category: "E-mail", password: "p4"))
+        try vault.items.addEntry(EntryChanges(name: "loose", password: "p3"))
+        try vault.items.addEntry(EntryChanges(name: "mail", category: "E-mail", password: "p4"))
         let received = Received<EntrySummary>()
         let observation = try vault.observeEntries(onError: { received.errors.append($0) }) {
             received.lists.append($0)
@@ -31,16 +31,16 @@ final class ItemObservationTests: VaultTestCase {
         XCTAssertEqual(first[1].url, "https://apple.example")
         XCTAssertEqual(first[2].userId, "z@example.org")
 
-        let added = try vault.addEntry(EntryChanges(name: "bank card", category: "Banking", password: "p5"))
+        let added = try vault.items.addEntry(EntryChanges(name: "bank card", category: "Banking", password: "p5"))
         XCTAssertEqual(received.lists.last?.map(\.name), ["loose", "Apple", "bank card", "zebra", "mail"])
         XCTAssertEqual(received.lists.last?.first { $0.id == added }?.category, "Banking")
 
-        try vault.editEntry(.id(added), EntryChanges(name: "card", userId: "me", category: "E-mail"))
+        try vault.items.editEntry(.id(added), EntryChanges(name: "card", userId: "me", category: "E-mail"))
         let edited = try XCTUnwrap(received.lists.last?.first { $0.id == added })
         XCTAssertEqual([edited.name, edited.userId, edited.url, edited.category], ["card", "me", nil, "E-mail"])
         XCTAssertEqual(received.lists.last?.map(\.name), ["loose", "Apple", "zebra", "card", "mail"])
 
-        try vault.removeEntry("zebra")
+        try vault.items.removeEntry("zebra")
         XCTAssertEqual(received.lists.last?.map(\.name), ["loose", "Apple", "card", "mail"])
         XCTAssertEqual(received.lists.count, 4, "one list for each change")
         XCTAssertTrue(received.errors.isEmpty)
@@ -50,7 +50,7 @@ final class ItemObservationTests: VaultTestCase {
     func testNotesComeMostRecentFirstAndAnUndoIsAChange() throws {
         let vault = try makeVault()
         vault.recordChangesForUndo()
-        try vault.addNote(title: "older", text: "one")
+        try vault.items.addNote(title: "older", text: "one")
         let received = Received<NoteSummary>()
         let observation = try vault.observeNotes(onError: { received.errors.append($0) }) {
             received.lists.append($0)
@@ -58,7 +58,7 @@ final class ItemObservationTests: VaultTestCase {
         XCTAssertEqual(received.lists.last?.map(\.title), ["older"])
         XCTAssertEqual(received.lists.last?.map(\.text), ["one"])
 
-        let newer = try vault.addNote(title: "newer", text: "two")
+        let newer = try vault.items.addNote(title: "newer", text: "two")
         XCTAssertEqual(received.lists.last?.map(\.title), ["newer", "older"])
         XCTAssertEqual(received.lists.last?.first?.id, newer)
 
@@ -77,7 +77,7 @@ final class ItemObservationTests: VaultTestCase {
         XCTAssertEqual(received.lists, [[]])
 
         let other = try reopen()
-        let id = try other.addNote(title: "from elsewhere", text: "hello")
+        let id = try other.items.addNote(title: "from elsewhere", text: "hello")
         XCTAssertEqual(received.lists.count, 1, "nothing is told before the vault follows other processes")
 
         XCTAssertTrue(try vault.followExternalChanges())
@@ -97,17 +97,17 @@ final class ItemObservationTests: VaultTestCase {
 
         let cancelled = try observe()
         cancelled.cancel()
-        try vault.addEntry(EntryChanges(name: "after cancel", password: "p"))
+        try vault.items.addEntry(EntryChanges(name: "after cancel", password: "p"))
         XCTAssertEqual(received.lists.count, 1, "a cancelled observation is told nothing")
 
         _ = try observe()
-        try vault.addEntry(EntryChanges(name: "after release", password: "p"))
+        try vault.items.addEntry(EntryChanges(name: "after release", password: "p"))
         XCTAssertEqual(received.lists.count, 2, "a released observation is told nothing")
 
         let locked = try observe()
         vault.lock()
         try vault.unlock(password: password)
-        try vault.addEntry(EntryChanges(name: "after lock", password: "p"))
+        try vault.items.addEntry(EntryChanges(name: "after lock", password: "p"))
         XCTAssertEqual(received.lists.count, 3, "the lock ended the observation")
         XCTAssertTrue(received.errors.isEmpty)
 

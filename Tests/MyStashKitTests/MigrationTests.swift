@@ -28,18 +28,18 @@ final class VaultMigrationTests: VaultTestCase {
         XCTAssertEqual(Set(vault.migrations.map { "\($0.from)→\($0.to)" }), ["MyStash→MyStash 5"])
         try vault.unlock(password: .password("fixture-password"))
 
-        XCTAssertEqual(try vault.entries().map(\.name), ["GitHub", "Mail", "Router"])
-        let router = try vault.entry("Router", reveal: true)
+        XCTAssertEqual(try vault.items.entries().map(\.name), ["GitHub", "Mail", "Router"])
+        let router = try vault.items.entry("Router", reveal: true)
         XCTAssertEqual(router.password, "p@ss w0rd é")
         XCTAssertEqual(router.userId, "admin")
         XCTAssertEqual(router.url, "http://192.168.1.1")
         XCTAssertEqual(router.category, "Home Lab")
-        XCTAssertEqual(try vault.entry("GitHub", reveal: true).password, "hunter2")
-        XCTAssertEqual(try vault.note("Office").text, "door code 4711\nsecond line ü")
-        XCTAssertEqual(try vault.notes().map(\.title).sorted(), ["Empty note", "Office"])
-        XCTAssertTrue(try vault.check().isEmpty)
+        XCTAssertEqual(try vault.items.entry("GitHub", reveal: true).password, "hunter2")
+        XCTAssertEqual(try vault.items.note("Office").text, "door code 4711\nsecond line ü")
+        XCTAssertEqual(try vault.items.notes().map(\.title).sorted(), ["Empty note", "Office"])
+        XCTAssertTrue(try vault.integrity.check().isEmpty)
         // Seeds keep upgrading: the version-5 categories arrive, the user's own stays.
-        let categories = Set(try vault.categories().map(\.name))
+        let categories = Set(try vault.items.categories().map(\.name))
         XCTAssertTrue(categories.isSuperset(of: ["Home Lab", "Payment Card", "Identity", "SSH Key", "Web Site"]))
 
         // The new fields work on a migrated entry, encrypted like the rest.
@@ -47,14 +47,14 @@ final class VaultMigrationTests: VaultTestCase {
         changes.totp = "JBSWY3DPEHPK3PXP"
         changes.fields = [FieldInfo(name: "PIN", value: "migrated-pin-4711", hidden: true)]
         changes.password = "new-router-password"
-        try vault.editEntry("Router", changes)
+        try vault.items.editEntry("Router", changes)
 
         let again = try Vault.open(at: directory)
         XCTAssertTrue(again.migrations.isEmpty, "a migrated vault is current")
         try again.unlock(password: .password("fixture-password"))
-        XCTAssertEqual(try again.fieldValue("PIN", of: "Router"), "migrated-pin-4711")
-        XCTAssertEqual(try again.passwordHistory("Router", reveal: true).map(\.password), ["p@ss w0rd é"])
-        XCTAssertEqual(try again.totpCode("Router").code.value.count, 6)
+        XCTAssertEqual(try again.items.fieldValue("PIN", of: "Router"), "migrated-pin-4711")
+        XCTAssertEqual(try again.items.passwordHistory("Router", reveal: true).map(\.password), ["p@ss w0rd é"])
+        XCTAssertEqual(try again.items.totpCode("Router").code.value.count, 6)
         XCTAssertEqual(try sqlite("Passwords.sqlite", "SELECT COUNT(*) FROM ZFIELD"), "1")
         for store in ["Notes.sqlite", "Passwords.sqlite"] {
             let bytes = try Data(contentsOf: directory.appendingPathComponent(store))

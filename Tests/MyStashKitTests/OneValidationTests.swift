@@ -6,17 +6,17 @@ import XCTest
 final class OneValidationTests: VaultTestCase {
     private func importJSON(_ vault: Vault, _ passwords: String) throws -> ImportReport {
         let json = #"{"format":"mystash-json","version":2,"categories":[],"notes":[],"passwords":["# + passwords + "]}"
-        return try vault.importItems(Data(json.utf8), format: .mystashJSON)
+        return try vault.transfer.importItems(Data(json.utf8), format: .mystashJSON)
     }
 
     func testNamesAreTrimmedAndANameOfSpacesIsRequiredOnEveryPath() throws {
         let vault = try makeVault()
-        assertVaultError(.invalidData, { try vault.addEntry(EntryChanges(name: "   ", password: "p")) }) {
+        assertVaultError(.invalidData, { try vault.items.addEntry(EntryChanges(name: "   ", password: "p")) }) {
             XCTAssertEqual($0.details, ["name is required"])
         }
-        try vault.addEntry(EntryChanges(name: "  Mail \n", password: "p"))
-        XCTAssertEqual(try vault.entries().map(\.name), ["Mail"])
-        assertVaultError(.invalidData, { try vault.editEntry("Mail", EntryChanges(name: " \t ")) }) {
+        try vault.items.addEntry(EntryChanges(name: "  Mail \n", password: "p"))
+        XCTAssertEqual(try vault.items.entries().map(\.name), ["Mail"])
+        assertVaultError(.invalidData, { try vault.items.editEntry("Mail", EntryChanges(name: " \t ")) }) {
             XCTAssertEqual($0.details, ["name is required"])
         }
         assertVaultError(.invalidData, { _ = try self.importJSON(vault, #"{"name":"   ","password":"x"}"#) }) {
@@ -24,25 +24,25 @@ final class OneValidationTests: VaultTestCase {
         }
         let report = try importJSON(vault, #"{"name":" Mail ","password":"p"}"#)
         XCTAssertEqual(report.skipped.map(\.reason), ["already in the vault, unchanged"], "matched by the stored name")
-        try vault.addNote(title: "  Office  ", text: "t")
-        XCTAssertEqual(try vault.notes().map(\.title), ["Office"])
-        try vault.addCategory(" Games ")
-        XCTAssertTrue(try vault.categories().map(\.name).contains("Games"))
+        try vault.items.addNote(title: "  Office  ", text: "t")
+        XCTAssertEqual(try vault.items.notes().map(\.title), ["Office"])
+        try vault.items.addCategory(" Games ")
+        XCTAssertTrue(try vault.items.categories().map(\.name).contains("Games"))
     }
 
     func testARenameOntoAnotherEntrysNameIsRefusedAsAnAddIs() throws {
         let vault = try makeVault()
-        let github = try vault.addEntry(EntryChanges(name: "GitHub", password: "a"))
-        try vault.addEntry(EntryChanges(name: "Mail", password: "b"))
+        let github = try vault.items.addEntry(EntryChanges(name: "GitHub", password: "a"))
+        try vault.items.addEntry(EntryChanges(name: "Mail", password: "b"))
         for name in ["github", " GITHUB "] {
-            assertVaultError(.invalidData, { try vault.editEntry("Mail", EntryChanges(name: name)) }) {
+            assertVaultError(.invalidData, { try vault.items.editEntry("Mail", EntryChanges(name: name)) }) {
                 XCTAssertEqual($0.message, "an entry named 'GitHub' exists already (#\(github))")
             }
         }
-        try vault.editEntry("GitHub", EntryChanges(name: "GITHUB"))
-        XCTAssertEqual(try vault.entry(.id(github), reveal: false).name, "GITHUB", "its own name in other case")
-        try vault.editEntry("Mail", EntryChanges(name: "github"), allowDuplicate: true)
-        XCTAssertEqual(try vault.entries().map(\.name), ["GITHUB", "github"])
+        try vault.items.editEntry("GitHub", EntryChanges(name: "GITHUB"))
+        XCTAssertEqual(try vault.items.entry(.id(github), reveal: false).name, "GITHUB", "its own name in other case")
+        try vault.items.editEntry("Mail", EntryChanges(name: "github"), allowDuplicate: true)
+        XCTAssertEqual(try vault.items.entries().map(\.name), ["GITHUB", "github"])
     }
 
     func testURLsNeedAHostAndAnAllowedSchemeOnEveryPath() throws {
@@ -54,19 +54,19 @@ final class OneValidationTests: VaultTestCase {
                        "javascript:alert(1)": schemes, "data:text/html,x": schemes, "file:///etc/passwd": schemes,
                        "JavaScript://example.com/%0Aalert(1)": schemes]
         for (url, message) in refused {
-            assertVaultError(.invalidData, { try vault.addEntry(EntryChanges(name: "A", url: url, password: "p")) }) {
+            assertVaultError(.invalidData, { try vault.items.addEntry(EntryChanges(name: "A", url: url, password: "p")) }) {
                 XCTAssertEqual($0.details, [message], url)
             }
         }
-        try vault.addEntry(EntryChanges(name: "A", password: "p"))
+        try vault.items.addEntry(EntryChanges(name: "A", password: "p"))
         for (url, message) in refused {
-            assertVaultError(.invalidData, { try vault.editEntry("A", EntryChanges(url: url)) }) {
+            assertVaultError(.invalidData, { try vault.items.editEntry("A", EntryChanges(url: url)) }) {
                 XCTAssertEqual($0.details, [message], url)
             }
         }
         let accepted = ["https://example.com", "HTTP://user:pw@[::1]:8080/x?y#z", "ssh://git@example.com",
                         "example.com:8443/login", "192.168.1.1", "androidapp://com.example", "mailto:ada@example.org"]
-        for url in accepted { XCTAssertNoThrow(try vault.editEntry("A", EntryChanges(url: url)), url) }
+        for url in accepted { XCTAssertNoThrow(try vault.items.editEntry("A", EntryChanges(url: url)), url) }
         assertVaultError(.invalidData, {
             let item = #"{"name":"J","password":"x","url":"javascript:alert(1)","moreURLs":["a.example","http://"]}"#
             _ = try self.importJSON(vault, item)
@@ -75,17 +75,17 @@ final class OneValidationTests: VaultTestCase {
             XCTAssertEqual($0.details, ["entry 'J': \(schemes)",
                                         "entry 'J': more URLs must name a host, as in https://example.com or example.com"])
         }
-        XCTAssertEqual(try vault.entries().map(\.name), ["A"], "all or nothing, as imports promise")
+        XCTAssertEqual(try vault.items.entries().map(\.name), ["A"], "all or nothing, as imports promise")
     }
 
     func testAnEditOfNothingIsRefusedAndChangesNothing() throws {
         let vault = try makeVault()
-        try vault.addEntry(EntryChanges(name: "A", password: "p"))
-        let before = try vault.entry("A", reveal: true)
-        assertVaultError(.invalidRequest, { try vault.editEntry("A", EntryChanges()) }) {
+        try vault.items.addEntry(EntryChanges(name: "A", password: "p"))
+        let before = try vault.items.entry("A", reveal: true)
+        assertVaultError(.invalidRequest, { try vault.items.editEntry("A", EntryChanges()) }) {
             XCTAssertEqual($0.message, "nothing to change")
         }
-        XCTAssertEqual(try reopen().entry("A", reveal: true), before)
+        XCTAssertEqual(try reopen().items.entry("A", reveal: true), before)
     }
 
     func testJSONSyntaxErrorsNameTheLineAndColumn() throws {
@@ -102,7 +102,7 @@ final class OneValidationTests: VaultTestCase {
         ]
         for (text, position) in cases {
             for format in [ImportFormat.mystashJSON, .bitwardenJSON] {
-                assertVaultError(.invalidData, { _ = try vault.importItems(Data(text.utf8), format: format) }) {
+                assertVaultError(.invalidData, { _ = try vault.transfer.importItems(Data(text.utf8), format: format) }) {
                     XCTAssertEqual($0.message, "the file is not valid \(format.rawValue): \(position)", text)
                 }
             }
@@ -128,7 +128,7 @@ final class OneValidationTests: VaultTestCase {
              "line 2, column 14: an entity ('&name;') that XML does not know"),
         ]
         for (text, position) in cases {
-            assertVaultError(.invalidData, { _ = try vault.importItems(Data(text.utf8), format: .keepassxcXML) }) {
+            assertVaultError(.invalidData, { _ = try vault.transfer.importItems(Data(text.utf8), format: .keepassxcXML) }) {
                 XCTAssertEqual($0.message, "the file is not valid keepassxc-xml: \(position)", text)
                 XCTAssertFalse($0.message.contains("NSXMLParserErrorDomain"))
             }

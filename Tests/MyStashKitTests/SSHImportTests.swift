@@ -23,16 +23,16 @@ final class SSHImportTests: VaultTestCase {
         let files = try SSHKeyFiles()
         let path = try files.make("ecdsa", bits: "384", passphrase: "entry pw", comment: "ops@bastion")
         let vault = try makeVault()
-        let report = try vault.importItems(
+        let report = try vault.transfer.importItems(
             keePassXML(title: "bastion", password: "entry pw",
                        attributes: [("SSH private key", try SSHKeyFiles.text(path)), ("Port", "2222")]),
             format: .keepassxcXML)
         XCTAssertEqual(report.warnings, [])
-        let entry = try vault.entry("bastion", reveal: true)
+        let entry = try vault.items.entry("bastion", reveal: true)
         XCTAssertEqual(entry.category, "SSH Key")
         XCTAssertEqual(entry.fields?.map(\.name), ["Private key", "Public key", "Fingerprint", "Port", "Folder"])
         XCTAssertEqual(entry.fields?.first?.hidden, true)
-        let key = try XCTUnwrap(try vault.sshKey("bastion").key)
+        let key = try XCTUnwrap(try vault.items.sshKey("bastion").key)
         XCTAssertEqual(key.publicKeyLine + "\n", try SSHKeyFiles.text(path.appendingPathExtension("pub")))
         // Stored without the passphrase: it reads with none.
         XCTAssertFalse(try XCTUnwrap(entry.fields?.first?.value).contains("bcrypt"))
@@ -42,13 +42,13 @@ final class SSHImportTests: VaultTestCase {
         let files = try SSHKeyFiles()
         let path = try files.make("ed25519", passphrase: "not the entry password")
         let vault = try makeVault()
-        let report = try vault.importItems(
+        let report = try vault.transfer.importItems(
             keePassXML(title: "locked", password: "other", attributes: [("key", try SSHKeyFiles.text(path))]),
             format: .keepassxcXML)
         XCTAssertEqual(report.warnings.map(\.title), ["locked"])
         XCTAssertTrue(report.warnings.first?.reason?.contains("wrong passphrase for the key") == true,
                       "\(report.warnings)")
-        XCTAssertEqual(try vault.fieldValue("Private key", of: "locked"), try SSHKeyFiles.text(path))
-        XCTAssertNotNil(try vault.sshKeys().first?.problem)
+        XCTAssertEqual(try vault.items.fieldValue("Private key", of: "locked"), try SSHKeyFiles.text(path))
+        XCTAssertNotNil(try vault.items.sshKeys().first?.problem)
     }
 }

@@ -15,12 +15,12 @@ final class SecurityTests: VaultTestCase {
     func testNoPlaintextReachesAnyFileAfterCommitOrRollback() throws {
         let marker = "MARKER-\(UUID().uuidString)"
         let vault = try makeVault()
-        try vault.addNote(title: "title \(marker)", text: "text \(marker)")
-        try vault.addEntry(name: "name \(marker)", password: "pw \(marker)", userId: "u\(marker)", url: "https://\(marker).example", category: nil, notes: "notes \(marker)")
-        try vault.editNote("1", title: nil, text: "edited \(marker)")
+        try vault.items.addNote(title: "title \(marker)", text: "text \(marker)")
+        try vault.items.addEntry(name: "name \(marker)", password: "pw \(marker)", userId: "u\(marker)", url: "https://\(marker).example", category: nil, notes: "notes \(marker)")
+        try vault.items.editNote("1", title: nil, text: "edited \(marker)")
         // A failing save (rolled back) must not leave plaintext behind either, including in a journal.
-        XCTAssertThrowsError(try vault.addEntry(name: "", password: "pw \(marker)", userId: nil, url: "bad", category: nil, notes: marker))
-        try vault.removeEntry("1")
+        XCTAssertThrowsError(try vault.items.addEntry(name: "", password: "pw \(marker)", userId: nil, url: "bad", category: nil, notes: marker))
+        try vault.items.removeEntry("1")
         XCTAssertEqual(try filesContain(marker), [], "files of the vault holding the marker")
         XCTAssertEqual(try filesContain("Web Site").sorted(), ["Passwords.sqlite"], "the control: plain category names are found")
         let names = try FileManager.default.contentsOfDirectory(atPath: directory.path)
@@ -29,29 +29,29 @@ final class SecurityTests: VaultTestCase {
 
     func testACiphertextMovedToAnotherRowOrColumnIsReportedAsTampering() throws {
         let vault = try makeVault()
-        try vault.addEntry(name: "first", password: "first-secret", userId: "alice", url: nil, category: nil, notes: nil)
-        try vault.addEntry(name: "second", password: "second-secret", userId: "bob", url: nil, category: nil, notes: nil)
+        try vault.items.addEntry(name: "first", password: "first-secret", userId: "alice", url: nil, category: nil, notes: nil)
+        try vault.items.addEntry(name: "second", password: "second-secret", userId: "bob", url: nil, category: nil, notes: nil)
         // Copy row 2's password over row 1's.
         try sqlite("Passwords.sqlite", "UPDATE ZSYSTEM SET ZPASSWORD = (SELECT ZPASSWORD FROM ZSYSTEM WHERE Z_PK = 2) WHERE Z_PK = 1")
-        assertVaultError(.invalidData, { _ = try reopen(verification: .skipped).entry("1", reveal: true) }) { error in
+        assertVaultError(.invalidData, { _ = try reopen(verification: .skipped).items.entry("1", reveal: true) }) { error in
             XCTAssertTrue(error.message.contains("Passwords.sqlite, System row 1, field password"), error.message)
             XCTAssertFalse(error.message.contains("second-secret"))
         }
-        XCTAssertEqual(try reopen(verification: .skipped).entry("2", reveal: true).password, "second-secret",
+        XCTAssertEqual(try reopen(verification: .skipped).items.entry("2", reveal: true).password, "second-secret",
                        "the untouched row still opens")
         // Now move row 2's password into row 2's user ID column (same row, other attribute).
         try sqlite("Passwords.sqlite", "UPDATE ZSYSTEM SET ZPASSWORD = NULL WHERE Z_PK = 1; UPDATE ZSYSTEM SET ZUSERID = ZPASSWORD WHERE Z_PK = 2")
-        assertVaultError(.invalidData, { _ = try reopen(verification: .skipped).entry("2", reveal: false) }) { error in
+        assertVaultError(.invalidData, { _ = try reopen(verification: .skipped).items.entry("2", reveal: false) }) { error in
             XCTAssertTrue(error.message.contains("System row 2, field userId"), error.message)
             XCTAssertFalse(error.message.contains("second-secret"))
         }
         try sqlite("Passwords.sqlite", "UPDATE ZSYSTEM SET ZUSERID = NULL WHERE Z_PK = 2; UPDATE ZSYSTEM SET ZUSERID = (SELECT ZPASSWORD FROM ZSYSTEM WHERE Z_PK = 2) WHERE Z_PK = 1")
-        assertVaultError(.invalidData, { _ = try reopen(verification: .skipped).entries() }) { error in
+        assertVaultError(.invalidData, { _ = try reopen(verification: .skipped).items.entries() }) { error in
             XCTAssertTrue(error.message.contains("System row 1, field userId"), error.message)
             XCTAssertFalse(error.message.contains("second-secret"))
         }
         let checked = try reopen(verification: .skipped)
-        let problems = try checked.check()
+        let problems = try checked.integrity.check()
         XCTAssertEqual(Set(problems.map { "\($0.store) \($0.entity ?? "") \($0.primaryKey ?? 0)" }),
                        ["Passwords.sqlite System 1", "Passwords.sqlite System 2"], "\(problems)")
         XCTAssertTrue(problems.contains { $0.primaryKey == 1 && $0.message.contains("field userId") }, "\(problems)")
@@ -66,25 +66,25 @@ final class SecurityTests: VaultTestCase {
 
     func testAnotherVaultsCiphertextDoesNotOpen() throws {
         let vault = try makeVault()
-        try vault.addNote(title: "mine", text: "x")
+        try vault.items.addNote(title: "mine", text: "x")
         let other = directory.appendingPathComponent("../other-\(UUID().uuidString)").standardizedFileURL
         defer { try? FileManager.default.removeItem(at: other) }
         let otherVault = try Vault.create(at: other, password: password, parameters: cheap)
-        try otherVault.addNote(title: "theirs", text: "y")
+        try otherVault.items.addNote(title: "theirs", text: "y")
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
         process.arguments = [directory.appendingPathComponent("Notes.sqlite").path,
                              "ATTACH '\(other.appendingPathComponent("Notes.sqlite").path)' AS o; UPDATE ZNOTE SET ZTITLE = (SELECT ZTITLE FROM o.ZNOTE)"]
         try process.run()
         process.waitUntilExit()
-        assertVaultError(.invalidData, { _ = try reopen().notes() })
+        assertVaultError(.invalidData, { _ = try reopen().items.notes() })
     }
 
     /// A part of check that cannot run (the categories cannot be read) is a problem, never a pass.
     func testCheckReportsTheCategoryComparisonItCouldNotMake() throws {
         _ = try makeVault()
         try sqlite("Passwords.sqlite", "UPDATE ZCATEGORY SET Z_OPT = 'x' WHERE Z_PK = 1")
-        let problems = try reopen(verification: .skipped).check()
+        let problems = try reopen(verification: .skipped).integrity.check()
         XCTAssertTrue(problems.contains {
             $0.entity == "Category" && $0.primaryKey == nil && $0.message.hasPrefix("category names could not be checked: ")
         }, "\(problems)")
@@ -116,14 +116,14 @@ final class SecurityTests: VaultTestCase {
 
     func testChangingThePasswordRewrapsOnlyTheKey() throws {
         let vault = try makeVault()
-        try vault.addEntry(name: "a", password: "pw", userId: nil, url: nil, category: nil, notes: nil)
+        try vault.items.addEntry(name: "a", password: "pw", userId: nil, url: nil, category: nil, notes: nil)
         let before = try sqlite("Passwords.sqlite", "SELECT hex(ZPASSWORD) FROM ZSYSTEM")
         try vault.changePassword(to: .password("new one"), parameters: cheap)
         XCTAssertEqual(try sqlite("Passwords.sqlite", "SELECT hex(ZPASSWORD) FROM ZSYSTEM"), before, "fields are not re-encrypted")
         assertVaultError(.wrongPassword, { try Vault.open(at: directory).unlock(password: password) })
         let reopened = try Vault.open(at: directory)
         try reopened.unlock(password: .password("new one"))
-        XCTAssertEqual(try reopened.entry("a", reveal: true).password, "pw")
+        XCTAssertEqual(try reopened.items.entry("a", reveal: true).password, "pw")
     }
 
     func testSessionsKeepTheKeyInTheKernelKeyringAndGoStaleOnPasswordChange() throws {
@@ -138,7 +138,7 @@ final class SecurityTests: VaultTestCase {
         XCTAssertEqual(session.dataKey, try vault.sessionContents().dataKey)
         let reopened = try Vault.open(at: directory)
         XCTAssertTrue(try reopened.unlock(session: session))
-        XCTAssertNoThrow(try reopened.notes())
+        XCTAssertNoThrow(try reopened.items.notes())
 
         try reopened.changePassword(to: .password("changed"), parameters: cheap)
         XCTAssertNil(KeyringSession.load(vaultIdentifier: vault.identifier), "passwd ends the session")

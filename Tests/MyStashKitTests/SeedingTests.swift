@@ -7,7 +7,7 @@ final class SeedingTests: VaultTestCase {
         let vault = try makeVault()
         let expected = Set(Vault.seedCategories.map(\.name))
         XCTAssertTrue(expected.isSuperset(of: ["Web Site", "Desktop Software", "Credit Card PIN"]))
-        XCTAssertEqual(Set(try vault.categories().map(\.name)), expected)
+        XCTAssertEqual(Set(try vault.items.categories().map(\.name)), expected)
         let status = try vault.seedStatus()
         XCTAssertEqual(status, [SeedStatus(list: "category", loaded: Vault.seedCategories.map(\.version).max()!, available: Vault.seedCategories.map(\.version).max()!)])
     }
@@ -22,8 +22,8 @@ final class SeedingTests: VaultTestCase {
     func testAnOldVaultGetsOnlyTheMissingVersionsAndNothingTheUserChangedComesBack() throws {
         let vault = try makeVault()
         // The user renames a version-1 category and deletes another.
-        try vault.renameCategory("Desktop Software", to: "Apps")
-        try vault.removeCategory("Web Site")
+        try vault.items.renameCategory("Desktop Software", to: "Apps")
+        try vault.items.removeCategory("Web Site")
         // Pretend the vault was made when only version 1 existed.
         let newer = Vault.seedCategories.filter { $0.version > 1 }.map { "'\($0.name)'" }.joined(separator: ",")
         try sqlite("Passwords.sqlite", "DELETE FROM ZCATEGORY WHERE ZNAME IN (\(newer)); UPDATE ZLIST SET ZVERSION = 1")
@@ -31,7 +31,7 @@ final class SeedingTests: VaultTestCase {
         XCTAssertEqual(try sqlite("Passwords.sqlite", "SELECT ZVERSION FROM ZLIST WHERE ZNAME = 'category'"), "1")
 
         let reopened = try reopen()
-        let names = Set(try reopened.categories().map(\.name))
+        let names = Set(try reopened.items.categories().map(\.name))
         XCTAssertTrue(names.contains("Credit Card PIN"), "version 2 was added")
         XCTAssertTrue(names.contains("Apps"))
         XCTAssertFalse(names.contains("Desktop Software"), "a renamed seed is not re-added")
@@ -44,8 +44,8 @@ final class SeedingTests: VaultTestCase {
         let vault = try makeVault()
         try sqlite("Passwords.sqlite", "DELETE FROM ZCATEGORY WHERE ZNAME = 'Wi-Fi'; UPDATE ZLIST SET ZVERSION = 2")
         try dropIntegrityRecord()
-        try vault.addCategory("wi-fi")
+        try vault.items.addCategory("wi-fi")
         let reopened = try reopen()
-        XCTAssertEqual(try reopened.categories().filter { $0.name.lowercased() == "wi-fi" }.count, 1)
+        XCTAssertEqual(try reopened.items.categories().filter { $0.name.lowercased() == "wi-fi" }.count, 1)
     }
 }

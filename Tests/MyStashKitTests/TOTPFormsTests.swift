@@ -24,7 +24,7 @@ final class TOTPFormsTests: VaultTestCase {
         return String(decoding: result.output, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
-    func code(_ vault: Vault, _ entry: String) throws -> String { try vault.totpCode(.name(entry), at: instant).code.value }
+    func code(_ vault: Vault, _ entry: String) throws -> String { try vault.items.totpCode(.name(entry), at: instant).code.value }
 
     /// A KeePass XML entry with these attributes.
     func keepassEntry(_ title: String, _ attributes: [(String, String)]) -> String {
@@ -62,7 +62,7 @@ final class TOTPFormsTests: VaultTestCase {
         try Data(xml.utf8).write(to: file)
         defer { try? FileManager.default.removeItem(at: file) }
         let vault = try makeVault()
-        let report = try vault.importItems(try keepassxcExport("xml", xml: file), format: .keepassxcXML)
+        let report = try vault.transfer.importItems(try keepassxcExport("xml", xml: file), format: .keepassxcXML)
 
         let rfcKey = "12345678901234567890"
         let rfcHex = rfcKey.utf8.map { String(format: "%02x", $0) }.joined()
@@ -77,11 +77,11 @@ final class TOTPFormsTests: VaultTestCase {
         XCTAssertEqual(try code(vault, "KeeOTP"), try oathtool("JBSWY3DPEHPK3PXP", algorithm: "sha256"))
         XCTAssertEqual(try code(vault, "URI"), try oathtool("JBSWY3DPEHPK3PXP", digits: 8))
         for name in ["Legacy seed", "TimeOtp base32", "TimeOtp hex", "KeeOTP"] {
-            XCTAssertNil(try vault.entry(.name(name), reveal: true).fields, "\(name): the TOTP attributes are the secret")
+            XCTAssertNil(try vault.items.entry(.name(name), reveal: true).fields, "\(name): the TOTP attributes are the secret")
         }
         // Steam's codes use their own alphabet: kept as the attributes they were, and reported.
-        XCTAssertEqual(try vault.entry("Steam", reveal: true).hasTOTP, nil)
-        XCTAssertEqual(try vault.entry("Steam", reveal: true).fields?.map(\.name), ["TOTP Seed", "TOTP Settings"])
+        XCTAssertEqual(try vault.items.entry("Steam", reveal: true).hasTOTP, nil)
+        XCTAssertEqual(try vault.items.entry("Steam", reveal: true).fields?.map(\.name), ["TOTP Seed", "TOTP Settings"])
         XCTAssertEqual(report.warnings.map(\.title), ["Steam"], "\(report.warnings)")
     }
 
@@ -97,14 +97,14 @@ final class TOTPFormsTests: VaultTestCase {
             try must(["pass", "insert", "-m", "web/pass-otp"],
                      Data("pw\notpauth://totp/x?secret=JBSWY3DPEHPK3PXP&period=60\nnote\n".utf8))
             let vault = try makeVault()
-            _ = try vault.importPasswordStore(at: store)
+            _ = try vault.transfer.importPasswordStore(at: store)
             XCTAssertEqual(try code(vault, "gopass"), try oathtool("JBSWY3DPEHPK3PXP"))
-            XCTAssertEqual(try vault.entry("gopass", reveal: true).userId, "ada")
-            XCTAssertNil(try vault.entry("gopass", reveal: true).notes, "the YAML marker is no note")
+            XCTAssertEqual(try vault.items.entry("gopass", reveal: true).userId, "ada")
+            XCTAssertNil(try vault.items.entry("gopass", reveal: true).notes, "the YAML marker is no note")
             XCTAssertEqual(
                 try code(vault, "gopass-uri"), try oathtool("JBSWY3DPEHPK3PXP", algorithm: "sha512", digits: 8))
             XCTAssertEqual(try code(vault, "pass-otp"), try oathtool("JBSWY3DPEHPK3PXP", period: 60))
-            XCTAssertEqual(try vault.entry("pass-otp", reveal: true).notes, "note")
+            XCTAssertEqual(try vault.items.entry("pass-otp", reveal: true).notes, "note")
         } }
     }
 
@@ -116,7 +116,7 @@ final class TOTPFormsTests: VaultTestCase {
                "totp": "otpauth://totp/Site:ada?secret=JBSWY3DP EHPK3PXP&digits=8&period=60"}}]}
             """#
         let vault = try makeVault()
-        let report = try vault.importItems(Data(export.utf8), format: .bitwardenJSON)
+        let report = try vault.transfer.importItems(Data(export.utf8), format: .bitwardenJSON)
         XCTAssertEqual(report.warnings, [])
         XCTAssertEqual(try code(vault, "Grouped"), try oathtool("JBSWY3DPEHPK3PXP"))
         XCTAssertEqual(try code(vault, "Raw space"), try oathtool("JBSWY3DPEHPK3PXP", digits: 8, period: 60))

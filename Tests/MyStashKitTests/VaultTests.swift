@@ -6,8 +6,8 @@ import StashCrypto
 final class VaultTests: VaultTestCase {
     func testNotesAndPasswordsGoToTheirOwnStores() throws {
         let vault = try makeVault()
-        try vault.addNote(title: "n", text: "t")
-        try vault.addEntry(name: "e", password: "p", userId: nil, url: nil, category: "Web Site", notes: nil)
+        try vault.items.addNote(title: "n", text: "t")
+        try vault.items.addEntry(name: "e", password: "p", userId: nil, url: nil, category: "Web Site", notes: nil)
         XCTAssertEqual(try sqlite("Notes.sqlite", "SELECT COUNT(*) FROM ZNOTE"), "1")
         XCTAssertEqual(try sqlite("Passwords.sqlite", "SELECT COUNT(*) FROM ZSYSTEM"), "1")
         XCTAssertEqual(try sqlite("Notes.sqlite", "SELECT COUNT(*) FROM sqlite_master WHERE name IN ('ZSYSTEM', 'ZCATEGORY', 'ZLIST')"), "0")
@@ -39,11 +39,11 @@ final class VaultTests: VaultTestCase {
 
     func testAnExistingVaultIsNotOverwritten() throws {
         let vault = try makeVault()
-        try vault.addNote(title: "keep", text: "me")
+        try vault.items.addNote(title: "keep", text: "me")
         assertVaultError(.cannotCreate, { _ = try Vault.create(at: directory, password: .password("other"), parameters: cheap) }) { error in
             XCTAssertEqual(error, .vaultExists(path: self.directory.path))
         }
-        XCTAssertEqual(try reopen().notes().map(\.title), ["keep"])
+        XCTAssertEqual(try reopen().items.notes().map(\.title), ["keep"])
     }
 
     func testAMissingVaultIsNamed() {
@@ -55,12 +55,12 @@ final class VaultTests: VaultTestCase {
 
     func testWrongPasswordIsToldApartFromADamagedField() throws {
         let vault = try makeVault()
-        try vault.addEntry(name: "a", password: "p", userId: nil, url: nil, category: nil, notes: nil)
+        try vault.items.addEntry(name: "a", password: "p", userId: nil, url: nil, category: nil, notes: nil)
         assertVaultError(.wrongPassword, { try Vault.open(at: directory).unlock(password: .password("nope")) }) { error in
             XCTAssertEqual(error.message, "wrong master password")
         }
         try sqlite("Passwords.sqlite", "UPDATE ZSYSTEM SET ZPASSWORD = zeroblob(40)")
-        assertVaultError(.invalidData, { _ = try reopen(verification: .skipped).entry("1", reveal: true) }) { error in
+        assertVaultError(.invalidData, { _ = try reopen(verification: .skipped).items.entry("1", reveal: true) }) { error in
             XCTAssertTrue(error.message.contains("tampered or damaged"), error.message)
         }
     }
@@ -68,106 +68,106 @@ final class VaultTests: VaultTestCase {
     func testValidationGivesOneReadableLinePerProblemAndSavesNothing() throws {
         let vault = try makeVault()
         assertVaultError(.invalidData, {
-            try vault.addEntry(name: "", password: "p", userId: String(repeating: "u", count: 300), url: "no pe", category: nil, notes: nil)
+            try vault.items.addEntry(name: "", password: "p", userId: String(repeating: "u", count: 300), url: "no pe", category: nil, notes: nil)
         }) { error in
             XCTAssertEqual(Set(error.details), ["name is required", "user ID can't be longer than 254 characters",
                                                 "URL must be one address without spaces or control characters"])
         }
-        assertVaultError(.invalidData, { try vault.addEntry(name: "x", password: "p", userId: "a\u{1B}[2Jb", url: nil, category: nil, notes: nil) }) { error in
+        assertVaultError(.invalidData, { try vault.items.addEntry(name: "x", password: "p", userId: "a\u{1B}[2Jb", url: nil, category: nil, notes: nil) }) { error in
             XCTAssertEqual(error.details, ["user ID must be one line without control characters"])
         }
-        assertVaultError(.invalidData, { try vault.addNote(title: String(repeating: "t", count: 201), text: "") }) { error in
+        assertVaultError(.invalidData, { try vault.items.addNote(title: String(repeating: "t", count: 201), text: "") }) { error in
             XCTAssertEqual(error.details, ["title can't be longer than 200 characters"])
         }
-        assertVaultError(.invalidData, { try vault.addCategory("web site") }) { error in
+        assertVaultError(.invalidData, { try vault.items.addCategory("web site") }) { error in
             XCTAssertEqual(error.details, ["category name 'web site' is already used by another category"])
         }
-        assertVaultError(.invalidData, { try vault.addCategory("Bad\tName") }) { error in
+        assertVaultError(.invalidData, { try vault.items.addCategory("Bad\tName") }) { error in
             XCTAssertEqual(error.details, ["category name must be printable characters on one line"])
         }
-        assertVaultError(.invalidData, { try vault.addCategory(String(repeating: "c", count: 65)) }) { error in
+        assertVaultError(.invalidData, { try vault.items.addCategory(String(repeating: "c", count: 65)) }) { error in
             XCTAssertEqual(error.details, ["category name can't be longer than 64 characters"])
         }
         XCTAssertEqual(try sqlite("Passwords.sqlite", "SELECT COUNT(*) FROM ZSYSTEM"), "0")
-        XCTAssertEqual(try vault.entries().count, 0)
+        XCTAssertEqual(try vault.items.entries().count, 0)
     }
 
     func testSearchIgnoresCaseAndAccentsOverTitlesAndTexts() throws {
         let vault = try makeVault()
-        try vault.addNote(title: "Café list", text: "beans")
-        try vault.addNote(title: "Other", text: "Crème brûlée recipe")
-        try vault.addNote(title: "Unrelated", text: "nothing")
-        XCTAssertEqual(try vault.searchNotes("CAFE").map(\.title), ["Café list"])
-        XCTAssertEqual(try vault.searchNotes("creme BRULEE").map(\.title), ["Other"])
-        try vault.addEntry(name: "Bank", password: "secret-word", userId: "Zoë", url: nil, category: nil, notes: nil)
-        XCTAssertEqual(try vault.searchEntries("zoe").map(\.name), ["Bank"])
-        XCTAssertEqual(try vault.searchEntries("secret-word").count, 0, "passwords are never searched")
+        try vault.items.addNote(title: "Café list", text: "beans")
+        try vault.items.addNote(title: "Other", text: "Crème brûlée recipe")
+        try vault.items.addNote(title: "Unrelated", text: "nothing")
+        XCTAssertEqual(try vault.items.searchNotes("CAFE").map(\.title), ["Café list"])
+        XCTAssertEqual(try vault.items.searchNotes("creme BRULEE").map(\.title), ["Other"])
+        try vault.items.addEntry(name: "Bank", password: "secret-word", userId: "Zoë", url: nil, category: nil, notes: nil)
+        XCTAssertEqual(try vault.items.searchEntries("zoe").map(\.name), ["Bank"])
+        XCTAssertEqual(try vault.items.searchEntries("secret-word").count, 0, "passwords are never searched")
     }
 
     func testRealWorldValuesPass() throws {
         let vault = try makeVault()
-        try vault.addCategory("Work/Clients & Partners — 2026")
-        try vault.addEntry(name: "Router", password: "", userId: "Ada Lovelace", url: "192.168.1.1", category: nil, notes: nil)
-        try vault.addEntry(name: "Mail", password: "p", userId: "ada@example.org", url: "mailto:ada@example.org",
+        try vault.items.addCategory("Work/Clients & Partners — 2026")
+        try vault.items.addEntry(name: "Router", password: "", userId: "Ada Lovelace", url: "192.168.1.1", category: nil, notes: nil)
+        try vault.items.addEntry(name: "Mail", password: "p", userId: "ada@example.org", url: "mailto:ada@example.org",
                            category: "Work/Clients & Partners — 2026", notes: nil)
-        try vault.addEntry(name: "App", password: "p", userId: nil, url: "androidapp://com.example", category: nil, notes: nil)
-        XCTAssertEqual(try reopen().entry("Router", reveal: true).password, "")
-        XCTAssertEqual(try reopen().entry("Mail", reveal: false).category, "Work/Clients & Partners — 2026")
+        try vault.items.addEntry(name: "App", password: "p", userId: nil, url: "androidapp://com.example", category: nil, notes: nil)
+        XCTAssertEqual(try reopen().items.entry("Router", reveal: true).password, "")
+        XCTAssertEqual(try reopen().items.entry("Mail", reveal: false).category, "Work/Clients & Partners — 2026")
     }
 
     func testDuplicateNamesAreRefusedUnlessAllowedAndAmbiguousNamesListEachMatch() throws {
         let vault = try makeVault()
-        let first = try vault.addEntry(name: "Mail", password: "a", userId: "ada", url: "https://mail.example", category: "E-mail", notes: nil)
-        assertVaultError(.invalidData, { try vault.addEntry(name: "mail", password: "b", userId: nil, url: nil, category: nil, notes: nil) }) { error in
+        let first = try vault.items.addEntry(name: "Mail", password: "a", userId: "ada", url: "https://mail.example", category: "E-mail", notes: nil)
+        assertVaultError(.invalidData, { try vault.items.addEntry(name: "mail", password: "b", userId: nil, url: nil, category: nil, notes: nil) }) { error in
             XCTAssertEqual(error.message, "an entry named 'Mail' exists already (#\(first))")
         }
         var changes = EntryChanges(name: "mail", password: "b")
         changes.userId = "bob"
-        let second = try vault.addEntry(changes, allowDuplicate: true)
-        assertVaultError(.invalidRequest, { _ = try vault.entry("MAIL", reveal: false) }) { error in
+        let second = try vault.items.addEntry(changes, allowDuplicate: true)
+        assertVaultError(.invalidRequest, { _ = try vault.items.entry("MAIL", reveal: false) }) { error in
             XCTAssertEqual(error.details, ["#\(first)  Mail  user: ada  category: E-mail  URL: https://mail.example",
                                            "#\(second)  mail  user: bob  category: -  URL: -"])
         }
-        XCTAssertEqual(try vault.entry(.id(second), reveal: true).password, "b")
-        XCTAssertEqual(try vault.entry(.name(String(second)), reveal: true).password, "b", "a number naming nothing is an ID")
-        let numbered = try vault.addEntry(name: String(first), password: "named", userId: nil, url: nil, category: nil, notes: nil)
-        XCTAssertEqual(try vault.entry(.name(String(first)), reveal: true).id, numbered, "a bare word is a name first")
-        XCTAssertEqual(try vault.entry(.id(first), reveal: true).password, "a")
-        assertVaultError(.notFound, { _ = try vault.entry(.id(999), reveal: false) })
+        XCTAssertEqual(try vault.items.entry(.id(second), reveal: true).password, "b")
+        XCTAssertEqual(try vault.items.entry(.name(String(second)), reveal: true).password, "b", "a number naming nothing is an ID")
+        let numbered = try vault.items.addEntry(name: String(first), password: "named", userId: nil, url: nil, category: nil, notes: nil)
+        XCTAssertEqual(try vault.items.entry(.name(String(first)), reveal: true).id, numbered, "a bare word is a name first")
+        XCTAssertEqual(try vault.items.entry(.id(first), reveal: true).password, "a")
+        assertVaultError(.notFound, { _ = try vault.items.entry(.id(999), reveal: false) })
     }
 
     func testDeleteRulesNullifyAndDeny() throws {
         let vault = try makeVault()
-        try vault.addEntry(name: "a", password: "p", userId: nil, url: nil, category: "Banking", notes: nil)
-        assertVaultError(.invalidData, { try vault.removeCategory("Banking") }) { error in
+        try vault.items.addEntry(name: "a", password: "p", userId: nil, url: nil, category: "Banking", notes: nil)
+        assertVaultError(.invalidData, { try vault.items.removeCategory("Banking") }) { error in
             XCTAssertEqual(error.details, ["category can't be deleted while it has entries"])
         }
-        try vault.removeEntry("a")
-        XCTAssertNoThrow(try vault.removeCategory("Banking"))
-        XCTAssertFalse(try vault.categories().map(\.name).contains("Banking"))
+        try vault.items.removeEntry("a")
+        XCTAssertNoThrow(try vault.items.removeCategory("Banking"))
+        XCTAssertFalse(try vault.items.categories().map(\.name).contains("Banking"))
     }
 
     func testExportAndImportRoundTripAllOrNothing() throws {
         let vault = try makeVault()
-        try vault.addNote(title: "n1", text: "text one")
-        try vault.addCategory("Games")
-        try vault.addEntry(name: "Steam", password: "pw1", userId: "gamer", url: "https://store.example", category: "Games", notes: "n")
-        let exported = try vault.exportJSON()
+        try vault.items.addNote(title: "n1", text: "text one")
+        try vault.items.addCategory("Games")
+        try vault.items.addEntry(name: "Steam", password: "pw1", userId: "gamer", url: "https://store.example", category: "Games", notes: "n")
+        let exported = try vault.transfer.exportJSON()
 
         let other = directory.appendingPathComponent("../copy-\(UUID().uuidString)").standardizedFileURL
         defer { try? FileManager.default.removeItem(at: other) }
         let copy = try Vault.create(at: other, password: password, parameters: cheap)
-        let report = try copy.importItems(exported, format: .mystashJSON)
+        let report = try copy.transfer.importItems(exported, format: .mystashJSON)
         XCTAssertEqual(report.imported.map(\.kind).sorted(), ["category", "entry", "note"])
-        XCTAssertEqual(try copy.entry("Steam", reveal: true).password, "pw1")
-        XCTAssertEqual(try copy.entry("Steam", reveal: false).category, "Games")
+        XCTAssertEqual(try copy.items.entry("Steam", reveal: true).password, "pw1")
+        XCTAssertEqual(try copy.items.entry("Steam", reveal: false).category, "Games")
 
         let bad = Data(#"{"format":"mystash-json","version":1,"categories":[],"notes":[{"title":"ok"}],"passwords":[{"name":"","password":"x"},{"name":"y","password":"z","url":"b a d"}]}"#.utf8)
-        assertVaultError(.invalidData, { _ = try copy.importItems(bad, format: .mystashJSON) }) { error in
+        assertVaultError(.invalidData, { _ = try copy.transfer.importItems(bad, format: .mystashJSON) }) { error in
             XCTAssertEqual(Set(error.details), ["entry 1 (untitled): name is required",
                                                 "entry 'y': URL must be one address without spaces or control characters"])
         }
-        XCTAssertEqual(try copy.notes().count, 1, "the valid note of the bad file was not imported either")
+        XCTAssertEqual(try copy.items.notes().count, 1, "the valid note of the bad file was not imported either")
     }
 
     func testImportsBitwardenAndKeePassXCExports() throws {
@@ -177,15 +177,15 @@ final class VaultTests: VaultTestCase {
           {"type":1,"name":"Jira","folderId":"f1","notes":null,"login":{"username":"ada","password":"pw","uris":[{"uri":"https://jira.example"}]}},
           {"type":2,"name":"Door","notes":"code 4711","folderId":null}]}
         """#.utf8)
-        XCTAssertEqual(try vault.importItems(bitwarden, format: .bitwardenJSON).imported.map(\.kind).sorted(), ["category", "entry", "note"])
-        XCTAssertEqual(try vault.entry("Jira", reveal: true).userId, "ada")
-        XCTAssertEqual(try vault.note("Door").text, "code 4711")
+        XCTAssertEqual(try vault.transfer.importItems(bitwarden, format: .bitwardenJSON).imported.map(\.kind).sorted(), ["category", "entry", "note"])
+        XCTAssertEqual(try vault.items.entry("Jira", reveal: true).userId, "ada")
+        XCTAssertEqual(try vault.items.note("Door").text, "code 4711")
         let keepass = Data("\"Group\",\"Title\",\"Username\",\"Password\",\"URL\",\"Notes\"\n\"Root/Banking\",\"Bank, main\",\"me\",\"p\"\"w\",\"https://bank.example\",\"two\nlines\"\n".utf8)
-        XCTAssertEqual(try vault.importItems(keepass, format: .keepassxcCSV).imported.map(\.title), ["Bank, main"])
-        let bank = try vault.entry("Bank, main", reveal: true)
+        XCTAssertEqual(try vault.transfer.importItems(keepass, format: .keepassxcCSV).imported.map(\.title), ["Bank, main"])
+        let bank = try vault.items.entry("Bank, main", reveal: true)
         XCTAssertEqual(bank.password, "p\"w")
         XCTAssertEqual(bank.notes, "two\nlines")
         XCTAssertEqual(bank.category, "Banking")
-        assertVaultError(.invalidData, { _ = try vault.importItems(Data("{}".utf8), format: .bitwardenJSON) })
+        assertVaultError(.invalidData, { _ = try vault.transfer.importItems(Data("{}".utf8), format: .bitwardenJSON) })
     }
 }

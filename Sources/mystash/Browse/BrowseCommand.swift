@@ -36,7 +36,7 @@ struct Browse: ParsableCommand {
             let vault = try options.openUnlockedVault(verification: .concurrent)
             let results = BrowseResults(vault: vault)
             let startTab: Browser.Tab = tab == .notes ? .notes : .passwords
-            try vault.readWhileVerifying { try results.fetch(startTab) }
+            try vault.integrity.readWhileVerifying { try results.fetch(startTab) }
             // Commits made since the check began are checked too, before the first frame.
             try vault.followExternalChanges()
             // After the check, whose seeding is no change of the person's to take back.

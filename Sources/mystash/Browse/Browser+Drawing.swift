@@ -176,7 +176,9 @@ extension Browser {
     /// The entry's current one-time code with the seconds it has left, when revealed.
     private func oneTimeCode(_ entry: EntryInfo) -> String {
         guard revealed else { return "••••••  (^O copies)" }
-        guard let (code, _) = try? vault.totpCode(.id(entry.id)) else { return "(the TOTP secret cannot be used)" }
+        guard let (code, _) = try? vault.items.totpCode(.id(entry.id)) else {
+            return "(the TOTP secret cannot be used)"
+        }
         return "\(code.value)  (\(code.secondsLeft) s)"
     }
 

@@ -146,8 +146,8 @@ final class Browser {
         if let detail, detail.id == row.id, detail.matches(tab) { return detail }
         do {
             switch tab {
-            case .notes: detail = .note(try vault.note(.id(row.id)))
-            case .passwords: detail = .entry(try vault.entry(.id(row.id), reveal: true))
+            case .notes: detail = .note(try vault.items.note(.id(row.id)))
+            case .passwords: detail = .entry(try vault.items.entry(.id(row.id), reveal: true))
             }
         } catch {
             detail = nil
@@ -161,7 +161,7 @@ final class Browser {
     /// The report `mystash health` prints (without a breach list), in place of the list.
     private func showHealth() {
         do {
-            let report = try vault.healthReport(calibrated: try KDFPolicy.calibrated())
+            let report = try vault.items.healthReport(calibrated: try KDFPolicy.calibrated())
             let days = Int(HealthPolicy().maximumAge / 86400)
             mode = .health(Health.lines(report, maximumAgeDays: days), offset: 0)
         } catch {
@@ -270,18 +270,18 @@ final class Browser {
                 var changes = EntryChanges(name: form.value(0), userId: optional(1), url: optional(3),
                                            category: optional(4), password: form.value(2), notes: optional(5))
                 changes.totp = optional(6)
-                id = try vault.addEntry(changes)
+                id = try vault.items.addEntry(changes)
             case .editEntry(let entryID):
                 id = entryID
                 var changes = EntryChanges(name: form.changed(0), userId: form.changed(1), url: form.changed(3),
                                            category: form.changed(4), password: form.changed(2), notes: form.changed(5))
                 changes.totp = form.changed(6)
-                try vault.editEntry(.id(id), changes)
+                try vault.items.editEntry(.id(id), changes)
             case .addNote:
-                id = try vault.addNote(title: form.value(0), text: form.value(1))
+                id = try vault.items.addNote(title: form.value(0), text: form.value(1))
             case .editNote(let noteID):
                 id = noteID
-                try vault.editNote(.id(id), title: form.changed(0), text: form.changed(1))
+                try vault.items.editNote(.id(id), title: form.changed(0), text: form.changed(1))
             }
             mode = .list
             try load(tab)
@@ -306,8 +306,8 @@ final class Browser {
         let files = attachmentCount(of: row)
         do {
             switch tab {
-            case .notes: try vault.removeNote(.id(row.id))
-            case .passwords: try vault.removeEntry(.id(row.id))
+            case .notes: try vault.items.removeNote(.id(row.id))
+            case .passwords: try vault.items.removeEntry(.id(row.id))
             }
             try load(tab)
             say("Removed \(tab.noun) \(row.id). Ctrl-Z brings it back"
@@ -321,7 +321,7 @@ final class Browser {
     private func copy(_ field: String, what: String) {
         guard tab == .passwords, let row = list.selectedRow else { return say("Select a password entry to copy from.") }
         do {
-            let value = try vault.fieldValue(field, of: .id(row.id))
+            let value = try vault.items.fieldValue(field, of: .id(row.id))
             say(try ClipboardCopy.copyReporting(value, what: what), seconds: 8)
         } catch {
             say(viewLines(error).joined(separator: " "), isError: true)

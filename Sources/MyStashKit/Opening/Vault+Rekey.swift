@@ -13,21 +13,21 @@ extension Vault {
         try awaitVerification()
         guard let oldKey = transformer.dataKey else { throw VaultError.locked }
         let (slot, newKey) = try Self.wrapErrors { try KeySlot.create(password: newPassword, parameters: parameters) }
-        guard let integrity else { throw VaultError.locked }
+        guard let integrityRecord else { throw VaultError.locked }
         do {
             try changingKey {
                 // Read under the lock, from the stores as they are now: rows other processes
                 // committed since this vault was unlocked are checked and re-encrypted too.
                 context.reset()
-                let found = try Self.problems { try coordinator.performRead { try integrity.verify(in: $0) } }
+                let found = try Self.problems { try coordinator.performRead { try integrityRecord.verify(in: $0) } }
                 try refuse(problems(found: found))
                 try reencryptEveryValue(under: newKey, slot: slot)
             }
         } catch {
             context.reset()
             transformer.dataKey = oldKey
-            coordinator.writeObserver = integrity.rows
-            self.integrity = integrity
+            coordinator.writeObserver = integrityRecord.rows
+            self.integrityRecord = integrityRecord
             throw VaultError.wrapping(error)
         }
         keySlot = slot
@@ -72,7 +72,7 @@ extension Vault {
         context.transactionAuthor = Self.rekeyAuthor
         defer { context.transactionAuthor = nil }
         try withExtendedLifetime(rebuilding) { try context.save() }
-        integrity = newRecord
+        integrityRecord = newRecord
         coordinator.writeObserver = newRecord.rows
     }
 }

@@ -82,6 +82,37 @@ public struct HealthReport: Codable, Equatable, Sendable {
 extension Vault {
     // MARK: - Health
 
+    /// When each entry's current password was set: the latest replacement in its history.
+    private func passwordReplacementDates() throws -> [ObjectID: Date] {
+        try Self.wrapErrors {
+            var request = FetchRequest<PasswordHistoryItem>()
+            // Only the dates: the earlier passwords are never decrypted for this.
+            request.fetchOnly(.replacedAt)
+            var dates: [ObjectID: Date] = [:]
+            for item in try context.fetch(request) {
+                guard let entry = item.entry else { continue }
+                dates[entry.objectID] = max(dates[entry.objectID] ?? .distantPast, item.replacedAt)
+            }
+            return dates
+        }
+    }
+
+    private func settingsProblems(policy: HealthPolicy, calibrated: ScryptParameters) -> [HealthReport.Setting] {
+        var problems: [HealthReport.Setting] = []
+        let logN = keySlot.parameters.logN
+        let wanted = max(calibrated.logN, KDFPolicy.minimumLogN)
+        if logN < wanted {
+            problems.append(HealthReport.Setting(kind: .scryptCost, current: Int(logN), recommended: Int(wanted)))
+        }
+        if let left = KeyringSession.remainingLifetime(vaultIdentifier: identifier), left >= policy.longSession {
+            problems.append(HealthReport.Setting(kind: .sessionLifetime, current: left.isFinite ? Int(left) : -1,
+                                                 recommended: Int(policy.longSession)))
+        }
+        return problems
+    }
+}
+
+extension Vault.Items {
     /// Checks every entry's current password (strength, reuse, age, and presence in
     /// `breaches`) and the vault's settings: its scrypt cost against `calibrated` (what this
     /// machine derives in about half a second, ``KDFPolicy/calibrated()``) and the time
@@ -90,14 +121,14 @@ extension Vault {
     /// - throws: ``VaultError`` when an entry cannot be read, or the breach list is malformed.
     public func healthReport(policy: HealthPolicy = HealthPolicy(), breaches: BreachList? = nil,
                              calibrated: ScryptParameters, now: Date = Date()) throws -> HealthReport {
-        let entries: [PasswordEntry] = try Self.wrapErrors {
+        let entries: [PasswordEntry] = try Vault.wrapErrors {
             var request = FetchRequest<PasswordEntry>(sortDescriptors: [
                 PasswordEntry.sort(.name, caseInsensitive: true)
             ])
             request.fetchOnly(.name, .password)
-            return try context.fetch(request).filter { !$0.password.isEmpty }
+            return try vault.context.fetch(request).filter { !$0.password.isEmpty }
         }
-        let lastReplaced = try passwordReplacementDates()
+        let lastReplaced = try vault.passwordReplacementDates()
         let year = Calendar(identifier: .gregorian).component(.year, from: now)
         var strengths: [String: PasswordStrength] = [:]
         var sharing: [String: [HealthReport.EntryReference]] = [:]
@@ -131,36 +162,7 @@ extension Vault {
         }
         report.reused = sharing.values.filter { $0.count > 1 }
             .sorted { ($0.count, $1[0].name.lowercased()) > ($1.count, $0[0].name.lowercased()) }
-        report.settings = settingsProblems(policy: policy, calibrated: calibrated)
+        report.settings = vault.settingsProblems(policy: policy, calibrated: calibrated)
         return report
-    }
-
-    /// When each entry's current password was set: the latest replacement in its history.
-    private func passwordReplacementDates() throws -> [ObjectID: Date] {
-        try Self.wrapErrors {
-            var request = FetchRequest<PasswordHistoryItem>()
-            // Only the dates: the earlier passwords are never decrypted for this.
-            request.fetchOnly(.replacedAt)
-            var dates: [ObjectID: Date] = [:]
-            for item in try context.fetch(request) {
-                guard let entry = item.entry else { continue }
-                dates[entry.objectID] = max(dates[entry.objectID] ?? .distantPast, item.replacedAt)
-            }
-            return dates
-        }
-    }
-
-    private func settingsProblems(policy: HealthPolicy, calibrated: ScryptParameters) -> [HealthReport.Setting] {
-        var problems: [HealthReport.Setting] = []
-        let logN = keySlot.parameters.logN
-        let wanted = max(calibrated.logN, KDFPolicy.minimumLogN)
-        if logN < wanted {
-            problems.append(HealthReport.Setting(kind: .scryptCost, current: Int(logN), recommended: Int(wanted)))
-        }
-        if let left = KeyringSession.remainingLifetime(vaultIdentifier: identifier), left >= policy.longSession {
-            problems.append(HealthReport.Setting(kind: .sessionLifetime, current: left.isFinite ? Int(left) : -1,
-                                                 recommended: Int(policy.longSession)))
-        }
-        return problems
     }
 }

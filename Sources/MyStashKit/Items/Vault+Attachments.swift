@@ -27,64 +27,6 @@ extension Vault {
 
     // MARK: - Attaching
 
-    /// Stores the bytes `handle` reads, to its end, as the attachment `name` of the entry
-    /// `reference` names, streamed: at most ``attachmentChunksPerSave`` chunks are in memory.
-    ///
-    /// The chunks are saved a few at a time, under an attachment marked incomplete that no
-    /// listing shows; the last save marks it complete. After a crash the vault holds the entry
-    /// as before (plus an invisible incomplete attachment that the next attach removes).
-    ///
-    /// - throws: ``VaultError`` `.invalidData` when the bytes pass ``attachmentSizeLimit``,
-    ///   the entry has an attachment of that name, or the name is not valid; `.notFound` when
-    ///   no entry matches. Nothing of the attachment is left visible then.
-    @discardableResult
-    public func attach(_ handle: FileHandle, named name: String, to reference: ItemReference) throws -> AttachmentInfo {
-        let name = name.trimmingCharacters(in: .whitespacesAndNewlines)
-        var status = stat()
-        if fstat(handle.fileDescriptor, &status) == 0, status.st_mode & S_IFMT == S_IFREG {
-            try Self.refuseOverAttachmentLimit(Int64(status.st_size), name: name)
-        }
-        try removeIncompleteAttachments()
-        let entry = try findEntry(reference)
-        try refuseTakenAttachmentName(name, of: entry)
-        let attachmentKey = try change { () -> Attachment in
-            let attachment = context.insert(Attachment.self)
-            attachment.name = name
-            attachment.entry = entry
-            return attachment
-        }.id
-        do {
-            var size: Int64 = 0
-            var index = 0
-            while true {
-                let pieces = try readChunks(handle, upTo: Self.attachmentChunksPerSave)
-                size += pieces.reduce(0) { $0 + Int64($1.count) }
-                try Self.refuseOverAttachmentLimit(size, name: name)
-                let last = pieces.count < Self.attachmentChunksPerSave
-                try change {
-                    let attachment = try self.attachment(atRow: attachmentKey)
-                    for piece in pieces {
-                        insertChunk(piece, index: index, into: attachment)
-                        index += 1
-                    }
-                    if last {
-                        attachment.size = size
-                        attachment.chunkCount = index
-                        attachment.isComplete = true
-                    }
-                }
-                // What was saved leaves memory: the next chunks start from an empty context.
-                context.reset()
-                if last { break }
-            }
-        } catch {
-            context.reset()
-            try? removeIncompleteAttachments()
-            throw VaultError.wrapping(error)
-        }
-        return try Self.wrapErrors { AttachmentInfo(try attachment(atRow: attachmentKey, complete: true)) }
-    }
-
     /// Whether `entry` has `file` already: an attachment of that name (ignoring case) and those bytes.
     func holds(_ file: ExportDocument.AttachedFile, _ entry: PasswordEntry) throws -> Bool {
         let name = Self.attachmentName(file.name)
@@ -196,15 +138,6 @@ extension Vault {
 
     // MARK: - Detaching
 
-    /// Removes the attachment `name` (or `#ID`) of the entry `reference` names. The attachment
-    /// is hidden in one save, then its chunks go 16 per save (what memory holds): a crash part
-    /// way leaves it hidden, and the next attach finishes removing it.
-    public func detach(_ name: ItemReference, from reference: ItemReference) throws {
-        let attachment = try findAttachment(name, of: reference)
-        try change { attachment.isComplete = false }
-        try removeChunks(of: attachment)
-    }
-
     /// Removes every attachment of the entry with ID `id`, as ``detach(_:from:)`` does.
     func removeAttachments(ofEntry id: Int64) throws {
         let attachments = try findEntry(.id(id)).attachments
@@ -235,11 +168,6 @@ extension Vault {
 
     // MARK: - Reading
 
-    /// The attachments of the entry `reference` names, by name.
-    public func attachments(of reference: ItemReference) throws -> [AttachmentInfo] {
-        try findEntry(reference).attachments.map(AttachmentInfo.init)
-    }
-
     /// The attachment `name` (ignoring case) or `#ID` of the entry `reference` names.
     func findAttachment(_ wanted: ItemReference, of reference: ItemReference) throws -> Attachment {
         let entry = try findEntry(reference)
@@ -253,19 +181,6 @@ extension Vault {
             throw VaultError.noSuchAttachment(entry: entry.name, wanted, attachments: attachments.map(\.name))
         }
         return found
-    }
-
-    /// Hands the bytes of the attachment `name` of the entry `reference` names to `write`, one
-    /// chunk at a time, in order: memory holds one chunk.
-    ///
-    /// - throws: ``VaultError`` `.invalidData` when a chunk is missing, out of place or damaged
-    ///   (the bytes handed over until then are not the whole attachment); what `write` throws.
-    public func readAttachment(_ name: ItemReference, of reference: ItemReference,
-                               into write: (Data) throws -> Void) throws -> AttachmentInfo {
-        let attachment = try findAttachment(name, of: reference)
-        let info = AttachmentInfo(attachment)
-        try forEachChunk(of: attachment, write)
-        return info
     }
 
     private static func chunks(of attachment: ManagedObject) throws -> ObjectGraph.Predicate {
@@ -314,5 +229,92 @@ extension Vault {
         guard count > 0 else { return nil }
         return "\(count) attachment\(count == 1 ? "" : "s") stay\(count == 1 ? "s" : "") on this machine: "
             + "sync does not carry attachments"
+    }
+}
+
+extension Vault.Items {
+    /// Stores the bytes `handle` reads, to its end, as the attachment `name` of the entry
+    /// `reference` names, streamed: at most ``attachmentChunksPerSave`` chunks are in memory.
+    ///
+    /// The chunks are saved a few at a time, under an attachment marked incomplete that no
+    /// listing shows; the last save marks it complete. After a crash the vault holds the entry
+    /// as before (plus an invisible incomplete attachment that the next attach removes).
+    ///
+    /// - throws: ``VaultError`` `.invalidData` when the bytes pass ``attachmentSizeLimit``,
+    ///   the entry has an attachment of that name, or the name is not valid; `.notFound` when
+    ///   no entry matches. Nothing of the attachment is left visible then.
+    @discardableResult
+    public func attach(_ handle: FileHandle, named name: String, to reference: ItemReference) throws -> AttachmentInfo {
+        let name = name.trimmingCharacters(in: .whitespacesAndNewlines)
+        var status = stat()
+        if fstat(handle.fileDescriptor, &status) == 0, status.st_mode & S_IFMT == S_IFREG {
+            try Vault.refuseOverAttachmentLimit(Int64(status.st_size), name: name)
+        }
+        try vault.removeIncompleteAttachments()
+        let entry = try vault.findEntry(reference)
+        try vault.refuseTakenAttachmentName(name, of: entry)
+        let attachmentKey = try vault.change { () -> Attachment in
+            let attachment = vault.context.insert(Attachment.self)
+            attachment.name = name
+            attachment.entry = entry
+            return attachment
+        }.id
+        do {
+            var size: Int64 = 0
+            var index = 0
+            while true {
+                let pieces = try vault.readChunks(handle, upTo: Vault.attachmentChunksPerSave)
+                size += pieces.reduce(0) { $0 + Int64($1.count) }
+                try Vault.refuseOverAttachmentLimit(size, name: name)
+                let last = pieces.count < Vault.attachmentChunksPerSave
+                try vault.change {
+                    let attachment = try vault.attachment(atRow: attachmentKey)
+                    for piece in pieces {
+                        vault.insertChunk(piece, index: index, into: attachment)
+                        index += 1
+                    }
+                    if last {
+                        attachment.size = size
+                        attachment.chunkCount = index
+                        attachment.isComplete = true
+                    }
+                }
+                // What was saved leaves memory: the next chunks start from an empty context.
+                vault.context.reset()
+                if last { break }
+            }
+        } catch {
+            vault.context.reset()
+            try? vault.removeIncompleteAttachments()
+            throw VaultError.wrapping(error)
+        }
+        return try Vault.wrapErrors { AttachmentInfo(try vault.attachment(atRow: attachmentKey, complete: true)) }
+    }
+
+    /// Removes the attachment `name` (or `#ID`) of the entry `reference` names. The attachment
+    /// is hidden in one save, then its chunks go 16 per save (what memory holds): a crash part
+    /// way leaves it hidden, and the next attach finishes removing it.
+    public func detach(_ name: ItemReference, from reference: ItemReference) throws {
+        let attachment = try vault.findAttachment(name, of: reference)
+        try vault.change { attachment.isComplete = false }
+        try vault.removeChunks(of: attachment)
+    }
+
+    /// The attachments of the entry `reference` names, by name.
+    public func attachments(of reference: ItemReference) throws -> [AttachmentInfo] {
+        try vault.findEntry(reference).attachments.map(AttachmentInfo.init)
+    }
+
+    /// Hands the bytes of the attachment `name` of the entry `reference` names to `write`, one
+    /// chunk at a time, in order: memory holds one chunk.
+    ///
+    /// - throws: ``VaultError`` `.invalidData` when a chunk is missing, out of place or damaged
+    ///   (the bytes handed over until then are not the whole attachment); what `write` throws.
+    public func readAttachment(_ name: ItemReference, of reference: ItemReference,
+                               into write: (Data) throws -> Void) throws -> AttachmentInfo {
+        let attachment = try vault.findAttachment(name, of: reference)
+        let info = AttachmentInfo(attachment)
+        try vault.forEachChunk(of: attachment, write)
+        return info
     }
 }

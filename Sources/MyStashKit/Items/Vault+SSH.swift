@@ -33,6 +33,50 @@ extension Vault {
         static let fingerprint = "Fingerprint"
     }
 
+    static func sshKeyFields(_ key: SSHPrivateKey) throws -> [FieldInfo] {
+        [FieldInfo(name: SSHKeyField.privateKey, value: try key.openSSHText(), hidden: true),
+         FieldInfo(name: SSHKeyField.publicKey, value: key.publicKeyLine, hidden: false),
+         FieldInfo(name: SSHKeyField.fingerprint, value: key.fingerprint, hidden: false)]
+    }
+
+}
+
+// MARK: - Imported SSH keys
+
+extension ImportSource {
+    /// Gives an imported SSH key entry the shape `ssh add` gives: the "SSH Key" category and
+    /// the private key (decrypted with `passphrase` when it is encrypted), public key and
+    /// fingerprint read from the key itself, its other fields kept. A key that cannot be read
+    /// is kept as it came, with a warning: the agent will not serve it.
+    mutating func shapeSSHKeyEntry(_ entry: inout ExportDocument.Entry, privateKey text: String,
+                                   passphrase: String?) {
+        entry.category = Vault.sshKeyCategory
+        let keyFields: Set<String> = [Vault.SSHKeyField.privateKey, Vault.SSHKeyField.publicKey,
+                                      Vault.SSHKeyField.fingerprint].reduce(into: []) { $0.insert($1.lowercased()) }
+        let others = (entry.fields ?? []).filter { !keyFields.contains($0.name.lowercased()) }
+        do {
+            let key = try SSHPrivateKey(keyFile: text) {
+                guard let passphrase, !passphrase.isEmpty else {
+                    throw VaultError.sshKey(.passphraseIsNotEntryPassword)
+
+                }
+                return .password(passphrase)
+            }
+            entry.fields = try Vault.sshKeyFields(key) + others
+        } catch {
+            let privateKeyName = Vault.SSHKeyField.privateKey.lowercased()
+            if !(entry.fields ?? []).contains(where: { $0.name.lowercased() == privateKeyName }) {
+                entry.fields = [FieldInfo(name: Vault.SSHKeyField.privateKey, value: text, hidden: true)] + others
+            }
+            let reason = (error as? VaultError)?.message ?? "\(error)"
+            warnings.append(
+                .init(kind: "entry", title: entry.name,
+                      reason: "its SSH key cannot be read (\(reason)); kept as it is, not served by the agent"))
+        }
+    }
+}
+
+extension Vault.Items {
     /// Stores `key` as a new entry of the "SSH Key" category: its private key (as an unencrypted
     /// OpenSSH key file, hidden, under the vault's encryption), public key line and fingerprint.
     ///
@@ -43,31 +87,26 @@ extension Vault {
         if let stored = try sshKeys().first(where: { $0.key?.publicKeyBlob == key.publicKeyBlob }) {
             throw VaultError.sshKeyStored(name: stored.name, id: stored.id)
         }
-        if try !categories().contains(where: { $0.name.lowercased() == Self.sshKeyCategory.lowercased() }) {
-            try addCategory(Self.sshKeyCategory)
+        if try !categories().contains(where: { $0.name.lowercased() == Vault.sshKeyCategory.lowercased() }) {
+            try addCategory(Vault.sshKeyCategory)
         }
-        var changes = EntryChanges(name: name, category: Self.sshKeyCategory, password: "")
-        changes.fields = try Self.sshKeyFields(key)
+        var changes = EntryChanges(name: name, category: Vault.sshKeyCategory, password: "")
+        changes.fields = try Vault.sshKeyFields(key)
         return try addEntry(changes)
-    }
-
-    static func sshKeyFields(_ key: SSHPrivateKey) throws -> [FieldInfo] {
-        [FieldInfo(name: SSHKeyField.privateKey, value: try key.openSSHText(), hidden: true),
-         FieldInfo(name: SSHKeyField.publicKey, value: key.publicKeyLine, hidden: false),
-         FieldInfo(name: SSHKeyField.fingerprint, value: key.fingerprint, hidden: false)]
     }
 
     /// Every entry of the "SSH Key" category with its key, in name order. An entry whose
     /// private key is missing, encrypted or damaged is listed with the problem.
     public func sshKeys() throws -> [SSHKeyEntry] {
-        guard try categories().contains(where: { $0.name.lowercased() == Self.sshKeyCategory.lowercased() }) else {
+        guard try categories().contains(where: { $0.name.lowercased() == Vault.sshKeyCategory.lowercased() }) else {
             return []
         }
-        return try entries(category: .name(Self.sshKeyCategory)).map { listed in
+        return try entries(category: .name(Vault.sshKeyCategory)).map { listed in
             let entry = try self.entry(.id(listed.id), reveal: true)
-            let text = entry.fields?.first { $0.name.lowercased() == SSHKeyField.privateKey.lowercased() }?.value
+            let text = entry.fields?.first { $0.name.lowercased() == Vault.SSHKeyField.privateKey.lowercased() }?.value
             guard let text, !text.isEmpty else {
-                return SSHKeyEntry(id: entry.id, name: entry.name, problem: "no '\(SSHKeyField.privateKey)' field")
+                return SSHKeyEntry(id: entry.id, name: entry.name,
+                                   problem: "no '\(Vault.SSHKeyField.privateKey)' field")
             }
             do {
                 let key = try SSHPrivateKey(keyFile: text) {
@@ -105,40 +144,5 @@ extension Vault {
             throw VaultError.storedSSHKeyUnreadable(name: entry.name, problem: problem)
         }
         return entry
-    }
-}
-
-// MARK: - Imported SSH keys
-
-extension ImportSource {
-    /// Gives an imported SSH key entry the shape `ssh add` gives: the "SSH Key" category and
-    /// the private key (decrypted with `passphrase` when it is encrypted), public key and
-    /// fingerprint read from the key itself, its other fields kept. A key that cannot be read
-    /// is kept as it came, with a warning: the agent will not serve it.
-    mutating func shapeSSHKeyEntry(_ entry: inout ExportDocument.Entry, privateKey text: String,
-                                   passphrase: String?) {
-        entry.category = Vault.sshKeyCategory
-        let keyFields: Set<String> = [Vault.SSHKeyField.privateKey, Vault.SSHKeyField.publicKey,
-                                      Vault.SSHKeyField.fingerprint].reduce(into: []) { $0.insert($1.lowercased()) }
-        let others = (entry.fields ?? []).filter { !keyFields.contains($0.name.lowercased()) }
-        do {
-            let key = try SSHPrivateKey(keyFile: text) {
-                guard let passphrase, !passphrase.isEmpty else {
-                    throw VaultError.sshKey(.passphraseIsNotEntryPassword)
-
-                }
-                return .password(passphrase)
-            }
-            entry.fields = try Vault.sshKeyFields(key) + others
-        } catch {
-            let privateKeyName = Vault.SSHKeyField.privateKey.lowercased()
-            if !(entry.fields ?? []).contains(where: { $0.name.lowercased() == privateKeyName }) {
-                entry.fields = [FieldInfo(name: Vault.SSHKeyField.privateKey, value: text, hidden: true)] + others
-            }
-            let reason = (error as? VaultError)?.message ?? "\(error)"
-            warnings.append(
-                .init(kind: "entry", title: entry.name,
-                      reason: "its SSH key cannot be read (\(reason)); kept as it is, not served by the agent"))
-        }
     }
 }

@@ -287,90 +287,10 @@ extension Vault {
         try find(Category.self, reference, kind: .category)
     }
 
-    // MARK: - Notes
-
-    @discardableResult
-    public func addNote(title: String, text: String) throws -> Int64 {
-        let note = try change {
-            let note = context.insert(Note.self)
-            note.title = EntryRules.trimmedName(title)
-            note.text = text
-            return note
-        }
-        return note.id
-    }
-
-    public func notes() throws -> [NoteInfo] {
-        try verifyWholeVaultForRead()
-        return try Self.wrapErrors {
-            var request = FetchRequest<Note>(sortDescriptors: [Note.sort(.title, caseInsensitive: true)])
-            request.fetchOnly(.title)
-            return try context.fetchMapped(request) { NoteInfo($0, withText: false) }
-        }
-    }
-
-    public func note(_ reference: ItemReference) throws -> NoteInfo {
-        NoteInfo(try findNote(reference), withText: true)
-    }
-
-    /// Changes a note's title and/or text; nil leaves either as it is.
-    public func editNote(_ reference: ItemReference, title: String?, text: String?) throws {
-        let note = try findNote(reference)
-        try change {
-            if let title { note.title = EntryRules.trimmedName(title) }
-            if let text { note.text = text }
-            note.updatedAt = Date()
-        }
-    }
-
-    public func removeNote(_ reference: ItemReference) throws {
-        let note = try findNote(reference)
-        try change { context.delete(note) }
-    }
-
-    /// Notes whose title or text contains `query`, ignoring case and diacritics.
-    public func searchNotes(_ query: String) throws -> [NoteInfo] {
-        try verifyWholeVaultForRead()
-        return try Self.wrapErrors {
-            let predicate = try Predicate(
-                format: "%K CONTAINS[cd] %@ OR %K CONTAINS[cd] %@", Note.Key.title.rawValue, query,
-                Note.Key.text.rawValue, query)
-            // A batch of notes decrypted at a time: only the matches are kept.
-            return try context.fetchMapped(
-                FetchRequest<Note>(predicate: predicate, sortDescriptors: [Note.sort(.title, caseInsensitive: true)])
-            ) { NoteInfo($0, withText: false) }
-        }
-    }
-
     // MARK: - Password entries
 
     /// How many earlier passwords an entry keeps; older ones are dropped.
     static let historyLimit = 20
-
-    /// Adds an entry; a name another entry has already (ignoring case) is refused unless
-    /// `allowDuplicate`.
-    /// With `creatingCategory`, a category the vault does not have yet is added in the same save.
-    @discardableResult
-    public func addEntry(_ changes: EntryChanges, allowDuplicate: Bool = false, creatingCategory: Bool = false)
-        throws -> Int64
-    {
-        if !allowDuplicate, let name = changes.name { try refuseTakenName(name) }
-        let category = try self.category(for: changes, creating: creatingCategory)
-        let entry = try change {
-            let entry = context.insert(PasswordEntry.self)
-            try apply(changes, category: category(), to: entry)
-            return entry
-        }
-        return entry.id
-    }
-
-    @discardableResult
-    public func addEntry(
-        name: String, password: String, userId: String?, url: String?, category: String?, notes: String?
-    ) throws -> Int64 {
-        try addEntry(
-            EntryChanges(name: name, userId: userId, url: url, category: category, password: password, notes: notes))
-    }
 
     /// Refuses a name (as stored: trimmed) that an entry other than `entry` has already,
     /// ignoring case: on a rename as on an add.
@@ -396,21 +316,6 @@ extension Vault {
             return { found }
         } catch let error as VaultError where error.kind == .notFound && creating {
             return { self.insertCategory(name) }
-        }
-    }
-
-    /// The name of the category `reference` names.
-    public func categoryName(_ reference: ItemReference) throws -> String {
-        try findCategory(reference).name
-    }
-
-    /// Whether a category answers to `reference` (a name, ignoring case, or an ID).
-    public func hasCategory(_ reference: ItemReference) throws -> Bool {
-        do {
-            _ = try findCategory(reference)
-            return true
-        } catch let error as VaultError where error.kind == .notFound {
-            return false
         }
     }
 
@@ -481,24 +386,151 @@ extension Vault {
         for dropped in ranked.dropFirst(Self.historyLimit) { if let old = dropped.old { context.delete(old) } }
     }
 
+    /// The entries of `category`.
+    static func entryPredicate(in category: Category) throws -> ObjectGraph.Predicate {
+        try Predicate(format: "%K == %@", PasswordEntry.Key.category.rawValue, category)
+    }
+
+    /// Registers every category, so entries' category faults resolve without a query each.
+    func prefetchCategories() throws {
+        _ = try context.fetch(FetchRequest<Category>())
+    }
+
+    /// What ``names(of:)`` lists.
+    public enum NameKind: Sendable { case entries, notes, categories, sshKeys }
+
+    // MARK: - Categories
+
+    private func insertCategory(_ name: String) -> Category {
+        let category = context.insert(Category.self)
+        category.name = EntryRules.trimmedName(name)
+        return category
+    }
+
+}
+
+extension Vault {
+    /// The notes, entries, categories, attachments, SSH keys and credentials of an open vault,
+    /// as in `vault.items.entry("github", reveal: true)`.
+    public struct Items {
+        let vault: Vault
+    }
+
+    public var items: Items { Items(vault: self) }
+}
+
+extension Vault.Items {
+    @discardableResult
+    public func addNote(title: String, text: String) throws -> Int64 {
+        let note = try vault.change {
+            let note = vault.context.insert(Note.self)
+            note.title = EntryRules.trimmedName(title)
+            note.text = text
+            return note
+        }
+        return note.id
+    }
+
+    public func notes() throws -> [NoteInfo] {
+        try vault.verifyWholeVaultForRead()
+        return try Vault.wrapErrors {
+            var request = FetchRequest<Note>(sortDescriptors: [Note.sort(.title, caseInsensitive: true)])
+            request.fetchOnly(.title)
+            return try vault.context.fetchMapped(request) { NoteInfo($0, withText: false) }
+        }
+    }
+
+    public func note(_ reference: ItemReference) throws -> NoteInfo {
+        NoteInfo(try vault.findNote(reference), withText: true)
+    }
+
+    /// Changes a note's title and/or text; nil leaves either as it is.
+    public func editNote(_ reference: ItemReference, title: String?, text: String?) throws {
+        let note = try vault.findNote(reference)
+        try vault.change {
+            if let title { note.title = EntryRules.trimmedName(title) }
+            if let text { note.text = text }
+            note.updatedAt = Date()
+        }
+    }
+
+    public func removeNote(_ reference: ItemReference) throws {
+        let note = try vault.findNote(reference)
+        try vault.change { vault.context.delete(note) }
+    }
+
+    /// Notes whose title or text contains `query`, ignoring case and diacritics.
+    public func searchNotes(_ query: String) throws -> [NoteInfo] {
+        try vault.verifyWholeVaultForRead()
+        return try Vault.wrapErrors {
+            let predicate = try Predicate(
+                format: "%K CONTAINS[cd] %@ OR %K CONTAINS[cd] %@", Note.Key.title.rawValue, query,
+                Note.Key.text.rawValue, query)
+            // A batch of notes decrypted at a time: only the matches are kept.
+            return try vault.context.fetchMapped(
+                FetchRequest<Note>(predicate: predicate, sortDescriptors: [Note.sort(.title, caseInsensitive: true)])
+            ) { NoteInfo($0, withText: false) }
+        }
+    }
+
+    /// Adds an entry; a name another entry has already (ignoring case) is refused unless
+    /// `allowDuplicate`.
+    /// With `creatingCategory`, a category the vault does not have yet is added in the same save.
+    @discardableResult
+    public func addEntry(_ changes: EntryChanges, allowDuplicate: Bool = false, creatingCategory: Bool = false)
+        throws -> Int64
+    {
+        if !allowDuplicate, let name = changes.name { try vault.refuseTakenName(name) }
+        let category = try vault.category(for: changes, creating: creatingCategory)
+        let entry = try vault.change {
+            let entry = vault.context.insert(PasswordEntry.self)
+            try vault.apply(changes, category: category(), to: entry)
+            return entry
+        }
+        return entry.id
+    }
+
+    @discardableResult
+    public func addEntry(
+        name: String, password: String, userId: String?, url: String?, category: String?, notes: String?
+    ) throws -> Int64 {
+        try addEntry(
+            EntryChanges(name: name, userId: userId, url: url, category: category, password: password, notes: notes))
+    }
+
+    /// The name of the category `reference` names.
+    public func categoryName(_ reference: ItemReference) throws -> String {
+        try vault.findCategory(reference).name
+    }
+
+    /// Whether a category answers to `reference` (a name, ignoring case, or an ID).
+    public func hasCategory(_ reference: ItemReference) throws -> Bool {
+        do {
+            _ = try vault.findCategory(reference)
+            return true
+        } catch let error as VaultError where error.kind == .notFound {
+            return false
+        }
+    }
+
     public func entries(category: ItemReference? = nil) throws -> [EntryInfo] {
-        try verifyWholeVaultForRead()
-        let filter = try category.map { try findCategory($0) }
-        return try Self.wrapErrors {
-            try prefetchCategories()
+        try vault.verifyWholeVaultForRead()
+        let filter = try category.map { try vault.findCategory($0) }
+        return try Vault.wrapErrors {
+            try vault.prefetchCategories()
             var request = FetchRequest<PasswordEntry>(sortDescriptors: [
                 PasswordEntry.sort(.name, caseInsensitive: true)
             ])
-            if let filter { request.predicate = try Self.entries(in: filter) }
+            if let filter { request.predicate = try Vault.entryPredicate(in: filter) }
             // What a list shows: never the password or the notes.
             request.fetchOnly(.name, .userId, .url)
             // A batch of entries read at a time, kept only as the lines to print.
-            return try context.fetchMapped(request) { EntryInfo($0, reveal: false, detailed: false) }
+            return try vault.context.fetchMapped(request) { EntryInfo($0, reveal: false, detailed: false) }
         }
     }
 
     public func entry(_ reference: ItemReference, reveal: Bool) throws -> EntryInfo {
-        let entry = try findEntry(reference)
+        let entry = try vault.findEntry(reference)
         return EntryInfo(entry, reveal: reveal)
     }
 
@@ -507,7 +539,7 @@ extension Vault {
     ///
     /// - throws: ``VaultError`` `.notFound` when the entry has no such field or it is empty.
     public func fieldValue(_ field: String, of reference: ItemReference) throws -> String {
-        let entry = try findEntry(reference)
+        let entry = try vault.findEntry(reference)
         let value: String?
         switch field.lowercased() {
         case "password": value = entry.password
@@ -531,7 +563,7 @@ extension Vault {
 
     /// The entry's earlier passwords, the most recently replaced first.
     public func passwordHistory(_ reference: ItemReference, reveal: Bool) throws -> [HistoryInfo] {
-        try findEntry(reference).history.map {
+        try vault.findEntry(reference).history.map {
             HistoryInfo(password: reveal ? $0.password : nil, replacedAt: $0.replacedAt)
         }
     }
@@ -541,7 +573,7 @@ extension Vault {
     /// - throws: ``VaultError`` `.notFound` when the entry has no TOTP secret, `.invalidData`
     ///   when it cannot be used.
     public func totpCode(_ reference: ItemReference, at date: Date = Date()) throws -> (code: TOTP.Code, totp: TOTP) {
-        let entry = try findEntry(reference)
+        let entry = try vault.findEntry(reference)
         guard let secret = entry.totp else {
             throw VaultError.noTOTPSecret(entry: entry.name)
         }
@@ -562,92 +594,77 @@ extension Vault {
     public func editEntry(_ reference: ItemReference, _ changes: EntryChanges, allowDuplicate: Bool = false,
                           creatingCategory: Bool = false) throws {
         guard !changes.isEmpty else { throw VaultError.nothingToChange }
-        let entry = try findEntry(reference)
-        if !allowDuplicate, let name = changes.name { try refuseTakenName(name, besides: entry) }
-        let category = try self.category(for: changes, creating: creatingCategory)
-        try change {
-            try apply(changes, category: category(), to: entry)
+        let entry = try vault.findEntry(reference)
+        if !allowDuplicate, let name = changes.name { try vault.refuseTakenName(name, besides: entry) }
+        let category = try vault.category(for: changes, creating: creatingCategory)
+        try vault.change {
+            try vault.apply(changes, category: category(), to: entry)
             entry.updatedAt = Date()
         }
     }
 
     public func removeEntry(_ reference: ItemReference) throws {
-        let id = try findEntry(reference).id
+        let id = try vault.findEntry(reference).id
         // Attachments first, a few chunks per save: one save would hold every byte in memory.
-        try removeAttachments(ofEntry: id)
-        let entry = try findEntry(.id(id))
-        try change { context.delete(entry) }
+        try vault.removeAttachments(ofEntry: id)
+        let entry = try vault.findEntry(.id(id))
+        try vault.change { vault.context.delete(entry) }
     }
 
     /// Entries whose name, user ID, URL or notes contain `query` (never the password),
     /// ignoring case and diacritics.
     public func searchEntries(_ query: String) throws -> [EntryInfo] {
-        try verifyWholeVaultForRead()
-        return try Self.wrapErrors {
-            try prefetchCategories()
+        try vault.verifyWholeVaultForRead()
+        return try Vault.wrapErrors {
+            try vault.prefetchCategories()
             let searched = [PasswordEntry.Key.name, .userId, .url, .notes].map(\.rawValue)
                 + [PasswordEntry.categoryName]
             let predicate = try Predicate(
                 format: searched.map { _ in "%K CONTAINS[cd] %@" }.joined(separator: " OR "),
                 argumentArray: searched.flatMap { key -> [Any?] in [key, query] })
-            return try context.fetchMapped(
+            return try vault.context.fetchMapped(
                 FetchRequest<PasswordEntry>(
                     predicate: predicate, sortDescriptors: [PasswordEntry.sort(.name, caseInsensitive: true)])
             ) { EntryInfo($0, reveal: false, detailed: false) }
         }
     }
 
-    /// The entries of `category`.
-    static func entries(in category: Category) throws -> ObjectGraph.Predicate {
-        try Predicate(format: "%K == %@", PasswordEntry.Key.category.rawValue, category)
-    }
-
-    /// Registers every category, so entries' category faults resolve without a query each.
-    func prefetchCategories() throws {
-        _ = try context.fetch(FetchRequest<Category>())
-    }
-
     /// Entry, note or category names for shell completion; names only (no secret beyond them).
-    public func names(of kind: NameKind) throws -> [String] {
-        try verifyWholeVaultForRead()
-        return try Self.wrapErrors {
+    public func names(of kind: Vault.NameKind) throws -> [String] {
+        try vault.verifyWholeVaultForRead()
+        return try Vault.wrapErrors {
             switch kind {
             case .entries:
                 var request = FetchRequest<PasswordEntry>()
                 request.fetchOnly(.name)
-                return try context.fetch(request).map(\.name)
+                return try vault.context.fetch(request).map(\.name)
             case .notes:
                 var request = FetchRequest<Note>()
                 request.fetchOnly(.title)
-                return try context.fetch(request).map(\.title)
+                return try vault.context.fetch(request).map(\.title)
             case .categories:
-                return try context.fetch(FetchRequest<Category>()).map(\.name)
+                return try vault.context.fetch(FetchRequest<Category>()).map(\.name)
             case .sshKeys:
                 let named = try Predicate(format: "%K ==[c] %@", Category.Key.name.rawValue, Vault.sshKeyCategory)
-                guard let category = try context.fetch(FetchRequest<Category>(predicate: named)).first else {
+                guard let category = try vault.context.fetch(FetchRequest<Category>(predicate: named)).first else {
                     return []
                 }
-                var request = FetchRequest<PasswordEntry>(predicate: try Self.entries(in: category))
+                var request = FetchRequest<PasswordEntry>(predicate: try Vault.entryPredicate(in: category))
                 request.fetchOnly(.name)
-                return try context.fetch(request).map(\.name)
+                return try vault.context.fetch(request).map(\.name)
             }
         }
     }
 
-    /// What ``names(of:)`` lists.
-    public enum NameKind: Sendable { case entries, notes, categories, sshKeys }
-
-    // MARK: - Categories
-
     public func categories() throws -> [CategoryInfo] {
-        try verifyWholeVaultForRead()
-        return try Self.wrapErrors {
+        try vault.verifyWholeVaultForRead()
+        return try Vault.wrapErrors {
             // Counted in SQL: entries need not be decrypted, so this works on a locked vault.
-            try context.fetch(
+            try vault.context.fetch(
                 FetchRequest<Category>(sortDescriptors: [Category.sort(.name, caseInsensitive: true)])
             ).map { category in
-                let entries = try context.count(
-                    for: FetchRequest<PasswordEntry>(predicate: try Self.entries(in: category)))
+                let entries = try vault.context.count(
+                    for: FetchRequest<PasswordEntry>(predicate: try Vault.entryPredicate(in: category)))
                 return CategoryInfo(id: category.id, name: category.name, entries: entries)
             }
         }
@@ -655,25 +672,19 @@ extension Vault {
 
     @discardableResult
     public func addCategory(_ name: String) throws -> Int64 {
-        try change { insertCategory(name) }.id
-    }
-
-    private func insertCategory(_ name: String) -> Category {
-        let category = context.insert(Category.self)
-        category.name = EntryRules.trimmedName(name)
-        return category
+        try vault.change { vault.insertCategory(name) }.id
     }
 
     public func renameCategory(_ reference: ItemReference, to newName: String) throws {
-        let category = try findCategory(reference)
-        try change { category.name = EntryRules.trimmedName(newName) }
+        let category = try vault.findCategory(reference)
+        try vault.change { category.name = EntryRules.trimmedName(newName) }
     }
 
     /// Removes a category; refused (Deny) while entries use it.
     public func removeCategory(_ reference: ItemReference) throws {
-        let category = try findCategory(reference)
+        let category = try vault.findCategory(reference)
         do {
-            try change { context.delete(category) }
+            try vault.change { vault.context.delete(category) }
         } catch VaultError.invalidValues(let problems) {
             throw VaultError.categoryHasEntries(category: category.name, problems: problems)
         }

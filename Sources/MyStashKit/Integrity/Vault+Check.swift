@@ -6,25 +6,45 @@ import StashCrypto
 public typealias CheckProblem = IntegrityProblem
 
 extension Vault {
+
+    /// What is wrong with a row that cannot be read, without the place the check names itself.
+    private static func rowProblem(_ error: Error) -> String {
+        let error = VaultError.wrapping(error)
+        return error.rowProblem ?? error.message
+    }
+}
+
+extension Vault {
+    /// What an open vault can say of changes made outside it, as in `vault.integrity.check()`.
+    public struct Integrity {
+        let vault: Vault
+    }
+
+    public var integrity: Integrity { Integrity(vault: self) }
+}
+
+extension Vault.Integrity {
     /// Decrypts every field, verifies every relationship and both stores' metadata.
     public func check(progress: Progress? = nil) throws -> [CheckProblem] {
-        var problems = Recovery.leftovers(in: directory).map { CheckProblem(store: $0.fileName, message: $0.reason) }
-        guard schemaProblems.isEmpty else {
+        var problems = Recovery.leftovers(in: vault.directory).map {
+            CheckProblem(store: $0.fileName, message: $0.reason)
+        }
+        guard vault.schemaProblems.isEmpty else {
             // Rows read through a changed schema prove nothing, and a missing table fails every read.
-            return problems + schemaProblems + [
+            return problems + vault.schemaProblems + [
                 CheckProblem(store: "vault", message: "rows were not checked: the schema must be restored first")
             ]
         }
-        for store in [notesStore, passwordsStore] {
+        for store in [vault.notesStore, vault.passwordsStore] {
             let name = store.url?.lastPathComponent ?? "store"
-            if (store.metadata[Self.keySlotKey] as? Data).map({ Array($0) }) != keySlot.serialized {
+            if (store.metadata[Vault.keySlotKey] as? Data).map({ Array($0) }) != vault.keySlot.serialized {
                 problems.append(CheckProblem(store: name, message: "its key slot differs from the one in use"))
             }
-            if store.metadata[Self.vaultIdentifierKey] as? String != identifier {
+            if store.metadata[Vault.vaultIdentifierKey] as? String != vault.identifier {
                 problems.append(CheckProblem(store: name, message: "its vault identity differs from the other store's"))
             }
         }
-        problems += try Self.wrapErrors { try coordinator.checkIntegrity() }
+        problems += try Vault.wrapErrors { try vault.coordinator.checkIntegrity() }
         // A sub-check that cannot run (a damaged file) is reported, never counted as passed; the others still run.
         func gather(_ what: String, store: String, entity: String? = nil, _ check: () throws -> [CheckProblem]) throws {
             do {
@@ -34,18 +54,18 @@ extension Vault {
                                              message: "\(what) could not be checked: \(error.message)"))
             }
         }
-        try gather("category names", store: Self.passwordsFileName, entity: Category.entityName) {
-            try duplicateCategoryNames()
+        try gather("category names", store: Vault.passwordsFileName, entity: Category.entityName) {
+            try vault.duplicateCategoryNames()
         }
-        try gather("the integrity record", store: "vault") { try integrityProblems() }
+        try gather("the integrity record", store: "vault") { try vault.integrityProblems() }
         let entities = [
-            (Note.entityName, Self.notesFileName), (PasswordEntry.entityName, Self.passwordsFileName),
-            (Category.entityName, Self.passwordsFileName), (Attachment.entityName, Self.passwordsFileName),
-            (AttachmentChunk.entityName, Self.passwordsFileName),
+            (Note.entityName, Vault.notesFileName), (PasswordEntry.entityName, Vault.passwordsFileName),
+            (Category.entityName, Vault.passwordsFileName), (Attachment.entityName, Vault.passwordsFileName),
+            (AttachmentChunk.entityName, Vault.passwordsFileName),
         ]
         var keys: [[Int64]] = []
         try gather("rows", store: "vault") {
-            keys = try Self.wrapErrors { try entities.map { try context.primaryKeys(forEntityName: $0.0) } }
+            keys = try Vault.wrapErrors { try entities.map { try vault.context.primaryKeys(forEntityName: $0.0) } }
             return []
         }
         let total = keys.map(\.count).reduce(0, +)
@@ -53,13 +73,13 @@ extension Vault {
         for ((entity, store), rows) in zip(entities, keys) {
             for row in rows {
                 do {
-                    _ = try context.existingObject(entityName: entity, primaryKey: row)
+                    _ = try vault.context.existingObject(entityName: entity, primaryKey: row)
                 } catch {
                     problems.append(CheckProblem(store: store, entity: entity, primaryKey: row,
-                                                 message: Self.rowProblem(error)))
+                                                 message: Vault.rowProblem(error)))
                 }
                 // A chunk is up to 1 MiB: each leaves memory once decrypted.
-                if entity == AttachmentChunk.entityName { context.reset() }
+                if entity == AttachmentChunk.entityName { vault.context.reset() }
                 done += 1
                 progress?.report(done, of: total)
             }
@@ -67,11 +87,5 @@ extension Vault {
         // SQLite's check and the integrity record's both name a lying index.
         var seen: Set<String> = []
         return problems.filter { seen.insert($0.description).inserted }
-    }
-
-    /// What is wrong with a row that cannot be read, without the place the check names itself.
-    private static func rowProblem(_ error: Error) -> String {
-        let error = VaultError.wrapping(error)
-        return error.rowProblem ?? error.message
     }
 }

@@ -32,7 +32,7 @@ public final class Vault {
     /// Whether this process made sure the stores hold their unique indexes.
     var storeConstraintsEnsured = false
     /// Keeps the integrity record current; set once the data key is known.
-    var integrity: IntegrityRecord?
+    var integrityRecord: IntegrityRecord?
     /// A check of the vault started by an unlock with ``Verification/concurrent``.
     var pendingVerification: PendingVerification?
     /// Whether this process has seen the vault's integrity record (checked or made it).
@@ -339,8 +339,9 @@ public final class Vault {
             try updateNameKeys()
             try context.save()
         } catch let error as ObjectGraphError where error.storeFailure == .ioError {
-            guard let integrity,
-                  (try? coordinator.performRead({ try integrity.rows.holdsLastWrittenGenerations(in: $0) })) == true
+            guard let integrityRecord,
+                  (try? coordinator.performRead({ try integrityRecord.rows.holdsLastWrittenGenerations(in: $0) }))
+                    == true
             else { throw error }
             throw VaultError.savedButNotSynced(error.message)
         }
@@ -412,7 +413,7 @@ public final class Vault {
             try coordinator.saveMetadata()
         }
         keySlot = slot
-        integrity?.keySlot = Data(slot.serialized)
+        integrityRecord?.keySlot = Data(slot.serialized)
         KeyringSession.revoke(vaultIdentifier: identifier)
     }
 

@@ -48,98 +48,6 @@ public struct ImportReport: Codable, Equatable {
     public func importedCount(_ kind: String) -> Int { imported.filter { $0.kind == kind }.count }
 }
 
-/// The `mystash-json` document: everything in the vault, in plaintext (man page, FILES).
-/// A CSV export: its text, and what it could not carry (CSV has no column for it), in words.
-public struct CSVExport {
-    public var text: String
-    /// Such as "3 custom fields of 2 entries"; empty when nothing was left out.
-    public var leftOut: [String]
-}
-
-struct ExportDocument: Codable {
-    struct Entry: Codable {
-        var name: String
-        var userId: String?
-        var password: String
-        var url: String?
-        var moreURLs: [String]?
-        var notes: String?
-        var category: String?
-        var totp: String?
-        var favorite: Bool?
-        var fields: [FieldInfo]?
-        var history: [HistoryInfo]?
-        /// Files kept with the entry, their bytes base64 in mystash-json.
-        var attachments: [AttachedFile]?
-        var createdAt: Date?
-        var updatedAt: Date?
-
-        init(name: String, userId: String? = nil, password: String, url: String? = nil, notes: String? = nil,
-             category: String? = nil, createdAt: Date? = nil, updatedAt: Date? = nil) {
-            self.name = name
-            self.userId = userId
-            self.password = password
-            self.url = url
-            self.notes = notes
-            self.category = category
-            self.createdAt = createdAt
-            self.updatedAt = updatedAt
-        }
-    }
-
-    /// An attachment as exports carry it: whole, in memory.
-    struct AttachedFile: Codable, Equatable {
-        var name: String
-        var data: Data
-    }
-
-    struct NoteItem: Codable {
-        var title: String
-        var folder: String?
-        var text: String?
-        var createdAt: Date?
-        var updatedAt: Date?
-    }
-
-    /// ISO 8601 dates as mystash-json writes them: with milliseconds only when the date has a
-    /// fraction of a second. One per export or import. Read: the usual RFC 3339 shape by hand
-    /// (``InternetDate``, the same `Date` the formatter gives), any other shape by ICU's
-    /// formatters as always (made only then: on Linux each of their reads copied an ICU formatter,
-    /// half of an import's time). Written: whole seconds by Foundation's format style, the
-    /// milliseconds rounded here (the style truncates them: .123 written as .122).
-    final class Dates: @unchecked Sendable {  // used by one encoder or decoder at a time
-        private let wholeSeconds = Date.ISO8601FormatStyle()
-        private lazy var whole = ISO8601DateFormatter()
-        private lazy var fractional: ISO8601DateFormatter = {
-            let formatter = ISO8601DateFormatter()
-            formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-            return formatter
-        }()
-
-        func text(_ date: Date) -> String {
-            let seconds = date.timeIntervalSinceReferenceDate
-            guard seconds.rounded(.down) != seconds, seconds.isFinite else { return date.formatted(wholeSeconds) }
-            let milliseconds = (date.timeIntervalSince1970 * 1000).rounded()
-            let whole = (milliseconds / 1000).rounded(.down)
-            let text = Date(timeIntervalSince1970: whole).formatted(wholeSeconds)
-            // The whole-seconds form ends in "Z" (UTC).
-            return text.dropLast() + String(format: ".%03dZ", Int(milliseconds - whole * 1000))
-        }
-
-        /// Reads dates with or without a fraction of a second; other shapes of ISO 8601 as the
-        /// formatters always read them.
-        func date(_ text: String) -> Date? {
-            InternetDate.date(text) ?? whole.date(from: text) ?? fractional.date(from: text)
-        }
-    }
-
-    var format = "mystash-json"
-    var version = 2
-    var categories: [String]
-    var notes: [NoteItem]
-    var passwords: [Entry]
-}
-
 /// Where an object of an import comes from, named in a validation message.
 private enum ImportPlace {
     case category(String)
@@ -183,148 +91,7 @@ struct ImportSource {
 }
 
 extension Vault {
-    // MARK: - Export
-
-    private func exportDocument(progress: Progress?) throws -> ExportDocument {
-        try Self.wrapErrors {
-            // Rows are read a batch at a time and let go: what stays is what the file holds.
-            let notes = try context.fetchMapped(
-                FetchRequest<Note>(sortDescriptors: [Note.sort(.createdAt)])
-            ) { ExportDocument.NoteItem(
-                title: $0.title, folder: $0.folder, text: $0.text, createdAt: $0.createdAt, updatedAt: $0.updatedAt) }
-            let entries = try context.fetchMapped(
-                FetchRequest<PasswordEntry>(sortDescriptors: [PasswordEntry.sort(.createdAt)])
-            ) { entry in
-                for field in entry.fields { try context.decodeValues(of: field) }
-                for item in entry.history { try context.decodeValues(of: item) }
-                var exported = Self.exportEntry(entry)
-                let files = try entry.attachments.map {
-                    ExportDocument.AttachedFile(name: $0.name, data: try bytes(of: $0))
-                }
-                exported.attachments = files.isEmpty ? nil : files
-                return exported
-            }
-            progress?.report(notes.count + entries.count, of: notes.count + entries.count)
-            return ExportDocument(
-                categories: try context.fetch(
-                    FetchRequest<Category>(sortDescriptors: [Category.sort(.name)])
-                ).map(\.name),
-                notes: notes, passwords: entries)
-        }
-    }
-
-    static func exportEntry(_ entry: PasswordEntry) -> ExportDocument.Entry {
-        var item = ExportDocument.Entry(
-            name: entry.name, userId: entry.userId, password: entry.password, url: entry.url,
-                                        notes: entry.notes, category: entry.category?.name,
-                                        createdAt: entry.createdAt, updatedAt: entry.updatedAt)
-        item.moreURLs = entry.moreURLs.isEmpty ? nil : entry.moreURLs
-        item.totp = entry.totp
-        item.favorite = entry.isFavorite ? true : nil
-        let fields = entry.fields
-        item.fields =
-            fields.isEmpty ? nil : fields.map { FieldInfo(name: $0.name, value: $0.value, hidden: $0.isHidden) }
-        let history = entry.history
-        item.history =
-            history.isEmpty ? nil : history.map { HistoryInfo(password: $0.password, replacedAt: $0.replacedAt) }
-        return item
-    }
-
-    /// Everything in the vault as `mystash-json` (plaintext).
-    public func exportJSON(progress: Progress? = nil) throws -> Data {
-        try awaitVerification()
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-        let dates = ExportDocument.Dates()
-        encoder.dateEncodingStrategy = .custom { date, encoder in
-            // Fractional seconds only when there are some, so whole-second dates read as before.
-            var container = encoder.singleValueContainer()
-            try container.encode(dates.text(date))
-        }
-        return try encoder.encode(try exportDocument(progress: progress))
-    }
-
-    /// Entries, notes and categories as CSV (plaintext): `kind,name,user,password,url,notes,category`.
-    /// Custom fields, history and more URLs are only in `mystash-json`.
-    ///
-    /// - throws: ``VaultError`` `.invalidData` naming every item and column holding a control
-    ///   character (``CSV/hasControlCharacter(_:)``): CSV has no escape for one, so it would
-    ///   reach whatever shows the file raw; `mystash-json` escapes it.
-    public func exportCSV(progress: Progress? = nil) throws -> CSVExport {
-        try awaitVerification()
-        let document = try exportDocument(progress: progress)
-        let dates = ExportDocument.Dates()
-        func date(_ value: Date?) -> String { value.map { dates.text($0) } ?? "" }
-        let header = ["kind", "name", "user", "password", "url", "notes", "category", "totp", "more_urls", "favorite",
-                      "folder", "created", "updated"]
-        var rows: [[String]] = document.passwords.map {
-            ["password", $0.name, $0.userId ?? "", $0.password, $0.url ?? "", $0.notes ?? "", $0.category ?? "",
-             $0.totp ?? "", ($0.moreURLs ?? []).joined(separator: "\n"), $0.favorite == true ? "yes" : "", "",
-             date($0.createdAt), date($0.updatedAt)]
-        }
-        rows += document.notes.map {
-            ["note", $0.title, "", "", "", $0.text ?? "", "", "", "", "", $0.folder ?? "", date($0.createdAt),
-             date($0.updatedAt)]
-        }
-        rows += document.categories.map { ["category", $0] + Array(repeating: "", count: header.count - 2) }
-        let problems = rows.flatMap { row in
-            let item = "\(row[0] == "password" ? "entry" : row[0]) '\(row[1])'"
-            return zip(header, row).dropFirst().filter { $0.0 != "more_urls" && CSV.hasControlCharacter($0.1) }
-                .map { "\(item): \($0.0)" }
-        }
-        guard problems.isEmpty else {
-            throw VaultError.unexportable(problems: problems)
-        }
-        // What has no column: named, never dropped without a word.
-        func leftOut(_ noun: String, _ count: (ExportDocument.Entry) -> Int) -> String? {
-            let holding = document.passwords.map(count).filter { $0 > 0 }
-            guard !holding.isEmpty else { return nil }
-            let total = holding.reduce(0, +)
-            return "\(total) \(noun)\(total == 1 ? "" : "s") of \(holding.count) "
-                + "entr\(holding.count == 1 ? "y" : "ies")"
-        }
-        let leftOut = [
-            leftOut("custom field") { $0.fields?.count ?? 0 },
-            leftOut("earlier password") { $0.history?.count ?? 0 },
-            leftOut("attachment") { $0.attachments?.count ?? 0 },
-        ].compactMap { $0 }
-        return CSVExport(text: ([header] + rows).map(CSV.line).joined(separator: "\n") + "\n", leftOut: leftOut)
-    }
-
     // MARK: - Import
-
-    /// Reads `data` (or, for ``ImportFormat/pass``, the store directory at `url`) and adds or
-    /// updates its items in one save: all of it, or (on any invalid item) nothing. An item
-    /// already in the vault unchanged is skipped, so importing the same file twice adds nothing.
-    /// An item the vault has is merged as `merge` says: by default the source's values update
-    /// the vault's and nothing the source lacks is removed; every value that changes is in the
-    /// report (``ImportReport/Item/changes``), secrets masked.
-    /// With `dryRun`, everything is checked and reported but nothing is saved. Text that is not
-    /// UTF-8 is refused unless `replacingInvalidUTF8`, which turns each bad sequence into U+FFFD.
-    ///
-    /// - throws: ``VaultError`` `.invalidData` (65) naming each bad item by its title and field;
-    ///   `.invalidText` (65) naming the line of a byte that is not UTF-8.
-    ///
-    /// A caller that hands the file over (`importItems(consume data, …)`) has it freed once it is
-    /// read, before the items are saved: 145 MB of the 610 MB a 100,000-item import held at its peak.
-    public func importItems(_ data: consuming Data, format: ImportFormat, dryRun: Bool = false,
-                            merge: ImportMerge = .keepingValues, replacingInvalidUTF8: Bool = false,
-                            progress: Progress? = nil) throws -> ImportReport {
-        try awaitVerification()
-        let source = try Self.read(data, format: format, replacingInvalidUTF8: replacingInvalidUTF8)
-        _ = consume data
-        return try importItems(source, dryRun: dryRun, merge: merge, progress: progress)
-    }
-
-    /// Imports a pass or gopass store directory, decrypting each file with `gpg`.
-    public func importPasswordStore(at directory: URL, dryRun: Bool = false, merge: ImportMerge = .keepingValues,
-                                    replacingInvalidUTF8: Bool = false, progress: Progress? = nil)
-        throws -> ImportReport
-    {
-        try awaitVerification()
-        let source = try PassStoreReader.read(directory, replacingInvalidUTF8: replacingInvalidUTF8)
-        return try importItems(source, dryRun: dryRun, merge: merge, progress: progress)
-    }
 
     static func read(_ file: Data, format: ImportFormat, replacingInvalidUTF8: Bool = false) throws -> ImportSource {
         // An archive of files: its JSON member is checked as text when it is read.
@@ -347,35 +114,7 @@ extension Vault {
         }
     }
 
-    private static func readMystashJSON(_ data: Data) throws -> ImportSource {
-        let decoder = JSONDecoder()
-        let dates = ExportDocument.Dates()
-        decoder.dateDecodingStrategy = .custom { decoder in
-            let container = try decoder.singleValueContainer()
-            let text = try container.decode(String.self)
-            guard let date = dates.date(text) else {
-                throw DecodingError.dataCorruptedError(
-                    in: container, debugDescription: "'\(text)' is not an ISO 8601 date")
-            }
-            return date
-        }
-        var source = ImportSource()
-        do {
-            source.document = try decoder.decode(ExportDocument.self, from: data)
-        } catch {
-            throw source.invalid(.mystashJSON, describe(error, in: data))
-        }
-        guard source.document.format == "mystash-json" else {
-            throw source.invalid(.mystashJSON, "its format is '\(source.document.format)'")
-        }
-        guard (1...2).contains(source.document.version) else {
-            throw VaultError.exportNewerThanReadable(version: source.document.version, readable: "1 or 2")
-
-        }
-        return source
-    }
-
-    private func importItems(_ source: consuming ImportSource, dryRun: Bool, merge: ImportMerge,
+    func importSource(_ source: consuming ImportSource, dryRun: Bool, merge: ImportMerge,
                              progress: Progress?) throws -> ImportReport {
         var report = ImportReport()
         report.dryRun = dryRun
@@ -591,4 +330,49 @@ public final class Progress {
     private let handler: (Int, Int) -> Void
     public init(_ handler: @escaping (_ done: Int, _ total: Int) -> Void) { self.handler = handler }
     func report(_ done: Int, of total: Int) { handler(done, total) }
+}
+
+extension Vault {
+    /// Imports into an open vault and exports from it, as in `vault.transfer.exportJSON()`.
+    public struct Transfer {
+        let vault: Vault
+    }
+
+    public var transfer: Transfer { Transfer(vault: self) }
+}
+
+extension Vault.Transfer {
+
+    /// Reads `data` (or, for ``ImportFormat/pass``, the store directory at `url`) and adds or
+    /// updates its items in one save: all of it, or (on any invalid item) nothing. An item
+    /// already in the vault unchanged is skipped, so importing the same file twice adds nothing.
+    /// An item the vault has is merged as `merge` says: by default the source's values update
+    /// the vault's and nothing the source lacks is removed; every value that changes is in the
+    /// report (``ImportReport/Item/changes``), secrets masked.
+    /// With `dryRun`, everything is checked and reported but nothing is saved. Text that is not
+    /// UTF-8 is refused unless `replacingInvalidUTF8`, which turns each bad sequence into U+FFFD.
+    ///
+    /// - throws: ``VaultError`` `.invalidData` (65) naming each bad item by its title and field;
+    ///   `.invalidText` (65) naming the line of a byte that is not UTF-8.
+    ///
+    /// A caller that hands the file over (`importItems(consume data, …)`) has it freed once it is
+    /// read, before the items are saved: 145 MB of the 610 MB a 100,000-item import held at its peak.
+    public func importItems(_ data: consuming Data, format: ImportFormat, dryRun: Bool = false,
+                            merge: ImportMerge = .keepingValues, replacingInvalidUTF8: Bool = false,
+                            progress: Progress? = nil) throws -> ImportReport {
+        try vault.awaitVerification()
+        let source = try Vault.read(data, format: format, replacingInvalidUTF8: replacingInvalidUTF8)
+        _ = consume data
+        return try vault.importSource(source, dryRun: dryRun, merge: merge, progress: progress)
+    }
+
+    /// Imports a pass or gopass store directory, decrypting each file with `gpg`.
+    public func importPasswordStore(at directory: URL, dryRun: Bool = false, merge: ImportMerge = .keepingValues,
+                                    replacingInvalidUTF8: Bool = false, progress: Progress? = nil)
+        throws -> ImportReport
+    {
+        try vault.awaitVerification()
+        let source = try PassStoreReader.read(directory, replacingInvalidUTF8: replacingInvalidUTF8)
+        return try vault.importSource(source, dryRun: dryRun, merge: merge, progress: progress)
+    }
 }

@@ -11,7 +11,7 @@ extension Vault {
     /// Gives each note and entry this save inserts or renames its name key, under `record`'s
     /// key (the current one unless a rekey passes the new one); `all` renews every loaded one.
     func updateNameKeys(using record: IntegrityRecord? = nil, all: Bool = false) throws {
-        guard let record = record ?? integrity else { return }
+        guard let record = record ?? integrityRecord else { return }
         let objects = all ? context.registeredObjects : context.insertedObjects + context.updatedObjects
         for object in objects where !object.isDeleted {
             guard let object = object as? any NameIndexedEntity else { continue }
@@ -37,7 +37,7 @@ extension Vault {
 
     /// Gives every note and entry without one its name key, once the vault passed its check.
     func indexUnindexedNames() throws {
-        guard integrity != nil else { return }
+        guard integrityRecord != nil else { return }
         guard try hasUnindexedNames() else {
             namesAreIndexed = true
             return
@@ -45,10 +45,10 @@ extension Vault {
         try change {
             let missing = try Predicate(format: "%K == nil", Self.nameKeyAttribute)
             for note in try context.fetch(FetchRequest<Note>(predicate: missing)) {
-                note.nameIndex = try integrity?.nameKey(note.title, entity: Note.entityName)
+                note.nameIndex = try integrityRecord?.nameKey(note.title, entity: Note.entityName)
             }
             for entry in try context.fetch(FetchRequest<PasswordEntry>(predicate: missing)) {
-                entry.nameIndex = try integrity?.nameKey(entry.name, entity: PasswordEntry.entityName)
+                entry.nameIndex = try integrityRecord?.nameKey(entry.name, entity: PasswordEntry.entityName)
             }
         }
         namesAreIndexed = true
@@ -59,9 +59,9 @@ extension Vault {
     func lookUpByNameKey<T: NamedEntity>(_ type: T.Type, _ name: String) throws
         -> (matches: [T], lookup: RowAuthentication.Lookup)?
     {
-        guard namesAreIndexed, let integrity, T.self is any NameIndexedEntity.Type else { return nil }
+        guard namesAreIndexed, let integrityRecord, T.self is any NameIndexedEntity.Type else { return nil }
         let store = T.entityName == Note.entityName ? notesStore : passwordsStore
-        let key = try integrity.nameKey(name, entity: T.entityName)
+        let key = try integrityRecord.nameKey(name, entity: T.entityName)
         let found = try context.fetch(
             FetchRequest<T>(predicate: try Predicate(format: "%K == %@", Self.nameKeyAttribute, key)))
         let folded = IntegrityRecord.foldedName(name)

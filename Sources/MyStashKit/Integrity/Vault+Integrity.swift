@@ -69,7 +69,7 @@ extension Vault {
                 model: coordinator.managedObjectModel.versionIdentifier)
         }
         record.rows.schemaCheck = { [unowned self] in try recheckSchemaIfChanged($0) }
-        integrity = record
+        integrityRecord = record
         coordinator.writeObserver = record.rows
         guard verification != .skipped else { return }
         // Notes the stores' change token (if none is known yet): what other processes commit
@@ -117,23 +117,6 @@ extension Vault {
         try seedAfterUnlocking()
     }
 
-    /// Runs `read` while the check an unlock with ``Verification/concurrent`` started runs on
-    /// its second connection, and returns what it read once the check has passed: the same
-    /// result as reading after an ``Verification/immediate`` unlock. When `read` fails, the
-    /// check's verdict comes first (a damaged row may be the tampering it names); then `read`
-    /// runs again, after the newer seed data the check loads.
-    public func readWhileVerifying<T>(_ read: () throws -> T) throws -> T {
-        let result: T
-        do {
-            result = try read()
-        } catch {
-            try awaitVerification()
-            return try read()
-        }
-        try awaitVerification()
-        return result
-    }
-
     /// A record with the layout from before buckets, written under the last release's model or
     /// this one, is checked in full as that layout says (the migration to this model only added
     /// columns), then rebuilt with buckets in one write. One under an older model is renewed,
@@ -161,13 +144,13 @@ extension Vault {
     /// vault was unlocked with ``Verification/reads``; nothing otherwise (the whole vault was or
     /// is being checked). On any difference the whole vault is checked, to name every one.
     func verifyRead(of objects: [ManagedObject], lookups: [RowAuthentication.Lookup] = []) throws {
-        guard verifiesEachRead, let integrity else { return }
+        guard verifiesEachRead, let integrityRecord else { return }
         let rows = objects.compactMap { object -> StoredRowKey? in
             guard let store = object.objectID.storeIdentifier, let key = object.objectID.primaryKey else { return nil }
             return StoredRowKey(storeIdentifier: store, table: object.entity.tableName, primaryKey: key)
         }
         let found = problems(found: try Self.problems {
-            try coordinator.performRead { try integrity.rows.verify(rows: rows, lookups: lookups, in: $0) }
+            try coordinator.performRead { try integrityRecord.rows.verify(rows: rows, lookups: lookups, in: $0) }
         })
         guard !found.isEmpty else { return }
         let everything = try integrityProblems()
@@ -226,15 +209,15 @@ extension Vault {
             return  // Another process changed the slot meanwhile; a later unlock binds the record.
         }
         keySlot = slot
-        integrity?.keySlot = Data(slot.serialized)
+        integrityRecord?.keySlot = Data(slot.serialized)
     }
 
     /// Differences between the stores and their integrity records; empty for a vault made
     /// before the record existed (it gets one at its next change).
     func integrityProblems() throws -> [CheckProblem] {
-        guard let integrity else { return [] }
+        guard let integrityRecord else { return [] }
         return problems(found: try Self.problems {
-            try coordinator.performRead { try integrity.verify(in: $0) }
+            try coordinator.performRead { try integrityRecord.verify(in: $0) }
         })
     }
 
@@ -266,7 +249,7 @@ extension Vault {
     /// Gives a vault made before the integrity record existed its record, trusting its rows
     /// as they are; refuses to write a vault that has one without the key to keep it current.
     func ensureIntegrityRecord() throws {
-        guard let integrity else {
+        guard let integrityRecord else {
             let hasRecord = try Self.wrapErrors {
                 try coordinator.performRead { transaction in
                     try integrityStores.contains {
@@ -292,7 +275,7 @@ extension Vault {
                     try IntegrityRecord.tables.exist(inStore: $0.identifier, transaction)
                 }
                 guard !all else { return }
-                try integrity.create(in: transaction)
+                try integrityRecord.create(in: transaction)
             }
             integrityRecordSeen = true
         }
@@ -355,4 +338,23 @@ final class PendingVerification: @unchecked Sendable {
 private struct UncheckedBox<Value>: @unchecked Sendable {
     let value: Value
     init(_ value: Value) { self.value = value }
+}
+
+extension Vault.Integrity {
+    /// Runs `read` while the check an unlock with ``Verification/concurrent`` started runs on
+    /// its second connection, and returns what it read once the check has passed: the same
+    /// result as reading after an ``Verification/immediate`` unlock. When `read` fails, the
+    /// check's verdict comes first (a damaged row may be the tampering it names); then `read`
+    /// runs again, after the newer seed data the check loads.
+    public func readWhileVerifying<T>(_ read: () throws -> T) throws -> T {
+        let result: T
+        do {
+            result = try read()
+        } catch {
+            try vault.awaitVerification()
+            return try read()
+        }
+        try vault.awaitVerification()
+        return result
+    }
 }

@@ -296,7 +296,7 @@ extension Vault {
                     guard adopting else { return nil }
                     keySlot = slot
                     // The record knows the slot it was unlocked with, to tell a key changed elsewhere.
-                    integrity?.keySlot = bytes
+                    integrityRecord?.keySlot = bytes
                     merge.report.notices.append(
                         "The master password was changed on \(from): use the new one here from now on.")
                 }
