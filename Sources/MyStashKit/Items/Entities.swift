@@ -85,34 +85,34 @@ extension SyncedEntity {
 // MARK: - Entities
 
 /// A note: title and text are encrypted.
-public final class Note: ManagedObject, ManagedEntity, EntityKeys {
-    public static let entityName = "Note"
+final class Note: ManagedObject, ManagedEntity, EntityKeys {
+    static let entityName = "Note"
     enum Key: String, CaseIterable { case nameKey, uuid, title, text, folder, createdAt, updatedAt }
 
-    public var id: Int64 { objectID.primaryKey ?? 0 }
-    public var title: String {
+    var id: Int64 { objectID.primaryKey ?? 0 }
+    var title: String {
         get { self[.title] ?? "" }
         set { self[.title] = newValue }
     }
-    public var text: String {
+    var text: String {
         get { self[.text] ?? "" }
         set { self[.text] = newValue }
     }
     /// The folder an import brought the note from (model version 2).
-    public internal(set) var folder: String? {
+    var folder: String? {
         get { self[.folder] }
         set { self[.folder] = newValue }
     }
-    public internal(set) var createdAt: Date {
+    var createdAt: Date {
         get { self[.createdAt] ?? .distantPast }
         set { self[.createdAt] = newValue }
     }
-    public internal(set) var updatedAt: Date {
+    var updatedAt: Date {
         get { self[.updatedAt] ?? .distantPast }
         set { self[.updatedAt] = newValue }
     }
 
-    public override func awakeFromInsert() {
+    override func awakeFromInsert() {
         createdAt = Date()
         updatedAt = Date()
         syncIdentity = UUID()
@@ -126,8 +126,8 @@ extension Note: NameIndexedEntity, SyncedEntity {
 }
 
 /// A password entry (the book's `System` entity): every field but the dates is encrypted.
-public final class PasswordEntry: ManagedObject, ManagedEntity, EntityKeys {
-    public static let entityName = "System"
+final class PasswordEntry: ManagedObject, ManagedEntity, EntityKeys {
+    static let entityName = "System"
     enum Key: String, CaseIterable {
         case nameKey, uuid, name, userId, password, url, moreURLs, totp, notes, favorite, createdAt, updatedAt
         case category, fields, history, attachments
@@ -136,72 +136,72 @@ public final class PasswordEntry: ManagedObject, ManagedEntity, EntityKeys {
     /// The key path of the entry's category's name (sorts, sections, predicates).
     static let categoryName = path(.category, Category.Key.name)
 
-    public var id: Int64 { objectID.primaryKey ?? 0 }
-    public internal(set) var name: String {
+    var id: Int64 { objectID.primaryKey ?? 0 }
+    var name: String {
         get { self[.name] ?? "" }
         set { self[.name] = newValue }
     }
-    public internal(set) var userId: String? {
+    var userId: String? {
         get { self[.userId] }
         set { self[.userId] = newValue }
     }
-    public internal(set) var password: String {
+    var password: String {
         get { self[.password] ?? "" }
         set { self[.password] = newValue }
     }
-    public internal(set) var url: String? {
+    var url: String? {
         get { self[.url] }
         set { self[.url] = newValue }
     }
-    public internal(set) var notes: String? {
+    var notes: String? {
         get { self[.notes] }
         set { self[.notes] = newValue }
     }
-    public internal(set) var category: Category? {
+    var category: Category? {
         get { self[.category] }
         set { self[.category] = newValue }
     }
     /// An `otpauth://totp/` URI or a base32 secret (model version 2).
-    public internal(set) var totp: String? {
+    var totp: String? {
         get { self[.totp] }
         set { self[.totp] = newValue }
     }
     /// Addresses beyond `url`, in order; stored one per line, none as nil.
-    public internal(set) var moreURLs: [String] {
+    var moreURLs: [String] {
         get { (self[.moreURLs] as String?)?.split(separator: "\n").map(String.init) ?? [] }
         set { self[.moreURLs] = newValue.isEmpty ? nil : newValue.joined(separator: "\n") }
     }
-    public internal(set) var isFavorite: Bool {
+    var isFavorite: Bool {
         get { self[.favorite] ?? false }
         set { self[.favorite] = newValue }
     }
     /// Custom fields in their order; set whole, in one change of the relationship.
-    public internal(set) var fields: [CustomField] {
+    var fields: [CustomField] {
         get { (members(.fields) as [CustomField]).sorted { $0.position < $1.position } }
         set { self[.fields] = newValue }
     }
     /// Earlier passwords, the most recently replaced first; set whole.
-    public internal(set) var history: [PasswordHistoryItem] {
+    var history: [PasswordHistoryItem] {
         get { (members(.history) as [PasswordHistoryItem]).sorted { $0.replacedAt > $1.replacedAt } }
         set { self[.history] = newValue }
     }
     /// Its attachments that are complete (model version 4), by name.
-    public var attachments: [Attachment] {
+    var attachments: [Attachment] {
         allAttachments.filter(\.isComplete)
             .sorted { $0.name.localizedStandardCompare($1.name) == .orderedAscending }
     }
     /// Its attachments, complete or not, in no order.
     var allAttachments: [Attachment] { members(.attachments) }
-    public internal(set) var createdAt: Date {
+    var createdAt: Date {
         get { self[.createdAt] ?? .distantPast }
         set { self[.createdAt] = newValue }
     }
-    public internal(set) var updatedAt: Date {
+    var updatedAt: Date {
         get { self[.updatedAt] ?? .distantPast }
         set { self[.updatedAt] = newValue }
     }
 
-    public override func awakeFromInsert() {
+    override func awakeFromInsert() {
         createdAt = Date()
         updatedAt = Date()
         syncIdentity = UUID()
@@ -209,7 +209,7 @@ public final class PasswordEntry: ManagedObject, ManagedEntity, EntityKeys {
 
     /// Addresses must name a host with a scheme the model allows (``EntryRules``). Only
     /// new or changed ones: a vault may hold older addresses this rule came after.
-    public override func validateForSave(into errors: inout [ValidationError]) {
+    override func validateForSave(into errors: inout [ValidationError]) {
         let schemes = EntryRules.urlSchemes(of: entity)
         for key in [Key.url, .moreURLs] where isInserted || hasChanged(key) {
             guard let text: String = self[key] else { continue }
@@ -233,41 +233,41 @@ extension PasswordEntry: NameIndexedEntity, SyncedEntity {
 }
 
 /// A named value of an entry beyond the standard fields (a PIN, a security question...).
-public final class CustomField: ManagedObject, ManagedEntity, EntityKeys {
-    public static let entityName = "Field"
+final class CustomField: ManagedObject, ManagedEntity, EntityKeys {
+    static let entityName = "Field"
     enum Key: String, CaseIterable { case name, value, hidden, position, entry }
 
-    public internal(set) var name: String {
+    var name: String {
         get { self[.name] ?? "" }
         set { self[.name] = newValue }
     }
-    public var value: String { storedValue ?? "" }
+    var value: String { storedValue ?? "" }
     /// The value as stored: nil when the field has none.
     var storedValue: String? {
         get { self[.value] }
         set { self[.value] = newValue }
     }
     /// Hidden values are masked like passwords unless revealed.
-    public internal(set) var isHidden: Bool {
+    var isHidden: Bool {
         get { self[.hidden] ?? false }
         set { self[.hidden] = newValue }
     }
-    public internal(set) var position: Int {
+    var position: Int {
         get { self[.position] ?? 0 }
         set { self[.position] = newValue }
     }
 }
 
 /// A password an entry had before, with when it was replaced.
-public final class PasswordHistoryItem: ManagedObject, ManagedEntity, EntityKeys {
-    public static let entityName = "PasswordHistory"
+final class PasswordHistoryItem: ManagedObject, ManagedEntity, EntityKeys {
+    static let entityName = "PasswordHistory"
     enum Key: String, CaseIterable { case password, replacedAt, entry }
 
-    public internal(set) var password: String {
+    var password: String {
         get { self[.password] ?? "" }
         set { self[.password] = newValue }
     }
-    public internal(set) var replacedAt: Date {
+    var replacedAt: Date {
         get { self[.replacedAt] ?? .distantPast }
         set { self[.replacedAt] = newValue }
     }
@@ -275,23 +275,23 @@ public final class PasswordHistoryItem: ManagedObject, ManagedEntity, EntityKeys
 }
 
 /// A category of password entries; names are plain and unique (ignoring case).
-public final class Category: ManagedObject, ManagedEntity, EntityKeys {
-    public static let entityName = "Category"
+final class Category: ManagedObject, ManagedEntity, EntityKeys {
+    static let entityName = "Category"
     enum Key: String, CaseIterable { case uuid, name, systems }
 
-    public var id: Int64 { objectID.primaryKey ?? 0 }
-    public internal(set) var name: String {
+    var id: Int64 { objectID.primaryKey ?? 0 }
+    var name: String {
         get { self[.name] ?? "" }
         set { self[.name] = newValue }
     }
     /// The entries in the category (its `systems`), in no order.
     var entries: [PasswordEntry] { members(.systems) }
 
-    public override func awakeFromInsert() { syncIdentity = UUID() }
+    override func awakeFromInsert() { syncIdentity = UUID() }
 
     /// - throws: the store's error when the other categories cannot be read: a name is never
     ///   saved unchecked.
-    public override func validateForSave(into errors: inout [ValidationError]) throws {
+    override func validateForSave(into errors: inout [ValidationError]) throws {
         guard let context = managedObjectContext, hasChanged(.name) || isInserted else { return }
         let others = try context.fetch(
             FetchRequest<Category>(predicate: try Predicate(format: "%K ==[c] %@", Key.name.rawValue, name)))
@@ -312,36 +312,36 @@ extension Category: SyncedEntity {
 
 /// A file kept with an entry (model version 4): its name encrypted, its bytes in encrypted
 /// chunks written one save at a time; it shows only once `complete` says the last one is saved.
-public final class Attachment: ManagedObject, ManagedEntity, EntityKeys {
+final class Attachment: ManagedObject, ManagedEntity, EntityKeys {
     /// After `System` in name order (model version 5), as every new entity must be: see the model.
-    public static let entityName = "SystemAttachment"
+    static let entityName = "SystemAttachment"
     enum Key: String, CaseIterable { case uuid, name, size, chunkCount, complete, createdAt, entry, chunks }
 
-    public var id: Int64 { objectID.primaryKey ?? 0 }
-    public internal(set) var name: String {
+    var id: Int64 { objectID.primaryKey ?? 0 }
+    var name: String {
         get { self[.name] ?? "" }
         set { self[.name] = newValue }
     }
     /// Its length in bytes.
-    public internal(set) var size: Int64 {
+    var size: Int64 {
         get { Int64(self[.size] ?? 0 as Int) }
         set { self[.size] = Int(newValue) }
     }
-    public internal(set) var chunkCount: Int {
+    var chunkCount: Int {
         get { self[.chunkCount] ?? 0 }
         set { self[.chunkCount] = newValue }
     }
-    public internal(set) var isComplete: Bool {
+    var isComplete: Bool {
         get { self[.complete] ?? false }
         set { self[.complete] = newValue }
     }
-    public var createdAt: Date { self[.createdAt] ?? .distantPast }
+    var createdAt: Date { self[.createdAt] ?? .distantPast }
     var entry: PasswordEntry? {
         get { self[.entry] }
         set { self[.entry] = newValue }
     }
 
-    public override func awakeFromInsert() {
+    override func awakeFromInsert() {
         self[.createdAt] = Date()
         self[.uuid] = UUID()
     }
@@ -367,15 +367,15 @@ final class AttachmentChunk: ManagedObject, ManagedEntity, EntityKeys {
 }
 
 /// Which version of a seed list the vault has loaded.
-public final class SeedList: ManagedObject, ManagedEntity, EntityKeys {
-    public static let entityName = "List"
+final class SeedList: ManagedObject, ManagedEntity, EntityKeys {
+    static let entityName = "List"
     enum Key: String, CaseIterable { case name, version }
 
-    public internal(set) var name: String {
+    var name: String {
         get { self[.name] ?? "" }
         set { self[.name] = newValue }
     }
-    public internal(set) var version: Int {
+    var version: Int {
         get { self[.version] ?? 0 }
         set { self[.version] = newValue }
     }
