@@ -61,9 +61,15 @@ struct CommandFailure: Error, CustomStringConvertible {
 
     /// The library's failure with the exit status of its kind, and the next step to take.
     init(vault error: VaultError) {
-        self.init(Self.status(of: error), Self.message(for: error) ?? error.message, details: error.details,
+        self.init(Self.status(of: error), Self.message(for: error) ?? error.message, details: Self.details(of: error),
                   hint: Self.hint(for: error))
         cause = error
+    }
+
+    /// The lines behind the message; candidates by the `#ID` that picks each.
+    private static func details(of error: VaultError) -> [String] {
+        guard case .ambiguous(_, _, let candidates) = error else { return error.details }
+        return candidates.map { "#\($0.id)  \($0.summary)" }
     }
 
     private static func status(of error: VaultError) -> Status {

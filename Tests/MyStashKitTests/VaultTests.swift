@@ -125,8 +125,10 @@ final class VaultTests: VaultTestCase {
         changes.userId = "bob"
         let second = try vault.items.addEntry(changes, allowDuplicate: true)
         assertVaultError(.invalidRequest, { _ = try vault.items.entry("MAIL", reveal: false) }) { error in
-            XCTAssertEqual(error.details, ["#\(first)  Mail  user: ada  category: E-mail  URL: https://mail.example",
-                                           "#\(second)  mail  user: bob  category: -  URL: -"])
+            XCTAssertEqual(error, .ambiguous(.entry, .name("MAIL"), candidates: [
+                Candidate(id: first, summary: "Mail  user: ada  category: E-mail  URL: https://mail.example"),
+                Candidate(id: second, summary: "mail  user: bob  category: -  URL: -"),
+            ]))
         }
         XCTAssertEqual(try vault.items.entry(.id(second), reveal: true).password, "b")
         XCTAssertEqual(try vault.items.entry(.name(String(second)), reveal: true).password, "b", "a number naming nothing is an ID")

@@ -147,7 +147,7 @@ extension Vault {
     /// - throws: ``VaultError/notFound(_:_:)``, or ``VaultError/ambiguous(_:_:candidates:)``
     ///   listing each match by `describe` when several match.
     func find<T: NamedEntity>(_ type: T.Type, _ reference: ItemReference, kind: ItemKind,
-                                describe: (T) -> String = { "ID \($0.objectID.primaryKey ?? 0)" }) throws -> T {
+                                describe: (T) -> Candidate) throws -> T {
         try Self.wrapErrors {
             func byID(_ id: Int64) throws -> T? {
                 guard let object = try context.existingObject(entityName: T.entityName, primaryKey: id) as? T else {
@@ -200,8 +200,8 @@ extension Vault {
     /// The note `reference` names: by ID, by title, or, when no note has that title,
     /// `folder/title` (the folder an import brought it from).
     func findNote(_ reference: ItemReference) throws -> Note {
-        func describe(_ note: Note) -> String {
-            "#\(note.id)  \(note.title)" + (note.folder.map { "  folder: \($0)" } ?? "")
+        func describe(_ note: Note) -> Candidate {
+            Candidate(id: note.id, summary: note.title + (note.folder.map { "  folder: \($0)" } ?? ""))
         }
         return try findFallingBackToPath(reference, kind: .note, describe: describe) {
             try find(Note.self, reference, kind: .note, describe: describe)
@@ -218,7 +218,7 @@ extension Vault {
     /// - throws: `find`'s error when no path matches either; ``VaultError/ambiguous(_:_:candidates:)``
     ///   listing each match when several do.
     private func findFallingBackToPath<T: NamedEntity>(
-        _ reference: ItemReference, kind: ItemKind, describe: (T) -> String, find: () throws -> T,
+        _ reference: ItemReference, kind: ItemKind, describe: (T) -> Candidate, find: () throws -> T,
         atPath predicate: (_ container: String, _ name: String) throws -> ObjectGraph.Predicate
     ) throws -> T {
         do {
@@ -278,13 +278,15 @@ extension Vault {
         }
     }
 
-    private static func describeEntry(_ entry: PasswordEntry) -> String {
-        ["#\(entry.id)", entry.name, "user: \(entry.userId ?? "-")", "category: \(entry.category?.name ?? "-")",
-         "URL: \(entry.url ?? "-")"].joined(separator: "  ")
+    private static func describeEntry(_ entry: PasswordEntry) -> Candidate {
+        Candidate(id: entry.id, summary: [
+            entry.name, "user: \(entry.userId ?? "-")", "category: \(entry.category?.name ?? "-")",
+            "URL: \(entry.url ?? "-")",
+        ].joined(separator: "  "))
     }
 
     func findCategory(_ reference: ItemReference) throws -> Category {
-        try find(Category.self, reference, kind: .category)
+        try find(Category.self, reference, kind: .category) { Candidate(id: $0.id, summary: $0.name) }
     }
 
     // MARK: - Password entries

@@ -26,6 +26,20 @@ public enum ItemReference: Hashable, Sendable, CustomStringConvertible, Expressi
     }
 }
 
+/// One of several items a name matches: its ID, and what tells it from the others.
+public struct Candidate: Hashable, Sendable, CustomStringConvertible {
+    public var id: Int64
+    /// Its name and what else tells it apart (user, category, URL; a note's folder).
+    public var summary: String
+
+    public init(id: Int64, summary: String) {
+        self.id = id
+        self.summary = summary
+    }
+
+    public var description: String { "ID \(id)  \(summary)" }
+}
+
 /// A value the caller chooses, with the range the vault accepts.
 public enum Setting: String, Sendable {
     case passwordLength = "password length"
@@ -112,7 +126,7 @@ public enum VaultError: Error, Equatable, Sendable, CustomStringConvertible {
 
     // Items
     case notFound(ItemKind, ItemReference)
-    case ambiguous(ItemKind, ItemReference, candidates: [String])
+    case ambiguous(ItemKind, ItemReference, candidates: [Candidate])
     case nameTaken(ItemKind, name: String, id: Int64)
     case noSuchField(entry: String, field: String, fields: [String])
     case emptyField(entry: String, field: String)
@@ -351,7 +365,7 @@ public enum VaultError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The lines behind the message, one per problem (validation failures, candidates).
     public var details: [String] {
         switch self {
-        case .ambiguous(_, _, let candidates): candidates
+        case .ambiguous(_, _, let candidates): candidates.map(\.description)
         case .invalidValues(let lines), .categoryHasEntries(_, let lines), .unexportable(let lines),
              .nothingImported(let lines):
             lines
