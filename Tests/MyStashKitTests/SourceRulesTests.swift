@@ -149,11 +149,11 @@ final class SourceRulesTests: XCTestCase {
     }
 
     func testTheVaultLibrarySpeaksNoCommandLine() throws {
-        let rules = try Self.commandLineSpeech()
+        let rules = try Self.commandLineSpeech().map { (regex: try NSRegularExpression(pattern: $0.pattern), $0.why,
+                                                        $0.examples) }
         var violations: [String] = []
-        for rule in rules {
-            let regex = try NSRegularExpression(pattern: rule.pattern)
-            for line in rule.examples {
+        for (regex, _, examples) in rules {
+            for line in examples {
                 XCTAssertNotNil(regex.firstMatch(in: line, range: NSRange(line.startIndex..., in: line)), line)
             }
         }
@@ -162,11 +162,9 @@ final class SourceRulesTests: XCTestCase {
         for file in files {
             let lines = try String(contentsOf: file, encoding: .utf8).components(separatedBy: "\n")
             for (number, line) in lines.enumerated() {
-                for rule in rules {
-                    let regex = try NSRegularExpression(pattern: rule.pattern)
-                    if regex.firstMatch(in: line, range: NSRange(line.startIndex..., in: line)) != nil {
-                        violations.append("\(file.lastPathComponent):\(number + 1): \(rule.why)")
-                    }
+                for (regex, why, _) in rules
+                where regex.firstMatch(in: line, range: NSRange(line.startIndex..., in: line)) != nil {
+                    violations.append("\(file.lastPathComponent):\(number + 1): \(why)")
                 }
             }
         }

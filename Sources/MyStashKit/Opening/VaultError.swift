@@ -266,7 +266,7 @@ public enum VaultError: Error, Equatable, Sendable, CustomStringConvertible {
         case .notFound(let kind, .id(let id)): "no \(kind.rawValue) with ID \(id)"
         case .notFound(let kind, .name(let name)): "no \(kind.rawValue) named '\(name)'"
         case .ambiguous(let kind, let reference, let candidates):
-            "\(reference.quoted) matches \(candidates.count) \(kind.plural)"
+            "\(reference) matches \(candidates.count) \(kind.plural)"
         case .nameTaken(let kind, let name, let id): "an \(kind.rawValue) named '\(name)' exists already (#\(id))"
         case .noSuchField(let entry, let field, _): "entry '\(entry)' has no field '\(field)'"
         case .emptyField(let entry, let field): "the \(field) of entry '\(entry)' is empty"
@@ -427,15 +427,6 @@ public enum VaultError: Error, Equatable, Sendable, CustomStringConvertible {
         case .migrationCannotBeInferred, .migrationFailed: return .cannotMigrate(error.message)
         case .incompatibleVersionHash: return .incompatibleVersion(error.message)
         default: return .unexpected(error.message)
-        }
-    }
-}
-
-extension ItemReference {
-    var quoted: String {
-        switch self {
-        case .id(let id): "#\(id)"
-        case .name(let name): "'\(name)'"
         }
     }
 }
