@@ -70,10 +70,10 @@ struct SyncBench {
         let vault = try Vault.open(at: vault(machine))
         try vault.unlock(password: SecretBytes(copying: Array(password.utf8)))
         for index in 0..<count {
-            // By number: finding an entry by its encrypted name reads them all.
-            let entry = "#\((round * count + index) % size + 1)"
+            // By ID: finding an entry by its encrypted name reads them all.
+            let entry = Int64((round * count + index) % size + 1)
             let password = "round-\(round)-\(index)-\(UUID().uuidString)"
-            try vault.items.editEntry(.name(entry), EntryChanges(password: password))
+            try vault.items.editEntry(.id(entry), EntryChanges(password: password))
             if let every = syncingEvery, (index + 1) % every == 0 { _ = try vault.sync() }
         }
     }
