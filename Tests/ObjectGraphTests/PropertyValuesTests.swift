@@ -12,7 +12,8 @@ final class PropertyValuesTests: XCTestCase {
         // Each kind of word, and each value just inside and just outside what fits in one.
         let candidates: [Any?] = [nil, 0, 1, -1, Int.max, Int.min, Int.max >> 1, Int.min >> 1, (Int.max >> 1) + 1,
                                   (Int.min >> 1) - 1, 2.5, 0.1, -0.0, Double.greatestFiniteMagnitude, -Double.infinity,
-                                  Double.leastNonzeroMagnitude, true, false, "text", Data([1, 2]), object, ["a"],
+                                  Double.leastNonzeroMagnitude, true, false, "text", "text longer than a small string",
+                                  Data([1, 2]), object, ["a"],
                                   FaultReference(primaryKey: 7), FaultReference(primaryKey: Int64.max >> 4),
                                   FaultReference(primaryKey: (Int64.max >> 4) + 1), FaultReference(primaryKey: Int64.min),
                                   FaultReference(primaryKey: Int64.min >> 4)]

@@ -39,6 +39,38 @@ final class ToManyChangeTests: BoardTestCase {
         try context.save()
     }
 
+    /// An inserted object's empty to-many is kept as nothing at all until it is read or changed:
+    /// it reads as empty before and after the save, takes members in either state, and undo and
+    /// a later reader see what was saved.
+    func testAnInsertedObjectsEmptyToManyIsEmptyUntilChanged() {
+        forEachStoreKind { kind in
+            let context = try makeBoard(kind)
+            context.undoManager = ContextUndoManager()
+            let empty = context.insertNewObject(forEntityName: "Group")
+            empty["name"] = "empty"
+            let later = context.insertNewObject(forEntityName: "Group")
+            later["name"] = "later"
+            XCTAssertNil(empty.values["items"], "[\(kind)] an empty to-many was made before anything needed it")
+            XCTAssertEqual(names(empty["items"]), [])
+            try context.save()
+            XCTAssertEqual(names(later["items"]), [], "[\(kind)] empty after the save")
+
+            let item = context.insertNewObject(forEntityName: "Item")
+            item["name"] = "joined after the save"
+            item["group"] = later
+            XCTAssertEqual(names(later["items"]), ["joined after the save"])
+            try context.save()
+            context.undoManager?.undo()
+            XCTAssertEqual(names(later["items"]), [], "[\(kind)] undo took the member back")
+            context.undoManager?.redo()
+            try context.save()
+
+            let reader = fresh(context)
+            XCTAssertEqual(names(try reader.objects("Group", "name == 'later'")[0]["items"]), ["joined after the save"])
+            XCTAssertEqual(names(try reader.objects("Group", "name == 'empty'")[0]["items"]), [])
+        }
+    }
+
     func testJoiningAndLeavingAnUnreadRelationshipLeavesItUnread() {
         forEachStoreKind { kind in
             let writer = try makeBoard(kind)

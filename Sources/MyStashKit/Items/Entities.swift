@@ -256,6 +256,7 @@ final class CustomField: ManagedObject, ManagedEntity, EntityKeys {
         get { self[.position] ?? 0 }
         set { self[.position] = newValue }
     }
+    var entry: PasswordEntry? { self[.entry] }
 }
 
 /// A password an entry had before, with when it was replaced.

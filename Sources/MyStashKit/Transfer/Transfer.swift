@@ -48,35 +48,43 @@ public struct ImportReport: Codable, Equatable {
     public func importedCount(_ kind: String) -> Int { imported.filter { $0.kind == kind }.count }
 }
 
-/// Where an object of an import comes from, named in a validation message.
-private enum ImportPlace {
-    case category(String)
-    case note(Int)
-    case entry(Int)
-    case field(entry: Int, name: String)
-    case earlierPassword(entry: Int)
+/// Where the objects of an import come from, named in a validation message: "entry 'Mail'",
+/// "note 3 (untitled)", "entry 'Mail', field 'PIN'". Only notes and entries are kept (by their
+/// index in the source); a field, an earlier password or a category is named through its own
+/// values, so 100,000 entries with their fields and history keep two small tables, not a place each.
+private struct ImportPlaces {
+    /// What messages name a source's items by, kept once the rest of the source is let go.
+    let noteTitles: [String]
+    let entryTitles: [String]
+    var notes: [ObjectIdentifier: Int] = [:]
+    var entries: [ObjectIdentifier: Int] = [:]
 
-    /// "entry 'Mail'", "note 3 (untitled)", "entry 'Mail', field 'PIN'".
-    func label(in titles: ImportTitles) -> String {
-        func title(_ kind: String, _ index: Int, _ title: String) -> String {
-            // As the import matched it: trimmed.
-            let title = EntryRules.trimmedName(title)
-            return title.isEmpty ? "\(kind) \(index + 1) (untitled)" : "\(kind) '\(title)'"
-        }
-        switch self {
-        case .category(let name): return "category '\(name)'"
-        case .note(let index): return title("note", index, titles.notes[index])
-        case .entry(let index): return title("entry", index, titles.entries[index])
-        case .field(let entry, let name): return "\(Self.entry(entry).label(in: titles)), field '\(name)'"
-        case .earlierPassword(let entry): return "\(Self.entry(entry).label(in: titles)), earlier password"
+    init(_ document: ExportDocument) {
+        noteTitles = document.notes.map(\.title)
+        entryTitles = document.passwords.map(\.name)
+        notes.reserveCapacity(document.notes.count)
+        entries.reserveCapacity(document.passwords.count)
+    }
+
+    func entryLabel(_ index: Int) -> String { Self.title("entry", index, entryTitles[index]) }
+
+    func label(of object: ManagedObject) -> String? {
+        switch object {
+        case let note as Note: return notes[ObjectIdentifier(note)].map { Self.title("note", $0, noteTitles[$0]) }
+        case let entry as PasswordEntry: return entries[ObjectIdentifier(entry)].map(entryLabel)
+        case let field as CustomField:
+            return field.entry.flatMap { label(of: $0) }.map { "\($0), field '\(field.name)'" }
+        case let old as PasswordHistoryItem: return old.entry.flatMap { label(of: $0) }.map { "\($0), earlier password" }
+        case let category as Category where category.isInserted: return "category '\(category.name)'"
+        default: return nil
         }
     }
-}
 
-/// What messages name a source's items by, kept once the rest of the source is let go.
-private struct ImportTitles {
-    var notes: [String]
-    var entries: [String]
+    private static func title(_ kind: String, _ index: Int, _ title: String) -> String {
+        // As the import matched it: trimmed.
+        let title = EntryRules.trimmedName(title)
+        return title.isEmpty ? "\(kind) \(index + 1) (untitled)" : "\(kind) '\(title)'"
+    }
 }
 
 /// What an importer read: the items, and those it could not carry over (with the reason).
@@ -122,9 +130,9 @@ extension Vault {
         report.warnings = source.warnings
         // Where each new or changed object comes from, for a validation message: labels are
         // made only when one fails (a string for each of 100,000 items was kept for nothing).
-        var places: [ObjectIdentifier: ImportPlace] = [:]
         let document = source.document
-        let titles = ImportTitles(notes: document.notes.map(\.title), entries: document.passwords.map(\.name))
+        var places = ImportPlaces(document)
+        report.imported.reserveCapacity(document.notes.count + document.passwords.count)
         do {
             var categories = Dictionary(try context.fetch(FetchRequest<Category>()).map { ($0.name.lowercased(), $0) },
                                         uniquingKeysWith: { a, _ in a })
@@ -133,7 +141,6 @@ extension Vault {
                 if let existing = categories[name.lowercased()] { return existing }
                 let created = context.insert(Category.self)
                 created.name = name
-                places[ObjectIdentifier(created)] = .category(name)
                 categories[name.lowercased()] = created
                 report.imported.append(.init(kind: "category", title: name))
                 return created
@@ -168,7 +175,7 @@ extension Vault {
                 }
                 note.text = item.text ?? ""
                 note.updatedAt = item.updatedAt ?? Date()
-                places[ObjectIdentifier(note)] = .note(index)
+                places.notes[ObjectIdentifier(note)] = index
                 done += 1
                 progress?.report(done, of: total)
             }
@@ -223,7 +230,7 @@ extension Vault {
                     try apply(changes, category: category(item.category), to: entry)
                 } catch let error as VaultError {
                     // An unusable TOTP secret: refused like any invalid field, naming the item.
-                    let title = ImportPlace.entry(index).label(in: titles)
+                    let title = places.entryLabel(index)
                     throw VaultError.nothingImported(error.details.map { "\(title): \($0)" })
                 }
                 let attached = try files.map { try insertAttachment($0, to: entry) }
@@ -240,9 +247,7 @@ extension Vault {
                     }
                     report.updated.append(.init(kind: "entry", title: item.name, id: entry.id, changes: changes))
                 }
-                places[ObjectIdentifier(entry)] = .entry(index)
-                for field in entry.fields { places[ObjectIdentifier(field)] = .field(entry: index, name: field.name) }
-                for old in entry.history { places[ObjectIdentifier(old)] = .earlierPassword(entry: index) }
+                places.entries[ObjectIdentifier(entry)] = index
                 done += 1
                 progress?.report(done, of: total)
             }
@@ -258,11 +263,12 @@ extension Vault {
             }
             return report
         } catch let error as ValidationError {
-            context.rollback()
+            // Named while the objects are still the context's: a field's entry is read through it.
             let lines = error.errors.map { failure in
-                let label = failure.object.flatMap { places[ObjectIdentifier($0)]?.label(in: titles) }
+                let label = failure.object.flatMap { places.label(of: $0) }
                 return (label.map { "\($0): " } ?? "") + ValidationMessages.message(for: failure)
             }
+            context.rollback()
             throw VaultError.nothingImported(lines)
         } catch {
             context.rollback()
@@ -363,7 +369,7 @@ extension Vault.Transfer {
         try vault.awaitVerification()
         let source = try Vault.read(data, format: format, replacingInvalidUTF8: replacingInvalidUTF8)
         _ = consume data
-        return try vault.importSource(source, dryRun: dryRun, merge: merge, progress: progress)
+        return try vault.importSource(consume source, dryRun: dryRun, merge: merge, progress: progress)
     }
 
     /// Imports a pass or gopass store directory, decrypting each file with `gpg`.
@@ -373,6 +379,6 @@ extension Vault.Transfer {
     {
         try vault.awaitVerification()
         let source = try PassStoreReader.read(directory, replacingInvalidUTF8: replacingInvalidUTF8)
-        return try vault.importSource(source, dryRun: dryRun, merge: merge, progress: progress)
+        return try vault.importSource(consume source, dryRun: dryRun, merge: merge, progress: progress)
     }
 }

@@ -494,9 +494,9 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// The members of a to-many relationship, read from the store unless they are all here.
     func loadedMembers(_ relationship: RelationshipDescription) throws -> RelationshipMembers {
         fireFault()
-        if let members = values[relationship.name] as? RelationshipMembers, members.isComplete,
-           loadedToMany.contains(relationship.name) {
-            return members
+        if loadedToMany.contains(relationship.name) {
+            if let members = values[relationship.name] as? RelationshipMembers, members.isComplete { return members }
+            if values[relationship.name] == nil { return membersForChange(relationship) }
         }
         return installStored(try managedObjectContext?.loadToMany(relationship, of: self) ?? [], for: relationship)
     }
@@ -522,11 +522,12 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         if let members = values[relationship.name] as? RelationshipMembers, members.isComplete == isLoaded {
             return members
         }
-        // Never saved: nothing in the store to read, so the relationship is all here.
-        let neverSaved = isPendingInsert || objectID.primaryKey == nil
-        let members = neverSaved ? RelationshipMembers(complete: []) : RelationshipMembers()
+        // Never saved: nothing in the store to read, so the relationship is all here. Loaded and
+        // absent: an object inserted with the relationship empty (see `insert`).
+        let isAllHere = isPendingInsert || objectID.primaryKey == nil || (isLoaded && values[relationship.name] == nil)
+        let members = isAllHere ? RelationshipMembers(complete: []) : RelationshipMembers()
         values[relationship.name] = members
-        if neverSaved { loadedToMany.insert(relationship.name) }
+        if isAllHere { loadedToMany.insert(relationship.name) }
         return members
     }
 

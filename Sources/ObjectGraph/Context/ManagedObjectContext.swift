@@ -207,11 +207,12 @@ public final class ManagedObjectContext {
             object.values[attribute.name] = attribute.defaultValue
         }
         for relationship in object.entity.relationships where relationship.isToMany {
-            // Never saved, so nothing else to read: what it holds is all of it.
-            let members = object.values[relationship.name] as? RelationshipMembers
-            object.values[relationship.name] =
-                members.map { $0.isComplete ? $0 : RelationshipMembers(complete: $0.objects) }
-                ?? RelationshipMembers(complete: [])
+            // Never saved, so nothing else to read: what it holds is all of it. One still empty
+            // stays absent until it is read or changed (loaded and absent is empty): an import of
+            // 100,000 entries made 300,000 empty members for their fields, history and attachments.
+            if let members = object.values[relationship.name] as? RelationshipMembers, !members.isComplete {
+                object.values[relationship.name] = RelationshipMembers(complete: members.objects)
+            }
             object.loadedToMany.insert(relationship.name)
         }
         insertedSet.insert(object)
