@@ -74,7 +74,8 @@ private struct ImportPlaces {
         case let entry as PasswordEntry: return entries[ObjectIdentifier(entry)].map(entryLabel)
         case let field as CustomField:
             return field.entry.flatMap { label(of: $0) }.map { "\($0), field '\(field.name)'" }
-        case let old as PasswordHistoryItem: return old.entry.flatMap { label(of: $0) }.map { "\($0), earlier password" }
+        case let old as PasswordHistoryItem:
+            return old.entry.flatMap { label(of: $0) }.map { "\($0), earlier password" }
         case let category as Category where category.isInserted: return "category '\(category.name)'"
         default: return nil
         }
