@@ -26,8 +26,10 @@ extension StashBench {
 
         @Flag(help: "Small sizes and 3 repeats, for a smoke run.") var quick = false
         @Flag(help: "Print the results as JSON.") var json = false
-        @Option(help: "Only the cases whose name starts with this, such as 'vault', 'browse' or 'objectgraph.fetch'.")
-        var only: String?
+        @Option(help: ArgumentHelp("Only the cases whose name starts with one of these (comma-separated), such as "
+                                    + "'vault', 'vault,browse' or 'objectgraph.fetch'.", valueName: "prefixes"),
+                transform: { $0.split(separator: ",").map(String.init) })
+        var only: [String]?
         @Option(help: "Runs per case; the median is reported (default 5, 3 with --quick).") var repeats: Int?
         @Flag(help: "Leave out pass, gopass and keepassxc-cli.") var noPeers = false
         @Option(help: "Comma-separated vault sizes (default 10000,100000; 500,5000 with --quick).",
@@ -66,9 +68,9 @@ extension StashBench {
 
         func validate() throws {
             if let repeats, repeats < 1 { throw ValidationError("--repeats must be at least 1") }
-            if let only, !Self.allCaseNames.contains(where: { $0.hasPrefix(only) }) {
+            for prefix in only ?? [] where !Self.allCaseNames.contains(where: { $0.hasPrefix(prefix) }) {
                 throw ValidationError(
-                    "--only '\(only)' matches no case; the cases are " + Self.allCaseNames.joined(separator: ", "))
+                    "--only '\(prefix)' matches no case; the cases are " + Self.allCaseNames.joined(separator: ", "))
             }
         }
 
@@ -77,7 +79,7 @@ extension StashBench {
             let work = FileManager.default.temporaryDirectory.appendingPathComponent("stash-bench-\(UUID().uuidString)")
             try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
             defer { try? FileManager.default.removeItem(at: work) }
-            func selected(_ name: String) -> Bool { only.map { name.hasPrefix($0) } ?? true }
+            func selected(_ name: String) -> Bool { only?.contains { name.hasPrefix($0) } ?? true }
 
             var results: [CaseResult] = []
             let insertSize = quick ? 5_000 : 50_000
