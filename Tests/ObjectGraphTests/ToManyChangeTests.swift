@@ -71,6 +71,21 @@ final class ToManyChangeTests: BoardTestCase {
         }
     }
 
+    /// What an inserted object lists as changed does not depend on what was read: an empty
+    /// to-many is no change, and one with members lists them as objects.
+    func testReadingAnInsertedObjectsEmptyToManyDoesNotChangeItsChangedValues() throws {
+        let context = try makeBoard(.sqlite)
+        let group = context.insertNewObject(forEntityName: "Group")
+        group["name"] = "g"
+        let before = group.changedValues.keys.sorted()
+        XCTAssertEqual(names(group["items"]), [])
+        XCTAssertEqual(group.changedValues.keys.sorted(), before, "a read changed changedValues")
+        let item = context.insertNewObject(forEntityName: "Item")
+        item["name"] = "member"
+        item["group"] = group
+        XCTAssertEqual(names(group.changedValues["items"]), ["member"])
+    }
+
     func testJoiningAndLeavingAnUnreadRelationshipLeavesItUnread() {
         forEachStoreKind { kind in
             let writer = try makeBoard(kind)

@@ -35,6 +35,29 @@ final class UniquenessConstraintTests: ObjectGraphTestCase {
         return person
     }
 
+    /// A new Person that takes a stored row's identity (the same names) lists the cars the row
+    /// has and the one it gained, under every policy, whether or not it read its cars first.
+    func testAnAdoptedRowListsItsStoredToManyAndWhatItGained() throws {
+        for policy: MergePolicy in [.mergeByPropertyObjectTrump, .mergeByPropertyStoreTrump, .overwrite] {
+            for readFirst in [false, true] {
+                let label = "\(policy), read before the save: \(readFirst)"
+                let (url, context) = try openStore("adopt-\(policy)-\(readFirst)")
+                context.mergePolicy = policy
+                let stored = Int(try count(url, "SELECT COUNT(*) FROM ZCAR WHERE ZOWNER = 17"))!
+                let person = newPerson(context, "Theodora", "Stone")
+                if readFirst { XCTAssertEqual((person["cars"] as? [ManagedObject])?.count, 0, label) }
+                let car = context.insertNewObject(forEntityName: "Car")
+                car["numberPlate"] = "NEW-\(policy)-\(readFirst)"
+                car["owner"] = person
+                try context.save()
+                XCTAssertEqual(person.objectID.primaryKey, 17, label)
+                XCTAssertEqual(try count(url, "SELECT COUNT(*) FROM ZCAR WHERE ZOWNER = 17"), String(stored + 1), label)
+                XCTAssertEqual((person["cars"] as? [ManagedObject])?.count, stored + 1, label)
+                XCTAssertTrue((person["cars"] as? [ManagedObject])?.contains { $0 === car } == true, label)
+            }
+        }
+    }
+
     func testAnInsertedObjectWithAStoredRowsValuesIsRefusedNamingIt() throws {
         let (url, context) = try openStore()
         let plate = try count(url, "SELECT ZNUMBERPLATE FROM ZCAR WHERE Z_PK = 3")

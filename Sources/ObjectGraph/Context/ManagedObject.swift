@@ -327,7 +327,18 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// The values changed since the last save or fetch, by key.
     public var changedValues: [String: Any] {
         fireFault()
-        if isPendingInsert { return Dictionary(values.map { ($0.key, $0.value) }, uniquingKeysWith: { _, new in new }) }
+        if isPendingInsert {
+            var result: [String: Any] = [:]
+            for (key, value) in values {
+                guard let members = value as? RelationshipMembers else {
+                    result[key] = value
+                    continue
+                }
+                // A to-many as its members, when it has some: an empty one is no change, read or not.
+                if members.count > 0 { result[key] = members.objects }
+            }
+            return result
+        }
         var result: [String: Any] = [:]
         for key in changedKeys { result[key] = self[key] ?? NSNull() }
         return result

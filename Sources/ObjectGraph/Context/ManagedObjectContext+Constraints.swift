@@ -92,6 +92,14 @@ extension ManagedObjectContext {
             guard !registeredObject.hasChanges else { return false }
             forget(registeredObject)
         }
+        // A to-many of the new object adds what it gained to what the row lists (read on the next
+        // access), whether or not it was read; one assigned whole is a value like any other.
+        for name in object.entity.toManyRelationshipNames where object.loadedToMany.contains(name) {
+            let members = object.values[name] as? RelationshipMembers
+            guard members?.rewritesAll != true else { continue }
+            object.values[name] = members.flatMap { $0.hasUnsavedChanges ? $0.unsavedChanges() : nil }
+            object.loadedToMany.remove(name)
+        }
         // Every value the new object holds counts as its change, to win or lose by the policy.
         let held = Set(object.values.map(\.key))
         object.changedKeys = held

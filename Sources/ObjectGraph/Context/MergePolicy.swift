@@ -49,8 +49,9 @@ extension ManagedObjectContext {
                     || Self.sameStoredValue(object.values[key], committed[key])
             }
         case .overwrite:
+            // Every to-many it read, and the changes made to one it did not.
             kept = Set(object.entity.storedColumns.map(\.name) + object.entity.storedToOne.map(\.relationship.name))
-                .union(loaded.filter { object.entity.relationship(named: $0)?.isToMany == true })
+                .union(loaded.union(changed).filter { object.entity.relationship(named: $0)?.isToMany == true })
         }
         let dropped = changed.subtracting(kept)
         object.values.merge(mine.filter { kept.contains($0) })
