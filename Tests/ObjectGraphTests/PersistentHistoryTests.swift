@@ -90,6 +90,41 @@ final class PersistentHistoryTests: BoardTestCase {
         }
     }
 
+    /// A save of more changes than one statement writes: every change is recorded once, with
+    /// its own type, properties and tombstone.
+    func testALargeSaveRecordsEveryChange() {
+        forEachStoreKind { kind in
+            let context = try makeTracked(kind)
+            let group = context.insertNewObject(forEntityName: "Group")
+            group["name"] = "g"
+            let items = (0..<250).map { number -> ManagedObject in
+                let item = context.insertNewObject(forEntityName: "Item")
+                item["name"] = "item \(number)"
+                item["group"] = group
+                return item
+            }
+            try context.save()
+            for item in items[0..<120] { item["name"] = "renamed \(item["name"]!)" }
+            for item in items[120..<230] { item["group"] = nil }
+            for item in items[230...] { context.delete(item) }
+            try context.save()
+
+            let history = try context.fetchHistory(after: nil)
+            XCTAssertEqual(history.map(\.changes.count), [251, 251], "[\(kind)]")
+            XCTAssertEqual(Set(history[0].changes.map(\.changedObjectID)),
+                           Set(([group] + items).map(\.objectID)), "[\(kind)]")
+            let changes = Dictionary(history[1].changes.map { ($0.changedObjectID, $0) }, uniquingKeysWith: { a, _ in a })
+            XCTAssertEqual(changes.count, 251, "[\(kind)] each object once")
+            for item in items[0..<120] { XCTAssertEqual(changes[item.objectID]?.updatedProperties, ["name"]) }
+            for item in items[120..<230] { XCTAssertEqual(changes[item.objectID]?.updatedProperties, ["group"]) }
+            for (offset, item) in items[230...].enumerated() {
+                XCTAssertEqual(changes[item.objectID]?.changeType, .delete)
+                XCTAssertEqual(changes[item.objectID]?.tombstone?["name"] as? String, "item \(230 + offset)")
+            }
+            XCTAssertEqual(changes[group.objectID]?.updatedProperties, ["items"])
+        }
+    }
+
     func testFetchingAfterATokenReturnsOnlyWhatCameLater() {
         forEachStoreKind { kind in
             let context = try makeTracked(kind)
