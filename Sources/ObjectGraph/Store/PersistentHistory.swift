@@ -292,61 +292,21 @@ extension ManagedObjectContext {
                 values: [try intern(transactionAuthor).databaseValue, try intern(name).databaseValue,
                          try intern(String(getpid())).databaseValue,
                          Date().timeIntervalSinceReferenceDate.databaseValue])
-            let transaction = db.lastInsertedRowID.databaseValue
-            // Updates mostly change the same properties: each mask is made once.
-            var masks: [Int: [Set<String>: DatabaseValue]] = [:]
-            var rows = ChangeRows(store: store, db)
+            let transaction = db.lastInsertedRowID
+            let insertChange = "INSERT INTO \(store.qualified("ACHANGE")) (Z_ENT, Z_OPT, ZCHANGETYPE, ZENTITY, "
+                + "ZENTITYPK, ZTRANSACTIONID, ZCOLUMNS, ZTOMBSTONE) "
+                + "VALUES (\(PersistentHistoryTables.changeEntity), 1, ?, ?, ?, ?, ?, ?)"
             for (type, object) in changes {
                 guard let primaryKey = primaryKey(of: object) else { continue }
-                var columns = DatabaseValue.null
-                if type == .update {
-                    let entity = object.entity
-                    columns = masks[entity.entityNumber, default: [:]][object.changedKeys] ?? {
-                        let mask = PersistentHistoryTables.columnMask(object.changedKeys, of: entity).databaseValue
-                        masks[entity.entityNumber, default: [:]][object.changedKeys] = mask
-                        return mask
-                    }()
-                }
+                let columns = type == .update
+                    ? PersistentHistoryTables.columnMask(object.changedKeys, of: object.entity).databaseValue : .null
                 let tombstone = type == .delete ? try tombstoneValues(of: object, store: store, primaryKey: primaryKey)
                     : .null
-                try rows.append([type.rawValue.databaseValue, object.entity.entityNumber.databaseValue,
-                                 primaryKey.databaseValue, transaction, columns, tombstone])
+                try db.executeCached(sql: insertChange, values: [
+                    type.rawValue.databaseValue, object.entity.entityNumber.databaseValue, primaryKey.databaseValue,
+                    transaction.databaseValue, columns, tombstone,
+                ])
             }
-            try rows.flush()
-        }
-    }
-
-    /// Change rows written a hundred to a statement: one statement a row was most of what history
-    /// added to a save of 1,000 updates.
-    private struct ChangeRows {
-        static let perStatement = 100
-        let store: PersistentStore
-        let db: Database
-        var pending: [DatabaseValue] = []
-        var count = 0
-
-        init(store: PersistentStore, _ db: Database) {
-            self.store = store
-            self.db = db
-            pending.reserveCapacity(Self.perStatement * 6)
-        }
-
-        mutating func append(_ row: [DatabaseValue]) throws {
-            pending += row
-            count += 1
-            if count == Self.perStatement { try flush() }
-        }
-
-        mutating func flush() throws {
-            guard count > 0 else { return }
-            let tuple = "(\(PersistentHistoryTables.changeEntity), 1, ?, ?, ?, ?, ?, ?)"
-            try db.executeCached(
-                sql: "INSERT INTO \(store.qualified("ACHANGE")) (Z_ENT, Z_OPT, ZCHANGETYPE, ZENTITY, ZENTITYPK, "
-                    + "ZTRANSACTIONID, ZCOLUMNS, ZTOMBSTONE) VALUES "
-                    + Array(repeating: tuple, count: count).joined(separator: ", "),
-                values: pending)
-            pending.removeAll(keepingCapacity: true)
-            count = 0
         }
     }
 
