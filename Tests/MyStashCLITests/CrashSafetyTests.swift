@@ -91,21 +91,28 @@ final class CrashSafetyTests: CLITestCase {
     // MARK: - Item 1: a sample of scripts/crash-sweep (the full sweep is the script alone)
 
     func testSampleOfTheCrashSweepKillsAtWritesAndVaultsRecoverInPlaceAndMoved() throws {
-        let sweep = Process()
-        sweep.executableURL = Self.repository.appendingPathComponent("scripts/crash-sweep")
-        let scenarios = ["note-add", "password-edit", "category-rm", "passwd", "rekey", "init", "open-v1-fixture"]
-        sweep.arguments = ["--every", "5"] + scenarios
-        sweep.environment = ["PATH": "/usr/local/bin:/usr/bin:/bin", "MYSTASH_BIN": Self.binary.path]
-        let result = try run(sweep, stdin: nil)
-        XCTAssertEqual(result.status, 0, result.stdout + result.stderr)
-        let summaries = result.stdout.split(separator: "\n").filter { $0.contains("injections") }
-        XCTAssertEqual(summaries.count, scenarios.count, result.stdout)
-        for line in summaries {
-            let counts = line.components(separatedBy: "injections ").last ?? ""
-            let numbers = counts.split(whereSeparator: { !$0.isNumber }).compactMap { Int($0) }
-            XCTAssertGreaterThan(numbers[0], 2, String(line))
-            XCTAssertEqual(numbers[0], numbers[1], "every injection killed mystash: \(line)")
-            XCTAssertEqual(numbers.last, 0, String(line))
+        // Sync and clone make hundreds of writes each (and a remote): a sparser sample of them.
+        let samples = [
+            (every: 5, scenarios: ["note-add", "password-edit", "category-rm", "passwd", "rekey", "init",
+                                   "open-v1-fixture"]),
+            (every: 30, scenarios: ["sync", "clone"]),
+        ]
+        for sample in samples {
+            let sweep = Process()
+            sweep.executableURL = Self.repository.appendingPathComponent("scripts/crash-sweep")
+            sweep.arguments = ["--every", String(sample.every)] + sample.scenarios
+            sweep.environment = ["PATH": "/usr/local/bin:/usr/bin:/bin", "MYSTASH_BIN": Self.binary.path]
+            let result = try run(sweep, stdin: nil)
+            XCTAssertEqual(result.status, 0, result.stdout + result.stderr)
+            let summaries = result.stdout.split(separator: "\n").filter { $0.contains("injections") }
+            XCTAssertEqual(summaries.count, sample.scenarios.count, result.stdout)
+            for line in summaries {
+                let counts = line.components(separatedBy: "injections ").last ?? ""
+                let numbers = counts.split(whereSeparator: { !$0.isNumber }).compactMap { Int($0) }
+                XCTAssertGreaterThan(numbers[0], 2, String(line))
+                XCTAssertEqual(numbers[0], numbers[1], "every injection killed mystash: \(line)")
+                XCTAssertEqual(numbers.last, 0, String(line))
+            }
         }
     }
 
