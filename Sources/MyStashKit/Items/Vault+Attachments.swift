@@ -168,7 +168,7 @@ extension Vault {
 
     // MARK: - Reading
 
-    /// The attachment `name` (ignoring case) or `#ID` of the entry `reference` names.
+    /// The attachment `wanted` names (by ID, or by name ignoring case) of the entry `reference` names.
     func findAttachment(_ wanted: ItemReference, of reference: ItemReference) throws -> Attachment {
         let entry = try findEntry(reference)
         let attachments = entry.attachments
@@ -291,7 +291,7 @@ extension Vault.Items {
         return try Vault.wrapErrors { AttachmentInfo(try vault.attachment(atRow: attachmentKey, complete: true)) }
     }
 
-    /// Removes the attachment `name` (or `#ID`) of the entry `reference` names. The attachment
+    /// Removes the attachment `name` refers to (by name or ID) of the entry `reference` names. The attachment
     /// is hidden in one save, then its chunks go 16 per save (what memory holds): a crash part
     /// way leaves it hidden, and the next attach finishes removing it.
     public func detach(_ name: ItemReference, from reference: ItemReference) throws {

@@ -267,7 +267,7 @@ extension Vault {
         return entry
     }
 
-    /// The entry `reference` names: `#ID`, its name, or, when no entry has that name, a path
+    /// The entry `reference` names: by ID, by name, or, when no entry has that name, a path
     /// `category/name` as pass names its files (`web/github`; categories may hold `/` too).
     private func findEntryOnly(_ reference: ItemReference) throws -> PasswordEntry {
         try findFallingBackToPath(reference, kind: .entry, describe: Self.describeEntry) {
