@@ -14,6 +14,8 @@ public enum TextWidth {
 
     /// The columns a string takes.
     public static func columns(of text: String) -> Int {
+        // Printable ASCII, nearly every cell of a list, is a column a byte: no grapheme breaking.
+        if text.utf8.allSatisfy({ (0x20...0x7E).contains($0) }) { return text.utf8.count }
         var total = 0
         for character in text { total += columns(of: character) }
         return total

@@ -125,6 +125,62 @@ final class PersistentHistoryTests: BoardTestCase {
         }
     }
 
+    /// Batch requests write rows without objects; their changes are history all the same, or
+    /// whoever follows the history (a sync) would never learn of them.
+    func testBatchRequestsAreRecordedRowByRow() throws {
+        let context = try makeTracked(.sqlite)
+        let group = context.insertNewObject(forEntityName: "Group")
+        group["name"] = "g"
+        try context.save()
+        let saved = try context.fetchHistory(after: nil).count
+
+        let inserted = try context.execute(BatchInsertRequest(
+            entityName: "Item", objects: (0..<600).map { ["name": "item \($0)"] }))
+        let renamed = try context.execute(BatchUpdateRequest(
+            entityName: "Item", predicate: try Predicate(format: "name BEGINSWITH %@", "item 1"),
+            propertiesToUpdate: ["name": "renamed"]))
+        let gone = try context.execute(BatchDeleteRequest(
+            entityName: "Item", predicate: try Predicate(format: "name != %@", "renamed")))
+
+        let history = Array(try context.fetchHistory(after: nil).dropFirst(saved))
+        XCTAssertEqual(history.count, 3, "one transaction a request")
+        guard history.count == 3 else { return }
+        XCTAssertEqual(history.map(\.author), ["tests", "tests", "tests"])
+        XCTAssertEqual(history[0].changes.map(\.changeType), Array(repeating: .insert, count: 600))
+        XCTAssertEqual(Set(history[0].changes.map(\.changedObjectID)), Set(inserted.objectIDs))
+        XCTAssertEqual(renamed.count, 111, "item 1 and item 100…199")
+        XCTAssertEqual(Set(history[1].changes.map(\.changedObjectID)), Set(renamed.objectIDs))
+        XCTAssertEqual(Set(history[1].changes.map(\.updatedProperties)), [["name"]])
+        XCTAssertEqual(gone.count, 600 - 111)
+        XCTAssertEqual(Set(history[2].changes.map(\.changedObjectID)), Set(gone.objectIDs))
+        XCTAssertEqual(Set(history[2].changes.map(\.changeType)), [.delete])
+        let names = Set(history[2].changes.compactMap { $0.tombstone?["name"] as? String })
+        XCTAssertEqual(names.count, 600 - 111, "each deleted row's preserved name")
+        XCTAssertTrue(names.contains("item 599"))
+        XCTAssertFalse(names.contains("renamed"))
+    }
+
+    /// A batch delete's Nullify rule changes the rows that pointed at the deleted ones.
+    func testABatchDeleteRecordsTheRowsItNullified() throws {
+        let context = try makeTracked(.sqlite)
+        let group = context.insertNewObject(forEntityName: "Group")
+        group["name"] = "g"
+        let items = (0..<3).map { number -> ManagedObject in
+            let item = context.insertNewObject(forEntityName: "Item")
+            item["name"] = "item \(number)"
+            item["group"] = group
+            return item
+        }
+        try context.save()
+        let saved = try context.fetchHistory(after: nil).count
+        try context.execute(BatchDeleteRequest(entityName: "Group"))
+        let changes = try XCTUnwrap(try context.fetchHistory(after: nil).dropFirst(saved).first).changes
+        XCTAssertEqual(changes.first { $0.changeType == .delete }?.changedObjectID, group.objectID)
+        let updates = changes.filter { $0.changeType == .update }
+        XCTAssertEqual(Set(updates.map(\.changedObjectID)), Set(items.map(\.objectID)))
+        XCTAssertEqual(Set(updates.map(\.updatedProperties)), [["group"]])
+    }
+
     func testFetchingAfterATokenReturnsOnlyWhatCameLater() {
         forEachStoreKind { kind in
             let context = try makeTracked(kind)

@@ -101,6 +101,23 @@ final class RowAuthenticationTests: ObjectGraphTestCase {
         XCTAssertEqual(tags.first?.first, .integer(39 + 78), "one tag per row: 39 notes, 78 attachments")
     }
 
+    /// Batch requests write rows in SQL, not through a save: the record follows them all the
+    /// same, cascades and nullified rows included, so nothing they did reads as tampering.
+    func testBatchRequestsKeepTheTagsAndBucketsAndNothingIsFound() throws {
+        let context = stack.context
+        try context.execute(BatchInsertRequest(entityName: "Note", objects: (0..<30).map { ["title": "batch \($0)"] }))
+        try context.execute(BatchUpdateRequest(
+            entityName: "Note", predicate: try Predicate(format: "title BEGINSWITH %@", "note 1"),
+            propertiesToUpdate: ["title": "renamed"]))
+        let gone = try context.execute(BatchDeleteRequest(
+            entityName: "Note", predicate: try Predicate(format: "title BEGINSWITH %@", "note 2")))
+        XCTAssertEqual(gone.objectIDs.filter { $0.entityName == "Attachment" }.count, 22, "11 notes' attachments")
+        XCTAssertEqual(try stack.coordinator.performRead { try self.authentication.verify(in: $0) }, [])
+        XCTAssertEqual(try problems(readingNote: notes[1]), [])
+        let tags = try stack.coordinator.performRead { try $0.rows("SELECT COUNT(*) FROM TEST_TAG") }
+        XCTAssertEqual(tags.first?.first, .integer(40 - 11 + 30 + 80 - 22), "one tag per row left")
+    }
+
     func testAChangedAttachmentIsFoundByItsNotesReadAndNotByAnotherNotes() throws {
         let (changed, other) = try notesInTwoBuckets()
         let part = try XCTUnwrap((changed["attachments"] as? [ManagedObject])?.first)

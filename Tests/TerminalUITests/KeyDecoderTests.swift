@@ -57,6 +57,7 @@ final class KeyDecoderTests: XCTestCase {
 final class TextWidthTests: XCTestCase {
     func testWideCombiningAndControlCharacters() {
         XCTAssertEqual(TextWidth.columns(of: "abc"), 3)
+        XCTAssertEqual(TextWidth.columns(of: "a\r\nb"), 3, "CR LF is one character, not two columns")
         XCTAssertEqual(TextWidth.columns(of: "漢字"), 4)
         XCTAssertEqual(TextWidth.columns(of: "e\u{301}"), 1, "a combining accent takes no column")
         XCTAssertEqual(TextWidth.columns(of: "🙂"), 2)

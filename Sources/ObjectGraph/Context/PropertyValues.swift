@@ -42,13 +42,25 @@ enum PropertySlot {
     }
 
     init(_ value: Any) {
+        // A class instance (an object, a relationship's members) fails each value-type cast
+        // below only after trying to bridge, several times the cost of this check.
+        // (Other classes, such as NSString and NSNumber, go on to the casts that bridge them.)
+        if type(of: value) is AnyClass {
+            if let object = value as? ManagedObject {
+                self = .object(object)
+                return
+            }
+            if value is RelationshipMembers {
+                self = .boxed(AnyBox(value))
+                return
+            }
+        }
         switch value {
         // Checked before the casts below, which try bridging.
         case let text as String: self = .text(TextBox(text))
         case let number as Int: self = .int(number)
         case let number as Double: self = .double(number)
         case let flag as Bool: self = .bool(flag)
-        case let object as ManagedObject: self = .object(object)
         case let fault as FaultReference: self = .fault(fault.primaryKey)
         default: self = .boxed(AnyBox(value))
         }

@@ -32,6 +32,14 @@ struct StatementRow: StoredRow {
 
     func databaseValue(at index: Int) -> DatabaseValue { DatabaseValue(sqliteStatement: handle, index: CInt(index)) }
 
+    /// The bytes of a blob, or nil when the value is of another storage class.
+    func blob(at index: Int) -> [UInt8]? {
+        guard sqlite3_column_type(handle, CInt(index)) == SQLITE_BLOB else { return nil }
+        let count = Int(sqlite3_column_bytes(handle, CInt(index)))
+        guard count > 0, let bytes = sqlite3_column_blob(handle, CInt(index)) else { return [] }
+        return Array(UnsafeRawBufferPointer(start: bytes, count: count))
+    }
+
     func plainSlot(at index: Int, type: AttributeType) -> PropertySlot? {
         switch (sqlite3_column_type(handle, CInt(index)), type) {
         case (SQLITE_NULL, _): return .absent

@@ -101,7 +101,7 @@ extension ManagedObjectContext {
                 + "Z_OPT\(columns.map { ", \($0.columnName)" }.joined())) "
             + "VALUES (?, ?, 1\(String(repeating: ", ?", count: columns.count)))"
         let keys = try wrapStoreErrors(.saveFailed, "cannot batch insert \(entity.name)") {
-            try coordinator.write(stores: [store]) { db -> [Int64] in
+            try coordinator.write(stores: storesLockedForBatch(store)) { db -> [Int64] in
                 guard !rows.isEmpty else { return [] }
                 let first = try coordinator.allocatePrimaryKeys(db, root: root, count: rows.count)
                 for (index, column, value) in pending {
@@ -120,7 +120,12 @@ extension ManagedObjectContext {
                         arguments: StatementArguments(
                             [(first + Int64(offset)).databaseValue, entity.entityNumber.databaseValue] + row))
                 }
-                return (0..<Int64(rows.count)).map { first + $0 }
+                let keys = (0..<Int64(rows.count)).map { first + $0 }
+                try coordinator.notifyRowsDidChange(rowKeys(keys, root: root, store: store), db)
+                try writeHistory(
+                    keys.map { HistoryRow(type: .insert, entityNumber: entity.entityNumber, primaryKey: $0) },
+                    store: store, db)
+                return keys
             }
         }
         return BatchResult(
@@ -155,7 +160,7 @@ extension ManagedObjectContext {
         let (conditions, arguments) = try batchConditions(entity, request.predicate, store: store)
         let table = store.qualified(root.tableName)
         let ids = try wrapStoreErrors(.saveFailed, "cannot batch update \(entity.name)") {
-            try coordinator.write(stores: [store]) { db -> [ObjectID] in
+            try coordinator.write(stores: storesLockedForBatch(store)) { db -> [ObjectID] in
                 // Every row's key and entity are checked before any is written.
                 let rows = try Row.fetchAll(
                     db, sql: "SELECT Z_PK, Z_ENT FROM \(table) t0\(conditions)",
@@ -167,6 +172,8 @@ extension ManagedObjectContext {
                         "UPDATE \(table) SET \(setClause)\(setClause.isEmpty ? "" : ", ")Z_OPT = Z_OPT + 1 "
                             + "WHERE Z_PK = ?"
                 )
+                let changed = rowKeys(rows.map(\.0), root: root, store: store)
+                try coordinator.notifyRowsWillChange(changed, db)
                 for (primaryKey, _) in rows {
                     var values: [DatabaseValue] = []
                     for (column, value) in assignments {
@@ -183,6 +190,16 @@ extension ManagedObjectContext {
                     }
                     try statement.execute(arguments: StatementArguments(values + [primaryKey.databaseValue]))
                 }
+                try coordinator.notifyRowsDidChange(changed, db)
+                let updatedKeys = Set(assignments.map(\.column.name))
+                try writeHistory(
+                    rows.map { primaryKey, number in
+                        HistoryRow(
+                            type: .update, entityNumber: number, primaryKey: primaryKey,
+                            columns: PersistentHistoryTables.columnMask(
+                                updatedKeys, of: model.entity(number: number) ?? entity
+                            ).databaseValue)
+                    }, store: store, db)
                 return rows.map { objectID(primaryKey: $0.0, entityNumber: $0.1, root: root, store: store) }
             }
         }
@@ -207,14 +224,17 @@ extension ManagedObjectContext {
         let store = try coordinator.store(for: entity)
         let (conditions, arguments) = try batchConditions(entity, request.predicate, store: store)
         let ids = try wrapStoreErrors(.saveFailed, "cannot batch delete \(entity.name)") {
-            try coordinator.write(stores: [store]) { db -> [ObjectID] in
+            try coordinator.write(stores: storesLockedForBatch(store)) { db -> [ObjectID] in
                 let rows = try Row.fetchAll(
                     db, sql: "SELECT Z_PK, Z_ENT FROM \(store.qualified(entity.rootEntity.tableName)) t0\(conditions)",
                     arguments: StatementArguments(arguments))
-                var deleted: [ObjectID] = []
+                var deletion = BatchDeletion()
                 let keys = try rows.map { try keyAndEntity($0, root: entity.rootEntity, store: store) }
-                try deleteRows(keys, root: entity.rootEntity, db, into: &deleted)
-                return deleted
+                try deleteRows(keys, root: entity.rootEntity, db, into: &deletion)
+                for store in coordinator.persistentStores {
+                    try writeHistory(deletion.history[ObjectIdentifier(store)] ?? [], store: store, db)
+                }
+                return deletion.ids
             }
         }
         for id in ids {
@@ -230,16 +250,36 @@ extension ManagedObjectContext {
         return BatchResult(objectIDs: ids)
     }
 
+    /// What a batch delete has deleted so far, and the history it writes for it.
+    private struct BatchDeletion {
+        var ids: [ObjectID] = []
+        var keys: Set<ObjectKey> = []
+        /// Each store's change rows, by the store's identity.
+        var history: [ObjectIdentifier: [HistoryRow]] = [:]
+    }
+
+    /// The stores a batch request locks: its own, or every store when a write observer may
+    /// write to any (as a save does).
+    private func storesLockedForBatch(_ store: PersistentStore) -> [PersistentStore]? {
+        coordinator.writeObserver == nil ? [store] : nil
+    }
+
+    private func rowKeys(_ keys: [Int64], root: EntityDescription, store: PersistentStore) -> [StoredRowKey] {
+        keys.map { StoredRowKey(storeIdentifier: store.identifier, table: root.tableName, primaryKey: $0) }
+    }
+
     /// Deletes rows of a root entity's table after applying their entities' delete rules.
     private func deleteRows(
-        _ rows: [(Int64, Int)], root: EntityDescription, _ db: Database, into deleted: inout [ObjectID]
+        _ rows: [(Int64, Int)], root: EntityDescription, _ db: Database, into deletion: inout BatchDeletion
     ) throws {
         let store = try coordinator.store(for: root)
-        let fresh = rows.filter { row in
-            !deleted.contains { $0.primaryKey == row.0 && model.entity(named: $0.entityName)?.rootEntity === root }
+        // A set, not a scan of what was deleted: a cascade may reach rows by the hundred thousand.
+        let fresh = rows.filter {
+            !deletion.keys.contains(ObjectKey(rootEntityNumber: root.entityNumber, primaryKey: $0.0))
         }
         guard !fresh.isEmpty else { return }
-        deleted += fresh.map { objectID(primaryKey: $0.0, entityNumber: $0.1, root: root, store: store) }
+        for row in fresh { deletion.keys.insert(ObjectKey(rootEntityNumber: root.entityNumber, primaryKey: row.0)) }
+        deletion.ids += fresh.map { objectID(primaryKey: $0.0, entityNumber: $0.1, root: root, store: store) }
         let entityOf = { (number: Int) in
             self.model.entity(number: number).flatMap { $0.rootEntity === root ? $0 : nil } ?? root
         }
@@ -262,7 +302,7 @@ extension ManagedObjectContext {
                                 + "objects; nothing was deleted"
                     )
                 case .cascade:
-                    try deleteRows(targets, root: destination.rootEntity, db, into: &deleted)
+                    try deleteRows(targets, root: destination.rootEntity, db, into: &deletion)
                 default:
                     break
                 }
@@ -278,17 +318,59 @@ extension ManagedObjectContext {
                 } else if relationship.isToMany, let inverse = SQLiteSchema.inverse(of: relationship, in: model) {
                     let table = destinationStore.qualified(destination.rootEntity.tableName)
                     for chunk in keys.chunked(500) {
+                        let referring = "WHERE \(inverse.columnName) IN (\(placeholders(chunk.count)))"
+                        let arguments = StatementArguments(chunk.map(\.databaseValue))
+                        let nullified = try Row.fetchAll(
+                            db, sql: "SELECT Z_PK, Z_ENT FROM \(table) \(referring)", arguments: arguments
+                        ).map { try keyAndEntity($0, root: destination.rootEntity, store: destinationStore) }
+                        let changed = rowKeys(nullified.map(\.0), root: destination.rootEntity, store: destinationStore)
+                        try coordinator.notifyRowsWillChange(changed, db)
                         try db.execute(
-                            sql: "UPDATE \(table) SET \(inverse.columnName) = NULL, Z_OPT = Z_OPT + 1 "
-                                + "WHERE \(inverse.columnName) IN (\(placeholders(chunk.count)))",
-                            arguments: StatementArguments(chunk.map(\.databaseValue)))
+                            sql: "UPDATE \(table) SET \(inverse.columnName) = NULL, Z_OPT = Z_OPT + 1 \(referring)",
+                            arguments: arguments)
+                        try coordinator.notifyRowsDidChange(changed, db)
+                        if destinationStore.tracksHistory {
+                            deletion.history[ObjectIdentifier(destinationStore), default: []] += nullified.map {
+                                HistoryRow(
+                                    type: .update, entityNumber: $0.1, primaryKey: $0.0,
+                                    columns: PersistentHistoryTables.columnMask(
+                                        [inverse.name], of: model.entity(number: $0.1) ?? destination
+                                    ).databaseValue)
+                            }
+                        }
                     }
                 }
             }
+            let preserved = entity.storedColumns.filter {
+                entity.attribute(named: $0.name)?.preservesValueInHistoryOnDeletion == true
+            }
             for chunk in keys.chunked(500) {
+                let arguments = StatementArguments(chunk.map(\.databaseValue))
+                if store.tracksHistory {
+                    var tombstones: [Int64: DatabaseValue] = [:]
+                    if !preserved.isEmpty {
+                        let rows = try Row.fetchAll(
+                            db,
+                            sql: "SELECT Z_PK\(preserved.map { ", \($0.columnName)" }.joined()) FROM "
+                                + "\(store.qualified(root.tableName)) WHERE Z_PK IN (\(placeholders(chunk.count)))",
+                            arguments: arguments)
+                        for row in rows {
+                            guard let key = row[0] as Int64? else { continue }
+                            tombstones[key] = try Self.tombstone(
+                                preserved.enumerated().map { ($1.name, row[$0 + 1] as DatabaseValue) })
+                        }
+                    }
+                    deletion.history[ObjectIdentifier(store), default: []] += chunk.map {
+                        HistoryRow(type: .delete, entityNumber: entity.entityNumber, primaryKey: $0,
+                                   tombstone: tombstones[$0] ?? .null)
+                    }
+                }
+                let changed = rowKeys(Array(chunk), root: root, store: store)
+                try coordinator.notifyRowsWillChange(changed, db)
                 try db.execute(
                     sql: "DELETE FROM \(store.qualified(root.tableName)) WHERE Z_PK IN (\(placeholders(chunk.count)))",
-                    arguments: StatementArguments(chunk.map(\.databaseValue)))
+                    arguments: arguments)
+                try coordinator.notifyRowsDidChange(changed, db)
             }
         }
     }

@@ -259,54 +259,71 @@ extension ManagedObjectContext {
         }
     }
 
+    /// One change row of the history: what happened to which row.
+    struct HistoryRow {
+        var type: PersistentHistoryChange.ChangeType
+        var entityNumber: Int
+        var primaryKey: Int64
+        /// The changed attributes' mask (updates), else NULL.
+        var columns: DatabaseValue = .null
+        /// The preserved attributes (deletes), else NULL.
+        var tombstone: DatabaseValue = .null
+    }
+
     /// Records this save in the history of each store that tracks it: one transaction a store,
     /// one change an object. Runs inside the save's transaction, so history and rows commit together.
     func recordHistory(inserted: [ManagedObject], updated: [ManagedObject], deleted: [ManagedObject],
                        _ db: Database) throws {
-        let tracking = coordinator.persistentStores.filter(\.tracksHistory)
-        guard !tracking.isEmpty else { return }
-        var changesByStore: [ObjectIdentifier: [(PersistentHistoryChange.ChangeType, ManagedObject)]] = [:]
+        guard coordinator.persistentStores.contains(where: \.tracksHistory) else { return }
+        var rowsByStore: [ObjectIdentifier: [HistoryRow]] = [:]
         for (type, objects) in [(PersistentHistoryChange.ChangeType.insert, inserted), (.update, updated),
                                 (.delete, deleted)] {
             for object in objects {
                 let store = try coordinator.store(for: object.entity.rootEntity)
-                guard store.tracksHistory else { continue }
-                changesByStore[ObjectIdentifier(store), default: []].append((type, object))
+                guard store.tracksHistory, let primaryKey = primaryKey(of: object) else { continue }
+                var row = HistoryRow(type: type, entityNumber: object.entity.entityNumber, primaryKey: primaryKey)
+                if type == .update {
+                    row.columns = PersistentHistoryTables.columnMask(object.changedKeys, of: object.entity).databaseValue
+                } else if type == .delete {
+                    row.tombstone = try tombstoneValues(of: object, store: store, primaryKey: primaryKey)
+                }
+                rowsByStore[ObjectIdentifier(store), default: []].append(row)
             }
         }
-        for store in tracking {
-            guard let changes = changesByStore[ObjectIdentifier(store)], !changes.isEmpty else { continue }
-            let intern = { (text: String?) throws -> Int64? in
-                guard let text else { return nil }
-                try db.executeCached(
-                    sql: "INSERT OR IGNORE INTO \(store.qualified("ATRANSACTIONSTRING")) (Z_ENT, Z_OPT, ZNAME) "
-                        + "VALUES (\(PersistentHistoryTables.stringEntity), 1, ?)", values: [text.databaseValue])
-                return try Int64.fetchOne(
-                    db.cachedStatement(
-                        sql: "SELECT Z_PK FROM \(store.qualified("ATRANSACTIONSTRING")) WHERE ZNAME = ?"),
-                    arguments: [text])
-            }
+        for store in coordinator.persistentStores {
+            try writeHistory(rowsByStore[ObjectIdentifier(store)] ?? [], store: store, db)
+        }
+    }
+
+    /// Writes one transaction of `rows` to the history of `store`, if it tracks history and
+    /// there is a change.
+    func writeHistory(_ rows: [HistoryRow], store: PersistentStore, _ db: Database) throws {
+        guard store.tracksHistory, !rows.isEmpty else { return }
+        let intern = { (text: String?) throws -> Int64? in
+            guard let text else { return nil }
             try db.executeCached(
-                sql: "INSERT INTO \(store.qualified("ATRANSACTION")) (Z_ENT, Z_OPT, ZAUTHORTS, ZCONTEXTNAMETS, "
-                    + "ZPROCESSIDTS, ZTIMESTAMP) VALUES (\(PersistentHistoryTables.transactionEntity), 1, ?, ?, ?, ?)",
-                values: [try intern(transactionAuthor).databaseValue, try intern(name).databaseValue,
-                         try intern(String(getpid())).databaseValue,
-                         Date().timeIntervalSinceReferenceDate.databaseValue])
-            let transaction = db.lastInsertedRowID
-            let insertChange = "INSERT INTO \(store.qualified("ACHANGE")) (Z_ENT, Z_OPT, ZCHANGETYPE, ZENTITY, "
-                + "ZENTITYPK, ZTRANSACTIONID, ZCOLUMNS, ZTOMBSTONE) "
-                + "VALUES (\(PersistentHistoryTables.changeEntity), 1, ?, ?, ?, ?, ?, ?)"
-            for (type, object) in changes {
-                guard let primaryKey = primaryKey(of: object) else { continue }
-                let columns = type == .update
-                    ? PersistentHistoryTables.columnMask(object.changedKeys, of: object.entity).databaseValue : .null
-                let tombstone = type == .delete ? try tombstoneValues(of: object, store: store, primaryKey: primaryKey)
-                    : .null
-                try db.executeCached(sql: insertChange, values: [
-                    type.rawValue.databaseValue, object.entity.entityNumber.databaseValue, primaryKey.databaseValue,
-                    transaction.databaseValue, columns, tombstone,
-                ])
-            }
+                sql: "INSERT OR IGNORE INTO \(store.qualified("ATRANSACTIONSTRING")) (Z_ENT, Z_OPT, ZNAME) "
+                    + "VALUES (\(PersistentHistoryTables.stringEntity), 1, ?)", values: [text.databaseValue])
+            return try Int64.fetchOne(
+                db.cachedStatement(
+                    sql: "SELECT Z_PK FROM \(store.qualified("ATRANSACTIONSTRING")) WHERE ZNAME = ?"),
+                arguments: [text])
+        }
+        try db.executeCached(
+            sql: "INSERT INTO \(store.qualified("ATRANSACTION")) (Z_ENT, Z_OPT, ZAUTHORTS, ZCONTEXTNAMETS, "
+                + "ZPROCESSIDTS, ZTIMESTAMP) VALUES (\(PersistentHistoryTables.transactionEntity), 1, ?, ?, ?, ?)",
+            values: [try intern(transactionAuthor).databaseValue, try intern(name).databaseValue,
+                     try intern(String(getpid())).databaseValue,
+                     Date().timeIntervalSinceReferenceDate.databaseValue])
+        let transaction = db.lastInsertedRowID
+        let insertChange = "INSERT INTO \(store.qualified("ACHANGE")) (Z_ENT, Z_OPT, ZCHANGETYPE, ZENTITY, "
+            + "ZENTITYPK, ZTRANSACTIONID, ZCOLUMNS, ZTOMBSTONE) "
+            + "VALUES (\(PersistentHistoryTables.changeEntity), 1, ?, ?, ?, ?, ?, ?)"
+        for row in rows {
+            try db.executeCached(sql: insertChange, values: [
+                row.type.rawValue.databaseValue, row.entityNumber.databaseValue, row.primaryKey.databaseValue,
+                transaction.databaseValue, row.columns, row.tombstone,
+            ])
         }
     }
 
@@ -338,17 +355,26 @@ extension ManagedObjectContext {
     /// The preserved attributes of a deleted object, as stored, in a binary property list.
     private func tombstoneValues(of object: ManagedObject, store: PersistentStore, primaryKey: Int64) throws
         -> DatabaseValue {
-        var values: [String: Any] = [:]
+        var stored: [(String, DatabaseValue)] = []
         for (position, column) in object.entity.storedColumns.enumerated()
         where object.entity.attribute(named: column.name)?.preservesValueInHistoryOnDeletion == true {
-            let stored = try storedValue(of: object, column, slot: object.entity.storedColumnSlots[position],
-                                         store: store, primaryKey: primaryKey)
-            switch stored.storage {
+            stored.append((column.name, try storedValue(of: object, column, slot: object.entity.storedColumnSlots[position],
+                                                         store: store, primaryKey: primaryKey)))
+        }
+        return try Self.tombstone(stored)
+    }
+
+    /// Attributes' stored values (by name) as a tombstone: a binary property list without the
+    /// NULL ones; NULL when none is left.
+    static func tombstone(_ stored: [(String, DatabaseValue)]) throws -> DatabaseValue {
+        var values: [String: Any] = [:]
+        for (name, value) in stored {
+            switch value.storage {
             case .null: continue
-            case .int64(let number): values[column.name] = number
-            case .double(let number): values[column.name] = number
-            case .string(let text): values[column.name] = text
-            case .blob(let data): values[column.name] = data
+            case .int64(let number): values[name] = number
+            case .double(let number): values[name] = number
+            case .string(let text): values[name] = text
+            case .blob(let data): values[name] = data
             }
         }
         guard !values.isEmpty else { return .null }

@@ -189,7 +189,9 @@ public final class RowAuthentication: StoreWriteObserver {
         Self.appendField(&message, store.displayName.utf8)
         Self.appendField(&message, record.model.utf8)
         for number in [record.generation, record.peerGeneration, record.rowCount] { Self.append(number, to: &message) }
-        for (number, bucket) in record.buckets.sorted(by: { $0.key < $1.key }) where bucket.count != 0 {
+        // In bucket order, looked up rather than sorted: this runs at every opening.
+        for number in 0..<Self.bucketCount {
+            guard let bucket = record.buckets[number], bucket.count != 0 else { continue }
             Self.append(Int64(number), to: &message)
             Self.append(bucket.count, to: &message)
             Self.appendField(&message, bucket.sum)
@@ -332,15 +334,17 @@ public final class RowAuthentication: StoreWriteObserver {
             case .integer(let peer) = cells[2], case .integer(let count) = cells[3], case .blob(let mac) = cells[4]
         else { throw damaged }
         var buckets: [Int: Bucket] = [:]
-        try transaction.forEachRow(
-            "SELECT ZBUCKET, ZCOUNT, ZSUM FROM "
-                + (try transaction.qualified(tables.buckets, storeIdentifier: store.identifier))
-        ) { cells in
-            guard cells.count == 3, case .integer(let number) = cells[0],
-                  (0..<Int64(Self.bucketCount)).contains(number),
-                  case .integer(let count) = cells[1], case .blob(let sum) = cells[2], sum.count == 32
+        buckets.reserveCapacity(Self.bucketCount)
+        // Read in place, a column at a time: every command opening the vault reads all of them.
+        try transaction.db.forEachRow(
+            sql: "SELECT ZBUCKET, ZCOUNT, ZSUM FROM "
+                + (try transaction.qualified(tables.buckets, storeIdentifier: store.identifier)),
+            arguments: []
+        ) { row in
+            guard let number = row.int64(at: 0), (0..<Int64(Self.bucketCount)).contains(number),
+                  let count = row.int64(at: 1), let sum = row.blob(at: 2), sum.count == 32
             else { throw damaged }
-            buckets[Int(number)] = Bucket(count: count, sum: Array(sum))
+            buckets[Int(number)] = Bucket(count: count, sum: sum)
         }
         let record = Record(model: model, generation: generation, peerGeneration: peer, rowCount: count,
                             buckets: buckets)
