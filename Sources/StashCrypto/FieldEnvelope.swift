@@ -19,9 +19,18 @@ public struct FieldContext: Equatable, Sendable, CustomStringConvertible {
 
     /// `"mystash/field/v1" 0x00 lp(store) lp(entity) lp(attribute) i64be(primaryKey)`; see FORMAT.md.
     var associatedData: [UInt8] {
-        var data = Array("mystash/field/v1".utf8) + [0]
-        for part in [storeIdentifier, entity, attribute] { data += lengthPrefixed(Array(part.utf8)) }
-        data += bigEndianBytes(UInt64(bitPattern: primaryKey))
+        // One buffer, appended in place: every field a list shows is opened with its own.
+        let label = "mystash/field/v1".utf8
+        var data: [UInt8] = []
+        data.reserveCapacity(label.count + 1 + 12 + storeIdentifier.utf8.count + entity.utf8.count
+            + attribute.utf8.count + 8)
+        data.append(contentsOf: label)
+        data.append(0)
+        for part in [storeIdentifier, entity, attribute] {
+            appendBigEndian(UInt32(part.utf8.count), to: &data)
+            data.append(contentsOf: part.utf8)
+        }
+        appendBigEndian(UInt64(bitPattern: primaryKey), to: &data)
         return data
     }
 }
@@ -90,6 +99,10 @@ func lengthPrefixed(_ bytes: [UInt8]) -> [UInt8] { bigEndianBytes(UInt32(bytes.c
 
 func bigEndianBytes<T: FixedWidthInteger>(_ value: T) -> [UInt8] {
     withUnsafeBytes(of: value.bigEndian) { Array($0) }
+}
+
+func appendBigEndian<T: FixedWidthInteger>(_ value: T, to bytes: inout [UInt8]) {
+    withUnsafeBytes(of: value.bigEndian) { bytes.append(contentsOf: $0) }
 }
 
 func readBigEndian<T: FixedWidthInteger>(_ bytes: ArraySlice<UInt8>, as type: T.Type) -> T {

@@ -184,7 +184,8 @@ enum Output {
     /// A cell for a table: one line, at most `width` terminal columns.
     static func cell(_ text: String?, width: Int = 40) -> String {
         let text = text ?? ""
-        let flat = text.contains("\n") ? text.replacingOccurrences(of: "\n", with: " ") : text
+        // Looked for byte-wise: `contains` of a Character breaks the text into graphemes.
+        let flat = text.utf8.contains(UInt8(ascii: "\n")) ? text.replacingOccurrences(of: "\n", with: " ") : text
         guard TextWidth.columns(of: flat) > width else { return flat }
         var cut = ""
         var used = 0

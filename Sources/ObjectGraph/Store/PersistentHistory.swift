@@ -283,7 +283,8 @@ extension ManagedObjectContext {
                 guard store.tracksHistory, let primaryKey = primaryKey(of: object) else { continue }
                 var row = HistoryRow(type: type, entityNumber: object.entity.entityNumber, primaryKey: primaryKey)
                 if type == .update {
-                    row.columns = PersistentHistoryTables.columnMask(object.changedKeys, of: object.entity).databaseValue
+                    row.columns = PersistentHistoryTables.columnMask(object.changedKeys, of: object.entity)
+                        .databaseValue
                 } else if type == .delete {
                     row.tombstone = try tombstoneValues(of: object, store: store, primaryKey: primaryKey)
                 }
@@ -358,8 +359,9 @@ extension ManagedObjectContext {
         var stored: [(String, DatabaseValue)] = []
         for (position, column) in object.entity.storedColumns.enumerated()
         where object.entity.attribute(named: column.name)?.preservesValueInHistoryOnDeletion == true {
-            stored.append((column.name, try storedValue(of: object, column, slot: object.entity.storedColumnSlots[position],
-                                                         store: store, primaryKey: primaryKey)))
+            let slot = object.entity.storedColumnSlots[position]
+            stored.append(
+                (column.name, try storedValue(of: object, column, slot: slot, store: store, primaryKey: primaryKey)))
         }
         return try Self.tombstone(stored)
     }
