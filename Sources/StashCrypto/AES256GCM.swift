@@ -86,43 +86,68 @@ public enum AES256GCM {
         _ box: SealedBox, key: SecretBytes, associatedData: [UInt8], lockingMemory: Bool
     ) throws -> SecretBytes {
         try checkSizes(key: key, nonce: box.nonce, tag: box.tag)
-        let context = try CipherContext()
-        // GCM's output is exactly as long as its input.
-        let plaintext = SecretBytes(count: box.ciphertext.count, lockingMemory: lockingMemory)
-        let length: Int = try key.withUnsafeBytes { keyBytes in
-            try plaintext.withUnsafeMutableBytes { output in
-                let out = output.bindMemory(to: UInt8.self).baseAddress!
+        return try decrypt(box, with: try KeyedContext(forDecryptingWith: key), associatedData: associatedData,
+                           lockingMemory: lockingMemory)
+    }
+
+    /// A cipher context with its key set up: many boxes under one key are opened without
+    /// setting the key (and its schedule) up again for each. Not for concurrent use.
+    public final class KeyedContext {
+        let context: CipherContext
+
+        public init(forDecryptingWith key: SecretBytes) throws {
+            guard key.count == keySize else {
+                throw StashCryptoError(.invalidInput, "AES-256-GCM needs a 32-byte key, not \(key.count) bytes")
+            }
+            context = try CipherContext()
+            try key.withUnsafeBytes { keyBytes in
                 try check(EVP_DecryptInit_ex(context.pointer, aes256GCM, nil, nil, nil), "EVP_DecryptInit_ex")
                 try check(
-                    EVP_CIPHER_CTX_ctrl(context.pointer, EVP_CTRL_GCM_SET_IVLEN, Int32(box.nonce.count), nil),
+                    EVP_CIPHER_CTX_ctrl(context.pointer, EVP_CTRL_GCM_SET_IVLEN, Int32(nonceSize), nil),
                     "EVP_CTRL_GCM_SET_IVLEN")
                 try check(
-                    EVP_DecryptInit_ex(
-                        context.pointer, nil, nil, keyBytes.bindMemory(to: UInt8.self).baseAddress, box.nonce),
+                    EVP_DecryptInit_ex(context.pointer, nil, nil, keyBytes.bindMemory(to: UInt8.self).baseAddress, nil),
                     "EVP_DecryptInit_ex")
-                var written: Int32 = 0
-                if !associatedData.isEmpty {
-                    try check(
-                        EVP_DecryptUpdate(context.pointer, nil, &written, associatedData, Int32(associatedData.count)),
-                        "EVP_DecryptUpdate(aad)")
-                }
-                written = 0
-                if !box.ciphertext.isEmpty {
-                    try check(
-                        EVP_DecryptUpdate(context.pointer, out, &written, box.ciphertext, Int32(box.ciphertext.count)),
-                        "EVP_DecryptUpdate")
-                }
-                var tag = box.tag
-                try check(
-                    EVP_CIPHER_CTX_ctrl(context.pointer, EVP_CTRL_GCM_SET_TAG, Int32(tag.count), &tag),
-                    "EVP_CTRL_GCM_SET_TAG")
-                var final: Int32 = 0
-                guard EVP_DecryptFinal_ex(context.pointer, out + Int(written), &final) == 1 else {
-                    ERR_clear_error()
-                    throw StashCryptoError(.authenticationFailed, "authentication failed: wrong key or modified data")
-                }
-                return Int(written + final)
             }
+        }
+    }
+
+    /// Verifies and decrypts a box with a keyed context.
+    static func decrypt(
+        _ box: SealedBox, with keyed: KeyedContext, associatedData: [UInt8], lockingMemory: Bool
+    ) throws -> SecretBytes {
+        guard box.nonce.count == nonceSize, box.tag.count == tagSize else {
+            throw StashCryptoError(.invalidInput, "AES-256-GCM needs a 12-byte nonce and a 16-byte tag")
+        }
+        let context = keyed.context
+        // GCM's output is exactly as long as its input.
+        let plaintext = SecretBytes(count: box.ciphertext.count, lockingMemory: lockingMemory)
+        let length: Int = try plaintext.withUnsafeMutableBytes { output in
+            let out = output.bindMemory(to: UInt8.self).baseAddress!
+            // A new nonce on the key already set: the context starts a new message.
+            try check(EVP_DecryptInit_ex(context.pointer, nil, nil, nil, box.nonce), "EVP_DecryptInit_ex")
+            var written: Int32 = 0
+            if !associatedData.isEmpty {
+                try check(
+                    EVP_DecryptUpdate(context.pointer, nil, &written, associatedData, Int32(associatedData.count)),
+                    "EVP_DecryptUpdate(aad)")
+            }
+            written = 0
+            if !box.ciphertext.isEmpty {
+                try check(
+                    EVP_DecryptUpdate(context.pointer, out, &written, box.ciphertext, Int32(box.ciphertext.count)),
+                    "EVP_DecryptUpdate")
+            }
+            var tag = box.tag
+            try check(
+                EVP_CIPHER_CTX_ctrl(context.pointer, EVP_CTRL_GCM_SET_TAG, Int32(tag.count), &tag),
+                "EVP_CTRL_GCM_SET_TAG")
+            var final: Int32 = 0
+            guard EVP_DecryptFinal_ex(context.pointer, out + Int(written), &final) == 1 else {
+                ERR_clear_error()
+                throw StashCryptoError(.authenticationFailed, "authentication failed: wrong key or modified data")
+            }
+            return Int(written + final)
         }
         guard length == plaintext.count else {
             throw StashCryptoError(.library, "AES-256-GCM returned \(length) bytes for \(plaintext.count)")

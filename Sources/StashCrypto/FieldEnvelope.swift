@@ -67,7 +67,21 @@ public enum FieldEnvelope {
     /// - throws: ``StashCryptoError`` `.invalidInput` (truncated), `.unsupportedVersion`,
     ///   or `.authenticationFailed` (modified, moved, or sealed under another key).
     public static func open(_ envelope: [UInt8], key: SecretBytes, context: FieldContext) throws -> String {
-        let plaintext = try openBytes(envelope, key: key, context: context)
+        try open(envelope, with: try AES256GCM.KeyedContext(forDecryptingWith: key), context: context)
+    }
+
+    /// Opens an envelope sealed by ``seal(bytes:key:context:nonce:)``.
+    ///
+    /// - throws: as ``open(_:key:context:)``, except that any bytes are accepted.
+    public static func openBytes(_ envelope: [UInt8], key: SecretBytes, context: FieldContext) throws -> SecretBytes {
+        try openBytes(envelope, with: try AES256GCM.KeyedContext(forDecryptingWith: key), context: context)
+    }
+
+    /// ``open(_:key:context:)`` with the key set up once for many fields.
+    public static func open(_ envelope: [UInt8], with key: AES256GCM.KeyedContext, context: FieldContext) throws
+        -> String
+    {
+        let plaintext = try openBytes(envelope, with: key, context: context)
         guard let text = plaintext.withUnsafeBytes({ String(validating: $0.bindMemory(to: UInt8.self), as: UTF8.self) })
         else {
             throw StashCryptoError(.invalidInput, "encrypted field does not hold UTF-8 text")
@@ -75,10 +89,10 @@ public enum FieldEnvelope {
         return text
     }
 
-    /// Opens an envelope sealed by ``seal(bytes:key:context:nonce:)``.
-    ///
-    /// - throws: as ``open(_:key:context:)``, except that any bytes are accepted.
-    public static func openBytes(_ envelope: [UInt8], key: SecretBytes, context: FieldContext) throws -> SecretBytes {
+    /// ``openBytes(_:key:context:)`` with the key set up once for many fields.
+    public static func openBytes(_ envelope: [UInt8], with key: AES256GCM.KeyedContext, context: FieldContext)
+        throws -> SecretBytes
+    {
         guard envelope.count >= overhead else {
             throw StashCryptoError(
                 .invalidInput, "encrypted field is truncated (\(envelope.count) bytes, at least \(overhead) expected)")
@@ -91,8 +105,9 @@ public enum FieldEnvelope {
             nonce: Array(envelope[1..<nonceEnd]),
             ciphertext: Array(envelope[nonceEnd..<(envelope.count - AES256GCM.tagSize)]),
             tag: Array(envelope.suffix(AES256GCM.tagSize)))
-        return try AES256GCM.open(box, key: key, associatedData: context.associatedData, lockingMemory: false)
+        return try AES256GCM.decrypt(box, with: key, associatedData: context.associatedData, lockingMemory: false)
     }
+
 }
 
 func lengthPrefixed(_ bytes: [UInt8]) -> [UInt8] { bigEndianBytes(UInt32(bytes.count)) + bytes }

@@ -115,6 +115,35 @@ final class FieldEnvelopeVectorTests: XCTestCase {
         }
         XCTAssertEqual(outcomes, ["success", "authentication-failed", "truncated", "unsupported-version"])
     }
+
+    /// A key set up once opens every scenario as a fresh one does, in turn, whatever the one
+    /// before it did (a failed tag leaves nothing behind for the next field).
+    func testAKeySetUpOnceOpensEachScenarioAsAFreshKeyDoes() throws {
+        let folder = Bundle.module.url(forResource: "Vectors", withExtension: nil)!.appendingPathComponent("field")
+        let files = try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0.hasSuffix(".json") }.sorted()
+        var keyed: [String: AES256GCM.KeyedContext] = [:]
+        var failures = 0
+        for file in files + files.reversed() {
+            let vector = try XCTUnwrap(try loadVectors("field/\(file)") as? [String: Any])
+            let keyHex = vector["key"] as! String
+            let key = SecretBytes(copying: hex(keyHex))
+            let context = FieldContext(storeIdentifier: vector["store"] as! String, entity: vector["entity"] as! String,
+                                       attribute: vector["attribute"] as! String, primaryKey: Int64(vector["primaryKey"] as! Int))
+            let envelope = hex(vector["envelope"] as! String)
+            let reused = try keyed[keyHex] ?? AES256GCM.KeyedContext(forDecryptingWith: key)
+            keyed[keyHex] = reused
+            let fresh = Result { try FieldEnvelope.open(envelope, key: key, context: context) }
+            let once = Result { try FieldEnvelope.open(envelope, with: reused, context: context) }
+            switch (fresh, once) {
+            case (.success(let a), .success(let b)): XCTAssertEqual(a, b, file)
+            case (.failure(let a as StashCryptoError), .failure(let b as StashCryptoError)):
+                XCTAssertEqual(a.code, b.code, file)
+                failures += 1
+            default: XCTFail("\(file): \(fresh) against \(once)")
+            }
+        }
+        XCTAssertGreaterThan(failures, 2)
+    }
 }
 
 final class KeySlotTests: XCTestCase {

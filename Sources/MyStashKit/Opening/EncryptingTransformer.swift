@@ -10,15 +10,29 @@ final class EncryptingTransformer: ValueTransformer {
     static let binaryName = "MyStashEncryptedData"
     static let names: Set = [name, binaryName]
 
-    var dataKey: SecretBytes?
+    var dataKey: SecretBytes? {
+        didSet { openingLock.withLock { openingKey = nil } }
+    }
     /// Store UUID → file name, to name places in errors.
     var storeNames: [String: String] = [:]
+    /// The data key set up for opening fields, made at the first one: a list opens thousands.
+    private var openingKey: AES256GCM.KeyedContext?
+    private let openingLock = NSLock()
 
     func key() throws -> SecretBytes {
         guard let dataKey else {
             throw VaultError.locked
         }
         return dataKey
+    }
+
+    /// Opens a field's envelope with the data key, set up once (one context, so one field at a time).
+    func openField<T>(_ envelope: [UInt8], _ open: ([UInt8], AES256GCM.KeyedContext) throws -> T) throws -> T {
+        try openingLock.withLock {
+            let context = try openingKey ?? AES256GCM.KeyedContext(forDecryptingWith: key())
+            openingKey = context
+            return try open(envelope, context)
+        }
     }
 
     func context(_ place: ValuePlace) -> FieldContext {
@@ -35,7 +49,9 @@ final class EncryptingTransformer: ValueTransformer {
     }
 
     func reverseTransformedValue(_ data: Data, at place: ValuePlace) throws -> Any {
-        try opening(at: place) { try FieldEnvelope.open(Array(data), key: key(), context: context(place)) }
+        try opening(at: place) {
+            try openField(Array(data)) { try FieldEnvelope.open($0, with: $1, context: context(place)) }
+        }
     }
 
     /// What `open` returns; a ciphertext that does not open is reported as tampering at its place.
@@ -71,8 +87,9 @@ final class BinaryEncryptingTransformer: ValueTransformer {
 
     func reverseTransformedValue(_ data: Data, at place: ValuePlace) throws -> Any {
         try text.opening(at: place) {
-            try FieldEnvelope.openBytes(Array(data), key: text.key(), context: text.context(place))
-                .withUnsafeBytes { Data($0) }
+            try text.openField(Array(data)) {
+                try FieldEnvelope.openBytes($0, with: $1, context: text.context(place)).withUnsafeBytes { Data($0) }
+            }
         }
     }
 }
