@@ -51,7 +51,7 @@ struct FamilyChild: Codable, FetchableRecord, MutablePersistableRecord {
 enum RelationshipCases {
     static let names = [
         "relationship.insertChildren", "relationship.walkChildren", "relationship.reparent1k",
-        "relationship.cascadeDelete",
+        "relationship.cascadeDelete", "relationship.batchDelete",
     ]
 
     private static func oursPath(_ directory: String) -> String { "\(directory)/family-ours.sqlite" }
@@ -138,7 +138,15 @@ enum RelationshipCases {
                 context.delete(try context.fetch(parentRequest("big"))[0])
                 try context.save()
             }
-        case ("relationship.cascadeDelete", false):
+        case ("relationship.batchDelete", true):
+            // Core Data's other way: rows deleted in SQL, delete rules applied there, no objects.
+            let context = try FamilyModel.stack(at: path)
+            return try time {
+                let result = try context.execute(BatchDeleteRequest(
+                    entityName: "Parent", predicate: try ObjectGraph.Predicate(format: "name == %@", "big")))
+                guard result.count == size + 1 else { throw BenchError("batch deleted \(result.count) rows") }
+            }
+        case ("relationship.cascadeDelete", false), ("relationship.batchDelete", false):
             let queue = try grdbQueue(path)
             return try time {
                 try queue.inTransaction { db in
