@@ -55,10 +55,10 @@ extension Database {
     /// Runs a query through a cached statement and hands each row to `body` in place,
     /// without copying it.
     func forEachRow(sql: String, arguments: [DatabaseValue], _ body: (StatementRow) throws -> Void) throws {
-        let statement = try cachedStatement(sql: sql)
-        try statement.setArguments(StatementArguments(arguments))
-        let handle = statement.sqliteStatement
+        let handle = try cachedStatement(sql: sql).sqliteStatement
+        sqlite3_reset(handle)
         defer { sqlite3_reset(handle) }
+        bind(arguments, to: handle)
         while true {
             let code = sqlite3_step(handle)
             if code == SQLITE_DONE { return }
@@ -81,24 +81,32 @@ extension Database {
         let handle = try cachedStatement(sql: sql).sqliteStatement
         defer { sqlite3_reset(handle) }
         sqlite3_reset(handle)
-        for (offset, value) in values.enumerated() {
-            let index = CInt(offset + 1)
-            switch value.storage {
-            case .null: sqlite3_bind_null(handle, index)
-            case .int64(let number): sqlite3_bind_int64(handle, index, number)
-            case .double(let number): sqlite3_bind_double(handle, index, number)
-            case .string(let text): sqlite3_bind_text(handle, index, text, -1, transient)
-            case .blob(let data):
-                data.withUnsafeBytes { bytes in
-                    _ = sqlite3_bind_blob(handle, index, bytes.baseAddress, CInt(bytes.count), transient)
-                }
-            }
-        }
+        bind(values, to: handle)
         let code = sqlite3_step(handle)
         guard code == SQLITE_DONE || code == SQLITE_ROW else {
             throw DatabaseError(
                 resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(sqliteConnection)),
                 sql: sql)
+        }
+    }
+}
+
+/// Binds `values` to a statement's parameters in order, without GRDB's generic
+/// `StatementArguments` (a metadata lookup per value).
+private func bind(_ values: [DatabaseValue], to handle: SQLiteStatement) {
+    // A parameter left over from the statement's last use reads as NULL, never as that value.
+    sqlite3_clear_bindings(handle)
+    for (offset, value) in values.enumerated() {
+        let index = CInt(offset + 1)
+        switch value.storage {
+        case .null: sqlite3_bind_null(handle, index)
+        case .int64(let number): sqlite3_bind_int64(handle, index, number)
+        case .double(let number): sqlite3_bind_double(handle, index, number)
+        case .string(let text): sqlite3_bind_text(handle, index, text, -1, transient)
+        case .blob(let data):
+            data.withUnsafeBytes { bytes in
+                _ = sqlite3_bind_blob(handle, index, bytes.baseAddress, CInt(bytes.count), transient)
+            }
         }
     }
 }

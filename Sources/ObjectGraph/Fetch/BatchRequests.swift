@@ -104,6 +104,10 @@ extension ManagedObjectContext {
             try coordinator.write(stores: storesLockedForBatch(store)) { db -> [Int64] in
                 guard !rows.isEmpty else { return [] }
                 let first = try coordinator.allocatePrimaryKeys(db, root: root, count: rows.count)
+                // A key handed out again (its row and the key counter changed outside) must find
+                // no tag left behind, or the new row would launder the deletion.
+                let inserted = rowKeys((0..<Int64(rows.count)).map { first + $0 }, root: root, store: store)
+                try coordinator.notifyRowsWillChange(inserted, db)
                 for (index, column, value) in pending {
                     let place = ValuePlace(
                         storeIdentifier: store.identifier, entityName: entity.name, attributeName: column.name,
@@ -120,8 +124,8 @@ extension ManagedObjectContext {
                         arguments: StatementArguments(
                             [(first + Int64(offset)).databaseValue, entity.entityNumber.databaseValue] + row))
                 }
-                let keys = (0..<Int64(rows.count)).map { first + $0 }
-                try coordinator.notifyRowsDidChange(rowKeys(keys, root: root, store: store), db)
+                let keys = inserted.map(\.primaryKey)
+                try coordinator.notifyRowsDidChange(inserted, db)
                 try writeHistory(
                     keys.map { HistoryRow(type: .insert, entityNumber: entity.entityNumber, primaryKey: $0) },
                     store: store, db)
@@ -162,10 +166,9 @@ extension ManagedObjectContext {
         let ids = try wrapStoreErrors(.saveFailed, "cannot batch update \(entity.name)") {
             try coordinator.write(stores: storesLockedForBatch(store)) { db -> [ObjectID] in
                 // Every row's key and entity are checked before any is written.
-                let rows = try Row.fetchAll(
-                    db, sql: "SELECT Z_PK, Z_ENT FROM \(table) t0\(conditions)",
-                    arguments: StatementArguments(arguments)
-                ).map { try keyAndEntity($0, root: root, store: store) }
+                let rows = try keysAndEntities(
+                    db, sql: "SELECT Z_PK, Z_ENT FROM \(table) t0\(conditions)", arguments: arguments,
+                    root: root, store: store)
                 let setClause = assignments.map { "\($0.column.columnName) = ?" }.joined(separator: ", ")
                 let statement = try db.makeStatement(
                     sql:
@@ -225,14 +228,19 @@ extension ManagedObjectContext {
         let (conditions, arguments) = try batchConditions(entity, request.predicate, store: store)
         let ids = try wrapStoreErrors(.saveFailed, "cannot batch delete \(entity.name)") {
             try coordinator.write(stores: storesLockedForBatch(store)) { db -> [ObjectID] in
-                let rows = try Row.fetchAll(
+                let keys = try keysAndEntities(
                     db, sql: "SELECT Z_PK, Z_ENT FROM \(store.qualified(entity.rootEntity.tableName)) t0\(conditions)",
-                    arguments: StatementArguments(arguments))
+                    arguments: arguments, root: entity.rootEntity, store: store)
                 var deletion = BatchDeletion()
-                let keys = try rows.map { try keyAndEntity($0, root: entity.rootEntity, store: store) }
                 try deleteRows(keys, root: entity.rootEntity, db, into: &deletion)
+                // A row nullified and then deleted by the same request was deleted, as a save records it.
+                let deletedRow = { (row: HistoryRow) in
+                    let root = self.model.entity(number: row.entityNumber)?.rootEntity.entityNumber ?? row.entityNumber
+                    return deletion.keys.contains(ObjectKey(rootEntityNumber: root, primaryKey: row.primaryKey))
+                }
                 for store in coordinator.persistentStores {
-                    try writeHistory(deletion.history[ObjectIdentifier(store)] ?? [], store: store, db)
+                    let rows = deletion.history[ObjectIdentifier(store)] ?? []
+                    try writeHistory(rows.filter { $0.type != .update || !deletedRow($0) }, store: store, db)
                 }
                 return deletion.ids
             }
@@ -274,11 +282,12 @@ extension ManagedObjectContext {
     ) throws {
         let store = try coordinator.store(for: root)
         // A set, not a scan of what was deleted: a cascade may reach rows by the hundred thousand.
+        // Each row once, also when two chunks' cascades reach it.
+        deletion.keys.reserveCapacity(deletion.keys.count + rows.count)
         let fresh = rows.filter {
-            !deletion.keys.contains(ObjectKey(rootEntityNumber: root.entityNumber, primaryKey: $0.0))
+            deletion.keys.insert(ObjectKey(rootEntityNumber: root.entityNumber, primaryKey: $0.0)).inserted
         }
         guard !fresh.isEmpty else { return }
-        for row in fresh { deletion.keys.insert(ObjectKey(rootEntityNumber: root.entityNumber, primaryKey: row.0)) }
         deletion.ids += fresh.map { objectID(primaryKey: $0.0, entityNumber: $0.1, root: root, store: store) }
         let entityOf = { (number: Int) in
             self.model.entity(number: number).flatMap { $0.rootEntity === root ? $0 : nil } ?? root
@@ -309,25 +318,26 @@ extension ManagedObjectContext {
                 if SQLiteSchema.usesJoinTable(relationship, in: model) {
                     let join = SQLiteSchema.joinTable(for: relationship, of: entity, in: model)
                     for chunk in keys.chunked(500) {
-                        try db.execute(
+                        try db.executeCached(
                             sql:
                                 "DELETE FROM \(store.qualified(join.name)) WHERE \(join.sourceColumn) IN "
                                     + "(\(placeholders(chunk.count)))",
-                            arguments: StatementArguments(chunk.map(\.databaseValue)))
+                            values: chunk.map { $0.databaseValue })
                     }
                 } else if relationship.isToMany, let inverse = SQLiteSchema.inverse(of: relationship, in: model) {
                     let table = destinationStore.qualified(destination.rootEntity.tableName)
+                    let inverseColumn = inverse.columnName
                     for chunk in keys.chunked(500) {
-                        let referring = "WHERE \(inverse.columnName) IN (\(placeholders(chunk.count)))"
-                        let arguments = StatementArguments(chunk.map(\.databaseValue))
-                        let nullified = try Row.fetchAll(
-                            db, sql: "SELECT Z_PK, Z_ENT FROM \(table) \(referring)", arguments: arguments
-                        ).map { try keyAndEntity($0, root: destination.rootEntity, store: destinationStore) }
+                        let referring = "WHERE \(inverseColumn) IN (\(placeholders(chunk.count)))"
+                        let values = chunk.map { $0.databaseValue }
+                        let nullified = try keysAndEntities(
+                            db, sql: "SELECT Z_PK, Z_ENT FROM \(table) \(referring)", arguments: values,
+                            root: destination.rootEntity, store: destinationStore)
                         let changed = rowKeys(nullified.map(\.0), root: destination.rootEntity, store: destinationStore)
                         try coordinator.notifyRowsWillChange(changed, db)
-                        try db.execute(
-                            sql: "UPDATE \(table) SET \(inverse.columnName) = NULL, Z_OPT = Z_OPT + 1 \(referring)",
-                            arguments: arguments)
+                        try db.executeCached(
+                            sql: "UPDATE \(table) SET \(inverseColumn) = NULL, Z_OPT = Z_OPT + 1 \(referring)",
+                            values: values)
                         try coordinator.notifyRowsDidChange(changed, db)
                         if destinationStore.tracksHistory {
                             deletion.history[ObjectIdentifier(destinationStore), default: []] += nullified.map {
@@ -344,16 +354,17 @@ extension ManagedObjectContext {
             let preserved = entity.storedColumns.filter {
                 entity.attribute(named: $0.name)?.preservesValueInHistoryOnDeletion == true
             }
+            let table = store.qualified(root.tableName)
             for chunk in keys.chunked(500) {
-                let arguments = StatementArguments(chunk.map(\.databaseValue))
+                let values = chunk.map { $0.databaseValue }
                 if store.tracksHistory {
                     var tombstones: [Int64: DatabaseValue] = [:]
                     if !preserved.isEmpty {
                         let rows = try Row.fetchAll(
                             db,
                             sql: "SELECT Z_PK\(preserved.map { ", \($0.columnName)" }.joined()) FROM "
-                                + "\(store.qualified(root.tableName)) WHERE Z_PK IN (\(placeholders(chunk.count)))",
-                            arguments: arguments)
+                                + "\(table) WHERE Z_PK IN (\(placeholders(chunk.count)))",
+                            arguments: StatementArguments(values))
                         for row in rows {
                             guard let key = row[0] as Int64? else { continue }
                             tombstones[key] = try Self.tombstone(
@@ -367,9 +378,8 @@ extension ManagedObjectContext {
                 }
                 let changed = rowKeys(Array(chunk), root: root, store: store)
                 try coordinator.notifyRowsWillChange(changed, db)
-                try db.execute(
-                    sql: "DELETE FROM \(store.qualified(root.tableName)) WHERE Z_PK IN (\(placeholders(chunk.count)))",
-                    arguments: arguments)
+                try db.executeCached(
+                    sql: "DELETE FROM \(table) WHERE Z_PK IN (\(placeholders(chunk.count)))", values: values)
                 try coordinator.notifyRowsDidChange(changed, db)
             }
         }
@@ -402,21 +412,32 @@ extension ManagedObjectContext {
             } else {
                 continue
             }
-            result += try Row.fetchAll(db, sql: sql, arguments: StatementArguments(chunk.map(\.databaseValue))).map {
-                try keyAndEntity($0, root: destination.rootEntity, store: destinationStore)
-            }
+            result += try keysAndEntities(
+                db, sql: sql, arguments: chunk.map { $0.databaseValue }, root: destination.rootEntity,
+                store: destinationStore)
         }
         return result
     }
 
-    /// A row's primary key and entity number; a damaged one is named, not read as 0.
-    private func keyAndEntity(_ row: Row, root: EntityDescription, store: PersistentStore) throws -> (Int64, Int) {
-        let primaryKey = try Self.integer(row, 0, "Z_PK", root: root, store: store)
-        let number = try Self.integer(row, 1, "Z_ENT", root: root, store: store)
-        return (primaryKey, Int(truncatingIfNeeded: number))
+    /// Each row's primary key and entity number, read in place (a cascade reads them by the
+    /// hundred thousand); a damaged one is named, not read as 0.
+    private func keysAndEntities(
+        _ db: Database, sql: String, arguments: [DatabaseValue], root: EntityDescription, store: PersistentStore
+    ) throws -> [(Int64, Int)] {
+        var rows: [(Int64, Int)] = []
+        try db.forEachRow(sql: sql, arguments: arguments) { row in
+            let primaryKey = try Self.integer(row, 0, "Z_PK", root: root, store: store)
+            let number = try Self.integer(row, 1, "Z_ENT", root: root, store: store)
+            rows.append((primaryKey, Int(truncatingIfNeeded: number)))
+        }
+        return rows
     }
 
-    private func placeholders(_ count: Int) -> String { Array(repeating: "?", count: count).joined(separator: ",") }
+    private static let chunkPlaceholders = Array(repeating: "?", count: 500).joined(separator: ",")
+
+    private func placeholders(_ count: Int) -> String {
+        count == 500 ? Self.chunkPlaceholders : Array(repeating: "?", count: count).joined(separator: ",")
+    }
 
     private func batchEntity(_ name: String) throws -> EntityDescription {
         guard let entity = model.entity(named: name) else {
