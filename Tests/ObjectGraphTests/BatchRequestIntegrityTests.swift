@@ -154,15 +154,22 @@ final class BatchRequestIntegrityTests: ObjectGraphTestCase {
         XCTAssertFalse(try verify().isEmpty)
     }
 
-    /// A row deleted outside, its key handed out again: the insert must not launder the deletion.
-    func testARowDeletedOutsideIsNotLaunderedByABatchInsertReusingItsKey() throws {
+    /// The last item's row deleted outside, with the key counter put back so its key is handed
+    /// out again.
+    func deleteTheLastItemOutsideAndRewindItsKey() throws {
         _ = insert("Item", "first")
         let last = insert("Item", "last")
         try context.save()
         let key = try XCTUnwrap(last.objectID.primaryKey)
         let number = try XCTUnwrap(coordinator.managedObjectModel.entity(named: "Item")).entityNumber
-        try tamper(storeA, "DELETE FROM ZITEM WHERE Z_PK = \(key); UPDATE Z_PRIMARYKEY SET Z_MAX = \(key - 1) WHERE Z_ENT = \(number)")
+        try tamper(storeA, "DELETE FROM ZITEM WHERE Z_PK = \(key); "
+            + "UPDATE Z_PRIMARYKEY SET Z_MAX = \(key - 1) WHERE Z_ENT = \(number)")
         XCTAssertFalse(try verify().isEmpty, "the deletion is found")
+    }
+
+    /// A row deleted outside, its key handed out again: the insert must not launder the deletion.
+    func testARowDeletedOutsideIsNotLaunderedByABatchInsertReusingItsKey() throws {
+        try deleteTheLastItemOutsideAndRewindItsKey()
         XCTAssertThrowsError(try context.execute(BatchInsertRequest(entityName: "Item", objects: [["name": "new"]]))) {
             XCTAssertTrue($0 is RowAuthenticationFailure || "\($0)".contains("deleted outside"), "\($0)")
         }
@@ -171,13 +178,7 @@ final class BatchRequestIntegrityTests: ObjectGraphTestCase {
 
     /// The same through a save.
     func testARowDeletedOutsideIsNotLaunderedByASaveReusingItsKey() throws {
-        _ = insert("Item", "first")
-        let last = insert("Item", "last")
-        try context.save()
-        let key = try XCTUnwrap(last.objectID.primaryKey)
-        let number = try XCTUnwrap(coordinator.managedObjectModel.entity(named: "Item")).entityNumber
-        try tamper(storeA, "DELETE FROM ZITEM WHERE Z_PK = \(key); UPDATE Z_PRIMARYKEY SET Z_MAX = \(key - 1) WHERE Z_ENT = \(number)")
-        XCTAssertFalse(try verify().isEmpty)
+        try deleteTheLastItemOutsideAndRewindItsKey()
         let fresh = insert("Item", "new")
         XCTAssertThrowsError(try context.save(), "the new row would take the deleted row's key")
         XCTAssertNil(fresh.objectID.primaryKey, "nothing was saved")
