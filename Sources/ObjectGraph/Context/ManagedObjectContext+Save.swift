@@ -63,7 +63,7 @@ extension ManagedObjectContext {
                     try coordinator.notifyRowsWillChange(changing, db)
                     // A new row's key handed out again (its row and the key counter changed outside)
                     // must find no tag left behind, or the new row would launder the deletion.
-                    try coordinator.notifyRowsWillChange(try rowKeys(of: inserted), db)
+                    try coordinator.notifyRowsWillBeInserted(try rowKeys(of: inserted), db)
                     // Updates and deletes first: rows moving off unique values free them for new rows.
                     for object in updated where try updateRow(of: object, db) {
                         rowsUpdated.insert(ObjectIdentifier(object))

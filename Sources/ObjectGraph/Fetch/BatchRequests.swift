@@ -107,7 +107,7 @@ extension ManagedObjectContext {
                 // A key handed out again (its row and the key counter changed outside) must find
                 // no tag left behind, or the new row would launder the deletion.
                 let inserted = rowKeys((0..<Int64(rows.count)).map { first + $0 }, root: root, store: store)
-                try coordinator.notifyRowsWillChange(inserted, db)
+                try coordinator.notifyRowsWillBeInserted(inserted, db)
                 for (index, column, value) in pending {
                     let place = ValuePlace(
                         storeIdentifier: store.identifier, entityName: entity.name, attributeName: column.name,

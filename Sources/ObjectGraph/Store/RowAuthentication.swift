@@ -405,6 +405,39 @@ public final class RowAuthentication: StoreWriteObserver {
         }
     }
 
+    /// A new row's key must have no tag: one left there is a row deleted outside \(writer) whose
+    /// key is being handed out again (the key counter was changed too), which the new row's tag
+    /// would otherwise launder. One range of the tags a table, for keys handed out together.
+    public func rowsWillBeInserted(_ rows: [StoredRowKey], in transaction: StoreTransaction) throws {
+        let groups = Dictionary(grouping: rows) { StoredTable(storeIdentifier: $0.storeIdentifier, name: $0.table) }
+        for (table, group) in groups {
+            guard let store = store(table.storeIdentifier), try hasRecord(store, in: transaction) else { continue }
+            let keys = Set(group.map(\.primaryKey))
+            guard let low = keys.min(), let high = keys.max() else { continue }
+            let tags = try transaction.qualified(tables.tags, storeIdentifier: store.identifier)
+            var tagged: [Int64] = []
+            if high - low <= Int64(2 * keys.count + 1_000) {
+                try transaction.forEachRow(
+                    "SELECT ZPK FROM \(tags) WHERE ZTABLE = ? AND ZPK BETWEEN ? AND ?",
+                    [.text(table.name), .integer(low), .integer(high)]
+                ) { cells in
+                    if case .integer(let key) = cells.first, keys.contains(key) { tagged.append(key) }
+                }
+            } else {
+                for key in keys.sorted()
+                where try recorded(StoredRowKey(storeIdentifier: store.identifier, table: table.name, primaryKey: key),
+                                   in: transaction) != nil {
+                    tagged.append(key)
+                }
+            }
+            if let key = tagged.min() {
+                throw RowAuthenticationFailure(
+                    store: store.displayName, entity: store.tables[table.name], primaryKey: key,
+                    message: "the row was deleted outside \(writer)")
+            }
+        }
+    }
+
     /// Replaces the tags of written rows and updates their buckets, then moves both stores'
     /// records one generation on.
     public func rowsDidChange(_ rows: [StoredRowKey], in transaction: StoreTransaction) throws {

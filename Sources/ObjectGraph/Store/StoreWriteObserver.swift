@@ -130,6 +130,15 @@ public protocol StoreWriteObserver: AnyObject {
     func rowsWillChange(_ rows: [StoredRowKey], in transaction: StoreTransaction) throws
     /// Rows the save inserted, updated or deleted, as they are now (deleted ones gone).
     func rowsDidChange(_ rows: [StoredRowKey], in transaction: StoreTransaction) throws
+    /// Rows about to be inserted under keys just handed out (no row holds them yet).
+    func rowsWillBeInserted(_ rows: [StoredRowKey], in transaction: StoreTransaction) throws
+}
+
+extension StoreWriteObserver {
+    /// By default, as rows about to change.
+    public func rowsWillBeInserted(_ rows: [StoredRowKey], in transaction: StoreTransaction) throws {
+        try rowsWillChange(rows, in: transaction)
+    }
 }
 
 extension PersistentStoreCoordinator {
@@ -137,6 +146,11 @@ extension PersistentStoreCoordinator {
     func notifyRowsWillChange(_ keys: [StoredRowKey], _ db: Database) throws {
         guard let writeObserver, !keys.isEmpty else { return }
         try writeObserver.rowsWillChange(keys, in: StoreTransaction(db: db, coordinator: self))
+    }
+
+    func notifyRowsWillBeInserted(_ keys: [StoredRowKey], _ db: Database) throws {
+        guard let writeObserver, !keys.isEmpty else { return }
+        try writeObserver.rowsWillBeInserted(keys, in: StoreTransaction(db: db, coordinator: self))
     }
 
     /// Also for a save that changed metadata only: the observer may keep records of its own.
