@@ -112,6 +112,19 @@ final class TamperTests: CLITestCase {
             "Passwords.sqlite", "rows and their tags were removed or replaced together", by: ["password", "list"])
     }
 
+    /// The last entry's row deleted and the key counter put back, so the next add would take
+    /// its key: the add is refused, and the deletion stays visible.
+    func testADeletedRowsKeyHandedOutAgainIsRefusedNotHidden() throws {
+        _ = try sqlite(
+            "Passwords.sqlite",
+            "DELETE FROM ZSYSTEM WHERE Z_PK = 2; UPDATE Z_PRIMARYKEY SET Z_MAX = 1 WHERE Z_NAME = 'System'")
+        let add = try run(["password", "add", "Later"], stdin: "later\n")
+        XCTAssertEqual(add.status, 65, add.stderr)
+        XCTAssertTrue(add.stderr.contains("Passwords.sqlite, System row 2"), add.stderr)
+        try assertDetected(
+            "Passwords.sqlite, System row 2", "the row was deleted outside mystash", by: ["password", "list"])
+    }
+
     /// An allocation of primary keys at its end: every add is refused naming it, and check lists it.
     func testPrimaryKeysAllocatedToTheEnd() throws {
         _ = try sqlite("Passwords.sqlite", "UPDATE Z_PRIMARYKEY SET Z_MAX = 9223372036854775807 WHERE Z_NAME = 'System'")
