@@ -85,9 +85,8 @@ public enum AES256GCM {
     static func open(
         _ box: SealedBox, key: SecretBytes, associatedData: [UInt8], lockingMemory: Bool
     ) throws -> SecretBytes {
-        try checkSizes(key: key, nonce: box.nonce, tag: box.tag)
-        return try decrypt(box, with: try KeyedContext(forDecryptingWith: key), associatedData: associatedData,
-                           lockingMemory: lockingMemory)
+        try decrypt(box, with: try KeyedContext(forDecryptingWith: key), associatedData: associatedData,
+                    lockingMemory: lockingMemory)
     }
 
     /// A cipher context with its key set up: many boxes under one key are opened without
@@ -96,9 +95,7 @@ public enum AES256GCM {
         let context: CipherContext
 
         public init(forDecryptingWith key: SecretBytes) throws {
-            guard key.count == keySize else {
-                throw StashCryptoError(.invalidInput, "AES-256-GCM needs a 32-byte key, not \(key.count) bytes")
-            }
+            try checkSizes(key: key, nonce: nil, tag: nil)
             context = try CipherContext()
             try key.withUnsafeBytes { keyBytes in
                 try check(EVP_DecryptInit_ex(context.pointer, aes256GCM, nil, nil, nil), "EVP_DecryptInit_ex")
@@ -116,9 +113,7 @@ public enum AES256GCM {
     static func decrypt(
         _ box: SealedBox, with keyed: KeyedContext, associatedData: [UInt8], lockingMemory: Bool
     ) throws -> SecretBytes {
-        guard box.nonce.count == nonceSize, box.tag.count == tagSize else {
-            throw StashCryptoError(.invalidInput, "AES-256-GCM needs a 12-byte nonce and a 16-byte tag")
-        }
+        try checkSizes(key: nil, nonce: box.nonce, tag: box.tag)
         let context = keyed.context
         // GCM's output is exactly as long as its input.
         let plaintext = SecretBytes(count: box.ciphertext.count, lockingMemory: lockingMemory)
@@ -155,11 +150,12 @@ public enum AES256GCM {
         return plaintext
     }
 
-    private static func checkSizes(key: SecretBytes, nonce: [UInt8], tag: [UInt8]?) throws {
-        guard key.count == keySize else {
+    /// Each of `key`, `nonce` and `tag` that is given has its size.
+    private static func checkSizes(key: SecretBytes?, nonce: [UInt8]?, tag: [UInt8]?) throws {
+        if let key, key.count != keySize {
             throw StashCryptoError(.invalidInput, "AES-256-GCM needs a 32-byte key, not \(key.count) bytes")
         }
-        guard nonce.count == nonceSize else {
+        if let nonce, nonce.count != nonceSize {
             throw StashCryptoError(.invalidInput, "AES-256-GCM needs a 12-byte nonce, not \(nonce.count) bytes")
         }
         if let tag, tag.count != tagSize {

@@ -110,8 +110,6 @@ public enum FieldEnvelope {
 
 }
 
-func lengthPrefixed(_ bytes: [UInt8]) -> [UInt8] { bigEndianBytes(UInt32(bytes.count)) + bytes }
-
 func bigEndianBytes<T: FixedWidthInteger>(_ value: T) -> [UInt8] {
     withUnsafeBytes(of: value.bigEndian) { Array($0) }
 }

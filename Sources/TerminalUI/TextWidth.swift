@@ -12,10 +12,13 @@ public enum TextWidth {
         return isWide(first) ? 2 : 1
     }
 
+    /// Whether every byte is printable ASCII (space to `~`): nearly every cell of a list, which
+    /// needs neither grapheme breaking nor neutralising.
+    public static func isPrintableASCII(_ text: String) -> Bool { text.utf8.allSatisfy { (0x20...0x7E).contains($0) } }
+
     /// The columns a string takes.
     public static func columns(of text: String) -> Int {
-        // Printable ASCII, nearly every cell of a list, is a column a byte: no grapheme breaking.
-        if text.utf8.allSatisfy({ (0x20...0x7E).contains($0) }) { return text.utf8.count }
+        if isPrintableASCII(text) { return text.utf8.count }
         var total = 0
         for character in text { total += columns(of: character) }
         return total

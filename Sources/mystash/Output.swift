@@ -83,7 +83,7 @@ enum Output {
     /// `keepingLines`.
     static func safe(_ text: String, keepingLines: Bool = false) -> String {
         // Printable ASCII, nearly every cell of a list, holds nothing to neutralise.
-        if text.utf8.allSatisfy({ (0x20...0x7E).contains($0) }) { return text }
+        if TextWidth.isPrintableASCII(text) { return text }
         var result = ""
         for scalar in text.unicodeScalars {
             let value = scalar.value

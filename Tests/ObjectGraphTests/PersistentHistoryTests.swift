@@ -42,6 +42,19 @@ final class PersistentHistoryTests: BoardTestCase {
         return String(decoding: output, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
+    /// A group "g" with `count` items named "item 0", "item 1", …, not saved.
+    func insertGroup(withItems count: Int, into context: ManagedObjectContext) -> (ManagedObject, [ManagedObject]) {
+        let group = context.insertNewObject(forEntityName: "Group")
+        group["name"] = "g"
+        let items = (0..<count).map { number -> ManagedObject in
+            let item = context.insertNewObject(forEntityName: "Item")
+            item["name"] = "item \(number)"
+            item["group"] = group
+            return item
+        }
+        return (group, items)
+    }
+
     /// Three saves: a group with two items; one item renamed; the other deleted.
     @discardableResult
     func makeThreeSaves(_ context: ManagedObjectContext) throws -> (group: ManagedObject, items: [ManagedObject]) {
@@ -95,14 +108,7 @@ final class PersistentHistoryTests: BoardTestCase {
     func testALargeSaveRecordsEveryChange() {
         forEachStoreKind { kind in
             let context = try makeTracked(kind)
-            let group = context.insertNewObject(forEntityName: "Group")
-            group["name"] = "g"
-            let items = (0..<250).map { number -> ManagedObject in
-                let item = context.insertNewObject(forEntityName: "Item")
-                item["name"] = "item \(number)"
-                item["group"] = group
-                return item
-            }
+            let (group, items) = insertGroup(withItems: 250, into: context)
             try context.save()
             for item in items[0..<120] { item["name"] = "renamed \(item["name"]!)" }
             for item in items[120..<230] { item["group"] = nil }
@@ -163,14 +169,7 @@ final class PersistentHistoryTests: BoardTestCase {
     /// A batch delete's Nullify rule changes the rows that pointed at the deleted ones.
     func testABatchDeleteRecordsTheRowsItNullified() throws {
         let context = try makeTracked(.sqlite)
-        let group = context.insertNewObject(forEntityName: "Group")
-        group["name"] = "g"
-        let items = (0..<3).map { number -> ManagedObject in
-            let item = context.insertNewObject(forEntityName: "Item")
-            item["name"] = "item \(number)"
-            item["group"] = group
-            return item
-        }
+        let (group, items) = insertGroup(withItems: 3, into: context)
         try context.save()
         let saved = try context.fetchHistory(after: nil).count
         try context.execute(BatchDeleteRequest(entityName: "Group"))
