@@ -13,9 +13,10 @@ final class ReadingCommandTests: CLITestCase {
         ["seed", "status"], ["export"], ["export", "--format", "csv"],
     ]
 
-    /// Those that show one note or entry, and check only what they show.
-    var oneItemCommands: [[String]] {
-        readingCommands.filter { $0.count > 1 && ["show", "otp", "history"].contains($0[1]) }
+    /// Those that show one note or entry, and check only what they show, and those that read
+    /// the notes store alone, and check only that store (and the other's record).
+    var commandsNotReadingEveryEntry: [[String]] {
+        readingCommands.filter { $0.count > 1 && (["show", "otp", "history"].contains($0[1]) || $0[0] == "note") }
     }
 
     override func setUpWithError() throws {
@@ -31,15 +32,15 @@ final class ReadingCommandTests: CLITestCase {
         for command in readingCommands {
             XCTAssertEqual(try run(command).status, command == ["password", "otp", "Bank"] ? 66 : 0, "\(command)")
         }
-        let before = try Dictionary(uniqueKeysWithValues: oneItemCommands.map { ($0, try run($0)) })
+        let before = try Dictionary(uniqueKeysWithValues: commandsNotReadingEveryEntry.map { ($0, try run($0)) })
         let deleted = try sqlite(vaultDirectory.appendingPathComponent("Passwords.sqlite"),
                                  "DELETE FROM ZSYSTEM WHERE Z_PK = 2")
         XCTAssertEqual(deleted.status, 0, deleted.output)
         // A command showing one item checks the buckets of what it shows: Mail (row 2) is
-        // refused; what shows another item shows exactly what it showed before.
+        // refused; what shows another item, or only notes, shows exactly what it showed before.
         for command in readingCommands {
             let result = try run(command)
-            if oneItemCommands.contains(command), !command.contains("Mail") {
+            if commandsNotReadingEveryEntry.contains(command), !command.contains("Mail") {
                 XCTAssertEqual(result.status, before[command]?.status, "\(command): \(result.stderr)")
                 XCTAssertEqual(result.stdout, before[command]?.stdout, "\(command)")
                 continue
@@ -51,6 +52,32 @@ final class ReadingCommandTests: CLITestCase {
                 "\(command): \(result.stderr)")
             XCTAssertEqual(result.stdout, "", "\(command): nothing is shown from a tampered vault")
         }
+    }
+
+    /// The other way round: a note deleted by SQLite is refused by every command reading notes,
+    /// while lists of entries, which check the passwords store and the notes store's record,
+    /// show what they showed before; every change is refused.
+    func testCommandsReadingNotesRefuseANoteDeletedBySQLiteAndEntryListsGoOn() throws {
+        let entryLists: [[String]] = [["password", "list"], ["password", "search", "Mail"]]
+        let before = try Dictionary(uniqueKeysWithValues: entryLists.map { ($0, try runOK($0)) })
+        let deleted = try sqlite(vaultDirectory.appendingPathComponent("Notes.sqlite"), "DELETE FROM ZNOTE WHERE Z_PK = 1")
+        XCTAssertEqual(deleted.status, 0, deleted.output)
+        // `category list` checks the whole vault: it loads newer seed categories first.
+        for command in [["note", "list"], ["note", "search", "code"], ["note", "show", "Wi-Fi"], ["export"],
+                        ["category", "list"]] {
+            let result = try run(command)
+            XCTAssertEqual(result.status, 65, "\(command): \(result.stderr)")
+            XCTAssertTrue(
+                result.stderr.hasPrefix("Error: the vault was changed outside mystash: Notes.sqlite, Note row 1"),
+                "\(command): \(result.stderr)")
+            XCTAssertEqual(result.stdout, "", "\(command)")
+        }
+        for command in entryLists {
+            let result = try run(command)
+            XCTAssertEqual(result.status, 0, "\(command): \(result.stderr)")
+            XCTAssertEqual(result.stdout, before[command]?.stdout, "\(command)")
+        }
+        XCTAssertEqual(try run(["password", "edit", "Mail", "--url", "https://mail.example"]).status, 65)
     }
 
     func testCategoryListUpgradesAVersion1VaultFirst() throws {

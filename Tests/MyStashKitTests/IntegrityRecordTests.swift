@@ -63,9 +63,9 @@ final class IntegrityRecordTests: VaultTestCase {
         XCTAssertFalse(try reopen().items.categories().contains { $0.name == "Travel" })
     }
 
-    /// A concurrent check runs on a second connection while the vault is read: the reads
-    /// succeed, the check's verdict comes from `awaitVerification`, and no change is written
-    /// before it has passed.
+    /// A list read with a concurrent check runs while its store is checked on a second
+    /// connection: the read itself goes on, its result is refused once the check names the
+    /// tampering, and no change is written after that verdict.
     func testAConcurrentCheckReportsTamperingAndHoldsBackEveryChange() throws {
         let vault = try makeVault()
         try vault.items.addNote(title: "kept", text: "text")
@@ -73,15 +73,51 @@ final class IntegrityRecordTests: VaultTestCase {
         _ = try sqlite("Notes.sqlite", "UPDATE ZNOTE SET Z_OPT = Z_OPT + 1 WHERE Z_PK = 2")
         let reopened = try Vault.open(at: directory)
         try reopened.unlock(password: password, verification: .concurrent)
-        XCTAssertNotNil(reopened.pendingVerification, "the check runs on its own connection")
-        XCTAssertEqual(try reopened.items.notes().count, 2, "reading goes on meanwhile")
-        assertVaultError(.invalidData, { try reopened.items.addCategory("Travel") }) { error in
+        var readMeanwhile: Int?
+        assertVaultError(.invalidData, {
+            _ = try reopened.integrity.readWhileVerifying {
+                let notes = try reopened.items.notes()
+                XCTAssertNotNil(reopened.pendingVerification, "the check runs on its own connection")
+                readMeanwhile = notes.count
+                return notes
+            }
+        }) { error in
             XCTAssertTrue(
                 error.message.contains("Notes.sqlite, Note row 2: the row was changed outside mystash"), error.message)
         }
+        XCTAssertEqual(readMeanwhile, 2, "reading goes on meanwhile")
+        assertVaultError(.invalidData, { try reopened.items.addCategory("Travel") })
         assertVaultError(.invalidData, { try reopened.items.addCategory("Travel") })  // the verdict stands
         XCTAssertFalse(
             try sqlite("Passwords.sqlite", "SELECT ZNAME FROM ZCATEGORY").contains("Travel"), "nothing was written")
+    }
+
+    /// A list of one store checks that store in full and the other's record only: tampering
+    /// in the notes does not hold back a list of entries, but any read of the notes, and every
+    /// change, still finds it.
+    func testAListChecksTheStoreItReadsAndLeavesTheOtherToLaterReads() throws {
+        let vault = try makeVault()
+        try vault.items.addEntry(EntryChanges(name: "Bank", password: "secret"))
+        try vault.items.addNote(title: "kept", text: "text")
+        _ = try sqlite("Notes.sqlite", "UPDATE ZNOTE SET Z_OPT = Z_OPT + 1 WHERE Z_PK = 1")
+        let reopened = try Vault.open(at: directory)
+        try reopened.unlock(password: password, verification: .concurrent)
+        let entries = try reopened.integrity.readWhileVerifying { try reopened.items.entries() }
+        XCTAssertEqual(entries.map(\.name), ["Bank"])
+        XCTAssertNil(reopened.pendingVerification)
+        for read in [{ _ = try reopened.items.notes() }, { _ = try reopened.items.note(.name("kept")) }] {
+            assertVaultError(.invalidData, read) { error in
+                XCTAssertTrue(
+                    error.message.contains("Notes.sqlite, Note row 1: the row was changed outside mystash"),
+                    error.message)
+            }
+        }
+        assertVaultError(.invalidData, { try reopened.items.addCategory("Travel") })
+        XCTAssertFalse(try sqlite("Passwords.sqlite", "SELECT ZNAME FROM ZCATEGORY").contains("Travel"))
+        // The same tampering in the store a list reads is refused by that list.
+        let again = try Vault.open(at: directory)
+        try again.unlock(password: password, verification: .concurrent)
+        assertVaultError(.invalidData, { _ = try again.integrity.readWhileVerifying { try again.items.notes() } })
     }
 
     func testAConcurrentCheckOfAnIntactVaultPasses() throws {
@@ -89,9 +125,9 @@ final class IntegrityRecordTests: VaultTestCase {
         try vault.items.addNote(title: "kept", text: "text")
         let reopened = try Vault.open(at: directory)
         try reopened.unlock(password: password, verification: .concurrent)
-        XCTAssertEqual(try reopened.items.notes().map(\.title), ["kept"])
-        try reopened.awaitVerification()
+        XCTAssertEqual(try reopened.integrity.readWhileVerifying { try reopened.items.notes() }.map(\.title), ["kept"])
         XCTAssertNil(reopened.pendingVerification)
+        try reopened.awaitVerification()
         try reopened.items.addCategory("Travel")
         XCTAssertTrue(try reopen().items.categories().contains { $0.name == "Travel" })
     }

@@ -63,12 +63,12 @@ final class IntegrityRecord {
 
     /// Every difference between the stores and their records; nil when there is none yet. A
     /// record of the layout before buckets (a vault not unlocked since the upgrade) is checked
-    /// as that layout says.
-    func verify(in transaction: StoreTransaction) throws -> [IntegrityProblem]? {
+    /// as that layout says, in full. `inFull` as ``RowAuthentication/verify(in:inFull:)`` takes it.
+    func verify(in transaction: StoreTransaction, inFull: Set<String>? = nil) throws -> [IntegrityProblem]? {
         guard try !stores.contains(where: { try FirstLayoutRecord.model(of: $0, in: transaction) != nil }) else {
             return try FirstLayoutRecord.verify(self, ignoring: FirstLayoutRecord.columnsAddedSince, in: transaction)
         }
-        return try rows.verify(in: transaction)
+        return try rows.verify(in: transaction, inFull: inFull)
     }
 
     // MARK: - Names

@@ -46,8 +46,11 @@ extension Vault {
         case skipped
         /// Before the unlock returns.
         case immediate
-        /// On a second connection while the caller reads from the vault with
-        /// ``readWhileVerifying(_:)``, which returns once the check passed; every change waits for it.
+        /// As ``reads``, except that a list or search inside ``readWhileVerifying(_:)`` has the
+        /// stores it reads checked in full (every row and index; of the other store, its record)
+        /// on a second connection while it reads, and ``readWhileVerifying(_:)`` returns once that
+        /// check passed. Every change checks the whole vault first. A vault whose names are not
+        /// all indexed yet is checked whole on the second connection from the unlock on.
         case concurrent
         /// Only the records and their buckets' sums at the unlock; then each read checks the
         /// buckets of what it finds (``entry(_:reveal:)``, ``note(_:)``, ``fieldValue(_:of:)``):
@@ -81,12 +84,12 @@ extension Vault {
             try Self.wrapErrors { try coordinator.performWrite { transaction in try record.create(in: transaction) } }
         }
         namesAreIndexed = try !hasUnindexedNames()
-        if verification == .reads, namesAreIndexed {
-            // Each read checks both records with the buckets of what it shows.
+        if verification == .reads || verification == .concurrent, namesAreIndexed {
+            // Each read checks both records with the buckets of what it shows; a list, the stores it reads.
             verifiesEachRead = true
             return
         }
-        if verification == .concurrent, let pending = PendingVerification(vault: self, dataKey: dataKey) {
+        if verification == .concurrent, let pending = PendingVerification(vault: self, dataKey: dataKey, inFull: nil) {
             pendingVerification = pending
             return
         }
@@ -102,19 +105,32 @@ extension Vault {
     ///   made outside mystash (and again at every later call): what was read meanwhile must
     ///   not be shown.
     func awaitVerification() throws {
+        try awaitPendingVerification()
         try verifyWholeVaultForRead()
+    }
+
+    /// Waits for the check running on the second connection, if any. One of the stores a list
+    /// reads leaves the others to be checked as ``Verification/reads`` checks them.
+    func awaitPendingVerification() throws {
         guard let pending = pendingVerification else { return }
         let problems: [CheckProblem]
+        var checkedWhole = pending.checksWholeVault
         switch pending.outcome() {
         case .checked(let found): problems = self.problems(found: found)
         case .busy(let error): throw VaultError.wrapping(error)
         // The second connection can fail where this one succeeds (a crashed writer's journal,
         // which only a writable connection rolls back): then the check runs here.
-        case .unread: problems = try integrityProblems()
+        case .unread:
+            problems = try integrityProblems()
+            checkedWhole = true
         }
         try refuse(problems)
         pendingVerification = nil
-        try seedAfterUnlocking()
+        if checkedWhole {
+            try seedAfterUnlocking()
+        } else {
+            verifiesEachRead = true
+        }
     }
 
     /// A record with the layout from before buckets, written under the last release's model or
@@ -144,6 +160,8 @@ extension Vault {
     /// vault was unlocked with ``Verification/reads``; nothing otherwise (the whole vault was or
     /// is being checked). On any difference the whole vault is checked, to name every one.
     func verifyRead(of objects: [ManagedObject], lookups: [RowAuthentication.Lookup] = []) throws {
+        let stores = Set(objects.compactMap(\.objectID.storeIdentifier) + lookups.map(\.storeIdentifier))
+        if let pending = pendingVerification, !pending.covers(stores) { try awaitPendingVerification() }
         guard verifiesEachRead, let integrityRecord else { return }
         let rows = objects.compactMap { object -> StoredRowKey? in
             guard let store = object.objectID.storeIdentifier, let key = object.objectID.primaryKey else { return nil }
@@ -160,7 +178,24 @@ extension Vault {
     /// Before a read that the buckets of what it finds cannot vouch for (a list, a search, a
     /// lookup that found nothing by ID): the whole vault, once.
     func verifyWholeVaultForRead() throws {
+        try verifyForRead(of: nil)
+    }
+
+    /// Before a list or search of `stores` (nil: all), which the buckets of what it finds cannot
+    /// vouch for: inside ``Integrity/readWhileVerifying(_:)``, starts the check of those stores
+    /// on a second connection; otherwise checks the whole vault now. Nothing when the vault is
+    /// checked already (or being checked whole).
+    func verifyForRead(of stores: [PersistentStore]?) throws {
+        let wanted = stores.map { Set($0.map(\.identifier)) }
+        if let pending = pendingVerification, !pending.covers(wanted) { try awaitPendingVerification() }
         guard verifiesEachRead else { return }
+        if readsWhileVerifying, let dataKey = transformer.dataKey,
+           let pending = PendingVerification(vault: self, dataKey: dataKey, inFull: wanted)
+        {
+            verifiesEachRead = false
+            pendingVerification = pending
+            return
+        }
         try refuse(try integrityProblems())
         verifiesEachRead = false
         try seedAfterUnlocking()
@@ -171,7 +206,7 @@ extension Vault {
     /// runs while the caller waits on something else; nothing otherwise.
     func startWholeVaultCheck() {
         guard verifiesEachRead, let dataKey = transformer.dataKey,
-              let pending = PendingVerification(vault: self, dataKey: dataKey) else { return }
+              let pending = PendingVerification(vault: self, dataKey: dataKey, inFull: nil) else { return }
         verifiesEachRead = false
         pendingVerification = pending
     }
@@ -301,20 +336,36 @@ final class PendingVerification: @unchecked Sendable {
     private var result: Outcome = .unread
     private let done = DispatchSemaphore(value: 0)
     private var waited = false
+    /// Every store in full, not only those a list reads.
+    let checksWholeVault: Bool
+    /// The stores checked in full; nil for all.
+    private let inFull: Set<String>?
 
-    /// Starts the check; nil when no second connection or record can be made: the caller then
-    /// checks on its own connection, where the same failure is thrown, never skipped.
-    init?(vault: Vault, dataKey: SecretBytes) {
+    /// Whether the check vouches for every row of `stores` (nil: of every store).
+    func covers(_ stores: Set<String>?) -> Bool {
+        guard let inFull else { return true }
+        return stores.map { $0.isSubset(of: inFull) } ?? checksWholeVault
+    }
+
+    /// Starts the check, of the stores `inFull` names in full (all when nil) and the others'
+    /// records; nil when no second connection or record can be made: the caller then checks
+    /// on its own connection, where the same failure is thrown, never skipped.
+    init?(vault: Vault, dataKey: SecretBytes, inFull: Set<String>?) {
+        let stores = vault.integrityStores
+        checksWholeVault = inFull.map { scope in stores.allSatisfy { scope.contains($0.identifier) } } ?? true
+        self.inFull = inFull
         guard let reader = try? vault.coordinator.makeReader(),
               let record = try? IntegrityRecord(
-                dataKey: dataKey, keySlot: vault.keySlot, stores: vault.integrityStores,
+                dataKey: dataKey, keySlot: vault.keySlot, stores: stores,
                 model: vault.coordinator.managedObjectModel.versionIdentifier)
         else { return nil }
         let check = UncheckedBox((reader, record))
         Thread.detachNewThread { [self] in
             let (reader, record) = check.value
             do {
-                result = .checked(try Vault.problems { try reader.performRead { try record.verify(in: $0) } })
+                result = .checked(try Vault.problems {
+                    try reader.performRead { try record.verify(in: $0, inFull: inFull) }
+                })
             } catch let error as VaultError where error.kind == .busy {
                 result = .busy(error)
             } catch {
@@ -341,20 +392,29 @@ private struct UncheckedBox<Value>: @unchecked Sendable {
 }
 
 extension Vault.Integrity {
-    /// Runs `read` while the check an unlock with ``Verification/concurrent`` started runs on
-    /// its second connection, and returns what it read once the check has passed: the same
-    /// result as reading after an ``Verification/immediate`` unlock. When `read` fails, the
-    /// check's verdict comes first (a damaged row may be the tampering it names); then `read`
-    /// runs again, after the newer seed data the check loads.
+    /// Runs `read`, a list or search, while the stores it reads are checked on a second
+    /// connection (``Verification/concurrent``), and returns what it read once that check has
+    /// passed: the same result as reading after an ``Verification/immediate`` unlock. A read
+    /// that started no such check has the whole vault checked before its result is returned.
+    /// When `read` fails, the check's verdict comes first (a damaged row may be the tampering
+    /// it names); then the whole vault is checked and `read` runs again, after the newer seed
+    /// data the check loads.
     public func readWhileVerifying<T>(_ read: () throws -> T) throws -> T {
         let result: T
         do {
+            vault.readsWhileVerifying = true
+            defer { vault.readsWhileVerifying = false }
             result = try read()
         } catch {
             try vault.awaitVerification()
             return try read()
         }
-        try vault.awaitVerification()
+        if vault.pendingVerification != nil {
+            try vault.awaitPendingVerification()
+        } else {
+            // What the read showed without starting a check of its stores, the whole vault vouches for.
+            try vault.verifyWholeVaultForRead()
+        }
         return result
     }
 }

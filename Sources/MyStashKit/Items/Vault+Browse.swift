@@ -67,6 +67,8 @@ extension Vault {
     /// - throws: ``VaultError`` when the entries cannot be read.
     public func observeEntries(onError: @escaping (Error) -> Void,
                                onChange: @escaping ([EntrySummary]) -> Void) throws -> ItemObservation {
+        // Browsing shows both stores: the whole vault is checked (concurrently in readWhileVerifying).
+        try verifyWholeVaultForRead()
         // Registers every category at once, so entries' categories resolve without a query each.
         _ = try Self.wrapErrors { try context.fetch(FetchRequest<Category>()) }
         return try observe(entriesController(), onError: onError) { controller in
@@ -83,7 +85,8 @@ extension Vault {
     /// follows the entries. Only titles and texts are decrypted for it.
     public func observeNotes(onError: @escaping (Error) -> Void,
                              onChange: @escaping ([NoteSummary]) -> Void) throws -> ItemObservation {
-        try observe(notesController(), onError: onError) { controller in
+        try verifyWholeVaultForRead()
+        return try observe(notesController(), onError: onError) { controller in
             onChange((controller.fetchedObjects ?? []).map {
                 NoteSummary(id: $0.id, title: $0.title, text: $0.text, updatedAt: $0.updatedAt)
             })

@@ -10,6 +10,7 @@ extension Vault {
     /// Entries with an address serving `query` and, when it names one, its user; the
     /// closest first, then the most recently changed.
     private func matchingEntries(_ query: CredentialQuery) throws -> [PasswordEntry] {
+        try verifyForRead(of: [passwordsStore])
         let ranked: [(entry: PasswordEntry, rank: Int)] = try Self.wrapErrors {
             var request = FetchRequest<PasswordEntry>()
             request.fetchOnly(.name, .userId, .url, .moreURLs)

@@ -121,6 +121,7 @@ extension Vault.Items {
     /// - throws: ``VaultError`` when an entry cannot be read, or the breach list is malformed.
     public func healthReport(policy: HealthPolicy = HealthPolicy(), breaches: BreachList? = nil,
                              calibrated: ScryptParameters, now: Date = Date()) throws -> HealthReport {
+        try vault.verifyForRead(of: [vault.passwordsStore])
         let entries: [PasswordEntry] = try Vault.wrapErrors {
             var request = FetchRequest<PasswordEntry>(sortDescriptors: [
                 PasswordEntry.sort(.name, caseInsensitive: true)

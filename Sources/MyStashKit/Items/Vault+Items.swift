@@ -434,7 +434,7 @@ extension Vault.Items {
     }
 
     public func notes() throws -> [NoteInfo] {
-        try vault.verifyWholeVaultForRead()
+        try vault.verifyForRead(of: [vault.notesStore])
         return try Vault.wrapErrors {
             var request = FetchRequest<Note>(sortDescriptors: [Note.sort(.title, caseInsensitive: true)])
             request.fetchOnly(.title)
@@ -463,7 +463,7 @@ extension Vault.Items {
 
     /// Notes whose title or text contains `query`, ignoring case and diacritics.
     public func searchNotes(_ query: String) throws -> [NoteInfo] {
-        try vault.verifyWholeVaultForRead()
+        try vault.verifyForRead(of: [vault.notesStore])
         return try Vault.wrapErrors {
             let predicate = try Predicate(
                 format: "%K CONTAINS[cd] %@ OR %K CONTAINS[cd] %@", Note.Key.title.rawValue, query,
@@ -516,7 +516,7 @@ extension Vault.Items {
     }
 
     public func entries(category: ItemReference? = nil) throws -> [EntryInfo] {
-        try vault.verifyWholeVaultForRead()
+        try vault.verifyForRead(of: [vault.passwordsStore])
         let filter = try category.map { try vault.findCategory($0) }
         return try Vault.wrapErrors {
             try vault.prefetchCategories()
@@ -616,7 +616,7 @@ extension Vault.Items {
     /// Entries whose name, user ID, URL or notes contain `query` (never the password),
     /// ignoring case and diacritics.
     public func searchEntries(_ query: String) throws -> [EntryInfo] {
-        try vault.verifyWholeVaultForRead()
+        try vault.verifyForRead(of: [vault.passwordsStore])
         return try Vault.wrapErrors {
             try vault.prefetchCategories()
             let searched = [PasswordEntry.Key.name, .userId, .url, .notes].map(\.rawValue)
@@ -659,7 +659,7 @@ extension Vault.Items {
     }
 
     public func categories() throws -> [CategoryInfo] {
-        try vault.verifyWholeVaultForRead()
+        try vault.verifyForRead(of: [vault.passwordsStore])
         return try Vault.wrapErrors {
             // Counted in SQL: entries need not be decrypted, so this works on a locked vault.
             try vault.context.fetch(

@@ -33,12 +33,15 @@ public final class Vault {
     var storeConstraintsEnsured = false
     /// Keeps the integrity record current; set once the data key is known.
     var integrityRecord: IntegrityRecord?
-    /// A check of the vault started by an unlock with ``Verification/concurrent``.
+    /// A check on a second connection: of the stores a list reads (``Verification/concurrent``),
+    /// or of the whole vault.
     var pendingVerification: PendingVerification?
+    /// Inside ``Integrity/readWhileVerifying(_:)``: a list may check its stores concurrently.
+    var readsWhileVerifying = false
     /// Whether this process has seen the vault's integrity record (checked or made it).
     var integrityRecordSeen = false
-    /// Unlocked with ``Verification/reads``: each read checks the buckets of what it finds,
-    /// until a read or change checks the whole vault.
+    /// Unlocked with ``Verification/reads`` or ``Verification/concurrent``: each read checks the
+    /// buckets of what it finds, until a read or change checks the whole vault.
     var verifiesEachRead = false
     /// Every note and entry has its name key (checked at the unlock): lookups by name use it.
     var namesAreIndexed = false
