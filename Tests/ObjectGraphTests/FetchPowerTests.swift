@@ -190,6 +190,85 @@ final class FetchPowerTests: ObjectGraphTestCase {
         }
     }
 
+    /// Transformed attributes and object IDs in dictionary results are read from the rows, never
+    /// through objects, with the same values, order and window as the objects give, and the same
+    /// error for a value that does not decode.
+    func testDictionaryResultsOfTransformedValuesComeFromRowsAsObjectsWouldGiveThem() {
+        forEachStoreKind { kind in
+            let stack = try makeStack(kind)
+            var random = Generator(state: 11)
+            // A category holds at most 3 systems in this model: 100 of them, under 3 names.
+            let categories = (0..<100).map { index -> ManagedObject in
+                let category = stack.context.insertNewObject(forEntityName: "Category")
+                category["name"] = "Cat \(index % 3)"
+                return category
+            }
+            for index in 0..<300 {
+                let system = stack.context.insertNewObject(forEntityName: "System")
+                system["name"] = "n\(random.next(40))"
+                system["userId"] = "user\(index)"
+                system["password"] = ["Zeta", "alpha", "Émile", "beta", "éclair"][random.next(5)] + "\(random.next(3))"
+                system["rank"] = index
+                system["category"] = random.next(4) == 0 ? nil : categories[index / 3]
+            }
+            try stack.context.save()
+            let properties: [FetchedProperty] = [
+                .objectID(), .keyPath("name"), .keyPath("password"), .keyPath("category.name", as: "category"),
+                .keyPath("rank"),
+            ]
+            func fromObjects(_ request: FetchRequest<ManagedObject>) throws -> [[String]] {
+                let context = ManagedObjectContext(coordinator: stack.coordinator)
+                return try context.fetch(request).map { object in
+                    ["\(object.objectID)", object["name"] as! String, object["password"] as! String,
+                     object.value(forKeyPath: "category.name") as? String ?? "-", "\(object["rank"]!)"]
+                }
+            }
+            let sorts: [[FetchSortDescriptor]] = [
+                [FetchSortDescriptor(key: "password", caseInsensitive: true), FetchSortDescriptor(key: "rank")],
+                [FetchSortDescriptor(key: "password", ascending: false), FetchSortDescriptor(key: "rank")],
+                [FetchSortDescriptor(key: "rank", ascending: false)],
+            ]
+            for (format, sort, limit, offset) in [
+                ("rank >= 50", sorts[0], 0, 0), ("rank >= 50", sorts[1], 25, 10), ("category.name == 'Cat 1'", sorts[2], 7, 3),
+                ("password BEGINSWITH[c] 'z'", sorts[0], 0, 0),
+            ] {
+                var request = try request("System", format)
+                request.sortDescriptors = sort
+                request.fetchLimit = limit
+                request.fetchOffset = offset
+                request.dictionaryProperties = properties
+                let context = ManagedObjectContext(coordinator: stack.coordinator)
+                let rows = try context.fetchDictionaries(request) { row in
+                    ["\(row["objectID"]!)", row["name"] as! String, row["password"] as! String,
+                     row["category"] as? String ?? "-", "\(row["rank"]!)"]
+                }
+                XCTAssertEqual(rows, try fromObjects(request), format)
+                XCTAssertFalse(rows.isEmpty, format)
+                if !format.contains("password") {
+                    XCTAssertEqual(context.registered.count, 0, "\(format): no object was made")
+                }
+            }
+            // A value that is not a transformer's fails as the objects' fetch fails, naming the row.
+            let store = stack.passwords
+            try stack.coordinator.performWrite { transaction in
+                try transaction.db.execute(sql: "UPDATE \(store.qualified("ZSYSTEM")) SET ZPASSWORD = 'text' WHERE Z_PK = 5")
+            }
+            var all = try request("System")
+            all.dictionaryProperties = properties
+            func failure(_ fetch: () throws -> Any) -> String? {
+                do {
+                    _ = try fetch()
+                    return nil
+                } catch {
+                    return "\(error)"
+                }
+            }
+            let fromRows = failure { try ManagedObjectContext(coordinator: stack.coordinator).fetchDictionaries(all) }
+            XCTAssertEqual(fromRows, failure { try ManagedObjectContext(coordinator: stack.coordinator).fetch(all) })
+            XCTAssertTrue(fromRows?.contains("row 5") ?? false, fromRows ?? "no error")
+        }
+    }
+
     // MARK: - Batches
 
     func testBatchedFetchReadsBatchesAndReleasesThoseLeftBehind() {

@@ -74,9 +74,37 @@ extension NoteInfo {
             id: note.id, title: note.title, folder: withText ? note.folder : nil, text: withText ? note.text : nil,
                   createdAt: note.createdAt, updatedAt: note.updatedAt)
     }
+
+    /// What a list shows, read as ``Note/listed`` dictionary results: no object is made for it.
+    static let listed: [FetchedProperty] = [
+        .objectID(), .keyPath(Note.Key.title.rawValue), .keyPath(Note.Key.createdAt.rawValue),
+        .keyPath(Note.Key.updatedAt.rawValue),
+    ]
+
+    init(listed row: [String: Any]) {
+        self.init(
+            id: (row["objectID"] as? ObjectID)?.primaryKey ?? 0, title: row[Note.Key.title.rawValue] as? String ?? "",
+            createdAt: row[Note.Key.createdAt.rawValue] as? Date ?? .distantPast,
+            updatedAt: row[Note.Key.updatedAt.rawValue] as? Date ?? .distantPast)
+    }
 }
 
 extension EntryInfo {
+    /// What a list shows (never the password or the notes), read as dictionary results: no
+    /// object is made for it.
+    static let listed: [FetchedProperty] = [
+        .objectID(), .keyPath(PasswordEntry.categoryName, as: "category"),
+    ] + [PasswordEntry.Key.name, .userId, .url, .favorite, .createdAt, .updatedAt].map { .keyPath($0.rawValue) }
+
+    init(listed row: [String: Any]) {
+        func value<Value>(_ key: PasswordEntry.Key) -> Value? { row[key.rawValue] as? Value }
+        self.init(
+            id: (row["objectID"] as? ObjectID)?.primaryKey ?? 0, name: value(.name) ?? "", userId: value(.userId),
+            url: value(.url), category: row["category"] as? String, password: nil,
+            createdAt: value(.createdAt) ?? .distantPast, updatedAt: value(.updatedAt) ?? .distantPast)
+        favorite = value(.favorite) == true ? true : nil
+    }
+
     /// `detailed` adds what only `show` prints: notes, fields, TOTP and history.
     init(_ entry: PasswordEntry, reveal: Bool, detailed: Bool = true) {
         self.init(id: entry.id, name: entry.name, userId: entry.userId, url: entry.url, category: entry.category?.name,
@@ -437,8 +465,8 @@ extension Vault.Items {
         try vault.verifyForRead(of: [vault.notesStore])
         return try Vault.wrapErrors {
             var request = FetchRequest<Note>(sortDescriptors: [Note.sort(.title, caseInsensitive: true)])
-            request.fetchOnly(.title)
-            return try vault.context.fetchMapped(request) { NoteInfo($0, withText: false) }
+            request.dictionaryProperties = NoteInfo.listed
+            return try vault.context.fetchDictionaries(request) { NoteInfo(listed: $0) }
         }
     }
 
@@ -519,15 +547,13 @@ extension Vault.Items {
         try vault.verifyForRead(of: [vault.passwordsStore])
         let filter = try category.map { try vault.findCategory($0) }
         return try Vault.wrapErrors {
-            try vault.prefetchCategories()
             var request = FetchRequest<PasswordEntry>(sortDescriptors: [
                 PasswordEntry.sort(.name, caseInsensitive: true)
             ])
             if let filter { request.predicate = try Vault.entryPredicate(in: filter) }
-            // What a list shows: never the password or the notes.
-            request.fetchOnly(.name, .userId, .url)
-            // A batch of entries read at a time, kept only as the lines to print.
-            return try vault.context.fetchMapped(request) { EntryInfo($0, reveal: false, detailed: false) }
+            request.dictionaryProperties = EntryInfo.listed
+            // Read row by row, kept only as the lines to print.
+            return try vault.context.fetchDictionaries(request) { EntryInfo(listed: $0) }
         }
     }
 

@@ -187,13 +187,15 @@ extension ManagedObjectContext {
 
     /// The values `descriptors` sort `object` by, strings case-folded where they ask it.
     static func sortKeys(of object: ManagedObject, _ descriptors: [FetchSortDescriptor]) -> [Any?] {
-        descriptors.map { descriptor -> Any? in
-            let value = object.value(forKeyPath: descriptor.key)
-            if descriptor.caseInsensitive, let text = value as? String {
-                return PredicateEvaluator.fold(text, .caseInsensitive)
-            }
-            return value
+        descriptors.map { sortKey(object.value(forKeyPath: $0.key), $0) }
+    }
+
+    /// What `value` is sorted by under `descriptor`: folded text when it ignores case.
+    static func sortKey(_ value: Any?, _ descriptor: FetchSortDescriptor) -> Any? {
+        if descriptor.caseInsensitive, let text = value as? String {
+            return PredicateEvaluator.fold(text, .caseInsensitive)
         }
+        return value
     }
 
     /// Whether sort keys `left` come before `right`; nil when they sort alike.

@@ -527,17 +527,10 @@ public final class ManagedObjectContext {
                 }
                 continue
             }
-            guard case .blob(let data) = dbValue.storage else {
-                // Transformers write BLOBs; anything else, or nothing where a value is required, was not written by us.
-                if dbValue.isNull, entity.attribute(named: column.name)?.isOptional ?? true { continue }
-                throw ObjectGraphError.damagedRow(store: store, root: root, primaryKey: primaryKey,
-                                              "column \(column.columnName) holds \(dbValue.storageKind) "
-                                                + "where \(entity.name).\(column.name) keeps its encoded value")
-            }
-            let place = ValuePlace(
-                storeIdentifier: store.identifier, entityName: entity.name, attributeName: column.name,
+            guard let encoded = try encodedValue(
+                dbValue, attribute: column.name, column: column.columnName, entity: entity, root: root, store: store,
                 primaryKey: primaryKey)
-            let encoded = EncodedValue(data: data, place: place)
+            else { continue }
             values[column.name] = decoding.map { $0.contains(column.name) } ?? true
                 ? try decode(encoded, transformerName: column.transformerName, entity: entity, key: column.name)
                 : encoded
@@ -555,6 +548,24 @@ public final class ManagedObjectContext {
         object.changedKeys = []
         object.version = try Self.integer(row, 2, "Z_OPT", root: root, store: store)
         object.isFault = false
+    }
+
+    /// A transformed attribute's stored bytes at their place; nil for NULL where the attribute is
+    /// optional. Transformers write BLOBs: anything else, or nothing where a value is required,
+    /// was not written by us.
+    func encodedValue(
+        _ dbValue: DatabaseValue, attribute name: String, column: String, entity: EntityDescription,
+        root: EntityDescription, store: PersistentStore, primaryKey: Int64
+    ) throws -> EncodedValue? {
+        guard case .blob(let data) = dbValue.storage else {
+            if dbValue.isNull, entity.attribute(named: name)?.isOptional ?? true { return nil }
+            throw ObjectGraphError.damagedRow(
+                store: store, root: root, primaryKey: primaryKey,
+                "column \(column) holds \(dbValue.storageKind) where \(entity.name).\(name) keeps its encoded value")
+        }
+        let place = ValuePlace(
+            storeIdentifier: store.identifier, entityName: entity.name, attributeName: name, primaryKey: primaryKey)
+        return EncodedValue(data: data, place: place)
     }
 
     /// - throws: ``ObjectGraphError`` 134060 naming the store, entity, attribute and row when

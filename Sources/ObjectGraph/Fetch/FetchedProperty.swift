@@ -94,6 +94,14 @@ public struct FetchedProperty: Sendable {
         FetchedProperty(name: name ?? keyPath, keyPath: keyPath, function: nil)
     }
 
+    /// The ``ObjectID`` of each result's object, as an `NSExpressionDescription` of the
+    /// evaluated object (`SELF`) with `objectIDAttributeType`.
+    public static func objectID(as name: String = "objectID") -> FetchedProperty {
+        FetchedProperty(name: name, keyPath: "SELF", function: nil)
+    }
+
+    var isObjectID: Bool { keyPath == "SELF" && function == nil }
+
     /// An aggregate over the fetched rows; `count` with key path `"*"` counts rows.
     public static func aggregate(_ function: AggregateFunction, of keyPath: String, as name: String) -> FetchedProperty
     {

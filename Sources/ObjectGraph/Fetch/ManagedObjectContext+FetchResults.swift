@@ -25,8 +25,12 @@ extension ManagedObjectContext {
     }
 
     func objectID(primaryKey: Int64, entityNumber: Int, root: EntityDescription, store: PersistentStore) -> ObjectID {
-        let entity = model.entity(number: entityNumber).flatMap { $0.rootEntity === root ? $0 : nil } ?? root
-        return permanentID(of: entity, in: store, primaryKey: primaryKey)
+        permanentID(of: entity(number: entityNumber, root: root), in: store, primaryKey: primaryKey)
+    }
+
+    /// The entity a row's `Z_ENT` names under `root`; `root` for a number that names none of its.
+    func entity(number: Int, root: EntityDescription) -> EntityDescription {
+        model.entity(number: number).flatMap { $0.rootEntity === root ? $0 : nil } ?? root
     }
 
     // MARK: - Dictionaries
@@ -37,7 +41,8 @@ extension ManagedObjectContext {
     ///
     /// Like Core Data's, these come from the stores: unsaved changes are not included. A
     /// result leaves out keys whose value is nil. Aggregates and grouping run in SQL; a
-    /// plain property of a transformed attribute is decoded in memory.
+    /// plain property of a transformed attribute is read from its row and decoded there, never
+    /// through an object (and sorted by in memory), unless the predicate needs the objects.
     ///
     /// ```swift
     /// var request = FetchRequest<ManagedObject>(entityName: "System")
@@ -49,6 +54,14 @@ extension ManagedObjectContext {
     /// - throws: ``ObjectGraphError`` for an unknown key path, or for an aggregate or
     ///   grouping over values that cannot be read in SQL (transformed or transient).
     public func fetchDictionaries<T>(_ request: FetchRequest<T>) throws -> [[String: Any]] {
+        try fetchDictionaries(request) { $0 }
+    }
+
+    /// ``fetchDictionaries(_:)``, each result handed to `transform` as it is read and only what
+    /// it returns kept: a list of many rows holds the lines it prints, not every dictionary.
+    public func fetchDictionaries<T, Value>(
+        _ request: FetchRequest<T>, _ transform: ([String: Any]) throws -> Value
+    ) throws -> [Value] {
         var request = request
         request.includesPendingChanges = false
         var unsorted = request
@@ -73,6 +86,11 @@ extension ManagedObjectContext {
         }
         var columns: [(sql: String, type: AttributeType?)] = []
         for property in properties {
+            // An object's ID is no SQL expression: read with the rows below.
+            if property.isObjectID {
+                columns = []
+                break
+            }
             if property.function == .count, property.keyPath == "*" {
                 columns.append(("COUNT(*)", .integer64))
                 continue
@@ -99,7 +117,13 @@ extension ManagedObjectContext {
                     message: "cannot aggregate or group \(request.entityName) in SQL: "
                         + "a property or the predicate names a transformed or transient attribute")
             }
-            return try dictionariesInMemory(request, properties: properties)
+            if plan.residual == nil, !request.returnsDistinctResults,
+               let rows = try dictionariesFromRows(
+                request, plan: plan, entity: entity, properties: properties, compiler: &compiler, transform)
+            {
+                return rows
+            }
+            return try dictionariesInMemory(request, properties: properties).map(transform)
         }
         var sql =
             "SELECT \(request.returnsDistinctResults ? "DISTINCT " : "")"
@@ -143,10 +167,124 @@ extension ManagedObjectContext {
                                     + "in store '\(plan.store.displayName)': \(error)")
                         }
                     }
-                    return result
+                    return try transform(result)
                 }
             }
         }
+    }
+
+    /// Dictionaries read row by row when SQL alone cannot answer only because a property is a
+    /// transformed attribute (decoded at its place, as an object's would be) or an object's ID,
+    /// and sorted in memory when a sort key is transformed; nil when the request needs objects
+    /// (a sort key neither a property nor ordered in SQL, or a transformed key path).
+    private func dictionariesFromRows<T, Value>(
+        _ request: FetchRequest<T>, plan: FetchPlan, entity: EntityDescription, properties: [FetchedProperty],
+        compiler: inout PredicateSQLCompiler, _ transform: ([String: Any]) throws -> Value
+    ) throws -> [Value]? {
+        var columns: [DictionaryColumn] = []
+        for property in properties {
+            if property.isObjectID {
+                columns.append(.objectID)
+            } else if let attribute = entity.attribute(named: property.keyPath), attribute.type == .transformable,
+                      !attribute.isTransient
+            {
+                columns.append(.transformed(attribute))
+            } else if let value = try compiler.valueExpression(
+                property.keyPath.split(separator: ".").map(String.init)[...], entity: entity, alias: "t0")
+            {
+                columns.append(.value(sql: value.sql, type: value.type))
+            } else {
+                return nil
+            }
+        }
+        // Each sort key is a property's value, sorted in memory, or else ordered in SQL.
+        let sortProperties = request.sortDescriptors.map { descriptor in
+            properties.firstIndex { $0.name == descriptor.key || $0.keyPath == descriptor.key }
+        }
+        let sortsInMemory = sortProperties.contains { index in
+            index.map { if case .value = columns[$0] { false } else { true } } ?? false
+        }
+        var sql = "SELECT t0.Z_PK, t0.Z_ENT"
+        for (index, column) in columns.enumerated() {
+            switch column {
+            case .value(let expression, _): sql += ", \(expression) AS c\(index)"
+            case .transformed(let attribute): sql += ", t0.\(attribute.columnName)"
+            case .objectID: sql += ", NULL"
+            }
+        }
+        sql += " FROM \(plan.store.qualified(plan.root.tableName)) t0"
+        if !plan.conditions.isEmpty { sql += " WHERE " + plan.conditions.joined(separator: " AND ") }
+        if sortsInMemory {
+            guard sortProperties.allSatisfy({ $0 != nil }) else { return nil }
+            sql += " ORDER BY t0.Z_PK"
+        } else if !request.sortDescriptors.isEmpty {
+            let terms = zip(request.sortDescriptors, sortProperties).map { descriptor, index in
+                index.map {
+                    "\(descriptor.caseInsensitive ? "OG_FOLD(c\($0), 1)" : "c\($0)") "
+                        + (descriptor.ascending ? "ASC" : "DESC")
+                } ?? compiler.orderTerm(descriptor, entity: entity, alias: "t0")
+            }
+            guard terms.allSatisfy({ $0 != nil }) else { return nil }
+            sql += " ORDER BY " + terms.compactMap { $0 }.joined(separator: ", ")
+        }
+        if request.fetchLimit > 0 || request.fetchOffset > 0, !sortsInMemory {
+            sql += " LIMIT \(request.fetchLimit > 0 ? request.fetchLimit : -1) OFFSET \(request.fetchOffset)"
+        }
+        var values: [Value] = []
+        var sortKeys: [[Any?]] = []
+        try wrapStoreErrors(.objectNotFound, "cannot fetch \(request.entityName)") {
+            try coordinator.read { db in
+                try db.forEachRow(sql: sql, arguments: plan.arguments) { row in
+                    let primaryKey = try Self.integer(row, 0, "Z_PK", root: plan.root, store: plan.store)
+                    let entityNumber = Int(clamping: try Self.integer(row, 1, "Z_ENT", root: plan.root, store: plan.store))
+                    let rowEntity = self.entity(number: entityNumber, root: plan.root)
+                    let objectID = permanentID(of: rowEntity, in: plan.store, primaryKey: primaryKey)
+                    var result: [String: Any] = [:]
+                    for (index, column) in columns.enumerated() {
+                        let value: Any?
+                        switch column {
+                        case .objectID:
+                            value = objectID
+                        case .transformed(let attribute):
+                            value = try encodedValue(
+                                row.databaseValue(at: index + 2), attribute: attribute.name,
+                                column: attribute.columnName, entity: rowEntity, root: plan.root,
+                                store: plan.store, primaryKey: primaryKey
+                            ).map { try decode($0, transformerName: attribute.valueTransformerName,
+                                               entity: rowEntity, key: attribute.name) }
+                        case .value(_, let type):
+                            do {
+                                value = try StoredValues.value(row.databaseValue(at: index + 2), type: type ?? .binary)
+                            } catch {
+                                throw ObjectGraphError.undecodable(
+                                    error, store: plan.store, entity: rowEntity.name,
+                                    attribute: properties[index].keyPath, primaryKey: primaryKey)
+                            }
+                        }
+                        if let value { result[properties[index].name] = value }
+                    }
+                    if sortsInMemory {
+                        sortKeys.append(zip(request.sortDescriptors, sortProperties).map { descriptor, index in
+                            Self.sortKey(result[properties[index!].name], descriptor)
+                        })
+                    }
+                    values.append(try transform(result))
+                }
+            }
+        }
+        guard sortsInMemory else { return values }
+        let order = values.indices.sorted {
+            Self.precedes(sortKeys[$0], sortKeys[$1], request.sortDescriptors) ?? ($0 < $1)
+        }
+        let kept = order.dropFirst(request.fetchOffset)
+        return (request.fetchLimit > 0 ? kept.prefix(request.fetchLimit) : kept).map { values[$0] }
+    }
+
+    /// Where a dictionary result's value comes from when read row by row.
+    private enum DictionaryColumn {
+        case value(sql: String, type: AttributeType?)
+        case transformed(AttributeDescription)
+        case objectID
     }
 
     /// Dictionaries built from fetched objects, for properties SQL cannot read.
@@ -157,7 +295,9 @@ extension ManagedObjectContext {
         var results: [[String: Any]] = []
         for object in try fetch(request) {
             var result: [String: Any] = [:]
-            for property in properties { result[property.name] = object.value(forKeyPath: property.keyPath) }
+            for property in properties {
+                result[property.name] = property.isObjectID ? object.objectID : object.value(forKeyPath: property.keyPath)
+            }
             if request.returnsDistinctResults {
                 let identity = properties.map { "\(result[$0.name].map { "\($0)" } ?? "\u{0}")" }.joined(
                     separator: "\u{1}")
