@@ -101,6 +101,27 @@ final class RowAuthenticationTests: ObjectGraphTestCase {
         XCTAssertEqual(tags.first?.first, .integer(39 + 78), "one tag per row: 39 notes, 78 attachments")
     }
 
+    /// Whole-store verification reads rows in place; saves and the record's creation tag rows
+    /// from copied values. Both must encode every kind of stored value alike, the odd ones too:
+    /// text holding a NUL or invalid UTF-8 (read as GRDB reads it), other text, reals, the
+    /// largest integer, an empty blob, NULL.
+    func testTagsOfRowsReadInPlaceAgreeWithTagsOfCopiedValuesForEveryKindOfValue() throws {
+        let values = [
+            "CAST(X'61620063' AS TEXT)", "CAST(X'66FF6F' AS TEXT)", "'café ☕'", "-0.0", "2.5",
+            "9223372036854775807", "X''", "NULL",
+        ]
+        for (offset, value) in values.enumerated() {
+            try tamper("UPDATE ZATTACHMENT SET ZDATA = \(value) WHERE Z_PK = \(offset + 1)")
+        }
+        try tamper("UPDATE ZNOTE SET ZTITLE = CAST(X'6E6F00746521' AS TEXT) WHERE Z_PK = 1")
+        try tamper("UPDATE ZNOTE SET ZTITLE = CAST(X'C3' AS TEXT) WHERE Z_PK = 2")
+        let changed = try XCTUnwrap(try stack.coordinator.performRead { try self.authentication.verify(in: $0) })
+        XCTAssertEqual(changed.count, values.count + 2, "\(changed)")
+        // Trusting the rows as they are, from copied values: read in place, they agree.
+        try stack.coordinator.performWrite { try self.authentication.create(in: $0) }
+        XCTAssertEqual(try stack.coordinator.performRead { try self.authentication.verify(in: $0) }, [])
+    }
+
     /// Batch requests write rows in SQL, not through a save: the record follows them all the
     /// same, cascades and nullified rows included, so nothing they did reads as tampering.
     func testBatchRequestsKeepTheTagsAndBucketsAndNothingIsFound() throws {

@@ -51,6 +51,59 @@ struct StatementRow: StoredRow {
     }
 }
 
+/// A stored value read in place from the current row of a statement, valid until the next
+/// step: what ``StoredCell`` holds, without copying text or bytes.
+enum RawCell {
+    case null
+    case integer(Int64)
+    case real(Double)
+    case text(UnsafeRawBufferPointer)
+    case blob(UnsafeRawBufferPointer)
+}
+
+extension StatementRow {
+    var columnCount: Int { Int(sqlite3_column_count(handle)) }
+
+    /// The value at `index`, in place. Text is what GRDB reads (and ``StoredCell`` holds): up
+    /// to its first NUL, invalid UTF-8 repaired.
+    func withCell<Result>(at index: Int, _ body: (RawCell) throws -> Result) rethrows -> Result {
+        let column = CInt(index)
+        switch sqlite3_column_type(handle, column) {
+        case SQLITE_INTEGER: return try body(.integer(sqlite3_column_int64(handle, column)))
+        case SQLITE_FLOAT: return try body(.real(sqlite3_column_double(handle, column)))
+        case SQLITE_TEXT:
+            guard let text = sqlite3_column_text(handle, column) else { return try body(.text(UnsafeRawBufferPointer(start: nil, count: 0))) }
+            let bytes = UnsafeRawBufferPointer(start: text, count: strlen(text))
+            if bytes.allSatisfy({ $0 < 0x80 }) { return try body(.text(bytes)) }
+            // Other text takes GRDB's way, which repairs invalid UTF-8.
+            var repaired = String(cString: text)
+            return try repaired.withUTF8 { try body(.text(UnsafeRawBufferPointer($0))) }
+        case SQLITE_BLOB:
+            let count = Int(sqlite3_column_bytes(handle, column))
+            return try body(.blob(UnsafeRawBufferPointer(start: sqlite3_column_blob(handle, column), count: count)))
+        default: return try body(.null)
+        }
+    }
+
+    /// The value at `index` as a ``StoredCell`` (copied).
+    func storedCell(at index: Int) -> StoredCell { StoredCell(databaseValue(at: index)) }
+}
+
+extension StoredCell {
+    /// The cell in place, as a statement's row would hand it over.
+    func withRaw<Result>(_ body: (RawCell) throws -> Result) rethrows -> Result {
+        switch self {
+        case .null: return try body(.null)
+        case .integer(let number): return try body(.integer(number))
+        case .real(let number): return try body(.real(number))
+        case .text(let text):
+            var text = text
+            return try text.withUTF8 { try body(.text(UnsafeRawBufferPointer($0))) }
+        case .blob(let data): return try data.withUnsafeBytes { try body(.blob($0)) }
+        }
+    }
+}
+
 extension Database {
     /// Runs a query through a cached statement and hands each row to `body` in place,
     /// without copying it.

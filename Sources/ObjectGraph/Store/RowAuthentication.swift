@@ -149,7 +149,19 @@ public final class RowAuthentication: StoreWriteObserver {
 
     /// The bucket a stored row belongs in, from its own values.
     func bucket(of table: String, primaryKey: Int64, columns: [String], cells: [StoredCell], store: Store) -> Int {
-        func cell(_ column: String) -> StoredCell? { columns.firstIndex(of: column).map { cells[$0] } }
+        bucket(of: table, primaryKey: primaryKey, store: store) { column in
+            columns.firstIndex(of: column).map { cells[$0] }
+        }
+    }
+
+    /// The bucket of the current row of a statement reading `columns` of `table`.
+    func bucket(of table: String, primaryKey: Int64, columns: [String], row: StatementRow, store: Store) -> Int {
+        bucket(of: table, primaryKey: primaryKey, store: store) { column in
+            columns.firstIndex(of: column).map { row.storedCell(at: $0) }
+        }
+    }
+
+    private func bucket(of table: String, primaryKey: Int64, store: Store, cell: (String) -> StoredCell?) -> Int {
         switch store.bucketing[table] {
         case .nameKey(let column)?:
             if case .blob(let key)? = cell(column), key.count >= 2 { return Self.bucket(ofNameKey: key) }
@@ -167,15 +179,29 @@ public final class RowAuthentication: StoreWriteObserver {
 
     /// The tag of a row: its store, table, and every column's name and stored value.
     public func tag(store: Store, table: String, columns: [String], cells: [StoredCell]) throws -> [UInt8] {
+        try tag(store: store, table: table, columns: columns, valueBytes: cells.reduce(0) { $0 + Self.encodedSize($1) }) {
+            cells[$0].withRaw($1)
+        }
+    }
+
+    /// The tag of the current row of a statement reading `columns` of `table`, read in place.
+    func tag(store: Store, table: String, columns: [String], row: StatementRow) throws -> [UInt8] {
+        try tag(store: store, table: table, columns: columns, valueBytes: 256) { row.withCell(at: $0, $1) }
+    }
+
+    private func tag(
+        store: Store, table: String, columns: [String], valueBytes: Int,
+        withCell: (Int, (RawCell) -> Void) -> Void
+    ) throws -> [UInt8] {
         // Built in one buffer: this runs for every row each time whole stores are verified.
         var message: [UInt8] = []
-        message.reserveCapacity(64 + columns.count * 24 + cells.reduce(0) { $0 + Self.encodedSize($1) })
+        message.reserveCapacity(64 + columns.count * 24 + valueBytes)
         Self.appendField(&message, "row".utf8)
         Self.appendField(&message, store.identifier.utf8)
         Self.appendField(&message, table.utf8)
-        for (name, cell) in zip(columns, cells) {
+        for (index, name) in columns.enumerated() {
             Self.appendField(&message, name.utf8)
-            Self.append(cell, to: &message)
+            withCell(index) { Self.append($0, to: &message) }
         }
         return try authenticator.authenticationCode(of: message)
     }
@@ -211,6 +237,10 @@ public final class RowAuthentication: StoreWriteObserver {
 
     /// A type byte, then the value: the same bytes can never stand for two different cells.
     static func append(_ cell: StoredCell, to message: inout [UInt8]) {
+        cell.withRaw { append($0, to: &message) }
+    }
+
+    static func append(_ cell: RawCell, to message: inout [UInt8]) {
         switch cell {
         case .null: message.append(0)
         case .integer(let number):
@@ -221,7 +251,7 @@ public final class RowAuthentication: StoreWriteObserver {
             append(Int64(bitPattern: number.bitPattern), to: &message)
         case .text(let text):
             message.append(3)
-            appendField(&message, text.utf8)
+            appendField(&message, text)
         case .blob(let data):
             message.append(4)
             appendField(&message, data)
@@ -822,10 +852,12 @@ public final class RowAuthentication: StoreWriteObserver {
                 IntegrityProblem(store: store.displayName, entity: entity, primaryKey: key,
                                  message: "the row was deleted outside \(writer)")
             }
-            try transaction.forEachRow(
-                "SELECT * FROM \(try transaction.qualified(table, storeIdentifier: store.identifier)) ORDER BY Z_PK"
-            ) { cells in
-                guard case .integer(let key) = cells.first else { return }
+            // Read in place: this reads every row of the store.
+            try transaction.db.forEachRow(
+                sql: "SELECT * FROM \(try transaction.qualified(table, storeIdentifier: store.identifier)) ORDER BY Z_PK",
+                arguments: []
+            ) { row in
+                guard let key = row.int64(at: 0) else { return }
                 // Tags before this row name rows that are gone.
                 while let next = try page.peek(in: transaction), next.key < key {
                     problems.append(deleted(next.key))
@@ -837,8 +869,8 @@ public final class RowAuthentication: StoreWriteObserver {
                     page.advance()
                 }
                 let current = TaggedRow(
-                    tag: try self.tag(store: store, table: table, columns: columns, cells: cells),
-                    bucket: self.bucket(of: table, primaryKey: key, columns: columns, cells: cells, store: store))
+                    tag: try self.tag(store: store, table: table, columns: columns, row: row),
+                    bucket: self.bucket(of: table, primaryKey: key, columns: columns, row: row, store: store))
                 if let problem = self.mismatch(current: current, recorded: recorded) {
                     problems.append(
                         IntegrityProblem(store: store.displayName, entity: entity, primaryKey: key, message: problem))

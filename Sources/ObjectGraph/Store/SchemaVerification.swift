@@ -246,18 +246,20 @@ extension StoreTransaction {
                 let allColumns = Array(Set(indexes.flatMap(\.columns))).sorted()
                 let position = Dictionary(uniqueKeysWithValues: allColumns.enumerated().map { ($1, $0) })
                 let selected = allColumns.map { "\"\($0)\"" } + ["rowid"]
-                try forEachRow("SELECT \(selected.joined(separator: ", ")) FROM \(schema)\(table) NOT INDEXED") {
-                    cells in
-                    for (slot, index) in indexes.enumerated() {
-                        fromTable[slot].add(index.columns.map { cells[position[$0]!] } + [cells[allColumns.count]])
-                    }
+                let positions = indexes.map { index in index.columns.map { position[$0]! } + [allColumns.count] }
+                // Read in place: this reads every row of the store, once more for each index.
+                try db.forEachRow(
+                    sql: "SELECT \(selected.joined(separator: ", ")) FROM \(schema)\(table) NOT INDEXED", arguments: []
+                ) { row in
+                    for slot in indexes.indices { fromTable[slot].add(row, columns: positions[slot]) }
                 }
                 for (slot, index) in indexes.enumerated() {
                     var fromIndex = MultisetDigest()
                     let columns = index.columns.map { "\"\($0)\"" } + ["rowid"]
-                    try forEachRow(
-                        "SELECT \(columns.joined(separator: ", ")) FROM \(schema)\(table) INDEXED BY \"\(index.name)\""
-                    ) { fromIndex.add($0) }
+                    try db.forEachRow(
+                        sql: "SELECT \(columns.joined(separator: ", ")) FROM \(schema)\(table) INDEXED BY \"\(index.name)\"",
+                        arguments: []
+                    ) { fromIndex.add($0, columns: Array(0..<columns.count)) }
                     if fromIndex != fromTable[slot] {
                         problems.append(IntegrityProblem(
                             store: storeName,
@@ -288,9 +290,20 @@ struct MultisetDigest: Equatable {
     private(set) var count = 0
     private var sum: UInt64 = 0
 
-    mutating func add(_ cells: [StoredCell]) {
+    /// Adds the values of `columns` of a statement's current row.
+    mutating func add(_ row: StatementRow, columns: [Int]) {
         var hasher = Hasher()
-        hasher.combine(cells)
+        for column in columns {
+            row.withCell(at: column) { cell in
+                switch cell {
+                case .null: hasher.combine(0)
+                case .integer(let number): hasher.combine(1); hasher.combine(number)
+                case .real(let number): hasher.combine(2); hasher.combine(number.bitPattern)
+                case .text(let bytes): hasher.combine(3); hasher.combine(bytes.count); hasher.combine(bytes: bytes)
+                case .blob(let bytes): hasher.combine(4); hasher.combine(bytes.count); hasher.combine(bytes: bytes)
+                }
+            }
+        }
         sum &+= UInt64(bitPattern: Int64(hasher.finalize()))
         count += 1
     }
