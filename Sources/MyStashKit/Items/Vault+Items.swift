@@ -496,10 +496,11 @@ extension Vault.Items {
             let predicate = try Predicate(
                 format: "%K CONTAINS[cd] %@ OR %K CONTAINS[cd] %@", Note.Key.title.rawValue, query,
                 Note.Key.text.rawValue, query)
-            // A batch of notes decrypted at a time: only the matches are kept.
-            return try vault.context.fetchMapped(
-                FetchRequest<Note>(predicate: predicate, sortDescriptors: [Note.sort(.title, caseInsensitive: true)])
-            ) { NoteInfo($0, withText: false) }
+            // Read row by row, each text decrypted to be searched: only the matches are kept.
+            var request = FetchRequest<Note>(
+                predicate: predicate, sortDescriptors: [Note.sort(.title, caseInsensitive: true)])
+            request.dictionaryProperties = NoteInfo.listed + [.keyPath(Note.Key.text.rawValue)]
+            return try vault.context.fetchDictionaries(request) { NoteInfo(listed: $0) }
         }
     }
 
@@ -644,16 +645,16 @@ extension Vault.Items {
     public func searchEntries(_ query: String) throws -> [EntryInfo] {
         try vault.verifyForRead(of: [vault.passwordsStore])
         return try Vault.wrapErrors {
-            try vault.prefetchCategories()
             let searched = [PasswordEntry.Key.name, .userId, .url, .notes].map(\.rawValue)
                 + [PasswordEntry.categoryName]
             let predicate = try Predicate(
                 format: searched.map { _ in "%K CONTAINS[cd] %@" }.joined(separator: " OR "),
                 argumentArray: searched.flatMap { key -> [Any?] in [key, query] })
-            return try vault.context.fetchMapped(
-                FetchRequest<PasswordEntry>(
-                    predicate: predicate, sortDescriptors: [PasswordEntry.sort(.name, caseInsensitive: true)])
-            ) { EntryInfo($0, reveal: false, detailed: false) }
+            var request = FetchRequest<PasswordEntry>(
+                predicate: predicate, sortDescriptors: [PasswordEntry.sort(.name, caseInsensitive: true)])
+            // The notes are searched, not shown.
+            request.dictionaryProperties = EntryInfo.listed + [.keyPath(PasswordEntry.Key.notes.rawValue)]
+            return try vault.context.fetchDictionaries(request) { EntryInfo(listed: $0) }
         }
     }
 

@@ -72,7 +72,9 @@ extension StatementRow {
         case SQLITE_INTEGER: return try body(.integer(sqlite3_column_int64(handle, column)))
         case SQLITE_FLOAT: return try body(.real(sqlite3_column_double(handle, column)))
         case SQLITE_TEXT:
-            guard let text = sqlite3_column_text(handle, column) else { return try body(.text(UnsafeRawBufferPointer(start: nil, count: 0))) }
+            guard let text = sqlite3_column_text(handle, column) else {
+                return try body(.text(UnsafeRawBufferPointer(start: nil, count: 0)))
+            }
             let bytes = UnsafeRawBufferPointer(start: text, count: strlen(text))
             if bytes.allSatisfy({ $0 < 0x80 }) { return try body(.text(bytes)) }
             // Other text takes GRDB's way, which repairs invalid UTF-8.

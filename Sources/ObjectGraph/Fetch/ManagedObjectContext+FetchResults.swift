@@ -117,7 +117,7 @@ extension ManagedObjectContext {
                     message: "cannot aggregate or group \(request.entityName) in SQL: "
                         + "a property or the predicate names a transformed or transient attribute")
             }
-            if plan.residual == nil, !request.returnsDistinctResults,
+            if !request.returnsDistinctResults,
                let rows = try dictionariesFromRows(
                 request, plan: plan, entity: entity, properties: properties, compiler: &compiler, transform)
             {
@@ -174,9 +174,11 @@ extension ManagedObjectContext {
     }
 
     /// Dictionaries read row by row when SQL alone cannot answer only because a property is a
-    /// transformed attribute (decoded at its place, as an object's would be) or an object's ID,
-    /// and sorted in memory when a sort key is transformed; nil when the request needs objects
-    /// (a sort key neither a property nor ordered in SQL, or a transformed key path).
+    /// transformed attribute (decoded at its place, as an object's would be) or an object's ID:
+    /// sorted in memory when a sort key is transformed, and filtered in memory by what of the
+    /// predicate SQL cannot evaluate when it reads only the properties. Nil when the request
+    /// needs objects (a sort key neither a property nor ordered in SQL, a transformed key path,
+    /// a predicate reading other key paths or counting a subquery).
     private func dictionariesFromRows<T, Value>(
         _ request: FetchRequest<T>, plan: FetchPlan, entity: EntityDescription, properties: [FetchedProperty],
         compiler: inout PredicateSQLCompiler, _ transform: ([String: Any]) throws -> Value
@@ -196,6 +198,15 @@ extension ManagedObjectContext {
             } else {
                 return nil
             }
+        }
+        // What SQL cannot filter is evaluated on the properties read: it may read nothing else.
+        let propertyAt = Dictionary(
+            properties.indices.filter { properties[$0].function == nil }.map { (properties[$0].keyPath, $0) }
+        ) { first, _ in first }
+        if let residual = plan.residual {
+            guard let keyPaths = PredicateEvaluator.keyPaths(of: residual),
+                  keyPaths.allSatisfy({ propertyAt[$0.joined(separator: ".")] != nil })
+            else { return nil }
         }
         // Each sort key is a property's value, sorted in memory, or else ordered in SQL.
         let sortProperties = request.sortDescriptors.map { descriptor in
@@ -227,7 +238,8 @@ extension ManagedObjectContext {
             guard terms.allSatisfy({ $0 != nil }) else { return nil }
             sql += " ORDER BY " + terms.compactMap { $0 }.joined(separator: ", ")
         }
-        if request.fetchLimit > 0 || request.fetchOffset > 0, !sortsInMemory {
+        let windowInMemory = sortsInMemory || plan.residual != nil
+        if request.fetchLimit > 0 || request.fetchOffset > 0, !windowInMemory {
             sql += " LIMIT \(request.fetchLimit > 0 ? request.fetchLimit : -1) OFFSET \(request.fetchOffset)"
         }
         var values: [Value] = []
@@ -236,7 +248,8 @@ extension ManagedObjectContext {
             try coordinator.read { db in
                 try db.forEachRow(sql: sql, arguments: plan.arguments) { row in
                     let primaryKey = try Self.integer(row, 0, "Z_PK", root: plan.root, store: plan.store)
-                    let entityNumber = Int(clamping: try Self.integer(row, 1, "Z_ENT", root: plan.root, store: plan.store))
+                    let entityNumber = Int(
+                        clamping: try Self.integer(row, 1, "Z_ENT", root: plan.root, store: plan.store))
                     let rowEntity = self.entity(number: entityNumber, root: plan.root)
                     let objectID = permanentID(of: rowEntity, in: plan.store, primaryKey: primaryKey)
                     var result: [String: Any] = [:]
@@ -263,6 +276,11 @@ extension ManagedObjectContext {
                         }
                         if let value { result[properties[index].name] = value }
                     }
+                    if let residual = plan.residual, !PredicateEvaluator.evaluate(residual, reading: { path in
+                        propertyAt[path.joined(separator: ".")].flatMap { result[properties[$0].name] }
+                    }) {
+                        return
+                    }
                     if sortsInMemory {
                         sortKeys.append(zip(request.sortDescriptors, sortProperties).map { descriptor, index in
                             Self.sortKey(result[properties[index!].name], descriptor)
@@ -272,10 +290,10 @@ extension ManagedObjectContext {
                 }
             }
         }
-        guard sortsInMemory else { return values }
-        let order = values.indices.sorted {
-            Self.precedes(sortKeys[$0], sortKeys[$1], request.sortDescriptors) ?? ($0 < $1)
-        }
+        let order = sortsInMemory
+            ? values.indices.sorted { Self.precedes(sortKeys[$0], sortKeys[$1], request.sortDescriptors) ?? ($0 < $1) }
+            : Array(values.indices)
+        guard windowInMemory else { return values }
         let kept = order.dropFirst(request.fetchOffset)
         return (request.fetchLimit > 0 ? kept.prefix(request.fetchLimit) : kept).map { values[$0] }
     }
@@ -296,7 +314,8 @@ extension ManagedObjectContext {
         for object in try fetch(request) {
             var result: [String: Any] = [:]
             for property in properties {
-                result[property.name] = property.isObjectID ? object.objectID : object.value(forKeyPath: property.keyPath)
+                result[property.name] =
+                    property.isObjectID ? object.objectID : object.value(forKeyPath: property.keyPath)
             }
             if request.returnsDistinctResults {
                 let identity = properties.map { "\(result[$0.name].map { "\($0)" } ?? "\u{0}")" }.joined(

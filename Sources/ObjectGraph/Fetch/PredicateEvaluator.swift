@@ -4,30 +4,62 @@ import Foundation
 /// unsaved objects, and to back the SQL functions so both paths agree.
 enum PredicateEvaluator {
     static func evaluate(_ node: Predicate.Node, on object: ManagedObject) -> Bool {
+        evaluate(node) { object.value(forKeyPath: $0) }
+    }
+
+    /// `node` over the values `read` gives for key paths (an object's, a dictionary result's).
+    static func evaluate(_ node: Predicate.Node, reading read: (ArraySlice<String>) -> Any?) -> Bool {
         switch node {
         case .constant(let value): return value
-        case .and(let nodes): return nodes.allSatisfy { evaluate($0, on: object) }
-        case .or(let nodes): return nodes.contains { evaluate($0, on: object) }
-        case .not(let inner): return !evaluate(inner, on: object)
-        case .comparison(let comparison): return evaluate(comparison, on: object)
+        case .and(let nodes): return nodes.allSatisfy { evaluate($0, reading: read) }
+        case .or(let nodes): return nodes.contains { evaluate($0, reading: read) }
+        case .not(let inner): return !evaluate(inner, reading: read)
+        case .comparison(let comparison): return evaluate(comparison, reading: read)
         }
     }
 
-    private static func value(_ expression: Predicate.Expression, on object: ManagedObject) -> Any? {
+    /// The key paths `node` reads, nil when it counts a subquery's members (objects only).
+    static func keyPaths(of node: Predicate.Node) -> [[String]]? {
+        var paths: [[String]] = []
+        func collectExpression(_ expression: Predicate.Expression) -> Bool {
+            switch expression {
+            case .keyPath(let path):
+                paths.append(path)
+                return true
+            case .constant: return true
+            case .list(let items): return items.allSatisfy(collectExpression)
+            case .subqueryCount: return false
+            }
+        }
+        func collectNode(_ node: Predicate.Node) -> Bool {
+            switch node {
+            case .constant: return true
+            case .and(let nodes), .or(let nodes): return nodes.allSatisfy(collectNode)
+            case .not(let inner): return collectNode(inner)
+            case .comparison(let comparison):
+                return collectExpression(comparison.left) && collectExpression(comparison.right)
+            }
+        }
+        return collectNode(node) ? paths : nil
+    }
+
+    private static func value(_ expression: Predicate.Expression, reading read: (ArraySlice<String>) -> Any?) -> Any? {
         switch expression {
-        case .keyPath(let path): return object.value(forKeyPath: path[...])
+        case .keyPath(let path): return read(path[...])
         case .constant(let value): return value
-        case .list(let items): return items.map { value($0, on: object) }
+        case .list(let items): return items.map { value($0, reading: read) }
         case .subqueryCount(let collection, let predicate):
-            let found = object.value(forKeyPath: collection[...])
+            let found = read(collection[...])
             let members = found as? [ManagedObject] ?? (found as? ManagedObject).map { [$0] } ?? []
             return members.reduce(0) { $0 + (evaluate(predicate, on: $1) ? 1 : 0) }
         }
     }
 
-    private static func evaluate(_ comparison: Predicate.Comparison, on object: ManagedObject) -> Bool {
-        let left = value(comparison.left, on: object)
-        let right = value(comparison.right, on: object)
+    private static func evaluate(
+        _ comparison: Predicate.Comparison, reading read: (ArraySlice<String>) -> Any?
+    ) -> Bool {
+        let left = value(comparison.left, reading: read)
+        let right = value(comparison.right, reading: read)
         // A to-many key path yields an array: ANY unless ALL or NONE says otherwise.
         if case .keyPath = comparison.left, let many = left as? [Any],
             !isListOperator(comparison.op) || comparison.modifier != .direct

@@ -179,9 +179,8 @@ public final class RowAuthentication: StoreWriteObserver {
 
     /// The tag of a row: its store, table, and every column's name and stored value.
     public func tag(store: Store, table: String, columns: [String], cells: [StoredCell]) throws -> [UInt8] {
-        try tag(store: store, table: table, columns: columns, valueBytes: cells.reduce(0) { $0 + Self.encodedSize($1) }) {
-            cells[$0].withRaw($1)
-        }
+        let valueBytes = cells.reduce(0) { $0 + Self.encodedSize($1) }
+        return try tag(store: store, table: table, columns: columns, valueBytes: valueBytes) { cells[$0].withRaw($1) }
     }
 
     /// The tag of the current row of a statement reading `columns` of `table`, read in place.
@@ -853,10 +852,8 @@ public final class RowAuthentication: StoreWriteObserver {
                                  message: "the row was deleted outside \(writer)")
             }
             // Read in place: this reads every row of the store.
-            try transaction.db.forEachRow(
-                sql: "SELECT * FROM \(try transaction.qualified(table, storeIdentifier: store.identifier)) ORDER BY Z_PK",
-                arguments: []
-            ) { row in
+            let qualified = try transaction.qualified(table, storeIdentifier: store.identifier)
+            try transaction.db.forEachRow(sql: "SELECT * FROM \(qualified) ORDER BY Z_PK", arguments: []) { row in
                 guard let key = row.int64(at: 0) else { return }
                 // Tags before this row name rows that are gone.
                 while let next = try page.peek(in: transaction), next.key < key {

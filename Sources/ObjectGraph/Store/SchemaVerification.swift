@@ -256,10 +256,9 @@ extension StoreTransaction {
                 for (slot, index) in indexes.enumerated() {
                     var fromIndex = MultisetDigest()
                     let columns = index.columns.map { "\"\($0)\"" } + ["rowid"]
-                    try db.forEachRow(
-                        sql: "SELECT \(columns.joined(separator: ", ")) FROM \(schema)\(table) INDEXED BY \"\(index.name)\"",
-                        arguments: []
-                    ) { fromIndex.add($0, columns: Array(0..<columns.count)) }
+                    let sql = "SELECT \(columns.joined(separator: ", ")) FROM \(schema)\(table) "
+                        + "INDEXED BY \"\(index.name)\""
+                    try db.forEachRow(sql: sql, arguments: []) { fromIndex.add($0, columns: Array(0..<columns.count)) }
                     if fromIndex != fromTable[slot] {
                         problems.append(IntegrityProblem(
                             store: storeName,
