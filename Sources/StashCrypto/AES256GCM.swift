@@ -32,7 +32,7 @@ public enum AES256GCM {
         _ plaintext: some ContiguousBytesLike, key: SecretBytes, nonce: [UInt8]? = nil, associatedData: [UInt8] = []
     ) throws -> SealedBox {
         let nonce = try nonce ?? SecureRandom.bytes(count: nonceSize)
-        try checkSizes(key: key, nonce: nonce, tag: nil)
+        try checkSizes(key: key.count, nonce: nonce.count, tag: nil)
         let context = try CipherContext()
         var tag = [UInt8](repeating: 0, count: tagSize)
         let ciphertext: [UInt8] = try plaintext.withBytes { input in
@@ -95,7 +95,7 @@ public enum AES256GCM {
         let context: CipherContext
 
         public init(forDecryptingWith key: SecretBytes) throws {
-            try checkSizes(key: key, nonce: nil, tag: nil)
+            try checkSizes(key: key.count, nonce: nil, tag: nil)
             context = try CipherContext()
             try key.withUnsafeBytes { keyBytes in
                 try check(EVP_DecryptInit_ex(context.pointer, aes256GCM, nil, nil, nil), "EVP_DecryptInit_ex")
@@ -113,53 +113,78 @@ public enum AES256GCM {
     static func decrypt(
         _ box: SealedBox, with keyed: KeyedContext, associatedData: [UInt8], lockingMemory: Bool
     ) throws -> SecretBytes {
-        try checkSizes(key: nil, nonce: box.nonce, tag: box.tag)
-        let context = keyed.context
         // GCM's output is exactly as long as its input.
         let plaintext = SecretBytes(count: box.ciphertext.count, lockingMemory: lockingMemory)
-        let length: Int = try plaintext.withUnsafeMutableBytes { output in
-            let out = output.bindMemory(to: UInt8.self).baseAddress!
-            // A new nonce on the key already set: the context starts a new message.
-            try check(EVP_DecryptInit_ex(context.pointer, nil, nil, nil, box.nonce), "EVP_DecryptInit_ex")
-            var written: Int32 = 0
-            if !associatedData.isEmpty {
-                try check(
-                    EVP_DecryptUpdate(context.pointer, nil, &written, associatedData, Int32(associatedData.count)),
-                    "EVP_DecryptUpdate(aad)")
+        try box.nonce.withUnsafeBytes { nonce in
+            try box.ciphertext.withUnsafeBytes { ciphertext in
+                try box.tag.withUnsafeBytes { tag in
+                    try plaintext.withUnsafeMutableBytes { output in
+                        try decrypt(nonce: nonce, ciphertext: ciphertext, tag: tag, with: keyed,
+                                    associatedData: associatedData, into: output)
+                    }
+                }
             }
-            written = 0
-            if !box.ciphertext.isEmpty {
-                try check(
-                    EVP_DecryptUpdate(context.pointer, out, &written, box.ciphertext, Int32(box.ciphertext.count)),
-                    "EVP_DecryptUpdate")
-            }
-            var tag = box.tag
-            try check(
-                EVP_CIPHER_CTX_ctrl(context.pointer, EVP_CTRL_GCM_SET_TAG, Int32(tag.count), &tag),
-                "EVP_CTRL_GCM_SET_TAG")
-            var final: Int32 = 0
-            guard EVP_DecryptFinal_ex(context.pointer, out + Int(written), &final) == 1 else {
-                ERR_clear_error()
-                throw StashCryptoError(.authenticationFailed, "authentication failed: wrong key or modified data")
-            }
-            return Int(written + final)
-        }
-        guard length == plaintext.count else {
-            throw StashCryptoError(.library, "AES-256-GCM returned \(length) bytes for \(plaintext.count)")
         }
         return plaintext
     }
 
-    /// Each of `key`, `nonce` and `tag` that is given has its size.
-    private static func checkSizes(key: SecretBytes?, nonce: [UInt8]?, tag: [UInt8]?) throws {
-        if let key, key.count != keySize {
-            throw StashCryptoError(.invalidInput, "AES-256-GCM needs a 32-byte key, not \(key.count) bytes")
+    /// Verifies and decrypts a box given in place, into `output` (as long as the ciphertext).
+    static func decrypt(
+        nonce: UnsafeRawBufferPointer, ciphertext: UnsafeRawBufferPointer, tag: UnsafeRawBufferPointer,
+        with keyed: KeyedContext, associatedData: [UInt8], into output: UnsafeMutableRawBufferPointer
+    ) throws {
+        try checkSizes(key: nil, nonce: nonce.count, tag: tag.count)
+        precondition(output.count == ciphertext.count, "GCM's output is as long as its input")
+        let context = keyed.context
+        let out = output.bindMemory(to: UInt8.self).baseAddress
+        // A new nonce on the key already set: the context starts a new message.
+        try check(
+            EVP_DecryptInit_ex(context.pointer, nil, nil, nil, nonce.bindMemory(to: UInt8.self).baseAddress),
+            "EVP_DecryptInit_ex")
+        var written: Int32 = 0
+        if !associatedData.isEmpty {
+            try check(
+                EVP_DecryptUpdate(context.pointer, nil, &written, associatedData, Int32(associatedData.count)),
+                "EVP_DecryptUpdate(aad)")
         }
-        if let nonce, nonce.count != nonceSize {
-            throw StashCryptoError(.invalidInput, "AES-256-GCM needs a 12-byte nonce, not \(nonce.count) bytes")
+        written = 0
+        if !ciphertext.isEmpty {
+            try check(
+                EVP_DecryptUpdate(
+                    context.pointer, out, &written, ciphertext.bindMemory(to: UInt8.self).baseAddress,
+                    Int32(ciphertext.count)),
+                "EVP_DecryptUpdate")
         }
-        if let tag, tag.count != tagSize {
-            throw StashCryptoError(.invalidInput, "AES-256-GCM needs a 16-byte tag, not \(tag.count) bytes")
+        // OpenSSL takes the expected tag through a non-const pointer, and only reads it.
+        try check(
+            EVP_CIPHER_CTX_ctrl(context.pointer, EVP_CTRL_GCM_SET_TAG, Int32(tag.count), UnsafeMutableRawPointer(
+                mutating: tag.baseAddress)),
+            "EVP_CTRL_GCM_SET_TAG")
+        var final: Int32 = 0
+        // GCM writes nothing at the end; an empty output still needs somewhere to point.
+        var scratch: UInt8 = 0
+        let finished = withUnsafeMutablePointer(to: &scratch) { scratch in
+            EVP_DecryptFinal_ex(context.pointer, out.map { $0 + Int(written) } ?? scratch, &final)
+        }
+        guard finished == 1 else {
+            ERR_clear_error()
+            throw StashCryptoError(.authenticationFailed, "authentication failed: wrong key or modified data")
+        }
+        guard Int(written + final) == output.count else {
+            throw StashCryptoError(.library, "AES-256-GCM returned \(written + final) bytes for \(output.count)")
+        }
+    }
+
+    /// Each of the key, nonce and tag sizes that is given is right.
+    private static func checkSizes(key: Int?, nonce: Int?, tag: Int?) throws {
+        if let key, key != keySize {
+            throw StashCryptoError(.invalidInput, "AES-256-GCM needs a 32-byte key, not \(key) bytes")
+        }
+        if let nonce, nonce != nonceSize {
+            throw StashCryptoError(.invalidInput, "AES-256-GCM needs a 12-byte nonce, not \(nonce) bytes")
+        }
+        if let tag, tag != tagSize {
+            throw StashCryptoError(.invalidInput, "AES-256-GCM needs a 16-byte tag, not \(tag) bytes")
         }
     }
 }

@@ -81,18 +81,33 @@ public enum FieldEnvelope {
     public static func open(_ envelope: [UInt8], with key: AES256GCM.KeyedContext, context: FieldContext) throws
         -> String
     {
-        let plaintext = try openBytes(envelope, with: key, context: context)
-        guard let text = plaintext.withUnsafeBytes({ String(validating: $0.bindMemory(to: UInt8.self), as: UTF8.self) })
-        else {
+        try envelope.withUnsafeBytes { try open($0, with: key, context: context) }
+    }
+
+    /// ``open(_:with:context:)`` of an envelope read in place: the plaintext is in a buffer of
+    /// its own only until the text is made, then wiped.
+    public static func open(
+        _ envelope: UnsafeRawBufferPointer, with key: AES256GCM.KeyedContext, context: FieldContext
+    ) throws -> String {
+        let parts = try split(envelope)
+        let plaintext = UnsafeMutableRawBufferPointer.allocate(byteCount: parts.ciphertext.count, alignment: 1)
+        defer {
+            plaintext.initializeMemory(as: UInt8.self, repeating: 0)
+            plaintext.deallocate()
+        }
+        try AES256GCM.decrypt(
+            nonce: parts.nonce, ciphertext: parts.ciphertext, tag: parts.tag, with: key,
+            associatedData: context.associatedData, into: plaintext)
+        guard let text = String(validating: plaintext.bindMemory(to: UInt8.self), as: UTF8.self) else {
             throw StashCryptoError(.invalidInput, "encrypted field does not hold UTF-8 text")
         }
         return text
     }
 
-    /// ``openBytes(_:key:context:)`` with the key set up once for many fields.
-    public static func openBytes(_ envelope: [UInt8], with key: AES256GCM.KeyedContext, context: FieldContext)
-        throws -> SecretBytes
-    {
+    /// An envelope's nonce, ciphertext and tag, in place.
+    private static func split(_ envelope: UnsafeRawBufferPointer) throws -> (
+        nonce: UnsafeRawBufferPointer, ciphertext: UnsafeRawBufferPointer, tag: UnsafeRawBufferPointer
+    ) {
         guard envelope.count >= overhead else {
             throw StashCryptoError(
                 .invalidInput, "encrypted field is truncated (\(envelope.count) bytes, at least \(overhead) expected)")
@@ -101,11 +116,26 @@ public enum FieldEnvelope {
             throw StashCryptoError(.unsupportedVersion, "encrypted field has unknown format version \(envelope[0])")
         }
         let nonceEnd = 1 + AES256GCM.nonceSize
-        let box = AES256GCM.SealedBox(
-            nonce: Array(envelope[1..<nonceEnd]),
-            ciphertext: Array(envelope[nonceEnd..<(envelope.count - AES256GCM.tagSize)]),
-            tag: Array(envelope.suffix(AES256GCM.tagSize)))
-        return try AES256GCM.decrypt(box, with: key, associatedData: context.associatedData, lockingMemory: false)
+        let tagStart = envelope.count - AES256GCM.tagSize
+        return (UnsafeRawBufferPointer(rebasing: envelope[1..<nonceEnd]),
+                UnsafeRawBufferPointer(rebasing: envelope[nonceEnd..<tagStart]),
+                UnsafeRawBufferPointer(rebasing: envelope[tagStart...]))
+    }
+
+    /// ``openBytes(_:key:context:)`` with the key set up once for many fields.
+    public static func openBytes(_ envelope: [UInt8], with key: AES256GCM.KeyedContext, context: FieldContext)
+        throws -> SecretBytes
+    {
+        try envelope.withUnsafeBytes { envelope in
+            let parts = try split(envelope)
+            let plaintext = SecretBytes(count: parts.ciphertext.count, lockingMemory: false)
+            try plaintext.withUnsafeMutableBytes { output in
+                try AES256GCM.decrypt(
+                    nonce: parts.nonce, ciphertext: parts.ciphertext, tag: parts.tag, with: key,
+                    associatedData: context.associatedData, into: output)
+            }
+            return plaintext
+        }
     }
 
 }

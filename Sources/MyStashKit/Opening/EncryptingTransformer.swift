@@ -27,11 +27,11 @@ final class EncryptingTransformer: ValueTransformer {
     }
 
     /// Opens a field's envelope with the data key, set up once (one context, so one field at a time).
-    func openField<T>(_ envelope: [UInt8], _ open: ([UInt8], AES256GCM.KeyedContext) throws -> T) throws -> T {
+    func openField<T>(_ open: (AES256GCM.KeyedContext) throws -> T) throws -> T {
         try openingLock.withLock {
             let context = try openingKey ?? AES256GCM.KeyedContext(forDecryptingWith: key())
             openingKey = context
-            return try open(envelope, context)
+            return try open(context)
         }
     }
 
@@ -50,7 +50,10 @@ final class EncryptingTransformer: ValueTransformer {
 
     func reverseTransformedValue(_ data: Data, at place: ValuePlace) throws -> Any {
         try opening(at: place) {
-            try openField(Array(data)) { try FieldEnvelope.open($0, with: $1, context: context(place)) }
+            // Opened in place: a list opens thousands of these.
+            try openField { key in
+                try data.withUnsafeBytes { try FieldEnvelope.open($0, with: key, context: context(place)) }
+            }
         }
     }
 
@@ -87,8 +90,9 @@ final class BinaryEncryptingTransformer: ValueTransformer {
 
     func reverseTransformedValue(_ data: Data, at place: ValuePlace) throws -> Any {
         try text.opening(at: place) {
-            try text.openField(Array(data)) {
-                try FieldEnvelope.openBytes($0, with: $1, context: text.context(place)).withUnsafeBytes { Data($0) }
+            try text.openField { key in
+                let bytes = try FieldEnvelope.openBytes(Array(data), with: key, context: text.context(place))
+                return bytes.withUnsafeBytes { Data($0) }
             }
         }
     }
