@@ -58,7 +58,9 @@ final class ReadingCommandTests: CLITestCase {
     /// while lists of entries, which check the passwords store and the notes store's record,
     /// show what they showed before; every change is refused.
     func testCommandsReadingNotesRefuseANoteDeletedBySQLiteAndEntryListsGoOn() throws {
-        let entryLists: [[String]] = [["password", "list"], ["password", "search", "Mail"]]
+        let entryLists: [[String]] = [
+            ["password", "list"], ["password", "search", "Mail"], ["password", "list", "--category", "Banking"],
+        ]
         let before = try Dictionary(uniqueKeysWithValues: entryLists.map { ($0, try runOK($0)) })
         let deleted = try sqlite(vaultDirectory.appendingPathComponent("Notes.sqlite"), "DELETE FROM ZNOTE WHERE Z_PK = 1")
         XCTAssertEqual(deleted.status, 0, deleted.output)

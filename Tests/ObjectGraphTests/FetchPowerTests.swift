@@ -248,17 +248,25 @@ final class FetchPowerTests: ObjectGraphTestCase {
                 XCTAssertFalse(rows.isEmpty, format)
                 XCTAssertEqual(context.registered.count, 0, "\(format): no object was made")
             }
-            // A predicate reading what is not a property needs the objects; the results are the same.
-            var unread = try request("System", "password BEGINSWITH[c] 'z' OR name == 'n3'")
-            unread.sortDescriptors = [FetchSortDescriptor(key: "rank")]
-            unread.dictionaryProperties = [.objectID(), .keyPath("rank")]
-            XCTAssertEqual(
-                try ManagedObjectContext(coordinator: stack.coordinator).fetchDictionaries(unread) {
-                    "\($0["objectID"]!) \($0["rank"]!)"
-                },
-                try ManagedObjectContext(coordinator: stack.coordinator).fetch(unread).map {
-                    "\($0.objectID) \($0["rank"]!)"
-                })
+            // A predicate reading what is not a property (SELF is the object, not its ID) needs the
+            // objects; the results are the same.
+            let sameContext = ManagedObjectContext(coordinator: stack.coordinator)
+            let target = try XCTUnwrap(try sameContext.fetch(request("System", "rank == 7")).first)
+            let unreadCases: [(String, [Any?])] = [
+                ("password BEGINSWITH[c] 'z' OR name == 'n3'", []), ("password == 'x' OR SELF == %@", [target]),
+            ]
+            for (format, arguments) in unreadCases {
+                var unread = try request("System")
+                unread.predicate = try Predicate(format: format, argumentArray: arguments)
+                unread.sortDescriptors = [FetchSortDescriptor(key: "rank")]
+                unread.dictionaryProperties = [.objectID(), .keyPath("rank"), .keyPath("password")]
+                let expected = try sameContext.fetch(unread).map { "\($0.objectID) \($0["rank"]!)" }
+                XCTAssertFalse(expected.isEmpty, format)
+                XCTAssertEqual(
+                    try sameContext.fetchDictionaries(unread) {
+                        "\($0["objectID"]!) \($0["rank"]!)"
+                    }, expected, format)
+            }
             // A value that is not a transformer's fails as the objects' fetch fails, naming the row.
             let store = stack.passwords
             try stack.coordinator.performWrite { transaction in

@@ -179,8 +179,8 @@ extension Vault {
         try Self.wrapErrors {
             func byID(_ id: Int64) throws -> T? {
                 guard let object = try context.existingObject(entityName: T.entityName, primaryKey: id) as? T else {
-                    // Its bucket is not known from its ID: only the whole vault can say it is not there.
-                    try verifyWholeVaultForRead()
+                    // Its bucket is not known from its ID: only its whole store can say it is not there.
+                    try verifyForRead(of: storesHolding(T.self))
                     return nil
                 }
                 try context.decodeValues(of: object)
@@ -201,7 +201,7 @@ extension Vault {
                 // Found or not, the bucket it would be in vouches for the answer.
                 try verifyRead(of: matches, lookups: [indexed.lookup])
             } else {
-                try verifyWholeVaultForRead()
+                try verifyForRead(of: storesHolding(T.self))
                 // Only the names are decrypted to find the match; then all of its fields are.
                 var request = FetchRequest<T>(
                     predicate: try Predicate(format: "%K ==[c] %@", T.nameAttribute.rawValue, name))
@@ -253,7 +253,7 @@ extension Vault {
             return try find()
         } catch let error as VaultError where error.kind == .notFound {
             guard case .name(let path) = reference, path.contains("/") else { throw error }
-            try verifyWholeVaultForRead()
+            try verifyForRead(of: storesHolding(T.self))
             let matches = try Self.wrapErrors {
                 var found: [T] = []
                 for slash in path.indices where path[slash] == "/" {
@@ -311,6 +311,13 @@ extension Vault {
             entry.name, "user: \(entry.userId ?? "-")", "category: \(entry.category?.name ?? "-")",
             "URL: \(entry.url ?? "-")",
         ].joined(separator: "  "))
+    }
+
+    /// The store of `T`'s rows (every store if the model puts them in none): what a lookup of
+    /// one that its name key cannot vouch for verifies in full.
+    func storesHolding<T: NamedEntity>(_ type: T.Type) -> [PersistentStore]? {
+        let entity = coordinator.managedObjectModel.entity(named: T.entityName)
+        return entity.flatMap(coordinator.persistentStore(for:)).map { [$0] }
     }
 
     func findCategory(_ reference: ItemReference) throws -> Category {

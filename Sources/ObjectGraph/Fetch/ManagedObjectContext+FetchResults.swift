@@ -199,9 +199,11 @@ extension ManagedObjectContext {
                 return nil
             }
         }
-        // What SQL cannot filter is evaluated on the properties read: it may read nothing else.
+        // What SQL cannot filter is evaluated on the properties read: it may read nothing else
+        // (not SELF either, which is the object there, not its ID).
         let propertyAt = Dictionary(
-            properties.indices.filter { properties[$0].function == nil }.map { (properties[$0].keyPath, $0) }
+            properties.indices.filter { properties[$0].function == nil && !properties[$0].isObjectID }
+                .map { (properties[$0].keyPath, $0) }
         ) { first, _ in first }
         if let residual = plan.residual {
             guard let keyPaths = PredicateEvaluator.keyPaths(of: residual),
