@@ -12,10 +12,10 @@ public protocol RowAuthenticator: AnyObject {
 /// holding the count and sum of its tags; per store a record authenticates every bucket with the
 /// store's generation and the other store's. As the coordinator's ``StoreWriteObserver`` it
 /// checks each row a save is about to change and updates the tags, buckets and records in the
-/// save's own transaction; ``verify(in:)`` checks every row, ``verify(rows:lookups:in:)`` only
-/// the buckets of what a read showed: O(buckets + rows per bucket), not O(rows). The
-/// application gives the ``RowAuthenticator`` (its key), the tables' names and where each
-/// table's rows go (``Bucketing``).
+/// save's own transaction; ``verify(in:inFull:)`` checks every row (of the stores it names),
+/// ``verify(rows:lookups:in:)`` only the buckets of what a read showed: O(buckets + rows per
+/// bucket), not O(rows). The application gives the ``RowAuthenticator`` (its key), the tables'
+/// names and where each table's rows go (``Bucketing``).
 public final class RowAuthentication: StoreWriteObserver {
     public static let bucketCount = 4096
 
