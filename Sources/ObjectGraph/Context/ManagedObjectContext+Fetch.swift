@@ -198,6 +198,11 @@ extension ManagedObjectContext {
         return value
     }
 
+    /// The positions of `sortKeys` in the order `descriptors` give, ties kept in place.
+    static func order(of sortKeys: [[Any?]], _ descriptors: [FetchSortDescriptor]) -> [Int] {
+        sortKeys.indices.sorted { precedes(sortKeys[$0], sortKeys[$1], descriptors) ?? ($0 < $1) }
+    }
+
     /// Whether sort keys `left` come before `right`; nil when they sort alike.
     static func precedes(_ left: [Any?], _ right: [Any?], _ descriptors: [FetchSortDescriptor]) -> Bool? {
         for (index, descriptor) in descriptors.enumerated() {

@@ -57,9 +57,6 @@ extension ManagedObjectContext {
             releaseUnreferencedObjects(chunk.map { ObjectKey(rootEntityNumber: root, primaryKey: $0) })
         }
         guard plan.sortsInMemory else { return values }
-        let order = values.indices.sorted {
-            Self.precedes(sortKeys[$0], sortKeys[$1], request.sortDescriptors) ?? ($0 < $1)
-        }
-        return order.map { values[$0] }
+        return Self.order(of: sortKeys, request.sortDescriptors).map { values[$0] }
     }
 }

@@ -254,7 +254,7 @@ extension ManagedObjectContext {
                         clamping: try Self.integer(row, 1, "Z_ENT", root: plan.root, store: plan.store))
                     let rowEntity = self.entity(number: entityNumber, root: plan.root)
                     let objectID = permanentID(of: rowEntity, in: plan.store, primaryKey: primaryKey)
-                    var result: [String: Any] = [:]
+                    var result = [String: Any](minimumCapacity: properties.count)
                     for (index, column) in columns.enumerated() {
                         let value: Any?
                         switch column {
@@ -293,8 +293,7 @@ extension ManagedObjectContext {
             }
         }
         let order = sortsInMemory
-            ? values.indices.sorted { Self.precedes(sortKeys[$0], sortKeys[$1], request.sortDescriptors) ?? ($0 < $1) }
-            : Array(values.indices)
+            ? Self.order(of: sortKeys, request.sortDescriptors) : Array(values.indices)
         guard windowInMemory else { return values }
         let kept = order.dropFirst(request.fetchOffset)
         return (request.fetchLimit > 0 ? kept.prefix(request.fetchLimit) : kept).map { values[$0] }
