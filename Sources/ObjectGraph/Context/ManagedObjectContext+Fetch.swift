@@ -181,8 +181,7 @@ extension ManagedObjectContext {
         guard !descriptors.isEmpty else { return objects }
         // Each key is read (and case-folded) once, not at every comparison.
         let keys = objects.map { Self.sortKeys(of: $0, descriptors) }
-        let order = objects.indices.sorted { a, b in Self.precedes(keys[a], keys[b], descriptors) ?? (a < b) }
-        return order.map { objects[$0] }
+        return Self.order(of: keys, descriptors).map { objects[$0] }
     }
 
     /// The values `descriptors` sort `object` by, strings case-folded where they ask it.
