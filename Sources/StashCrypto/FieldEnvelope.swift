@@ -84,21 +84,14 @@ public enum FieldEnvelope {
         try envelope.withUnsafeBytes { try open($0, with: key, context: context) }
     }
 
-    /// ``open(_:with:context:)`` of an envelope read in place: the plaintext is in a buffer of
-    /// its own only until the text is made, then wiped.
+    /// ``open(_:with:context:)`` of an envelope read in place: the plaintext is in secret bytes
+    /// of its own (cleansed when released) only until the text is made.
     public static func open(
         _ envelope: UnsafeRawBufferPointer, with key: AES256GCM.KeyedContext, context: FieldContext
     ) throws -> String {
-        let parts = try split(envelope)
-        let plaintext = UnsafeMutableRawBufferPointer.allocate(byteCount: parts.ciphertext.count, alignment: 1)
-        defer {
-            plaintext.initializeMemory(as: UInt8.self, repeating: 0)
-            plaintext.deallocate()
-        }
-        try AES256GCM.decrypt(
-            nonce: parts.nonce, ciphertext: parts.ciphertext, tag: parts.tag, with: key,
-            associatedData: context.associatedData, into: plaintext)
-        guard let text = String(validating: plaintext.bindMemory(to: UInt8.self), as: UTF8.self) else {
+        let plaintext = try openBytes(envelope, with: key, context: context)
+        guard let text = plaintext.withUnsafeBytes({ String(validating: $0.bindMemory(to: UInt8.self), as: UTF8.self) })
+        else {
             throw StashCryptoError(.invalidInput, "encrypted field does not hold UTF-8 text")
         }
         return text
@@ -126,16 +119,20 @@ public enum FieldEnvelope {
     public static func openBytes(_ envelope: [UInt8], with key: AES256GCM.KeyedContext, context: FieldContext)
         throws -> SecretBytes
     {
-        try envelope.withUnsafeBytes { envelope in
-            let parts = try split(envelope)
-            let plaintext = SecretBytes(count: parts.ciphertext.count, lockingMemory: false)
-            try plaintext.withUnsafeMutableBytes { output in
-                try AES256GCM.decrypt(
-                    nonce: parts.nonce, ciphertext: parts.ciphertext, tag: parts.tag, with: key,
-                    associatedData: context.associatedData, into: output)
-            }
-            return plaintext
+        try envelope.withUnsafeBytes { try openBytes($0, with: key, context: context) }
+    }
+
+    private static func openBytes(
+        _ envelope: UnsafeRawBufferPointer, with key: AES256GCM.KeyedContext, context: FieldContext
+    ) throws -> SecretBytes {
+        let parts = try split(envelope)
+        let plaintext = SecretBytes(count: parts.ciphertext.count, lockingMemory: false)
+        try plaintext.withUnsafeMutableBytes { output in
+            try AES256GCM.decrypt(
+                nonce: parts.nonce, ciphertext: parts.ciphertext, tag: parts.tag, with: key,
+                associatedData: context.associatedData, into: output)
         }
+        return plaintext
     }
 
 }
