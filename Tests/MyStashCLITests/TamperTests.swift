@@ -93,6 +93,20 @@ final class TamperTests: CLITestCase {
         }
     }
 
+    /// Text is read and shown up to its first NUL; bytes put after one still change the row.
+    func testBytesPutAfterANulInACategoryName() throws {
+        let key = try sqlite("Passwords.sqlite", "SELECT Z_PK FROM ZCATEGORY WHERE ZNAME = 'Banking'")
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        _ = try sqlite(
+            "Passwords.sqlite",
+            "UPDATE ZCATEGORY SET ZNAME = ZNAME || CAST(X'00206576696C' AS TEXT) WHERE Z_PK = \(key)")
+        try assertDetected(
+            "Passwords.sqlite, Category row \(key)", "the row was changed outside mystash", by: ["category", "list"])
+        try assertDetected(
+            "Passwords.sqlite, Category row \(key)", "the row was changed outside mystash",
+            by: ["password", "show", "Bank"])
+    }
+
     func testARowAddedOutsideMystash() throws {
         _ = try sqlite(
             "Passwords.sqlite",

@@ -103,8 +103,8 @@ final class RowAuthenticationTests: ObjectGraphTestCase {
 
     /// Whole-store verification reads rows in place; saves and the record's creation tag rows
     /// from copied values. Both must encode every kind of stored value alike, the odd ones too:
-    /// text holding a NUL or invalid UTF-8 (read as GRDB reads it), other text, reals, the
-    /// largest integer, an empty blob, NULL.
+    /// text holding a NUL (whole) or invalid UTF-8 (repaired), other text, reals, the largest
+    /// integer, an empty blob, NULL.
     func testTagsOfRowsReadInPlaceAgreeWithTagsOfCopiedValuesForEveryKindOfValue() throws {
         let values = [
             "CAST(X'61620063' AS TEXT)", "CAST(X'66FF6F' AS TEXT)", "'café ☕'", "-0.0", "2.5",
@@ -120,6 +120,24 @@ final class RowAuthenticationTests: ObjectGraphTestCase {
         // Trusting the rows as they are, from copied values: read in place, they agree.
         try stack.coordinator.performWrite { try self.authentication.create(in: $0) }
         XCTAssertEqual(try stack.coordinator.performRead { try self.authentication.verify(in: $0) }, [])
+    }
+
+    /// GRDB reads text up to its first NUL, and so does anything shown from it; bytes put after
+    /// a NUL are still a change to the row, found by a whole check and by a read of the row.
+    func testBytesPutAfterANulInTextAreFoundThoughWhatIsReadIsUnchanged() throws {
+        let note = notes[3]
+        let id = try XCTUnwrap(note.objectID.primaryKey)
+        try tamper("UPDATE ZNOTE SET ZTITLE = ZTITLE || CAST(X'00206576696C' AS TEXT) WHERE Z_PK = \(id)")
+        let stored = try DatabaseQueue(path: try XCTUnwrap(stack.notes.url).path).read { database in
+            (try String.fetchOne(database, sql: "SELECT ZTITLE FROM ZNOTE WHERE Z_PK = ?", arguments: [id]),
+             try Int.fetchOne(database, sql: "SELECT length(CAST(ZTITLE AS BLOB)) FROM ZNOTE WHERE Z_PK = ?",
+                              arguments: [id]))
+        }
+        XCTAssertEqual(stored.0, "note 3", "GRDB's reading stops at the NUL")
+        XCTAssertEqual(stored.1, "note 3".utf8.count + 6)
+        let whole = try XCTUnwrap(try stack.coordinator.performRead { try self.authentication.verify(in: $0) })
+        XCTAssertEqual(whole.map(\.primaryKey), [id], "\(whole)")
+        XCTAssertEqual(try problems(readingNote: note).map(\.primaryKey), [id])
     }
 
     /// Batch requests write rows in SQL, not through a save: the record follows them all the

@@ -64,21 +64,20 @@ enum RawCell {
 extension StatementRow {
     var columnCount: Int { Int(sqlite3_column_count(handle)) }
 
-    /// The value at `index`, in place. Text is what GRDB reads (and ``StoredCell`` holds): up
-    /// to its first NUL, invalid UTF-8 repaired.
+    /// The value at `index`, in place. Text is whole, every byte past a NUL too (GRDB reads it
+    /// up to its first NUL, so a tag over that would not see what follows); text that is not
+    /// UTF-8 is repaired, as ``StoredCell`` holds it.
     func withCell<Result>(at index: Int, _ body: (RawCell) throws -> Result) rethrows -> Result {
         let column = CInt(index)
         switch sqlite3_column_type(handle, column) {
         case SQLITE_INTEGER: return try body(.integer(sqlite3_column_int64(handle, column)))
         case SQLITE_FLOAT: return try body(.real(sqlite3_column_double(handle, column)))
         case SQLITE_TEXT:
-            guard let text = sqlite3_column_text(handle, column) else {
-                return try body(.text(UnsafeRawBufferPointer(start: nil, count: 0)))
-            }
-            let bytes = UnsafeRawBufferPointer(start: text, count: strlen(text))
-            if bytes.allSatisfy({ $0 < 0x80 }) { return try body(.text(bytes)) }
-            // Other text takes GRDB's way, which repairs invalid UTF-8.
-            var repaired = String(cString: text)
+            // The text first, then its length: SQLite's order for a count that matches.
+            let start = sqlite3_column_text(handle, column)
+            let text = UnsafeRawBufferPointer(start: start, count: Int(sqlite3_column_bytes(handle, column)))
+            if text.allSatisfy({ $0 < 0x80 }) { return try body(.text(text)) }
+            var repaired = String(decoding: text, as: UTF8.self)
             return try repaired.withUTF8 { try body(.text(UnsafeRawBufferPointer($0))) }
         case SQLITE_BLOB:
             let count = Int(sqlite3_column_bytes(handle, column))
@@ -87,8 +86,18 @@ extension StatementRow {
         }
     }
 
-    /// The value at `index` as a ``StoredCell`` (copied).
-    func storedCell(at index: Int) -> StoredCell { StoredCell(databaseValue(at: index)) }
+    /// The value at `index` as a ``StoredCell`` (copied), text read as ``withCell(at:_:)`` reads it.
+    func storedCell(at index: Int) -> StoredCell {
+        withCell(at: index) { cell in
+            switch cell {
+            case .null: .null
+            case .integer(let number): .integer(number)
+            case .real(let number): .real(number)
+            case .text(let bytes): .text(String(decoding: bytes, as: UTF8.self))
+            case .blob(let bytes): .blob(Data(bytes))
+            }
+        }
+    }
 }
 
 extension StoredCell {

@@ -115,9 +115,9 @@ public struct StoreTransaction {
         let cursor = try Row.fetchCursor(statement)
         let columns = CInt(statement.columnCount)
         // Straight from SQLite's columns: decoding through `Row` was half the cost of verifying a vault.
+        let row = StatementRow(handle: statement.sqliteStatement)
         while try cursor.next() != nil {
-            try body(
-                (0..<columns).map { StoredCell(DatabaseValue(sqliteStatement: statement.sqliteStatement, index: $0)) })
+            try body((0..<Int(columns)).map { row.storedCell(at: $0) })
         }
     }
 }
