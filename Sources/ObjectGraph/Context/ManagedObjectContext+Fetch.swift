@@ -199,22 +199,64 @@ extension ManagedObjectContext {
 
     /// The positions of `sortKeys` in the order `descriptors` give, ties kept in place.
     static func order(of sortKeys: [[Any?]], _ descriptors: [FetchSortDescriptor]) -> [Int] {
-        sortKeys.indices.sorted { precedes(sortKeys[$0], sortKeys[$1], descriptors) ?? ($0 < $1) }
+        // Each key is cast once into what it compares as, not at each of the n log n comparisons.
+        let width = descriptors.count
+        var values: [SortValue] = []
+        values.reserveCapacity(sortKeys.count * width)
+        for keys in sortKeys { values.append(contentsOf: keys.map(SortValue.init)) }
+        let ascending = descriptors.map(\.ascending)
+        return values.withUnsafeBufferPointer { values in
+            sortKeys.indices.sorted { left, right in
+                for index in 0..<width {
+                    let comparison = SortValue.compare(values[left * width + index], values[right * width + index])
+                    if comparison != 0 { return ascending[index] ? comparison < 0 : comparison > 0 }
+                }
+                return left < right
+            }
+        }
+    }
+}
+
+/// A sort key as the one kind of value it compares as: nil first, text in byte order (as
+/// SQLite's BINARY collation), dates, then numbers; values of different kinds sort alike, as
+/// ``PredicateEvaluator`` orders them.
+enum SortValue {
+    case absent
+    case text(String)
+    case date(Date)
+    case number(Double)
+    case incomparable
+
+    init(_ value: Any?) {
+        switch value {
+        case nil: self = .absent
+        case let text as String: self = .text(text)
+        case let date as Date: self = .date(date)
+        default: self = doubleValue(value).map(SortValue.number) ?? .incomparable
+        }
     }
 
-    /// Whether sort keys `left` come before `right`; nil when they sort alike.
-    static func precedes(_ left: [Any?], _ right: [Any?], _ descriptors: [FetchSortDescriptor]) -> Bool? {
-        for (index, descriptor) in descriptors.enumerated() {
-            let comparison: Int
-            switch (left[index], right[index]) {
-            case (nil, nil): comparison = 0
-            case (nil, _): comparison = -1
-            case (_, nil): comparison = 1
-            default: comparison = PredicateEvaluator.order(left[index], right[index], []) ?? 0
+    /// -1, 0 or 1.
+    static func compare(_ left: SortValue, _ right: SortValue) -> Int {
+        switch (left, right) {
+        case (.absent, .absent): return 0
+        case (.absent, _): return -1
+        case (_, .absent): return 1
+        case (.text(var left), .text(var right)):
+            return left.withUTF8 { left in
+                right.withUTF8 { right in
+                    if let leftBytes = left.baseAddress, let rightBytes = right.baseAddress,
+                       case let common = memcmp(leftBytes, rightBytes, min(left.count, right.count)), common != 0
+                    {
+                        return common < 0 ? -1 : 1
+                    }
+                    return left.count == right.count ? 0 : (left.count < right.count ? -1 : 1)
+                }
             }
-            if comparison != 0 { return descriptor.ascending ? comparison < 0 : comparison > 0 }
+        case (.date(let left), .date(let right)): return left == right ? 0 : (left < right ? -1 : 1)
+        case (.number(let left), .number(let right)): return left == right ? 0 : (left < right ? -1 : 1)
+        default: return 0
         }
-        return nil
     }
 }
 
