@@ -425,13 +425,26 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// The value at a dotted key path; through a to-many relationship the result is an array
     /// of the values found, and `@count` counts.
     public func value(forKeyPath keyPath: String) -> Any? {
-        value(forKeyPath: keyPath.split(separator: ".").map(String.init)[...])
+        // Most paths are one key: read it without splitting (sorts read a key path per object).
+        guard keyPath.utf8.contains(UInt8(ascii: ".")) else { return value(forKeyPath: [keyPath][...]) }
+        return value(forKeyPath: Self.steps(of: keyPath))
+    }
+
+    /// The keys of a dotted key path, for ``value(forKeyPath:)-(ArraySlice<String>)`` to follow.
+    static func steps(of keyPath: String) -> ArraySlice<String> {
+        keyPath.split(separator: ".").map(String.init)[...]
     }
 
     func value(forKeyPath path: ArraySlice<String>) -> Any? {
         guard let first = path.first else { return self }
         if first == "SELF" || first == "self" { return value(forKeyPath: path.dropFirst()) }
         let rest = path.dropFirst()
+        if rest.isEmpty { return value(forKey: first) }
+        if let relationship = entity.relationshipsByName[first], !relationship.isToMany {
+            // Through a to-one, without casting its object to a to-many's array first.
+            fireFault()
+            return toOneObject(relationship)?.value(forKeyPath: rest)
+        }
         let current = value(forKey: first)
         if let objects = current as? [ManagedObject] {
             if let function = rest.first.flatMap(AggregateFunction.init(keyPathOperator:)) {

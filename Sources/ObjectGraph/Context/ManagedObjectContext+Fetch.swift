@@ -180,7 +180,10 @@ extension ManagedObjectContext {
     func sorted(_ objects: [ManagedObject], by descriptors: [FetchSortDescriptor]) -> [ManagedObject] {
         guard !descriptors.isEmpty else { return objects }
         // Each key is read (and case-folded) once, not at every comparison.
-        let keys = objects.map { Self.sortKeys(of: $0, descriptors) }
+        let paths = descriptors.map { ManagedObject.steps(of: $0.key) }
+        let keys = objects.map { object in
+            zip(paths, descriptors).map { Self.sortKey(object.value(forKeyPath: $0), $1) }
+        }
         return Self.order(of: keys, descriptors).map { objects[$0] }
     }
 

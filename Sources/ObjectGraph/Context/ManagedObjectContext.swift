@@ -621,7 +621,8 @@ public final class ManagedObjectContext {
     func destination(
         primaryKey: Int64, of relationship: RelationshipDescription, source: ManagedObject
     ) throws -> ManagedObject {
-        let place = "\(source.entity.name).\(relationship.name) of row \(source.objectID.primaryKey ?? 0)"
+        // Only for a message: a to-one is resolved once per object a sort or a walk reads.
+        var place: String { "\(source.entity.name).\(relationship.name) of row \(source.objectID.primaryKey ?? 0)" }
         guard let destination = model.entity(named: relationship.destinationEntityName) else {
             throw ObjectGraphError(
                 code: .objectNotFound,
