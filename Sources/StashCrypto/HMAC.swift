@@ -44,13 +44,29 @@ public enum HMAC {
         deinit { EVP_MAC_CTX_free(context) }
 
         public func authenticationCode(of message: [UInt8]) throws -> [UInt8] {
+            var output = [UInt8](repeating: 0, count: Self.maximumSize)
+            let length = try message.withUnsafeBytes { message in
+                try output.withUnsafeMutableBytes { try authenticationCode(of: message, into: $0) }
+            }
+            return Array(output.prefix(length))
+        }
+
+        /// Writes the MAC of `message` at the start of `code` (which must have room for it)
+        /// and returns its length: no allocation, for callers that make many.
+        @discardableResult
+        public func authenticationCode(of message: UnsafeRawBufferPointer, into code: UnsafeMutableRawBufferPointer)
+            throws -> Int
+        {
             // A NULL key starts a new message under the key already set.
             try check(EVP_MAC_init(context, nil, 0, nil), "EVP_MAC_init")
-            try check(EVP_MAC_update(context, message, message.count), "EVP_MAC_update")
-            var output = [UInt8](repeating: 0, count: Self.maximumSize)
+            try check(
+                EVP_MAC_update(context, message.baseAddress?.assumingMemoryBound(to: UInt8.self), message.count),
+                "EVP_MAC_update")
             var length = 0
-            try check(EVP_MAC_final(context, &output, &length, output.count), "EVP_MAC_final")
-            return Array(output.prefix(length))
+            try check(
+                EVP_MAC_final(context, code.baseAddress?.assumingMemoryBound(to: UInt8.self), &length, code.count),
+                "EVP_MAC_final")
+            return length
         }
     }
 }

@@ -98,6 +98,10 @@ final class HMACRowAuthenticator: RowAuthenticator {
     init(key: HMAC.Key) { self.key = key }
 
     func authenticationCode(of message: [UInt8]) throws -> [UInt8] { try key.authenticationCode(of: message) }
+
+    func authenticationCode(of message: UnsafeRawBufferPointer, into code: UnsafeMutableRawBufferPointer) throws {
+        try key.authenticationCode(of: message, into: code)
+    }
 }
 
 /// The stores hold a key slot other than the one this process unlocked, and a record its key

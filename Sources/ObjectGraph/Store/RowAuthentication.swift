@@ -5,6 +5,21 @@ import Foundation
 public protocol RowAuthenticator: AnyObject {
     /// A 32-byte MAC of `message`.
     func authenticationCode(of message: [UInt8]) throws -> [UInt8]
+    /// The same MAC written into `code` (32 bytes): verifying a store makes one per row.
+    func authenticationCode(of message: UnsafeRawBufferPointer, into code: UnsafeMutableRawBufferPointer) throws
+}
+
+extension RowAuthenticator {
+    public func authenticationCode(of message: UnsafeRawBufferPointer, into code: UnsafeMutableRawBufferPointer)
+        throws
+    {
+        let tag = try authenticationCode(of: Array(message))
+        guard tag.count == code.count else {
+            throw ObjectGraphError(
+                code: .invalidRequest, message: "a row authenticator gave \(tag.count) bytes, not 32")
+        }
+        code.copyBytes(from: tag)
+    }
 }
 
 /// Row authentication: a keyed tag per row of the stores' entity tables, over everything stored
@@ -132,41 +147,58 @@ public final class RowAuthentication: StoreWriteObserver {
 
     /// The bucket a name key's rows are in.
     public static func bucket(ofNameKey key: Data) -> Int {
+        key.withUnsafeBytes { bucket(ofNameKeyBytes: $0) }
+    }
+
+    static func bucket(ofNameKeyBytes key: UnsafeRawBufferPointer) -> Int {
         guard key.count >= 2 else { return 0 }
-        let bytes = [UInt8](key.prefix(2))
-        return Int(bytes[0]) << 4 | Int(bytes[1]) >> 4
+        return Int(key[0]) << 4 | Int(key[1]) >> 4
     }
 
     /// The bucket of a table's row (`primaryKey`), or of the whole table (nil).
     public static func bucket(table: String, primaryKey: Int64?) -> Int {
         // FNV-1a: the bucket of a row is no secret, only the name keys are.
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        var bytes = Array(table.utf8)
-        if let primaryKey { withUnsafeBytes(of: primaryKey.bigEndian) { bytes += [0] + $0 } }
-        for byte in bytes { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+        func mix(_ byte: UInt8) { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+        for byte in table.utf8 { mix(byte) }
+        if let primaryKey {
+            mix(0)
+            withUnsafeBytes(of: primaryKey.bigEndian) { $0.forEach(mix) }
+        }
         return Int(hash % UInt64(bucketCount))
     }
 
     /// The bucket a stored row belongs in, from its own values.
     func bucket(of table: String, primaryKey: Int64, columns: [String], cells: [StoredCell], store: Store) -> Int {
-        bucket(of: table, primaryKey: primaryKey, store: store) { column in
-            columns.firstIndex(of: column).map { cells[$0] }
+        bucket(of: table, primaryKey: primaryKey, store: store) { column, read in
+            columns.firstIndex(of: column).flatMap { cells[$0].withRaw(read) }
         }
     }
 
-    /// The bucket of the current row of a statement reading `columns` of `table`.
+    /// The bucket of the current row of a statement reading `columns` of `table`, read in place.
     func bucket(of table: String, primaryKey: Int64, columns: [String], row: StatementRow, store: Store) -> Int {
-        bucket(of: table, primaryKey: primaryKey, store: store) { column in
-            columns.firstIndex(of: column).map { row.storedCell(at: $0) }
+        bucket(of: table, primaryKey: primaryKey, store: store) { column, read in
+            columns.firstIndex(of: column).flatMap { row.withCell(at: $0, read) }
         }
     }
 
-    private func bucket(of table: String, primaryKey: Int64, store: Store, cell: (String) -> StoredCell?) -> Int {
+    /// `cell` hands the value of a column, if the table has it, to the reader it is given.
+    private func bucket(
+        of table: String, primaryKey: Int64, store: Store, cell: (String, (RawCell) -> Int?) -> Int?
+    ) -> Int {
         switch store.bucketing[table] {
         case .nameKey(let column)?:
-            if case .blob(let key)? = cell(column), key.count >= 2 { return Self.bucket(ofNameKey: key) }
+            let byName = cell(column) { value in
+                guard case .blob(let key) = value, key.count >= 2 else { return nil }
+                return Self.bucket(ofNameKeyBytes: key)
+            }
+            if let byName { return byName }
         case .parent(let column, let parent)?:
-            if case .integer(let parentKey)? = cell(column) { return Self.bucket(table: parent, primaryKey: parentKey) }
+            let byParent = cell(column) { value in
+                guard case .integer(let parentKey) = value else { return nil }
+                return Self.bucket(table: parent, primaryKey: parentKey)
+            }
+            if let byParent { return byParent }
         case .wholeTable?:
             return Self.bucket(table: table, primaryKey: nil)
         case nil:
@@ -179,30 +211,15 @@ public final class RowAuthentication: StoreWriteObserver {
 
     /// The tag of a row: its store, table, and every column's name and stored value.
     public func tag(store: Store, table: String, columns: [String], cells: [StoredCell]) throws -> [UInt8] {
-        let valueBytes = cells.reduce(0) { $0 + Self.encodedSize($1) }
-        return try tag(store: store, table: table, columns: columns, valueBytes: valueBytes) { cells[$0].withRaw($1) }
+        var tagger = tagger(store: store, table: table, columns: columns)
+        var tag = [UInt8](repeating: 0, count: 32)
+        try tag.withUnsafeMutableBytes { code in try tagger.tag(into: code) { cells[$0].withRaw($1) } }
+        return tag
     }
 
-    /// The tag of the current row of a statement reading `columns` of `table`, read in place.
-    func tag(store: Store, table: String, columns: [String], row: StatementRow) throws -> [UInt8] {
-        try tag(store: store, table: table, columns: columns, valueBytes: 256) { row.withCell(at: $0, $1) }
-    }
-
-    private func tag(
-        store: Store, table: String, columns: [String], valueBytes: Int,
-        withCell: (Int, (RawCell) -> Void) -> Void
-    ) throws -> [UInt8] {
-        // Built in one buffer: this runs for every row each time whole stores are verified.
-        var message: [UInt8] = []
-        message.reserveCapacity(64 + columns.count * 24 + valueBytes)
-        Self.appendField(&message, "row".utf8)
-        Self.appendField(&message, store.identifier.utf8)
-        Self.appendField(&message, table.utf8)
-        for (index, name) in columns.enumerated() {
-            Self.appendField(&message, name.utf8)
-            withCell(index) { Self.append($0, to: &message) }
-        }
-        return try authenticator.authenticationCode(of: message)
+    /// What tags many rows of `table`, read with `columns`.
+    func tagger(store: Store, table: String, columns: [String]) -> RowTagger {
+        RowTagger(authenticator: authenticator, store: store.identifier, table: table, columns: columns)
     }
 
     /// The record's MAC: its store, generations, count and every non-empty bucket in order.
@@ -254,15 +271,6 @@ public final class RowAuthentication: StoreWriteObserver {
         case .blob(let data):
             message.append(4)
             appendField(&message, data)
-        }
-    }
-
-    private static func encodedSize(_ cell: StoredCell) -> Int {
-        switch cell {
-        case .null: return 1
-        case .integer, .real: return 9
-        case .text(let text): return 9 + text.utf8.count
-        case .blob(let data): return 9 + data.count
         }
     }
 
@@ -830,62 +838,75 @@ public final class RowAuthentication: StoreWriteObserver {
         -> [IntegrityProblem]
     {
         var problems: [IntegrityProblem] = []
-        var found: [Int: Bucket] = [:]
+        var sums = BucketSums()
         let tags = try transaction.qualified(tables.tags, storeIdentifier: store.identifier)
         let damaged = IntegrityProblem(store: store.displayName, message: "its table of row tags holds a damaged entry")
-        try transaction.forEachRow("SELECT ZTABLE, ZBUCKET, ZTAG FROM \(tags)") { cells in
-            guard cells.count == 3, case .text(let table) = cells[0], case .integer(let bucket) = cells[1],
-                  case .blob(let tag) = cells[2], tag.count == 32
-            else { return problems.append(damaged) }
-            found[Int(bucket), default: Bucket()].add(Array(tag))
-            if store.tables[table] == nil {
-                problems.append(IntegrityProblem(
-                    store: store.displayName, message: "its table of row tags names a table it does not cover"))
+        let uncovered = IntegrityProblem(
+            store: store.displayName, message: "its table of row tags names a table it does not cover")
+        let covered = store.tables.keys.map { Array($0.utf8) }
+        // Read in place, summed in place: this reads every tag of the store.
+        try transaction.db.forEachRow(sql: "SELECT ZTABLE, ZBUCKET, ZTAG FROM \(tags)", arguments: []) { row in
+            let problem: IntegrityProblem? = row.withCell(at: 0) { table in
+                guard case .text(let table) = table, let bucket = row.int64(at: 1) else { return damaged }
+                return row.withCell(at: 2) { tag in
+                    guard case .blob(let tag) = tag, tag.count == 32 else { return damaged }
+                    sums.add(tag, to: Int(bucket))
+                    return covered.contains { $0.elementsEqual(table) } ? nil : uncovered
+                }
             }
+            if let problem { problems.append(problem) }
         }
-        problems += bucketProblems(found, numbers: nil, of: store, against: record)
+        problems += bucketProblems(sums.buckets, numbers: nil, of: store, against: record)
+        var tag = [UInt8](repeating: 0, count: 32)
         for (table, entity) in store.tables.sorted(by: { $0.key < $1.key }) {
             let columns = try columns(of: table, store: store, in: transaction)
+            var tagger = tagger(store: store, table: table, columns: columns)
             var page = TagPage(table: table, tags: tags)
-            func deleted(_ key: Int64) -> IntegrityProblem {
-                IntegrityProblem(store: store.displayName, entity: entity, primaryKey: key,
-                                 message: "the row was deleted outside \(writer)")
+            func problem(_ key: Int64, _ message: String) -> IntegrityProblem {
+                IntegrityProblem(store: store.displayName, entity: entity, primaryKey: key, message: message)
             }
+            let deleted = "the row was deleted outside \(writer)"
             // Read in place: this reads every row of the store.
             let qualified = try transaction.qualified(table, storeIdentifier: store.identifier)
             try transaction.db.forEachRow(sql: "SELECT * FROM \(qualified) ORDER BY Z_PK", arguments: []) { row in
                 guard let key = row.int64(at: 0) else { return }
                 // Tags before this row name rows that are gone.
-                while let next = try page.peek(in: transaction), next.key < key {
-                    problems.append(deleted(next.key))
+                while let next = try page.peek(in: transaction), next < key {
+                    problems.append(problem(next, deleted))
                     page.advance()
                 }
-                var recorded: TaggedRow?
-                if let next = try page.peek(in: transaction), next.key == key {
-                    recorded = next.row
-                    page.advance()
-                }
+                try tag.withUnsafeMutableBytes { code in try tagger.tag(into: code) { row.withCell(at: $0, $1) } }
                 let current = TaggedRow(
-                    tag: try self.tag(store: store, table: table, columns: columns, row: row),
-                    bucket: self.bucket(of: table, primaryKey: key, columns: columns, row: row, store: store))
-                if let problem = self.mismatch(current: current, recorded: recorded) {
-                    problems.append(
-                        IntegrityProblem(store: store.displayName, entity: entity, primaryKey: key, message: problem))
+                    tag: tag, bucket: self.bucket(of: table, primaryKey: key, columns: columns, row: row, store: store))
+                guard try page.peek(in: transaction) == key else {
+                    if let message = self.mismatch(current: current, recorded: nil) {
+                        problems.append(problem(key, message))
+                    }
+                    return
                 }
+                // Compared in place; the recorded row is copied out only to name a difference.
+                if !page.holds(current), let message = self.mismatch(current: current, recorded: page.row) {
+                    problems.append(problem(key, message))
+                }
+                page.advance()
             }
             while let next = try page.peek(in: transaction) {
-                problems.append(deleted(next.key))
+                problems.append(problem(next, deleted))
                 page.advance()
             }
         }
         return problems
     }
 
-    /// The tags of one table in primary-key order, read a page at a time.
+    /// The tags of one table in primary-key order, read a page at a time, in place.
     private struct TagPage {
+        static let size = 4096
         let table: String
         let tags: String
-        private var rows: [(key: Int64, row: TaggedRow)] = []
+        private var keys: [Int64] = []
+        private var buckets: [Int] = []
+        /// 32 bytes a key.
+        private var tagBytes: [UInt8] = []
         private var index = 0
         private var after = Int64.min
         private var exhausted = false
@@ -895,31 +916,125 @@ public final class RowAuthentication: StoreWriteObserver {
             self.tags = tags
         }
 
-        mutating func peek(in transaction: StoreTransaction) throws -> (key: Int64, row: TaggedRow)? {
-            if index == rows.count, !exhausted { try load(transaction) }
-            return index < rows.count ? rows[index] : nil
+        /// The next tagged key, nil when there is none.
+        mutating func peek(in transaction: StoreTransaction) throws -> Int64? {
+            if index == keys.count, !exhausted { try load(transaction) }
+            return index < keys.count ? keys[index] : nil
+        }
+
+        /// The tag and bucket of the key ``peek(in:)`` gave.
+        var row: TaggedRow {
+            TaggedRow(tag: Array(tagBytes[index * 32 ..< index * 32 + 32]), bucket: buckets[index])
+        }
+
+        /// Whether the key ``peek(in:)`` gave was recorded with `current`'s tag and bucket.
+        func holds(_ current: TaggedRow) -> Bool {
+            RowAuthentication.constantTimeEqual(current.tag, tagBytes[index * 32 ..< index * 32 + 32])
+                && buckets[index] == current.bucket
         }
 
         mutating func advance() { index += 1 }
 
         private mutating func load(_ transaction: StoreTransaction) throws {
-            let page = try transaction.rows(
-                "SELECT ZPK, ZBUCKET, ZTAG FROM \(tags) WHERE ZTABLE = ? AND ZPK > ? ORDER BY ZPK LIMIT 4096",
-                [.text(table), .integer(after)])
-            rows = []
+            keys.removeAll(keepingCapacity: true)
+            buckets.removeAll(keepingCapacity: true)
+            tagBytes.removeAll(keepingCapacity: true)
             index = 0
-            exhausted = page.count < 4096
-            for cells in page {
-                guard cells.count == 3, case .integer(let key) = cells[0] else { continue }
+            var read = 0
+            try transaction.db.forEachRow(
+                sql: "SELECT ZPK, ZBUCKET, ZTAG FROM \(tags) WHERE ZTABLE = ? AND ZPK > ? "
+                    + "ORDER BY ZPK LIMIT \(Self.size)",
+                arguments: [table.databaseValue, after.databaseValue]
+            ) { row in
+                read += 1
+                guard let key = row.int64(at: 0) else { return }
                 after = key
                 // A damaged entry was reported by the first pass; its row then has no tag.
-                guard case .integer(let bucket) = cells[1], case .blob(let tag) = cells[2], tag.count == 32 else {
-                    continue
+                guard let bucket = row.int64(at: 1) else { return }
+                let isTag = row.withCell(at: 2) { tag in
+                    guard case .blob(let tag) = tag, tag.count == 32 else { return false }
+                    tagBytes.append(contentsOf: tag)
+                    return true
                 }
-                rows.append((key, TaggedRow(tag: Array(tag), bucket: Int(bucket))))
+                guard isTag else { return }
+                keys.append(key)
+                buckets.append(Int(bucket))
             }
-            if rows.isEmpty, !exhausted { try load(transaction) }
+            exhausted = read < Self.size
+            if keys.isEmpty, !exhausted { try load(transaction) }
         }
+    }
+}
+
+/// Tags the rows of one table: the fixed part of each message (store, table, column names) is
+/// encoded once, values go into one buffer kept from row to row, and the MAC is written in
+/// place, so a whole store's rows are tagged without an allocation per row.
+struct RowTagger {
+    private let authenticator: RowAuthenticator
+    private let head: [UInt8]
+    private let columnFields: [[UInt8]]
+    private var message: [UInt8] = []
+
+    init(authenticator: RowAuthenticator, store: String, table: String, columns: [String]) {
+        self.authenticator = authenticator
+        var head: [UInt8] = []
+        for part in ["row", store, table] { RowAuthentication.appendField(&head, part.utf8) }
+        self.head = head
+        columnFields = columns.map { name in
+            var field: [UInt8] = []
+            RowAuthentication.appendField(&field, name.utf8)
+            return field
+        }
+    }
+
+    /// Writes into `code` (32 bytes) the tag of the row whose values `withCell` hands over by
+    /// column index: the store, table, then each column's name and value.
+    mutating func tag(into code: UnsafeMutableRawBufferPointer, withCell: (Int, (RawCell) -> Void) -> Void) throws {
+        var message = self.message
+        self.message = []
+        defer { self.message = message }
+        message.removeAll(keepingCapacity: true)
+        message.append(contentsOf: head)
+        for (index, field) in columnFields.enumerated() {
+            message.append(contentsOf: field)
+            withCell(index) { RowAuthentication.append($0, to: &message) }
+        }
+        try message.withUnsafeBytes { try authenticator.authenticationCode(of: $0, into: code) }
+    }
+}
+
+/// The count and sum of tags of every bucket, added in place as a tag table streams by.
+struct BucketSums {
+    private var counts = [Int64](repeating: 0, count: RowAuthentication.bucketCount)
+    /// Each sum as four 64-bit words, the most significant first.
+    private var words = [UInt64](repeating: 0, count: RowAuthentication.bucketCount * 4)
+    /// Buckets no row can be in (a changed tag table), kept to be reported.
+    private var strays: [Int: RowAuthentication.Bucket] = [:]
+
+    /// Adds a 32-byte tag (a big-endian number) to `bucket`, modulo 2^256.
+    mutating func add(_ tag: UnsafeRawBufferPointer, to bucket: Int) {
+        guard counts.indices.contains(bucket) else { return strays[bucket, default: .init()].add(Array(tag)) }
+        counts[bucket] += 1
+        var carry = false
+        for word in (0..<4).reversed() {
+            let addend = UInt64(bigEndian: tag.loadUnaligned(fromByteOffset: word * 8, as: UInt64.self))
+            let (partial, first) = words[bucket * 4 + word].addingReportingOverflow(addend)
+            let (total, second) = partial.addingReportingOverflow(carry ? 1 : 0)
+            words[bucket * 4 + word] = total
+            carry = first || second
+        }
+    }
+
+    /// Every bucket that holds a tag.
+    var buckets: [Int: RowAuthentication.Bucket] {
+        var result = strays
+        for bucket in counts.indices where counts[bucket] != 0 {
+            var sum: [UInt8] = []
+            sum.reserveCapacity(32)
+            for word in 0..<4 { withUnsafeBytes(of: words[bucket * 4 + word].bigEndian) { sum.append(contentsOf: $0) } }
+            result[bucket] = RowAuthentication.Bucket(count: counts[bucket], sum: sum)
+        }
+        return result
     }
 }
 
@@ -956,7 +1071,7 @@ public struct RowAuthenticationFailure: Error {
 
 extension RowAuthentication {
     /// Compares two MACs in time that depends only on their length.
-    static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+    static func constantTimeEqual<A: Collection<UInt8>, B: Collection<UInt8>>(_ a: A, _ b: B) -> Bool {
         guard a.count == b.count else { return false }
         return zip(a, b).reduce(UInt8(0)) { $0 | ($1.0 ^ $1.1) } == 0
     }
