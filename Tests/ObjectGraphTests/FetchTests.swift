@@ -58,6 +58,34 @@ final class FetchTests: ObjectGraphTestCase {
         }
     }
 
+    /// CONTAINS, BEGINSWITH and ENDSWITH on ASCII text take a byte-level path (memchr for
+    /// candidates, case folded on the fly); it must answer as folding and `String` search do,
+    /// on bytes next to the letters' cases too (`@`, `[`, backquote, `{`) and on empty strings.
+    func testTheASCIIPathOfStringOperatorsAgreesWithFoldedStringSearch() {
+        var generator = SystemRandomNumberGenerator()
+        let alphabet = Array("aAzZbB@[`{ 1e")
+        func random(_ lengths: ClosedRange<Int>) -> String {
+            String((0..<Int.random(in: lengths, using: &generator)).map { _ in alphabet.randomElement(using: &generator)! })
+        }
+        for _ in 0..<20_000 {
+            let text = random(0...24)
+            let pattern = random(0...4)
+            for op in [Predicate.Operator.contains, .beginsWith, .endsWith] {
+                for options in [Predicate.Options(), .caseInsensitive] {
+                    let (folded, needle) = options.isEmpty
+                        ? (text, pattern) : (text.lowercased(), pattern.lowercased())
+                    let expected = switch op {
+                    case .beginsWith: folded.hasPrefix(needle)
+                    case .endsWith: folded.hasSuffix(needle)
+                    default: needle.isEmpty || folded.contains(needle)
+                    }
+                    XCTAssertEqual(PredicateEvaluator.stringTest(op, text, pattern, options), expected,
+                                   "\(op) \(options) '\(text)' '\(pattern)'")
+                }
+            }
+        }
+    }
+
     func testRelationshipsNilAndBooleans() {
         forEachStoreKind { kind in
             let stack = try makeStack(kind)

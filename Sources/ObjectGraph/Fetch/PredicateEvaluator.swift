@@ -152,16 +152,14 @@ enum PredicateEvaluator {
         var pattern = pattern
         return text.withUTF8 { haystack -> Bool? in
             pattern.withUTF8 { needle -> Bool? in
-                guard !haystack.contains(where: { $0 >= 0x80 }), !needle.contains(where: { $0 >= 0x80 }) else {
-                    return nil
-                }
+                guard isASCII(haystack), isASCII(needle) else { return nil }
                 guard needle.count <= haystack.count else { return false }
-                guard !needle.isEmpty else { return true }
+                guard let start = haystack.baseAddress, let first = needle.first else { return true }
                 @inline(__always) func folded(_ byte: UInt8) -> UInt8 {
                     ignoringCase && byte >= 65 && byte <= 90 ? byte | 0x20 : byte
                 }
-                func matches(at start: Int) -> Bool {
-                    for index in 0..<needle.count where folded(haystack[start + index]) != folded(needle[index]) {
+                func matches(at offset: Int) -> Bool {
+                    for index in 0..<needle.count where folded(haystack[offset + index]) != folded(needle[index]) {
                         return false
                     }
                     return true
@@ -170,13 +168,44 @@ enum PredicateEvaluator {
                 case .beginsWith: return matches(at: 0)
                 case .endsWith: return matches(at: haystack.count - needle.count)
                 default:
-                    let first = folded(needle[0])
-                    for start in 0...(haystack.count - needle.count)
-                    where folded(haystack[start]) == first && matches(at: start) { return true }
-                    return false
+                    // Candidates found with memchr, for the first byte in either case: a search
+                    // reads every note's text, and most bytes are no candidate.
+                    let lower = folded(first)
+                    let upper = ignoringCase && lower >= 97 && lower <= 122 ? lower & ~0x20 : lower
+                    let last = haystack.count - needle.count
+                    // The next place at or after `offset` where `byte` may start a match.
+                    func next(_ byte: UInt8, from offset: Int) -> Int? {
+                        guard offset <= last else { return nil }
+                        return memchr(start + offset, Int32(byte), last - offset + 1)
+                            .map { UnsafeRawPointer($0) - UnsafeRawPointer(start) }
+                    }
+                    var nextLower = next(lower, from: 0)
+                    var nextUpper = upper == lower ? nil : next(upper, from: 0)
+                    while true {
+                        let hit: Int
+                        switch (nextLower, nextUpper) {
+                        case (nil, nil): return false
+                        case (let found?, nil), (nil, let found?): hit = found
+                        case (let lowerHit?, let upperHit?): hit = min(lowerHit, upperHit)
+                        }
+                        if matches(at: hit) { return true }
+                        if nextLower == hit { nextLower = next(lower, from: hit + 1) }
+                        if nextUpper == hit { nextUpper = next(upper, from: hit + 1) }
+                    }
                 }
             }
         }
+    }
+
+    /// Whether every byte is below 0x80, tested a word at a time.
+    private static func isASCII(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard let start = bytes.baseAddress else { return true }
+        let raw = UnsafeRawPointer(start)
+        let words = bytes.count / 8
+        var high: UInt64 = 0
+        for word in 0..<words { high |= raw.loadUnaligned(fromByteOffset: word * 8, as: UInt64.self) }
+        for index in (words * 8)..<bytes.count { high |= UInt64(bytes[index]) }
+        return high & 0x8080_8080_8080_8080 == 0
     }
 
     /// LIKE with `*` (any run) and `?` (one character); `\` escapes.
