@@ -519,7 +519,8 @@ public final class ManagedObjectContext {
                 do {
                     // By slot: no search by name (a fetch of 100,000 rows would do it a million times).
                     if let value = try StoredValues.value(dbValue, type: column.type) {
-                        values.setSlot(entity.storedColumnSlots[position], PropertySlot(value))
+                        let slot = PropertySlot(stored: value, type: column.type)
+                        values.setSlot(entity.storedColumnSlots[position], slot)
                     }
                 } catch {
                     throw ObjectGraphError.undecodable(
@@ -531,9 +532,15 @@ public final class ManagedObjectContext {
                 dbValue, attribute: column.name, column: column.columnName, entity: entity, root: root, store: store,
                 primaryKey: primaryKey)
             else { continue }
-            values[column.name] = decoding.map { $0.contains(column.name) } ?? true
-                ? try decode(encoded, transformerName: column.transformerName, entity: entity, key: column.name)
-                : encoded
+            // By slot, an encoded value boxed as it is (it would fail every cast of `PropertySlot.init`).
+            let slot = entity.storedColumnSlots[position]
+            if decoding.map({ $0.contains(column.name) }) ?? true {
+                let decoded = try decode(
+                    encoded, transformerName: column.transformerName, entity: entity, key: column.name)
+                values.setSlot(slot, PropertySlot(decoded))
+            } else {
+                values.setSlot(slot, .boxed(PropertySlot.AnyBox(encoded)))
+            }
         }
         for (offset, (relationship, index)) in entity.storedToOne.enumerated() {
             if let destination = try Self.optionalInteger(row, index, relationship.columnName, root: root, store: store)

@@ -66,6 +66,15 @@ enum PropertySlot {
         }
     }
 
+    /// A value as ``StoredValues`` reads a column of `type`: of a kind known from the type, so
+    /// the dates, data and identifiers of every row fetched are boxed without a failing cast each.
+    init(stored value: Any, type: AttributeType) {
+        switch type {
+        case .date, .binary, .uuid, .uri, .decimal: self = .boxed(AnyBox(value))
+        default: self.init(value)
+        }
+    }
+
     var value: Any? {
         switch self {
         case .absent: return nil
