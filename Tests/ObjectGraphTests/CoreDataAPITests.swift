@@ -100,6 +100,28 @@ final class CoreDataAPITests: BoardTestCase, @unchecked Sendable {
         }
     }
 
+    /// Key paths as Core Data reads them: the empty path and `SELF` are the object, one key
+    /// its value, and dotted paths go through a to-one (nil when it is unset) or a to-many.
+    func testKeyPathsOfEveryShapeReadTheValueTheyName() throws {
+        let context = try makeBoard(.sqlite)
+        item(context, "a", rank: 1, group: group(context, "g"))
+        item(context, "b", rank: 2, group: nil)
+        try context.save()
+        let reader = ManagedObjectContext(coordinator: context.coordinator)
+        let items = try reader.fetch(FetchRequest<ManagedObject>(entityName: "Item"))
+        let first = try XCTUnwrap(items.first { $0["name"] as? String == "a" })
+        let second = try XCTUnwrap(items.first { $0["name"] as? String == "b" })
+        XCTAssertTrue(first.value(forKeyPath: "") as? ManagedObject === first)
+        XCTAssertTrue(first.value(forKeyPath: "SELF") as? ManagedObject === first)
+        XCTAssertEqual(first.value(forKeyPath: "rank") as? Int, 1)
+        XCTAssertEqual(first.value(forKeyPath: "group.name") as? String, "g")
+        XCTAssertEqual(first.value(forKeyPath: "SELF.group.name") as? String, "g")
+        XCTAssertNil(second.value(forKeyPath: "group.name"))
+        let group = try XCTUnwrap(first.value(forKeyPath: "group") as? ManagedObject)
+        XCTAssertEqual(group.value(forKeyPath: "items.name") as? [String], ["a"])
+        XCTAssertEqual(group.value(forKeyPath: "items.@count") as? Int, 1)
+    }
+
     func testRefreshWithoutMergingTurnsAnObjectIntoAFaultAndDropsItsChanges() throws {
         let context = try makeBoard(.sqlite)
         let saved = item(context, "a", rank: 1, group: nil)

@@ -140,6 +140,19 @@ final class RowAuthenticationTests: ObjectGraphTestCase {
         XCTAssertEqual(try problems(readingNote: note).map(\.primaryKey), [id])
     }
 
+    /// Tags whose key is not an integer are damaged entries; a whole page of them (4,096, more
+    /// than one read of tags takes) must be passed over, not read again and again.
+    func testAPageOfTagsWithTextKeysIsReportedNotLoopedOn() throws {
+        try tamper("""
+            WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 4100)
+            INSERT INTO TEST_TAG (ZTABLE, ZPK, ZBUCKET, ZTAG) SELECT 'ZNOTE', 'k' || i, 7, randomblob(32) FROM n
+            """)
+        let problems = try XCTUnwrap(try stack.coordinator.performRead { try self.authentication.verify(in: $0) })
+        XCTAssertTrue(problems.contains { $0.message.contains("rows and their tags were removed or replaced") },
+                      "\(problems.prefix(3))")
+        XCTAssertFalse(problems.contains { $0.primaryKey != nil }, "every row keeps its own tag: \(problems.prefix(3))")
+    }
+
     /// Batch requests write rows in SQL, not through a save: the record follows them all the
     /// same, cascades and nullified rows included, so nothing they did reads as tampering.
     func testBatchRequestsKeepTheTagsAndBucketsAndNothingIsFound() throws {

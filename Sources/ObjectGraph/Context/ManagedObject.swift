@@ -426,7 +426,9 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// of the values found, and `@count` counts.
     public func value(forKeyPath keyPath: String) -> Any? {
         // Most paths are one key: read it without splitting (sorts read a key path per object).
-        guard keyPath.utf8.contains(UInt8(ascii: ".")) else { return value(forKeyPath: [keyPath][...]) }
+        guard keyPath.utf8.contains(UInt8(ascii: ".")) else {
+            return keyPath.isEmpty ? self : value(forKeyPath: [keyPath][...])
+        }
         return value(forKeyPath: Self.steps(of: keyPath))
     }
 

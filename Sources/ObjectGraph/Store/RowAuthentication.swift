@@ -908,7 +908,7 @@ public final class RowAuthentication: StoreWriteObserver {
         /// 32 bytes a key.
         private var tagBytes: [UInt8] = []
         private var index = 0
-        private var after = Int64.min
+        private var after = Int64.min.databaseValue
         private var exhausted = false
 
         init(table: String, tags: String) {
@@ -940,28 +940,30 @@ public final class RowAuthentication: StoreWriteObserver {
             buckets.removeAll(keepingCapacity: true)
             tagBytes.removeAll(keepingCapacity: true)
             index = 0
-            var read = 0
-            try transaction.db.forEachRow(
-                sql: "SELECT ZPK, ZBUCKET, ZTAG FROM \(tags) WHERE ZTABLE = ? AND ZPK > ? "
-                    + "ORDER BY ZPK LIMIT \(Self.size)",
-                arguments: [table.databaseValue, after.databaseValue]
-            ) { row in
-                read += 1
-                guard let key = row.int64(at: 0) else { return }
-                after = key
-                // A damaged entry was reported by the first pass; its row then has no tag.
-                guard let bucket = row.int64(at: 1) else { return }
-                let isTag = row.withCell(at: 2) { tag in
-                    guard case .blob(let tag) = tag, tag.count == 32 else { return false }
-                    tagBytes.append(contentsOf: tag)
-                    return true
+            // Pages of damaged entries only (the first pass reported them) are passed over.
+            while keys.isEmpty, !exhausted {
+                var read = 0
+                try transaction.db.forEachRow(
+                    sql: "SELECT ZPK, ZBUCKET, ZTAG FROM \(tags) WHERE ZTABLE = ? AND ZPK > ? "
+                        + "ORDER BY ZPK LIMIT \(Self.size)",
+                    arguments: [table.databaseValue, after]
+                ) { row in
+                    read += 1
+                    // Whatever its type (text sorts after every number), so the next page starts after it.
+                    after = row.databaseValue(at: 0)
+                    // A damaged entry was reported by the first pass; its row then has no tag.
+                    guard let key = row.int64(at: 0), let bucket = row.int64(at: 1) else { return }
+                    let isTag = row.withCell(at: 2) { tag in
+                        guard case .blob(let tag) = tag, tag.count == 32 else { return false }
+                        tagBytes.append(contentsOf: tag)
+                        return true
+                    }
+                    guard isTag else { return }
+                    keys.append(key)
+                    buckets.append(Int(bucket))
                 }
-                guard isTag else { return }
-                keys.append(key)
-                buckets.append(Int(bucket))
+                exhausted = read < Self.size
             }
-            exhausted = read < Self.size
-            if keys.isEmpty, !exhausted { try load(transaction) }
         }
     }
 }
