@@ -157,13 +157,33 @@ extension ManagedObjectContext {
         var gone: [ManagedObject] = []
         for (root, group) in byRoot.values {
             let store = try coordinator.store(for: root)
+            let table = store.qualified(root.tableName)
+            func placeholders(_ count: Int) -> String { Array(repeating: "?", count: count).joined(separator: ", ") }
+            // Versions first, read in place: only the rows that moved on are read whole and decoded
+            // (a merge after another process's save re-read all 100,000 rows a browser holds).
             var seen: Set<Int64> = []
+            var moved: [Int64] = []
             let keys = Array(group.keys)
             for start in stride(from: 0, to: keys.count, by: 500) {
-                let chunk = keys[start..<min(start + 500, keys.count)]
-                let sql = "SELECT \(root.selectColumns.joined(separator: ", "))"
-                    + " FROM \(store.qualified(root.tableName))"
-                    + " WHERE Z_PK IN (\(chunk.map { _ in "?" }.joined(separator: ", ")))"
+                let chunk = Array(keys[start..<min(start + 500, keys.count)])
+                try wrapStoreErrors(.objectNotFound, "cannot re-read \(root.name) rows") {
+                    try coordinator.read { db in
+                        try db.forEachRow(
+                            sql: "SELECT Z_PK, Z_OPT FROM \(table) WHERE Z_PK IN (\(placeholders(chunk.count)))",
+                            arguments: chunk.map(\.databaseValue)
+                        ) { row in
+                            let primaryKey = try Self.integer(row, 0, "Z_PK", root: root, store: store)
+                            seen.insert(primaryKey)
+                            let version = try Self.integer(row, 1, "Z_OPT", root: root, store: store)
+                            if let object = group[primaryKey], object.version != version { moved.append(primaryKey) }
+                        }
+                    }
+                }
+            }
+            for start in stride(from: 0, to: moved.count, by: 500) {
+                let chunk = moved[start..<min(start + 500, moved.count)]
+                let sql = "SELECT \(root.selectColumns.joined(separator: ", ")) FROM \(table)"
+                    + " WHERE Z_PK IN (\(placeholders(chunk.count)))"
                 let rows = try wrapStoreErrors(.objectNotFound, "cannot re-read \(root.name) rows") {
                     try coordinator.read { db in
                         try Row.fetchAll(db, sql: sql, arguments: StatementArguments(Array(chunk)))
@@ -171,7 +191,6 @@ extension ManagedObjectContext {
                 }
                 for row in rows {
                     let primaryKey = try Self.integer(row, 0, "Z_PK", root: root, store: store)
-                    seen.insert(primaryKey)
                     let version = try Self.integer(row, 2, "Z_OPT", root: root, store: store)
                     guard let object = group[primaryKey], object.version != version else { continue }
                     if object.changedKeys.isEmpty && !deletedSet.contains(object) {
