@@ -87,8 +87,8 @@ extension ManagedObjectContext {
     /// Checks whether another connection (another process, or a context on another
     /// coordinator) committed to the stores since the last check, and if so re-reads every
     /// registered object without unsaved changes whose row moved on (by its version), forgets
-    /// those whose rows are gone, and
-    /// posts ``objectsDidChangeNotification`` (fetched results controllers then re-fetch).
+    /// those whose rows are gone, and posts ``objectsDidChangeNotification`` (fetched results
+    /// controllers then re-fetch).
     ///
     /// The check is one `PRAGMA data_version` per store: cheap enough to poll.
     ///
