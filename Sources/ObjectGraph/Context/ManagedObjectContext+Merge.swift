@@ -190,8 +190,11 @@ extension ManagedObjectContext {
                         try Row.fetchAll(db, sql: sql, arguments: StatementArguments(Array(chunk)))
                     }
                 }
+                // A row deleted between the two reads is gone, as if the first had missed it.
+                seen.subtract(chunk)
                 for row in rows {
                     let primaryKey = try Self.integer(row, 0, "Z_PK", root: root, store: store)
+                    seen.insert(primaryKey)
                     let version = try Self.integer(row, 2, "Z_OPT", root: root, store: store)
                     guard let object = group[primaryKey], object.version != version else { continue }
                     if object.changedKeys.isEmpty && !deletedSet.contains(object) {
