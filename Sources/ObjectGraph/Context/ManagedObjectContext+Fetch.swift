@@ -180,16 +180,21 @@ extension ManagedObjectContext {
     func sorted(_ objects: [ManagedObject], by descriptors: [FetchSortDescriptor]) -> [ManagedObject] {
         guard !descriptors.isEmpty else { return objects }
         // Each key is read (and case-folded) once, not at every comparison.
-        let paths = descriptors.map { ManagedObject.steps(of: $0.key) }
-        let keys = objects.map { object in
-            zip(paths, descriptors).map { Self.sortKey(object.value(forKeyPath: $0), $1) }
-        }
+        let paths = Self.sortKeyPaths(descriptors)
+        let keys = objects.map { Self.sortKeys(of: $0, paths, descriptors) }
         return Self.order(of: keys, descriptors).map { objects[$0] }
     }
 
-    /// The values `descriptors` sort `object` by, strings case-folded where they ask it.
-    static func sortKeys(of object: ManagedObject, _ descriptors: [FetchSortDescriptor]) -> [Any?] {
-        descriptors.map { sortKey(object.value(forKeyPath: $0.key), $0) }
+    /// The key paths `descriptors` sort by, split once for every object a sort reads.
+    static func sortKeyPaths(_ descriptors: [FetchSortDescriptor]) -> [ArraySlice<String>] {
+        descriptors.map { ManagedObject.steps(of: $0.key) }
+    }
+
+    /// The values `descriptors` sort `object` by (at `paths`), strings case-folded where they ask it.
+    static func sortKeys(
+        of object: ManagedObject, _ paths: [ArraySlice<String>], _ descriptors: [FetchSortDescriptor]
+    ) -> [Any?] {
+        zip(paths, descriptors).map { sortKey(object.value(forKeyPath: $0), $1) }
     }
 
     /// What `value` is sorted by under `descriptor`: folded text when it ignores case.

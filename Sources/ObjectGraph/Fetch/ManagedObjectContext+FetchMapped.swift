@@ -34,6 +34,7 @@ extension ManagedObjectContext {
         }
         var values: [Value] = []
         var sortKeys: [[Any?]] = []
+        let sortPaths = Self.sortKeyPaths(request.sortDescriptors)
         for chunk in keys.chunked(Swift.max(1, batchSize)) {
             var objects = try self.objects(
                 primaryKeys: Array(chunk), root: plan.root, store: plan.store, decoding: request.propertiesToFetch)
@@ -47,7 +48,7 @@ extension ManagedObjectContext {
                         code: .objectNotFound,
                         message: "\(object.entity.name) objects are \(type(of: object)), not \(T.self)")
                 }
-                if plan.sortsInMemory { sortKeys.append(Self.sortKeys(of: object, request.sortDescriptors)) }
+                if plan.sortsInMemory { sortKeys.append(Self.sortKeys(of: object, sortPaths, request.sortDescriptors)) }
                 values.append(try transform(typed))
             }
             try throwDeferredError()
