@@ -226,8 +226,8 @@ extension ManagedObjectContext {
         let entity = try batchEntity(request.entityName)
         let store = try coordinator.store(for: entity)
         let (conditions, arguments) = try batchConditions(entity, request.predicate, store: store)
-        let ids = try wrapStoreErrors(.saveFailed, "cannot batch delete \(entity.name)") {
-            try coordinator.write(stores: storesLockedForBatch(store)) { db -> [ObjectID] in
+        let deleted = try wrapStoreErrors(.saveFailed, "cannot batch delete \(entity.name)") {
+            try coordinator.write(stores: storesLockedForBatch(store)) { db -> BatchDeletion in
                 let keys = try keysAndEntities(
                     db, sql: "SELECT Z_PK, Z_ENT FROM \(store.qualified(entity.rootEntity.tableName)) t0\(conditions)",
                     arguments: arguments, root: entity.rootEntity, store: store)
@@ -242,20 +242,18 @@ extension ManagedObjectContext {
                     let rows = deletion.history[ObjectIdentifier(store)] ?? []
                     try writeHistory(rows.filter { $0.type != .update || !deletedRow($0) }, store: store, db)
                 }
-                return deletion.ids
+                return deletion
             }
         }
-        for id in ids {
-            guard let key = id.primaryKey, let root = model.entity(named: id.entityName)?.rootEntity else { continue }
-            if let object = registered.removeValue(
-                forKey: ObjectKey(rootEntityNumber: root.entityNumber, primaryKey: key))
-            {
+        if !registered.isEmpty {
+            for key in deleted.keys {
+                guard let object = registered.removeValue(forKey: key) else { continue }
                 updatedSet.remove(object)
                 deletedSet.remove(object)
                 object.managedObjectContext = nil
             }
         }
-        return BatchResult(objectIDs: ids)
+        return BatchResult(objectIDs: deleted.ids)
     }
 
     /// What a batch delete has deleted so far, and the history it writes for it.
@@ -273,7 +271,8 @@ extension ManagedObjectContext {
     }
 
     private func rowKeys(_ keys: [Int64], root: EntityDescription, store: PersistentStore) -> [StoredRowKey] {
-        keys.map { StoredRowKey(storeIdentifier: store.identifier, table: root.tableName, primaryKey: $0) }
+        let table = root.tableName
+        return keys.map { StoredRowKey(storeIdentifier: store.identifier, table: table, primaryKey: $0) }
     }
 
     /// Deletes rows of a root entity's table after applying their entities' delete rules.
@@ -288,31 +287,48 @@ extension ManagedObjectContext {
             deletion.keys.insert(ObjectKey(rootEntityNumber: root.entityNumber, primaryKey: $0.0)).inserted
         }
         guard !fresh.isEmpty else { return }
-        deletion.ids += fresh.map { objectID(primaryKey: $0.0, entityNumber: $0.1, root: root, store: store) }
-        let entityOf = { (number: Int) in
-            self.model.entity(number: number).flatMap { $0.rootEntity === root ? $0 : nil } ?? root
+        // One ID scope an entity number, not a lookup a row.
+        var scopes: [Int: ObjectIDScope] = [:]
+        deletion.ids.reserveCapacity(deletion.ids.count + fresh.count)
+        for (primaryKey, number) in fresh {
+            let scope = scopes[number] ?? {
+                let scope = idScope(of: entity(number: number, root: root), storeIdentifier: store.identifier,
+                                    kind: .permanent)
+                scopes[number] = scope
+                return scope
+            }()
+            deletion.ids.append(ObjectID(scope: scope, number: primaryKey))
         }
-        let byEntity = Dictionary(grouping: fresh) { entityOf($0.1).name }
-        for (_, group) in byEntity.sorted(by: { $0.key < $1.key }) {
-            let entity = entityOf(group[0].1)
-            let keys: [Int64] = group.map(\.0)
+        // Grouped by the number each row names (an integer hashed a row), then by the entity it stands for.
+        var byEntity: [String: (entity: EntityDescription, keys: [Int64])] = [:]
+        for (number, group) in Dictionary(grouping: fresh, by: \.1) {
+            let entity = entity(number: number, root: root)
+            byEntity[entity.name, default: (entity, [])].keys += group.map(\.0)
+        }
+        for (_, (entity, keys)) in byEntity.sorted(by: { $0.key < $1.key }) {
             for relationship in entity.relationships {
                 // A destination in no added store has no rows to cascade to, nullify or deny for.
                 guard let destination = model.entity(named: relationship.destinationEntityName),
                     let destinationStore = try? coordinator.store(for: destination.rootEntity)
                 else { continue }
-                let targets = try destinationRows(relationship, of: entity, keys: keys, destination: destination, db)
+                // Only Deny and Cascade look at the rows at the other end; Nullify's are found below.
                 switch relationship.deleteRule {
-                case .deny where !targets.isEmpty:
-                    throw ObjectGraphError(
-                        code: .saveFailed,
-                        message: "batch delete refused: \(entity.name).\(relationship.name) "
-                            + "denies deleting rows that still have \(relationship.destinationEntityName) "
-                                + "objects; nothing was deleted"
-                    )
+                case .deny:
+                    guard try destinationRows(relationship, of: entity, keys: keys, destination: destination, db)
+                        .isEmpty
+                    else {
+                        throw ObjectGraphError(
+                            code: .saveFailed,
+                            message: "batch delete refused: \(entity.name).\(relationship.name) "
+                                + "denies deleting rows that still have \(relationship.destinationEntityName) "
+                                    + "objects; nothing was deleted"
+                        )
+                    }
                 case .cascade:
+                    let targets = try destinationRows(
+                        relationship, of: entity, keys: keys, destination: destination, db)
                     try deleteRows(targets, root: destination.rootEntity, db, into: &deletion)
-                default:
+                case .nullify, .noAction:
                     break
                 }
                 if SQLiteSchema.usesJoinTable(relationship, in: model) {
