@@ -500,13 +500,16 @@ open class ManagedObject: Hashable, CustomStringConvertible {
 
     func loadedToOneObject(_ relationship: RelationshipDescription) throws -> ManagedObject? {
         fireFault()
-        switch values[relationship.name] {
-        case let object as ManagedObject:
+        // By its slot: a sort through a to-one reads one for every object, and an `Any` made and
+        // cast back each time was most of that.
+        guard let index = values.layout.index(of: relationship.name) else { return nil }
+        switch values.slot(index) {
+        case .object(let object):
             return object
-        case let fault as FaultReference:
+        case .fault(let primaryKey):
             guard let context = managedObjectContext else { return nil }
-            let object = try context.destination(primaryKey: fault.primaryKey, of: relationship, source: self)
-            values[relationship.name] = object
+            let object = try context.destination(primaryKey: primaryKey, of: relationship, source: self)
+            values.setSlot(index, .object(object))
             return object
         default:
             return nil

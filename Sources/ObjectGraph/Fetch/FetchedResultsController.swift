@@ -238,10 +238,9 @@ public final class FetchedResultsController<Result: ManagedObject>: FetchedResul
 
     // MARK: - Sections
 
-    /// The section name of an object: its value at the section key path, "" when nil.
-    private func sectionName(of object: ManagedObject) -> String {
-        guard let sectionNameKeyPath else { return "" }
-        switch object.value(forKeyPath: sectionNameKeyPath) {
+    /// The section name of an object: its value at the section key path (split into `steps`), "" when nil.
+    private func sectionName(of object: ManagedObject, steps: ArraySlice<String>) -> String {
+        switch object.value(forKeyPath: steps) {
         case nil: return ""
         case let text as String: return text
         case let value?: return "\(value)"
@@ -266,21 +265,22 @@ public final class FetchedResultsController<Result: ManagedObject>: FetchedResul
     }
 
     private func makeSections(_ objects: [Result]) throws -> [FetchedResultsSection] {
-        guard sectionNameKeyPath != nil else {
+        guard let sectionNameKeyPath else {
             return [FetchedResultsSection(name: "", indexTitle: nil, objects: objects)]
         }
+        let steps = ManagedObject.steps(of: sectionNameKeyPath)
         var sections: [FetchedResultsSection] = []
         var names: [String] = []
         var members: [[ManagedObject]] = []
         for object in objects {
-            let name = sectionName(of: object)
+            let name = sectionName(of: object, steps: steps)
             if name == names.last {
                 members[members.count - 1].append(object)
             } else {
                 guard !names.contains(name) else {
                     throw ObjectGraphError(code: .invalidRequest,
                                            message: "the objects are not ordered by the section key path '"
-                                               + (sectionNameKeyPath ?? "")
+                                               + sectionNameKeyPath
                                                + "': section '\(name)' comes twice; sort by it first")
                 }
                 names.append(name)
