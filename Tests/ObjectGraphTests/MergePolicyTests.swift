@@ -124,4 +124,44 @@ final class MergePolicyTests: BoardTestCase {
             }
         }
     }
+
+    /// A save deleting rows by the hundred (500 a statement): each row another context changed
+    /// or deleted meanwhile is settled by the policy alone, and every other row goes.
+    func testADeleteOfManyRowsSettlesEachConflictAloneAndDeletesTheRest() throws {
+        let changedRanks = [3, 700, 1199]
+        let expected: [(MergePolicy, [String]?)] = [
+            (.error, nil),
+            (.rollback, changedRanks.map { "theirs \($0) \($0) -" }),
+            (.overwrite, []),
+        ]
+        for (policy, result) in expected {
+            let mine = try makeBoard(.sqlite, name: "many-\(policy)")
+            mine.mergePolicy = policy
+            let items = (0..<1200).map { item(mine, "item \($0)", rank: $0, group: nil) }
+            try mine.save()
+            let theirs = ManagedObjectContext(coordinator: mine.coordinator, notificationCenter: NotificationCenter())
+            let theirItems = Dictionary(
+                uniqueKeysWithValues: try theirs.objects("Item").map { ($0["rank"] as! Int, $0) })
+            for rank in changedRanks { theirItems[rank]?["name"] = "theirs \(rank)" }
+            theirs.delete(try XCTUnwrap(theirItems[600]))
+            try theirs.save()
+
+            for item in items { mine.delete(item) }
+            let label = "\(policy)"
+            guard let result else {
+                XCTAssertThrowsError(try mine.save(), label) { error in
+                    XCTAssertEqual((error as? ObjectGraphError)?.code, .mergeConflict, label)
+                }
+                XCTAssertEqual(try stored(mine).count, 1199, "\(label): nothing was deleted")
+                continue
+            }
+            try mine.save()
+            XCTAssertEqual(try stored(mine).sorted(), result.sorted(), label)
+            for (rank, item) in items.enumerated() {
+                let kept = result.contains { $0.hasSuffix(" \(rank) -") }
+                XCTAssertEqual(item.managedObjectContext === mine, kept, "\(label): item \(rank)")
+                if kept { XCTAssertEqual(item["name"] as? String, "theirs \(rank)", "\(label): back as stored") }
+            }
+        }
+    }
 }

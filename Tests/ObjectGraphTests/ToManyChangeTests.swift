@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import XCTest
 @testable import ObjectGraph
 
@@ -171,6 +172,51 @@ final class ToManyChangeTests: BoardTestCase {
             let last = fresh(writer)
             XCTAssertEqual(names(try last.objects("Shelf")[0]["books"]), ["c", "d"], "[\(kind)]")
         }
+    }
+
+    /// Deleting objects by the hundred (500 rows a statement) takes their join rows with them,
+    /// and only theirs, also where no delete rule touches the other side (No Action).
+    func testDeletingManyBooksAtOnceTakesTheirShelfRowsWithThem() throws {
+        let model = try ManagedObjectModel(entities: [
+            EntityDescription(name: "Shelf", attributes: [AttributeDescription(name: "name", type: .string)],
+                              relationships: [
+                RelationshipDescription(name: "books", destination: "Book", inverse: "shelves", isToMany: true),
+            ]),
+            EntityDescription(name: "Book", attributes: [AttributeDescription(name: "name", type: .string)],
+                              relationships: [
+                RelationshipDescription(name: "shelves", destination: "Shelf", inverse: "books", isToMany: true,
+                                        deleteRule: .noAction),
+            ]),
+        ])
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
+        try coordinator.addPersistentStore(type: .sqlite, at: directory.appendingPathComponent("no-action.sqlite"))
+        let writer = ManagedObjectContext(coordinator: coordinator, notificationCenter: NotificationCenter())
+        let shelves = ["left", "right"].map { name in
+            let shelf = writer.insertNewObject(forEntityName: "Shelf")
+            shelf["name"] = name
+            return shelf
+        }
+        let books = (0..<1100).map { number in
+            let book = writer.insertNewObject(forEntityName: "Book")
+            book["name"] = String(format: "book %04d", number)
+            for shelf in shelves { book.add(shelf, toRelationship: "shelves") }
+            return book
+        }
+        try writer.save()
+        let deleter = fresh(writer)
+        for book in try deleter.objects("Book", "name < 'book 1050'") { deleter.delete(book) }
+        try deleter.save()
+
+        let reader = fresh(writer)
+        let kept = books.suffix(50).map { $0["name"] as! String }
+        for shelf in try reader.objects("Shelf") {
+            XCTAssertEqual(names(shelf["books"]).sorted(), kept, "\(shelf["name"] ?? "")")
+        }
+        let bookEntity = try XCTUnwrap(writer.model.entity(named: "Book"))
+        let join = SQLiteSchema.joinTable(
+            for: try XCTUnwrap(bookEntity.relationship(named: "shelves")), of: bookEntity, in: writer.model)
+        let queue = try DatabaseQueue(path: try XCTUnwrap(writer.coordinator.persistentStores[0].url).path)
+        XCTAssertEqual(try queue.read { try Int.fetchOne($0, sql: "SELECT COUNT(*) FROM \(join.name)") }, 100)
     }
 
     func testUndoTakesBackOneMembershipChangeAtATime() {

@@ -68,7 +68,7 @@ extension ManagedObjectContext {
                     for object in updated where try updateRow(of: object, db) {
                         rowsUpdated.insert(ObjectIdentifier(object))
                     }
-                    for object in deleted where try !deleteRow(of: object, db) { deletedSet.remove(object) }
+                    for object in try deleteRows(of: deleted, db) { deletedSet.remove(object) }
                     for object in inserted { try insertRow(of: object, db) }
                     for object in joinChanges { try writeJoinRows(of: object, db) }
                     for object in inserted + updated where object.entity.hasOrderedRelationships {
@@ -293,6 +293,58 @@ extension ManagedObjectContext {
         try resolveConflict(object, storedRow: row, root: root, store: store)
         // At the row's version now, so the retry writes what the policy kept.
         return updatedSet.contains(object) ? try updateRow(of: object, db) : false
+    }
+
+    /// Deletes the rows of `objects` 500 a statement where each is as its object last saw it;
+    /// a row changed or gone meanwhile goes through ``deleteRow(of:_:)`` and its merge policy.
+    /// Returns the objects whose rows the policy kept. (A cascade deletes rows by the hundred
+    /// thousand: a statement a row was most of its save.)
+    private func deleteRows(of objects: [ManagedObject], _ db: Database) throws -> [ManagedObject] {
+        var kept: [ManagedObject] = []
+        var entities: [EntityDescription] = []
+        var objectsOf: [ObjectIdentifier: [ManagedObject]] = [:]
+        for object in objects {
+            let entity = ObjectIdentifier(object.entity)
+            if objectsOf[entity] == nil { entities.append(object.entity) }
+            objectsOf[entity, default: []].append(object)
+        }
+        for entity in entities {
+            let root = entity.rootEntity
+            let store = try coordinator.store(for: root)
+            let table = store.qualified(root.tableName)
+            let joins = entity.relationships.filter { SQLiteSchema.usesJoinTable($0, in: model) }
+                .map { SQLiteSchema.joinTable(for: $0, of: entity, in: model) }
+                .map { "\(store.qualified($0.name)) WHERE \($0.sourceColumn)" }
+            // Always 500 parameters (NULLs match nothing): one cached statement of each, whatever the count.
+            let inChunk = "IN (\(placeholders(500)))"
+            let padded = { (keys: [DatabaseValue]) in
+                keys + repeatElement(DatabaseValue.null, count: 500 - keys.count)
+            }
+            for chunk in (objectsOf[ObjectIdentifier(entity)] ?? []).chunked(500) {
+                let keys = padded(chunk.map { $0.objectID.primaryKey!.databaseValue })
+                var versions: [Int64: Int64] = [:]
+                let select = "SELECT Z_PK, Z_OPT FROM \(table) WHERE Z_PK \(inChunk)"
+                try db.forEachRow(sql: select, arguments: keys) { row in
+                    guard let key = row.int64(at: 0), let version = row.int64(at: 1) else { return }
+                    versions[key] = version
+                }
+                var unchanged: [DatabaseValue] = []
+                for object in chunk {
+                    let key = object.objectID.primaryKey!
+                    if versions[key] == object.version {
+                        unchanged.append(key.databaseValue)
+                    } else if try !deleteRow(of: object, db) {
+                        kept.append(object)
+                    }
+                }
+                guard !unchanged.isEmpty else { continue }
+                try db.executeCached(sql: "DELETE FROM \(table) WHERE Z_PK \(inChunk)", values: padded(unchanged))
+                for join in joins {
+                    try db.executeCached(sql: "DELETE FROM \(join) \(inChunk)", values: padded(unchanged))
+                }
+            }
+        }
+        return kept
     }
 
     /// Deletes an object's row; returns false when the merge policy keeps a row changed

@@ -451,7 +451,8 @@ extension ManagedObjectContext {
 
     private static let chunkPlaceholders = Array(repeating: "?", count: 500).joined(separator: ",")
 
-    private func placeholders(_ count: Int) -> String {
+    /// `count` SQL parameters, comma-separated (500 made once: chunks of rows are that size).
+    func placeholders(_ count: Int) -> String {
         count == 500 ? Self.chunkPlaceholders : Array(repeating: "?", count: count).joined(separator: ",")
     }
 
