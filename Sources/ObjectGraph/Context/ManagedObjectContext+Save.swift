@@ -127,13 +127,13 @@ extension ManagedObjectContext {
                         if destination.managedObjectContext === self { queue.append(destination) }
                     }
                 case .nullify:
-                    guard let inverseName = relationship.inverseName,
+                    // Most often the other end is going too (a cascade's children and their parent).
+                    let staying = destinations.filter { !deletedSet.contains($0) }
+                    guard !staying.isEmpty, let inverseName = relationship.inverseName,
                         let inverse = model.entity(named: relationship.destinationEntityName)?.relationship(
                             named: inverseName)
                     else { continue }
-                    for destination in destinations where !deletedSet.contains(destination) {
-                        destination.primitiveUnlink(inverse, from: object)
-                    }
+                    for destination in staying { destination.primitiveUnlink(inverse, from: object) }
                 case .deny, .noAction:
                     break
                 }
