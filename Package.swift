@@ -41,7 +41,11 @@ let package = Package(
         ),
         .executableTarget(
             name: "mystash",
-            dependencies: ["MyStashKit", "StashCrypto", "StashPlatform", "CLinuxSupport", "TerminalUI", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+            dependencies: ["MyStashKit", "StashCrypto", "StashPlatform", "CLinuxSupport", "TerminalUI", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            // The Swift runtime and Foundation linked in (see FoundationBridging.swift), in debug
+            // builds too so that the tests run what ships.
+            swiftSettings: [.unsafeFlags(["-static-stdlib"])],
+            linkerSettings: [.unsafeFlags(["-static-stdlib"])]
         ),
         .executableTarget(
             name: "objectgraph",
