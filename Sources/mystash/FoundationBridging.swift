@@ -6,11 +6,14 @@ import Foundation
 /// NSUUID as a UUID) lives in members the runtime finds at a cast, through conformances nothing
 /// names. Without these names a property list holding an array fails to serialize ("Not A Type")
 /// and a cast from a Foundation object fails as if the value were of another type.
-enum FoundationBridging {
+///
+/// Public so that the compiler keeps it though nothing reads it: it is never evaluated, which
+/// would make every command's start instantiate these types.
+public enum FoundationBridging {
     /// The value types Foundation bridges, each as its bridging conformance (a witness table the
     /// optimizer cannot fold away, where a bridging method's body is inlined and names nothing),
     /// and their classes.
-    static let linked: ([any _ObjectiveCBridgeable.Type], [AnyClass]) = (
+    public static let linked: ([any _ObjectiveCBridgeable.Type], [AnyClass]) = (
         [
             [Int].self, [String: Int].self, Set<Int>.self, String.self, Substring.self, AnyHashable.self,
             Int.self, Bool.self, Double.self, Data.self, Date.self, DateInterval.self, DateComponents.self,

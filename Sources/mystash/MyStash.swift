@@ -30,7 +30,6 @@ struct MyStash: ParsableCommand {
     )
 
     static func main() {
-        _ = FoundationBridging.linked  // named here, or the optimizer drops it and the link its members
         // Secrets must never reach a core file, and files we create are private.
         _ = ms_disable_core_dumps()
         umask(0o077)
