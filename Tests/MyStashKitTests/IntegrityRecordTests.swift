@@ -1,8 +1,8 @@
 import Foundation
-import ObjectGraph
 import XCTest
 
 @testable import MyStashKit
+@testable import ObjectGraph
 
 final class IntegrityRecordTests: VaultTestCase {
     /// After a migration (a new model version) rows are rewritten: the record is renewed
@@ -220,5 +220,27 @@ final class IntegrityRecordTests: VaultTestCase {
         let reopened = try reopen()
         XCTAssertEqual(try reopened.integrity.check(), [])
         XCTAssertEqual(try reopened.items.entry("Bank", reveal: true).password, "new-secret")
+    }
+
+    /// Each store of a vault, the first record layout's tables included, is of the shape whose
+    /// definitions are foreseen from the statements' text, so that opening it runs no statement
+    /// to know its schema; and the foresight is SQLite's word.
+    func testAVaultsSchemaIsForeseenAsSQLiteKeepsIt() throws {
+        let vault = try makeVault()
+        let own = try vault.ownSchema()
+        let layouts = vault.coordinator.persistentStores.flatMap { store in
+            [own[store.identifier] ?? [], FirstLayoutRecord.tableDefinitions].map { (store, $0) }
+        }
+        for (store, extra) in layouts {
+            let statements = vault.coordinator.expectedStatements(of: store, extraObjects: extra)
+            let foreseen = try XCTUnwrap(SchemaObject.predictedDefinitions(
+                required: statements.required, optional: statements.optional), store.displayName)
+            let sqlite = try vault.coordinator.expectedSchema(statements)
+            XCTAssertEqual(foreseen.definitions,
+                           sqlite.definitions.filter { !SchemaObject.sqliteTables.contains($0.key) })
+            XCTAssertEqual(foreseen.required, sqlite.required.subtracting(SchemaObject.sqliteTables))
+            XCTAssertGreaterThan(foreseen.definitions.count, 10)
+        }
+        XCTAssertEqual(layouts.count, 4)
     }
 }

@@ -65,4 +65,94 @@ final class SchemaVerificationTests: ObjectGraphTestCase {
                        ["table 'MINE' differs from the model: column B is 'B TEXT not null 0 default none key 0 "
                         + "hidden 0', not 'B BLOB not null 0 default none key 0 hidden 0'"])
     }
+
+    /// A model with what the Shop model lacks: a many-to-many (its join table has a composite
+    /// key), an ordered to-many, an entity hierarchy and a uniqueness constraint.
+    static func tagModel() throws -> ManagedObjectModel {
+        try ManagedObjectModel(entities: [
+            EntityDescription(
+                name: "Post", attributes: [AttributeDescription(name: "slug", type: .string, isIndexed: true)],
+                relationships: [
+                    RelationshipDescription(name: "tags", destination: "Tag", inverse: "posts", isToMany: true),
+                    RelationshipDescription(name: "parts", destination: "Part", inverse: "post", isToMany: true,
+                                            isOrdered: true),
+                ],
+                uniquenessConstraints: [["slug"]]),
+            EntityDescription(
+                name: "Tag", attributes: [AttributeDescription(name: "label", type: .string)],
+                relationships: [RelationshipDescription(name: "posts", destination: "Post", inverse: "tags",
+                                                        isToMany: true)]),
+            EntityDescription(name: "Part", relationships: [
+                RelationshipDescription(name: "post", destination: "Post", inverse: "parts")]),
+            EntityDescription(name: "Figure", parent: "Part",
+                              attributes: [AttributeDescription(name: "caption", type: .string)]),
+        ])
+    }
+
+    /// SQLite's own word on what `required` then `optional` make: the names of the first and
+    /// every object's definition.
+    func definitionsBySQLite(_ required: [String], _ optional: [String]) throws
+        -> (required: Set<String>, definitions: [String: SchemaObject.Definition])
+    {
+        // Less SQLite's own tables (sqlite_sequence), which a store may hold or not.
+        let database = try makeStack(.sqlite).coordinator.expectedSchema((required, optional))
+        return (database.required.subtracting(SchemaObject.sqliteTables),
+                database.definitions.filter { !SchemaObject.sqliteTables.contains($0.key) })
+    }
+
+    /// What is foreseen from the statements' text is what SQLite keeps when it runs them, for
+    /// the stores ObjectGraph makes (history and a row authentication's tables included) and
+    /// for each shape the foresight reads; a shape it does not read is left to SQLite.
+    func testForeseenDefinitionsAreThoseSQLiteKeeps() throws {
+        let authentication = RowAuthentication.Tables(
+            tags: "ROW_TAG", buckets: "ROW_BUCKET", record: "ROW_RECORD", bucketIndex: "ROW_TAG_BUCKET")
+            .definitions { $0 }
+        var checked = 0
+        let layouts: [(ManagedObjectModel, [String?])] = [
+            (try Self.shopModel(), ["Notes", "Passwords"]), (try Self.shopModel(), [nil]), (try Self.tagModel(), [nil]),
+        ]
+        for (model, configurations) in layouts {
+            let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
+            for store in try configurations.map({ configuration in
+                try coordinator.addPersistentStore(
+                    type: .sqlite, configuration: configuration,
+                    at: directory.appendingPathComponent("\(UUID().uuidString).sqlite"))
+            }) {
+                let statements = coordinator.expectedStatements(of: store, extraObjects: authentication)
+                let foreseen = try XCTUnwrap(SchemaObject.predictedDefinitions(
+                    required: statements.required, optional: statements.optional), store.displayName)
+                let sqlite = try definitionsBySQLite(statements.required, statements.optional)
+                XCTAssertEqual(foreseen.definitions, sqlite.definitions, store.displayName)
+                XCTAssertEqual(foreseen.required, sqlite.required, store.displayName)
+                checked += sqlite.definitions.count
+            }
+        }
+        XCTAssertGreaterThan(checked, 40)
+        let shapes = [
+            "CREATE TABLE   \"Q\"\"x\"   ( A INTEGER PRIMARY KEY, B TEXT UNIQUE, C unique )  ;  ",
+            "create table if not exists \"main\".W (A INTEGER, B BLOB UNIQUE, PRIMARY KEY (A)) WITHOUT ROWID",
+            "CREATE TABLE J (A INTEGER, B INTEGER, PRIMARY KEY (A, B))",
+            "CREATE TABLE K (A TEXT PRIMARY KEY, B INTEGER, UNIQUE (B, A))",
+            "CREATE TABLE R (ZID INTEGER PRIMARY KEY CHECK (ZID = 1), Z BLOB)",
+            "CREATE UNIQUE INDEX IF NOT EXISTS main.\"K_B\" ON K (B COLLATE NOCASE) WHERE B IS NOT NULL;",
+            "CREATE INDEX J_B ON \"J\" (B DESC, A)",
+        ]
+        let foreseen = try XCTUnwrap(SchemaObject.predictedDefinitions(required: shapes, optional: []))
+        XCTAssertEqual(foreseen.definitions, try definitionsBySQLite(shapes, []).definitions)
+        XCTAssertEqual(foreseen.definitions.count, 13)
+        for unread in ["CREATE TABLE D (A INTEGER PRIMARY KEY DESC)", "CREATE VIEW V AS SELECT 1",
+                       "CREATE TABLE S (A TEXT DEFAULT 'x')", "CREATE TEMP TABLE T (A)",
+                       "CREATE TABLE C AS SELECT 1 AS A", "CREATE TRIGGER X AFTER INSERT ON J BEGIN SELECT 1; END"] {
+            XCTAssertNil(SchemaObject.predictedDefinitions(required: [unread], optional: []), unread)
+        }
+    }
+
+    /// A foresight is only a shortcut: a store that differs from it in any definition goes to
+    /// SQLite's comparison, which names the difference.
+    func testAStoreUnlikeTheForesightIsComparedBySQLite() throws {
+        let table = try XCTUnwrap(try makeStack(.sqlite).coordinator.managedObjectModel.entities(
+            forConfiguration: "Passwords").first { $0.superentity == nil }).tableName
+        XCTAssertEqual(try problems(after: "CREATE INDEX EXTRA_INDEX ON \(table) (Z_PK)"),
+                       ["index 'EXTRA_INDEX' on \(table) was added outside ObjectGraph"])
+    }
 }

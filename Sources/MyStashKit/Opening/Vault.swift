@@ -282,7 +282,7 @@ public final class Vault {
     }
 
     /// The tables and indexes the vault adds to each store beside the model's.
-    private func ownSchema() throws -> [String: [String]] {
+    func ownSchema() throws -> [String: [String]] {
         let categoryNames = try coordinator.uniqueIndexStatement(
             on: Category.entityName, attribute: Category.Key.name.rawValue, caseInsensitive: true)
         var objects: [String: [String]] = [:]

@@ -19,43 +19,57 @@ extension PersistentStoreCoordinator {
     public func schemaProblems(extraObjects: [String: [String]] = [:]) throws -> [IntegrityProblem] {
         var problems: [IntegrityProblem] = []
         for store in persistentStores where store.type == .sqlite {
-            let expected = try expectedSchema(of: store, extraObjects: extraObjects[store.identifier] ?? [])
-            let differences = try wrapStoreErrors(.saveFailed, "cannot read the schema of \(store.displayName)") {
-                try read { db -> [String] in
-                    // The same definitions, word for word, make the same schema: the common case is
-                    // settled by one query, without asking SQLite for every table's columns.
-                    let actual = try SchemaObject.definitions(in: db, schemaName: store.schemaName)
-                    if SchemaObject.matches(actual, expected.definitions, required: expected.required) { return [] }
-                    let objects = try expected.database.read { try SchemaObject.all(in: $0, schemaName: "main") }
-                    return SchemaObject.differences(
-                        actual: try SchemaObject.all(in: db, schemaName: store.schemaName),
-                        expected: Dictionary(uniqueKeysWithValues: objects.map {
-                            ($0.key, ($0.value, expected.required.contains($0.key)))
-                        }))
-                }
+            let statements = expectedStatements(of: store, extraObjects: extraObjects[store.identifier] ?? [])
+            let context = "cannot read the schema of \(store.displayName)"
+            let actual = try wrapStoreErrors(.saveFailed, context) {
+                try read { try SchemaObject.definitions(in: $0, schemaName: store.schemaName) }
+            }
+            // The same definitions, word for word, make the same schema: the common case is settled
+            // by one query, without asking SQLite for every table's columns, and most often without
+            // running the statements either.
+            if let predicted = SchemaObject.predictedDefinitions(required: statements.required,
+                                                                 optional: statements.optional),
+               SchemaObject.matches(actual, predicted.definitions, required: predicted.required) {
+                continue
+            }
+            let expected = try expectedSchema(statements)
+            if SchemaObject.matches(actual, expected.definitions, required: expected.required) { continue }
+            let differences = try wrapStoreErrors(.saveFailed, context) {
+                let objects = try expected.database.read { try SchemaObject.all(in: $0, schemaName: "main") }
+                return SchemaObject.differences(
+                    actual: try read { try SchemaObject.all(in: $0, schemaName: store.schemaName) },
+                    expected: Dictionary(uniqueKeysWithValues: objects.map {
+                        ($0.key, ($0.value, expected.required.contains($0.key)))
+                    }))
             }
             problems += differences.map { IntegrityProblem(store: store.displayName, message: $0) }
         }
         return problems
     }
 
-    /// The schema ObjectGraph creates for `store`, in a database of its own, with the names of
-    /// the objects that must be present and every object's definition.
-    private func expectedSchema(of store: PersistentStore, extraObjects: [String]) throws
-        -> (database: DatabaseQueue, required: Set<String>, definitions: [String: SchemaObject.Definition])
+    /// The statements that make `store`'s schema, unqualified: those that must have run and those
+    /// that may have (persistent history, the caller's own objects).
+    func expectedStatements(of store: PersistentStore, extraObjects: [String])
+        -> (required: [String], optional: [String])
     {
-        // Built in memory from the statements a new store runs, so both sides are read alike.
         let qualifier = "\"\(store.schemaName)\"."
         func unqualified(_ statements: [String]) -> [String] {
             statements.map { $0.replacingOccurrences(of: qualifier, with: "") }
         }
-        let required = unqualified(SQLiteSchema.createStatements(for: store, model: managedObjectModel))
-        let optional = unqualified(PersistentHistoryTables.createStatements(for: store)) + extraObjects
+        return (unqualified(SQLiteSchema.createStatements(for: store, model: managedObjectModel)),
+                unqualified(PersistentHistoryTables.createStatements(for: store)) + extraObjects)
+    }
+
+    /// The schema `statements` make, in a database of their own, with the names of the objects
+    /// that must be present and every object's definition: SQLite's own word on them.
+    func expectedSchema(_ statements: (required: [String], optional: [String])) throws
+        -> (database: DatabaseQueue, required: Set<String>, definitions: [String: SchemaObject.Definition])
+    {
         let database = try DatabaseQueue()
         return try database.write { db in
-            for statement in required { try db.execute(sql: statement) }
+            for statement in statements.required { try db.execute(sql: statement) }
             let requiredNames = Set(try SchemaObject.definitions(in: db, schemaName: "main").keys)
-            for statement in optional { try db.execute(sql: statement) }
+            for statement in statements.optional { try db.execute(sql: statement) }
             return (database, requiredNames, try SchemaObject.definitions(in: db, schemaName: "main"))
         }
     }
