@@ -91,11 +91,12 @@ final class SchemaVerificationTests: ObjectGraphTestCase {
 
     /// SQLite's own word on what `required` then `optional` make: the names of the first and
     /// every object's definition.
-    func definitionsBySQLite(_ required: [String], _ optional: [String]) throws
+    func definitionsBySQLite(_ required: [String], _ optional: [String],
+                             coordinator: PersistentStoreCoordinator? = nil) throws
         -> (required: Set<String>, definitions: [String: SchemaObject.Definition])
     {
         // Less SQLite's own tables (sqlite_sequence), which a store may hold or not.
-        let database = try makeStack(.sqlite).coordinator.expectedSchema((required, optional))
+        let database = try (coordinator ?? makeStack(.sqlite).coordinator).expectedSchema((required, optional))
         return (database.required.subtracting(SchemaObject.sqliteTables),
                 database.definitions.filter { !SchemaObject.sqliteTables.contains($0.key) })
     }
@@ -121,7 +122,8 @@ final class SchemaVerificationTests: ObjectGraphTestCase {
                 let statements = coordinator.expectedStatements(of: store, extraObjects: authentication)
                 let foreseen = try XCTUnwrap(SchemaObject.predictedDefinitions(
                     required: statements.required, optional: statements.optional), store.displayName)
-                let sqlite = try definitionsBySQLite(statements.required, statements.optional)
+                let sqlite = try definitionsBySQLite(statements.required, statements.optional,
+                                                     coordinator: coordinator)
                 XCTAssertEqual(foreseen.definitions, sqlite.definitions, store.displayName)
                 XCTAssertEqual(foreseen.required, sqlite.required, store.displayName)
                 checked += sqlite.definitions.count

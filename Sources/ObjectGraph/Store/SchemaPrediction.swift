@@ -94,47 +94,58 @@ private struct SQLToken {
     var start: String.Index { text.startIndex }
     var end: String.Index { text.endIndex }
 
-    func `is`(_ keyword: String) -> Bool { text.uppercased() == keyword }
+    /// Whether it is `keyword` (given in capitals), in any case.
+    func `is`(_ keyword: StaticString) -> Bool {
+        let word = UnsafeBufferPointer(start: keyword.utf8Start, count: keyword.utf8CodeUnitCount)
+        return text.utf8.count == word.count && zip(text.utf8, word).allSatisfy { $0 & 0xDF == $1 }
+    }
 
     /// The name a word or a double-quoted token stands for; nil for a sign.
     var name: String? {
-        if text.first == "\"" { return text.dropFirst().dropLast().replacingOccurrences(of: "\"\"", with: "\"") }
-        return text.first.map { $0.isLetter || $0 == "_" } == true ? String(text) : nil
+        if text.utf8.first == UInt8(ascii: "\"") {
+            return text.dropFirst().dropLast().replacingOccurrences(of: "\"\"", with: "\"")
+        }
+        return text.utf8.first.map(SQLToken.startsName) == true ? String(text) : nil
     }
 
-    /// The tokens of `statement`; nil when it holds a literal, a comment or a bracketed name,
-    /// which a prediction does not read.
+    private static func startsName(_ byte: UInt8) -> Bool {
+        (byte | 0x20) >= UInt8(ascii: "a") && (byte | 0x20) <= UInt8(ascii: "z") || byte == UInt8(ascii: "_")
+    }
+
+    private static func isWordByte(_ byte: UInt8) -> Bool {
+        startsName(byte) || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || byte == UInt8(ascii: "$")
+    }
+
+    /// The tokens of `statement`; nil when it holds a literal, a comment, a bracketed name or a
+    /// character beyond ASCII, which a prediction does not read.
     static func split(_ statement: String) -> [SQLToken]? {
+        let bytes = statement.utf8
         var tokens: [SQLToken] = []
-        var index = statement.startIndex
-        func isWordCharacter(_ character: Character) -> Bool {
-            character.isLetter || character.isNumber || character == "_" || character == "$"
-        }
-        while index < statement.endIndex {
-            let character = statement[index]
-            if character.isWhitespace {
-                index = statement.index(after: index)
-            } else if character == "\"" {
-                var end = statement.index(after: index)
+        var index = bytes.startIndex
+        while index < bytes.endIndex {
+            let byte = bytes[index]
+            var end = bytes.index(after: index)
+            switch byte {
+            case UInt8(ascii: " "), UInt8(ascii: "\n"), UInt8(ascii: "\t"), UInt8(ascii: "\r"):
+                index = end
+                continue
+            case UInt8(ascii: "\""):
                 while true {
-                    guard let close = statement[end...].firstIndex(of: "\"") else { return nil }
-                    end = statement.index(after: close)
-                    guard end < statement.endIndex, statement[end] == "\"" else { break }
-                    end = statement.index(after: end)
+                    guard let close = bytes[end...].firstIndex(of: UInt8(ascii: "\"")) else { return nil }
+                    end = bytes.index(after: close)
+                    guard end < bytes.endIndex, bytes[end] == UInt8(ascii: "\"") else { break }
+                    end = bytes.index(after: end)
                 }
-                tokens.append(SQLToken(text: statement[index..<end]))
-                index = end
-            } else if isWordCharacter(character) {
-                let end = statement[index...].firstIndex { !isWordCharacter($0) } ?? statement.endIndex
-                tokens.append(SQLToken(text: statement[index..<end]))
-                index = end
-            } else if "'`[-/".contains(character) {
+            case _ where isWordByte(byte):
+                end = bytes[index...].firstIndex { !isWordByte($0) } ?? bytes.endIndex
+            case UInt8(ascii: "'"), UInt8(ascii: "`"), UInt8(ascii: "["), UInt8(ascii: "-"), UInt8(ascii: "/"),
+                 0x80...:
                 return nil
-            } else {
-                let end = statement.index(after: index)
-                tokens.append(SQLToken(text: statement[index..<end]))
-                index = end
+            default:
+                break
             }
+            tokens.append(SQLToken(text: statement[index..<end]))
+            index = end
         }
         return tokens
     }

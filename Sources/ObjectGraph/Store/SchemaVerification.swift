@@ -47,17 +47,13 @@ extension PersistentStoreCoordinator {
         return problems
     }
 
-    /// The statements that make `store`'s schema, unqualified: those that must have run and those
-    /// that may have (persistent history, the caller's own objects).
+    /// The statements that make `store`'s schema: those that must have run and those that may
+    /// have (persistent history, the caller's own objects).
     func expectedStatements(of store: PersistentStore, extraObjects: [String])
         -> (required: [String], optional: [String])
     {
-        let qualifier = "\"\(store.schemaName)\"."
-        func unqualified(_ statements: [String]) -> [String] {
-            statements.map { $0.replacingOccurrences(of: qualifier, with: "") }
-        }
-        return (unqualified(SQLiteSchema.createStatements(for: store, model: managedObjectModel)),
-                unqualified(PersistentHistoryTables.createStatements(for: store)) + extraObjects)
+        (SQLiteSchema.createStatements(for: store, model: managedObjectModel),
+         PersistentHistoryTables.createStatements(for: store) + extraObjects)
     }
 
     /// The schema `statements` make, in a database of their own, with the names of the objects
@@ -65,11 +61,16 @@ extension PersistentStoreCoordinator {
     func expectedSchema(_ statements: (required: [String], optional: [String])) throws
         -> (database: DatabaseQueue, required: Set<String>, definitions: [String: SchemaObject.Definition])
     {
+        // Run where the statements' store is "main".
+        let qualifiers = Set(persistentStores.map { "\"\($0.schemaName)\"." })
+        func unqualified(_ statement: String) -> String {
+            qualifiers.reduce(statement) { $0.replacingOccurrences(of: $1, with: "") }
+        }
         let database = try DatabaseQueue()
         return try database.write { db in
-            for statement in statements.required { try db.execute(sql: statement) }
+            for statement in statements.required { try db.execute(sql: unqualified(statement)) }
             let requiredNames = Set(try SchemaObject.definitions(in: db, schemaName: "main").keys)
-            for statement in statements.optional { try db.execute(sql: statement) }
+            for statement in statements.optional { try db.execute(sql: unqualified(statement)) }
             return (database, requiredNames, try SchemaObject.definitions(in: db, schemaName: "main"))
         }
     }
