@@ -85,12 +85,18 @@ struct OpenFile: Hashable {
     /// Every regular file this process has open, by descriptor; none when `/proc` cannot be
     /// read, so that ``PersistentStoreCoordinator/makeReader()`` finds no match and gives no reader.
     static func all() -> [Int32: OpenFile] {
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+        // Read with readdir and fstat: this runs around every store's opening.
+        guard let directory = opendir("/proc/self/fd") else { return [:] }
+        defer { closedir(directory) }
+        let own = dirfd(directory)
         var files: [Int32: OpenFile] = [:]
-        for name in names {
-            guard let descriptor = Int32(name) else { continue }
+        while let entry = readdir(directory) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) {
+                String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            guard let descriptor = Int32(name), descriptor != own else { continue }
             var info = stat()
-            guard stat("/proc/self/fd/\(name)", &info) == 0, info.st_mode & S_IFMT == S_IFREG else { continue }
+            guard fstat(descriptor, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { continue }
             files[descriptor] = OpenFile(device: UInt64(info.st_dev), inode: UInt64(info.st_ino))
         }
         return files
