@@ -769,12 +769,12 @@ public final class RowAuthentication: StoreWriteObserver {
             recorded[table, default: [:]][key] = row
             found[row.bucket, default: Bucket()].add(row.tag)
         }
-        for number in numbers.sorted() {
-            try transaction.forEachRow(
-                "SELECT ZTABLE, ZPK, ZBUCKET, ZTAG FROM \(tags) WHERE ZBUCKET = ?", [.integer(Int64(number))], tagged)
-        }
+        try transaction.forEachRow(
+            "SELECT ZTABLE, ZPK, ZBUCKET, ZTAG FROM \(tags) WHERE ZBUCKET = ?",
+            eachOf: numbers.sorted().map { [.integer(Int64($0))] }, tagged)
         check.problems += bucketProblems(found, numbers: numbers, of: store, against: record)
-        for (table, entity) in store.tables.sorted(by: { $0.key < $1.key }) {
+        // Only the tables with tagged rows in these buckets: a row without a tag is caught where it is read.
+        for (table, entity) in store.tables.sorted(by: { $0.key < $1.key }) where recorded[table] != nil {
             let columns = try columns(of: table, store: store, in: transaction)
             var unseen = recorded[table] ?? [:]
             let qualified = try transaction.qualified(table, storeIdentifier: store.identifier)
@@ -796,9 +796,8 @@ public final class RowAuthentication: StoreWriteObserver {
                         IntegrityProblem(store: store.displayName, entity: entity, primaryKey: key, message: problem))
                 }
             }
-            for key in (recorded[table] ?? [:]).keys.sorted() {
-                try transaction.forEachRow("SELECT * FROM \(qualified) WHERE Z_PK = ?", [.integer(key)], compare)
-            }
+            try transaction.forEachRow("SELECT * FROM \(qualified) WHERE Z_PK = ?",
+                                       eachOf: (recorded[table] ?? [:]).keys.sorted().map { [.integer($0)] }, compare)
             for key in unseen.keys.sorted() {
                 check.problems.append(
                     IntegrityProblem(

@@ -108,6 +108,15 @@ public struct StoreTransaction {
         try forEachRow(try db.makeStatement(sql: sql), arguments, body)
     }
 
+    /// ``forEachRow(_:_:_:)`` for each of `argumentLists` in turn, the statement prepared once.
+    public func forEachRow(
+        _ sql: String, eachOf argumentLists: [[StoredCell]], _ body: ([StoredCell]) throws -> Void
+    ) throws {
+        guard !argumentLists.isEmpty else { return }
+        let statement = try db.makeStatement(sql: sql)
+        for arguments in argumentLists { try forEachRow(statement, arguments, body) }
+    }
+
     private func forEachRow(_ statement: Statement, _ arguments: [StoredCell], _ body: ([StoredCell]) throws -> Void)
         throws
     {
