@@ -231,12 +231,21 @@ public final class RowAuthentication: StoreWriteObserver {
         Self.appendField(&message, store.displayName.utf8)
         Self.appendField(&message, record.model.utf8)
         for number in [record.generation, record.peerGeneration, record.rowCount] { Self.append(number, to: &message) }
-        // In bucket order, looked up rather than sorted: this runs at every opening.
-        for number in 0..<Self.bucketCount {
-            guard let bucket = record.buckets[number], bucket.count != 0 else { continue }
-            Self.append(Int64(number), to: &message)
-            Self.append(bucket.count, to: &message)
-            Self.appendField(&message, bucket.sum)
+        // In bucket order, looked up rather than sorted, and written in place: this runs at every
+        // opening, over thousands of buckets. Each is its number, count, sum's length and sum.
+        let present = (0..<Self.bucketCount).compactMap { number in
+            record.buckets[number].flatMap { $0.count != 0 ? (number, $0) : nil }
+        }
+        var offset = message.count
+        message.append(contentsOf: repeatElement(0, count: present.reduce(0) { $0 + 24 + $1.1.sum.count }))
+        message.withUnsafeMutableBytes { bytes in
+            for (number, bucket) in present {
+                bytes.storeBytes(of: Int64(number).bigEndian, toByteOffset: offset, as: Int64.self)
+                bytes.storeBytes(of: bucket.count.bigEndian, toByteOffset: offset + 8, as: Int64.self)
+                bytes.storeBytes(of: Int64(bucket.sum.count).bigEndian, toByteOffset: offset + 16, as: Int64.self)
+                bytes.baseAddress!.advanced(by: offset + 24).copyMemory(from: bucket.sum, byteCount: bucket.sum.count)
+                offset += 24 + bucket.sum.count
+            }
         }
         return try authenticator.authenticationCode(of: message)
     }
