@@ -1,3 +1,4 @@
+import Foundation
 import ObjectGraph
 import XCTest
 
@@ -52,5 +53,20 @@ final class ModelKeysTests: XCTestCase {
             .relationship(named: PasswordEntry.Key.category.rawValue)
         XCTAssertEqual(category?.destinationEntityName, MyStashKit.Category.entityName)
         XCTAssertEqual(PasswordEntry.categoryName, "category.name")
+    }
+
+    /// The vault's model defers compiling its patterns to the first save that validates them;
+    /// every pattern of every version must therefore compile, which is checked here instead.
+    func testEveryPatternOfEveryModelVersionCompiles() throws {
+        var patterns: [String] = []
+        for model in try Resources.modelVersions().versions {
+            for entity in model.entities {
+                patterns += entity.attributes.compactMap(\.regularExpression)
+            }
+        }
+        XCTAssertGreaterThanOrEqual(Set(patterns).count, 3)
+        for pattern in patterns {
+            XCTAssertNoThrow(try NSRegularExpression(pattern: pattern), pattern)
+        }
     }
 }

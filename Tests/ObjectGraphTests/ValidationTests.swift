@@ -129,6 +129,32 @@ final class ValidationTests: ObjectGraphTestCase {
         }
     }
 
+    /// A pattern that does not compile stops the model's load; deferred to validation, it loads,
+    /// and then fails every validation of its attribute (a save is refused, never let through).
+    func testAnInvalidPatternStopsTheLoadOrEveryValidationWhenDeferred() throws {
+        let entities = {
+            [EntityDescription(name: "Entry", attributes: [
+                AttributeDescription(name: "code", type: .string, regularExpression: "[a-z"),
+                AttributeDescription(name: "plain", type: .string, regularExpression: "[a-z]+"),
+            ])]
+        }
+        XCTAssertThrowsError(try ManagedObjectModel(entities: entities())) { error in
+            XCTAssertTrue("\(error)".contains("invalid regular expression '[a-z'"), "\(error)")
+        }
+        let model = try ManagedObjectModel(entities: entities(), deferringPatternChecks: true)
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
+        try coordinator.addPersistentStore(type: .inMemory)
+        let context = ManagedObjectContext(coordinator: coordinator)
+        let entry = context.insertNewObject(forEntityName: "Entry")
+        entry["plain"] = "fine"
+        entry["code"] = "abc"
+        XCTAssertEqual(messages { try context.save() }.count, 1)
+        entry["code"] = nil
+        try context.save()
+        entry["plain"] = "NOT"
+        XCTAssertEqual(messages { try context.save() }.count, 1)
+    }
+
     /// A check of its own that cannot run (its fetch failed) fails the save instead of passing unchecked.
     func testACheckThatCannotRunFailsTheSaveAndWritesNothing() throws {
         forEachStoreKind { kind in

@@ -91,9 +91,11 @@ public final class ModelVersions {
     /// With `parsingOlderVersionsWhenNeeded`, only the current version is parsed now, the others
     /// when a store of an older version is opened (or ``versions`` is read): a program that
     /// opens stores of the current version, as most openings are, never parses them. Errors in
-    /// an older version are then thrown by that opening.
+    /// an older version are then thrown by that opening. `deferringPatternChecks` is given to each
+    /// version's model (see ``ManagedObjectModel``'s `init(entities:…)`).
     public convenience init(
-        xcdatamodeldFiles files: [String: Data], modelName: String, parsingOlderVersionsWhenNeeded: Bool = false
+        xcdatamodeldFiles files: [String: Data], modelName: String, parsingOlderVersionsWhenNeeded: Bool = false,
+        deferringPatternChecks: Bool = false
     ) throws {
         var models: [ManagedObjectModel] = []
         let folders = Set(
@@ -110,7 +112,7 @@ public final class ModelVersions {
             let identifier = String(folder.dropLast(".xcdatamodel".count))
             return try ManagedObjectModel(
                 entities: parsed.entities, configurations: parsed.configurations,
-                versionIdentifier: identifier, file: fileName)
+                versionIdentifier: identifier, file: fileName, deferringPatternChecks: deferringPatternChecks)
         }
         if parsingOlderVersionsWhenNeeded, let plistData = files[".xccurrentversion"],
            let plist = try? BinaryPropertyList.foundationPropertyList(from: plistData) as? [String: Any],

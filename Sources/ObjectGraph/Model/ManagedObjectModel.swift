@@ -57,10 +57,16 @@ public final class ManagedObjectModel {
 
     /// Assembles a model, resolving inheritance and checking that it is consistent.
     ///
+    /// With `deferringPatternChecks`, attributes' regular expressions are compiled when a
+    /// validation first needs them, not now: for a model whose patterns are known good (an
+    /// application's own, compiled by its tests), so that a program that only reads never pays
+    /// for them. An invalid pattern then fails every validation of its attribute instead.
+    ///
     /// - throws: ``ModelError`` naming the entity and property when a destination,
-    ///   inverse or parent is missing, or an entity belongs to no configuration.
+    ///   inverse or parent is missing, an entity belongs to no configuration, or (unless
+    ///   deferred) a pattern does not compile.
     public init(entities: [EntityDescription], configurations: [String: [String]] = [:],
-                versionIdentifier: String = "1", file: String? = nil) throws {
+                versionIdentifier: String = "1", file: String? = nil, deferringPatternChecks: Bool = false) throws {
         var byName: [String: EntityDescription] = [:]
         for entity in entities {
             guard byName[entity.name] == nil else {
@@ -152,7 +158,7 @@ public final class ManagedObjectModel {
             }
             entity.toManyRelationshipNames = entity.relationships.filter(\.isToMany).map(\.name)
         }
-        try checkRelationships(file: file)
+        try checkRelationships(file: file, patterns: !deferringPatternChecks)
         try checkConfigurations(file: file)
         for entity in ordered {
             entity.hasJoinTables = entity.relationships.contains { SQLiteSchema.usesJoinTable($0, in: self) }
@@ -186,7 +192,7 @@ public final class ManagedObjectModel {
         }
     }
 
-    private func checkRelationships(file: String?) throws {
+    private func checkRelationships(file: String?, patterns: Bool) throws {
         for entity in entities {
             for relationship in entity.declaredRelationships {
                 guard let destination = entitiesByName[relationship.destinationEntityName] else {
@@ -227,7 +233,7 @@ public final class ManagedObjectModel {
                         reason: "empty value transformer name")
                 }
                 // Compiled once a process: every version repeats the same few patterns, each costly to ICU.
-                if let pattern = attribute.regularExpression, Validator.cachedExpression(pattern) == nil {
+                if patterns, let pattern = attribute.regularExpression, Validator.cachedExpression(pattern) == nil {
                     throw ModelError(
                         file: file, entity: entity.name, property: attribute.name,
                         reason: "invalid regular expression '\(pattern)'")
