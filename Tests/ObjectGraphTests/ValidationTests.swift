@@ -4,6 +4,14 @@ import XCTest
 @testable import ObjectGraph
 
 final class ValidationTests: ObjectGraphTestCase {
+    /// A new "Entry" in a context over an in-memory store of `model`.
+    private func newEntry(in model: ManagedObjectModel) throws -> (ManagedObjectContext, ManagedObject) {
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
+        try coordinator.addPersistentStore(type: .inMemory)
+        let context = ManagedObjectContext(coordinator: coordinator)
+        return (context, context.insertNewObject(forEntityName: "Entry"))
+    }
+
     private func messages(_ body: () throws -> Void) -> [String] {
         do {
             try body()
@@ -111,10 +119,7 @@ final class ValidationTests: ObjectGraphTestCase {
                 AttributeDescription(name: "title", type: .string, isOptional: false),
             ]),
         ])
-        let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
-        try coordinator.addPersistentStore(type: .inMemory)
-        let context = ManagedObjectContext(coordinator: coordinator)
-        let entry = context.insertNewObject(forEntityName: "Entry")
+        let (context, entry) = try newEntry(in: model)
         entry["userId"] = "a b c"
         entry["url"] = "nope"
         entry["title"] = nil
@@ -142,10 +147,7 @@ final class ValidationTests: ObjectGraphTestCase {
             XCTAssertTrue("\(error)".contains("invalid regular expression '[a-z'"), "\(error)")
         }
         let model = try ManagedObjectModel(entities: entities(), deferringPatternChecks: true)
-        let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
-        try coordinator.addPersistentStore(type: .inMemory)
-        let context = ManagedObjectContext(coordinator: coordinator)
-        let entry = context.insertNewObject(forEntityName: "Entry")
+        let (context, entry) = try newEntry(in: model)
         entry["plain"] = "fine"
         entry["code"] = "abc"
         XCTAssertEqual(messages { try context.save() }.count, 1)
