@@ -47,6 +47,19 @@ final class SchemaTamperTests: CLITestCase {
         XCTAssertEqual(try run(["check"]).status, 0)
     }
 
+    /// Found by a reviewer: a trigger named like one of the model's indexes, the index dropped
+    /// and made again after it, once hid behind the index, and a delete left the entry in place.
+    func testATriggerNamedLikeAnIndexIsRefused() throws {
+        let index = "ZSYSTEM_ZUUID_INDEX"
+        let definition = try sqlite("Passwords.sqlite", "SELECT sql FROM sqlite_master WHERE name = '\(index)'")
+        XCTAssertTrue(definition.hasPrefix("CREATE INDEX \(index) ON ZSYSTEM"), definition)
+        _ = try sqlite(
+            "Passwords.sqlite",
+            "CREATE TRIGGER \(index) BEFORE DELETE ON ZSYSTEM BEGIN SELECT RAISE(IGNORE); END; "
+                + "DROP INDEX \(index); \(definition);")
+        try assertRefused("Passwords.sqlite: trigger '\(index)' on ZSYSTEM was added outside ObjectGraph")
+    }
+
     func testAViewStandingInForATableIsRefused() throws {
         _ = try sqlite(
             "Passwords.sqlite",

@@ -236,9 +236,8 @@ final class IntegrityRecordTests: VaultTestCase {
             let foreseen = try XCTUnwrap(SchemaObject.predictedDefinitions(
                 required: statements.required, optional: statements.optional), store.displayName)
             let sqlite = try vault.coordinator.expectedSchema(statements)
-            XCTAssertEqual(foreseen.definitions,
-                           sqlite.definitions.filter { !SchemaObject.sqliteTables.contains($0.key) })
-            XCTAssertEqual(foreseen.required, sqlite.required.subtracting(SchemaObject.sqliteTables))
+            XCTAssertEqual(foreseen.definitions, sqlite.definitions)
+            XCTAssertEqual(foreseen.required, sqlite.required)
             XCTAssertGreaterThan(foreseen.definitions.count, 10)
         }
         XCTAssertEqual(layouts.count, 4)

@@ -25,6 +25,9 @@ extension SchemaObject {
                 if index < required.count { requiredNames.insert(name) }
             }
         }
+        // An index is foreseen only on a table foreseen with it, spelled alike.
+        guard definitions.values.allSatisfy({ $0.type != "index" || definitions[$0.table]?.type == "table" })
+        else { return nil }
         return (requiredNames, definitions)
     }
 
@@ -81,7 +84,11 @@ extension SchemaObject {
             guard token.is("PRIMARY"), index + 1 < tokens.count, tokens[index + 1].is("KEY") else { continue }
             let next = index + 2 < tokens.count ? tokens[index + 2] : nil
             if next?.is("DESC") == true { return nil }
-            let isRowID = index > 0 && tokens[index - 1].is("INTEGER") && next?.text != "("
+            // Only "<name> INTEGER PRIMARY KEY" is foreseen as the rowid: any other shape is
+            // counted as an index, and too many makes the store go to SQLite's comparison,
+            // where too few would let a store without one pass.
+            let isRowID = index > 2 && tokens[index - 1].is("INTEGER") && tokens[index - 2].name != nil
+                && ["(", ","].contains(tokens[index - 3].text) && next?.text != "("
             if !isRowID && !withoutRowID { count += 1 }
         }
         return count

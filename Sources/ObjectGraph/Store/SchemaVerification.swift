@@ -83,9 +83,13 @@ struct SchemaObject: Equatable {
     /// Columns (tables and indexes) or the definition (triggers and views), comparable.
     var shape: [String]
 
-    /// SQLite's own tables, which it makes as it needs them.
-    static let sqliteTables: Set<String> = ["sqlite_sequence", "sqlite_stat1", "sqlite_stat2", "sqlite_stat3",
-                                            "sqlite_stat4"]
+    /// SQLite's own tables, which it makes as it needs them (AUTOINCREMENT, ANALYZE), each as
+    /// SQLite defines it: one defined otherwise is someone else's and is reported.
+    static let sqliteTables = [
+        "sqlite_sequence": "CREATE TABLE sqlite_sequence(name,seq)",
+        "sqlite_stat1": "CREATE TABLE sqlite_stat1(tbl,idx,stat)",
+        "sqlite_stat4": "CREATE TABLE sqlite_stat4(tbl,idx,neq,nlt,ndlt,sample)",
+    ]
 
     /// An object as `sqlite_master` defines it: its type, table and `CREATE` statement.
     struct Definition: Equatable {
@@ -94,25 +98,46 @@ struct SchemaObject: Equatable {
         var sql: String?
     }
 
-    /// Every object's definition, by name.
+    /// The key of an object by its type and name, under which both sides are compared: a
+    /// trigger's name is apart from the others (SQLite lets a trigger share an index's name),
+    /// and names are compared as SQLite compares them (see ``exact(_:)``). No name holds a NUL.
+    static func key(type: String, name: String) -> String {
+        type == "trigger" ? "\u{0}trigger\u{0}" + exact(name) : exact(name)
+    }
+
+    /// The name a key stands for, to be shown.
+    static func shown(_ key: String) -> String {
+        key.hasPrefix("\u{0}trigger\u{0}") ? String(key.dropFirst("\u{0}trigger\u{0}".count)) : key
+    }
+
+    /// `text` with every character beyond ASCII written as `\u{…}`: Swift holds canonically
+    /// equivalent text equal (a "K" and the Kelvin sign), which SQLite tells apart, so whatever
+    /// is read from `sqlite_master` is compared in this form.
+    static func exact(_ text: String) -> String {
+        guard !text.utf8.allSatisfy({ $0 < 0x80 }) else { return text }
+        return text.unicodeScalars.map { $0.isASCII ? String($0) : "\\u{\(String($0.value, radix: 16))}" }.joined()
+    }
+
+    /// Every object's definition, by ``key(type:name:)``; SQLite's own tables, as SQLite defines
+    /// them, left out.
     static func definitions(in db: Database, schemaName: String) throws -> [String: Definition] {
         var definitions: [String: Definition] = [:]
         let sql = "SELECT type, name, tbl_name, sql FROM \"\(schemaName)\".sqlite_master"
         for row in try Row.fetchAll(db, sql: sql) {
-            definitions[row["name"] ?? ""] = Definition(
-                type: row["type"] ?? "", table: row["tbl_name"] ?? "", sql: row["sql"])
+            let type: String = row["type"] ?? "", name: String = row["name"] ?? "", text: String? = row["sql"]
+            if type == "table", let own = sqliteTables[name], text == own { continue }
+            definitions[key(type: type, name: name)] = Definition(
+                type: exact(type), table: exact(row["tbl_name"] ?? ""), sql: text.map(exact))
         }
         return definitions
     }
 
-    /// Whether `actual` holds every required object and nothing but expected objects (and SQLite's
-    /// own tables), each defined by the same statement.
+    /// Whether `actual` holds every required object and nothing but expected objects, each
+    /// defined by the same statement.
     static func matches(
         _ actual: [String: Definition], _ expected: [String: Definition], required: Set<String>
     ) -> Bool {
-        required.allSatisfy { actual[$0] != nil } && actual.allSatisfy { name, definition in
-            expected[name] == definition || (definition.type == "table" && sqliteTables.contains(name))
-        }
+        required.allSatisfy { actual[$0] != nil } && actual.allSatisfy { expected[$0.key] == $0.value }
     }
 
     static func all(in db: Database, schemaName: String) throws -> [String: SchemaObject] {
@@ -123,6 +148,7 @@ struct SchemaObject: Equatable {
             let type: String = row["type"] ?? ""
             let name: String = row["name"] ?? ""
             let table: String = row["tbl_name"] ?? ""
+            if type == "table", let own = sqliteTables[name], row["sql"] == own { continue }
             var shape: [String]
             switch type {
             case "table":
@@ -148,7 +174,8 @@ struct SchemaObject: Equatable {
                 let sql: String = row["sql"] ?? ""
                 shape = [sql.split(whereSeparator: \.isWhitespace).joined(separator: " ")]
             }
-            objects[name] = SchemaObject(type: type, table: table, shape: shape)
+            objects[key(type: type, name: name)] = SchemaObject(type: exact(type), table: exact(table),
+                                                                 shape: shape.map(exact))
         }
         return objects
     }
@@ -159,15 +186,14 @@ struct SchemaObject: Equatable {
     static func differences(actual: [String: SchemaObject],
                             expected: [String: (object: SchemaObject, required: Bool)]) -> [String] {
         var found: [String] = []
-        for name in Set(actual.keys).union(expected.keys).sorted() {
+        for name in Set(actual.keys).union(expected.keys).sorted(by: { (shown($0), $0) < (shown($1), $1) }) {
             switch (actual[name], expected[name]) {
             case (let object?, nil):
-                guard !(object.type == "table" && sqliteTables.contains(name)) else { continue }
-                found.append(unexpected(name, object))
+                found.append(unexpected(shown(name), object))
             case (nil, let wanted?):
-                if wanted.required { found.append("\(wanted.object.type) '\(name)' is missing") }
+                if wanted.required { found.append("\(wanted.object.type) '\(shown(name))' is missing") }
             case (let object?, let wanted?):
-                if object != wanted.object { found.append(changed(name, object, wanted.object)) }
+                if object != wanted.object { found.append(changed(shown(name), object, wanted.object)) }
             case (nil, nil):
                 continue
             }
