@@ -20,27 +20,27 @@ extension PersistentStoreCoordinator {
         var problems: [IntegrityProblem] = []
         for store in persistentStores where store.type == .sqlite {
             let statements = expectedStatements(of: store, extraObjects: extraObjects[store.identifier] ?? [])
-            let context = "cannot read the schema of \(store.displayName)"
-            let actual = try wrapStoreErrors(.saveFailed, context) {
-                try read { try SchemaObject.definitions(in: $0, schemaName: store.schemaName) }
-            }
-            // The same definitions, word for word, make the same schema: the common case is settled
-            // by one query, without asking SQLite for every table's columns, and most often without
-            // running the statements either.
-            if let predicted = SchemaObject.predictedDefinitions(required: statements.required,
-                                                                 optional: statements.optional),
-               SchemaObject.matches(actual, predicted.definitions, required: predicted.required) {
-                continue
-            }
-            let expected = try expectedSchema(statements)
-            if SchemaObject.matches(actual, expected.definitions, required: expected.required) { continue }
-            let differences = try wrapStoreErrors(.saveFailed, context) {
-                let objects = try expected.database.read { try SchemaObject.all(in: $0, schemaName: "main") }
-                return SchemaObject.differences(
-                    actual: try read { try SchemaObject.all(in: $0, schemaName: store.schemaName) },
-                    expected: Dictionary(uniqueKeysWithValues: objects.map {
-                        ($0.key, ($0.value, expected.required.contains($0.key)))
-                    }))
+            // One read: what is compared and what is named are the same schema.
+            let differences = try wrapStoreErrors(.saveFailed, "cannot read the schema of \(store.displayName)") {
+                try read { db -> [String] in
+                    // The same definitions, word for word, make the same schema: the common case is
+                    // settled by one query, without asking SQLite for every table's columns, and most
+                    // often without running the statements either.
+                    let actual = try SchemaObject.definitions(in: db, schemaName: store.schemaName)
+                    if let predicted = SchemaObject.predictedDefinitions(required: statements.required,
+                                                                         optional: statements.optional),
+                       SchemaObject.matches(actual, predicted.definitions, required: predicted.required) {
+                        return []
+                    }
+                    let expected = try expectedSchema(statements)
+                    if SchemaObject.matches(actual, expected.definitions, required: expected.required) { return [] }
+                    let objects = try expected.database.read { try SchemaObject.all(in: $0, schemaName: "main") }
+                    return SchemaObject.differences(
+                        actual: try SchemaObject.all(in: db, schemaName: store.schemaName),
+                        expected: Dictionary(uniqueKeysWithValues: objects.map {
+                            ($0.key, ($0.value, expected.required.contains($0.key)))
+                        }))
+                }
             }
             problems += differences.map { IntegrityProblem(store: store.displayName, message: $0) }
         }
