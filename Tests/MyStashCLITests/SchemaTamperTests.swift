@@ -60,6 +60,19 @@ final class SchemaTamperTests: CLITestCase {
         try assertRefused("Passwords.sqlite: trigger '\(index)' on ZSYSTEM was added outside ObjectGraph")
     }
 
+    /// Found by a reviewer: a foreign key written into ZSYSTEM's definition (its columns look the
+    /// same) made removing one entry remove every entry whose category had that entry's number.
+    func testAForeignKeyWrittenIntoATableIsRefused() throws {
+        let sql = try sqlite("Passwords.sqlite", "SELECT sql FROM sqlite_master WHERE name = 'ZSYSTEM'")
+        XCTAssertTrue(sql.contains(" ZCATEGORY INTEGER,"), sql)
+        let changed = sql.replacingOccurrences(
+            of: " ZCATEGORY INTEGER,", with: " ZCATEGORY INTEGER REFERENCES ZSYSTEM(Z_PK) ON DELETE CASCADE,")
+        _ = try sqlite(
+            "Passwords.sqlite",
+            "PRAGMA writable_schema = ON; UPDATE sqlite_master SET sql = '\(changed)' WHERE name = 'ZSYSTEM';")
+        try assertRefused("Passwords.sqlite: table 'ZSYSTEM' is defined otherwise than ObjectGraph defines it")
+    }
+
     func testAViewStandingInForATableIsRefused() throws {
         _ = try sqlite(
             "Passwords.sqlite",

@@ -194,4 +194,31 @@ final class SchemaVerificationTests: ObjectGraphTestCase {
             UPDATE sqlite_master SET sql = 'CREATE TABLE sqlite_stat1(tbl,idx,stat,hidden)' WHERE name = 'sqlite_stat1';
             """), ["table 'sqlite_stat1' is not part of the model"])
     }
+
+    /// What a table's columns do not show still counts: a foreign key that cascades a delete
+    /// to other rows (found by a reviewer: removing one entry removed another), or a collation.
+    func testAClauseTheColumnsDoNotShowIsNamed() throws {
+        let model = try Self.shopModel()
+        let root = try XCTUnwrap(model.entities(forConfiguration: "Passwords").first {
+            $0.superentity == nil && !$0.tableToOneRelationships.isEmpty
+        })
+        let (table, column) = (root.tableName, try XCTUnwrap(root.tableToOneRelationships.first).columnName)
+        let url = try XCTUnwrap(try makeStack(.sqlite).passwords.url)
+        let sql = try XCTUnwrap(try sqlite3(url, "SELECT sql FROM sqlite_master WHERE name = '\(table)'").first)
+        let stated = " \(column) INTEGER"
+        XCTAssertTrue(sql.contains(stated), sql)
+        for clause in [" REFERENCES \(table)(Z_PK) ON DELETE CASCADE", " COLLATE NOCASE"] {
+            let changed = sql.replacingOccurrences(of: stated, with: stated + clause)
+            // A collation also shows in the column's index, which is named too.
+            let found = try problems(after: """
+                PRAGMA writable_schema = ON; UPDATE sqlite_master SET sql = '\(changed)' WHERE name = '\(table)';
+                """)
+            XCTAssertEqual(found.first, "table '\(table)' is defined otherwise than ObjectGraph defines it (a key, "
+                           + "a constraint, a collation or a clause that its columns do not show)", clause)
+            XCTAssertTrue(found.dropFirst().allSatisfy { $0.hasPrefix("index ") }, "\(found)")
+            _ = try sqlite3(url, """
+                PRAGMA writable_schema = ON; UPDATE sqlite_master SET sql = '\(sql)' WHERE name = '\(table)';
+                """)
+        }
+    }
 }

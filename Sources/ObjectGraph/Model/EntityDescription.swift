@@ -2,8 +2,8 @@
 /// place in an inheritance tree, and the number Core Data's SQLite layout gives it.
 ///
 /// Build entities in code and hand them to
-/// ``ManagedObjectModel/init(entities:configurations:versionIdentifier:file:)``, or load them from an
-/// `.xcdatamodeld` folder.
+/// ``ManagedObjectModel/init(entities:configurations:versionIdentifier:file:deferringPatternChecks:)``,
+/// or load them from an `.xcdatamodeld` folder.
 ///
 /// For example:
 ///

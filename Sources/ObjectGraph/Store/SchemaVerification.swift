@@ -82,6 +82,9 @@ struct SchemaObject: Equatable {
     var table: String
     /// Columns (tables and indexes) or the definition (triggers and views), comparable.
     var shape: [String]
+    /// The `CREATE` statement as stored: what the shape does not show (a foreign key, a
+    /// column's collation, an `ON CONFLICT` clause) still makes the object differ.
+    var sql: String?
 
     /// SQLite's own tables, which it makes as it needs them (AUTOINCREMENT, ANALYZE), each as
     /// SQLite defines it: one defined otherwise is someone else's and is reported.
@@ -174,8 +177,9 @@ struct SchemaObject: Equatable {
                 let sql: String = row["sql"] ?? ""
                 shape = [sql.split(whereSeparator: \.isWhitespace).joined(separator: " ")]
             }
-            objects[key(type: type, name: name)] = SchemaObject(type: exact(type), table: exact(table),
-                                                                 shape: shape.map(exact))
+            let sql: String? = row["sql"]
+            objects[key(type: type, name: name)] = SchemaObject(
+                type: exact(type), table: exact(table), shape: shape.map(exact), sql: sql.map(exact))
         }
         return objects
     }
@@ -236,6 +240,10 @@ struct SchemaObject: Equatable {
                 details.append("column \(column) is '\(have)', not '\(want)'")
             default: continue
             }
+        }
+        guard !details.isEmpty else {
+            return "table '\(name)' is defined otherwise than ObjectGraph defines it (a key, a constraint, a "
+                + "collation or a clause that its columns do not show)"
         }
         return "table '\(name)' differs from the model: " + details.joined(separator: "; ")
     }
