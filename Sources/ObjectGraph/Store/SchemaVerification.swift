@@ -117,8 +117,13 @@ struct SchemaObject: Equatable {
     /// equivalent text equal (a "K" and the Kelvin sign), which SQLite tells apart, so whatever
     /// is read from `sqlite_master` is compared in this form.
     static func exact(_ text: String) -> String {
-        guard !text.utf8.allSatisfy({ $0 < 0x80 }) else { return text }
+        guard text.utf8.contains(where: { $0 >= 0x80 }) else { return text }
         return text.unicodeScalars.map { $0.isASCII ? String($0) : "\\u{\(String($0.value, radix: 16))}" }.joined()
+    }
+
+    /// Whether a `sqlite_master` row is one of SQLite's own tables, as SQLite defines it.
+    static func isSQLitesOwn(type: String, name: String, sql: String?) -> Bool {
+        type == "table" && sql != nil && sqliteTables[name] == sql
     }
 
     /// Every object's definition, by ``key(type:name:)``; SQLite's own tables, as SQLite defines
@@ -128,7 +133,7 @@ struct SchemaObject: Equatable {
         let sql = "SELECT type, name, tbl_name, sql FROM \"\(schemaName)\".sqlite_master"
         for row in try Row.fetchAll(db, sql: sql) {
             let type: String = row["type"] ?? "", name: String = row["name"] ?? "", text: String? = row["sql"]
-            if type == "table", let own = sqliteTables[name], text == own { continue }
+            if isSQLitesOwn(type: type, name: name, sql: text) { continue }
             definitions[key(type: type, name: name)] = Definition(
                 type: exact(type), table: exact(row["tbl_name"] ?? ""), sql: text.map(exact))
         }
@@ -151,7 +156,8 @@ struct SchemaObject: Equatable {
             let type: String = row["type"] ?? ""
             let name: String = row["name"] ?? ""
             let table: String = row["tbl_name"] ?? ""
-            if type == "table", let own = sqliteTables[name], row["sql"] == own { continue }
+            let sql: String? = row["sql"]
+            if isSQLitesOwn(type: type, name: name, sql: sql) { continue }
             var shape: [String]
             switch type {
             case "table":
@@ -174,10 +180,8 @@ struct SchemaObject: Equatable {
                         + "collation \(column["coll"] as String? ?? "") key \(column["key"] as Int? ?? 0)"
                 }
             default:
-                let sql: String = row["sql"] ?? ""
-                shape = [sql.split(whereSeparator: \.isWhitespace).joined(separator: " ")]
+                shape = [(sql ?? "").split(whereSeparator: \.isWhitespace).joined(separator: " ")]
             }
-            let sql: String? = row["sql"]
             objects[key(type: type, name: name)] = SchemaObject(
                 type: exact(type), table: exact(table), shape: shape.map(exact), sql: sql.map(exact))
         }

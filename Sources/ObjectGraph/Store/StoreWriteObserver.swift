@@ -109,7 +109,7 @@ public struct StoreTransaction {
     }
 
     /// ``forEachRow(_:_:_:)`` for each of `argumentLists` in turn, the statement prepared once.
-    public func forEachRow(
+    func forEachRow(
         _ sql: String, eachOf argumentLists: [[StoredCell]], _ body: ([StoredCell]) throws -> Void
     ) throws {
         guard !argumentLists.isEmpty else { return }
