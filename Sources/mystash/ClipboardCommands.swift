@@ -7,8 +7,8 @@ import StashPlatform
 /// and what to tell the person.
 enum ClipboardCopy {
     /// Seconds until a copied value is cleared: MYSTASH_CLIP_TIME (0 = never), capped.
-    static func clearSeconds(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> Int {
-        guard let text = environment["MYSTASH_CLIP_TIME"] else { return Clipboard.defaultClearSeconds }
+    static func clearSeconds(environment: (String) -> String? = ProcessEnvironment.value) throws -> Int {
+        guard let text = environment("MYSTASH_CLIP_TIME") else { return Clipboard.defaultClearSeconds }
         guard let seconds = Int(text), (0...Clipboard.maximumClearSeconds).contains(seconds) else {
             throw CommandFailure(
                 .usage,

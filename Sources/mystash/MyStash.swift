@@ -40,7 +40,7 @@ struct MyStash: ParsableCommand {
         signal(SIGPIPE, SIG_IGN)
         var arguments = Array(CommandLine.arguments.dropFirst())
         // Installed as git-credential-mystash, git runs it as `credential.helper mystash`.
-        if CommandLine.arguments.first.map({ URL(fileURLWithPath: $0).lastPathComponent }) == "git-credential-mystash" {
+        if CommandLine.arguments.first?.split(separator: "/").last == "git-credential-mystash" {
             arguments.insert(GitCredential.configuration.commandName!, at: 0)
         }
         if arguments.first?.hasPrefix("--generate-completion-script") == true, arguments.count <= 2 {
@@ -81,28 +81,28 @@ struct VaultOptions: ParsableArguments {
     /// The vault directory `--vault` names, else the environment's, else the default.
     static func directory(vault: String?) -> URL {
         if let vault { return URL(fileURLWithPath: vault) }
-        if let fromEnvironment = ProcessInfo.processInfo.environment["MYSTASH_VAULT"], !fromEnvironment.isEmpty {
+        if let fromEnvironment = ProcessEnvironment.value("MYSTASH_VAULT"), !fromEnvironment.isEmpty {
             return URL(fileURLWithPath: fromEnvironment)
         }
         return defaultDirectory()
     }
 
     /// `$XDG_DATA_HOME/mystash`, else `~/.local/share/mystash`.
-    static func defaultDirectory(environment: [String: String] = ProcessInfo.processInfo.environment) -> URL {
-        if let xdg = environment["XDG_DATA_HOME"], xdg.hasPrefix("/") {
+    static func defaultDirectory(environment: (String) -> String? = ProcessEnvironment.value) -> URL {
+        if let xdg = environment("XDG_DATA_HOME"), xdg.hasPrefix("/") {
             return URL(fileURLWithPath: xdg).appendingPathComponent("mystash")
         }
-        let home = environment["HOME"] ?? NSHomeDirectory()
+        let home = environment("HOME") ?? NSHomeDirectory()
         return URL(fileURLWithPath: home).appendingPathComponent(".local/share/mystash")
     }
 
     /// Tests set `MYSTASH_TEST_ALLOW_WEAK_KDF=1` to create vaults fast; only debug builds honour it.
-    static var testAllowsWeakKDF: Bool { ProcessInfo.processInfo.environment["MYSTASH_TEST_ALLOW_WEAK_KDF"] == "1" }
+    static var testAllowsWeakKDF: Bool { ProcessEnvironment.value("MYSTASH_TEST_ALLOW_WEAK_KDF") == "1" }
 
     /// How long to wait for another process's lock: `MYSTASH_BUSY_TIMEOUT` seconds, else the default.
-    static func lockTimeout(environment: [String: String] = ProcessInfo.processInfo.environment) throws
+    static func lockTimeout(environment: (String) -> String? = ProcessEnvironment.value) throws
         -> TimeInterval {
-        guard let text = environment["MYSTASH_BUSY_TIMEOUT"] else { return Vault.defaultLockTimeout }
+        guard let text = environment("MYSTASH_BUSY_TIMEOUT") else { return Vault.defaultLockTimeout }
         return try Vault.lockTimeout(parsing: text)
     }
 }
@@ -190,7 +190,7 @@ extension VaultOptions {
 
     /// Unlocks with MYSTASH_PASSWORD, else asks on the terminal up to three times.
     func unlockWithMasterPassword(_ vault: Vault, verification: Vault.Verification = .immediate) throws {
-        if let password = ProcessInfo.processInfo.environment["MYSTASH_PASSWORD"] {
+        if let password = ProcessEnvironment.value("MYSTASH_PASSWORD") {
             return try vault.unlock(password: .password(password), verification: verification)
         }
         for attempt in 1...Self.passwordTries {
@@ -214,7 +214,7 @@ extension VaultOptions {
 
 /// A new master password: MYSTASH_NEW_PASSWORD, else asked twice on the terminal.
 func newMasterPassword() throws -> SecretBytes {
-    if let password = ProcessInfo.processInfo.environment["MYSTASH_NEW_PASSWORD"] {
+    if let password = ProcessEnvironment.value("MYSTASH_NEW_PASSWORD") {
         guard !password.isEmpty else { throw CommandFailure(.usage, "MYSTASH_NEW_PASSWORD is empty") }
         return .password(password)
     }

@@ -118,9 +118,8 @@ struct SSHAgentCommand: ParsableCommand {
 
     /// `$XDG_RUNTIME_DIR/mystash/ssh-agent.sock`, else a private directory of this user's in /tmp.
     static func defaultSocketPath() throws -> String {
-        let environment = ProcessInfo.processInfo.environment
         let base: String
-        if let runtime = environment["XDG_RUNTIME_DIR"], !runtime.isEmpty {
+        if let runtime = ProcessEnvironment.value("XDG_RUNTIME_DIR"), !runtime.isEmpty {
             base = runtime + "/mystash"
         } else {
             base = "/tmp/mystash-\(getuid())"

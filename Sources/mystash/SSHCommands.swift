@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import MyStashKit
+import StashPlatform
 import StashCrypto
 
 struct SSHCommand: ParsableCommand {
@@ -88,7 +89,7 @@ struct SSHCommand: ParsableCommand {
         }
         let text = try UTF8Text.decode(data, place: path == "-" ? "standard input" : "'\(path)'")
         return try SSHPrivateKey(keyFile: text) {
-            if let passphrase = ProcessInfo.processInfo.environment["MYSTASH_SSH_PASSPHRASE"] {
+            if let passphrase = ProcessEnvironment.value("MYSTASH_SSH_PASSPHRASE") {
                 return .password(passphrase)
             }
             let shown = path == "-" ? "the key" : path

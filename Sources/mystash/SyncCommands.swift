@@ -1,12 +1,13 @@
 import ArgumentParser
 import Foundation
 import MyStashKit
+import StashPlatform
 import StashCrypto
 
 /// A debug build takes a smaller snapshot interval from the tests; a release build never.
 func applySnapshotIntervalForTesting() {
     #if DEBUG
-    if let text = ProcessInfo.processInfo.environment["MYSTASH_TEST_SNAPSHOT_INTERVAL"], let files = Int(text) {
+    if let text = ProcessEnvironment.value("MYSTASH_TEST_SNAPSHOT_INTERVAL"), let files = Int(text) {
         Vault.setSnapshotIntervalForTesting(files)
     }
     #endif
@@ -96,7 +97,7 @@ struct Clone: ParsableCommand {
                 throw VaultError.wrapping(error)
             }
         }
-        if let password = ProcessInfo.processInfo.environment["MYSTASH_PASSWORD"] {
+        if let password = ProcessEnvironment.value("MYSTASH_PASSWORD") {
             return try open(.password(password))
         }
         for attempt in 1...VaultOptions.passwordTries {

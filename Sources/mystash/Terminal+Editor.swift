@@ -1,6 +1,7 @@
 import CLinuxSupport
 import Foundation
 import MyStashKit
+import StashPlatform
 
 #if canImport(Glibc)
     import Glibc
@@ -15,9 +16,9 @@ extension Terminal {
     static let secretEnvironmentVariables = ["MYSTASH_PASSWORD", "MYSTASH_NEW_PASSWORD"]
 
     /// Memory-backed places for editor files: a usable `$XDG_RUNTIME_DIR` first, then /dev/shm.
-    static func editorBaseDirectories(environment: [String: String] = ProcessInfo.processInfo.environment) -> [String] {
+    static func editorBaseDirectories(environment: (String) -> String? = ProcessEnvironment.value) -> [String] {
         var bases: [String] = []
-        if let runtime = environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/"), isPrivateDirectory(runtime) {
+        if let runtime = environment("XDG_RUNTIME_DIR"), runtime.hasPrefix("/"), isPrivateDirectory(runtime) {
             bases.append(runtime)
         }
         if isDirectory("/dev/shm") { bases.append("/dev/shm") }
@@ -91,8 +92,7 @@ extension Terminal {
     static func removeEditorLeftovers() -> [String] {
         var removed: [String] = []
         for base in editorBaseDirectories() {
-            guard let names = try? FileManager.default.contentsOfDirectory(atPath: base) else { continue }
-            for name in names where name.hasPrefix(editorDirectoryPrefix) {
+            for name in DirectoryEntries.names(in: base) ?? [] where name.hasPrefix(editorDirectoryPrefix) {
                 let parts = name.dropFirst(editorDirectoryPrefix.count).split(separator: ".")
                 guard parts.count == 2, let pid = pid_t(parts[0]), !isRunningMyStash(pid) else { continue }
                 let path = base + "/" + name

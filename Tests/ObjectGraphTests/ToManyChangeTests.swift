@@ -282,11 +282,11 @@ final class ToManyChangeTests: BoardTestCase {
 /// rewriting every join row, and refresh(mergeChanges:) dropping unsaved members.
 final class ToManyChangeSequenceTests: BoardTestCase {
 
-    private func library(_ kind: StoreKind, shelf: String, books: [String], onShelf: [String]) throws
-        -> ManagedObjectContext {
+    private func library(_ kind: StoreKind, shelf: String, books: [String], onShelf: [String],
+                         file: String = "sequences") throws -> ManagedObjectContext {
         let coordinator = PersistentStoreCoordinator(managedObjectModel: try ToManyChangeTests.libraryModel())
         try coordinator.addPersistentStore(type: kind == .sqlite ? .sqlite : .inMemory,
-                                           at: directory.appendingPathComponent("sequences-\(kind).sqlite"))
+                                           at: directory.appendingPathComponent("\(file)-\(kind).sqlite"))
         let context = ManagedObjectContext(coordinator: coordinator, notificationCenter: NotificationCenter())
         let shelfObject = context.insertNewObject(forEntityName: "Shelf")
         shelfObject["name"] = shelf
@@ -299,6 +299,46 @@ final class ToManyChangeSequenceTests: BoardTestCase {
         return context
     }
 
+
+    /// Many joins and leaves, enough that the relationship closes its holes on the way (more
+    /// than half its slots emptied): a refresh keeps exactly the unsaved changes, and the save
+    /// adds exactly the members that joined and takes out the stored ones that left, read
+    /// first or not.
+    func testManyJoinsAndLeavesSaveExactlyTheirRows() {
+        forEachStoreKind { kind in
+            for readsFirst in [true, false] {
+                let stored = (0..<100).map { String(format: "stored %03d", $0) }
+                let writer = try library(kind, shelf: "S", books: stored, onShelf: stored, file: "churn-\(readsFirst)")
+                let context = fresh(writer)
+                let shelf = try context.objects("Shelf")[0]
+                if readsFirst { XCTAssertEqual(names(shelf["books"]).count, 100) }
+                var newBooks: [ManagedObject] = []
+                for number in 0..<100 {
+                    let book = context.insertNewObject(forEntityName: "Book")
+                    book["name"] = String(format: "new %03d", number)
+                    shelf.add(book, toRelationship: "books")
+                    newBooks.append(book)
+                }
+                for book in newBooks where (book["name"] as! String).last! != "7" {
+                    shelf.remove(book, fromRelationship: "books")
+                }
+                for book in try context.objects("Book", "name BEGINSWITH 'stored'")
+                where !(book["name"] as! String).hasSuffix("5") {
+                    shelf.remove(book, fromRelationship: "books")
+                }
+                let expected = (stored + newBooks.map { $0["name"] as! String })
+                    .filter { $0.hasPrefix("stored") ? $0.hasSuffix("5") : $0.hasSuffix("7") }
+                // What a refresh keeps is what the relationship counts as changed since the save.
+                try context.refresh(shelf, mergeChanges: true)
+                XCTAssertEqual(names(shelf["books"]), expected.sorted(), "[\(kind)] read first: \(readsFirst)")
+                try context.save()
+                let reader = fresh(writer)
+                XCTAssertEqual(
+                    names(try reader.objects("Shelf")[0]["books"]), expected.sorted(),
+                    "[\(kind)] read first: \(readsFirst)")
+            }
+        }
+    }
 
     func testAddingAStoredMemberThenRemovingItRemovesIt() {
         forEachStoreKind { kind in

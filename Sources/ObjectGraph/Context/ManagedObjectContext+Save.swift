@@ -396,7 +396,7 @@ extension ManagedObjectContext {
                         sql: "DELETE FROM \(table) WHERE \(join.sourceColumn) = ? AND \(join.destinationColumn) = ?",
                         values: [primaryKey.databaseValue, destinationKey.databaseValue])
                 }
-                joined = Array(members.added.values)
+                joined = members.added
             }
             for destination in joined where !deletedSet.contains(destination) {
                 guard let destinationKey = self.primaryKey(of: destination) else { continue }

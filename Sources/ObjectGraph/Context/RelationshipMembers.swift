@@ -12,8 +12,10 @@ final class RelationshipMembers {
     /// Members in the order they joined; a removed one leaves a hole until the next compaction.
     private var slots: [ManagedObject?] = []
     private var positions: [ObjectIdentifier: Int] = [:]
-    /// Added and removed since the last save. The objects are held, so an identifier is never reused.
-    private(set) var added: [ObjectIdentifier: ManagedObject] = [:]
+    /// Which slots hold a member added since the last save, a bit each: all of them for an
+    /// object never saved, where a dictionary of them doubled the relationship's memory.
+    private var addedSlots = SlotBits()
+    /// Removed since the last save. The objects are held, so an identifier is never reused.
     private(set) var removed: [ObjectIdentifier: ManagedObject] = [:]
     /// Replaced as a whole since the last save (or put back by undo): a save writes every member.
     private(set) var rewritesAll = false
@@ -37,8 +39,10 @@ final class RelationshipMembers {
         members.positions.reserveCapacity(stored.count + positions.count)
         members.slots.reserveCapacity(stored.count + positions.count)
         for object in stored where removed[ObjectIdentifier(object)] == nil { members.append(object) }
-        for case let object? in slots { members.append(object) }
-        members.added = added
+        for (position, object) in slots.enumerated() {
+            guard let object, let joined = members.append(object) else { continue }
+            if addedSlots[position] { members.addedSlots[joined] = true }
+        }
         members.removed = removed
         return members
     }
@@ -49,7 +53,7 @@ final class RelationshipMembers {
         copy.isComplete = isComplete
         copy.slots = slots
         copy.positions = positions
-        copy.added = added
+        copy.addedSlots = addedSlots
         copy.removed = removed
         copy.cachedObjects = cachedObjects
         copy.rewritesAll = rewritesAll
@@ -61,17 +65,23 @@ final class RelationshipMembers {
     func unsavedChanges() -> RelationshipMembers {
         let fault = RelationshipMembers()
         // In the order they joined.
-        for case let object? in slots where added[ObjectIdentifier(object)] != nil { fault.append(object) }
-        fault.added = added
+        for object in added {
+            if let joined = fault.append(object) { fault.addedSlots[joined] = true }
+        }
         fault.removed = removed
         return fault
     }
 
     /// Makes `objects` (without repeats, in their order) the members; a save writes them all.
     func replaceAll(with objects: [ManagedObject]) {
+        // Still added since the last save: the members that stay.
+        let stillAdded = Set(added.map(ObjectIdentifier.init))
         slots = []
         positions = [:]
-        for object in objects { append(object) }
+        addedSlots = SlotBits()
+        for object in objects {
+            if let joined = append(object), stillAdded.contains(ObjectIdentifier(object)) { addedSlots[joined] = true }
+        }
         cachedObjects = nil
         isComplete = true
         rewritesAll = true
@@ -89,7 +99,12 @@ final class RelationshipMembers {
         return objects
     }
 
-    var hasUnsavedChanges: Bool { rewritesAll || !added.isEmpty || !removed.isEmpty }
+    /// Added since the last save, in the order they joined.
+    var added: [ManagedObject] {
+        addedSlots.positions.compactMap { slots[$0] }
+    }
+
+    var hasUnsavedChanges: Bool { rewritesAll || !addedSlots.isEmpty || !removed.isEmpty }
 
     /// Whether `object` is a member; unknown for an object not added while a fault.
     func contains(_ object: ManagedObject) -> Bool { positions[ObjectIdentifier(object)] != nil }
@@ -101,12 +116,10 @@ final class RelationshipMembers {
         let identifier = ObjectIdentifier(object)
         guard positions[identifier] == nil else { return false }
         let wasRemoved = removed.removeValue(forKey: identifier) != nil
-        if !wasRemoved {
-            // A member the store lists is no change: recording it would make a later removal cancel it.
-            if !isComplete, isStored() { return false }
-            added[identifier] = object
-        }
-        append(object)
+        // A member the store lists is no change: recording it would make a later removal cancel it.
+        if !wasRemoved, !isComplete, isStored() { return false }
+        let joined = append(object)
+        if !wasRemoved, let joined { addedSlots[joined] = true }
         return true
     }
 
@@ -118,9 +131,9 @@ final class RelationshipMembers {
         if let position = positions.removeValue(forKey: identifier) {
             slots[position] = nil
             cachedObjects = nil
-            if slots.count >= 64, positions.count < slots.count / 2 { compact() }
             // Added since the last save: nothing to take out of the store; else a stored member.
-            if added.removeValue(forKey: identifier) == nil { removed[identifier] = object }
+            if addedSlots[position] { addedSlots[position] = false } else { removed[identifier] = object }
+            if slots.count >= 64, positions.count < slots.count / 2 { compact() }
             return true
         }
         guard !isComplete, removed[identifier] == nil, isStored() else { return false }
@@ -130,22 +143,70 @@ final class RelationshipMembers {
 
     /// After a save wrote them: no change is pending.
     func forgetChanges() {
-        added = [:]
+        addedSlots = SlotBits()
         removed = [:]
         rewritesAll = false
     }
 
-    private func append(_ object: ManagedObject) {
+    /// The slot `object` now holds; nil when it was a member already.
+    @discardableResult
+    private func append(_ object: ManagedObject) -> Int? {
         let identifier = ObjectIdentifier(object)
-        guard positions[identifier] == nil else { return }
-        positions[identifier] = slots.count
+        guard positions[identifier] == nil else { return nil }
+        let position = slots.count
+        positions[identifier] = position
         slots.append(object)
         cachedObjects = nil
+        return position
     }
 
     /// Closes the holes removals left: amortized O(1) per removal, as each takes half the slots.
     private func compact() {
-        slots = slots.filter { $0 != nil }
-        for (position, object) in slots.enumerated() { positions[ObjectIdentifier(object!)] = position }
+        var kept: [ManagedObject?] = []
+        var keptAdded = SlotBits()
+        kept.reserveCapacity(positions.count)
+        for (position, object) in slots.enumerated() {
+            guard let object else { continue }
+            if addedSlots[position] { keptAdded[kept.count] = true }
+            positions[ObjectIdentifier(object)] = kept.count
+            kept.append(object)
+        }
+        (slots, addedSlots) = (kept, keptAdded)
+    }
+}
+
+/// A set of slot positions, a bit each.
+struct SlotBits {
+    private var words: [UInt64] = []
+    private(set) var count = 0
+
+    var isEmpty: Bool { count == 0 }
+
+    subscript(position: Int) -> Bool {
+        get {
+            let word = position >> 6
+            return word < words.count && words[word] & (1 << UInt64(position & 63)) != 0
+        }
+        set {
+            guard newValue != self[position] else { return }
+            let word = position >> 6
+            if word >= words.count { words.append(contentsOf: repeatElement(0, count: word + 1 - words.count)) }
+            words[word] ^= 1 << UInt64(position & 63)
+            count += newValue ? 1 : -1
+        }
+    }
+
+    /// The positions in the set, in order.
+    var positions: [Int] {
+        var result: [Int] = []
+        result.reserveCapacity(count)
+        for (index, word) in words.enumerated() where word != 0 {
+            var rest = word
+            while rest != 0 {
+                result.append(index << 6 | rest.trailingZeroBitCount)
+                rest &= rest - 1
+            }
+        }
+        return result
     }
 }
