@@ -30,6 +30,28 @@ final class IndexDamageTests: CLITestCase {
         return false
     }
 
+    /// Found by a reviewer: a NUL byte written into an index's name (SQLite reads a name up to
+    /// it) made `check` stop with SQLite's "unrecognized token" and exit 1; now the commands that
+    /// check every index (those reading the whole store) name it and refuse the vault.
+    func testAnIndexNameHoldingANulIsNamed() throws {
+        try initVault()
+        try runOK(["password", "add", "Bank", "--user", "me"], stdin: "secret\n")
+        let store = vaultDirectory.appendingPathComponent("Passwords.sqlite")
+        _ = try sqlite(store, "PRAGMA writable_schema = ON; UPDATE sqlite_master SET name = name || char(0) || 'x' "
+                           + "WHERE name = 'ZFIELD_ZENTRY_INDEX';")
+        let problem = "index 'ZFIELD_ZENTRY_INDEX\\u{0}x' on ZFIELD has a name holding a NUL byte"
+        for command in [["export"], ["password", "list"]] {
+            let result = try run(command)
+            XCTAssertEqual(result.status, 65, "\(command): \(result.stderr)")
+            XCTAssertTrue(result.stderr.contains(problem), result.stderr)
+            XCTAssertEqual(result.stdout, "")
+        }
+        let check = try run(["check"])
+        XCTAssertEqual(check.status, 65, check.stderr)
+        XCTAssertTrue(check.stdout.contains("Passwords.sqlite: " + problem), check.stdout)
+        XCTAssertFalse(check.stderr.contains("unrecognized token"), check.stderr)
+    }
+
     func testAnIndexEntryPointingAtAnotherEntryIsCaught() throws {
         try initVault()
         let document = """

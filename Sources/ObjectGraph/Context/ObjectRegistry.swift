@@ -9,8 +9,7 @@
 /// into a fresh context) registers them as a ``Run``: the save's own array, no table, until
 /// anything else is registered or removed.
 struct ObjectRegistry {
-    private var objects: [ManagedObject?] = []
-    private var tableCount = 0
+    private var table = ProbingTable<ManagedObject?>()
     private var run: Run?
 
     /// Objects of one root entity whose primary keys count up from `firstKey`, in order.
@@ -27,11 +26,11 @@ struct ObjectRegistry {
         }
     }
 
-    var count: Int { tableCount + (run?.objects.count ?? 0) }
+    var count: Int { table.count + (run?.objects.count ?? 0) }
     var isEmpty: Bool { count == 0 }
 
     /// Every registered object, in no particular order.
-    var values: [ManagedObject] { objects.compactMap { $0 } + (run?.objects ?? []) }
+    var values: [ManagedObject] { table.slots.compactMap { $0 } + (run?.objects ?? []) }
 
     /// Registers objects a save just numbered: `objects[i]` has primary key `firstKey + i`, and
     /// all have the root entity numbered `rootEntityNumber`.
@@ -64,8 +63,8 @@ struct ObjectRegistry {
     subscript(key: ManagedObjectContext.ObjectKey) -> ManagedObject? {
         get {
             if let run, let index = run.index(of: key) { return run.objects[index] }
-            guard !objects.isEmpty else { return nil }
-            return objects[slot(for: key)]
+            guard !table.isEmpty else { return nil }
+            return table[slot(for: key)]
         }
         set {
             guard let object = newValue else {
@@ -78,85 +77,42 @@ struct ObjectRegistry {
             }
             // Probing reads each object's own number: one registered under another would be lost.
             precondition(object.registeredPrimaryKey == key.primaryKey, "An object is registered under its own row")
-            if !objects.isEmpty, case let index = slot(for: key), objects[index] != nil {
-                objects[index] = object
-                return
-            }
-            reserveCapacity(tableCount + 1)
-            objects[slot(for: key)] = object
-            tableCount += 1
+            reserveCapacity(table.count + 1)
+            table.set(object, at: slot(for: key))
         }
     }
 
     @discardableResult
     mutating func removeValue(forKey key: ManagedObjectContext.ObjectKey) -> ManagedObject? {
         if let run, run.index(of: key) != nil { dissolveRun() }
-        guard !objects.isEmpty else { return nil }
+        guard !table.isEmpty else { return nil }
         let index = slot(for: key)
-        guard let removed = objects[index] else { return nil }
-        objects[index] = nil
-        tableCount -= 1
-        // Backward-shift deletion: later slots of the same cluster move up, so lookups that stop
-        // at the first empty slot still find them.
-        let mask = objects.count - 1
-        var hole = index
-        var next = index
-        while true {
-            next = (next + 1) & mask
-            guard let object = objects[next] else { break }
-            let home = Self.home(object.registeredPrimaryKey, mask: mask)
-            let staysPut = hole <= next ? (home > hole && home <= next) : (home > hole || home <= next)
-            guard !staysPut else { continue }
-            objects[hole] = object
-            objects[next] = nil
-            hole = next
-        }
+        guard let removed = table[index] else { return nil }
+        table.remove(at: index, home: Self.home)
         return removed
     }
 
     mutating func removeAll() {
-        objects = []
-        tableCount = 0
+        table.removeAll()
         run = nil
     }
 
     /// Grows the table (to a power of two) so `capacity` objects fit without growing again.
     mutating func reserveCapacity(_ capacity: Int) {
         dissolveRun()
-        var slots = max(objects.count, 16)
-        while capacity > slots / 5 * 4 { slots *= 2 }
-        guard slots > objects.count else { return }
-        let oldObjects = objects
-        objects = []
-        objects = Array(repeating: nil, count: slots)
-        let mask = slots - 1
-        for case let object? in oldObjects {
-            var index = Self.home(object.registeredPrimaryKey, mask: mask)
-            while objects[index] != nil { index = (index + 1) & mask }
-            objects[index] = object
-        }
+        table.reserveCapacity(capacity, home: Self.home)
     }
 
-    /// The slot holding `key`, or the empty slot where it would go (the table is not empty).
+    /// The slot holding `key`, or the empty slot where it would go (the table has slots).
     private func slot(for key: ManagedObjectContext.ObjectKey) -> Int {
-        let mask = objects.count - 1
-        var index = Self.home(key.primaryKey, mask: mask)
-        while let object = objects[index] {
-            if object.registeredPrimaryKey == key.primaryKey,
-                object.entity.rootEntity.entityNumber == key.rootEntityNumber
-            {
-                return index
-            }
-            index = (index + 1) & mask
+        table.index(home: Self.home(key.primaryKey)) {
+            $0!.registeredPrimaryKey == key.primaryKey && $0!.entity.rootEntity.entityNumber == key.rootEntityNumber
         }
-        return index
     }
 
-    /// A slot from the primary key alone (splitmix64), so objects of several roots share the table.
-    private static func home(_ primaryKey: Int64, mask: Int) -> Int {
-        var bits = UInt64(bitPattern: primaryKey) &+ 0x9e3779b97f4a7c15
-        bits = (bits ^ (bits >> 30)) &* 0xbf58476d1ce4e5b9
-        bits = (bits ^ (bits >> 27)) &* 0x94d049bb133111eb
-        return Int(truncatingIfNeeded: bits ^ (bits >> 31)) & mask
+    /// A hash of the primary key alone, so objects of several roots share the table.
+    private static func home(_ primaryKey: Int64) -> Int {
+        ProbingTable<ManagedObject?>.spread(UInt64(bitPattern: primaryKey))
     }
+    private static func home(_ object: ManagedObject?) -> Int { home(object!.registeredPrimaryKey) }
 }

@@ -103,7 +103,8 @@ struct SchemaObject: Equatable {
 
     /// The key of an object by its type and name, under which both sides are compared: a
     /// trigger's name is apart from the others (SQLite lets a trigger share an index's name),
-    /// and names are compared as SQLite compares them (see ``exact(_:)``). No name holds a NUL.
+    /// and names are compared as SQLite compares them (see ``exact(_:)``), where no name holds
+    /// a NUL.
     static func key(type: String, name: String) -> String {
         type == "trigger" ? "\u{0}trigger\u{0}" + exact(name) : exact(name)
     }
@@ -113,13 +114,18 @@ struct SchemaObject: Equatable {
         key.hasPrefix("\u{0}trigger\u{0}") ? String(key.dropFirst("\u{0}trigger\u{0}".count)) : key
     }
 
-    /// `text` with every character beyond ASCII written as `\u{…}`: Swift holds canonically
-    /// equivalent text equal (a "K" and the Kelvin sign), which SQLite tells apart, so whatever
-    /// is read from `sqlite_master` is compared in this form.
+    /// `text` with every character beyond printable ASCII written as `\u{…}`: Swift holds
+    /// canonically equivalent text equal (a "K" and the Kelvin sign), which SQLite tells apart,
+    /// so whatever is read from `sqlite_master` is compared in this form; and a control
+    /// character (a NUL written into a name) is shown, not printed.
     static func exact(_ text: String) -> String {
-        guard text.utf8.contains(where: { $0 >= 0x80 }) else { return text }
-        return text.unicodeScalars.map { $0.isASCII ? String($0) : "\\u{\(String($0.value, radix: 16))}" }.joined()
+        guard text.utf8.contains(where: { !isPrintableASCII($0) }) else { return text }
+        return text.unicodeScalars.map {
+            $0.isASCII && isPrintableASCII(UInt8($0.value)) ? String($0) : "\\u{\(String($0.value, radix: 16))}"
+        }.joined()
     }
+
+    private static func isPrintableASCII(_ byte: UInt8) -> Bool { (0x20..<0x7f).contains(byte) }
 
     /// Whether a `sqlite_master` row is one of SQLite's own tables, as SQLite defines it.
     static func isSQLitesOwn(type: String, name: String, sql: String?) -> Bool {
@@ -160,8 +166,11 @@ struct SchemaObject: Equatable {
             if isSQLitesOwn(type: type, name: name, sql: sql) { continue }
             var shape: [String]
             switch type {
+            case _ where quoted(name) == nil || quoted(table) == nil:
+                // SQLite reads a statement up to its first NUL: what it holds cannot be asked.
+                shape = ["a name holding a NUL byte"]
             case "table":
-                shape = try Row.fetchAll(db, sql: "PRAGMA \(schema).table_xinfo(\(quoted(name)))").map { column in
+                shape = try Row.fetchAll(db, sql: "PRAGMA \(schema).table_xinfo(\(quoted(name)!))").map { column in
                     let declared: String = column["type"] ?? ""
                     let base = declared.uppercased().prefix { $0 != "(" }.trimmingCharacters(in: .whitespaces)
                     let defaultValue: String? = column["dflt_value"]
@@ -171,10 +180,10 @@ struct SchemaObject: Equatable {
                     return fields.joined(separator: " ")
                 }.sorted()
             case "index":
-                let listing = try Row.fetchAll(db, sql: "PRAGMA \(schema).index_list(\(quoted(table)))")
+                let listing = try Row.fetchAll(db, sql: "PRAGMA \(schema).index_list(\(quoted(table)!))")
                     .first { ($0["name"] as String?) == name }
                 shape = ["unique \(listing?["unique"] as Int? ?? -1)", "partial \(listing?["partial"] as Int? ?? -1)"]
-                shape += try Row.fetchAll(db, sql: "PRAGMA \(schema).index_xinfo(\(quoted(name)))").map { column in
+                shape += try Row.fetchAll(db, sql: "PRAGMA \(schema).index_xinfo(\(quoted(name)!))").map { column in
                     let columnName: String? = column["name"]
                     return "\(columnName ?? "<expression>") desc \(column["desc"] as Int? ?? 0) "
                         + "collation \(column["coll"] as String? ?? "") key \(column["key"] as Int? ?? 0)"
@@ -188,7 +197,10 @@ struct SchemaObject: Equatable {
         return objects
     }
 
-    private static func quoted(_ name: String) -> String { "\"\(name.replacingOccurrences(of: "\"", with: "\"\""))\"" }
+    /// `name` as an SQL identifier; nil when it holds a NUL, where SQLite would stop reading.
+    static func quoted(_ name: String) -> String? {
+        name.utf8.contains(0) ? nil : "\"\(name.replacingOccurrences(of: "\"", with: "\"\""))\""
+    }
 
     /// Each difference in words, in name order.
     static func differences(actual: [String: SchemaObject],
@@ -277,13 +289,21 @@ extension StoreTransaction {
         let schema = String(master.dropLast("sqlite_master".count))
         var indexesByTable: [String: [(name: String, columns: [String])]] = [:]
         let listed = try rows("SELECT name, tbl_name FROM \(master) WHERE type = 'index' ORDER BY name")
+        var problems: [IntegrityProblem] = []
         for row in listed {
             guard case .text(let name) = row[0], case .text(let table) = row[1] else { continue }
-            let columns = try rows("PRAGMA \(schema)index_info(\"\(name)\")").map { info -> String? in
+            guard let quotedName = SchemaObject.quoted(name), let quotedTable = SchemaObject.quoted(table) else {
+                problems.append(IntegrityProblem(
+                    store: storeName,
+                    message: "index '\(SchemaObject.exact(name))' on \(SchemaObject.exact(table)) has a name holding "
+                        + "a NUL byte: it was written outside ObjectGraph and cannot be checked"))
+                continue
+            }
+            let columns = try rows("PRAGMA \(schema)index_info(\(quotedName))").map { info -> String? in
                 if info.count > 2, case .text(let column) = info[2] { return column }
                 return nil
             }
-            let isPartial = try rows("PRAGMA \(schema)index_list(\"\(table)\")").contains {
+            let isPartial = try rows("PRAGMA \(schema)index_list(\(quotedTable))").contains {
                 $0.count > 4 && $0[1] == .text(name) && $0[4] == .integer(1)
             }
             // Whole indexes on named columns of a rowid table (primary-key ones of join tables too):
@@ -292,25 +312,25 @@ extension StoreTransaction {
             else { continue }
             indexesByTable[table, default: []].append((name, columns.compactMap { $0 }))
         }
-        var problems: [IntegrityProblem] = []
         for (table, indexes) in indexesByTable.sorted(by: { $0.key < $1.key }) {
             do {
                 var fromTable = indexes.map { _ in MultisetDigest() }
                 let allColumns = Array(Set(indexes.flatMap(\.columns))).sorted()
                 let position = Dictionary(uniqueKeysWithValues: allColumns.enumerated().map { ($1, $0) })
-                let selected = allColumns.map { "\"\($0)\"" } + ["rowid"]
+                let selected = allColumns.map(quotedColumn) + ["rowid"]
                 let positions = indexes.map { index in index.columns.map { position[$0]! } + [allColumns.count] }
                 // Read in place: this reads every row of the store, once more for each index.
                 try db.forEachRow(
-                    sql: "SELECT \(selected.joined(separator: ", ")) FROM \(schema)\(table) NOT INDEXED", arguments: []
+                    sql: "SELECT \(selected.joined(separator: ", ")) FROM \(schema)\(quotedColumn(table)) NOT INDEXED",
+                    arguments: []
                 ) { row in
                     for slot in indexes.indices { fromTable[slot].add(row, columns: positions[slot]) }
                 }
                 for (slot, index) in indexes.enumerated() {
                     var fromIndex = MultisetDigest()
-                    let columns = index.columns.map { "\"\($0)\"" } + ["rowid"]
-                    let sql = "SELECT \(columns.joined(separator: ", ")) FROM \(schema)\(table) "
-                        + "INDEXED BY \"\(index.name)\""
+                    let columns = index.columns.map(quotedColumn) + ["rowid"]
+                    let sql = "SELECT \(columns.joined(separator: ", ")) FROM \(schema)\(quotedColumn(table)) "
+                        + "INDEXED BY \(quotedColumn(index.name))"
                     try db.forEachRow(sql: sql, arguments: []) { fromIndex.add($0, columns: Array(0..<columns.count)) }
                     if fromIndex != fromTable[slot] {
                         problems.append(IntegrityProblem(
@@ -327,6 +347,9 @@ extension StoreTransaction {
         }
         return problems
     }
+
+    /// A name SQLite parsed (a column) or that was checked to hold no NUL, as an identifier.
+    private func quotedColumn(_ name: String) -> String { SchemaObject.quoted(name) ?? "\"\"" }
 
     private func hasRowid(_ table: String, master: String) throws -> Bool {
         // A WITHOUT ROWID table is its own primary-key index: there is no row to compare with.

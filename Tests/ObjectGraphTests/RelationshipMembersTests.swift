@@ -1,0 +1,60 @@
+import XCTest
+@testable import ObjectGraph
+
+/// A to-many's members (a probing table of slots, a bit per member added since the save)
+/// against a plain model of them, over random joins, leaves, replacements and saves, enough
+/// of them that the table grows, shifts clusters on removal and compacts its holes.
+final class RelationshipMembersTests: XCTestCase {
+    func testMembersBehaveAsAnOrderedListWithItsChanges() throws {
+        let entity = try XCTUnwrap(try ManagedObjectModel(entities: [EntityDescription(name: "A", attributes: [])])
+            .entity(named: "A"))
+        let pool = (0..<600).map { _ in ManagedObject(entity: entity) }
+        for seed in [1, 2, 3] as [UInt64] {
+            var random = FetchPowerTests.Generator(state: seed)
+            let members = RelationshipMembers(complete: [])
+            var expected: [ManagedObject] = []
+            var added = Set<ObjectIdentifier>()
+            var removed = Set<ObjectIdentifier>()
+            for step in 0..<20_000 {
+                let object = pool[random.next(pool.count)]
+                let identifier = ObjectIdentifier(object)
+                switch random.next(100) {
+                case 0..<55:
+                    let isNew = !expected.contains { $0 === object }
+                    XCTAssertEqual(members.insert(object, isStored: { XCTFail("asked"); return false }), isNew)
+                    if isNew {
+                        expected.append(object)
+                        if removed.remove(identifier) == nil { added.insert(identifier) }
+                    }
+                case 55..<98:
+                    let index = expected.firstIndex { $0 === object }
+                    XCTAssertEqual(members.remove(object, isStored: { XCTFail("asked"); return false }), index != nil)
+                    if let index {
+                        expected.remove(at: index)
+                        if added.remove(identifier) == nil { removed.insert(identifier) }
+                    }
+                case 98:
+                    members.forgetChanges()
+                    (added, removed) = ([], [])
+                default:
+                    // Shuffled by the generator: a replacement keeps added only the members that stay.
+                    var replacement = expected.filter { _ in random.next(3) != 0 }
+                    replacement += pool.filter { _ in random.next(40) == 0 }
+                    var seen = Set<ObjectIdentifier>()
+                    replacement = replacement.filter { seen.insert(ObjectIdentifier($0)).inserted }
+                    members.replaceAll(with: replacement)
+                    added.formIntersection(seen)
+                    expected = replacement
+                }
+                guard step % 97 == 0 || step == 19_999 else { continue }
+                XCTAssertEqual(members.count, expected.count, "seed \(seed), step \(step)")
+                XCTAssert(members.objects.elementsEqual(expected, by: ===), "seed \(seed), step \(step): order")
+                XCTAssertEqual(Set(members.added.map(ObjectIdentifier.init)), added, "seed \(seed), step \(step)")
+                XCTAssertEqual(Set(members.removed.keys), removed, "seed \(seed), step \(step)")
+                for candidate in pool.prefix(50) {
+                    XCTAssertEqual(members.contains(candidate), expected.contains { $0 === candidate })
+                }
+            }
+        }
+    }
+}
