@@ -5,6 +5,23 @@ import XCTest
 /// against a plain model of them, over random joins, leaves, replacements and saves, enough
 /// of them that the table grows, shifts clusters on removal and compacts its holes.
 final class RelationshipMembersTests: XCTestCase {
+    /// Members read from the store are kept in the array read (no copy); a repeat counts once.
+    func testReadMembersKeepTheirOrderAndCountARepeatOnce() throws {
+        let entity = try XCTUnwrap(try ManagedObjectModel(entities: [EntityDescription(name: "A", attributes: [])])
+            .entity(named: "A"))
+        let (a, b, c) = (ManagedObject(entity: entity), ManagedObject(entity: entity), ManagedObject(entity: entity))
+        let members = RelationshipMembers(complete: [a, b, a, c])
+        XCTAssertEqual(members.count, 3)
+        XCTAssert(members.objects.elementsEqual([a, b, c], by: ===))
+        XCTAssertTrue(members.remove(b, isStored: { false }))
+        XCTAssert(members.objects.elementsEqual([a, c], by: ===))
+        XCTAssertFalse(members.contains(b))
+        XCTAssertTrue(members.insert(b, isStored: { false }))
+        XCTAssert(members.objects.elementsEqual([a, c, b], by: ===))
+        XCTAssertEqual(members.added.count, 0, "b was stored: taking it out and back is no change")
+        XCTAssertTrue(members.removed.isEmpty)
+    }
+
     func testMembersBehaveAsAnOrderedListWithItsChanges() throws {
         let entity = try XCTUnwrap(try ManagedObjectModel(entities: [EntityDescription(name: "A", attributes: [])])
             .entity(named: "A"))

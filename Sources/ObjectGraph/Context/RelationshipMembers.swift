@@ -9,8 +9,11 @@
 final class RelationshipMembers {
     /// Whether the members are all there (read from the store, or of an object never saved).
     private(set) var isComplete: Bool
-    /// Members in the order they joined; a removed one leaves a hole until the next compaction.
-    private var slots: [ManagedObject?] = []
+    /// Members in the order they joined. A removed one leaves a hole until the next compaction
+    /// (its slot is marked in `holes`, the object stays), so that without holes this array is
+    /// the members themselves: read as ``objects`` without a copy.
+    private var slots: [ManagedObject] = []
+    private var holes = SlotBits()
     /// Each member's slot, found by the member's identity: 4 bytes a member where a
     /// `[ObjectIdentifier: Int]` took 42 (a relationship of 100,000 held 4.2 MB of it).
     private var positions = ProbingTable<SlotNumber>()
@@ -21,14 +24,22 @@ final class RelationshipMembers {
     private(set) var removed: [ObjectIdentifier: ManagedObject] = [:]
     /// Replaced as a whole since the last save (or put back by undo): a save writes every member.
     private(set) var rewritesAll = false
-    /// The members as an array, made on first read after a change.
+    /// The members as an array, made on first read after a change that left holes.
     private var cachedObjects: [ManagedObject]?
 
-    /// Members that are all there.
+    /// Members that are all there, in their order; a repeat is a hole (the first one counts).
     init(complete objects: [ManagedObject]) {
         isComplete = true
-        reserveCapacity(objects.count)
-        for object in objects { append(object) }
+        slots = objects
+        positions.reserveCapacity(objects.count, home: home)
+        for (position, object) in objects.enumerated() {
+            let index = tableIndex(of: object)
+            if positions[index].isEmpty {
+                positions.set(SlotNumber(position), at: index)
+            } else {
+                holes[position] = true
+            }
+        }
     }
 
     /// A fault: the store's list of members, not read yet, and no change made to it.
@@ -39,8 +50,8 @@ final class RelationshipMembers {
         let members = RelationshipMembers(complete: [])
         members.reserveCapacity(stored.count + positions.count)
         for object in stored where removed[ObjectIdentifier(object)] == nil { members.append(object) }
-        for (position, object) in slots.enumerated() {
-            guard let object, let joined = members.append(object) else { continue }
+        for position in slots.indices where !holes[position] {
+            guard let joined = members.append(slots[position]) else { continue }
             if addedSlots[position] { members.addedSlots[joined] = true }
         }
         members.removed = removed
@@ -52,6 +63,7 @@ final class RelationshipMembers {
         let copy = RelationshipMembers()
         copy.isComplete = isComplete
         copy.slots = slots
+        copy.holes = holes
         copy.positions = positions
         copy.addedSlots = addedSlots
         copy.removed = removed
@@ -77,6 +89,7 @@ final class RelationshipMembers {
         // Still added since the last save: the members that stay.
         let stillAdded = Set(added.map(ObjectIdentifier.init))
         slots = []
+        holes = SlotBits()
         positions.removeAll()
         addedSlots = SlotBits()
         for object in objects {
@@ -93,16 +106,15 @@ final class RelationshipMembers {
     var count: Int { positions.count }
 
     var objects: [ManagedObject] {
+        if holes.isEmpty { return slots }
         if let cachedObjects { return cachedObjects }
-        let objects = slots.compactMap { $0 }
+        let objects = slots.indices.filter { !holes[$0] }.map { slots[$0] }
         cachedObjects = objects
         return objects
     }
 
     /// Added since the last save, in the order they joined.
-    var added: [ManagedObject] {
-        addedSlots.positions.compactMap { slots[$0] }
-    }
+    var added: [ManagedObject] { addedSlots.positions.map { slots[$0] } }
 
     var hasUnsavedChanges: Bool { rewritesAll || !addedSlots.isEmpty || !removed.isEmpty }
 
@@ -130,7 +142,7 @@ final class RelationshipMembers {
         let identifier = ObjectIdentifier(object)
         if let position = position(of: object) {
             positions.remove(at: tableIndex(of: object), home: home)
-            slots[position] = nil
+            holes[position] = true
             cachedObjects = nil
             // Added since the last save: nothing to take out of the store; else a stored member.
             if addedSlots[position] { addedSlots[position] = false } else { removed[identifier] = object }
@@ -155,10 +167,11 @@ final class RelationshipMembers {
         guard position(of: object) == nil else { return nil }
         let position = slots.count
         precondition(position < Int(UInt32.max), "A to-many holds fewer than 2^32 members")
+        // Before the append: a cache still sharing the array would make the append copy it.
+        cachedObjects = nil
         slots.append(object)
         positions.reserveCapacity(positions.count + 1, home: home)
         positions.set(SlotNumber(position), at: tableIndex(of: object))
-        cachedObjects = nil
         return position
     }
 
@@ -183,19 +196,21 @@ final class RelationshipMembers {
         ProbingTable<SlotNumber>.spread(UInt64(UInt(bitPattern: ObjectIdentifier(object))))
     }
 
-    private func home(_ number: SlotNumber) -> Int { Self.home(slots[number.position]!) }
+    private func home(_ number: SlotNumber) -> Int { Self.home(slots[number.position]) }
 
     /// Closes the holes removals left: amortized O(1) per removal, as each takes half the slots.
     private func compact() {
         let old = slots
         let oldAdded = addedSlots
         let keptCount = positions.count
+        let oldHoles = holes
         slots = []
+        holes = SlotBits()
         positions.removeAll()
         addedSlots = SlotBits()
         reserveCapacity(keptCount)
-        for (position, object) in old.enumerated() {
-            guard let object, let kept = append(object) else { continue }
+        for (position, object) in old.enumerated() where !oldHoles[position] {
+            guard let kept = append(object) else { continue }
             if oldAdded[position] { addedSlots[kept] = true }
         }
     }
