@@ -40,6 +40,32 @@ final class ToManyChangeTests: BoardTestCase {
         try context.save()
     }
 
+    /// Found by a reviewer: a removed member's slot held the object until the relationship was
+    /// compacted, so a deleted and saved entry (its values with it) stayed in memory as long as
+    /// its category did. Now nothing keeps it, saved before or not.
+    func testADeletedMemberIsReleased() throws {
+        for savedFirst in [true, false] {
+            let context = try makeBoard(.sqlite)
+            let group = context.insertNewObject(forEntityName: "Group")
+            group["name"] = "g"
+            weak var deleted: ManagedObject?
+            do {
+                for number in 0..<5 {
+                    let item = context.insertNewObject(forEntityName: "Item")
+                    item["name"] = "item \(number)"
+                    item["group"] = group
+                    if number == 2 { deleted = item }
+                }
+                if savedFirst { try context.save() }
+                XCTAssertEqual(names(group["items"]).count, 5)
+                context.delete(try XCTUnwrap(deleted))
+                try context.save()
+            }
+            XCTAssertEqual(names(group["items"]), ["item 0", "item 1", "item 3", "item 4"])
+            XCTAssertNil(deleted, "saved first: \(savedFirst)")
+        }
+    }
+
     /// An inserted object's empty to-many is kept as nothing at all until it is read or changed:
     /// it reads as empty before and after the save, takes members in either state, and undo and
     /// a later reader see what was saved.

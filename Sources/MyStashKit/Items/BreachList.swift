@@ -1,5 +1,6 @@
 import Foundation
 import StashCrypto
+import StashPlatform
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -63,9 +64,7 @@ public struct BreachList {
         }
         defer { closedir(directory) }
         while let entry = readdir(directory) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) {
-                String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self)
-            }
+            let name = DirectoryEntries.name(of: entry)
             if Self.isRangeFileName(name) { return }
         }
         throw VaultError.breachList(path: url.path, .noRangeFiles)

@@ -9,11 +9,12 @@
 final class RelationshipMembers {
     /// Whether the members are all there (read from the store, or of an object never saved).
     private(set) var isComplete: Bool
-    /// Members in the order they joined. A removed one leaves a hole until the next compaction
-    /// (its slot is marked in `holes`, the object stays), so that without holes this array is
-    /// the members themselves: read as ``objects`` without a copy.
+    /// Members in the order they joined. A removed one leaves a hole (``hole``, so the removed
+    /// object is not held) until the next compaction; without holes this array is the members
+    /// themselves, read as ``objects`` without a copy.
     private var slots: [ManagedObject] = []
-    private var holes = SlotBits()
+    /// What a removed member's slot holds: one object of no entity, never a member.
+    private nonisolated(unsafe) static let hole = ManagedObject(entity: EntityDescription(name: "", attributes: []))
     /// Each member's slot, found by the member's identity: 4 bytes a member where a
     /// `[ObjectIdentifier: Int]` took 42 (a relationship of 100,000 held 4.2 MB of it).
     private var positions = ProbingTable<SlotNumber>()
@@ -37,7 +38,7 @@ final class RelationshipMembers {
             if positions[index].isEmpty {
                 positions.set(SlotNumber(position), at: index)
             } else {
-                holes[position] = true
+                slots[position] = Self.hole
             }
         }
     }
@@ -50,7 +51,7 @@ final class RelationshipMembers {
         let members = RelationshipMembers(complete: [])
         members.reserveCapacity(stored.count + positions.count)
         for object in stored where removed[ObjectIdentifier(object)] == nil { members.append(object) }
-        for position in slots.indices where !holes[position] {
+        for position in slots.indices where slots[position] !== Self.hole {
             guard let joined = members.append(slots[position]) else { continue }
             if addedSlots[position] { members.addedSlots[joined] = true }
         }
@@ -63,7 +64,6 @@ final class RelationshipMembers {
         let copy = RelationshipMembers()
         copy.isComplete = isComplete
         copy.slots = slots
-        copy.holes = holes
         copy.positions = positions
         copy.addedSlots = addedSlots
         copy.removed = removed
@@ -89,7 +89,6 @@ final class RelationshipMembers {
         // Still added since the last save: the members that stay.
         let stillAdded = Set(added.map(ObjectIdentifier.init))
         slots = []
-        holes = SlotBits()
         positions.removeAll()
         addedSlots = SlotBits()
         for object in objects {
@@ -106,9 +105,9 @@ final class RelationshipMembers {
     var count: Int { positions.count }
 
     var objects: [ManagedObject] {
-        if holes.isEmpty { return slots }
+        if slots.count == positions.count { return slots }
         if let cachedObjects { return cachedObjects }
-        let objects = slots.indices.filter { !holes[$0] }.map { slots[$0] }
+        let objects = slots.filter { $0 !== Self.hole }
         cachedObjects = objects
         return objects
     }
@@ -142,8 +141,8 @@ final class RelationshipMembers {
         let identifier = ObjectIdentifier(object)
         if let position = position(of: object) {
             positions.remove(at: tableIndex(of: object), home: home)
-            holes[position] = true
             cachedObjects = nil
+            slots[position] = Self.hole
             // Added since the last save: nothing to take out of the store; else a stored member.
             if addedSlots[position] { addedSlots[position] = false } else { removed[identifier] = object }
             if slots.count >= 64, positions.count < slots.count / 2 { compact() }
@@ -203,13 +202,11 @@ final class RelationshipMembers {
         let old = slots
         let oldAdded = addedSlots
         let keptCount = positions.count
-        let oldHoles = holes
         slots = []
-        holes = SlotBits()
         positions.removeAll()
         addedSlots = SlotBits()
         reserveCapacity(keptCount)
-        for (position, object) in old.enumerated() where !oldHoles[position] {
+        for (position, object) in old.enumerated() where object !== Self.hole {
             guard let kept = append(object) else { continue }
             if oldAdded[position] { addedSlots[kept] = true }
         }

@@ -415,7 +415,9 @@ final class StoreMigration {
                 """, arguments: StatementArguments(oldTables))
         for row in dependents {
             let (type, name): (String, String) = (row[0], row[1])
-            try db.execute(sql: "DROP \(type == "index" ? "INDEX" : "TRIGGER") \(qualified("\"\(name)\""))")
+            // GRDB reads text up to a NUL, so every name read here can be quoted.
+            guard let quoted = SchemaObject.quoted(name) else { continue }
+            try db.execute(sql: "DROP \(type == "index" ? "INDEX" : "TRIGGER") \(qualified(quoted))")
         }
         for table in oldTables {
             try db.execute(sql: "ALTER TABLE \(qualified(table)) RENAME TO \(Self.asidePrefix + table)")

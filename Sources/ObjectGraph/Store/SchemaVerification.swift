@@ -335,14 +335,16 @@ extension StoreTransaction {
                     if fromIndex != fromTable[slot] {
                         problems.append(IntegrityProblem(
                             store: storeName,
-                            message: "index '\(index.name)' does not match table \(table) (\(fromIndex.count) entries "
+                            message: "index '\(SchemaObject.exact(index.name))' does not match table "
+                                + "\(SchemaObject.exact(table)) (\(fromIndex.count) entries "
                                 + "for \(fromTable[slot].count) rows): reads through it would miss or invent rows"))
                     }
                 }
             } catch let error as DatabaseError {
                 problems.append(IntegrityProblem(
                     store: storeName,
-                    message: "table \(table) or one of its indexes cannot be read: \(error.message ?? "SQLite error")"))
+                    message: "table \(SchemaObject.exact(table)) or one of its indexes cannot be read: "
+                        + (error.message ?? "SQLite error")))
             }
         }
         return problems

@@ -91,9 +91,10 @@ struct OpenFile: Hashable {
         let own = dirfd(directory)
         var files: [Int32: OpenFile] = [:]
         while let entry = readdir(directory) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) {
-                String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self)
-            }
+            // Read in place: a record may end before the 256 bytes `d_name` declares.
+            let nameOffset = MemoryLayout<dirent>.offset(of: \dirent.d_name)!
+            let name = String(
+                cString: UnsafeRawPointer(entry).advanced(by: nameOffset).assumingMemoryBound(to: CChar.self))
             guard let descriptor = Int32(name), descriptor != own else { continue }
             var info = stat()
             guard fstat(descriptor, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { continue }

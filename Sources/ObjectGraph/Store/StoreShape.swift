@@ -75,7 +75,8 @@ public struct StoreShape: Sendable, Equatable {
             db, sql: "SELECT name FROM \(quoted).sqlite_master WHERE type = 'table' AND name LIKE 'Z%'")
         var tables: [String: [Column]] = [:]
         for name in names {
-            let rows = try Row.fetchAll(db, sql: "PRAGMA \(quoted).table_info(\"\(name)\")")
+            guard let quotedName = SchemaObject.quoted(name) else { continue }
+            let rows = try Row.fetchAll(db, sql: "PRAGMA \(quoted).table_info(\(quotedName))")
             tables[name] = rows.map { Column(name: $0["name"] ?? "", type: ($0["type"] as String? ?? "").uppercased()) }
         }
         var entities: [String: Entity] = [:]
