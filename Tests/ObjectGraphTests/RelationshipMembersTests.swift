@@ -10,6 +10,10 @@ final class RelationshipMembersTests: XCTestCase {
         let entity = try XCTUnwrap(try ManagedObjectModel(entities: [EntityDescription(name: "A", attributes: [])])
             .entity(named: "A"))
         let (a, b, c) = (ManagedObject(entity: entity), ManagedObject(entity: entity), ManagedObject(entity: entity))
+        let read = [a, b, c]
+        XCTAssertEqual(
+            RelationshipMembers(complete: read).objects.withUnsafeBufferPointer { $0.baseAddress },
+            read.withUnsafeBufferPointer { $0.baseAddress }, "the array read is the members, not a copy")
         let members = RelationshipMembers(complete: [a, b, a, c])
         XCTAssertEqual(members.count, 3)
         XCTAssert(members.objects.elementsEqual([a, b, c], by: ===))
