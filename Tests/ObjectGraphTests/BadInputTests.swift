@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import XCTest
 
 @testable import ObjectGraph
@@ -203,5 +204,38 @@ final class DamagedStoreTests: ObjectGraphTestCase {
             }
         }
         XCTAssertGreaterThanOrEqual(refused, 6)
+    }
+}
+
+/// Text another program wrote into a String column (not UTF-8, a NUL inside, empty) reads as
+/// GRDB reads the same cell, whichever path the read takes.
+final class StoredTextTests: ObjectGraphTestCase {
+    func testTextWrittenBySQLite3ReadsAsGRDBReadsIt() throws {
+        let model = try xmlModel(#"<entity name="Post"><attribute name="title" attributeType="String"/></entity>"#)
+        let url = directory.appendingPathComponent("text.sqlite")
+        let cells = ["X'C328'", "X'610062'", "X'F09F9880'", "X'FF'", "X''", "X'E282'", "'plain'"]
+        do {
+            let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
+            try coordinator.addPersistentStore(type: .sqlite, at: url)
+            let context = ManagedObjectContext(coordinator: coordinator)
+            for _ in cells { context.insertNewObject(forEntityName: "Post")["title"] = "placeholder" }
+            try context.save()
+        }
+        for (offset, cell) in cells.enumerated() {
+            _ = try runSQLite3([url.path, "UPDATE ZPOST SET ZTITLE = CAST(\(cell) AS TEXT) WHERE Z_PK = \(offset + 1)"])
+        }
+        let expected = try DatabaseQueue(path: url.path).read { db in
+            try (1...cells.count).map { key in
+                try String.fetchOne(db, sql: "SELECT ZTITLE FROM ZPOST WHERE Z_PK = ?", arguments: [key])
+            }
+        }
+        XCTAssertEqual(expected[1], "a", "GRDB reads text up to its first NUL")
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
+        try coordinator.addPersistentStore(type: .sqlite, at: url)
+        let context = ManagedObjectContext(coordinator: coordinator)
+        let titles = try context.fetch(FetchRequest<ManagedObject>(entityName: "Post"))
+            .sorted { $0.objectID.primaryKey! < $1.objectID.primaryKey! }
+            .map { $0["title"] as? String }
+        XCTAssertEqual(titles, expected)
     }
 }

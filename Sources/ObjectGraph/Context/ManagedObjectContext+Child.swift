@@ -61,7 +61,7 @@ extension ManagedObjectContext {
         }
         // Read on this context's queue; only values and references cross to the parent's.
         var changes: [PushedChange] = []
-        for object in inserted + updated {
+        for object in [inserted, updated].joined() {
             var change = PushedChange(target: reference(object))
             let allKeys = Set(object.entity.attributes.map(\.name) + object.entity.relationships.map(\.name))
             let keys = insertedIndex[ObjectIdentifier(object)] != nil ? allKeys : object.changedKeys

@@ -24,7 +24,7 @@ extension ManagedObjectContext {
     func checkUniquenessConstraints(
         inserted: [ManagedObject], updated: [ManagedObject], deleted: [ManagedObject], _ db: Database
     ) throws -> [ManagedObject] {
-        let constrained = (inserted + updated).filter { !$0.entity.allUniquenessConstraints.isEmpty }
+        let constrained = [inserted, updated].joined().filter { !$0.entity.allUniquenessConstraints.isEmpty }
         guard !constrained.isEmpty else { return [] }
         var adopted: [ManagedObject] = []
         // Rows whose stored constrained values this save removes or replaces (the new values of

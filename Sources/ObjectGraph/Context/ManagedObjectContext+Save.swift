@@ -71,7 +71,7 @@ extension ManagedObjectContext {
                     for object in try deleteRows(of: deleted, db) { deletedSet.remove(object) }
                     for object in inserted { try insertRow(of: object, db) }
                     for object in joinChanges { try writeJoinRows(of: object, db) }
-                    for object in inserted + updated where object.entity.hasOrderedRelationships {
+                    for object in [inserted, updated].joined() where object.entity.hasOrderedRelationships {
                         try writeOrder(of: object, db)
                     }
                     try enforceDeleteRules(of: deleted.filter { deletedSet.contains($0) }, db)

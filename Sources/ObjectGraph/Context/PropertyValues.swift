@@ -1,24 +1,50 @@
 /// The names of an entity's properties in a fixed order (attributes as in
-/// `EntityDescription.attributes`, then relationships), shared by all its objects' values.
+/// `EntityDescription.attributes`, then relationships), shared by all its objects' values,
+/// and where each one's cell lies in a value's buffer.
 final class PropertyLayout: Sendable {
     let keys: [String]
     /// `keys.count`, one load away from a value's buffer.
     let count: Int
+    /// For each key, its cell's first word, shifted left once; the low bit set for a text cell.
+    private let cells: [Int]
+    /// The buffer's length in words: a cell takes one, a text cell two.
+    let wordCount: Int
+    let hasTextCells: Bool
 
-    init(keys: [String]) {
+    /// `textKeys` (String attributes) get a cell of two words holding their text itself: a box
+    /// for it took 48 bytes more per value, the commonest kind.
+    init(keys: [String], textKeys: Set<String> = []) {
         self.keys = keys
         count = keys.count
+        var cells: [Int] = []
+        var offset = 0
+        for key in keys {
+            let isText = textKeys.contains(key)
+            cells.append(offset << 1 | (isText ? 1 : 0))
+            offset += isText ? 2 : 1
+        }
+        self.cells = cells
+        wordCount = offset
+        hasTextCells = offset > keys.count
     }
 
     static let empty = PropertyLayout(keys: [])
 
     func index(of key: String) -> Int? { keys.firstIndex(of: key) }
 
-    func appending(_ key: String) -> PropertyLayout { PropertyLayout(keys: keys + [key]) }
+    /// Where the cell of the key at `index` starts, and whether it is a text cell.
+    @inline(__always)
+    func cell(_ index: Int) -> (offset: Int, isText: Bool) {
+        hasTextCells ? (cells[index] >> 1, cells[index] & 1 == 1) : (index, false)
+    }
+
+    var textKeys: Set<String> { Set((0..<count).filter { cell($0).isText }.map { keys[$0] }) }
+
+    func appending(_ key: String) -> PropertyLayout { PropertyLayout(keys: keys + [key], textKeys: textKeys) }
 }
 
-/// One property value as read from or written to ``PropertyValues``: numbers and objects
-/// inline, text in a box of its own, anything else boxed.
+/// One property value as read from or written to ``PropertyValues``: numbers, objects and text
+/// inline, anything else boxed.
 enum PropertySlot {
     case absent
     case int(Int)
@@ -26,19 +52,12 @@ enum PropertySlot {
     case bool(Bool)
     case object(ManagedObject)
     case fault(Int64)
-    case text(TextBox)
+    case text(String)
     case boxed(AnyBox)
 
     final class AnyBox {
         let value: Any
         init(_ value: Any) { self.value = value }
-    }
-
-    /// Text, the commonest value (decrypted names, notes, passwords): a box of 32 bytes where
-    /// an `AnyBox` takes 48.
-    final class TextBox {
-        let value: String
-        init(_ value: String) { self.value = value }
     }
 
     init(_ value: Any) {
@@ -57,7 +76,7 @@ enum PropertySlot {
         }
         switch value {
         // Checked before the casts below, which try bridging.
-        case let text as String: self = .text(TextBox(text))
+        case let text as String: self = .text(text)
         case let number as Int: self = .int(number)
         case let number as Double: self = .double(number)
         case let flag as Bool: self = .bool(flag)
@@ -83,7 +102,7 @@ enum PropertySlot {
         case .bool(let flag): return flag
         case .object(let object): return object
         case .fault(let key): return FaultReference(primaryKey: key)
-        case .text(let box): return box.value
+        case .text(let text): return text
         case .boxed(let box): return box.value
         }
     }
@@ -95,13 +114,17 @@ enum PropertySlot {
 }
 
 /// An object's property values by name, stored in the order of a shared ``PropertyLayout``:
-/// one buffer holding the layout and one 8-byte word a key, so a row of numbers, flags and
+/// one buffer holding the layout and a cell a key, so a row of numbers, text, flags and
 /// to-one faults costs a single allocation (an object keeps two values: current and committed).
 ///
-/// A word is 0 when absent; otherwise its low bits say what the rest holds (``PropertyWord``):
-/// an integer of 63 bits, a flag, a fault's primary key, a double, or a retained reference to
-/// a destination object or a box. A side array of other values (and its count) made every
-/// buffer two words longer and a size class larger.
+/// A text cell holds its `String?` in two words. Any other cell is one word, 0 when absent;
+/// otherwise its low bits say what the rest holds (``PropertyWord``): an integer of 63 bits, a
+/// flag, a fault's primary key, a double, or a retained reference to a destination object or a
+/// box. A side array of other values (and its count) made every buffer two words longer and a
+/// size class larger.
+///
+/// A text cell given something other than text (a value validation will refuse, a transformed
+/// value) turns the buffer into a ``PlainPropertyStorage``, where every cell is a word.
 struct PropertyValues: Sequence {
     private var storage: PropertyStorage
 
@@ -111,8 +134,7 @@ struct PropertyValues: Sequence {
 
     /// Values in `layout`'s order, all absent.
     init(layout: PropertyLayout) {
-        storage =
-            layout === PropertyLayout.empty ? PropertyStorage.empty : PropertyStorage.make(layout: layout, copying: nil)
+        storage = layout === PropertyLayout.empty ? PropertyStorage.empty : PropertyStorage.make(layout: layout)
     }
 
     private var count: Int { storage.header.count }
@@ -120,23 +142,20 @@ struct PropertyValues: Sequence {
     /// Makes the buffer this value's own.
     private mutating func prepareForWrite() {
         if isKnownUniquelyReferenced(&storage) { return }
-        storage = PropertyStorage.make(layout: layout, copying: storage)
+        storage = storage.copy()
     }
 
-    private func word(_ index: Int) -> UInt64 { storage.withUnsafeMutablePointerToElements { $0[index] } }
-
-    var isEmpty: Bool { !(0..<count).contains { word($0) != 0 } }
+    var isEmpty: Bool { (0..<count).allSatisfy { slot($0).isAbsent } }
 
     /// Clears every value for `layout`, reusing the buffer when nothing else holds it.
     mutating func removeAll(layout: PropertyLayout) {
-        guard layout !== PropertyLayout.empty, isKnownUniquelyReferenced(&storage), storage.header === layout else {
+        guard layout !== PropertyLayout.empty, isKnownUniquelyReferenced(&storage), storage.header === layout,
+              !storage.isPlain
+        else {
             self = PropertyValues(layout: layout)
             return
         }
-        storage.withUnsafeMutablePointerToElements { words in
-            for index in 0..<layout.count { PropertyWord.release(words[index]) }
-            words.update(repeating: 0, count: layout.count)
-        }
+        storage.clear()
     }
 
     subscript(key: String) -> Any? {
@@ -145,9 +164,10 @@ struct PropertyValues: Sequence {
             if let index = layout.index(of: key) {
                 setSlot(index, newValue.map(PropertySlot.init) ?? .absent)
             } else if let newValue {
-                let grown = layout.appending(key)
-                storage = PropertyStorage.make(layout: grown, copying: storage)
-                setSlot(grown.count - 1, PropertySlot(newValue))
+                var grown = PropertyValues(layout: layout.appending(key))
+                for index in 0..<count { grown.setSlot(index, slot(index)) }
+                grown.setSlot(count, PropertySlot(newValue))
+                self = grown
             }
         }
     }
@@ -159,19 +179,14 @@ struct PropertyValues: Sequence {
     }
 
     /// The slot at a position of `layout`, read without building an `Any`.
-    func slot(_ index: Int) -> PropertySlot {
-        guard index < count else { return .absent }
-        return PropertyWord.slot(word(index))
-    }
+    func slot(_ index: Int) -> PropertySlot { storage.slot(index) }
 
     /// Sets a slot directly, skipping the dynamic casts of `PropertySlot.init`.
     mutating func setSlot(_ index: Int, _ slot: PropertySlot) {
         prepareForWrite()
-        let newWord = PropertyWord.make(slot)
-        storage.withUnsafeMutablePointerToElements { words in
-            let old = words[index]
-            words[index] = newWord
-            PropertyWord.release(old)
+        if !storage.set(index, slot) {
+            storage = storage.plainCopy()
+            _ = storage.set(index, slot)
         }
     }
 
@@ -212,6 +227,12 @@ enum PropertyWord {
     private static let wideTag: UInt64 = 0b1010
     private static let textTag: UInt64 = 0b1100
 
+    /// Text in a word of a ``PlainPropertyStorage`` (a text cell holds its text itself).
+    final class TextBox {
+        let value: String
+        init(_ value: String) { self.value = value }
+    }
+
     /// A number too wide for its word.
     final class SlotBox {
         let slot: PropertySlot
@@ -229,7 +250,7 @@ enum PropertyWord {
         case .double(let number) where number.bitPattern & tagMask == 0:
             return number.bitPattern | doubleTag
         case .object(let object): return reference(object) | objectTag
-        case .text(let box): return reference(box) | textTag
+        case .text(let text): return reference(TextBox(text)) | textTag
         case .boxed(let box): return reference(box)
         case .int, .fault, .double: return reference(SlotBox(slot)) | wideTag
         }
@@ -243,7 +264,7 @@ enum PropertyWord {
         case faultTag: return .fault(Int64(bitPattern: word) >> 4)
         case flagTag: return .bool(word & (1 << 4) != 0)
         case doubleTag: return .double(Double(bitPattern: word & ~tagMask))
-        case textTag: return .text(object(word, as: PropertySlot.TextBox.self))
+        case textTag: return .text(object(word, as: TextBox.self).value)
         default: return object(word, as: SlotBox.self).slot
         }
     }
@@ -279,31 +300,155 @@ enum PropertyWord {
     }
 }
 
-/// The buffer behind ``PropertyValues``: its layout, then one word per key of the layout.
-final class PropertyStorage: ManagedBuffer<PropertyLayout, UInt64> {
+/// The buffer behind ``PropertyValues``: its layout, then its cells as the layout places them;
+/// a text cell holds a `String?`.
+class PropertyStorage: ManagedBuffer<PropertyLayout, UInt64> {
     /// Shared by every empty value of the empty layout; never written (never uniquely held).
-    nonisolated(unsafe) static let empty = make(layout: .empty, copying: nil)
+    nonisolated(unsafe) static let empty = make(layout: .empty)
 
-    /// A buffer for `layout`, all absent, or with `source`'s values for the keys they share.
-    static func make(layout: PropertyLayout, copying source: PropertyStorage?) -> PropertyStorage {
-        let count = layout.count
-        let buffer = create(minimumCapacity: count) { _ in layout }
-        let storage = unsafeDowncast(buffer, to: PropertyStorage.self)
+    /// A buffer for `layout`, all absent.
+    static func make(layout: PropertyLayout) -> PropertyStorage {
+        let storage = unsafeDowncast(
+            create(minimumCapacity: layout.wordCount) { _ in layout }, to: PropertyStorage.self)
         storage.withUnsafeMutablePointerToElements { words in
-            words.initialize(repeating: 0, count: count)
-            if let source {
-                let copied = min(count, source.header.count)
-                source.withUnsafeMutablePointerToElements { words.update(from: $0, count: copied) }
-                for index in 0..<copied { PropertyWord.retain(words[index]) }
+            words.initialize(repeating: 0, count: layout.wordCount)
+            guard layout.hasTextCells else { return }
+            for index in 0..<layout.count where layout.cell(index).isText {
+                withText(words, layout.cell(index).offset) { $0.initialize(to: nil) }
             }
         }
         return storage
     }
 
-    deinit {
-        let count = header.count
+    /// Whether every cell is a word, text cells included (the class says so: no room is taken).
+    final var isPlain: Bool { type(of: self) == PlainPropertyStorage.self }
+
+    /// Whether every cell is a word: a plain buffer, or a layout without text cells.
+    private var isWordsOnly: Bool { !header.hasTextCells || isPlain }
+
+    /// A text cell's two words as the `String?` they hold.
+    @inline(__always)
+    private static func withText<Result>(
+        _ words: UnsafeMutablePointer<UInt64>, _ offset: Int, _ body: (UnsafeMutablePointer<String?>) -> Result
+    ) -> Result {
+        (words + offset).withMemoryRebound(to: String?.self, capacity: 1, body)
+    }
+
+    // The header is read through its pointer: `header` is a class's stored property, and each
+    // read of it was a dynamic exclusivity check, a tenth of a fetch's time.
+
+    /// The value at `index`, absent past the layout's end.
+    final func slot(_ index: Int) -> PropertySlot {
+        withUnsafeMutablePointers { layout, words in
+            guard index < layout.pointee.count else { return .absent }
+            let cell = layout.pointee.cell(index)
+            if cell.isText, !isPlain {
+                return Self.withText(words, cell.offset) { $0.pointee.map { .text($0) } ?? .absent }
+            }
+            return PropertyWord.slot(words[cell.offset])
+        }
+    }
+
+    /// Sets a cell; false, changing nothing, when a text cell is given something else.
+    final func set(_ index: Int, _ slot: PropertySlot) -> Bool {
+        withUnsafeMutablePointers { layout, words in
+            let cell = layout.pointee.cell(index)
+            if cell.isText, !isPlain {
+                switch slot {
+                case .absent: Self.withText(words, cell.offset) { $0.pointee = nil }
+                case .text(let text): Self.withText(words, cell.offset) { $0.pointee = text }
+                default: return false
+                }
+                return true
+            }
+            let old = words[cell.offset]
+            words[cell.offset] = PropertyWord.make(slot)
+            PropertyWord.release(old)
+            return true
+        }
+    }
+
+    /// A buffer of the same kind holding the same values.
+    final func copy() -> PropertyStorage {
+        let layout = header
+        let copy = unsafeDowncast(
+            type(of: self).create(minimumCapacity: layout.wordCount) { _ in layout }, to: PropertyStorage.self)
+        let wordsOnly = isWordsOnly
+        withUnsafeMutablePointerToElements { source in
+            copy.withUnsafeMutablePointerToElements { words in
+                if wordsOnly {
+                    words.initialize(from: source, count: layout.wordCount)
+                    for offset in 0..<layout.wordCount { PropertyWord.retain(words[offset]) }
+                    return
+                }
+                words.initialize(repeating: 0, count: layout.wordCount)
+                for index in 0..<layout.count {
+                    let cell = layout.cell(index)
+                    if cell.isText {
+                        let text = Self.withText(source, cell.offset) { $0.pointee }
+                        Self.withText(words, cell.offset) { $0.initialize(to: text) }
+                    } else {
+                        words[cell.offset] = source[cell.offset]
+                        PropertyWord.retain(words[cell.offset])
+                    }
+                }
+            }
+        }
+        return copy
+    }
+
+    /// The same values in a buffer whose text cells are words (their text boxed).
+    final func plainCopy() -> PropertyStorage {
+        let layout = header
+        let copy = unsafeDowncast(
+            PlainPropertyStorage.create(minimumCapacity: layout.wordCount) { _ in layout }, to: PropertyStorage.self)
+        copy.withUnsafeMutablePointerToElements { $0.initialize(repeating: 0, count: layout.wordCount) }
+        for index in 0..<layout.count { _ = copy.set(index, slot(index)) }
+        return copy
+    }
+
+    /// Every cell absent again.
+    final func clear() {
+        let layout = header
+        let wordsOnly = isWordsOnly
         withUnsafeMutablePointerToElements { words in
-            for index in 0..<count { PropertyWord.release(words[index]) }
+            if wordsOnly {
+                for offset in 0..<layout.wordCount { PropertyWord.release(words[offset]) }
+                words.update(repeating: 0, count: layout.wordCount)
+                return
+            }
+            for index in 0..<layout.count {
+                let cell = layout.cell(index)
+                if cell.isText {
+                    Self.withText(words, cell.offset) { $0.pointee = nil }
+                } else {
+                    PropertyWord.release(words[cell.offset])
+                    words[cell.offset] = 0
+                }
+            }
+        }
+    }
+
+    deinit {
+        let layout = header
+        let wordsOnly = isWordsOnly
+        withUnsafeMutablePointerToElements { words in
+            if wordsOnly {
+                for offset in 0..<layout.wordCount { PropertyWord.release(words[offset]) }
+                return
+            }
+            for index in 0..<layout.count {
+                let cell = layout.cell(index)
+                if cell.isText {
+                    Self.withText(words, cell.offset) { _ = $0.deinitialize(count: 1) }
+                } else {
+                    PropertyWord.release(words[cell.offset])
+                }
+            }
         }
     }
 }
+
+/// A ``PropertyStorage`` whose text cells hold words, as every other cell: made when a text cell
+/// is given something other than text.
+final class PlainPropertyStorage: PropertyStorage {}

@@ -8,8 +8,8 @@ protocol StoredRow {
     /// The integer at `index`, or nil when it is NULL or of another storage class.
     func int64(at index: Int) -> Int64?
     func databaseValue(at index: Int) -> DatabaseValue
-    /// The value of an integer or real attribute read without building a `DatabaseValue`,
-    /// or nil to take the general path.
+    /// The value of an integer, real or string attribute read without building a
+    /// `DatabaseValue`, or nil to take the general path.
     func plainSlot(at index: Int, type: AttributeType) -> PropertySlot?
 }
 
@@ -46,6 +46,9 @@ struct StatementRow: StoredRow {
         case (SQLITE_INTEGER, .integer16), (SQLITE_INTEGER, .integer32), (SQLITE_INTEGER, .integer64):
             return .int(Int(sqlite3_column_int64(handle, CInt(index))))
         case (SQLITE_FLOAT, .double): return .double(sqlite3_column_double(handle, CInt(index)))
+        case (SQLITE_TEXT, .string):
+            // As GRDB reads text into a `DatabaseValue`, which the general path goes through.
+            return sqlite3_column_text(handle, CInt(index)).map { .text(String(cString: $0)) }
         default: return nil
         }
     }

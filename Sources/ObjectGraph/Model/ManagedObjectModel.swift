@@ -141,7 +141,9 @@ public final class ManagedObjectModel {
             }
             entity.attributeNames = entity.attributes.map(\.name)
             entity.attributeTypeList = entity.attributes.map(\.type)
-            entity.propertyLayout = PropertyLayout(keys: entity.attributeNames + entity.relationships.map(\.name))
+            entity.propertyLayout = PropertyLayout(
+                keys: entity.attributeNames + entity.relationships.map(\.name),
+                textKeys: Set(entity.attributes.filter { $0.type == .string }.map(\.name)))
             entity.storedColumnSlots = entity.storedColumns.map { column in
                 entity.attributeNames.firstIndex(of: column.name) ?? 0
             }
