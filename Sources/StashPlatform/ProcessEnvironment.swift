@@ -8,7 +8,21 @@
 public enum ProcessEnvironment {
     /// The variable's value, nil when unset; bytes that are not UTF-8 are replaced, as
     /// `ProcessInfo` does.
+    ///
+    /// A variable defined twice (only `execve` can do that) reads as its last definition, as in
+    /// `ProcessInfo.environment` and so in every child's environment; `getenv` gives the first.
     public static func value(_ name: String) -> String? {
-        getenv(name).map { String(cString: $0) }
+        name.withCString { key -> String? in
+            let length = strlen(key)
+            var value: UnsafeMutablePointer<CChar>?
+            var entry: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>? = environ   // NULL after clearenv()
+            while let definition = entry?.pointee {
+                if strncmp(definition, key, length) == 0, definition[length] == CChar(UInt8(ascii: "=")) {
+                    value = definition + length + 1
+                }
+                entry = entry.map { $0 + 1 }
+            }
+            return value.map { String(cString: $0) }
+        }
     }
 }
