@@ -44,6 +44,13 @@ final class ObjectRegistryTests: XCTestCase {
             XCTAssertEqual(registry.count, 200)
         }
         for step in 0..<20_000 {
+            if step % 997 == 0 {
+                // Many at once, as a save forgetting a cascade's objects does.
+                let residue = Int64(random.next(3))
+                registry.removeAll { $0.registeredPrimaryKey % 3 == residue }
+                expected = expected.filter { $0.key.primaryKey % 3 != residue }
+                XCTAssertEqual(registry.count, expected.count, "step \(step)")
+            }
             let entity = entities[random.next(2)]
             let key = ManagedObjectContext.ObjectKey(rootEntityNumber: entity.entityNumber, primaryKey: Int64(random.next(400)))
             switch random.next(3) {
@@ -63,5 +70,27 @@ final class ObjectRegistryTests: XCTestCase {
         registry.removeAll()
         XCTAssertTrue(registry.isEmpty)
         XCTAssertNil(registry[ManagedObjectContext.ObjectKey(rootEntityNumber: entities[0].entityNumber, primaryKey: 1)])
+    }
+
+    /// A save deleting most of what a context holds forgets exactly the deleted objects: the
+    /// others are still found by their rows, the deleted ones leave the context.
+    func testASaveForgettingManyDeletedObjectsKeepsTheOthers() throws {
+        let model = try ManagedObjectModel(entities: [EntityDescription(
+            name: "Item", attributes: [AttributeDescription(name: "number", type: .integer64)])])
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("registry-\(UUID().uuidString).sqlite")
+        defer { try? FileManager.default.removeItem(at: url) }
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
+        try coordinator.addPersistentStore(type: .sqlite, at: url)
+        let context = ManagedObjectContext(coordinator: coordinator)
+        for number in 0..<1_000 { context.insertNewObject(forEntityName: "Item")["number"] = number }
+        try context.save()
+        let items = try context.fetch(FetchRequest<ManagedObject>(entityName: "Item"))
+        let (deleted, kept) = (items.filter { ($0["number"] as! Int) % 10 != 0 }, items.filter { ($0["number"] as! Int) % 10 == 0 })
+        deleted.forEach(context.delete)
+        try context.save()
+        XCTAssertEqual(context.registeredObjects.count, kept.count)
+        XCTAssertTrue(deleted.allSatisfy { $0.managedObjectContext == nil && !$0.objectID.isTemporaryID })
+        for object in kept { XCTAssert(try context.existingObject(with: object.objectID) === object) }
+        XCTAssertEqual(try context.fetch(FetchRequest<ManagedObject>(entityName: "Item")).count, kept.count)
     }
 }

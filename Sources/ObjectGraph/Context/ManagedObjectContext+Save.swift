@@ -508,13 +508,17 @@ extension ManagedObjectContext {
             object.changedKeys = []
             object.isPendingInsert = false
         }
-        for object in deleted {
-            if let primaryKey = object.objectID.primaryKey {
-                registered[ObjectKey(rootEntityNumber: object.entity.rootEntity.entityNumber, primaryKey: primaryKey)] =
-                    nil
+        if deleted.count >= 64, deleted.count >= registered.count / 4 {
+            // The objects forgotten are exactly the deleted set's now.
+            registered.removeAll { deletedSet.contains($0) }
+        } else {
+            for object in deleted {
+                guard let primaryKey = object.objectID.primaryKey else { continue }
+                registered[ObjectKey(rootEntityNumber: object.entity.rootEntity.entityNumber, primaryKey: primaryKey)] = nil
             }
-            object.managedObjectContext = nil
         }
+        var sharedScopes: [ObjectIdentifier: ObjectIDScope] = [:]
+        for object in deleted { object.leaveContext(sharedScopes: &sharedScopes) }
         insertedSet.removeAll()
         updatedSet.removeAll()
         deletedSet.removeAll()

@@ -97,10 +97,26 @@ struct ObjectRegistry {
         run = nil
     }
 
+    /// Unregisters every object `isRemoved` accepts by building the table again from the
+    /// objects that stay: for a large share at once (a cascade's children), where removing
+    /// each by its row probed and shifted its cluster, reading an object at every step.
+    mutating func removeAll(where isRemoved: (ManagedObject) -> Bool) {
+        let staying = values.filter { !isRemoved($0) }
+        removeAll()
+        reserveCapacity(staying.count)
+        for object in staying { table.set(object, at: slot(for: object)) }
+    }
+
     /// Grows the table (to a power of two) so `capacity` objects fit without growing again.
     mutating func reserveCapacity(_ capacity: Int) {
         dissolveRun()
         table.reserveCapacity(capacity, home: Self.home)
+    }
+
+    /// The slot of `object`'s own row.
+    private func slot(for object: ManagedObject) -> Int {
+        slot(for: ManagedObjectContext.ObjectKey(
+            rootEntityNumber: object.entity.rootEntity.entityNumber, primaryKey: object.registeredPrimaryKey))
     }
 
     /// The slot holding `key`, or the empty slot where it would go (the table has slots).
