@@ -12,8 +12,6 @@ import StashPlatform
 /// tell an interrupted session's leftovers from a live one's.
 extension Terminal {
     static let editorDirectoryPrefix = "mystash-editor."
-    /// Variables the editor must not inherit.
-    static let secretEnvironmentVariables = ["MYSTASH_PASSWORD", "MYSTASH_NEW_PASSWORD"]
 
     /// Memory-backed places for editor files: a usable `$XDG_RUNTIME_DIR` first, then /dev/shm.
     static func editorBaseDirectories(environment: (String) -> String? = ProcessEnvironment.value) -> [String] {
@@ -69,8 +67,9 @@ extension Terminal {
         }
         _ = initial.utf8CString.withUnsafeBufferPointer { write(descriptor, $0.baseAddress, $0.count - 1) }
         close(descriptor)
-        var environment = ProcessInfo.processInfo.environment
-        secretEnvironmentVariables.forEach { environment[$0] = nil }
+        // The one list of secret variables every child is kept from (a list of its own here
+        // missed the SSH passphrase: found by review).
+        let environment = ChildProcess.environment
         let editor = environment["EDITOR"] ?? environment["VISUAL"] ?? "vi"
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/bin/sh")

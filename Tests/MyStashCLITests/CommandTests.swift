@@ -92,6 +92,22 @@ final class CommandTests: CLITestCase {
         XCTAssertTrue(gone.stderr.contains("Error: no note named 'Coffee'"), gone.stderr)
     }
 
+    /// The editor notes are written in gets no secret of ours: not the master password, the
+    /// new one, nor the SSH passphrase (its own list of secrets had missed the last).
+    func testTheEditorInheritsNoSecret() throws {
+        try initVault()
+        let seen = home.appendingPathComponent("editor-environment").path
+        let secrets = ["MYSTASH_PASSWORD": "pw", "MYSTASH_NEW_PASSWORD": "new-secret-4711",
+                       "MYSTASH_SSH_PASSPHRASE": "ssh-secret-0815"]
+        try runOK(["password", "add", "Mail", "--edit-notes"], stdin: "hunter2\n", environment: secrets.merging(
+            ["EDITOR": "env > '\(seen)'; printf 'text' >"]) { _, new in new }, terminal: true)
+        let environment = try String(contentsOfFile: seen, encoding: .utf8)
+        XCTAssertTrue(environment.contains("HOME="), "the editor ran and wrote its environment")
+        for name in secrets.keys { XCTAssertFalse(environment.contains(name), name) }
+        for value in secrets.values where value.count > 2 { XCTAssertFalse(environment.contains(value), value) }
+        XCTAssertTrue(try runOK(["password", "show", "Mail"]).stdout.contains("text"))
+    }
+
     func testPasswords() throws {
         try initVault()
         // Notes come from $EDITOR, never from the command line; this "editor" writes them.

@@ -7,11 +7,25 @@ import XCTest
 /// starting empty or from a save's run of consecutive keys.
 final class ObjectRegistryTests: XCTestCase {
     func testRegistryBehavesAsADictionary() throws {
-        try checkRegistryAgainstADictionary(startingWithARun: false)
+        try checkRegistryAgainstADictionary(saving: { _ in [] })
     }
 
     func testARegisteredRunBehavesAsADictionary() throws {
-        try checkRegistryAgainstADictionary(startingWithARun: true)
+        try checkRegistryAgainstADictionary(saving: { entities in [(entities[0], 100..<300)] })
+    }
+
+    /// A save of a category then its entries, then something else: three runs, no table.
+    func testSeveralRegisteredRunsBehaveAsADictionary() throws {
+        try checkRegistryAgainstADictionary(saving: { entities in
+            [(entities[1], 1..<2), (entities[0], 100..<300), (entities[1], 2..<50), (entities[0], 350..<352)]
+        })
+    }
+
+    /// More runs than stand in for a table: the save goes into the table.
+    func testASaveOfManyShortRunsBehavesAsADictionary() throws {
+        try checkRegistryAgainstADictionary(saving: { entities in
+            (0..<12).map { (entities[$0 % 2], Int64($0 * 20)..<Int64($0 * 20 + 10)) }
+        })
     }
 
     private func object(of entity: EntityDescription, primaryKey: Int64) -> ManagedObject {
@@ -20,7 +34,10 @@ final class ObjectRegistryTests: XCTestCase {
         return object
     }
 
-    private func checkRegistryAgainstADictionary(startingWithARun: Bool) throws {
+    /// Starts from one save of the objects `saving` names (entity, keys), then changes at random.
+    private func checkRegistryAgainstADictionary(
+        saving: ([EntityDescription]) -> [(EntityDescription, Range<Int64>)]
+    ) throws {
         let model = try ManagedObjectModel(entities: [EntityDescription(name: "A", attributes: []),
                                                       EntityDescription(name: "B", attributes: [])])
         let entities = try ["A", "B"].map { try XCTUnwrap(model.entity(named: $0)) }
@@ -28,20 +45,26 @@ final class ObjectRegistryTests: XCTestCase {
         var random = FetchPowerTests.Generator(state: 5)
         var registry = ObjectRegistry()
         var expected: [ManagedObjectContext.ObjectKey: ManagedObject] = [:]
-        if startingWithARun {
-            let saved = (100..<300).map { object(of: entities[0], primaryKey: Int64($0)) }
-            registry.register(consecutive: saved, rootEntityNumber: entities[0].entityNumber, firstKey: 100)
+        let saved = saving(entities).flatMap { entity, keys in keys.map { object(of: entity, primaryKey: $0) } }
+        if !saved.isEmpty {
+            registry.register(saved: saved)
             for object in saved {
-                expected[ManagedObjectContext.ObjectKey(rootEntityNumber: entities[0].entityNumber, primaryKey: object.registeredPrimaryKey)] = object
+                let key = ManagedObjectContext.ObjectKey(
+                    rootEntityNumber: object.entity.entityNumber, primaryKey: object.registeredPrimaryKey)
+                XCTAssertNil(expected.updateValue(object, forKey: key))
             }
-            XCTAssertEqual(registry.count, 200)
-            XCTAssert(registry[ManagedObjectContext.ObjectKey(rootEntityNumber: entities[0].entityNumber, primaryKey: 299)] === saved.last)
-            XCTAssertNil(registry[ManagedObjectContext.ObjectKey(rootEntityNumber: entities[0].entityNumber, primaryKey: 300)])
-            XCTAssertNil(registry[ManagedObjectContext.ObjectKey(rootEntityNumber: entities[1].entityNumber, primaryKey: 150)])
-            XCTAssertNil(registry[ManagedObjectContext.ObjectKey(rootEntityNumber: entities[0].entityNumber, primaryKey: Int64.min)])
+            XCTAssertEqual(registry.count, saved.count)
+            for (key, object) in expected { XCTAssert(registry[key] === object, "\(key)") }
+            for entity in entities {
+                for primaryKey in [Int64.min, -1, 0, 99, 300, 301, 349, 352, 1_000, Int64.max] {
+                    let key = ManagedObjectContext.ObjectKey(rootEntityNumber: entity.entityNumber, primaryKey: primaryKey)
+                    XCTAssert(registry[key] === expected[key], "\(key)")
+                }
+            }
             // Setting an object to its own key changes nothing.
-            registry[ManagedObjectContext.ObjectKey(rootEntityNumber: entities[0].entityNumber, primaryKey: 100)] = saved[0]
-            XCTAssertEqual(registry.count, 200)
+            registry[ManagedObjectContext.ObjectKey(
+                rootEntityNumber: saved[0].entity.entityNumber, primaryKey: saved[0].registeredPrimaryKey)] = saved[0]
+            XCTAssertEqual(registry.count, saved.count)
         }
         for step in 0..<20_000 {
             if step % 997 == 0 {

@@ -467,28 +467,16 @@ extension ManagedObjectContext {
         inserted: [ManagedObject], updated: [ManagedObject], deleted: [ManagedObject],
         rowsUpdated: Set<ObjectIdentifier>
     ) {
-        // Objects of one root numbered in order (a bulk insert) are registered as they are;
-        // otherwise the table grows once: doubling step by step held the old and the new table at once.
-        let firstKey = inserted.first?.pendingPrimaryKey ?? 0
-        let root = inserted.first?.entity.rootEntity
-        let consecutive = inserted.indices.allSatisfy {
-            inserted[$0].entity.rootEntity === root && inserted[$0].pendingPrimaryKey == firstKey &+ Int64($0)
-        }
-        if !consecutive { registered.reserveCapacity(registered.count + inserted.count) }
         for object in inserted {
-            let root = object.entity.rootEntity
             let primaryKey = object.pendingPrimaryKey!
             object.pendingPrimaryKey = nil
-            let store = coordinator.persistentStore(for: root)?.identifier
+            let store = coordinator.persistentStore(for: object.entity.rootEntity)?.identifier
             object.objectID = objectID(of: object.entity, storeIdentifier: store, kind: .permanent, number: primaryKey)
             object.version = 1
-            if !consecutive {
-                registered[ObjectKey(rootEntityNumber: root.entityNumber, primaryKey: primaryKey)] = object
-            }
         }
-        if consecutive, let root {
-            registered.register(consecutive: inserted, rootEntityNumber: root.entityNumber, firstKey: firstKey)
-        }
+        // At once: a bulk insert's runs of consecutive keys are kept as they are, or else the
+        // table grows once (doubling step by step held the old and the new table at once).
+        registered.register(saved: inserted)
         for object in updated where rowsUpdated.contains(ObjectIdentifier(object)) { object.version += 1 }
         finishSave(inserted: inserted, updated: updated, deleted: deleted)
     }
@@ -514,7 +502,8 @@ extension ManagedObjectContext {
         } else {
             for object in deleted {
                 guard let primaryKey = object.objectID.primaryKey else { continue }
-                registered[ObjectKey(rootEntityNumber: object.entity.rootEntity.entityNumber, primaryKey: primaryKey)] = nil
+                let root = object.entity.rootEntity
+                registered[ObjectKey(rootEntityNumber: root.entityNumber, primaryKey: primaryKey)] = nil
             }
         }
         var sharedScopes: [ObjectIdentifier: ObjectIDScope] = [:]

@@ -5,64 +5,89 @@
 /// A slot keeps only the object: its row is its own (``ManagedObject/registeredPrimaryKey``
 /// and its root entity), read while probing.
 ///
-/// A save that numbered its new objects consecutively into an empty registry (a bulk insert
-/// into a fresh context) registers them as a ``Run``: the save's own array, no table, until
-/// anything else is registered or removed.
+/// A save into an empty registry whose new objects fall into a few runs of one root entity
+/// numbered consecutively (a bulk insert: a category, then its 100,000 entries) registers them
+/// as ``Run``s: slices of the save's own array, no table, until anything else is registered or
+/// removed.
 struct ObjectRegistry {
     private var table = ProbingTable<ManagedObject?>()
-    private var run: Run?
+    private var runs: [Run] = []
+
+    /// At most this many runs stand in for the table: each lookup tries each run first.
+    private static let maximumRuns = 8
 
     /// Objects of one root entity whose primary keys count up from `firstKey`, in order.
     private struct Run {
         let rootEntityNumber: Int
         let firstKey: Int64
-        let objects: [ManagedObject]
+        let objects: ArraySlice<ManagedObject>
 
         func index(of key: ManagedObjectContext.ObjectKey) -> Int? {
             guard key.rootEntityNumber == rootEntityNumber else { return nil }
             let (offset, overflow) = key.primaryKey.subtractingReportingOverflow(firstKey)
             guard !overflow, offset >= 0, offset < objects.count else { return nil }
-            return Int(offset)
+            return objects.startIndex + Int(offset)
         }
     }
 
-    var count: Int { table.count + (run?.objects.count ?? 0) }
+    var count: Int { table.count + runs.reduce(0) { $0 + $1.objects.count } }
     var isEmpty: Bool { count == 0 }
 
     /// Every registered object, in no particular order.
-    var values: [ManagedObject] { table.slots.compactMap { $0 } + (run?.objects ?? []) }
+    var values: [ManagedObject] { table.slots.compactMap { $0 } + runs.flatMap(\.objects) }
 
-    /// Registers objects a save just numbered: `objects[i]` has primary key `firstKey + i`, and
-    /// all have the root entity numbered `rootEntityNumber`.
-    mutating func register(consecutive saved: [ManagedObject], rootEntityNumber: Int, firstKey: Int64) {
-        assert(saved.enumerated().allSatisfy { $1.registeredPrimaryKey == firstKey + Int64($0) })
-        guard isEmpty, saved.count > 1 else {
-            reserveCapacity(count + saved.count)
-            for (offset, object) in saved.enumerated() {
-                self[
-                    ManagedObjectContext.ObjectKey(
-                        rootEntityNumber: rootEntityNumber, primaryKey: firstKey + Int64(offset))] = object
-            }
+    /// Registers the objects a save just numbered, each under its own row.
+    mutating func register(saved: [ManagedObject]) {
+        if isEmpty, saved.count > 1, let runs = Self.runs(of: saved) {
+            self.runs = runs
             return
         }
-        run = Run(rootEntityNumber: rootEntityNumber, firstKey: firstKey, objects: saved)
+        reserveCapacity(count + saved.count)
+        for object in saved { self[key(of: object)] = object }
     }
 
-    /// Moves a run's objects into the table, before the registry changes in any other way.
-    private mutating func dissolveRun() {
-        guard let run else { return }
-        self.run = nil
-        reserveCapacity(run.objects.count)
-        for (offset, object) in run.objects.enumerated() {
-            self[
-                ManagedObjectContext.ObjectKey(
-                    rootEntityNumber: run.rootEntityNumber, primaryKey: run.firstKey + Int64(offset))] = object
+    /// `objects` cut where the root entity changes or a key does not follow the one before,
+    /// or nil when that makes more than ``maximumRuns``.
+    private static func runs(of objects: [ManagedObject]) -> [Run]? {
+        var runs: [Run] = []
+        var start = objects.startIndex
+        for index in objects.indices {
+            let next = index + 1
+            if next < objects.endIndex, objects[next].entity.rootEntity === objects[index].entity.rootEntity,
+               objects[next].registeredPrimaryKey == objects[index].registeredPrimaryKey &+ 1 { continue }
+            guard runs.count < maximumRuns else { return nil }
+            runs.append(Run(
+                rootEntityNumber: objects[start].entity.rootEntity.entityNumber,
+                firstKey: objects[start].registeredPrimaryKey, objects: objects[start..<next]))
+            start = next
         }
+        return runs
+    }
+
+    /// Moves the runs' objects into the table, before the registry changes in any other way.
+    private mutating func dissolveRuns() {
+        guard !runs.isEmpty else { return }
+        let dissolved = runs
+        runs = []
+        reserveCapacity(dissolved.reduce(0) { $0 + $1.objects.count })
+        for run in dissolved {
+            for object in run.objects { table.set(object, at: slot(for: object)) }
+        }
+    }
+
+    private func key(of object: ManagedObject) -> ManagedObjectContext.ObjectKey {
+        ManagedObjectContext.ObjectKey(
+            rootEntityNumber: object.entity.rootEntity.entityNumber, primaryKey: object.registeredPrimaryKey)
+    }
+
+    private func run(holding key: ManagedObjectContext.ObjectKey) -> (run: Run, index: Int)? {
+        for run in runs { if let index = run.index(of: key) { return (run, index) } }
+        return nil
     }
 
     subscript(key: ManagedObjectContext.ObjectKey) -> ManagedObject? {
         get {
-            if let run, let index = run.index(of: key) { return run.objects[index] }
+            if let found = run(holding: key) { return found.run.objects[found.index] }
             guard !table.isEmpty else { return nil }
             return table[slot(for: key)]
         }
@@ -71,9 +96,9 @@ struct ObjectRegistry {
                 removeValue(forKey: key)
                 return
             }
-            if let run {
-                if let index = run.index(of: key), run.objects[index] === object { return }
-                dissolveRun()
+            if !runs.isEmpty {
+                if let found = run(holding: key), found.run.objects[found.index] === object { return }
+                dissolveRuns()
             }
             // Probing reads each object's own number: one registered under another would be lost.
             precondition(object.registeredPrimaryKey == key.primaryKey, "An object is registered under its own row")
@@ -84,7 +109,7 @@ struct ObjectRegistry {
 
     @discardableResult
     mutating func removeValue(forKey key: ManagedObjectContext.ObjectKey) -> ManagedObject? {
-        if let run, run.index(of: key) != nil { dissolveRun() }
+        if run(holding: key) != nil { dissolveRuns() }
         guard !table.isEmpty else { return nil }
         let index = slot(for: key)
         guard let removed = table[index] else { return nil }
@@ -94,7 +119,7 @@ struct ObjectRegistry {
 
     mutating func removeAll() {
         table.removeAll()
-        run = nil
+        runs = []
     }
 
     /// Unregisters every object `isRemoved` accepts by building the table again from the
@@ -109,15 +134,12 @@ struct ObjectRegistry {
 
     /// Grows the table (to a power of two) so `capacity` objects fit without growing again.
     mutating func reserveCapacity(_ capacity: Int) {
-        dissolveRun()
+        dissolveRuns()
         table.reserveCapacity(capacity, home: Self.home)
     }
 
     /// The slot of `object`'s own row.
-    private func slot(for object: ManagedObject) -> Int {
-        slot(for: ManagedObjectContext.ObjectKey(
-            rootEntityNumber: object.entity.rootEntity.entityNumber, primaryKey: object.registeredPrimaryKey))
-    }
+    private func slot(for object: ManagedObject) -> Int { slot(for: key(of: object)) }
 
     /// The slot holding `key`, or the empty slot where it would go (the table has slots).
     private func slot(for key: ManagedObjectContext.ObjectKey) -> Int {

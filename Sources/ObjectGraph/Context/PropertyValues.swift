@@ -123,8 +123,9 @@ enum PropertySlot {
 /// box. A side array of other values (and its count) made every buffer two words longer and a
 /// size class larger.
 ///
-/// A text cell given something other than text (a value validation will refuse, a transformed
-/// value) turns the buffer into a ``PlainPropertyStorage``, where every cell is a word.
+/// A text cell given something other than text turns the buffer into a ``PlainPropertyStorage``,
+/// where every cell is a word. (`setValue` refuses another type for a String attribute, as Core
+/// Data does; only a write of values as they are, such as a merge's, could bring one.)
 struct PropertyValues: Sequence {
     private var storage: PropertyStorage
 
