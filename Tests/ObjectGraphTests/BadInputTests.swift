@@ -239,3 +239,37 @@ final class StoredTextTests: ObjectGraphTestCase {
         XCTAssertEqual(titles, expected)
     }
 }
+
+/// A String attribute holding a NUL would be stored cut short at it (SQLite is given the text
+/// up to there): the save refuses it, naming the attribute, and the store keeps what it had.
+final class NulTextTests: ObjectGraphTestCase {
+    func testTextHoldingANulIsRefusedAtSave() throws {
+        let model = try xmlModel("""
+            <entity name="Post"><attribute name="title" attributeType="String"/>
+            <attribute name="draft" optional="YES" transient="YES" attributeType="String"/></entity>
+            """)
+        let url = directory.appendingPathComponent("nul.sqlite")
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
+        try coordinator.addPersistentStore(type: .sqlite, at: url)
+        let context = ManagedObjectContext(coordinator: coordinator)
+        let post = context.insertNewObject(forEntityName: "Post")
+        post["title"] = "before"
+        post["draft"] = "a transient is never stored: \u{0} is fine"
+        try context.save()
+        post["title"] = "cut\u{0}short"
+        XCTAssertThrowsError(try context.save()) { error in
+            let failure = error as? ValidationError
+            XCTAssertEqual(failure?.code, .generic)
+            XCTAssertEqual(failure?.key, "title")
+            XCTAssertEqual(failure?.constraint, .custom(ValidationConstraint.holdsNul))
+            XCTAssertFalse("\(error)".contains("short"), "no value in the description")
+        }
+        let reader = ManagedObjectContext(coordinator: coordinator)
+        let stored = try reader.fetch(FetchRequest<ManagedObject>(entityName: "Post"))
+        XCTAssertEqual(stored.map { $0["title"] as? String }, ["before"])
+        post["title"] = "whole"
+        try context.save()
+        XCTAssertEqual(try ManagedObjectContext(coordinator: coordinator).fetch(
+            FetchRequest<ManagedObject>(entityName: "Post")).map { $0["title"] as? String }, ["whole"])
+    }
+}

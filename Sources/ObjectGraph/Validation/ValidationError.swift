@@ -17,6 +17,10 @@ public enum ValidationConstraint: Equatable, Sendable {
     case deleteDenied(relationship: String)
     /// A rule from application code, with its own message.
     case custom(String)
+
+    /// Why a String attribute holding a NUL character is refused (code 1550): the store would
+    /// keep its text only up to it.
+    public static let holdsNul = "can't hold a NUL character (the store would keep only the text before it)"
 }
 
 /// A validation failure found at save, with Core Data's code and meaning.

@@ -15,6 +15,11 @@ enum Validator {
                 }
                 continue
             }
+            // SQLite is given text up to its first NUL (GRDB binds it so): refused, never cut short.
+            if entity.attributeTypeList[index] == .string, let text = value as? String, text.utf8.contains(0),
+               !entity.attributes[index].isTransient {
+                fail(.generic, entity.attributes[index].name, value, .custom(ValidationConstraint.holdsNul))
+            }
             // Most attributes have no rule beyond being present: skip them cheaply.
             guard entity.attributeHasValueRules[index] else { continue }
             let attribute = entity.attributes[index]
