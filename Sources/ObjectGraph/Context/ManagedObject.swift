@@ -498,6 +498,21 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         deferringErrors { try loadedToOneObject(relationship) }
     }
 
+    /// A to-one's destination as ``toOneObject(_:)`` finds it, but a registered destination
+    /// behind a row's key is not written back into the values: for a deleted object's delete
+    /// rules, where writing it copied the values the object shares with its committed ones
+    /// (a cascade of 100,000 children copied them all).
+    func toOneObjectUnchanged(_ relationship: RelationshipDescription) -> ManagedObject? {
+        guard !isFault, let index = values.layout.index(of: relationship.name),
+              case .fault(let primaryKey) = values.slot(index), let context = managedObjectContext,
+              let destination = entity.destination(of: relationship),
+              let object = context.registered[ManagedObjectContext.ObjectKey(
+                  rootEntityNumber: destination.rootEntity.entityNumber, primaryKey: primaryKey)],
+              object.entity.isKind(of: destination)
+        else { return toOneObject(relationship) }
+        return object
+    }
+
     func toManyObjects(_ relationship: RelationshipDescription) -> [ManagedObject] {
         deferringErrors { try loadedToManyObjects(relationship) } ?? []
     }

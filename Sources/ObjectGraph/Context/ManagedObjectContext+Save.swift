@@ -119,7 +119,7 @@ extension ManagedObjectContext {
             for relationship in object.entity.relationships {
                 let destinations =
                     relationship.isToMany
-                    ? object.toManyObjects(relationship) : object.toOneObject(relationship).map { [$0] } ?? []
+                    ? object.toManyObjects(relationship) : object.toOneObjectUnchanged(relationship).map { [$0] } ?? []
                 switch relationship.deleteRule {
                 case .cascade:
                     for destination in destinations where !destinationIsGone(destination) {
