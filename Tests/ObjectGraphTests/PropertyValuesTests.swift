@@ -126,3 +126,20 @@ final class PropertyValuesTextLifetimeTests: XCTestCase {
         XCTAssertLessThan(residentBytes() - before, 8_000_000, "24 MB of text went through; none of it may stay")
     }
 }
+
+/// A model gives each String attribute of an entity a text cell of two words, and nothing else one.
+final class PropertyLayoutTests: XCTestCase {
+    func testAModelsStringAttributesGetTextCells() throws {
+        let model = try ManagedObjectModel(entities: [EntityDescription(
+            name: "Item",
+            attributes: [
+                AttributeDescription(name: "number", type: .integer64), AttributeDescription(name: "name", type: .string),
+                AttributeDescription(name: "data", type: .binary), AttributeDescription(name: "note", type: .string),
+            ])])
+        let layout = try XCTUnwrap(model.entity(named: "Item")).propertyLayout
+        let textCells = layout.keys.indices.filter { layout.cell($0).isText }.map { layout.keys[$0] }
+        XCTAssertEqual(textCells, ["name", "note"])
+        XCTAssertEqual(layout.wordCount, layout.count + 2)
+        XCTAssertEqual(layout.keys.indices.map { layout.cell($0).offset }, [0, 1, 3, 4])
+    }
+}
