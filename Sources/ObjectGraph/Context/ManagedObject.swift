@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// The identity of a managed object: its entity, store and primary key, or a temporary
 /// identity until its first save, as `NSManagedObjectID`.
@@ -24,7 +25,7 @@ public struct ObjectID: Hashable, CustomStringConvertible, Sendable {
 
     init(entityName: String, storeIdentifier: String?, primaryKey: Int64?, temporaryNumber: Int?) {
         let kind: ObjectIDScope.Kind = primaryKey != nil ? .permanent : temporaryNumber != nil ? .temporary : .none
-        scope = ObjectIDScope.shared(entityName: entityName, storeIdentifier: storeIdentifier, kind: kind)
+        scope = ObjectIDScope.shared(entityName: entityName, entity: nil, storeIdentifier: storeIdentifier, kind: kind)
         number = primaryKey ?? temporaryNumber.map(Int64.init) ?? 0
     }
 
@@ -49,12 +50,15 @@ public struct ObjectID: Hashable, CustomStringConvertible, Sendable {
 /// What the IDs of one entity in one store (or the temporary IDs of one entity) share, made
 /// once and shared while in use.
 ///
-/// A context keeps scopes of its own, which name it: an object finds its context through its
-/// scope, a word less in every object. Equality and hashing ignore the context.
+/// A context keeps scopes of its own, which name it: an object finds its context and its entity
+/// through its scope, two words less in every object. Equality and hashing ignore the context
+/// and the entity.
 final class ObjectIDScope: Hashable, Sendable {
     enum Kind: UInt8, Sendable { case none, permanent, temporary }
 
     let entityName: String
+    /// The entity of the objects using this scope; nil only in the scope of an ID made from names.
+    nonisolated(unsafe) let entity: EntityDescription?
     let storeIdentifier: String?
     let kind: Kind
     /// The context whose objects use this scope; nil for the shared scopes (and once it is gone).
@@ -62,8 +66,10 @@ final class ObjectIDScope: Hashable, Sendable {
     /// Hashed once: IDs are hashed often (merges, result caches), their strings never change.
     private let contentHash: Int
 
-    private init(entityName: String, storeIdentifier: String?, kind: Kind, context: ManagedObjectContext? = nil) {
+    private init(entityName: String, entity: EntityDescription?, storeIdentifier: String?, kind: Kind,
+                 context: ManagedObjectContext? = nil) {
         self.entityName = entityName
+        self.entity = entity
         self.storeIdentifier = storeIdentifier
         self.kind = kind
         self.context = context
@@ -83,6 +89,7 @@ final class ObjectIDScope: Hashable, Sendable {
 
     private struct Key: Hashable {
         let entityName: String
+        let entity: ObjectIdentifier?
         let storeIdentifier: String?
         let kind: Kind
     }
@@ -96,24 +103,48 @@ final class ObjectIDScope: Hashable, Sendable {
 
     private static let lock = NSLock()
     nonisolated(unsafe) private static var scopes: [Key: WeakScope] = [:]
+    /// By entity, for every object made: a `Mutex` needs no exclusivity check, and the key no
+    /// string hashed.
+    private static let unassignedScopes = Mutex<[ObjectIdentifier: WeakScope]>([:])
+
+    /// The scope of `entity`'s objects before they have an ID or a context (a contextless scope
+    /// of kind `.none`), one while in use.
+    static func unassigned(_ entity: EntityDescription) -> ObjectIDScope {
+        unassignedScopes.withLock { scopes in
+            // A live scope holds its entity, so the entity's identifier cannot name another one meanwhile.
+            if let scope = scopes[ObjectIdentifier(entity)]?.scope { return scope }
+            let scope = ObjectIDScope(entityName: entity.name, entity: entity, storeIdentifier: nil, kind: .none)
+            removeDeadScopes(from: &scopes)
+            scopes[ObjectIdentifier(entity)] = WeakScope(scope)
+            return scope
+        }
+    }
+
+    /// Dead entries go each time a table reaches a power of two: amortized, never a scan per ID.
+    private static func removeDeadScopes<Key>(from scopes: inout [Key: WeakScope]) {
+        if scopes.count >= 64, scopes.count.nonzeroBitCount == 1 { scopes = scopes.filter { $0.value.scope != nil } }
+    }
 
     /// A scope of `context`'s own (the context keeps it: see
     /// ``ManagedObjectContext/idScope(of:storeIdentifier:kind:)``).
-    static func owned(by context: ManagedObjectContext, entityName: String, storeIdentifier: String?,
+    static func owned(by context: ManagedObjectContext, entity: EntityDescription, storeIdentifier: String?,
                       kind: Kind) -> ObjectIDScope {
-        ObjectIDScope(entityName: entityName, storeIdentifier: storeIdentifier, kind: kind, context: context)
+        ObjectIDScope(entityName: entity.name, entity: entity, storeIdentifier: storeIdentifier, kind: kind,
+                      context: context)
     }
 
-    /// The scope for these parts (equal scopes may coexist: equality compares the parts).
-    static func shared(entityName: String, storeIdentifier: String?, kind: Kind) -> ObjectIDScope {
-        let key = Key(entityName: entityName, storeIdentifier: storeIdentifier, kind: kind)
+    /// The scope for these parts (equal scopes may coexist: equality compares the parts). The
+    /// scope an object uses names its own entity; an ID made from names has none.
+    static func shared(entityName: String, entity: EntityDescription?, storeIdentifier: String?,
+                       kind: Kind) -> ObjectIDScope {
+        let key = Key(entityName: entityName, entity: entity.map(ObjectIdentifier.init),
+                      storeIdentifier: storeIdentifier, kind: kind)
         return lock.withLock {
+            // A live scope holds its entity, so the entity's identifier cannot name another one meanwhile.
             if let scope = scopes[key]?.scope { return scope }
-            let scope = ObjectIDScope(entityName: entityName, storeIdentifier: storeIdentifier, kind: kind)
-            // Dead entries go each time the table reaches a power of two: amortized, never a scan per ID.
-            if scopes.count >= 64, scopes.count.nonzeroBitCount == 1 {
-                scopes = scopes.filter { $0.value.scope != nil }
-            }
+            let scope = ObjectIDScope(entityName: entityName, entity: entity, storeIdentifier: storeIdentifier,
+                                      kind: kind)
+            removeDeadScopes(from: &scopes)
             scopes[key] = WeakScope(scope)
             return scope
         }
@@ -156,42 +187,33 @@ public protocol ManagedEntity: ManagedObject {
 ///
 /// - warning: A managed object belongs to its context's thread.
 open class ManagedObject: Hashable, CustomStringConvertible {
-    public let entity: EntityDescription
+    /// Read through the object's ID scope, which names it: a word less in every object.
+    public var entity: EntityDescription { identityScope.entity! }
     /// The object's identity: its scope and number, 16 bytes kept per object.
     public internal(set) var objectID: ObjectID {
-        get {
-            let scope = identityScope
-                ?? ObjectIDScope.shared(entityName: entity.name, storeIdentifier: nil, kind: .none)
-            return ObjectID(scope: scope, number: identityNumber)
-        }
+        get { ObjectID(scope: identityScope, number: identityNumber) }
         set {
             assert(newValue.entityName == entity.name, "An object's ID names its own entity")
             identityScope = scope(like: newValue.scope, in: managedObjectContext)
             identityNumber = newValue.number
         }
     }
-    /// Nil until the object is first given an ID or a context.
-    private var identityScope: ObjectIDScope?
+    /// A shared scope of kind `.none` until the object is first given an ID or a context.
+    private var identityScope: ObjectIDScope
     private var identityNumber: Int64 = 0
     /// The primary key a registered object is registered under (its permanent ID's number),
     /// read without building an ``ObjectID``.
     var registeredPrimaryKey: Int64 { identityNumber }
     /// Held weakly, through the object's ID scope (`ObjectIDScope.context`).
     public internal(set) var managedObjectContext: ManagedObjectContext? {
-        get { identityScope?.context }
-        set {
-            guard let scope = identityScope else {
-                if let newValue { identityScope = newValue.idScope(of: entity, storeIdentifier: nil, kind: .none) }
-                return
-            }
-            identityScope = self.scope(like: scope, in: newValue)
-        }
+        get { identityScope.context }
+        set { identityScope = scope(like: identityScope, in: newValue) }
     }
 
     /// Gives the object an ID of `context`'s own, and so that context, in one step.
     func assign(_ id: ObjectID, in context: ManagedObjectContext) {
-        assert(
-            id.scope.context === context && id.entityName == entity.name, "An ID of the context's own, for this entity")
+        assert(id.scope.context === context && id.scope.entity === identityScope.entity,
+               "An ID of the context's own, for this entity")
         (identityScope, identityNumber) = (id.scope, id.number)
     }
 
@@ -199,7 +221,8 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// for each of the context's scopes looked up once: a save forgetting 100,000 deleted objects
     /// took a lock and a table lookup for each.
     func leaveContext(sharedScopes: inout [ObjectIdentifier: ObjectIDScope]) {
-        guard let scope = identityScope, scope.context != nil else { return }
+        let scope = identityScope
+        guard scope.context != nil else { return }
         if let shared = sharedScopes[ObjectIdentifier(scope)] {
             identityScope = shared
             return
@@ -208,11 +231,14 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         sharedScopes[ObjectIdentifier(scope)] = identityScope
     }
 
-    /// A scope with the parts of `scope`, kept by `context` (or shared, without one).
+    /// A scope with the parts of `scope`, for this object's entity, kept by `context` (or shared,
+    /// without one).
     private func scope(like scope: ObjectIDScope, in context: ManagedObjectContext?) -> ObjectIDScope {
-        if scope.context === context { return scope }
+        let entity = entity
+        if scope.context === context, scope.entity === entity { return scope }
         if let context { return context.idScope(of: entity, storeIdentifier: scope.storeIdentifier, kind: scope.kind) }
-        return ObjectIDScope.shared(entityName: entity.name, storeIdentifier: scope.storeIdentifier, kind: scope.kind)
+        return ObjectIDScope.shared(
+            entityName: entity.name, entity: entity, storeIdentifier: scope.storeIdentifier, kind: scope.kind)
     }
 
     /// Current values: attributes, to-one destinations (object or fault), loaded to-many arrays.
@@ -288,28 +314,69 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     }
     /// `Z_OPT` of the row as this object last saw it.
     var version: Int64 {
-        get { hasPendingPrimaryKey ? 0 : versionOrPendingKey }
-        set { (versionOrPendingKey, hasPendingPrimaryKey) = (newValue, false) }
+        get { hasFlag(Self.pendingKeyFlag) ? 0 : Int64(versionAndFlags & Self.numberMask) }
+        set {
+            precondition((0...Self.largestRowNumber).contains(newValue), "A row version within 54 bits")
+            versionAndFlags = versionAndFlags & ~(Self.numberMask | Self.pendingKeyFlag) | UInt64(newValue)
+        }
     }
     /// The primary key given during a save, before the save is known to succeed.
     var pendingPrimaryKey: Int64? {
-        get { hasPendingPrimaryKey ? versionOrPendingKey : nil }
-        set { (versionOrPendingKey, hasPendingPrimaryKey) = (newValue ?? 0, newValue != nil) }
+        get {
+            guard hasFlag(Self.pendingKeyFlag) else { return nil }
+            return identityScope.kind == .permanent ? identityNumber : Int64(versionAndFlags & Self.numberMask)
+        }
+        set {
+            versionAndFlags &= ~(Self.numberMask | Self.pendingKeyFlag)
+            guard let newValue else { return }
+            // A permanent ID's key is kept once, in the ID: it may be any key the store holds.
+            if identityScope.kind == .permanent {
+                precondition(newValue == identityNumber, "A permanent ID's own key")
+            } else {
+                precondition((0...Self.largestRowNumber).contains(newValue), "A new key within 54 bits")
+                versionAndFlags |= UInt64(newValue)
+            }
+            versionAndFlags |= Self.pendingKeyFlag
+        }
     }
-    /// One word for both: an object waiting for its first row has no row version yet (this
-    /// keeps every object within an 80-byte allocation).
-    private var versionOrPendingKey: Int64 = 0
-    private var hasPendingPrimaryKey = false
+    /// The largest row version, and key for a new row, an object holds: see `versionAndFlags`.
+    static let largestRowNumber = Int64(numberMask)
+    /// The row version, or the pending key of an object waiting for its first row (which has no
+    /// version yet), in the low 54 bits, and the object's flags in the high 10: with the entity
+    /// read through the ID scope, an object takes five words, malloc's 64-byte chunks (it took 80).
+    private var versionAndFlags: UInt64 = 0
+    private static let numberMask: UInt64 = 1 << 54 - 1
+    private static let membershipShift: UInt64 = 54
+    private static let membershipMask: UInt64 = 0x3F << membershipShift
+    private static let pendingKeyFlag: UInt64 = 1 << 60
+    private static let pendingInsertFlag: UInt64 = 1 << 61
+    private static let faultFlag: UInt64 = 1 << 62
+    private static let preparedForDeletionFlag: UInt64 = 1 << 63
+    @inline(__always)
+    private func hasFlag(_ flag: UInt64) -> Bool { versionAndFlags & flag != 0 }
+    @inline(__always)
+    private func setFlag(_ flag: UInt64, _ isOn: Bool) {
+        versionAndFlags = isOn ? versionAndFlags | flag : versionAndFlags & ~flag
+    }
     /// True from insertion until the first save: such an object needs no change tracking.
-    var isPendingInsert = false
+    var isPendingInsert: Bool {
+        get { hasFlag(Self.pendingInsertFlag) }
+        set { setFlag(Self.pendingInsertFlag, newValue) }
+    }
     /// True while the object's values are not loaded, as `NSManagedObject.isFault`: it was
     /// fetched with ``FetchRequest/returnsObjectsAsFaults`` or turned into a fault by
     /// ``ManagedObjectContext/refresh(_:mergeChanges:)``. Reading or changing any property
     /// fulfills it (one read of its row); a fault whose row is gone reads as empty, and the
     /// context's next fetch or save throws ``ObjectGraphError`` 133000.
-    public internal(set) var isFault = false
+    public internal(set) var isFault: Bool {
+        get { hasFlag(Self.faultFlag) }
+        set { setFlag(Self.faultFlag, newValue) }
+    }
     /// Whether ``prepareForDeletion()`` ran for its pending deletion.
-    var isPreparedForDeletion = false
+    var isPreparedForDeletion: Bool {
+        get { hasFlag(Self.preparedForDeletionFlag) }
+        set { setFlag(Self.preparedForDeletionFlag, newValue) }
+    }
 
     /// Loads the values of a fault from its row.
     @inline(__always)
@@ -319,10 +386,18 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         _ = deferringErrors { try managedObjectContext?.fulfillFault(self) }
     }
     /// The sets of its context this object is in (see ``ObjectSet``).
-    var memberships: ObjectSet.Membership = []
+    var memberships: ObjectSet.Membership {
+        get {
+            ObjectSet.Membership(rawValue: UInt8(truncatingIfNeeded: versionAndFlags >> Self.membershipShift) & 0x3F)
+        }
+        set {
+            versionAndFlags = versionAndFlags & ~Self.membershipMask
+                | UInt64(newValue.rawValue) << Self.membershipShift & Self.membershipMask
+        }
+    }
 
     public required init(entity: EntityDescription) {
-        self.entity = entity
+        identityScope = .unassigned(entity)
         self.values = PropertyValues(layout: entity.propertyLayout)
     }
 
@@ -506,9 +581,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         guard !isFault, let index = values.layout.index(of: relationship.name),
               case .fault(let primaryKey) = values.slot(index), let context = managedObjectContext,
               let destination = entity.destination(of: relationship),
-              let object = context.registered[ManagedObjectContext.ObjectKey(
-                  rootEntityNumber: destination.rootEntity.entityNumber, primaryKey: primaryKey)],
-              object.entity.isKind(of: destination)
+              let object = context.registeredDestination(primaryKey: primaryKey, of: destination)
         else { return toOneObject(relationship) }
         return object
     }

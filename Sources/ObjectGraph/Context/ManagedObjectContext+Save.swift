@@ -161,7 +161,14 @@ extension ManagedObjectContext {
         }
         var next: [Int: Int64] = [:]
         for (number, group) in counts.sorted(by: { $0.key < $1.key }) {
-            next[number] = try coordinator.allocatePrimaryKeys(db, root: group.root, count: group.count)
+            let first = try coordinator.allocatePrimaryKeys(db, root: group.root, count: group.count)
+            // An object keeps a new row's key in 54 bits (see `ManagedObject.largestRowNumber`).
+            guard first <= ManagedObject.largestRowNumber - Int64(group.count - 1) else {
+                throw ObjectGraphError.damagedRow(
+                    store: try coordinator.store(for: group.root), root: group.root, primaryKey: nil,
+                    "no primary key is left to allocate (Z_PRIMARYKEY.Z_MAX reached 2^54 - 1)")
+            }
+            next[number] = first
         }
         for object in objects where object.objectID.primaryKey == nil {
             let number = object.entity.rootEntity.entityNumber
@@ -273,7 +280,7 @@ extension ManagedObjectContext {
             arguments.append(value)
         }
         guard !assignments.isEmpty else { return false }
-        guard object.version < Int64.max else {
+        guard object.version < ManagedObject.largestRowNumber else {
             throw ObjectGraphError.damagedRow(store: store, root: root, primaryKey: primaryKey,
                                           "its version (Z_OPT) cannot grow any further")
         }

@@ -72,6 +72,9 @@ public final class ManagedObjectContext {
     var registered = ObjectRegistry()
     /// The scopes of this context's object IDs (see ``objectID(of:storeIdentifier:kind:number:)``).
     var idScopes: [IDScopeKey: ObjectIDScope] = [:]
+    /// The scope each new object of an entity starts in, kept alive while this context makes
+    /// objects of it: without a holder it was freed and made again for every object.
+    private var keptUnassignedScopes: [ObjectIdentifier: ObjectIDScope] = [:]
     struct IDScopeKey: Hashable {
         let entity: ObjectIdentifier
         let kind: ObjectIDScope.Kind
@@ -416,8 +419,9 @@ public final class ManagedObjectContext {
     func idScope(of entity: EntityDescription, storeIdentifier: String?, kind: ObjectIDScope.Kind) -> ObjectIDScope {
         let key = IDScopeKey(entity: ObjectIdentifier(entity), kind: kind)
         if let scope = idScopes[key], scope.storeIdentifier == storeIdentifier { return scope }
-        let scope = ObjectIDScope.owned(by: self, entityName: entity.name, storeIdentifier: storeIdentifier, kind: kind)
+        let scope = ObjectIDScope.owned(by: self, entity: entity, storeIdentifier: storeIdentifier, kind: kind)
         idScopes[key] = scope
+        if keptUnassignedScopes[key.entity] == nil { keptUnassignedScopes[key.entity] = .unassigned(entity) }
         return scope
     }
 
@@ -457,7 +461,7 @@ public final class ManagedObjectContext {
         object.assign(permanentID(of: entity, in: store, primaryKey: primaryKey), in: self)
         if asFault {
             object.isFault = true
-            object.version = try Self.integer(row, 2, "Z_OPT", root: root, store: store)
+            object.version = try Self.rowVersion(row, root: root, store: store)
             if registering { registered[key] = object }
             return object
         }
@@ -478,6 +482,14 @@ public final class ManagedObjectContext {
                 primaryKey: row.int64(at: 0) ?? 0)
         }
         return integer
+    }
+
+    /// A row's version (Z_OPT), which Core Data counts up from 1. One out of what an object keeps
+    /// (negative, or past `ManagedObject.largestRowNumber`: only a damaged store has one) is
+    /// clamped: the row still reads, and a save of it is refused, as a conflict or because the
+    /// version cannot grow, never written under a version it does not have.
+    static func rowVersion(_ row: some StoredRow, root: EntityDescription, store: PersistentStore) throws -> Int64 {
+        min(max(try integer(row, 2, "Z_OPT", root: root, store: store), 0), ManagedObject.largestRowNumber)
     }
 
     /// A foreign key or bookkeeping column as an integer, nil when NULL.
@@ -553,7 +565,7 @@ public final class ManagedObjectContext {
         object.committedValues = values
         object.loadedToMany = []
         object.changedKeys = []
-        object.version = try Self.integer(row, 2, "Z_OPT", root: root, store: store)
+        object.version = try Self.rowVersion(row, root: root, store: store)
         object.isFault = false
     }
 
@@ -635,6 +647,7 @@ public final class ManagedObjectContext {
                 code: .objectNotFound,
                 message: "\(place): the model has no entity \(relationship.destinationEntityName)")
         }
+        if let object = registeredDestination(primaryKey: primaryKey, of: destination) { return object }
         guard let object = try object(primaryKey: primaryKey, root: destination.rootEntity),
               object.entity.isKind(of: destination) else {
             throw ObjectGraphError(
@@ -642,6 +655,15 @@ public final class ManagedObjectContext {
                 message: "\(place) refers to \(destination.name) row \(primaryKey), which does not exist",
                 objects: [source])
         }
+        return object
+    }
+
+    /// The object of `destination` (or a sub-entity) with `primaryKey` when it is registered
+    /// here: found without a read.
+    func registeredDestination(primaryKey: Int64, of destination: EntityDescription) -> ManagedObject? {
+        guard let object = registered[ObjectKey(rootEntityNumber: destination.rootEntity.entityNumber,
+                                                primaryKey: primaryKey)],
+              object.entity.isKind(of: destination) else { return nil }
         return object
     }
 

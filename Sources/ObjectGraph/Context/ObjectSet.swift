@@ -4,7 +4,8 @@
 /// hold every object inserted or changed since the last save, and a `Set<ObjectIdentifier>`
 /// per set doubled the memory of inserting many objects.
 struct ObjectSet {
-    /// Which set of its context an object is in, one bit each.
+    /// Which set of its context an object is in, one bit each (six at most: the object keeps them
+    /// in six bits of a word).
     struct Membership: OptionSet {
         let rawValue: UInt8
         static let inserted = Membership(rawValue: 1 << 0)

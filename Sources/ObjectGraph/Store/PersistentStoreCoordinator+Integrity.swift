@@ -111,7 +111,8 @@ extension PersistentStoreCoordinator {
                                                  message: "Z_PRIMARYKEY.Z_MAX is not a count of primary keys"))
                 continue
             }
-            if allocated == Int64.max {
+            // A context's objects keep new keys in 54 bits (`ManagedObject.largestRowNumber`).
+            if allocated >= ManagedObject.largestRowNumber {
                 problems.append(IntegrityProblem(store: name, entity: root.name,
                         message: "no primary key is left to allocate (Z_PRIMARYKEY.Z_MAX is at its largest)"))
             }

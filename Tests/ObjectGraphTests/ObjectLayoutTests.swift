@@ -1,0 +1,134 @@
+import Foundation
+import XCTest
+@testable import ObjectGraph
+
+/// glibc's, from `<malloc.h>`, which Swift's Glibc module does not bring.
+@_silgen_name("malloc_usable_size")
+private func mallocUsableSize(_ pointer: UnsafeMutableRawPointer) -> Int
+
+/// An object keeps its entity in its ID scope and its row version, pending key and flags in one
+/// word: five words, malloc's 64-byte chunks, where it took 80 (16 bytes of every object fetched
+/// or inserted).
+final class ObjectLayoutTests: BoardTestCase {
+    func testAnObjectFitsInSixtyFourBytes() throws {
+        let context = try makeBoard(.sqlite, name: "layout")
+        let object = context.insertNewObject(forEntityName: "Item")
+        let usable = mallocUsableSize(Unmanaged.passUnretained(object).toOpaque())
+        XCTAssertLessThanOrEqual(usable, 56, "an object's malloc chunk is 64 bytes with its header")
+    }
+
+    /// The version, the pending key and every flag in random orders, against plain variables.
+    func testTheSharedWordKeepsEachPartApart() throws {
+        let entity = EntityDescription(name: "Thing", attributes: [AttributeDescription(name: "n", type: .integer64)])
+        _ = try ManagedObjectModel(entities: [entity])
+        let object = ManagedObject(entity: entity)
+        var generator = SystemRandomNumberGenerator()
+        var version: Int64 = 0, pendingKey: Int64?, isFault = false, isPendingInsert = false
+        var isPrepared = false, memberships: ObjectSet.Membership = []
+        let edges: [Int64] = [0, 1, 2, ManagedObject.largestRowNumber - 1, ManagedObject.largestRowNumber]
+        for step in 0..<20_000 {
+            let number = Bool.random(using: &generator)
+                ? edges.randomElement(using: &generator)! : Int64.random(in: 0...ManagedObject.largestRowNumber)
+            switch Int.random(in: 0..<7, using: &generator) {
+            case 0: (object.version, version, pendingKey) = (number, number, nil)
+            case 1: (object.pendingPrimaryKey, pendingKey) = (number, number)
+            case 2: (object.pendingPrimaryKey, pendingKey, version) = (nil, nil, 0)  // the word held no version
+            case 3: isFault.toggle(); object.isFault = isFault
+            case 4: isPendingInsert.toggle(); object.isPendingInsert = isPendingInsert
+            case 5: isPrepared.toggle(); object.isPreparedForDeletion = isPrepared
+            default:
+                memberships = ObjectSet.Membership(rawValue: UInt8.random(in: 0...0x3F, using: &generator))
+                object.memberships = memberships
+            }
+            if pendingKey != nil { version = 0 }
+            XCTAssertEqual(object.version, version, "step \(step)")
+            XCTAssertEqual(object.pendingPrimaryKey, pendingKey, "step \(step)")
+            XCTAssertEqual(object.isFault, isFault, "step \(step)")
+            XCTAssertEqual(object.isPendingInsert, isPendingInsert, "step \(step)")
+            XCTAssertEqual(object.isPreparedForDeletion, isPrepared, "step \(step)")
+            XCTAssertEqual(object.memberships, memberships, "step \(step)")
+            XCTAssertTrue(object.entity === entity)
+            if object.version != version { break }
+        }
+    }
+
+    /// Two models with an entity of one name: objects outside any context share no scope that
+    /// would give one of them the other's entity.
+    func testObjectsOfSameNamedEntitiesKeepTheirOwn() throws {
+        let first = EntityDescription(name: "Thing", attributes: [AttributeDescription(name: "a", type: .string)])
+        let second = EntityDescription(name: "Thing", attributes: [AttributeDescription(name: "b", type: .integer64)])
+        _ = try ManagedObjectModel(entities: [first])
+        _ = try ManagedObjectModel(entities: [second])
+        let one = ManagedObject(entity: first)
+        let other = ManagedObject(entity: second)
+        XCTAssertTrue(one.entity === first)
+        XCTAssertTrue(other.entity === second)
+        XCTAssertEqual(one.objectID, other.objectID, "IDs compare by entity name, as before")
+        one["a"] = "text"
+        other["b"] = 7
+        XCTAssertEqual(one["a"] as? String, "text")
+        XCTAssertEqual(other["b"] as? Int, 7)
+    }
+
+    /// A deleted object leaves its context with its entity; a fetched sub-entity object keeps
+    /// its own entity, not its root's.
+    func testAnObjectKeepsItsEntityThroughItsLife() throws {
+        let context = try makeBoard(.sqlite, name: "life")
+        let item = context.insertNewObject(forEntityName: "Item")
+        item["name"] = "a"
+        let entity = item.entity
+        try context.save()
+        XCTAssertTrue(item.entity === entity)
+        context.delete(item)
+        try context.save()
+        XCTAssertNil(item.managedObjectContext)
+        XCTAssertTrue(item.entity === entity)
+        XCTAssertEqual(item.entity.name, "Item")
+    }
+
+    private func itemStore(after sql: String) throws -> (URL, ManagedObjectContext) {
+        let context = try makeBoard(.sqlite, name: "bounds")
+        context.insertNewObject(forEntityName: "Item")["name"] = "a"
+        try context.save()
+        let url = directory.appendingPathComponent("bounds.sqlite")
+        _ = try runSQLite3([url.path, sql])
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: context.model)
+        try coordinator.addPersistentStore(type: .sqlite, at: url)
+        return (url, ManagedObjectContext(coordinator: coordinator))
+    }
+
+    /// A row version out of what an object keeps (only a damaged store has one) still reads,
+    /// and a save of the row is refused, never written over another version: a version beyond
+    /// reads as the largest, which cannot grow; a negative one as 0, which the row does not have.
+    func testARowVersionOutOfRangeReadsAndIsNeverWritten() throws {
+        let largest = ManagedObject.largestRowNumber
+        for (stored, refusal) in [("-1", "changed by someone else"), ("\(largest + 1)", "cannot grow"),
+                                  ("9223372036854775807", "cannot grow"), ("\(largest)", "cannot grow")] {
+            try? FileManager.default.removeItem(at: directory.appendingPathComponent("bounds.sqlite"))
+            let (url, context) = try itemStore(after: "UPDATE ZITEM SET Z_OPT = \(stored)")
+            let item = try XCTUnwrap(try context.fetch(FetchRequest<ManagedObject>(entityName: "Item")).first, stored)
+            XCTAssertEqual(item["name"] as? String, "a", stored)
+            item["name"] = "b"
+            XCTAssertThrowsError(try context.save(), stored) { XCTAssertTrue("\($0)".contains(refusal), "\($0)") }
+            let row = try runSQLite3([url.path, "SELECT Z_OPT || ' ' || ZNAME FROM ZITEM"])
+            XCTAssertEqual(String(decoding: row, as: UTF8.self), "\(stored) a\n", stored)
+        }
+    }
+
+    /// New keys up to the largest an object keeps are given; beyond it, the save is refused.
+    func testNewKeysStopAtTheLargestAnObjectKeeps() throws {
+        let largest = ManagedObject.largestRowNumber
+        let (_, context) = try itemStore(after: "UPDATE Z_PRIMARYKEY SET Z_MAX = \(largest - 1) WHERE Z_NAME = 'Item'")
+        let last = context.insertNewObject(forEntityName: "Item")
+        last["name"] = "last"
+        try context.save()
+        XCTAssertEqual(last.objectID.primaryKey, largest)
+        context.insertNewObject(forEntityName: "Item")["name"] = "beyond"
+        XCTAssertThrowsError(try context.save()) {
+            XCTAssertTrue("\($0)".contains("no primary key is left to allocate"), "\($0)")
+        }
+        XCTAssertTrue(try context.coordinator.checkIntegrity().contains {
+            $0.description.contains("no primary key is left to allocate")
+        })
+    }
+}
