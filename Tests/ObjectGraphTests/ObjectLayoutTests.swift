@@ -25,13 +25,14 @@ final class ObjectLayoutTests: BoardTestCase {
         var generator = SystemRandomNumberGenerator()
         var version: Int64 = 0, pendingKey: Int64?, isFault = false, isPendingInsert = false
         var isPrepared = false, memberships: ObjectSet.Membership = []
-        let edges: [Int64] = [0, 1, 2, ManagedObject.largestRowNumber - 1, ManagedObject.largestRowNumber]
+        let largest = ManagedObject.largestRowNumber
+        let edges: [Int64] = [-largest - 1, -largest, -1, 0, 1, 2, largest - 1, largest]
         for step in 0..<20_000 {
             let number = Bool.random(using: &generator)
-                ? edges.randomElement(using: &generator)! : Int64.random(in: 0...ManagedObject.largestRowNumber)
+                ? edges.randomElement(using: &generator)! : Int64.random(in: -largest - 1...largest)
             switch Int.random(in: 0..<7, using: &generator) {
             case 0: (object.version, version, pendingKey) = (number, number, nil)
-            case 1: (object.pendingPrimaryKey, pendingKey) = (number, number)
+            case 1: (object.pendingPrimaryKey, pendingKey) = (number & largest, number & largest)
             case 2: (object.pendingPrimaryKey, pendingKey, version) = (nil, nil, 0)  // the word held no version
             case 3: isFault.toggle(); object.isFault = isFault
             case 4: isPendingInsert.toggle(); object.isPendingInsert = isPendingInsert
@@ -97,21 +98,46 @@ final class ObjectLayoutTests: BoardTestCase {
         return (url, ManagedObjectContext(coordinator: coordinator))
     }
 
-    /// A row version out of what an object keeps (only a damaged store has one) still reads,
-    /// and a save of the row is refused, never written over another version: a version beyond
-    /// reads as the largest, which cannot grow; a negative one as 0, which the row does not have.
-    func testARowVersionOutOfRangeReadsAndIsNeverWritten() throws {
-        let largest = ManagedObject.largestRowNumber
-        for (stored, refusal) in [("-1", "changed by someone else"), ("\(largest + 1)", "cannot grow"),
-                                  ("9223372036854775807", "cannot grow"), ("\(largest)", "cannot grow")] {
+    /// A row version an object keeps is written back as it was read, a negative one too.
+    func testANegativeRowVersionIsKeptAsItIs() throws {
+        for stored in [Int64(-1), ManagedObject.rowVersions.lowerBound] {
             try? FileManager.default.removeItem(at: directory.appendingPathComponent("bounds.sqlite"))
             let (url, context) = try itemStore(after: "UPDATE ZITEM SET Z_OPT = \(stored)")
-            let item = try XCTUnwrap(try context.fetch(FetchRequest<ManagedObject>(entityName: "Item")).first, stored)
-            XCTAssertEqual(item["name"] as? String, "a", stored)
+            let item = try XCTUnwrap(try context.fetch(FetchRequest<ManagedObject>(entityName: "Item")).first)
             item["name"] = "b"
-            XCTAssertThrowsError(try context.save(), stored) { XCTAssertTrue("\($0)".contains(refusal), "\($0)") }
+            try context.save()
             let row = try runSQLite3([url.path, "SELECT Z_OPT || ' ' || ZNAME FROM ZITEM"])
-            XCTAssertEqual(String(decoding: row, as: UTF8.self), "\(stored) a\n", stored)
+            XCTAssertEqual(String(decoding: row, as: UTF8.self), "\(stored + 1) b\n")
+        }
+    }
+
+    /// A row version out of what an object keeps (only a damaged store has one) still reads,
+    /// and an update of the row is refused under every merge policy, never retried for ever nor
+    /// written over another version; a policy that overwrites may still delete the row.
+    func testARowVersionOutOfRangeReadsAndIsNeverUpdated() throws {
+        let largest = ManagedObject.largestRowNumber
+        let policies: [MergePolicy] = [.error, .mergeByPropertyObjectTrump, .mergeByPropertyStoreTrump, .overwrite,
+                                       .rollback]
+        for stored in ["\(largest)", "\(largest + 1)", "9223372036854775807", "\(-largest - 2)",
+                       "-9223372036854775808"] {
+            for policy in policies {
+                try? FileManager.default.removeItem(at: directory.appendingPathComponent("bounds.sqlite"))
+                let (url, context) = try itemStore(after: "UPDATE ZITEM SET Z_OPT = \(stored)")
+                context.mergePolicy = policy
+                let item = try XCTUnwrap(try context.fetch(FetchRequest<ManagedObject>(entityName: "Item")).first)
+                XCTAssertEqual(item["name"] as? String, "a", stored)
+                item["name"] = "b"
+                XCTAssertThrowsError(try context.save(), "\(stored) \(policy)") {
+                    XCTAssertTrue("\($0)".contains("cannot grow"), "\($0)")
+                }
+                let row = try runSQLite3([url.path, "SELECT Z_OPT || ' ' || ZNAME FROM ZITEM"])
+                XCTAssertEqual(String(decoding: row, as: UTF8.self), "\(stored) a\n", "\(stored) \(policy)")
+                guard policy == .overwrite else { continue }
+                context.rollback()
+                context.delete(item)
+                try context.save()
+                XCTAssertEqual(try runSQLite3([url.path, "SELECT count(*) FROM ZITEM"]), Data("0\n".utf8))
+            }
         }
     }
 

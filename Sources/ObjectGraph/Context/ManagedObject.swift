@@ -314,38 +314,51 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     }
     /// `Z_OPT` of the row as this object last saw it.
     var version: Int64 {
-        get { hasFlag(Self.pendingKeyFlag) ? 0 : Int64(versionAndFlags & Self.numberMask) }
+        get { hasFlag(Self.pendingKeyFlag) ? 0 : storedNumber }
         set {
-            precondition((0...Self.largestRowNumber).contains(newValue), "A row version within 54 bits")
-            versionAndFlags = versionAndFlags & ~(Self.numberMask | Self.pendingKeyFlag) | UInt64(newValue)
+            versionAndFlags &= ~Self.pendingKeyFlag
+            storedNumber = newValue
         }
     }
     /// The primary key given during a save, before the save is known to succeed.
     var pendingPrimaryKey: Int64? {
         get {
             guard hasFlag(Self.pendingKeyFlag) else { return nil }
-            return identityScope.kind == .permanent ? identityNumber : Int64(versionAndFlags & Self.numberMask)
+            return identityScope.kind == .permanent ? identityNumber : storedNumber
         }
         set {
-            versionAndFlags &= ~(Self.numberMask | Self.pendingKeyFlag)
+            storedNumber = 0
+            setFlag(Self.pendingKeyFlag, newValue != nil)
             guard let newValue else { return }
             // A permanent ID's key is kept once, in the ID: it may be any key the store holds.
             if identityScope.kind == .permanent {
                 precondition(newValue == identityNumber, "A permanent ID's own key")
             } else {
-                precondition((0...Self.largestRowNumber).contains(newValue), "A new key within 54 bits")
-                versionAndFlags |= UInt64(newValue)
+                precondition(newValue >= 0, "A new row's key")
+                storedNumber = newValue
             }
-            versionAndFlags |= Self.pendingKeyFlag
         }
     }
-    /// The largest row version, and key for a new row, an object holds: see `versionAndFlags`.
-    static let largestRowNumber = Int64(numberMask)
+    /// The largest number an object keeps as a row version or a new row's key (2^53 − 1): a
+    /// context gives no key past it, and a version at it (or out of ``rowVersions``) cannot grow.
+    static let largestRowNumber: Int64 = 1 << 53 - 1
+    /// The row versions an object keeps as they are; a store's version out of them (only a
+    /// damaged store holds one) is kept as ``largestRowNumber``.
+    static let rowVersions = -largestRowNumber - 1 ... largestRowNumber - 1
     /// The row version, or the pending key of an object waiting for its first row (which has no
-    /// version yet), in the low 54 bits, and the object's flags in the high 10: with the entity
-    /// read through the ID scope, an object takes five words, malloc's 64-byte chunks (it took 80).
+    /// version yet), as a signed number in the low 54 bits, and the object's flags in the high
+    /// 10: with the entity read through the ID scope, an object takes five words, malloc's
+    /// 64-byte chunks (it took 80).
     private var versionAndFlags: UInt64 = 0
     private static let numberMask: UInt64 = 1 << 54 - 1
+    private var storedNumber: Int64 {
+        // Shifted up and back to extend the sign.
+        get { Int64(bitPattern: versionAndFlags << 10) >> 10 }
+        set {
+            precondition((-Self.largestRowNumber - 1...Self.largestRowNumber).contains(newValue), "54 bits")
+            versionAndFlags = versionAndFlags & ~Self.numberMask | UInt64(bitPattern: newValue) & Self.numberMask
+        }
+    }
     private static let membershipShift: UInt64 = 54
     private static let membershipMask: UInt64 = 0x3F << membershipShift
     private static let pendingKeyFlag: UInt64 = 1 << 60

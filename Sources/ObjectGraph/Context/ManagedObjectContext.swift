@@ -485,11 +485,12 @@ public final class ManagedObjectContext {
     }
 
     /// A row's version (Z_OPT), which Core Data counts up from 1. One out of what an object keeps
-    /// (negative, or past `ManagedObject.largestRowNumber`: only a damaged store has one) is
-    /// clamped: the row still reads, and a save of it is refused, as a conflict or because the
-    /// version cannot grow, never written under a version it does not have.
+    /// (`ManagedObject.rowVersions`: only a damaged store holds one) reads as
+    /// `ManagedObject.largestRowNumber`: the row still reads, and a save refuses to update it (its
+    /// version cannot grow), where a version made up would fail its optimistic lock for ever.
     static func rowVersion(_ row: some StoredRow, root: EntityDescription, store: PersistentStore) throws -> Int64 {
-        min(max(try integer(row, 2, "Z_OPT", root: root, store: store), 0), ManagedObject.largestRowNumber)
+        let version = try integer(row, 2, "Z_OPT", root: root, store: store)
+        return ManagedObject.rowVersions.contains(version) ? version : ManagedObject.largestRowNumber
     }
 
     /// A foreign key or bookkeeping column as an integer, nil when NULL.
