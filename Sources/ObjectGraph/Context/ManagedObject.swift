@@ -52,7 +52,8 @@ public struct ObjectID: Hashable, CustomStringConvertible, Sendable {
 ///
 /// A context keeps scopes of its own, which name it: an object finds its context and its entity
 /// through its scope, two words less in every object. Equality and hashing ignore the context
-/// and the entity.
+/// and the entity. An ID kept after its model is gone keeps its entity's description (not the
+/// model: an entity holds its model and superentity weakly).
 final class ObjectIDScope: Hashable, Sendable {
     enum Kind: UInt8, Sendable { case none, permanent, temporary }
 
