@@ -175,7 +175,7 @@ extension ManagedObjectContext {
                         ) { row in
                             let primaryKey = try Self.integer(row, 0, "Z_PK", root: root, store: store)
                             seen.insert(primaryKey)
-                            let version = try Self.integer(row, 1, "Z_OPT", root: root, store: store)
+                            let version = Self.keptVersion(try Self.integer(row, 1, "Z_OPT", root: root, store: store))
                             if let object = group[primaryKey], object.version != version { moved.append(primaryKey) }
                         }
                     }
@@ -195,7 +195,7 @@ extension ManagedObjectContext {
                 for row in rows {
                     let primaryKey = try Self.integer(row, 0, "Z_PK", root: root, store: store)
                     seen.insert(primaryKey)
-                    let version = try Self.integer(row, 2, "Z_OPT", root: root, store: store)
+                    let version = try Self.rowVersion(row, root: root, store: store)
                     guard let object = group[primaryKey], object.version != version else { continue }
                     if object.changedKeys.isEmpty && !deletedSet.contains(object) {
                         try load(row, into: object, root: root, store: store)

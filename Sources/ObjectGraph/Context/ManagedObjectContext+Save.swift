@@ -333,7 +333,7 @@ extension ManagedObjectContext {
                 let select = "SELECT Z_PK, Z_OPT FROM \(table) WHERE Z_PK \(inChunk)"
                 try db.forEachRow(sql: select, arguments: keys) { row in
                     guard let key = row.int64(at: 0), let version = row.int64(at: 1) else { return }
-                    versions[key] = version
+                    versions[key] = Self.keptVersion(version)
                 }
                 var unchanged: [DatabaseValue] = []
                 for object in chunk {

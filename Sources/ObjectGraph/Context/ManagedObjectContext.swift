@@ -445,7 +445,7 @@ public final class ManagedObjectContext {
         if let object = registered[key] {
             if asFault { return object }
             if !object.hasChanges,
-               try object.isFault || object.version != Self.integer(row, 2, "Z_OPT", root: root, store: store) {
+               try object.isFault || object.version != Self.rowVersion(row, root: root, store: store) {
                 try load(row, into: object, root: root, store: store, decoding: decoding)
                 adoptParentState(of: object, key: key)
             }
@@ -489,8 +489,12 @@ public final class ManagedObjectContext {
     /// `ManagedObject.largestRowNumber`: the row still reads, and a save refuses to update it (its
     /// version cannot grow), where a version made up would fail its optimistic lock for ever.
     static func rowVersion(_ row: some StoredRow, root: EntityDescription, store: PersistentStore) throws -> Int64 {
-        let version = try integer(row, 2, "Z_OPT", root: root, store: store)
-        return ManagedObject.rowVersions.contains(version) ? version : ManagedObject.largestRowNumber
+        keptVersion(try integer(row, 2, "Z_OPT", root: root, store: store))
+    }
+    /// A stored version as an object keeps it, for comparing a row with its object: a raw one out
+    /// of range never equals it, and the row looked changed at every delete and merge.
+    static func keptVersion(_ version: Int64) -> Int64 {
+        ManagedObject.rowVersions.contains(version) ? version : ManagedObject.largestRowNumber
     }
 
     /// A foreign key or bookkeeping column as an integer, nil when NULL.
