@@ -402,7 +402,8 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// The sets of its context this object is in (see ``ObjectSet``).
     var memberships: ObjectSet.Membership {
         get {
-            ObjectSet.Membership(rawValue: UInt8(truncatingIfNeeded: versionAndFlags >> Self.membershipShift) & 0x3F)
+            ObjectSet.Membership(
+                rawValue: UInt8(truncatingIfNeeded: (versionAndFlags & Self.membershipMask) >> Self.membershipShift))
         }
         set {
             versionAndFlags = versionAndFlags & ~Self.membershipMask
