@@ -68,6 +68,29 @@ final class ItemObservationTests: VaultTestCase {
         withExtendedLifetime(observation) {}
     }
 
+    func testUndoingARemovedEntryBringsBackItsFieldsAndHistory() throws {
+        let vault = try makeVault()
+        vault.recordChangesForUndo()
+        var changes = EntryChanges(name: "bank", category: "Banking", password: "first")
+        changes.fields = [FieldInfo(name: "PIN", value: "1234", hidden: true),
+                          FieldInfo(name: "branch", value: "north", hidden: false)]
+        try vault.items.addEntry(changes)
+        try vault.items.editEntry(.name("bank"), EntryChanges(password: "second"))
+        try vault.items.removeEntry(.name("bank"))
+        XCTAssertThrowsError(try vault.items.entry(.name("bank"), reveal: true))
+
+        let undone = try vault.undoLastChange()
+        XCTAssertEqual(undone?.kind, .broughtBack)
+        let entry = try vault.items.entry(.name("bank"), reveal: true)
+        XCTAssertEqual(entry.password, "second")
+        XCTAssertEqual(entry.fields, changes.fields, "the entry's fields came back with it")
+        XCTAssertEqual(entry.historyCount, 1, "and its earlier password")
+        // As saved: a reopened vault reads the same.
+        let reopened = try reopen().items.entry(.name("bank"), reveal: true)
+        XCTAssertEqual(reopened.fields, changes.fields)
+        XCTAssertEqual(reopened.historyCount, 1)
+    }
+
     func testAnotherProcesssCommitIsToldOnlyOnceFollowed() throws {
         let vault = try makeVault()
         let received = Received<NoteSummary>()

@@ -413,7 +413,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
 
     public required init(entity: EntityDescription) {
         identityScope = .unassigned(entity)
-        self.values = PropertyValues(layout: entity.propertyLayout)
+        values = entity.emptyValues
     }
 
     /// Creates an object and inserts it into `context` (when given).
@@ -592,13 +592,21 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// behind a row's key is not written back into the values: for a deleted object's delete
     /// rules, where writing it copied the values the object shares with its committed ones
     /// (a cascade of 100,000 children copied them all).
+    /// A fault holds a to-one only when a cascade read it as a member of that destination
+    /// (`ManagedObjectContext.memberFaults(of:_:)`): what its row said, given without reading it.
     func toOneObjectUnchanged(_ relationship: RelationshipDescription) -> ManagedObject? {
-        guard !isFault, let index = values.layout.index(of: relationship.name),
-              case .fault(let primaryKey) = values.slot(index), let context = managedObjectContext,
-              let destination = entity.destination(of: relationship),
-              let object = context.registeredDestination(primaryKey: primaryKey, of: destination)
-        else { return toOneObject(relationship) }
-        return object
+        guard let index = values.layout.index(of: relationship.name) else { return toOneObject(relationship) }
+        switch values.slot(index) {
+        case .object(let object) where isFault:
+            return object
+        case .fault(let primaryKey) where !isFault:
+            guard let context = managedObjectContext, let destination = entity.destination(of: relationship),
+                  let object = context.registeredDestination(primaryKey: primaryKey, of: destination)
+            else { return toOneObject(relationship) }
+            return object
+        default:
+            return toOneObject(relationship)
+        }
     }
 
     func toManyObjects(_ relationship: RelationshipDescription) -> [ManagedObject] {

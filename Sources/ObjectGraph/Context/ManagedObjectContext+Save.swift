@@ -117,18 +117,16 @@ extension ManagedObjectContext {
                 object.prepareForDeletion()
             }
             for relationship in object.entity.relationships {
-                let destinations =
-                    relationship.isToMany
-                    ? object.toManyObjects(relationship) : object.toOneObjectUnchanged(relationship).map { [$0] } ?? []
                 switch relationship.deleteRule {
                 case .cascade:
+                    let destinations = memberFaults(of: object, relationship) ?? destinations(of: object, relationship)
                     for destination in destinations where !destinationIsGone(destination) {
                         delete(destination)
                         if destination.managedObjectContext === self { queue.append(destination) }
                     }
                 case .nullify:
                     // Most often the other end is going too (a cascade's children and their parent).
-                    let staying = destinations.filter { !deletedSet.contains($0) }
+                    let staying = destinations(of: object, relationship).filter { !deletedSet.contains($0) }
                     guard !staying.isEmpty, let inverseName = relationship.inverseName,
                         let inverse = model.entity(named: relationship.destinationEntityName)?.relationship(
                             named: inverseName)
@@ -138,6 +136,60 @@ extension ManagedObjectContext {
                     break
                 }
             }
+        }
+    }
+
+    private func destinations(of object: ManagedObject, _ relationship: RelationshipDescription) -> [ManagedObject] {
+        relationship.isToMany
+            ? object.toManyObjects(relationship) : object.toOneObjectUnchanged(relationship).map { [$0] } ?? []
+    }
+
+    /// The members of an unread to-many that a cascade deletes, read as faults when deleting them
+    /// needs nothing of their rows: each knows only its to-one back to `object`, which is all their
+    /// delete rules read. Nil (read them whole) when undo must put them back with their values,
+    /// when another rule or a history tombstone reads their values, or when the relationship
+    /// changed since the last save.
+    func memberFaults(of object: ManagedObject, _ relationship: RelationshipDescription) -> [ManagedObject]? {
+        guard relationship.isToMany, undoManager == nil, parent == nil, !object.isPendingInsert,
+              let primaryKey = object.objectID.primaryKey, !object.loadedToMany.contains(relationship.name),
+              object.values[relationship.name] == nil,
+              !SQLiteSchema.usesJoinTable(relationship, in: model),
+              let destination = model.entity(named: relationship.destinationEntityName),
+              let inverse = SQLiteSchema.inverse(of: relationship, in: model), !inverse.isToMany
+        else { return nil }
+        let kinds = destination.selfAndDescendants
+        for kind in kinds {
+            let readsValues = kind.relationships.contains { $0.name != inverse.name && $0.deleteRule != .noAction }
+                || kind.attributes.contains(where: \.preservesValueInHistoryOnDeletion)
+            if readsValues { return nil }
+        }
+        var knownValues: [ObjectIdentifier: PropertyValues] = [:]
+        for kind in kinds {
+            guard let slot = kind.propertyLayout.index(of: inverse.name) else { return nil }
+            var values = kind.emptyValues
+            values.setSlot(slot, .object(object))
+            knownValues[ObjectIdentifier(kind)] = values
+        }
+        return object.deferringErrors {
+            let root = destination.rootEntity
+            let store = try coordinator.store(for: root)
+            let sql =
+                "SELECT Z_PK, Z_ENT, Z_OPT FROM \(store.qualified(root.tableName)) WHERE \(inverse.columnName) = ?"
+            var faults: [ManagedObject] = []
+            try wrapStoreErrors(.objectNotFound, "cannot read \(object.entity.name).\(relationship.name)") {
+                try coordinator.read { db in
+                    try db.forEachRow(sql: sql, arguments: [primaryKey.databaseValue]) { row in
+                        let member = try materialize(row, root: root, store: store, asFault: true)
+                        guard member.entity.isKind(of: destination) else { return }
+                        // Values shared by every fault until one is read; a read replaces them.
+                        if member.isFault, let known = knownValues[ObjectIdentifier(member.entity)] {
+                            member.values = known
+                        }
+                        faults.append(member)
+                    }
+                }
+            }
+            return faults
         }
     }
 

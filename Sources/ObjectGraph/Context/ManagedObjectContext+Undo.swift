@@ -4,7 +4,10 @@ extension ManagedObjectContext {
     public func undo() {
         guard let undoManager else { return }
         processPendingChanges()
-        undoManager.undo(then: processPendingChanges)
+        undoManager.undo { [self] in
+            relinkBroughtBack()
+            processPendingChanges()
+        }
     }
 
     /// Redoes the last undone group of changes.
@@ -53,6 +56,10 @@ extension ManagedObjectContext {
         object.isPreparedForDeletion = false
         guard object.managedObjectContext === self else {
             undoManager?.register { [weak self] in self?.delete(object) }
+            if let primaryKey = object.objectID.primaryKey {
+                broughtBack.append((ObjectKey(rootEntityNumber: object.entity.rootEntity.entityNumber,
+                                              primaryKey: primaryKey), object))
+            }
             object.assign(temporaryID(of: object.entity, number: Self.nextTemporaryNumber()), in: self)
             object.version = 0
             object.changedKeys = []
@@ -63,6 +70,27 @@ extension ManagedObjectContext {
         deletedSet.remove(object)
         if !unprocessedDeleted.contains(object) { unprocessedInserted.insert(object) }
         unprocessedDeleted.remove(object)
+    }
+
+    /// Objects a saved deletion's undo brought back have new IDs, and their to-ones still name
+    /// the rows they had by key: each naming another object brought back points at it instead
+    /// (a cascade's children at their parent, which a save would have found gone).
+    private func relinkBroughtBack() {
+        guard !broughtBack.isEmpty else { return }
+        defer { broughtBack = [] }
+        let byRow = Dictionary(broughtBack.map { ($0.row, $0.object) }) { first, _ in first }
+        for (_, object) in broughtBack {
+            for relationship in object.entity.relationships where !relationship.isToMany {
+                guard let index = object.values.layout.index(of: relationship.name),
+                      case .fault(let primaryKey) = object.values.slot(index),
+                      let destination = object.entity.destination(of: relationship),
+                      let target = byRow[ObjectKey(rootEntityNumber: destination.rootEntity.entityNumber,
+                                                   primaryKey: primaryKey)],
+                      target.entity.isKind(of: destination)
+                else { continue }
+                object.values.setSlot(index, .object(target))
+            }
+        }
     }
 
     /// After an undo or redo put back one of an object's values.

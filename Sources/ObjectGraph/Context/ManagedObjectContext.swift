@@ -75,6 +75,8 @@ public final class ManagedObjectContext {
     /// The scope each new object of an entity starts in, kept alive while this context makes
     /// objects of it: without a holder it was freed and made again for every object.
     private var keptUnassignedScopes: [ObjectIdentifier: ObjectIDScope] = [:]
+    /// Objects whose saved deletion the undo under way takes back, by the rows they had.
+    var broughtBack: [(row: ObjectKey, object: ManagedObject)] = []
     struct IDScopeKey: Hashable {
         let entity: ObjectIdentifier
         let kind: ObjectIDScope.Kind
@@ -370,7 +372,7 @@ public final class ManagedObjectContext {
 
     /// Lets go of an unchanged object's values; they are read again on its next access.
     func turnIntoFault(_ object: ManagedObject) {
-        object.values = PropertyValues(layout: object.entity.propertyLayout)
+        object.values = object.entity.emptyValues
         object.committedValues = PropertyValues()
         object.loadedToMany = []
         object.changedKeys = []

@@ -56,6 +56,9 @@ public final class EntityDescription: CustomStringConvertible {
     var attributeTypeList: [AttributeType] = []
     /// Where each property's value sits in its objects' values: attributes, then relationships.
     var propertyLayout = PropertyLayout.empty
+    /// All-absent values in `propertyLayout`, shared by every new object and fault until its first
+    /// write copies them: a fault costs no buffer of its own.
+    var emptyValues = PropertyValues()
     /// For each of `storedColumns`, its position in `propertyLayout`.
     var storedColumnSlots: [Int] = []
 

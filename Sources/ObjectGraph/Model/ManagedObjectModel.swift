@@ -144,6 +144,7 @@ public final class ManagedObjectModel {
             entity.propertyLayout = PropertyLayout(
                 keys: entity.attributeNames + entity.relationships.map(\.name),
                 textKeys: Set(entity.attributes.filter { $0.type == .string }.map(\.name)))
+            entity.emptyValues = PropertyValues(layout: entity.propertyLayout)
             entity.storedColumnSlots = entity.storedColumns.map { column in
                 entity.attributeNames.firstIndex(of: column.name) ?? 0
             }
