@@ -71,7 +71,7 @@ struct ObjectRegistry {
         runs = []
         reserveCapacity(dissolved.reduce(0) { $0 + $1.objects.count })
         for run in dissolved {
-            for object in run.objects { table.set(object, at: slot(for: object)) }
+            for object in run.objects { table.set(object, at: place(of: object)) }
         }
     }
 
@@ -89,7 +89,7 @@ struct ObjectRegistry {
         get {
             if let found = run(holding: key) { return found.run.objects[found.index] }
             guard !table.isEmpty else { return nil }
-            return table[slot(for: key)]
+            return table[place(of: key)]
         }
         set {
             guard let object = newValue else {
@@ -103,7 +103,7 @@ struct ObjectRegistry {
             // Probing reads each object's own number: one registered under another would be lost.
             precondition(object.registeredPrimaryKey == key.primaryKey, "An object is registered under its own row")
             reserveCapacity(table.count + 1)
-            table.set(object, at: slot(for: key))
+            table.set(object, at: place(of: key))
         }
     }
 
@@ -111,9 +111,9 @@ struct ObjectRegistry {
     mutating func removeValue(forKey key: ManagedObjectContext.ObjectKey) -> ManagedObject? {
         if run(holding: key) != nil { dissolveRuns() }
         guard !table.isEmpty else { return nil }
-        let index = slot(for: key)
-        guard let removed = table[index] else { return nil }
-        table.remove(at: index, home: Self.home)
+        let place = place(of: key)
+        guard let removed = table[place] else { return nil }
+        table.remove(at: place, home: Self.home)
         return removed
     }
 
@@ -135,7 +135,7 @@ struct ObjectRegistry {
         }
         removeAll()
         reserveCapacity(staying.count)
-        for object in staying { table.set(object, at: slot(for: object)) }
+        for object in staying { table.set(object, at: place(of: object)) }
     }
 
     /// Grows the table (to a power of two) so `capacity` objects fit without growing again.
@@ -144,12 +144,12 @@ struct ObjectRegistry {
         table.reserveCapacity(capacity, home: Self.home)
     }
 
-    /// The slot of `object`'s own row.
-    private func slot(for object: ManagedObject) -> Int { slot(for: key(of: object)) }
+    /// The place of `object`'s own row.
+    private func place(of object: ManagedObject) -> ProbingTable<ManagedObject?>.Place { place(of: key(of: object)) }
 
-    /// The slot holding `key`, or the empty slot where it would go (the table has slots).
-    private func slot(for key: ManagedObjectContext.ObjectKey) -> Int {
-        table.index(home: Self.home(key.primaryKey)) {
+    /// The place holding `key`, or the empty slot where it would go (the table has slots).
+    private func place(of key: ManagedObjectContext.ObjectKey) -> ProbingTable<ManagedObject?>.Place {
+        table.place(home: Self.home(key.primaryKey)) {
             $0!.registeredPrimaryKey == key.primaryKey && $0!.entity.rootEntity.entityNumber == key.rootEntityNumber
         }
     }

@@ -34,9 +34,9 @@ final class RelationshipMembers {
         slots = objects
         positions.reserveCapacity(objects.count, home: home)
         for (position, object) in objects.enumerated() {
-            let index = tableIndex(of: object)
-            if positions[index].isEmpty {
-                positions.set(SlotNumber(position), at: index)
+            let place = tablePlace(of: object)
+            if positions[place].isEmpty {
+                positions.set(SlotNumber(position), at: place)
             } else {
                 slots[position] = Self.hole
             }
@@ -140,7 +140,7 @@ final class RelationshipMembers {
     func remove(_ object: ManagedObject, isStored: () -> Bool) -> Bool {
         let identifier = ObjectIdentifier(object)
         if let position = position(of: object) {
-            positions.remove(at: tableIndex(of: object), home: home)
+            positions.remove(at: tablePlace(of: object), home: home)
             cachedObjects = nil
             slots[position] = Self.hole
             // Added since the last save: nothing to take out of the store; else a stored member.
@@ -170,7 +170,7 @@ final class RelationshipMembers {
         cachedObjects = nil
         slots.append(object)
         positions.reserveCapacity(positions.count + 1, home: home)
-        positions.set(SlotNumber(position), at: tableIndex(of: object))
+        positions.set(SlotNumber(position), at: tablePlace(of: object))
         return position
     }
 
@@ -182,13 +182,13 @@ final class RelationshipMembers {
     /// The member's slot, or nil.
     private func position(of object: ManagedObject) -> Int? {
         guard !positions.isEmpty else { return nil }
-        let found = positions[tableIndex(of: object)]
+        let found = positions[tablePlace(of: object)]
         return found.isEmpty ? nil : found.position
     }
 
     /// Where the table keeps `object`'s slot, or would (the table has slots).
-    private func tableIndex(of object: ManagedObject) -> Int {
-        positions.index(home: Self.home(object)) { slots[$0.position] === object }
+    private func tablePlace(of object: ManagedObject) -> ProbingTable<SlotNumber>.Place {
+        positions.place(home: Self.home(object)) { slots[$0.position] === object }
     }
 
     private static func home(_ object: ManagedObject) -> Int {
