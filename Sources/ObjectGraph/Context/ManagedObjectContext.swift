@@ -230,6 +230,11 @@ public final class ManagedObjectContext {
     /// Marks an object for deletion at the next save, when its delete rules apply.
     public func delete(_ object: ManagedObject) {
         precondition(object.managedObjectContext === self, "The object does not belong to this context")
+        markDeleted(object)
+    }
+
+    /// ``delete(_:)`` of an object known to be this context's (a cascade checks each once).
+    func markDeleted(_ object: ManagedObject) {
         if insertedSet.contains(object) {
             undoManager?.register { [weak self] in self?.reinsert(object) }
             insertedSet.remove(object)
