@@ -766,7 +766,9 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         primitiveSetToOne(relationship, newValue)
         guard let inverse = inverse(of: relationship) else { return }
         if let old { old.primitiveUnlink(inverse, from: self) }
-        if let newValue { newValue.primitiveLink(inverse, to: self) }
+        // A new object whose to-one pointed nowhere is in no to-many of its inverse: joined
+        // without a lookup (an import into one category links 100,000 that way).
+        if let newValue { newValue.primitiveLink(inverse, to: self, isAbsent: old == nil && isPendingInsert) }
     }
 
     private func replaceToMany(_ relationship: RelationshipDescription, with objects: [ManagedObject]) {
@@ -791,9 +793,13 @@ open class ManagedObject: Hashable, CustomStringConvertible {
 
     /// Makes `relationship` of this object point at (or contain) `owner`, the object on the
     /// other side that just changed; a one-to-one's previous partner is released.
-    func primitiveLink(_ relationship: RelationshipDescription, to owner: ManagedObject) {
+    func primitiveLink(_ relationship: RelationshipDescription, to owner: ManagedObject, isAbsent: Bool = false) {
         if relationship.isToMany {
-            guard join(owner, relationship) else { return }
+            if isAbsent {
+                membersForChange(relationship).insertAbsent(owner)
+            } else {
+                guard join(owner, relationship) else { return }
+            }
             didChangeMembership(of: owner, joined: true, in: relationship)
         } else {
             let previous = toOneObject(relationship)

@@ -17,7 +17,11 @@ final class RelationshipMembers {
     private nonisolated(unsafe) static let hole = ManagedObject(entity: EntityDescription(name: "", attributes: []))
     /// Each member's slot, found by the member's identity: 4 bytes a member where a
     /// `[ObjectIdentifier: Int]` took 42 (a relationship of 100,000 held 4.2 MB of it).
+    /// Only `slots[..<indexedCount]` are in it: members that joined known not to be members
+    /// already (``insertAbsent(_:)``) go in when something first looks one up, so an import into
+    /// one category never builds it.
     private var positions = ProbingTable<SlotNumber>()
+    private var indexedCount = 0
     /// Which slots hold a member added since the last save, a bit each: all of them for an
     /// object never saved, where a dictionary of them doubled the relationship's memory.
     private var addedSlots = SlotBits()
@@ -41,6 +45,7 @@ final class RelationshipMembers {
                 slots[position] = Self.hole
             }
         }
+        indexedCount = slots.count
     }
 
     /// A fault: the store's list of members, not read yet, and no change made to it.
@@ -49,7 +54,7 @@ final class RelationshipMembers {
     /// The members the store lists, with the changes made while they were not read applied.
     func completed(withStored stored: [ManagedObject]) -> RelationshipMembers {
         let members = RelationshipMembers(complete: [])
-        members.reserveCapacity(stored.count + positions.count)
+        members.reserveCapacity(stored.count + count)
         for object in stored where removed[ObjectIdentifier(object)] == nil { members.append(object) }
         for position in slots.indices where slots[position] !== Self.hole {
             guard let joined = members.append(slots[position]) else { continue }
@@ -65,6 +70,7 @@ final class RelationshipMembers {
         copy.isComplete = isComplete
         copy.slots = slots
         copy.positions = positions
+        copy.indexedCount = indexedCount
         copy.addedSlots = addedSlots
         copy.removed = removed
         copy.cachedObjects = cachedObjects
@@ -90,6 +96,7 @@ final class RelationshipMembers {
         let stillAdded = Set(added.map(ObjectIdentifier.init))
         slots = []
         positions.removeAll()
+        indexedCount = 0
         addedSlots = SlotBits()
         for object in objects {
             if let joined = append(object), stillAdded.contains(ObjectIdentifier(object)) { addedSlots[joined] = true }
@@ -102,10 +109,11 @@ final class RelationshipMembers {
     /// Put back by undo: the members differ from the store's in ways no change list records.
     func markRewritesAll() { rewritesAll = isComplete }
 
-    var count: Int { positions.count }
+    /// The members indexed, and those not yet (never holes: a removal indexes them first).
+    var count: Int { positions.count + slots.count - indexedCount }
 
     var objects: [ManagedObject] {
-        if slots.count == positions.count { return slots }
+        if slots.count == count { return slots }
         if let cachedObjects { return cachedObjects }
         let objects = slots.filter { $0 !== Self.hole }
         cachedObjects = objects
@@ -132,6 +140,16 @@ final class RelationshipMembers {
         let joined = append(object)
         if !wasRemoved, let joined { addedSlots[joined] = true }
         return true
+    }
+
+    /// Adds `object` at the end, the caller knowing it is no member (a new object whose inverse
+    /// to-one pointed nowhere): O(1) without a lookup, and nothing indexed until one is needed.
+    func insertAbsent(_ object: ManagedObject) {
+        precondition(slots.count < Int(UInt32.max), "A to-many holds fewer than 2^32 members")
+        let wasRemoved = !removed.isEmpty && removed.removeValue(forKey: ObjectIdentifier(object)) != nil
+        cachedObjects = nil
+        if !wasRemoved { addedSlots[slots.count] = true }
+        slots.append(object)
     }
 
     /// Removes `object`; false when it was not a member. While a fault, `isStored` says
@@ -171,6 +189,7 @@ final class RelationshipMembers {
         slots.append(object)
         positions.reserveCapacity(positions.count + 1, home: home)
         positions.set(SlotNumber(position), at: tablePlace(of: object))
+        indexedCount = slots.count
         return position
     }
 
@@ -181,9 +200,20 @@ final class RelationshipMembers {
 
     /// The member's slot, or nil.
     private func position(of object: ManagedObject) -> Int? {
+        indexPending()
         guard !positions.isEmpty else { return nil }
         let found = positions[tablePlace(of: object)]
         return found.isEmpty ? nil : found.position
+    }
+
+    /// Puts the members that joined unlooked-up into the table: each once, so O(1) a member.
+    private func indexPending() {
+        guard indexedCount < slots.count else { return }
+        positions.reserveCapacity(count, home: home)
+        for position in indexedCount..<slots.count {
+            positions.set(SlotNumber(position), at: tablePlace(of: slots[position]))
+        }
+        indexedCount = slots.count
     }
 
     /// Where the table keeps `object`'s slot, or would (the table has slots).
@@ -201,9 +231,10 @@ final class RelationshipMembers {
     private func compact() {
         let old = slots
         let oldAdded = addedSlots
-        let keptCount = positions.count
+        let keptCount = count
         slots = []
         positions.removeAll()
+        indexedCount = 0
         addedSlots = SlotBits()
         reserveCapacity(keptCount)
         for (position, object) in old.enumerated() where object !== Self.hole {
