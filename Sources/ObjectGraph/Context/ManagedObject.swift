@@ -655,13 +655,16 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     }
 
     /// Takes what the store lists as the members of `relationship`, with the changes made
-    /// since the last save applied (a fetch's prefetching reads many objects' at once).
+    /// since the last save applied (a fetch's prefetching reads many objects' at once);
+    /// `distinct` when none can be listed twice (a one-to-many's rows): nothing is indexed then
+    /// until something looks a member up.
     @discardableResult
-    func installStored(_ stored: [ManagedObject], for relationship: RelationshipDescription) -> RelationshipMembers {
+    func installStored(_ stored: [ManagedObject], for relationship: RelationshipDescription, distinct: Bool = false)
+        -> RelationshipMembers {
         let pending = values[relationship.name] as? RelationshipMembers
         let members =
             pending.map { $0.isComplete ? RelationshipMembers(complete: stored) : $0.completed(withStored: stored) }
-            ?? RelationshipMembers(complete: stored)
+            ?? (distinct ? RelationshipMembers(distinct: stored) : RelationshipMembers(complete: stored))
         values[relationship.name] = members
         loadedToMany.insert(relationship.name)
         return members

@@ -121,6 +121,8 @@ extension ManagedObjectContext {
             index += 1
             if !object.isPreparedForDeletion {
                 object.isPreparedForDeletion = true
+                // Its history's tombstone is read from its values, while its row is still there.
+                if object.entity.keepsTombstone { object.fireFault() }
                 object.prepareForDeletion()
             }
             // By position: a relationship's description is copied (its strings retained) at each read.
@@ -172,17 +174,20 @@ extension ManagedObjectContext {
     /// changed since the last save.
     func memberFaults(of object: ManagedObject, _ relationship: RelationshipDescription) -> [ManagedObject]? {
         guard relationship.isToMany, undoManager == nil, parent == nil, !object.isPendingInsert,
-              let primaryKey = object.objectID.primaryKey, !object.loadedToMany.contains(relationship.name),
-              object.values[relationship.name] == nil,
-              !SQLiteSchema.usesJoinTable(relationship, in: model),
+              let primaryKey = object.objectID.primaryKey, !SQLiteSchema.usesJoinTable(relationship, in: model),
               let destination = model.entity(named: relationship.destinationEntityName),
               let inverse = SQLiteSchema.inverse(of: relationship, in: model), !inverse.isToMany
         else { return nil }
         let kinds = destination.selfAndDescendants
         for kind in kinds {
             let readsValues = kind.relationships.contains { $0.name != inverse.name && $0.deleteRule != .noAction }
-                || kind.attributes.contains(where: \.preservesValueInHistoryOnDeletion)
+                || kind.keepsTombstone
             if readsValues { return nil }
+        }
+        // Read as reading the relationship would: the deleted object's row as it is now.
+        object.fireFault()
+        guard !object.loadedToMany.contains(relationship.name), object.values[relationship.name] == nil else {
+            return nil
         }
         var knownValues: [ObjectIdentifier: PropertyValues] = [:]
         for kind in kinds {
@@ -202,14 +207,23 @@ extension ManagedObjectContext {
                     try db.forEachRow(sql: sql, arguments: [primaryKey.databaseValue]) { row in
                         let member = try materialize(row, root: root, store: store, asFault: true)
                         guard member.entity.isKind(of: destination) else { return }
-                        // Values shared by every fault until one is read; a read replaces them.
-                        if member.isFault, let known = knownValues[ObjectIdentifier(member.entity)] {
-                            member.values = known
+                        // One registered before is brought up to the row as a read would: a fault
+                        // (a batch update's, a refresh's) may keep the version it had when read.
+                        let version = try Self.rowVersion(row, root: root, store: store)
+                        if member.isFault {
+                            member.version = version
+                            // Values shared by every fault until one is read; a read replaces them.
+                            if let known = knownValues[ObjectIdentifier(member.entity)] { member.values = known }
+                        } else if !member.hasChanges, member.version != version {
+                            try refresh(member, mergeChanges: false)
                         }
                         faults.append(member)
                     }
                 }
             }
+            // Read, as the relationship would have been: a second pass of the rules (the save's)
+            // deletes these, not rows another process linked meanwhile (the save refuses those).
+            object.installStored(faults, for: relationship, distinct: true)
             return faults
         }
     }

@@ -4,10 +4,7 @@ extension ManagedObjectContext {
     public func undo() {
         guard let undoManager else { return }
         processPendingChanges()
-        undoManager.undo { [self] in
-            relinkBroughtBack()
-            processPendingChanges()
-        }
+        undoManager.undo(then: processPendingChanges)
     }
 
     /// Redoes the last undone group of changes.
@@ -57,8 +54,8 @@ extension ManagedObjectContext {
         guard object.managedObjectContext === self else {
             undoManager?.register { [weak self] in self?.delete(object) }
             if let primaryKey = object.objectID.primaryKey {
-                broughtBack.append((ObjectKey(rootEntityNumber: object.entity.rootEntity.entityNumber,
-                                              primaryKey: primaryKey), object))
+                relinkBroughtBack(object, row: ObjectKey(
+                    rootEntityNumber: object.entity.rootEntity.entityNumber, primaryKey: primaryKey))
             }
             object.assign(temporaryID(of: object.entity, number: Self.nextTemporaryNumber()), in: self)
             object.version = 0
@@ -72,24 +69,29 @@ extension ManagedObjectContext {
         unprocessedDeleted.remove(object)
     }
 
-    /// Objects a saved deletion's undo brought back have new IDs, and their to-ones still name
-    /// the rows they had by key: each naming another object brought back points at it instead
-    /// (a cascade's children at their parent, which a save would have found gone).
-    private func relinkBroughtBack() {
-        guard !broughtBack.isEmpty else { return }
-        defer { broughtBack = [] }
-        let byRow = Dictionary(broughtBack.map { ($0.row, $0.object) }) { first, _ in first }
-        for (_, object) in broughtBack {
-            for relationship in object.entity.relationships where !relationship.isToMany {
-                guard let index = object.values.layout.index(of: relationship.name),
-                      case .fault(let primaryKey) = object.values.slot(index),
-                      let destination = object.entity.destination(of: relationship),
-                      let target = byRow[ObjectKey(rootEntityNumber: destination.rootEntity.entityNumber,
-                                                   primaryKey: primaryKey)],
-                      target.entity.isKind(of: destination)
-                else { continue }
-                object.values.setSlot(index, .object(target))
+    /// An object a saved deletion's undo brings back gets a new ID, and its to-ones still name
+    /// rows by key: each naming an object brought back (by this undo or an earlier one) points
+    /// at it, and the others wait for theirs (a cascade's children for their parent, which a
+    /// save would otherwise find gone).
+    private func relinkBroughtBack(_ object: ManagedObject, row: ObjectKey) {
+        for relationship in object.entity.relationships where !relationship.isToMany {
+            guard let slot = object.values.layout.index(of: relationship.name),
+                  case .fault(let primaryKey) = object.values.slot(slot),
+                  let destination = object.entity.destination(of: relationship)
+            else { continue }
+            let named = ObjectKey(rootEntityNumber: destination.rootEntity.entityNumber, primaryKey: primaryKey)
+            if let target = broughtBack[named]?.object, target.entity.isKind(of: destination) {
+                object.values.setSlot(slot, .object(target))
+            } else {
+                awaitingBroughtBack[named, default: []].append((WeakObject(object: object), slot))
             }
+        }
+        broughtBack[row] = WeakObject(object: object)
+        for (waiting, slot) in awaitingBroughtBack.removeValue(forKey: row) ?? [] {
+            guard let waiting = waiting.object, case .fault(row.primaryKey) = waiting.values.slot(slot) else {
+                continue
+            }
+            waiting.values.setSlot(slot, .object(object))
         }
     }
 

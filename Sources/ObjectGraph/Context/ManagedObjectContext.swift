@@ -75,8 +75,13 @@ public final class ManagedObjectContext {
     /// The scope each new object of an entity starts in, kept alive while this context makes
     /// objects of it: without a holder it was freed and made again for every object.
     private var keptUnassignedScopes: [ObjectIdentifier: ObjectIDScope] = [:]
-    /// Objects whose saved deletion the undo under way takes back, by the rows they had.
-    var broughtBack: [(row: ObjectKey, object: ManagedObject)] = []
+    /// Objects an undo brought back after their deletion was saved, by the rows they had; and the
+    /// to-ones of such objects that name a row not brought back yet, by that row.
+    var broughtBack: [ObjectKey: WeakObject] = [:]
+    var awaitingBroughtBack: [ObjectKey: [(object: WeakObject, slot: Int)]] = [:]
+    struct WeakObject {
+        weak var object: ManagedObject?
+    }
     struct IDScopeKey: Hashable {
         let entity: ObjectIdentifier
         let kind: ObjectIDScope.Kind
@@ -407,6 +412,8 @@ public final class ManagedObjectContext {
 
     /// Forgets every object and change.
     public func reset() {
+        broughtBack = [:]
+        awaitingBroughtBack = [:]
         rollback()
         for object in registered.values + parentInserted.values { object.managedObjectContext = nil }
         registered.removeAll()

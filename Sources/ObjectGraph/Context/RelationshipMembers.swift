@@ -48,6 +48,13 @@ final class RelationshipMembers {
         indexedCount = slots.count
     }
 
+    /// Members that are all there and known to be distinct (rows of a one-to-many, an object a
+    /// row): nothing is indexed until something looks one up.
+    init(distinct objects: [ManagedObject]) {
+        isComplete = true
+        slots = objects
+    }
+
     /// A fault: the store's list of members, not read yet, and no change made to it.
     init() { isComplete = false }
 

@@ -72,6 +72,8 @@ public final class EntityDescription: CustomStringConvertible {
     /// Per `storedToOne` relationship: its `Z<n>_<REL>` entity column, when its destination has sub-entities.
     var storedToOneEntityColumns: [String?] = []
     var transientAttributes: [AttributeDescription] = []
+    /// Whether a deletion's history keeps some of its attributes (a tombstone), read from its values.
+    var keepsTombstone = false
     /// Per attribute (same order as `attributes`): whether validation has more to check than presence.
     var attributeHasValueRules: [Bool] = []
     var toManyRelationshipNames: [String] = []

@@ -155,6 +155,7 @@ public final class ManagedObjectModel {
                 entity.propertyLayout.index(of: $0.relationship.name) ?? 0
             }
             entity.transientAttributes = entity.attributes.filter(\.isTransient)
+            entity.keepsTombstone = entity.attributes.contains(where: \.preservesValueInHistoryOnDeletion)
             entity.attributeHasValueRules = entity.attributes.map {
                 $0.minValueString != nil || $0.maxValueString != nil || $0.regularExpression != nil
                     || $0.type == .integer16 || $0.type == .integer32
