@@ -399,6 +399,13 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         isFault = false
         _ = deferringErrors { try managedObjectContext?.fulfillFault(self) }
     }
+
+    /// Reads a fault's row for its deletion, if the row is still there: one deleted meanwhile
+    /// leaves it a fault and keeps no error, for the save's merge policy to decide.
+    func fireFaultForDeletion() {
+        guard isFault, let context = managedObjectContext else { return }
+        try? context.fulfillFault(self)
+    }
     /// The sets of its context this object is in (see ``ObjectSet``).
     var memberships: ObjectSet.Membership {
         get {
@@ -769,9 +776,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         primitiveSetToOne(relationship, newValue)
         guard let inverse = inverse(of: relationship) else { return }
         if let old { old.primitiveUnlink(inverse, from: self) }
-        // A new object whose to-one pointed nowhere is in no to-many of its inverse: joined
-        // without a lookup (an import into one category links 100,000 that way).
-        if let newValue { newValue.primitiveLink(inverse, to: self, isAbsent: old == nil && isPendingInsert) }
+        if let newValue { newValue.primitiveLink(inverse, to: self) }
     }
 
     private func replaceToMany(_ relationship: RelationshipDescription, with objects: [ManagedObject]) {
@@ -796,13 +801,9 @@ open class ManagedObject: Hashable, CustomStringConvertible {
 
     /// Makes `relationship` of this object point at (or contain) `owner`, the object on the
     /// other side that just changed; a one-to-one's previous partner is released.
-    func primitiveLink(_ relationship: RelationshipDescription, to owner: ManagedObject, isAbsent: Bool = false) {
+    func primitiveLink(_ relationship: RelationshipDescription, to owner: ManagedObject) {
         if relationship.isToMany {
-            if isAbsent {
-                membersForChange(relationship).insertAbsent(owner)
-            } else {
-                guard join(owner, relationship) else { return }
-            }
+            guard join(owner, relationship) else { return }
             didChangeMembership(of: owner, joined: true, in: relationship)
         } else {
             let previous = toOneObject(relationship)

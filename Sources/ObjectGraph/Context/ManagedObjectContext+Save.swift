@@ -122,7 +122,7 @@ extension ManagedObjectContext {
             if !object.isPreparedForDeletion {
                 object.isPreparedForDeletion = true
                 // Its history's tombstone is read from its values, while its row is still there.
-                if object.entity.keepsTombstone { object.fireFault() }
+                if object.entity.keepsTombstone { object.fireFaultForDeletion() }
                 object.prepareForDeletion()
             }
             // By position: a relationship's description is copied (its strings retained) at each read.
@@ -185,7 +185,10 @@ extension ManagedObjectContext {
             if readsValues { return nil }
         }
         // Read as reading the relationship would: the deleted object's row as it is now.
-        object.fireFault()
+        object.fireFaultForDeletion()
+        // Its row deleted meanwhile: nothing of it to cascade to here (rows still naming it are the
+        // save's to refuse), and reading its relationship would keep an error for the save.
+        guard !object.isFault else { return [] }
         guard !object.loadedToMany.contains(relationship.name), object.values[relationship.name] == nil else {
             return nil
         }
@@ -199,8 +202,7 @@ extension ManagedObjectContext {
         return object.deferringErrors {
             let root = destination.rootEntity
             let store = try coordinator.store(for: root)
-            let sql =
-                "SELECT Z_PK, Z_ENT, Z_OPT FROM \(store.qualified(root.tableName)) WHERE \(inverse.columnName) = ?"
+            let sql = membersSQL(columns: "t0.Z_PK, t0.Z_ENT, t0.Z_OPT", root: root, store: store, inverse: inverse)
             var faults: [ManagedObject] = []
             try wrapStoreErrors(.objectNotFound, "cannot read \(object.entity.name).\(relationship.name)") {
                 try coordinator.read { db in

@@ -25,6 +25,10 @@ extension ManagedObjectContext {
         }
         undoManager?.register { [weak self] in self?.reinsert(object) }
         insertedSet.remove(object)
+        // Leaving the context, it leaves every set: a deletion of it left behind (an insertion,
+        // deletion and insertion undone as one group) made the next save trap on its missing key.
+        deletedSet.remove(object)
+        updatedSet.remove(object)
         // An announced insertion is taken back by announcing a deletion.
         if !unprocessedInserted.contains(object) { unprocessedDeleted.insert(object) }
         unprocessedInserted.remove(object)

@@ -770,6 +770,14 @@ public final class ManagedObjectContext {
     /// Reads the destinations of a to-many relationship from the store.
     ///
     /// - throws: the store's error, or a destination's value that cannot be read.
+    /// The rows of a one-to-many's members, by the destination's to-one `inverse` (the object's
+    /// key is the one argument), in the relationship's order when it is ordered.
+    func membersSQL(columns: String, root: EntityDescription, store: PersistentStore,
+                    inverse: RelationshipDescription) -> String {
+        "SELECT \(columns) FROM \(store.qualified(root.tableName)) t0 WHERE t0.\(inverse.columnName) = ?"
+            + (SQLiteSchema.orderColumnName(ofToOne: inverse, in: model).map { " ORDER BY t0.\($0), t0.Z_PK" } ?? "")
+    }
+
     func loadToMany(_ relationship: RelationshipDescription, of object: ManagedObject) throws -> [ManagedObject] {
         guard let primaryKey = object.objectID.primaryKey ?? object.pendingPrimaryKey else { return [] }
         guard let destination = model.entity(named: relationship.destinationEntityName) else {
@@ -790,9 +798,7 @@ public final class ManagedObjectContext {
                     + (join.destinationOrderColumn.map { " ORDER BY j.\($0), t0.Z_PK" } ?? "")
         } else {
             guard let inverse = SQLiteSchema.inverse(of: relationship, in: model) else { return [] }
-            sql = "SELECT \(columns) FROM \(store.qualified(root.tableName)) t0 WHERE t0.\(inverse.columnName) = ?"
-                + (SQLiteSchema.orderColumnName(ofToOne: inverse, in: model)
-                    .map { " ORDER BY t0.\($0), t0.Z_PK" } ?? "")
+            sql = membersSQL(columns: columns, root: root, store: store, inverse: inverse)
         }
         // Stepped straight off the statement, as a fetch is: a relationship may hold 100,000 rows.
         var objects: [ManagedObject] = []

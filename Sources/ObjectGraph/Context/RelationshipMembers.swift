@@ -17,9 +17,8 @@ final class RelationshipMembers {
     private nonisolated(unsafe) static let hole = ManagedObject(entity: EntityDescription(name: "", attributes: []))
     /// Each member's slot, found by the member's identity: 4 bytes a member where a
     /// `[ObjectIdentifier: Int]` took 42 (a relationship of 100,000 held 4.2 MB of it).
-    /// Only `slots[..<indexedCount]` are in it: members that joined known not to be members
-    /// already (``insertAbsent(_:)``) go in when something first looks one up, so an import into
-    /// one category never builds it.
+    /// Only `slots[..<indexedCount]` are in it: members known distinct when they came
+    /// (``init(distinct:)``, a cascade's faults) go in when something first looks one up.
     private var positions = ProbingTable<SlotNumber>()
     private var indexedCount = 0
     /// Which slots hold a member added since the last save, a bit each: all of them for an
@@ -149,16 +148,6 @@ final class RelationshipMembers {
         return true
     }
 
-    /// Adds `object` at the end, the caller knowing it is no member (a new object whose inverse
-    /// to-one pointed nowhere): O(1) without a lookup, and nothing indexed until one is needed.
-    func insertAbsent(_ object: ManagedObject) {
-        precondition(slots.count < Int(UInt32.max), "A to-many holds fewer than 2^32 members")
-        let wasRemoved = !removed.isEmpty && removed.removeValue(forKey: ObjectIdentifier(object)) != nil
-        cachedObjects = nil
-        if !wasRemoved { addedSlots[slots.count] = true }
-        slots.append(object)
-    }
-
     /// Removes `object`; false when it was not a member. While a fault, `isStored` says
     /// whether the store lists it (asked only when nothing here tells).
     @discardableResult
@@ -213,7 +202,7 @@ final class RelationshipMembers {
         return found.isEmpty ? nil : found.position
     }
 
-    /// Puts the members that joined unlooked-up into the table: each once, so O(1) a member.
+    /// Puts the members not indexed yet into the table: each once, so O(1) a member.
     private func indexPending() {
         guard indexedCount < slots.count else { return }
         positions.reserveCapacity(count, home: home)
