@@ -213,21 +213,17 @@ final class LazyMembersReviewTests: XCTestCase {
     /// (memberFaults: `object.fireFault()`), whose row is gone: the error kept for the next
     /// save fails it with 133000.
     func testDeletingAParentFaultAnotherContextDeletedSavesUnderATrumpPolicy() throws {
-        let writer = try makeCascadeStore()
-        let context = ManagedObjectContext(coordinator: writer.coordinator, notificationCenter: NotificationCenter())
-        context.mergePolicy = .mergeByPropertyObjectTrump
-        let big = try bigFault(in: context)
-        let elsewhere = ManagedObjectContext(coordinator: writer.coordinator, notificationCenter: NotificationCenter())
-        elsewhere.delete(try bigFault(in: elsewhere))
-        try elsewhere.save()
-        context.delete(big)
-        XCTAssertNoThrow(try context.save())
+        try deleteAFaultAnotherContextDeleted(preserveName: false)
     }
 
     /// The same where Parent keeps a tombstone: propagateDeletes now fires a deleted fault whose
     /// entity keeps one, and its row is gone.
     func testDeletingATombstoneFaultAnotherContextDeletedSavesUnderATrumpPolicy() throws {
-        let writer = try makeCascadeStore(preserveName: true)
+        try deleteAFaultAnotherContextDeleted(preserveName: true)
+    }
+
+    private func deleteAFaultAnotherContextDeleted(preserveName: Bool) throws {
+        let writer = try makeCascadeStore(preserveName: preserveName)
         let context = ManagedObjectContext(coordinator: writer.coordinator, notificationCenter: NotificationCenter())
         context.mergePolicy = .mergeByPropertyObjectTrump
         let big = try bigFault(in: context)
