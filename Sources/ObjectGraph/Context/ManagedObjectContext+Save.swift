@@ -143,22 +143,18 @@ extension ManagedObjectContext {
                     let relationship = relationships[position]
                     if relationship.isToMany {
                         let staying = object.toManyObjects(relationship).filter { !deletedSet.contains($0) }
-                        guard !staying.isEmpty, let inverse = inverse(of: relationship) else { continue }
+                        guard !staying.isEmpty, let inverse = SQLiteSchema.inverse(of: relationship, in: model)
+                        else { continue }
                         for destination in staying { destination.primitiveUnlink(inverse, from: object) }
                     } else if let destination = object.toOneObjectUnchanged(relationship),
-                              !deletedSet.contains(destination), let inverse = inverse(of: relationship) {
+                              !deletedSet.contains(destination),
+                              let inverse = SQLiteSchema.inverse(of: relationship, in: model) {
                         destination.primitiveUnlink(inverse, from: object)
                     }
                 case .deny, .noAction:
                     break
                 }
             }
-        }
-    }
-
-    private func inverse(of relationship: RelationshipDescription) -> RelationshipDescription? {
-        relationship.inverseName.flatMap {
-            model.entity(named: relationship.destinationEntityName)?.relationship(named: $0)
         }
     }
 
