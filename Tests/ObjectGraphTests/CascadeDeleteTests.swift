@@ -56,82 +56,6 @@ final class CascadeDeleteTests: XCTestCase {
 
     // MARK: - Unread children deleted as faults
 
-    /// Parent —children (cascade)→ Child —grandchildren (cascade)→ Grandchild; a child may also
-    /// point at a Tag (nullify), whose inverse lists it.
-    private struct Family {
-        let coordinator: PersistentStoreCoordinator
-        let url: URL
-        let model: ManagedObjectModel
-
-        init(children: Int, grandchildrenEach: Int = 0, tagged: Bool = false) throws {
-            let parent = EntityDescription(
-                name: "Parent", attributes: [AttributeDescription(name: "name", type: .string)],
-                relationships: [RelationshipDescription(
-                    name: "children", destination: "Child", inverse: "parent", isToMany: true, deleteRule: .cascade)])
-            var childRelationships = [
-                RelationshipDescription(name: "parent", destination: "Parent", inverse: "children")
-            ]
-            if grandchildrenEach > 0 {
-                childRelationships.append(RelationshipDescription(
-                    name: "grandchildren", destination: "Grandchild", inverse: "child", isToMany: true,
-                    deleteRule: .cascade))
-            }
-            if tagged {
-                childRelationships.append(RelationshipDescription(name: "tag", destination: "Tag", inverse: "children"))
-            }
-            let child = EntityDescription(
-                name: "Child", attributes: [AttributeDescription(name: "number", type: .integer64)],
-                relationships: childRelationships)
-            let grandchild = EntityDescription(
-                name: "Grandchild", attributes: [AttributeDescription(name: "number", type: .integer64)],
-                relationships: [RelationshipDescription(name: "child", destination: "Child", inverse: "grandchildren")])
-            let tag = EntityDescription(
-                name: "Tag", attributes: [AttributeDescription(name: "name", type: .string)],
-                relationships: [RelationshipDescription(
-                    name: "children", destination: "Child", inverse: "tag", isToMany: true)])
-            model = try ManagedObjectModel(
-                entities: [parent, child] + (grandchildrenEach > 0 ? [grandchild] : []) + (tagged ? [tag] : []))
-            url = FileManager.default.temporaryDirectory.appendingPathComponent("family-\(UUID().uuidString).sqlite")
-            coordinator = PersistentStoreCoordinator(managedObjectModel: model)
-            try coordinator.addPersistentStore(type: .sqlite, at: url)
-            let writer = ManagedObjectContext(coordinator: coordinator)
-            let big = writer.insertNewObject(forEntityName: "Parent")
-            big["name"] = "big"
-            let other = writer.insertNewObject(forEntityName: "Parent")
-            other["name"] = "other"
-            let label = tagged ? writer.insertNewObject(forEntityName: "Tag") : nil
-            label?["name"] = "label"
-            for number in 0..<children {
-                let member = writer.insertNewObject(forEntityName: "Child")
-                member["number"] = number
-                member["parent"] = big
-                if let label { member["tag"] = label }
-                for offset in 0..<grandchildrenEach {
-                    let grandchild = writer.insertNewObject(forEntityName: "Grandchild")
-                    grandchild["number"] = number * 100 + offset
-                    grandchild["child"] = member
-                }
-            }
-            try writer.save()
-        }
-
-        func context() -> ManagedObjectContext { ManagedObjectContext(coordinator: coordinator) }
-
-        func parent(_ name: String, in context: ManagedObjectContext) throws -> ManagedObject {
-            var request = FetchRequest<ManagedObject>(entityName: "Parent")
-            request.predicate = try ObjectGraph.Predicate(format: "name == %@", name)
-            return try XCTUnwrap(try context.fetch(request).first)
-        }
-
-        /// What a new context reads of an entity's rows.
-        func numbers(_ entity: String) throws -> [Int] {
-            try context().fetch(FetchRequest<ManagedObject>(entityName: entity)).compactMap { $0["number"] as? Int }
-                .sorted()
-        }
-
-        func remove() { try? FileManager.default.removeItem(at: url) }
-    }
-
     /// The objects a save reports deleted.
     private func deletedBySave(_ context: ManagedObjectContext, _ body: () throws -> Void) throws -> [ManagedObject] {
         let deleted = Collected<ManagedObject>()
@@ -146,7 +70,7 @@ final class CascadeDeleteTests: XCTestCase {
     }
 
     func testUnreadChildrenAreDeletedWithoutReadingTheirRows() throws {
-        let family = try Family(children: 200)
+        let family = try CascadeFamily(children: 200)
         defer { family.remove() }
         let context = family.context()
         let big = try family.parent("big", in: context)
@@ -163,7 +87,7 @@ final class CascadeDeleteTests: XCTestCase {
     }
 
     func testADeletedFaultReadsItsRowUntilTheSave() throws {
-        let family = try Family(children: 50)
+        let family = try CascadeFamily(children: 50)
         defer { family.remove() }
         let context = family.context()
         let numbersSeen = Collected<Int>()
@@ -181,7 +105,7 @@ final class CascadeDeleteTests: XCTestCase {
     }
 
     func testPrepareForDeletionReadsAFaultsRow() throws {
-        let family = try Family(children: 30)
+        let family = try CascadeFamily(children: 30)
         defer { family.remove() }
         family.model.setClass(PreparedChild.self, forEntityName: "Child")
         PreparedChild.numbers = []
@@ -193,7 +117,7 @@ final class CascadeDeleteTests: XCTestCase {
     }
 
     func testUndoPutsBackCascadedChildrenWithTheirValues() throws {
-        let family = try Family(children: 40)
+        let family = try CascadeFamily(children: 40)
         defer { family.remove() }
         let context = family.context()
         context.undoManager = ContextUndoManager()
@@ -209,7 +133,7 @@ final class CascadeDeleteTests: XCTestCase {
     }
 
     func testAChildMovedToAnotherParentStays() throws {
-        let family = try Family(children: 20)
+        let family = try CascadeFamily(children: 20)
         defer { family.remove() }
         let context = family.context()
         let big = try family.parent("big", in: context)
@@ -227,7 +151,7 @@ final class CascadeDeleteTests: XCTestCase {
     }
 
     func testAChildWithAnotherRuleIsReadAndUnlinked() throws {
-        let family = try Family(children: 25, tagged: true)
+        let family = try CascadeFamily(children: 25, tagged: true)
         defer { family.remove() }
         let context = family.context()
         let tag = try XCTUnwrap(try context.fetch(FetchRequest<ManagedObject>(entityName: "Tag")).first)
@@ -242,7 +166,7 @@ final class CascadeDeleteTests: XCTestCase {
     }
 
     func testGrandchildrenGoToo() throws {
-        let family = try Family(children: 10, grandchildrenEach: 5)
+        let family = try CascadeFamily(children: 10, grandchildrenEach: 5)
         defer { family.remove() }
         let context = family.context()
         let deleted = try deletedBySave(context) {
@@ -257,7 +181,7 @@ final class CascadeDeleteTests: XCTestCase {
     }
 
     func testAChildChangedBeforeTheSaveIsAConflict() throws {
-        let family = try Family(children: 10)
+        let family = try CascadeFamily(children: 10)
         defer { family.remove() }
         let context = family.context()
         context.delete(try family.parent("big", in: context))
@@ -275,7 +199,7 @@ final class CascadeDeleteTests: XCTestCase {
     }
 
     func testANewObjectSharesNothingItWrites() throws {
-        let family = try Family(children: 1)
+        let family = try CascadeFamily(children: 1)
         defer { family.remove() }
         let context = family.context()
         let first = context.insertNewObject(forEntityName: "Child")

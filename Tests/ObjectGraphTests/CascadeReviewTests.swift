@@ -6,70 +6,12 @@ import XCTest
 /// undo of saved deletions): versions brought up to the rows, another process's late link
 /// refused, tombstones of deleted faults, undo across saves.
 final class CascadeReviewTests: XCTestCase {
-    /// Parent —children (cascade)→ Child (parent: nullify). `preserveName` keeps Parent.name in
-    /// the history tombstone; `history` turns persistent history on.
-    private struct Store {
-        let coordinator: PersistentStoreCoordinator
-        let url: URL
-        let model: ManagedObjectModel
-
-        init(children: Int, preserveName: Bool = false, history: Bool = false) throws {
-            var name = AttributeDescription(name: "name", type: .string)
-            name.preservesValueInHistoryOnDeletion = preserveName
-            let parent = EntityDescription(
-                name: "Parent", attributes: [name],
-                relationships: [RelationshipDescription(
-                    name: "children", destination: "Child", inverse: "parent", isToMany: true, deleteRule: .cascade)])
-            let child = EntityDescription(
-                name: "Child", attributes: [AttributeDescription(name: "number", type: .integer64)],
-                relationships: [RelationshipDescription(name: "parent", destination: "Parent", inverse: "children")])
-            model = try ManagedObjectModel(entities: [parent, child])
-            url = FileManager.default.temporaryDirectory.appendingPathComponent("review-\(UUID().uuidString).sqlite")
-            coordinator = PersistentStoreCoordinator(managedObjectModel: model)
-            var options = StoreOptions()
-            options.tracksPersistentHistory = history
-            try coordinator.addPersistentStore(type: .sqlite, at: url, options: options)
-            let writer = ManagedObjectContext(coordinator: coordinator)
-            let big = writer.insertNewObject(forEntityName: "Parent")
-            big["name"] = "big"
-            let other = writer.insertNewObject(forEntityName: "Parent")
-            other["name"] = "other"
-            for number in 0..<children {
-                let member = writer.insertNewObject(forEntityName: "Child")
-                member["number"] = number
-                member["parent"] = big
-            }
-            try writer.save()
-        }
-
-        func context() -> ManagedObjectContext { ManagedObjectContext(coordinator: coordinator) }
-
-        func parent(_ name: String, in context: ManagedObjectContext, asFault: Bool = false) throws -> ManagedObject {
-            var request = FetchRequest<ManagedObject>(entityName: "Parent")
-            request.predicate = try ObjectGraph.Predicate(format: "name == %@", name)
-            request.returnsObjectsAsFaults = asFault
-            return try XCTUnwrap(try context.fetch(request).first)
-        }
-
-        func children(in context: ManagedObjectContext, asFaults: Bool = false) throws -> [ManagedObject] {
-            var request = FetchRequest<ManagedObject>(entityName: "Child")
-            request.returnsObjectsAsFaults = asFaults
-            return try context.fetch(request)
-        }
-
-        func childCount() throws -> Int { try children(in: context()).count }
-
-        func remove() {
-            for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: url.path + suffix) }
-        }
-    }
-
     // MARK: - Stale versions: a cascade no longer reads the rows it deletes
 
     /// A batch update in the same context turns its registered children into faults (keeping the
     /// versions they had); deleting their parent afterwards must not report a conflict.
     func testDeletingAParentAfterABatchUpdateOfItsChildren() throws {
-        let store = try Store(children: 10)
+        let store = try CascadeFamily(children: 10)
         defer { store.remove() }
         let context = store.context()
         _ = try store.children(in: context)  // registered, as a list on screen would hold them
@@ -91,7 +33,7 @@ final class CascadeReviewTests: XCTestCase {
     }
 
     private func deleteParentAfterAChildChangedElsewhere(childrenAsFaults: Bool) throws {
-        let store = try Store(children: 10)
+        let store = try CascadeFamily(children: 10)
         defer { store.remove() }
         let context = store.context()
         let registered = try store.children(in: context, asFaults: childrenAsFaults)
@@ -108,7 +50,7 @@ final class CascadeReviewTests: XCTestCase {
     /// A parent refreshed into a fault (to drop what another context made stale), then deleted:
     /// its fault is no longer fired by its cascade, so its old version is compared.
     func testDeletingARefreshedParentChangedElsewhere() throws {
-        let store = try Store(children: 5)
+        let store = try CascadeFamily(children: 5)
         defer { store.remove() }
         let context = store.context()
         let big = try store.parent("big", in: context)
@@ -126,7 +68,7 @@ final class CascadeReviewTests: XCTestCase {
     /// The cascade saw the parent's children already; the late one must not be deleted silently
     /// (enforceDeleteRules: "a merge conflict for Cascade (the rows to cascade to were not seen)").
     func testAChildMovedInByAnotherProcessAfterTheCascadeIsNotDeletedSilently() throws {
-        let store = try Store(children: 3)
+        let store = try CascadeFamily(children: 3)
         defer { store.remove() }
         let second = PersistentStoreCoordinator(managedObjectModel: store.model)
         try second.addPersistentStore(type: .sqlite, at: store.url)
@@ -161,7 +103,7 @@ final class CascadeReviewTests: XCTestCase {
 
     /// A parent deleted while a fault: its tombstone keeps the preserved attribute.
     func testATombstoneOfAParentDeletedAsAFault() throws {
-        let store = try Store(children: 3, preserveName: true, history: true)
+        let store = try CascadeFamily(children: 3, preserveName: true, history: true)
         defer { store.remove() }
         let context = store.context()
         let big = try store.parent("big", in: context, asFault: true)
@@ -224,7 +166,7 @@ final class CascadeReviewTests: XCTestCase {
     /// save); one read before the save keeps what was read. Before the save they read their rows
     /// (`CascadeDeleteTests.testADeletedFaultReadsItsRowUntilTheSave`).
     func testADidSaveObserverReadsOnlyTheDeletedChildrenItRead() throws {
-        let store = try Store(children: 5)
+        let store = try CascadeFamily(children: 5)
         defer { store.remove() }
         let context = store.context()
         let seen = Box<[Int?]>([])
@@ -250,7 +192,7 @@ final class CascadeReviewTests: XCTestCase {
     /// A child deleted and saved on its own, then its parent deleted and saved; both undone, then
     /// saved: the child comes back pointing at its brought-back parent.
     func testUndoingTwoSavedDeletionsBringsBackTheChildWithItsParent() throws {
-        let store = try Store(children: 3)
+        let store = try CascadeFamily(children: 3)
         defer { store.remove() }
         let context = store.context()
         context.undoManager = ContextUndoManager()

@@ -7,12 +7,15 @@ import XCTest
 /// ordered relationship) and on undo of an insertion, deletion and insertion in one group.
 final class LazyMembersReviewTests: XCTestCase {
     private var urls: [URL] = []
+    private var families: [CascadeFamily] = []
 
     override func tearDown() {
         for url in urls {
             for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: url.path + suffix) }
         }
         urls = []
+        for family in families { family.remove() }
+        families = []
     }
 
     /// Parent —children→ Child (parent), both Nullify unless told.
@@ -167,35 +170,12 @@ final class LazyMembersReviewTests: XCTestCase {
 
     // MARK: - c9c9b96: faults fired for a deletion
 
-    /// Parent —children (cascade)→ Child, "big" with 3 children, saved; `preserveName` keeps
-    /// Parent.name in the history tombstone.
-    private func makeCascadeStore(preserveName: Bool = false) throws -> ManagedObjectContext {
-        var name = AttributeDescription(name: "name", type: .string)
-        name.preservesValueInHistoryOnDeletion = preserveName
-        let parent = EntityDescription(
-            name: "Parent", attributes: [name],
-            relationships: [RelationshipDescription(
-                name: "children", destination: "Child", inverse: "parent", isToMany: true, deleteRule: .cascade)])
-        let child = EntityDescription(
-            name: "Child", attributes: [AttributeDescription(name: "number", type: .integer64)],
-            relationships: [RelationshipDescription(name: "parent", destination: "Parent", inverse: "children")])
-        let model = try ManagedObjectModel(entities: [parent, child])
-        let url = FileManager.default.temporaryDirectory.appendingPathComponent("lazy-\(UUID().uuidString).sqlite")
-        urls.append(url)
-        let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
-        var options = StoreOptions()
-        options.tracksPersistentHistory = preserveName
-        try coordinator.addPersistentStore(type: .sqlite, at: url, options: options)
-        let writer = ManagedObjectContext(coordinator: coordinator, notificationCenter: NotificationCenter())
-        let big = writer.insertNewObject(forEntityName: "Parent")
-        big["name"] = "big"
-        for number in 0..<3 {
-            let member = writer.insertNewObject(forEntityName: "Child")
-            member["number"] = number
-            member["parent"] = big
-        }
-        try writer.save()
-        return writer
+    /// "big" with 3 children, alone; `preserveName` keeps Parent.name in the history tombstone.
+    private func makeCascadeStore(preserveName: Bool = false) throws -> CascadeFamily {
+        let family = try CascadeFamily(children: 3, otherParent: false, preserveName: preserveName,
+                                       history: preserveName)
+        families.append(family)
+        return family
     }
 
     private func bigFault(in context: ManagedObjectContext) throws -> ManagedObject {
@@ -223,11 +203,11 @@ final class LazyMembersReviewTests: XCTestCase {
     }
 
     private func deleteAFaultAnotherContextDeleted(preserveName: Bool) throws {
-        let writer = try makeCascadeStore(preserveName: preserveName)
-        let context = ManagedObjectContext(coordinator: writer.coordinator, notificationCenter: NotificationCenter())
+        let family = try makeCascadeStore(preserveName: preserveName)
+        let context = family.context()
         context.mergePolicy = .mergeByPropertyObjectTrump
         let big = try bigFault(in: context)
-        let elsewhere = ManagedObjectContext(coordinator: writer.coordinator, notificationCenter: NotificationCenter())
+        let elsewhere = family.context()
         elsewhere.delete(try bigFault(in: elsewhere))
         try elsewhere.save()
         context.delete(big)
@@ -283,8 +263,8 @@ final class LazyMembersReviewTests: XCTestCase {
     /// A parent deleted (cascade) and saved, undone and saved, deleted again and saved, undone
     /// again and saved: three children, each pointing at the parent.
     func testUndoingASavedCascadeTwice() throws {
-        let writer = try makeCascadeStore()
-        let context = ManagedObjectContext(coordinator: writer.coordinator, notificationCenter: NotificationCenter())
+        let family = try makeCascadeStore()
+        let context = family.context()
         context.undoManager = ContextUndoManager()
         var request = FetchRequest<ManagedObject>(entityName: "Parent")
         request.returnsObjectsAsFaults = false
@@ -295,7 +275,7 @@ final class LazyMembersReviewTests: XCTestCase {
             context.undo()
             try context.save()
         }
-        let reader = ManagedObjectContext(coordinator: writer.coordinator, notificationCenter: NotificationCenter())
+        let reader = family.context()
         let parents = try reader.fetch(FetchRequest<ManagedObject>(entityName: "Parent"))
         XCTAssertEqual(parents.count, 1)
         XCTAssertEqual((parents.first?["children"] as? [ManagedObject])?.count, 3)
@@ -305,8 +285,8 @@ final class LazyMembersReviewTests: XCTestCase {
     /// A child deleted and saved, its parent deleted and saved, both undone one at a time with a
     /// save in between, then a reset and a new deletion undone: the counts stay right.
     func testUndoingSavedDeletionsOneAtATimeWithSavesBetween() throws {
-        let writer = try makeCascadeStore()
-        let context = ManagedObjectContext(coordinator: writer.coordinator, notificationCenter: NotificationCenter())
+        let family = try makeCascadeStore()
+        let context = family.context()
         context.undoManager = ContextUndoManager()
         let big = try XCTUnwrap(try context.fetch(FetchRequest<ManagedObject>(entityName: "Parent")).first)
         let first = try XCTUnwrap(try context.fetch(FetchRequest<ManagedObject>(entityName: "Child")).first)
@@ -320,7 +300,7 @@ final class LazyMembersReviewTests: XCTestCase {
         try context.save()
         XCTAssertTrue((first["parent"] as? ManagedObject) === big)
         XCTAssertEqual((big["children"] as? [ManagedObject])?.count, 3)
-        let reader = ManagedObjectContext(coordinator: writer.coordinator, notificationCenter: NotificationCenter())
+        let reader = family.context()
         let parents = try reader.fetch(FetchRequest<ManagedObject>(entityName: "Parent"))
         XCTAssertEqual((parents.first?["children"] as? [ManagedObject])?.count, 3)
         context.reset()
@@ -331,7 +311,7 @@ final class LazyMembersReviewTests: XCTestCase {
         XCTAssertNoThrow(try context.save())
         let parentsAfter = try reader.fetch(FetchRequest<ManagedObject>(entityName: "Parent"))
         XCTAssertEqual(parentsAfter.count, 1)
-        let fresh = ManagedObjectContext(coordinator: writer.coordinator, notificationCenter: NotificationCenter())
+        let fresh = family.context()
         XCTAssertEqual(try fresh.fetch(FetchRequest<ManagedObject>(entityName: "Child")).count, 3)
     }
 
