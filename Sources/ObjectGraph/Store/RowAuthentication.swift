@@ -105,7 +105,7 @@ public final class RowAuthentication: StoreWriteObserver {
         var generation: Int64
         var peerGeneration: Int64
         var rowCount: Int64
-        var buckets: [Int: Bucket]
+        var buckets: BucketTable
     }
 
     /// The tags of one bucket: how many, and their sum.
@@ -225,28 +225,13 @@ public final class RowAuthentication: StoreWriteObserver {
     /// The record's MAC: its store, generations, count and every non-empty bucket in order.
     func mac(of record: Record, store: Store) throws -> [UInt8] {
         var message: [UInt8] = []
-        message.reserveCapacity(128 + record.buckets.count * 56)
         Self.appendField(&message, "record v2".utf8)
         Self.appendField(&message, store.identifier.utf8)
         Self.appendField(&message, store.displayName.utf8)
         Self.appendField(&message, record.model.utf8)
         for number in [record.generation, record.peerGeneration, record.rowCount] { Self.append(number, to: &message) }
-        // In bucket order, looked up rather than sorted, and written in place: this runs at every
-        // opening, over thousands of buckets. Each is its number, count, sum's length and sum.
-        let present = (0..<Self.bucketCount).compactMap { number in
-            record.buckets[number].flatMap { $0.count != 0 ? (number, $0) : nil }
-        }
-        var offset = message.count
-        message.append(contentsOf: repeatElement(0, count: present.reduce(0) { $0 + 24 + $1.1.sum.count }))
-        message.withUnsafeMutableBytes { bytes in
-            for (number, bucket) in present {
-                bytes.storeBytes(of: Int64(number).bigEndian, toByteOffset: offset, as: Int64.self)
-                bytes.storeBytes(of: bucket.count.bigEndian, toByteOffset: offset + 8, as: Int64.self)
-                bytes.storeBytes(of: Int64(bucket.sum.count).bigEndian, toByteOffset: offset + 16, as: Int64.self)
-                bytes.baseAddress!.advanced(by: offset + 24).copyMemory(from: bucket.sum, byteCount: bucket.sum.count)
-                offset += 24 + bucket.sum.count
-            }
-        }
+        // Written in place: this runs at every opening, over thousands of buckets.
+        record.buckets.appendCounted(to: &message)
         return try authenticator.authenticationCode(of: message)
     }
 
@@ -379,18 +364,20 @@ public final class RowAuthentication: StoreWriteObserver {
             cells.count == 5, case .text(let model) = cells[0], case .integer(let generation) = cells[1],
             case .integer(let peer) = cells[2], case .integer(let count) = cells[3], case .blob(let mac) = cells[4]
         else { throw damaged }
-        var buckets: [Int: Bucket] = [:]
-        buckets.reserveCapacity(Self.bucketCount)
-        // Read in place, a column at a time: every command opening the vault reads all of them.
+        var buckets = BucketTable()
+        // Read in place into flat arrays: every command opening the vault reads all of them.
         try transaction.db.forEachRow(
             sql: "SELECT ZBUCKET, ZCOUNT, ZSUM FROM "
                 + (try transaction.qualified(tables.buckets, storeIdentifier: store.identifier)),
             arguments: []
         ) { row in
             guard let number = row.int64(at: 0), (0..<Int64(Self.bucketCount)).contains(number),
-                  let count = row.int64(at: 1), let sum = row.blob(at: 2), sum.count == 32
+                  let count = row.int64(at: 1)
             else { throw damaged }
-            buckets[Int(number)] = Bucket(count: count, sum: sum)
+            try row.withCell(at: 2) { cell in
+                guard case .blob(let sum) = cell, sum.count == 32 else { throw damaged }
+                buckets.set(Int(number), count: count, sum: sum)
+            }
         }
         let record = Record(model: model, generation: generation, peerGeneration: peer, rowCount: count,
                             buckets: buckets)
@@ -408,11 +395,12 @@ public final class RowAuthentication: StoreWriteObserver {
         // What was verified before may be rolled back with this transaction: read it again next time.
         verifiedRecords = [:]
         let buckets = try transaction.qualified(tables.buckets, storeIdentifier: store.identifier)
-        for number in changed.map(Array.init) ?? Array(record.buckets.keys) {
-            if let bucket = record.buckets[number], bucket.count != 0 {
+        for number in changed.map(Array.init) ?? record.buckets.numbers {
+            let count = record.buckets.count(of: number)
+            if count != 0 {
                 try transaction.execute(
                     "INSERT OR REPLACE INTO \(buckets) (ZBUCKET, ZCOUNT, ZSUM) VALUES (?, ?, ?)",
-                    [.integer(Int64(number)), .integer(bucket.count), .blob(Data(bucket.sum))])
+                    [.integer(Int64(number)), .integer(count), .blob(Data(record.buckets.sum(of: number)))])
             } else {
                 try transaction.execute("DELETE FROM \(buckets) WHERE ZBUCKET = ?", [.integer(Int64(number))])
             }
@@ -571,7 +559,8 @@ public final class RowAuthentication: StoreWriteObserver {
             }
             for statement in definitions { try transaction.execute(statement) }
             let tags = try transaction.qualified(tables.tags, storeIdentifier: store.identifier)
-            var record = Record(model: model, generation: previous ?? 0, peerGeneration: 0, rowCount: 0, buckets: [:])
+            var record = Record(
+                model: model, generation: previous ?? 0, peerGeneration: 0, rowCount: 0, buckets: BucketTable())
             for table in store.tables.keys.sorted() {
                 let columns = try columns(of: table, store: store, in: transaction)
                 for cells in try transaction.rows(
@@ -764,7 +753,7 @@ public final class RowAuthentication: StoreWriteObserver {
         }
         var check = BucketCheck()
         var recorded: [String: [Int64: TaggedRow]] = [:]
-        var found: [Int: Bucket] = [:]
+        var found = BucketTable()
         let tags = try transaction.qualified(tables.tags, storeIdentifier: store.identifier)
         let tagged: ([StoredCell]) throws -> Void = { cells in
             guard cells.count == 4, case .text(let table) = cells[0], case .integer(let key) = cells[1],
@@ -776,7 +765,7 @@ public final class RowAuthentication: StoreWriteObserver {
             }
             let row = TaggedRow(tag: Array(tag), bucket: Int(bucket))
             recorded[table, default: [:]][key] = row
-            found[row.bucket, default: Bucket()].add(row.tag)
+            found.add(row)
         }
         try transaction.forEachRow(
             "SELECT ZTABLE, ZPK, ZBUCKET, ZTAG FROM \(tags) WHERE ZBUCKET = ?",
@@ -819,20 +808,20 @@ public final class RowAuthentication: StoreWriteObserver {
 
     /// Buckets whose tags (`found`) do not add up to what the record says, among `numbers`
     /// (every bucket when nil, and then the count of every tag too).
-    private func bucketProblems(_ found: [Int: Bucket], numbers: Set<Int>?, of store: Store, against record: Record)
+    private func bucketProblems(_ found: BucketTable, numbers: Set<Int>?, of store: Store, against record: Record)
         -> [IntegrityProblem]
     {
         var problems: [IntegrityProblem] = []
-        for number in (numbers ?? Set(record.buckets.keys)).union(found.keys).sorted()
-        where (found[number] ?? Bucket()) != (record.buckets[number] ?? Bucket()) {
+        for number in (numbers ?? Set(record.buckets.numbers)).union(found.numbers).sorted()
+        where !found.agrees(with: record.buckets, on: number) {
             problems.append(
                 IntegrityProblem(
                     store: store.displayName,
                     message: "rows and their tags were removed or replaced together (bucket \(number): "
-                        + "\(found[number]?.count ?? 0) tagged rows, the record counts "
-                        + "\(record.buckets[number]?.count ?? 0))"))
+                        + "\(found.count(of: number)) tagged rows, the record counts "
+                        + "\(record.buckets.count(of: number)))"))
         }
-        if numbers == nil, found.values.reduce(0, { $0 + $1.count }) != record.rowCount {
+        if numbers == nil, found.total != record.rowCount {
             problems.append(
                 IntegrityProblem(store: store.displayName, message: "its buckets do not add up to its record's count"))
         }
@@ -846,7 +835,7 @@ public final class RowAuthentication: StoreWriteObserver {
         -> [IntegrityProblem]
     {
         var problems: [IntegrityProblem] = []
-        var sums = BucketSums()
+        var sums = BucketTable()
         let tags = try transaction.qualified(tables.tags, storeIdentifier: store.identifier)
         let damaged = IntegrityProblem(store: store.displayName, message: "its table of row tags holds a damaged entry")
         let uncovered = IntegrityProblem(
@@ -864,7 +853,7 @@ public final class RowAuthentication: StoreWriteObserver {
             }
             if let problem { problems.append(problem) }
         }
-        problems += bucketProblems(sums.buckets, numbers: nil, of: store, against: record)
+        problems += bucketProblems(sums, numbers: nil, of: store, against: record)
         var tag = [UInt8](repeating: 0, count: 32)
         for (table, entity) in store.tables.sorted(by: { $0.key < $1.key }) {
             let columns = try columns(of: table, store: store, in: transaction)
@@ -1013,49 +1002,107 @@ struct RowTagger {
     }
 }
 
-/// The count and sum of tags of every bucket, added in place as a tag table streams by.
-struct BucketSums {
+/// The count and sum of tags of each bucket, in flat arrays: every opening reads a record's
+/// thousands of buckets, and a whole store's tags are summed into one as they stream by.
+struct BucketTable: Equatable {
     private var counts = [Int64](repeating: 0, count: RowAuthentication.bucketCount)
     /// Each sum as four 64-bit words, the most significant first.
     private var words = [UInt64](repeating: 0, count: RowAuthentication.bucketCount * 4)
     /// Buckets no row can be in (a changed tag table), kept to be reported.
     private var strays: [Int: RowAuthentication.Bucket] = [:]
 
-    /// Adds a 32-byte tag (a big-endian number) to `bucket`, modulo 2^256.
-    mutating func add(_ tag: UnsafeRawBufferPointer, to bucket: Int) {
-        guard counts.indices.contains(bucket) else { return strays[bucket, default: .init()].add(Array(tag)) }
-        counts[bucket] += 1
+    /// Adds a 32-byte tag (a big-endian number) to `bucket`, or takes it out, modulo 2^256.
+    mutating func add(_ tag: UnsafeRawBufferPointer, to bucket: Int, negating: Bool = false) {
+        guard counts.indices.contains(bucket) else {
+            return strays[bucket, default: .init()].add(Array(tag), negating: negating)
+        }
+        counts[bucket] += negating ? -1 : 1
         var carry = false
         for word in (0..<4).reversed() {
-            let addend = UInt64(bigEndian: tag.loadUnaligned(fromByteOffset: word * 8, as: UInt64.self))
-            let (partial, first) = words[bucket * 4 + word].addingReportingOverflow(addend)
-            let (total, second) = partial.addingReportingOverflow(carry ? 1 : 0)
+            let operand = UInt64(bigEndian: tag.loadUnaligned(fromByteOffset: word * 8, as: UInt64.self))
+            let current = words[bucket * 4 + word]
+            let (partial, first) = negating
+                ? current.subtractingReportingOverflow(operand) : current.addingReportingOverflow(operand)
+            let (total, second) = negating
+                ? partial.subtractingReportingOverflow(carry ? 1 : 0) : partial.addingReportingOverflow(carry ? 1 : 0)
             words[bucket * 4 + word] = total
             carry = first || second
         }
     }
 
-    /// Every bucket that holds a tag.
-    var buckets: [Int: RowAuthentication.Bucket] {
-        var result = strays
-        for bucket in counts.indices where counts[bucket] != 0 {
-            var sum: [UInt8] = []
-            sum.reserveCapacity(32)
-            for word in 0..<4 { withUnsafeBytes(of: words[bucket * 4 + word].bigEndian) { sum.append(contentsOf: $0) } }
-            result[bucket] = RowAuthentication.Bucket(count: counts[bucket], sum: sum)
+    mutating func add(_ row: RowAuthentication.TaggedRow, negating: Bool = false) {
+        row.tag.withUnsafeBytes { add($0, to: row.bucket, negating: negating) }
+    }
+
+    /// Sets a bucket as a record stores it: a number below the bucket count and a 32-byte sum.
+    mutating func set(_ bucket: Int, count: Int64, sum: UnsafeRawBufferPointer) {
+        counts[bucket] = count
+        for word in 0..<4 {
+            words[bucket * 4 + word] = UInt64(bigEndian: sum.loadUnaligned(fromByteOffset: word * 8, as: UInt64.self))
         }
-        return result
+    }
+
+    func count(of bucket: Int) -> Int64 {
+        counts.indices.contains(bucket) ? counts[bucket] : strays[bucket]?.count ?? 0
+    }
+
+    /// The sum of `bucket` as 32 big-endian bytes.
+    func sum(of bucket: Int) -> [UInt8] {
+        guard counts.indices.contains(bucket) else { return strays[bucket]?.sum ?? RowAuthentication.zeroSum }
+        var sum: [UInt8] = []
+        sum.reserveCapacity(32)
+        for word in 0..<4 { withUnsafeBytes(of: words[bucket * 4 + word].bigEndian) { sum.append(contentsOf: $0) } }
+        return sum
+    }
+
+    /// Whether both hold the same count and sum in `bucket`.
+    func agrees(with other: BucketTable, on bucket: Int) -> Bool {
+        guard counts.indices.contains(bucket) else {
+            return (strays[bucket] ?? .init()) == (other.strays[bucket] ?? .init())
+        }
+        return counts[bucket] == other.counts[bucket]
+            && words[bucket * 4 ..< bucket * 4 + 4] == other.words[bucket * 4 ..< bucket * 4 + 4]
+    }
+
+    /// The buckets holding a count or a sum, in order.
+    var numbers: [Int] {
+        counts.indices.filter { bucket in
+            counts[bucket] != 0 || words[bucket * 4 ..< bucket * 4 + 4].contains { $0 != 0 }
+        } + strays.keys.sorted()
+    }
+
+    /// The count of every tag.
+    var total: Int64 { counts.reduce(0, +) + strays.values.reduce(0) { $0 + $1.count } }
+
+    /// Writes, for each bucket below the bucket count whose count is not zero, in order, its
+    /// number, count, sum's length and sum, each number a big-endian 64-bit integer.
+    func appendCounted(to message: inout [UInt8]) {
+        let counted = counts.indices.filter { counts[$0] != 0 }
+        var offset = message.count
+        message.append(contentsOf: repeatElement(0, count: counted.count * 56))
+        message.withUnsafeMutableBytes { bytes in
+            for bucket in counted {
+                bytes.storeBytes(of: Int64(bucket).bigEndian, toByteOffset: offset, as: Int64.self)
+                bytes.storeBytes(of: counts[bucket].bigEndian, toByteOffset: offset + 8, as: Int64.self)
+                bytes.storeBytes(of: Int64(32).bigEndian, toByteOffset: offset + 16, as: Int64.self)
+                for word in 0..<4 {
+                    bytes.storeBytes(
+                        of: words[bucket * 4 + word].bigEndian, toByteOffset: offset + 24 + word * 8, as: UInt64.self)
+                }
+                offset += 56
+            }
+        }
     }
 }
 
 extension RowAuthentication.Record {
     mutating func add(_ row: RowAuthentication.TaggedRow) {
-        buckets[row.bucket, default: RowAuthentication.Bucket()].add(row.tag)
+        buckets.add(row)
         rowCount += 1
     }
 
     mutating func remove(_ row: RowAuthentication.TaggedRow) {
-        buckets[row.bucket, default: RowAuthentication.Bucket()].add(row.tag, negating: true)
+        buckets.add(row, negating: true)
         rowCount -= 1
     }
 }
