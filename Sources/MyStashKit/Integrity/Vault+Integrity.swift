@@ -156,6 +156,13 @@ extension Vault {
         integrityRecordSeen = true
     }
 
+    /// What a read of one object shows beside it, vouched for with it: related objects, and the
+    /// lookups that found them.
+    struct ReadExtent {
+        var objects: [ManagedObject] = []
+        var lookups: [RowAuthentication.Lookup] = []
+    }
+
     /// Checks what a read showed (`objects`) and the buckets its `lookups` looked in, when the
     /// vault was unlocked with ``Verification/reads``; nothing otherwise (the whole vault was or
     /// is being checked). On any difference the whole vault is checked, to name every one.

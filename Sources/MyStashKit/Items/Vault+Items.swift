@@ -172,9 +172,12 @@ extension Vault {
     /// ignoring case); a name naming nothing that spells a number falls back to that ID, as
     /// version 1 read it.
     ///
+    /// - parameter extent: what else a read of the object found shows (related rows, and the
+    ///   lookups that found them), vouched for with it in one check.
     /// - throws: ``VaultError/notFound(_:_:)``, or ``VaultError/ambiguous(_:_:candidates:)``
     ///   listing each match by `describe` when several match.
     func find<T: NamedEntity>(_ type: T.Type, _ reference: ItemReference, kind: ItemKind,
+                                extent: (T) throws -> ReadExtent = { _ in ReadExtent() },
                                 describe: (T) -> Candidate) throws -> T {
         try Self.wrapErrors {
             func byID(_ id: Int64) throws -> T? {
@@ -184,7 +187,8 @@ extension Vault {
                     return nil
                 }
                 try context.decodeValues(of: object)
-                try verifyRead(of: [object])
+                let more = try extent(object)
+                try verifyRead(of: [object] + more.objects, lookups: more.lookups)
                 return object
             }
             let name: String
@@ -198,8 +202,9 @@ extension Vault {
             let matches: [T]
             if let indexed = try lookUpByNameKey(T.self, name) {
                 matches = indexed.matches
+                let more = try matches.count == 1 ? extent(matches[0]) : ReadExtent()
                 // Found or not, the bucket it would be in vouches for the answer.
-                try verifyRead(of: matches, lookups: [indexed.lookup])
+                try verifyRead(of: matches + more.objects, lookups: [indexed.lookup] + more.lookups)
             } else {
                 try verifyForRead(of: storesHolding(T.self))
                 // Only the names are decrypted to find the match; then all of its fields are.
@@ -274,15 +279,28 @@ extension Vault {
     }
 
     /// The entry `reference` names, with its fields and history decoded, so a damaged
-    /// related row is reported instead of read as missing.
+    /// related row is reported instead of read as missing: by ID, by name, or, when no entry has
+    /// that name, a path `category/name` as pass names its files (`web/github`; categories may
+    /// hold `/` too).
     func findEntry(_ reference: ItemReference) throws -> PasswordEntry {
-        let entry = try findEntryOnly(reference)
+        let entry = try findFallingBackToPath(reference, kind: .entry, describe: Self.describeEntry) {
+            try find(PasswordEntry.self, reference, kind: .entry, extent: entryExtent, describe: Self.describeEntry)
+        } atPath: { container, name in
+            try Predicate(format: "%K ==[c] %@ AND %K ==[c] %@", PasswordEntry.categoryName, container,
+                          PasswordEntry.Key.name.rawValue, name)
+        }
+        // Found by its path, after its whole store was checked: its parts are decoded here.
+        _ = try entryExtent(entry)
+        return entry
+    }
+
+    /// An entry's fields, history and category, decoded, and the lookups of the fields and
+    /// history in the entry's bucket, which vouches for all of them being there.
+    private func entryExtent(_ entry: PasswordEntry) throws -> ReadExtent {
         try Self.wrapErrors {
             for field in entry.fields { try context.decodeValues(of: field) }
             for item in entry.history { try context.decodeValues(of: item) }
         }
-        // Its fields and history share a bucket, which vouches for all of them being there.
-        let parts: [ManagedObject] = entry.fields + entry.history + (entry.category.map { [$0] } ?? [])
         let bucket = RowAuthentication.bucket(table: entry.entity.tableName, primaryKey: entry.id)
         let lookups = [CustomField.entityName, PasswordHistoryItem.entityName].compactMap { name in
             coordinator.managedObjectModel.entity(named: name).map {
@@ -291,19 +309,7 @@ extension Vault {
                     column: "ZENTRY", value: .integer(entry.id))
             }
         }
-        try verifyRead(of: [entry] + parts, lookups: lookups)
-        return entry
-    }
-
-    /// The entry `reference` names: by ID, by name, or, when no entry has that name, a path
-    /// `category/name` as pass names its files (`web/github`; categories may hold `/` too).
-    private func findEntryOnly(_ reference: ItemReference) throws -> PasswordEntry {
-        try findFallingBackToPath(reference, kind: .entry, describe: Self.describeEntry) {
-            try find(PasswordEntry.self, reference, kind: .entry, describe: Self.describeEntry)
-        } atPath: { container, name in
-            try Predicate(format: "%K ==[c] %@ AND %K ==[c] %@", PasswordEntry.categoryName, container,
-                          PasswordEntry.Key.name.rawValue, name)
-        }
+        return ReadExtent(objects: entry.fields + entry.history + (entry.category.map { [$0] } ?? []), lookups: lookups)
     }
 
     private static func describeEntry(_ entry: PasswordEntry) -> Candidate {

@@ -611,7 +611,11 @@ public final class ManagedObjectContext {
     ///   error unchanged (it was told the place).
     func decode(_ encoded: EncodedValue, transformerName: String?, entity: EntityDescription, key: String) throws -> Any
     {
-        let transformer = try transformer(named: transformerName, entity: entity, key: key)
+        try decode(encoded, with: try transformer(named: transformerName, entity: entity, key: key))
+    }
+
+    /// ``decode(_:transformerName:entity:key:)`` with the transformer looked up once for many values.
+    func decode(_ encoded: EncodedValue, with transformer: ValueTransformer) throws -> Any {
         do {
             return try transformer.reverseTransformedValue(encoded.data, at: encoded.place)
         } catch let error as UndecodableTransformedValue {

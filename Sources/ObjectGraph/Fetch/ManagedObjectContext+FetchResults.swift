@@ -246,6 +246,8 @@ extension ManagedObjectContext {
         }
         var values: [Value] = []
         var sortKeys: [[Any?]] = []
+        // Looked up at a column's first value, not at each.
+        var transformers = [ValueTransformer?](repeating: nil, count: columns.count)
         try wrapStoreErrors(.objectNotFound, "cannot fetch \(request.entityName)") {
             try coordinator.read { db in
                 try db.forEachRow(sql: sql, arguments: plan.arguments) { row in
@@ -265,8 +267,12 @@ extension ManagedObjectContext {
                                 row.databaseValue(at: index + 2), attribute: attribute.name,
                                 column: attribute.columnName, entity: rowEntity, root: plan.root,
                                 store: plan.store, primaryKey: primaryKey
-                            ).map { try decode($0, transformerName: attribute.valueTransformerName,
-                                               entity: rowEntity, key: attribute.name) }
+                            ).map { encoded in
+                                let transformer = try transformers[index] ?? transformer(
+                                    named: attribute.valueTransformerName, entity: rowEntity, key: attribute.name)
+                                transformers[index] = transformer
+                                return try decode(encoded, with: transformer)
+                            }
                         case .value(_, let type):
                             do {
                                 value = try StoredValues.value(row.databaseValue(at: index + 2), type: type ?? .binary)
