@@ -56,6 +56,22 @@ final class FetchPowerTests: ObjectGraphTestCase {
 
     // MARK: - Result types
 
+    func testATextArgumentHoldingANulIsNotCutAtItRowByRow() throws {
+        let stack = try makeStack(.sqlite)
+        let system = stack.context.insertNewObject(forEntityName: "System")
+        system["name"] = "a"
+        system["userId"] = "user"
+        try stack.context.save()
+        // An object's ID among the properties reads the rows one by one, binding the argument
+        // itself: cut at its NUL, "a\0b" would find "a".
+        var request = try request("System", "name == %@", "a\u{0}b")
+        request.dictionaryProperties = [.objectID(), .keyPath("name")]
+        let context = ManagedObjectContext(coordinator: stack.coordinator)
+        XCTAssertEqual(try context.fetchDictionaries(request).count, 0)
+        request.predicate = try Predicate(format: "name == %@", "a")
+        XCTAssertEqual(try context.fetchDictionaries(request).map { $0["name"] as? String }, ["a"])
+    }
+
     func testObjectIDAndCountResultsMatchTheObjects() {
         forEachStoreKind { kind in
             let stack = try makeStack(kind)

@@ -122,7 +122,12 @@ extension Database {
     /// Runs a query through a cached statement and hands each row to `body` in place,
     /// without copying it.
     func forEachRow(sql: String, arguments: [DatabaseValue], _ body: (StatementRow) throws -> Void) throws {
-        let handle = try cachedStatement(sql: sql).sqliteStatement
+        try forEachRow(of: try cachedStatement(sql: sql), arguments: arguments, body)
+    }
+
+    /// ``forEachRow(sql:arguments:_:)`` with a statement of the caller's.
+    func forEachRow(of statement: Statement, arguments: [DatabaseValue], _ body: (StatementRow) throws -> Void) throws {
+        let handle = statement.sqliteStatement
         sqlite3_reset(handle)
         defer { sqlite3_reset(handle) }
         bind(arguments, to: handle)
@@ -132,7 +137,7 @@ extension Database {
             guard code == SQLITE_ROW else {
                 throw DatabaseError(
                     resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(sqliteConnection)),
-                    sql: sql)
+                    sql: statement.sql)
             }
             try body(StatementRow(handle: handle))
         }
@@ -169,7 +174,18 @@ private func bind(_ values: [DatabaseValue], to handle: SQLiteStatement) {
         case .null: sqlite3_bind_null(handle, index)
         case .int64(let number): sqlite3_bind_int64(handle, index, number)
         case .double(let number): sqlite3_bind_double(handle, index, number)
-        case .string(let text): sqlite3_bind_text(handle, index, text, -1, transient)
+        case .string(let text):
+            // By its length: text may hold a NUL, which would end it as a C string.
+            var text = text
+            text.withUTF8 { bytes in
+                guard let start = bytes.baseAddress, !bytes.isEmpty else {
+                    _ = sqlite3_bind_text(handle, index, "", 0, transient)
+                    return
+                }
+                start.withMemoryRebound(to: CChar.self, capacity: bytes.count) { characters in
+                    _ = sqlite3_bind_text(handle, index, characters, CInt(bytes.count), transient)
+                }
+            }
         case .blob(let data):
             data.withUnsafeBytes { bytes in
                 _ = sqlite3_bind_blob(handle, index, bytes.baseAddress, CInt(bytes.count), transient)

@@ -120,13 +120,10 @@ public struct StoreTransaction {
     private func forEachRow(_ statement: Statement, _ arguments: [StoredCell], _ body: ([StoredCell]) throws -> Void)
         throws
     {
-        statement.arguments = StatementArguments(arguments.map(\.databaseValue))
-        let cursor = try Row.fetchCursor(statement)
-        let columns = CInt(statement.columnCount)
+        let columns = statement.columnCount
         // Straight from SQLite's columns: decoding through `Row` was half the cost of verifying a vault.
-        let row = StatementRow(handle: statement.sqliteStatement)
-        while try cursor.next() != nil {
-            try body((0..<Int(columns)).map { row.storedCell(at: $0) })
+        try db.forEachRow(of: statement, arguments: arguments.map(\.databaseValue)) { row in
+            try body((0..<columns).map { row.storedCell(at: $0) })
         }
     }
 }
