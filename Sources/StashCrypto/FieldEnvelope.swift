@@ -1,4 +1,5 @@
 import Foundation
+internal import COpenSSL
 
 /// Where an encrypted field lives; bound into its associated data so that a ciphertext
 /// moved to another store, entity, attribute or row fails to open.
@@ -26,10 +27,13 @@ public struct FieldContext: Equatable, Sendable, CustomStringConvertible {
             + attribute.utf8.count + 8)
         data.append(contentsOf: label)
         data.append(0)
-        for part in [storeIdentifier, entity, attribute] {
+        func append(_ part: String) {
             appendBigEndian(UInt32(part.utf8.count), to: &data)
             data.append(contentsOf: part.utf8)
         }
+        append(storeIdentifier)
+        append(entity)
+        append(attribute)
         appendBigEndian(UInt64(bitPattern: primaryKey), to: &data)
         return data
     }
@@ -89,12 +93,21 @@ public enum FieldEnvelope {
     public static func open(
         _ envelope: UnsafeRawBufferPointer, with key: AES256GCM.KeyedContext, context: FieldContext
     ) throws -> String {
-        let plaintext = try openBytes(envelope, with: key, context: context)
-        guard let text = plaintext.withUnsafeBytes({ String(validating: $0.bindMemory(to: UInt8.self), as: UTF8.self) })
-        else {
-            throw StashCryptoError(.invalidInput, "encrypted field does not hold UTF-8 text")
+        let parts = try split(envelope)
+        // A buffer of the call's own (on the stack when small), wiped once the text is made: a
+        // list opens thousands of fields.
+        return try withUnsafeTemporaryAllocation(byteCount: max(parts.ciphertext.count, 1), alignment: 16) { buffer in
+            defer { OPENSSL_cleanse(buffer.baseAddress, buffer.count) }
+            let plaintext = UnsafeMutableRawBufferPointer(rebasing: buffer[..<parts.ciphertext.count])
+            try AES256GCM.decrypt(
+                nonce: parts.nonce, ciphertext: parts.ciphertext, tag: parts.tag, with: key,
+                associatedData: context.associatedData, into: plaintext)
+            let bytes = UnsafeRawBufferPointer(plaintext).bindMemory(to: UInt8.self)
+            guard let text = String(validating: bytes, as: UTF8.self) else {
+                throw StashCryptoError(.invalidInput, "encrypted field does not hold UTF-8 text")
+            }
+            return text
         }
-        return text
     }
 
     /// An envelope's nonce, ciphertext and tag, in place.

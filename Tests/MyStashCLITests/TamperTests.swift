@@ -163,6 +163,53 @@ final class TamperTests: CLITestCase {
     }
 
     /// The untouched vault passes, through many changes by several processes.
+    /// What `show` prints beside an entry (its attachments, its category, the candidates of a
+    /// name matching several) is vouched for with it, by name and by ID.
+    func testAnAttachmentMovedToAnotherEntryIsRefusedWhereItWouldBeShown() throws {
+        let file = home.appendingPathComponent("codes.txt")
+        try Data("recovery codes".utf8).write(to: file)
+        try runOK(["password", "attach", "Bank", file.path])
+        XCTAssertTrue(try runOK(["password", "show", "Bank"]).stdout.contains("codes.txt"))
+        _ = try sqlite("Passwords.sqlite", "UPDATE ZSYSTEMATTACHMENT SET ZENTRY = 2")
+        for command in [["password", "show", "Mail"], ["password", "show", "#2"],
+                        ["password", "show", "Mail", "--field", "password"]] {
+            let result = try run(command)
+            XCTAssertEqual(result.status, 65, "\(command): \(result.stderr)")
+            XCTAssertTrue(result.stderr.contains("Passwords.sqlite, SystemAttachment row 1"), result.stderr)
+            XCTAssertEqual(result.stdout, "", "\(command)")
+        }
+    }
+
+    func testACategoryRowDeletedIsRefusedByTheShowOfItsEntry() throws {
+        for deletesItsTag in [false, true] {
+            let scratch = home.appendingPathComponent("copy-\(deletesItsTag)")
+            try FileManager.default.copyItem(at: vaultDirectory, to: scratch)
+            defer {
+                try? FileManager.default.removeItem(at: vaultDirectory)
+                try? FileManager.default.moveItem(at: scratch, to: vaultDirectory)
+            }
+            let category = "(SELECT ZCATEGORY FROM ZSYSTEM WHERE Z_PK = 1)"
+            let tag = deletesItsTag ? "DELETE FROM MYSTASH_ROW_TAG WHERE ZTABLE = 'ZCATEGORY' AND ZPK = \(category); " : ""
+            _ = try sqlite("Passwords.sqlite", tag + "DELETE FROM ZCATEGORY WHERE Z_PK = \(category)")
+            for command in [["password", "show", "Bank"], ["password", "show", "#1"]] {
+                let result = try run(command)
+                XCTAssertEqual(result.status, 65, "\(command), tag deleted: \(deletesItsTag): \(result.stderr)")
+                XCTAssertTrue(result.stderr.contains("changed outside mystash: Passwords.sqlite"), result.stderr)
+                XCTAssertEqual(result.stdout, "", "\(command)")
+            }
+        }
+    }
+
+    func testTheCandidatesOfANameMatchingSeveralEntriesAreVouchedFor() throws {
+        try runOK(["password", "add", "Bank", "--allow-duplicate", "--category", "Banking"], stdin: "other\n")
+        XCTAssertEqual(try run(["password", "show", "Bank"]).status, 64)
+        _ = try sqlite("Passwords.sqlite", "UPDATE ZCATEGORY SET ZNAME = 'EVIL' WHERE ZNAME = 'Banking'")
+        let result = try run(["password", "show", "Bank"])
+        XCTAssertEqual(result.status, 65, result.stderr)
+        XCTAssertFalse(result.stderr.contains("EVIL"), result.stderr)
+        XCTAssertEqual(result.stdout, "")
+    }
+
     func testOrdinaryUseKeepsTheRecordCurrent() throws {
         try runOK(["category", "add", "Travel"])
         try runOK(["category", "rename", "Travel", "Trips"])

@@ -202,9 +202,11 @@ extension Vault {
             let matches: [T]
             if let indexed = try lookUpByNameKey(T.self, name) {
                 matches = indexed.matches
-                let more = try matches.count == 1 ? extent(matches[0]) : ReadExtent()
+                // Several are each described by what they show (an entry by its category).
+                let more = try matches.map(extent)
                 // Found or not, the bucket it would be in vouches for the answer.
-                try verifyRead(of: matches + more.objects, lookups: [indexed.lookup] + more.lookups)
+                try verifyRead(of: matches + more.flatMap(\.objects),
+                               lookups: [indexed.lookup] + more.flatMap(\.lookups))
             } else {
                 try verifyForRead(of: storesHolding(T.self))
                 // Only the names are decrypted to find the match; then all of its fields are.
@@ -294,22 +296,30 @@ extension Vault {
         return entry
     }
 
-    /// An entry's fields, history and category, decoded, and the lookups of the fields and
-    /// history in the entry's bucket, which vouches for all of them being there.
+    /// An entry's fields, history, attachments and category, decoded, and the lookups of the
+    /// first three in the entry's bucket, which vouches for all of them being there.
     private func entryExtent(_ entry: PasswordEntry) throws -> ReadExtent {
+        let category: Category?
+        do {
+            category = try entry.loadedValue(forKey: PasswordEntry.Key.category.rawValue) as? Category
+        } catch {
+            // The row it names is gone: the whole vault says whether that was done outside mystash.
+            try verifyWholeVaultForRead()
+            throw VaultError.wrapping(error)
+        }
+        let parts: [ManagedObject] = entry.fields + entry.history + entry.attachments
         try Self.wrapErrors {
-            for field in entry.fields { try context.decodeValues(of: field) }
-            for item in entry.history { try context.decodeValues(of: item) }
+            for part in parts { try context.decodeValues(of: part) }
         }
         let bucket = RowAuthentication.bucket(table: entry.entity.tableName, primaryKey: entry.id)
-        let lookups = [CustomField.entityName, PasswordHistoryItem.entityName].compactMap { name in
-            coordinator.managedObjectModel.entity(named: name).map {
+        let lookups = [CustomField.entityName, PasswordHistoryItem.entityName, Attachment.entityName].compactMap {
+            coordinator.managedObjectModel.entity(named: $0).map {
                 RowAuthentication.Lookup(
                     storeIdentifier: passwordsStore.identifier, bucket: bucket, table: $0.tableName,
                     column: "ZENTRY", value: .integer(entry.id))
             }
         }
-        return ReadExtent(objects: entry.fields + entry.history + (entry.category.map { [$0] } ?? []), lookups: lookups)
+        return ReadExtent(objects: parts + (category.map { [$0] } ?? []), lookups: lookups)
     }
 
     private static func describeEntry(_ entry: PasswordEntry) -> Candidate {

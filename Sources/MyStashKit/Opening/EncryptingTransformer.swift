@@ -49,11 +49,13 @@ final class EncryptingTransformer: ValueTransformer {
     }
 
     func reverseTransformedValue(_ data: Data, at place: ValuePlace) throws -> Any {
+        try data.withUnsafeBytes { try reverseTransformedValue(bytes: $0, at: place) }
+    }
+
+    func reverseTransformedValue(bytes: UnsafeRawBufferPointer, at place: ValuePlace) throws -> Any {
         try opening(at: place) {
             // Opened in place: a list opens thousands of these.
-            try openField { key in
-                try data.withUnsafeBytes { try FieldEnvelope.open($0, with: key, context: context(place)) }
-            }
+            try openField { key in try FieldEnvelope.open(bytes, with: key, context: context(place)) }
         }
     }
 

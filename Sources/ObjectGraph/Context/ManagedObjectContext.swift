@@ -616,10 +616,14 @@ public final class ManagedObjectContext {
 
     /// ``decode(_:transformerName:entity:key:)`` with the transformer looked up once for many values.
     func decode(_ encoded: EncodedValue, with transformer: ValueTransformer) throws -> Any {
+        try decoding(at: encoded.place) { try transformer.reverseTransformedValue(encoded.data, at: encoded.place) }
+    }
+
+    /// What `decode` returns, a value a built-in transformer cannot decode named at `place`.
+    func decoding(at place: ValuePlace, _ decode: () throws -> Any) throws -> Any {
         do {
-            return try transformer.reverseTransformedValue(encoded.data, at: encoded.place)
+            return try decode()
         } catch let error as UndecodableTransformedValue {
-            let place = encoded.place
             guard let store = coordinator.persistentStores.first(where: { $0.identifier == place.storeIdentifier })
             else {
                 throw error

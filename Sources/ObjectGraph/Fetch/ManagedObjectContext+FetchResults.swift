@@ -190,7 +190,7 @@ extension ManagedObjectContext {
             } else if let attribute = entity.attribute(named: property.keyPath), attribute.type == .transformable,
                       !attribute.isTransient
             {
-                columns.append(.transformed(attribute))
+                columns.append(.transformed(TransformedColumn(attribute)))
             } else if let value = try compiler.valueExpression(
                 property.keyPath.split(separator: ".").map(String.init)[...], entity: entity, alias: "t0")
             {
@@ -221,7 +221,7 @@ extension ManagedObjectContext {
         for (index, column) in columns.enumerated() {
             switch column {
             case .value(let expression, _): sql += ", \(expression) AS c\(index)"
-            case .transformed(let attribute): sql += ", t0.\(attribute.columnName)"
+            case .transformed(let column): sql += ", t0.\(column.columnName)"
             case .objectID: sql += ", NULL"
             }
         }
@@ -246,8 +246,6 @@ extension ManagedObjectContext {
         }
         var values: [Value] = []
         var sortKeys: [[Any?]] = []
-        // Looked up at a column's first value, not at each.
-        var transformers = [ValueTransformer?](repeating: nil, count: columns.count)
         try wrapStoreErrors(.objectNotFound, "cannot fetch \(request.entityName)") {
             try coordinator.read { db in
                 try db.forEachRow(sql: sql, arguments: plan.arguments) { row in
@@ -262,16 +260,25 @@ extension ManagedObjectContext {
                         switch column {
                         case .objectID:
                             value = objectID
-                        case .transformed(let attribute):
-                            value = try encodedValue(
-                                row.databaseValue(at: index + 2), attribute: attribute.name,
-                                column: attribute.columnName, entity: rowEntity, root: plan.root,
-                                store: plan.store, primaryKey: primaryKey
-                            ).map { encoded in
-                                let transformer = try transformers[index] ?? transformer(
-                                    named: attribute.valueTransformerName, entity: rowEntity, key: attribute.name)
-                                transformers[index] = transformer
-                                return try decode(encoded, with: transformer)
+                        case .transformed(let column):
+                            let transformer = try column.transformer ?? transformer(
+                                named: column.transformerName, entity: rowEntity, key: column.name)
+                            column.transformer = transformer
+                            // Decoded in place: a list decodes thousands.
+                            value = try row.withCell(at: index + 2) { cell -> Any? in
+                                guard case .blob(let bytes) = cell else {
+                                    return try encodedValue(
+                                        row.databaseValue(at: index + 2), attribute: column.name,
+                                        column: column.columnName, entity: rowEntity, root: plan.root,
+                                        store: plan.store, primaryKey: primaryKey
+                                    ).map { try decode($0, with: transformer) }
+                                }
+                                let place = ValuePlace(
+                                    storeIdentifier: plan.store.identifier, entityName: rowEntity.name,
+                                    attributeName: column.name, primaryKey: primaryKey)
+                                return try decoding(at: place) {
+                                    try transformer.reverseTransformedValue(bytes: bytes, at: place)
+                                }
                             }
                         case .value(_, let type):
                             do {
@@ -308,8 +315,23 @@ extension ManagedObjectContext {
     /// Where a dictionary result's value comes from when read row by row.
     private enum DictionaryColumn {
         case value(sql: String, type: AttributeType?)
-        case transformed(AttributeDescription)
+        case transformed(TransformedColumn)
         case objectID
+    }
+
+    /// A transformed attribute read row by row: what each value needs, and its transformer,
+    /// looked up at the first value (not copied or looked up again for each).
+    private final class TransformedColumn {
+        let name: String
+        let columnName: String
+        let transformerName: String?
+        var transformer: ValueTransformer?
+
+        init(_ attribute: AttributeDescription) {
+            name = attribute.name
+            columnName = attribute.columnName
+            transformerName = attribute.valueTransformerName
+        }
     }
 
     /// Dictionaries built from fetched objects, for properties SQL cannot read.

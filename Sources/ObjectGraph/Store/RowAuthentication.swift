@@ -322,6 +322,11 @@ public final class RowAuthentication: StoreWriteObserver {
             ).first,
             case .blob(let data) = cells[0], case .integer(let bucket) = cells[1]
         else { return nil }
+        guard data.count == 32 else {
+            throw RowAuthenticationFailure(
+                store: store(row.storeIdentifier)?.displayName ?? row.storeIdentifier,
+                message: "its table of row tags holds a damaged entry")
+        }
         return TaggedRow(tag: Array(data), bucket: Int(bucket))
     }
 

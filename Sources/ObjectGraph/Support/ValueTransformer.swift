@@ -41,6 +41,15 @@ public struct ValuePlace: Hashable, Sendable, CustomStringConvertible {
 public protocol ValueTransformer: AnyObject {
     func transformedValue(_ value: Any, at place: ValuePlace) throws -> Data
     func reverseTransformedValue(_ data: Data, at place: ValuePlace) throws -> Any
+    /// ``reverseTransformedValue(_:at:)`` of bytes read in place from the store, as a dictionary
+    /// fetch reads them (thousands at a time); by default they are copied into `Data` first.
+    func reverseTransformedValue(bytes: UnsafeRawBufferPointer, at place: ValuePlace) throws -> Any
+}
+
+extension ValueTransformer {
+    public func reverseTransformedValue(bytes: UnsafeRawBufferPointer, at place: ValuePlace) throws -> Any {
+        try reverseTransformedValue(Data(bytes), at: place)
+    }
 }
 
 /// Transformers by name, as `NSValueTransformer.setValueTransformer(_:forName:)`.
