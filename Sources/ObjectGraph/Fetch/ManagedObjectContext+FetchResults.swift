@@ -246,14 +246,16 @@ extension ManagedObjectContext {
         }
         var values: [Value] = []
         var sortKeys: [[Any?]] = []
+        // Read once, not from the plan at every row (a copy of it each time).
+        let (root, store, residual) = (plan.root, plan.store, plan.residual)
         try wrapStoreErrors(.objectNotFound, "cannot fetch \(request.entityName)") {
             try coordinator.read { db in
                 try db.forEachRow(sql: sql, arguments: plan.arguments) { row in
-                    let primaryKey = try Self.integer(row, 0, "Z_PK", root: plan.root, store: plan.store)
+                    let primaryKey = try Self.integer(row, 0, "Z_PK", root: root, store: store)
                     let entityNumber = Int(
-                        clamping: try Self.integer(row, 1, "Z_ENT", root: plan.root, store: plan.store))
-                    let rowEntity = self.entity(number: entityNumber, root: plan.root)
-                    let objectID = permanentID(of: rowEntity, in: plan.store, primaryKey: primaryKey)
+                        clamping: try Self.integer(row, 1, "Z_ENT", root: root, store: store))
+                    let rowEntity = self.entity(number: entityNumber, root: root)
+                    let objectID = permanentID(of: rowEntity, in: store, primaryKey: primaryKey)
                     var result = [String: Any](minimumCapacity: properties.count)
                     for (index, column) in columns.enumerated() {
                         let value: Any?
@@ -269,12 +271,12 @@ extension ManagedObjectContext {
                                 guard case .blob(let bytes) = cell else {
                                     return try encodedValue(
                                         row.databaseValue(at: index + 2), attribute: column.name,
-                                        column: column.columnName, entity: rowEntity, root: plan.root,
-                                        store: plan.store, primaryKey: primaryKey
+                                        column: column.columnName, entity: rowEntity, root: root,
+                                        store: store, primaryKey: primaryKey
                                     ).map { try decode($0, with: transformer) }
                                 }
                                 let place = ValuePlace(
-                                    storeIdentifier: plan.store.identifier, entityName: rowEntity.name,
+                                    storeIdentifier: store.identifier, entityName: rowEntity.name,
                                     attributeName: column.name, primaryKey: primaryKey)
                                 return try decoding(at: place) {
                                     try transformer.reverseTransformedValue(bytes: bytes, at: place)
@@ -285,13 +287,13 @@ extension ManagedObjectContext {
                                 value = try StoredValues.value(row.databaseValue(at: index + 2), type: type ?? .binary)
                             } catch {
                                 throw ObjectGraphError.undecodable(
-                                    error, store: plan.store, entity: rowEntity.name,
+                                    error, store: store, entity: rowEntity.name,
                                     attribute: properties[index].keyPath, primaryKey: primaryKey)
                             }
                         }
                         if let value { result[properties[index].name] = value }
                     }
-                    if let residual = plan.residual, !PredicateEvaluator.evaluate(residual, reading: { path in
+                    if let residual, !PredicateEvaluator.evaluate(residual, reading: { path in
                         propertyAt[path.joined(separator: ".")].flatMap { result[properties[$0].name] }
                     }) {
                         return
