@@ -59,23 +59,35 @@ enum Output {
         write(Data(text.utf8))
     }
 
-    /// Writes to stdout; when the reader has gone (`| head -1`), ends quietly with status 0,
-    /// whether SIGPIPE is ignored or not (main ignores it so this path is the only one).
+    /// The status a command ends with when the reader of its output goes away: 0, unless what
+    /// it was printing is a failure to report (`check`'s problems), which a pipe into `head`
+    /// must not turn into success.
+    nonisolated(unsafe) static var brokenPipeStatus: Int32 = 0
+
+    /// Writes to stdout; when the reader has gone (`| head -1`), ends quietly with
+    /// ``brokenPipeStatus``, whether SIGPIPE is ignored or not (main ignores it so this path is
+    /// the only one).
     static func write(_ data: Data) {
         data.withUnsafeBytes(write)
     }
 
     static func write(_ buffer: UnsafeRawBufferPointer) {
-        guard let base = buffer.baseAddress else { return }
+        if let error = writeAll(buffer, to: STDOUT_FILENO) { exit(error == EPIPE ? brokenPipeStatus : 74) }
+    }
+
+    /// Writes all of `buffer` to `descriptor`; the `errno` of a write that failed, else nil.
+    static func writeAll(_ buffer: UnsafeRawBufferPointer, to descriptor: Int32) -> Int32? {
+        guard let base = buffer.baseAddress else { return nil }
         var offset = 0
         while offset < buffer.count {
-            let written = Glibc.write(STDOUT_FILENO, base + offset, buffer.count - offset)
+            let written = Glibc.write(descriptor, base + offset, buffer.count - offset)
             if written < 0 {
                 if errno == EINTR { continue }
-                exit(errno == EPIPE ? 0 : 74)
+                return errno
             }
             offset += written
         }
+        return nil
     }
 
     /// `text` with control characters and bidirectional overrides shown as `\x1B`-style

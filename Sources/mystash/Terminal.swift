@@ -85,7 +85,14 @@ enum Terminal {
     }
 
     static func printError(_ text: String) {
-        FileHandle.standardError.write(Data((text + "\n").utf8))
+        writeError(text + "\n")
+    }
+
+    /// Writes to stderr; when nothing reads it any more, the text is dropped and the command
+    /// ends with its own status (Foundation's `FileHandle` would stop the process).
+    static func writeError(_ text: String) {
+        var text = text
+        _ = text.withUTF8 { Output.writeAll(UnsafeRawBufferPointer($0), to: STDERR_FILENO) }
     }
 
     /// Draws `label done/total` on one line of stderr, only when stderr is a terminal.
@@ -96,8 +103,7 @@ enum Terminal {
             let percent = total == 0 ? 100 : done * 100 / total
             guard percent != last || done == total else { return }
             last = percent
-            FileHandle.standardError.write(
-                Data("\r\(label) \(done)/\(total) (\(percent)%)\(done == total ? "\n" : "")".utf8))
+            writeError("\r\(label) \(done)/\(total) (\(percent)%)\(done == total ? "\n" : "")")
         }
     }
 }

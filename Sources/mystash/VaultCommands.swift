@@ -303,6 +303,7 @@ struct Check: ParsableCommand {
         try reportingErrors {
             let vault = try options.openUnlockedVault(verification: .skipped)
             let problems = try vault.integrity.check(progress: Terminal.progress("Checking"))
+            if !problems.isEmpty { Output.brokenPipeStatus = CommandFailure.Status.invalidData.code }
             if json { try Output.json(problems) } else { problems.forEach { Output.line($0.description) } }
             guard problems.isEmpty else {
                 throw CommandFailure(

@@ -122,7 +122,7 @@ func reportingErrors(_ body: () throws -> Void) throws {
         let failure = ToolError(error)
         var lines = ["Error: \(failure.message)"] + failure.details.map { "  \($0)" }
         if let hint = failure.hint { lines.append("hint: \(hint)") }
-        FileHandle.standardError.write(Data((lines.joined(separator: "\n") + "\n").utf8))
+        writeError(lines.joined(separator: "\n") + "\n")
         throw ExitCode(failure.kind.rawValue)
     }
 }
@@ -221,7 +221,22 @@ func readingFittingStore(
 
 /// Writes a note to standard error, out of the way of the data on standard output.
 func note(_ text: String) {
-    FileHandle.standardError.write(Data(("note: " + text + "\n").utf8))
+    writeError("note: " + text + "\n")
+}
+
+/// Writes to standard error: when nothing reads it any more the text is dropped, where
+/// Foundation's `FileHandle` would stop the process.
+func writeError(_ text: String) {
+    var text = text
+    text.withUTF8 { bytes in
+        var offset = 0
+        while offset < bytes.count {
+            let written = write(STDERR_FILENO, bytes.baseAddress! + offset, bytes.count - offset)
+            if written < 0, errno == EINTR { continue }
+            guard written > 0 else { return }
+            offset += written
+        }
+    }
 }
 
 /// Writes a line to standard output.

@@ -25,6 +25,26 @@ final class DailyUseTests: CLITestCase {
         XCTAssertTrue(head.stdout.hasPrefix("ID"), head.stdout)
     }
 
+    /// Errors whose reader is gone are dropped, not a crash; `check`'s problems whose reader is
+    /// gone still end in failure (a pipe into `head` must not make a tampered vault pass).
+    func testAClosedPipeOnStandardErrorIsNoCrashAndCheckKeepsItsFailure() throws {
+        try initVault()
+        try runOK(["password", "add", "one"], stdin: "pw")
+        func closedPipe() throws -> FileHandle {
+            let pipe = Pipe()
+            try pipe.fileHandleForReading.close()
+            return pipe.fileHandleForWriting
+        }
+        // Errors go where stdout was (the closed pipe), the output to /dev/null.
+        let missing = try shell("exec mystash password show Nope 2>&1 >/dev/null", stdout: try closedPipe())
+        XCTAssertEqual(missing.status, 66, missing.stderr)
+        _ = try sqlite("Passwords.sqlite", "UPDATE ZSYSTEM SET ZUPDATEDAT = ZUPDATEDAT + 1 WHERE Z_PK = 1")
+        let check = try shell("exec mystash check", stdout: try closedPipe())
+        XCTAssertEqual(check.status, 65, check.stderr)
+        let checkErrors = try shell("exec mystash check 2>&1 >/dev/null", stdout: try closedPipe())
+        XCTAssertEqual(checkErrors.status, 65, checkErrors.stderr)
+    }
+
     func testStoredEscapeSequencesCannotDriveTheTerminal() throws {
         try initVault()
         try importJSON(

@@ -323,9 +323,10 @@ public final class RowAuthentication: StoreWriteObserver {
             case .blob(let data) = cells[0], case .integer(let bucket) = cells[1]
         else { return nil }
         guard data.count == 32 else {
+            let store = store(row.storeIdentifier)
             throw RowAuthenticationFailure(
-                store: store(row.storeIdentifier)?.displayName ?? row.storeIdentifier,
-                message: "its table of row tags holds a damaged entry")
+                store: store?.displayName ?? row.storeIdentifier, entity: store?.tables[row.table],
+                primaryKey: row.primaryKey, message: "its tag in the table of row tags is damaged")
         }
         return TaggedRow(tag: Array(data), bucket: Int(bucket))
     }
