@@ -47,6 +47,7 @@ struct Health: ParsableCommand {
                 try $0.items.healthReport(policy: policy, breaches: list, calibrated: calibrated)
             }
             healthy = report.isHealthy
+            if !healthy { Output.brokenPipeStatus = Self.findingsStatus }
             if json { return try Output.json(report) }
             printReport(report)
         }
