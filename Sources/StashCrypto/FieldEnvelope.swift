@@ -88,14 +88,13 @@ public enum FieldEnvelope {
         try envelope.withUnsafeBytes { try open($0, with: key, context: context) }
     }
 
-    /// ``open(_:with:context:)`` of an envelope read in place: the plaintext is in secret bytes
-    /// of its own (cleansed when released) only until the text is made.
+    /// ``open(_:with:context:)`` of an envelope read in place: the plaintext is in a buffer of
+    /// the call's own, wiped once the text is made.
     public static func open(
         _ envelope: UnsafeRawBufferPointer, with key: AES256GCM.KeyedContext, context: FieldContext
     ) throws -> String {
         let parts = try split(envelope)
-        // A buffer of the call's own (on the stack when small), wiped once the text is made: a
-        // list opens thousands of fields.
+        // On the stack when small, not two allocations of `SecretBytes`: a list opens thousands.
         return try withUnsafeTemporaryAllocation(byteCount: max(parts.ciphertext.count, 1), alignment: 16) { buffer in
             defer { OPENSSL_cleanse(buffer.baseAddress, buffer.count) }
             let plaintext = UnsafeMutableRawBufferPointer(rebasing: buffer[..<parts.ciphertext.count])

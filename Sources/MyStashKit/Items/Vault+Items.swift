@@ -285,14 +285,18 @@ extension Vault {
     /// that name, a path `category/name` as pass names its files (`web/github`; categories may
     /// hold `/` too).
     func findEntry(_ reference: ItemReference) throws -> PasswordEntry {
+        var extended = false
         let entry = try findFallingBackToPath(reference, kind: .entry, describe: Self.describeEntry) {
-            try find(PasswordEntry.self, reference, kind: .entry, extent: entryExtent, describe: Self.describeEntry)
+            try find(PasswordEntry.self, reference, kind: .entry, extent: { entry in
+                extended = true
+                return try entryExtent(entry)
+            }, describe: Self.describeEntry)
         } atPath: { container, name in
             try Predicate(format: "%K ==[c] %@ AND %K ==[c] %@", PasswordEntry.categoryName, container,
                           PasswordEntry.Key.name.rawValue, name)
         }
         // Found by its path, after its whole store was checked: its parts are decoded here.
-        _ = try entryExtent(entry)
+        if !extended { _ = try entryExtent(entry) }
         return entry
     }
 
