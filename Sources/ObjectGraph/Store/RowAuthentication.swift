@@ -1083,11 +1083,13 @@ struct BucketTable: Equatable {
     /// Writes, for each bucket below the bucket count whose count is not zero, in order, its
     /// number, count, sum's length and sum, each number a big-endian 64-bit integer.
     func appendCounted(to message: inout [UInt8]) {
-        let counted = counts.indices.filter { counts[$0] != 0 }
+        var countedBuckets = 0
+        for count in counts where count != 0 { countedBuckets += 1 }
         var offset = message.count
-        message.append(contentsOf: repeatElement(0, count: counted.count * 56))
+        // Zeroed in one go (appending a repeated element went byte by byte), then written over.
+        message += [UInt8](repeating: 0, count: countedBuckets * 56)
         message.withUnsafeMutableBytes { bytes in
-            for bucket in counted {
+            for bucket in counts.indices where counts[bucket] != 0 {
                 bytes.storeBytes(of: Int64(bucket).bigEndian, toByteOffset: offset, as: Int64.self)
                 bytes.storeBytes(of: counts[bucket].bigEndian, toByteOffset: offset + 8, as: Int64.self)
                 bytes.storeBytes(of: Int64(32).bigEndian, toByteOffset: offset + 16, as: Int64.self)

@@ -32,8 +32,18 @@ enum BinaryPropertyList {
     /// Foundation's reading of property-list bytes from a file: a binary property list only
     /// once ``parse(_:)`` accepted it, any other format (XML, as Xcode writes) directly.
     /// Foundation reads anything starting with "bplist" as binary, so all of it is checked.
+    ///
+    /// A binary list is given as Foundation gives it — numbers as `NSNumber`, booleans as
+    /// `Bool` — from this reader's own values, without Foundation reading it again: every
+    /// opening reads each store's metadata, and Foundation's reading (its bridging of each
+    /// value above all) was a tenth of opening a vault. A list holding what the two read
+    /// differently (a 16-byte integer, a keyed archive's reference) goes to Foundation.
     static func foundationPropertyList(from data: Data) throws -> Any {
-        if data.starts(with: Array("bplist".utf8)) { _ = try parse(data) }
+        if data.starts(with: Array("bplist".utf8)) {
+            var reader = try Reader(bytes: [UInt8](data), numbersAsFoundationDoes: true)
+            let value = try reader.object(reader.topObject, depth: 0)
+            if !reader.sawValueFoundationReadsOtherwise { return value }
+        }
         return try PropertyListSerialization.propertyList(from: data, format: nil)
     }
 
@@ -46,8 +56,13 @@ enum BinaryPropertyList {
         let offsetTable: Int
         var inProgress: Set<Int> = []
         var done: [Int: Any] = [:]
+        /// Integers and reals as `NSNumber`, as `PropertyListSerialization` gives them.
+        let numbersAsFoundationDoes: Bool
+        /// A 16-byte integer (Foundation keeps all of it) or a UID (Foundation's own type).
+        private(set) var sawValueFoundationReadsOtherwise = false
 
-        init(bytes: [UInt8]) throws(Failure) {
+        init(bytes: [UInt8], numbersAsFoundationDoes: Bool = false) throws(Failure) {
+            self.numbersAsFoundationDoes = numbersAsFoundationDoes
             guard bytes.count >= 40, bytes.starts(with: Array("bplist00".utf8)) else {
                 throw Failure(reason: "no bplist00 header")
             }
@@ -147,13 +162,17 @@ enum BinaryPropertyList {
                 guard size <= 16 else { throw Failure(reason: "bad integer size") }
                 // 16-byte integers hold a 64-bit value in their low half.
                 let raw = try unsigned(at: offset + 1 + max(0, size - 8), size: min(size, 8))
-                value = size >= 8 ? Int(Int64(bitPattern: raw)) : Int(raw)
+                let number = size >= 8 ? Int(Int64(bitPattern: raw)) : Int(raw)
+                if size > 8 { sawValueFoundationReadsOtherwise = true }
+                value = numbersAsFoundationDoes ? NSNumber(value: number) : number
             case 0x2:
+                let real: Double
                 switch marker & 0x0F {
-                case 2: value = Double(Float(bitPattern: UInt32(try unsigned(at: offset + 1, size: 4))))
-                case 3: value = Double(bitPattern: try unsigned(at: offset + 1, size: 8))
+                case 2: real = Double(Float(bitPattern: UInt32(try unsigned(at: offset + 1, size: 4))))
+                case 3: real = Double(bitPattern: try unsigned(at: offset + 1, size: 8))
                 default: throw Failure(reason: "bad real size")
                 }
+                value = numbersAsFoundationDoes ? NSNumber(value: real) : real
             case 0x3:
                 guard marker == 0x33 else { throw Failure(reason: "bad date") }
                 value = Date(timeIntervalSinceReferenceDate: Double(bitPattern: try unsigned(at: offset + 1, size: 8)))
@@ -177,6 +196,7 @@ enum BinaryPropertyList {
                 }
                 value = String(decoding: utf16, as: UTF16.self)
             case 0x8:
+                sawValueFoundationReadsOtherwise = true
                 value = UID(value: Int(try unsigned(at: offset + 1, size: Int(marker & 0x0F) + 1) & 0xFFFF_FFFF))
             case 0xA:
                 let (count, start) = try length(marker: marker, at: offset)
