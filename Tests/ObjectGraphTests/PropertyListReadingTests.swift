@@ -70,4 +70,64 @@ final class PropertyListReadingTests: ObjectGraphTestCase {
             withRootObject: ["x": 1] as NSDictionary, requiringSecureCoding: false)
         try assertReadAsFoundationReads(archive, "a keyed archive")
     }
+
+    func bytes(_ hex: String) -> Data {
+        var data = Data()
+        var index = hex.startIndex
+        while index < hex.endIndex {
+            let next = hex.index(index, offsetBy: 2)
+            data.append(UInt8(hex[index..<next], radix: 16)!)
+            index = next
+        }
+        return data
+    }
+
+    // The lists below were made by hand by an outside review of the first version, which read
+    // each of them otherwise than Foundation.
+
+    func testAKeyWrittenTwiceAndAFourByteRealReadAsFoundationReadsThem() throws {
+        // {AppKey: "first", AppKey: "second"}: Foundation keeps the first.
+        let twice = bytes(
+            "62706c6973743030d201020304564170704b6579564170704b6579556669727374567365636f6e64080d141b21"
+                + "0000000000000101000000000000000500000000000000000000000000000028")
+        try assertReadAsFoundationReads(twice, "a key written twice")
+        XCTAssertEqual((try BinaryPropertyList.foundationPropertyList(from: twice) as? [String: Any])?["AppKey"]
+            as? String, "first")
+        // {f: 0.1 as a 4-byte real}: Foundation keeps it a Float, printed and saved as one.
+        let single = bytes(
+            "62706c6973743030d101025166223dcccccd080b0d0000000000000101000000000000000300000000000000000000000000000012")
+        try assertReadAsFoundationReads(single, "a 4-byte real")
+        let read = try XCTUnwrap(try BinaryPropertyList.foundationPropertyList(from: single) as? [String: Any])
+        XCTAssertEqual("\(read["f"]!)", "0.1")
+    }
+
+    func testListsFoundationRefusesAreRefused() throws {
+        let refused = [
+            "a gap between the offset table and the trailer":
+                "62706c6973743030a1011005080aeeeeee00000000000001010000000000000002"
+                + "0000000000000000000000000000000c",
+            "an integer running into the offset table":
+                "62706c6973743030a10113080a000000000000010100000000000000020000000000000000000000000000000b",
+        ]
+        for (what, hex) in refused.sorted(by: { $0.key < $1.key }) {
+            XCTAssertThrowsError(try PropertyListSerialization.propertyList(from: bytes(hex), format: nil), what)
+            XCTAssertThrowsError(try BinaryPropertyList.foundationPropertyList(from: bytes(hex)), what)
+        }
+        // An empty UTF-16 string: Foundation on Linux refuses it, so it goes to Foundation.
+        let emptyUTF16 = bytes(
+            "62706c6973743030a10160080a000000000000010100000000000000020000000000000000000000000000000b")
+        XCTAssertThrowsError(try PropertyListSerialization.propertyList(from: emptyUTF16, format: nil))
+        XCTAssertThrowsError(try BinaryPropertyList.foundationPropertyList(from: emptyUTF16))
+    }
+
+    func testReferencesAndOffsetsTooNarrowForTheirListAreRefused() throws {
+        // 300 empty strings in an array, written with 2-byte references, then claimed as 1-byte.
+        let strings = [String](repeating: "", count: 299).enumerated().map { "s\($0.offset)" }
+        var list = try PropertyListSerialization.data(fromPropertyList: strings, format: .binary, options: 0)
+        XCTAssertNoThrow(try BinaryPropertyList.foundationPropertyList(from: list))
+        XCTAssertEqual(list[list.count - 25], 2, "the list was written with 2-byte references")
+        list[list.count - 25] = 1
+        XCTAssertThrowsError(try BinaryPropertyList.parse(list))
+        XCTAssertThrowsError(try BinaryPropertyList.foundationPropertyList(from: list))
+    }
 }

@@ -37,7 +37,8 @@ enum BinaryPropertyList {
     /// `Bool` — from this reader's own values, without Foundation reading it again: every
     /// opening reads each store's metadata, and Foundation's reading (its bridging of each
     /// value above all) was a tenth of opening a vault. A list holding what the two read
-    /// differently (a 16-byte integer, a keyed archive's reference) goes to Foundation.
+    /// differently (a 16-byte integer, a keyed archive's reference, an empty UTF-16 string)
+    /// goes to Foundation.
     static func foundationPropertyList(from data: Data) throws -> Any {
         if data.starts(with: Array("bplist".utf8)) {
             var reader = try Reader(bytes: [UInt8](data), numbersAsFoundationDoes: true)
@@ -58,7 +59,8 @@ enum BinaryPropertyList {
         var done: [Int: Any] = [:]
         /// Integers and reals as `NSNumber`, as `PropertyListSerialization` gives them.
         let numbersAsFoundationDoes: Bool
-        /// A 16-byte integer (Foundation keeps all of it) or a UID (Foundation's own type).
+        /// A 16-byte integer (Foundation keeps all of it), a UID (Foundation's own type) or an
+        /// empty UTF-16 string.
         private(set) var sawValueFoundationReadsOtherwise = false
 
         init(bytes: [UInt8], numbersAsFoundationDoes: Bool = false) throws(Failure) {
@@ -81,6 +83,14 @@ enum BinaryPropertyList {
             else {
                 throw Failure(reason: "trailer points outside the data")
             }
+            // As Foundation refuses: the offset table runs up to the trailer, and its offsets
+            // and the references are wide enough for what they must reach.
+            guard UInt64(trailer) - table == count * UInt64(offsetSize),
+                offsetSize == 8 || table >> (8 * offsetSize) == 0,
+                referenceSize == 8 || (count - 1) >> (8 * referenceSize) == 0
+            else {
+                throw Failure(reason: "an offset table that does not fit its trailer")
+            }
             objectCount = Int(count)
             topObject = Int(top)
             offsetTable = Int(table)
@@ -92,9 +102,10 @@ enum BinaryPropertyList {
             return value
         }
 
-        /// Reads `size` bytes at `offset` as a big-endian unsigned integer, checking bounds.
+        /// Reads `size` bytes of an object at `offset` as a big-endian unsigned integer, checking
+        /// that they end before the offset table.
         func unsigned(at offset: Int, size: Int) throws(Failure) -> UInt64 {
-            guard offset >= 0, size >= 0, size <= 8, offset <= bytes.count - size else {
+            guard offset >= 0, size >= 0, size <= 8, offset <= offsetTable - size else {
                 throw Failure(reason: "read past the end")
             }
             return Self.unsigned(bytes, at: offset, size: size)
@@ -104,7 +115,8 @@ enum BinaryPropertyList {
             guard object >= 0, object < objectCount else {
                 throw Failure(reason: "object reference \(object) out of range")
             }
-            let offset = try unsigned(at: offsetTable + object * offsetSize, size: offsetSize)
+            // Within the table: the trailer's sizes were checked against it.
+            let offset = Self.unsigned(bytes, at: offsetTable + object * offsetSize, size: offsetSize)
             guard offset >= 8, offset < UInt64(offsetTable) else {
                 throw Failure(reason: "object offset out of range")
             }
@@ -166,13 +178,17 @@ enum BinaryPropertyList {
                 if size > 8 { sawValueFoundationReadsOtherwise = true }
                 value = numbersAsFoundationDoes ? NSNumber(value: number) : number
             case 0x2:
-                let real: Double
                 switch marker & 0x0F {
-                case 2: real = Double(Float(bitPattern: UInt32(try unsigned(at: offset + 1, size: 4))))
-                case 3: real = Double(bitPattern: try unsigned(at: offset + 1, size: 8))
+                case 2:
+                    let single = Float(bitPattern: UInt32(try unsigned(at: offset + 1, size: 4)))
+                    // Foundation keeps a finite 4-byte real as one (it prints and saves so).
+                    value = !numbersAsFoundationDoes ? Double(single)
+                        : single.isFinite ? NSNumber(value: single) : NSNumber(value: Double(single))
+                case 3:
+                    let real = Double(bitPattern: try unsigned(at: offset + 1, size: 8))
+                    value = numbersAsFoundationDoes ? NSNumber(value: real) : real
                 default: throw Failure(reason: "bad real size")
                 }
-                value = numbersAsFoundationDoes ? NSNumber(value: real) : real
             case 0x3:
                 guard marker == 0x33 else { throw Failure(reason: "bad date") }
                 value = Date(timeIntervalSinceReferenceDate: Double(bitPattern: try unsigned(at: offset + 1, size: 8)))
@@ -191,6 +207,8 @@ enum BinaryPropertyList {
                 let (size, overflow) = count.multipliedReportingOverflow(by: 2)
                 guard !overflow else { throw Failure(reason: "string too long") }
                 let units = try slice(start, size)
+                // Foundation refuses an empty one on Linux.
+                if count == 0 { sawValueFoundationReadsOtherwise = true }
                 let utf16 = stride(from: units.startIndex, to: units.endIndex, by: 2).map {
                     UInt16(units[$0]) << 8 | UInt16(units[$0 + 1])
                 }
@@ -216,7 +234,9 @@ enum BinaryPropertyList {
                     guard let name = try object(key, depth: depth + 1) as? String else {
                         throw Failure(reason: "a dictionary key that is not a string")
                     }
-                    dictionary[name] = try object(element, depth: depth + 1)
+                    let read = try object(element, depth: depth + 1)
+                    // A key written twice keeps its first value, as Foundation reads it.
+                    if dictionary[name] == nil { dictionary[name] = read }
                 }
                 value = dictionary
             default:
