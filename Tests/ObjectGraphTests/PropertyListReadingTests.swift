@@ -39,15 +39,9 @@ final class PropertyListReadingTests: ObjectGraphTestCase {
         for path in stores {
             let url = Self.fixturesURL.appendingPathComponent(path)
             let hex = try XCTUnwrap(sqlite3(url, "SELECT hex(Z_PLIST) FROM Z_METADATA").first, path)
-            var bytes: [UInt8] = []
-            var index = hex.startIndex
-            while index < hex.endIndex {
-                let next = hex.index(index, offsetBy: 2)
-                bytes.append(try XCTUnwrap(UInt8(hex[index..<next], radix: 16)))
-                index = next
-            }
-            XCTAssertTrue(BinaryPropertyList.isBinaryPropertyList(Data(bytes)), path)
-            try assertReadAsFoundationReads(Data(bytes), path)
+            let metadata = bytes(hex)
+            XCTAssertTrue(BinaryPropertyList.isBinaryPropertyList(metadata), path)
+            try assertReadAsFoundationReads(metadata, path)
         }
     }
 
@@ -95,7 +89,8 @@ final class PropertyListReadingTests: ObjectGraphTestCase {
             as? String, "first")
         // {f: 0.1 as a 4-byte real}: Foundation keeps it a Float, printed and saved as one.
         let single = bytes(
-            "62706c6973743030d101025166223dcccccd080b0d0000000000000101000000000000000300000000000000000000000000000012")
+            "62706c6973743030d101025166223dcccccd080b0d00000000000001010000000000000003"
+                + "00000000000000000000000000000012")
         try assertReadAsFoundationReads(single, "a 4-byte real")
         let read = try XCTUnwrap(try BinaryPropertyList.foundationPropertyList(from: single) as? [String: Any])
         XCTAssertEqual("\(read["f"]!)", "0.1")
