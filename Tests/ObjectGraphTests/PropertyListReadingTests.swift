@@ -39,7 +39,7 @@ final class PropertyListReadingTests: ObjectGraphTestCase {
         for path in stores {
             let url = Self.fixturesURL.appendingPathComponent(path)
             let hex = try XCTUnwrap(sqlite3(url, "SELECT hex(Z_PLIST) FROM Z_METADATA").first, path)
-            let metadata = bytes(hex)
+            let metadata = dataFromHex(hex)
             XCTAssertTrue(BinaryPropertyList.isBinaryPropertyList(metadata), path)
             try assertReadAsFoundationReads(metadata, path)
         }
@@ -65,30 +65,19 @@ final class PropertyListReadingTests: ObjectGraphTestCase {
         try assertReadAsFoundationReads(archive, "a keyed archive")
     }
 
-    func bytes(_ hex: String) -> Data {
-        var data = Data()
-        var index = hex.startIndex
-        while index < hex.endIndex {
-            let next = hex.index(index, offsetBy: 2)
-            data.append(UInt8(hex[index..<next], radix: 16)!)
-            index = next
-        }
-        return data
-    }
-
     // The lists below were made by hand by an outside review of the first version, which read
     // each of them otherwise than Foundation.
 
     func testAKeyWrittenTwiceAndAFourByteRealReadAsFoundationReadsThem() throws {
         // {AppKey: "first", AppKey: "second"}: Foundation keeps the first.
-        let twice = bytes(
+        let twice = dataFromHex(
             "62706c6973743030d201020304564170704b6579564170704b6579556669727374567365636f6e64080d141b21"
                 + "0000000000000101000000000000000500000000000000000000000000000028")
         try assertReadAsFoundationReads(twice, "a key written twice")
         XCTAssertEqual((try BinaryPropertyList.foundationPropertyList(from: twice) as? [String: Any])?["AppKey"]
             as? String, "first")
         // {f: 0.1 as a 4-byte real}: Foundation keeps it a Float, printed and saved as one.
-        let single = bytes(
+        let single = dataFromHex(
             "62706c6973743030d101025166223dcccccd080b0d00000000000001010000000000000003"
                 + "00000000000000000000000000000012")
         try assertReadAsFoundationReads(single, "a 4-byte real")
@@ -105,11 +94,11 @@ final class PropertyListReadingTests: ObjectGraphTestCase {
                 "62706c6973743030a10113080a000000000000010100000000000000020000000000000000000000000000000b",
         ]
         for (what, hex) in refused.sorted(by: { $0.key < $1.key }) {
-            XCTAssertThrowsError(try PropertyListSerialization.propertyList(from: bytes(hex), format: nil), what)
-            XCTAssertThrowsError(try BinaryPropertyList.foundationPropertyList(from: bytes(hex)), what)
+            XCTAssertThrowsError(try PropertyListSerialization.propertyList(from: dataFromHex(hex), format: nil), what)
+            XCTAssertThrowsError(try BinaryPropertyList.foundationPropertyList(from: dataFromHex(hex)), what)
         }
         // An empty UTF-16 string: Foundation on Linux refuses it, so it goes to Foundation.
-        let emptyUTF16 = bytes(
+        let emptyUTF16 = dataFromHex(
             "62706c6973743030a10160080a000000000000010100000000000000020000000000000000000000000000000b")
         XCTAssertThrowsError(try PropertyListSerialization.propertyList(from: emptyUTF16, format: nil))
         XCTAssertThrowsError(try BinaryPropertyList.foundationPropertyList(from: emptyUTF16))

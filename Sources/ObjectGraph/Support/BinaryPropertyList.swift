@@ -36,7 +36,7 @@ enum BinaryPropertyList {
     /// A binary list is given as Foundation gives it — numbers as `NSNumber`, booleans as
     /// `Bool` — from this reader's own values, without Foundation reading it again: every
     /// opening reads each store's metadata, and Foundation's reading (its bridging of each
-    /// value above all) was a tenth of opening a vault. A list holding what the two read
+    /// value above all) was a sixth of opening a vault. A list holding what the two read
     /// differently (a 16-byte integer, a keyed archive's reference, an empty UTF-16 string)
     /// goes to Foundation.
     static func foundationPropertyList(from data: Data) throws -> Any {
