@@ -104,14 +104,26 @@ final class PropertyListReadingTests: ObjectGraphTestCase {
         XCTAssertThrowsError(try BinaryPropertyList.foundationPropertyList(from: emptyUTF16))
     }
 
-    func testReferencesAndOffsetsTooNarrowForTheirListAreRefused() throws {
-        // 300 empty strings in an array, written with 2-byte references, then claimed as 1-byte.
-        let strings = [String](repeating: "", count: 299).enumerated().map { "s\($0.offset)" }
-        var list = try PropertyListSerialization.data(fromPropertyList: strings, format: .binary, options: 0)
-        XCTAssertNoThrow(try BinaryPropertyList.foundationPropertyList(from: list))
-        XCTAssertEqual(list[list.count - 25], 2, "the list was written with 2-byte references")
-        list[list.count - 25] = 1
-        XCTAssertThrowsError(try BinaryPropertyList.parse(list))
-        XCTAssertThrowsError(try BinaryPropertyList.foundationPropertyList(from: list))
+    func testReferencesTooNarrowForTheirListAreRefused() throws {
+        // An array of one integer, then 299 integers nothing refers to: 300 objects, which
+        // 1-byte references cannot all reach, though the one reference made reads fine.
+        func list(referenceSize: Int) -> Data {
+            var bytes = Array("bplist00".utf8) + [0xA1] + [UInt8](repeating: 0, count: referenceSize - 1) + [0x01]
+            var offsets = [8]
+            for _ in 1..<300 {
+                offsets.append(bytes.count)
+                bytes += [0x10, 0x05]
+            }
+            let table = bytes.count
+            for offset in offsets { bytes += [UInt8(offset >> 8), UInt8(offset & 0xFF)] }
+            func bigEndian(_ value: Int) -> [UInt8] { (0..<8).reversed().map { UInt8((value >> ($0 * 8)) & 0xFF) } }
+            bytes += [0, 0, 0, 0, 0, 0, 2, UInt8(referenceSize)] + bigEndian(300) + bigEndian(0) + bigEndian(table)
+            return Data(bytes)
+        }
+        XCTAssertThrowsError(try PropertyListSerialization.propertyList(from: list(referenceSize: 1), format: nil))
+        XCTAssertThrowsError(try BinaryPropertyList.parse(list(referenceSize: 1)))
+        XCTAssertThrowsError(try BinaryPropertyList.foundationPropertyList(from: list(referenceSize: 1)))
+        // With 2-byte references, the same list is read.
+        XCTAssertEqual((try BinaryPropertyList.parse(list(referenceSize: 2)) as? [Any])?.first as? Int, 5)
     }
 }
