@@ -12,9 +12,12 @@ enum Terminal {
     static var stdoutIsTerminal: Bool { isatty(STDOUT_FILENO) == 1 }
     static var stderrIsTerminal: Bool { isatty(STDERR_FILENO) == 1 }
 
-    /// The terminal settings to restore if the person presses Ctrl-C at a hidden prompt.
+    /// The terminal settings to restore if a signal ends the process at a hidden prompt.
     nonisolated(unsafe) private static var savedSettings = termios()
     nonisolated(unsafe) private static var savedDescriptor: Int32 = -1
+    /// Signals a person or another process ends a prompt with; without the terminal put back,
+    /// the shell after it would take what the person types without showing it.
+    private static let promptEndingSignals: [Int32] = [SIGINT, SIGTERM, SIGHUP, SIGQUIT]
 
     /// Asks on the controlling terminal without echo; nil when there is no terminal.
     static func readSecret(prompt: String) -> SecretBytes? {
@@ -25,9 +28,13 @@ enum Terminal {
         guard tcgetattr(descriptor, &settings) == 0 else { return nil }
         savedSettings = settings
         savedDescriptor = descriptor
-        signal(SIGINT) { _ in
-            tcsetattr(Terminal.savedDescriptor, TCSANOW, &Terminal.savedSettings)
-            _exit(130)
+        for number in promptEndingSignals {
+            signal(number) { number in
+                tcsetattr(Terminal.savedDescriptor, TCSANOW, &Terminal.savedSettings)
+                // Die of the same signal, so the parent sees how we ended.
+                signal(number, SIG_DFL)
+                raise(number)
+            }
         }
         var hidden = settings
         hidden.c_lflag &= ~tcflag_t(ECHO)
@@ -35,7 +42,7 @@ enum Terminal {
         tcsetattr(descriptor, TCSANOW, &hidden)
         defer {
             tcsetattr(descriptor, TCSANOW, &settings)
-            signal(SIGINT, SIG_DFL)
+            for number in promptEndingSignals { signal(number, SIG_DFL) }
         }
         _ = prompt.withCString { write(descriptor, $0, strlen($0)) }
         let line = SecretBytes(count: 4096)

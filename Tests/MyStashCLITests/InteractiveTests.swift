@@ -57,6 +57,28 @@ final class InteractiveTests: CLITestCase {
         XCTAssertTrue(reveal.stdout.contains("\"password\" : \"entry-pass-1\""), reveal.stdout)
     }
 
+    /// A signal at a hidden prompt leaves the terminal echoing again for the shell after it
+    /// (SIGTERM, SIGHUP and SIGQUIT left it silent).
+    func testASignalAtAHiddenPromptGivesTheEchoBack() throws {
+        try initVault()
+        let assignments = baseEnvironment.sorted { $0.key < $1.key }.map { "\($0.key)=\(shellQuoted($0.value))" }
+            .joined(separator: " ")
+        for (signal, status) in [(SIGTERM, 143), (SIGHUP, 129), (SIGQUIT, 131), (SIGINT, 130)] {
+            let tmux = try TmuxSession(
+                "env -i \(assignments) \(shellQuoted(Self.binary.path)) password add Signalled; "
+                    + "echo \"add-exit=$?\"; stty -a | tr ' ' '\\n' | grep -xE -- '-?echo' | sed 's/^/tty:/'; sleep 600")
+            tmux.expect("Password:")  // tmux leaves out the trailing space
+            let pids = tmux.commandProcessIDs()
+            XCTAssertEqual(pids.count, 1)
+            for pid in pids { kill(pid, signal) }
+            tmux.expect("add-exit=\(status)")
+            tmux.wait(for: "the shell's terminal settings") { $0.contains("tty:") }
+            XCTAssertTrue(tmux.screen().contains("tty:echo"), "signal \(signal): \(tmux.screen())")
+            XCTAssertFalse(tmux.screen().contains("tty:-echo"), "signal \(signal): \(tmux.screen())")
+        }
+        XCTAssertEqual(try run(["password", "show", "Signalled"]).status, 66, "nothing was saved")
+    }
+
     func testRemovalAsksOnTheTerminal() throws {
         try initVault()
         try runOK(["note", "add", "keep"], stdin: "x")
