@@ -60,6 +60,12 @@ struct MyStash: ParsableCommand {
             var command = try parseAsRoot(arguments)
             try command.run()
         } catch {
+            // Help and the version go through Output, so that a failed write is no success.
+            if exitCode(for: error) == .success {
+                let message = fullMessage(for: error)
+                if !message.isEmpty { Output.write(message + "\n") }
+                Self.exit()
+            }
             exit(withError: error)
         }
     }

@@ -72,7 +72,10 @@ enum Output {
     }
 
     static func write(_ buffer: UnsafeRawBufferPointer) {
-        if let error = writeAll(buffer, to: STDOUT_FILENO) { exit(error == EPIPE ? brokenPipeStatus : 74) }
+        guard let error = writeAll(buffer, to: STDOUT_FILENO) else { return }
+        if error == EPIPE { exit(brokenPipeStatus) }
+        Terminal.printError("Error: could not write the output: \(String(cString: strerror(error)))")
+        exit(74)
     }
 
     /// Writes all of `buffer` to `descriptor`; the `errno` of a write that failed, else nil.

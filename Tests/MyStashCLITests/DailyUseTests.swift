@@ -25,6 +25,20 @@ final class DailyUseTests: CLITestCase {
         XCTAssertTrue(head.stdout.hasPrefix("ID"), head.stdout)
     }
 
+    /// Output that cannot be written is an I/O error named on stderr (74), help and the version
+    /// included (they ended in success on a full disk).
+    func testAFullDiskForTheOutputIsAnErrorNamedOnStandardError() throws {
+        try initVault()
+        try runOK(["password", "add", "one"], stdin: "pw")
+        for arguments in [["--help"], ["--version"], ["password", "add", "--help"], ["help", "note"],
+                          ["password", "list"], ["password", "show", "one"]] {
+            guard let full = FileHandle(forWritingAtPath: "/dev/full") else { throw XCTSkip("no /dev/full") }
+            let result = try execute(process(arguments), stdin: nil, stdout: full)
+            XCTAssertEqual(result.status, 74, "\(arguments): \(result.stderr)")
+            XCTAssertEqual(result.stderr, "Error: could not write the output: No space left on device\n", "\(arguments)")
+        }
+    }
+
     /// Errors whose reader is gone are dropped, not a crash; `check`'s problems whose reader is
     /// gone still end in failure (a pipe into `head` must not make a tampered vault pass).
     func testAClosedPipeOnStandardErrorIsNoCrashAndCheckKeepsItsFailure() throws {
