@@ -203,6 +203,11 @@ final class SSHAgentTests: CLITestCase {
         let export = home.appendingPathComponent("bitwarden.json")
         try JSONSerialization.data(withJSONObject: ["encrypted": false, "items": [item]]).write(to: export)
         try runOK(["import", "--format", "bitwarden-json", export.path])
+        // The same files again change nothing: a key is kept as the same text each time.
+        for (format, path) in [("keepassxc-xml", xml.path), ("bitwarden-json", export.path)] {
+            let again = try runOK(["import", "--dry-run", "--format", format, path]).stderr
+            XCTAssertTrue(again.contains("would update 0;"), again)
+        }
         for path in [attached, itemKey] { try FileManager.default.removeItem(atPath: path) }
 
         let keys = try XCTUnwrap(try json(try runOK(["ssh", "list", "--json"]).stdout) as? [[String: Any]])

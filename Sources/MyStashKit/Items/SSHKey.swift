@@ -235,10 +235,12 @@ public final class SSHPrivateKey: @unchecked Sendable {
 
 
     /// The text of an unencrypted OpenSSH key file: how the vault keeps the key (under its own
-    /// encryption).
+    /// encryption). The same key always gives the same text, so a re-import of it changes
+    /// nothing: the check number, random in ssh-keygen's files, only tells a right passphrase
+    /// from a wrong one, and an unencrypted section has none; it is taken from the public key.
     public func openSSHText() throws -> String {
         var section = SSHWriter()
-        let check = try SecureRandom.bytes(count: 4)
+        let check = Array(try SHA256Digest.hash(publicKeyBlob).prefix(4))
         section.raw(check)
         section.raw(check)
         privateEncoding.withUnsafeBytes { section.raw($0) }
