@@ -1,9 +1,25 @@
 // swift-tools-version:6.1
 import PackageDescription
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Our functions each in a section of its own, for the linker to order (scripts/link-order).
 let functionSections: [SwiftSetting] = [.unsafeFlags(["-Xfrontend", "-function-sections"])]
 let linkOrder = String(#filePath.dropLast("Package.swift".count)) + "scripts/link-order.txt"
+/// Packed relative relocations (17 KB where the table the loader reads at every start is 2.2 MB)
+/// need glibc 2.36 to start: used where the building machine has it.
+let packedRelocations: [String] = {
+    #if canImport(Glibc)
+    var name = [CChar](repeating: 0, count: 64)  // "glibc 2.36"
+    _ = confstr(Int32(_CS_GNU_LIBC_VERSION), &name, name.count)
+    let version = String(cString: name).split(separator: " ").last?.split(separator: ".").compactMap { Int($0) } ?? []
+    if version.count >= 2, (version[0], version[1]) >= (2, 36) {
+        return ["-Xlinker", "-z", "-Xlinker", "pack-relative-relocs"]
+    }
+    #endif
+    return []
+}()
 
 let package = Package(
     name: "MyStash",
@@ -52,16 +68,15 @@ let package = Package(
             name: "mystash",
             dependencies: ["MyStashKit", "StashCrypto", "StashPlatform", "CLinuxSupport", "TerminalUI", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             // The Swift runtime and Foundation linked in (see FoundationBridging.swift), in debug
-            // builds too so that the tests run what ships. The toolchain's lld packs the binary's
-            // ~91,000 relative relocations into 17 KB (2.2 MB read at every start as RELA), puts
-            // the functions everyday commands run together (scripts/link-order), and leaves out
-            // the static link's export of our symbols, which nothing looks up at run time.
+            // builds too so that the tests run what ships. The toolchain's lld puts the functions
+            // everyday commands run together (scripts/link-order), packs the relocations where it
+            // may, and leaves out the static link's export of our symbols, which nothing looks up
+            // at run time.
             swiftSettings: [.unsafeFlags(["-static-stdlib", "-Xfrontend", "-function-sections"])],
             linkerSettings: [.unsafeFlags([
-                "-static-stdlib", "-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs",
-                "-Xlinker", "--no-export-dynamic",
+                "-static-stdlib", "-use-ld=lld", "-Xlinker", "--no-export-dynamic",
                 "-Xlinker", "--symbol-ordering-file=" + linkOrder, "-Xlinker", "--no-warn-symbol-ordering",
-            ])]
+            ] + packedRelocations)]
         ),
         .executableTarget(
             name: "objectgraph",

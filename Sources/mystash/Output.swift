@@ -86,6 +86,11 @@ enum Output {
             let written = Glibc.write(descriptor, base + offset, buffer.count - offset)
             if written < 0 {
                 if errno == EINTR { continue }
+                // A descriptor another program left non-blocking: wait until it takes more.
+                if errno == EAGAIN {
+                    var ready = pollfd(fd: descriptor, events: Int16(POLLOUT), revents: 0)
+                    if poll(&ready, 1, -1) >= 0 || errno == EINTR { continue }
+                }
                 return errno
             }
             offset += written

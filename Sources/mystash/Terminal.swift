@@ -1,5 +1,6 @@
 import Foundation
 import MyStashKit
+import CLinuxSupport
 import StashCrypto
 #if canImport(Glibc)
 import Glibc
@@ -12,13 +13,6 @@ enum Terminal {
     static var stdoutIsTerminal: Bool { isatty(STDOUT_FILENO) == 1 }
     static var stderrIsTerminal: Bool { isatty(STDERR_FILENO) == 1 }
 
-    /// The terminal settings to restore if a signal ends the process at a hidden prompt.
-    nonisolated(unsafe) private static var savedSettings = termios()
-    nonisolated(unsafe) private static var savedDescriptor: Int32 = -1
-    /// Signals a person or another process ends a prompt with; without the terminal put back,
-    /// the shell after it would take what the person types without showing it.
-    private static let promptEndingSignals: [Int32] = [SIGINT, SIGTERM, SIGHUP, SIGQUIT]
-
     /// Asks on the controlling terminal without echo; nil when there is no terminal.
     static func readSecret(prompt: String) -> SecretBytes? {
         let descriptor = open("/dev/tty", O_RDWR | O_CLOEXEC)
@@ -26,23 +20,16 @@ enum Terminal {
         defer { close(descriptor) }
         var settings = termios()
         guard tcgetattr(descriptor, &settings) == 0 else { return nil }
-        savedSettings = settings
-        savedDescriptor = descriptor
-        for number in promptEndingSignals {
-            signal(number) { number in
-                tcsetattr(Terminal.savedDescriptor, TCSANOW, &Terminal.savedSettings)
-                // Die of the same signal, so the parent sees how we ended.
-                signal(number, SIG_DFL)
-                raise(number)
-            }
-        }
         var hidden = settings
         hidden.c_lflag &= ~tcflag_t(ECHO)
         hidden.c_lflag |= tcflag_t(ECHONL)
+        // A signal that ends or stops the process gives the shell its echo back (and a continue
+        // hides the typing again): without it, what the person types next would not show.
+        _ = ms_prompt_guard_begin(descriptor, &settings, &hidden)
         tcsetattr(descriptor, TCSANOW, &hidden)
         defer {
             tcsetattr(descriptor, TCSANOW, &settings)
-            for number in promptEndingSignals { signal(number, SIG_DFL) }
+            ms_prompt_guard_end()
         }
         _ = prompt.withCString { write(descriptor, $0, strlen($0)) }
         let line = SecretBytes(count: 4096)

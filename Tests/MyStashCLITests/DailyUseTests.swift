@@ -39,6 +39,32 @@ final class DailyUseTests: CLITestCase {
         }
     }
 
+    /// A non-blocking stdout (another program's pipe) that fills is waited on, not an error
+    /// (it ended in 74): the reader here starts only once mystash waits for it.
+    func testANonBlockingOutputThatFillsIsWaitedOn() throws {
+        try initVault()
+        let text = String(repeating: "a line of a long note\n", count: 10_000)
+        try runOK(["note", "add", "long"], stdin: text)
+        let reader = """
+            import fcntl, os, subprocess
+            read_end, write_end = os.pipe()
+            fcntl.fcntl(write_end, fcntl.F_SETFL, fcntl.fcntl(write_end, fcntl.F_GETFL) | os.O_NONBLOCK)
+            command = subprocess.Popen(["mystash", "note", "show", "long"], stdout=write_end)
+            os.close(write_end)
+            # Read once mystash waits for the pipe (in poll(2), syscall 7) or has ended.
+            while command.poll() is None:
+                try:
+                    if open(f"/proc/{command.pid}/syscall").read().startswith("7 "): break
+                except OSError:
+                    pass
+            data = b""
+            while chunk := os.read(read_end, 65536): data += chunk
+            print(command.wait(), data.count(b"a line of a long note"))
+            """
+        let result = try shell("python3 -c \(shellQuoted(reader))")
+        XCTAssertEqual(result.stdout, "0 10000\n", result.stderr)
+    }
+
     /// Errors whose reader is gone are dropped, not a crash; `check`'s problems whose reader is
     /// gone still end in failure (a pipe into `head` must not make a tampered vault pass).
     func testAClosedPipeOnStandardErrorIsNoCrashAndCheckKeepsItsFailure() throws {

@@ -79,6 +79,31 @@ final class InteractiveTests: CLITestCase {
         XCTAssertEqual(try run(["password", "show", "Signalled"]).status, 66, "nothing was saved")
     }
 
+    /// Stopped at a hidden prompt (Ctrl-Z) and brought back (`fg`) in an interactive shell, the
+    /// typing is hidden again (it showed the password as it was typed).
+    func testAPromptStoppedAndContinuedHidesTheTypingAgain() throws {
+        try initVault()
+        let assignments = baseEnvironment.sorted { $0.key < $1.key }.map { "\($0.key)=\(shellQuoted($0.value))" }
+            .joined(separator: " ")
+        let tmux = try TmuxSession("exec bash --norc --noprofile -i")
+        tmux.type("env -i \(assignments) \(shellQuoted(Self.binary.path)) password add Stopped")
+        tmux.send("Enter")
+        tmux.expect("Password:")  // tmux leaves out the trailing space
+        tmux.send("C-z")
+        tmux.expect("Stopped")
+        tmux.type("fg")
+        tmux.send("Enter")
+        tmux.type("typed-after-fg")
+        tmux.send("Enter")
+        tmux.expect("Repeat the password:")
+        tmux.type("typed-after-fg")
+        tmux.send("Enter")
+        tmux.expect("Added entry 1.")
+        XCTAssertFalse(tmux.screen(history: true).contains("typed-after-fg"), tmux.screen(history: true))
+        let shown = try runOK(["password", "show", "Stopped", "--field", "password"]).stdout
+        XCTAssertEqual(shown, "typed-after-fg\n")
+    }
+
     func testRemovalAsksOnTheTerminal() throws {
         try initVault()
         try runOK(["note", "add", "keep"], stdin: "x")

@@ -26,4 +26,14 @@ int ms_wipe_directory(const char *directory);
 int ms_editor_guard_begin(const char *directory);
 /// Wipes the guarded directory and restores the previous signal actions. Returns 0 or -errno.
 int ms_editor_guard_end(void);
+
+struct termios;
+/// Until ms_prompt_guard_end, a hidden prompt on `descriptor` gives the terminal back as `shown`
+/// when SIGINT, SIGTERM, SIGHUP or SIGQUIT ends the process (which dies of the signal) and
+/// when SIGTSTP stops it, and hides it again (`hidden`) when it continues; only while the
+/// process is in the terminal's foreground. Signals the process ignores stay ignored.
+/// Returns 0 or -1.
+int ms_prompt_guard_begin(int descriptor, const struct termios *shown, const struct termios *hidden);
+/// Puts back the signal actions from before ms_prompt_guard_begin.
+void ms_prompt_guard_end(void);
 #endif
