@@ -55,6 +55,9 @@ final class DailyUseTests: CLITestCase {
             while command.poll() is None:
                 try:
                     if open(f"/proc/{command.pid}/syscall").read().startswith("7 "): break
+                except PermissionError:
+                    command.kill()
+                    raise SystemExit("no access to /proc/PID/syscall")
                 except OSError:
                     pass
             data = b""
@@ -62,6 +65,9 @@ final class DailyUseTests: CLITestCase {
             print(command.wait(), data.count(b"a line of a long note"))
             """
         let result = try shell("python3 -c \(shellQuoted(reader))")
+        if result.stderr.contains("no access to /proc/PID/syscall") {
+            throw XCTSkip("this machine hides a child's system call (/proc/PID/syscall)")
+        }
         XCTAssertEqual(result.stdout, "0 10000\n", result.stderr)
     }
 
