@@ -7,7 +7,7 @@ final class BrowseTests: CLITestCase {
     /// terminal's mode afterwards, so a test can see that the terminal came back.
     func browseCommand(_ arguments: [String] = [], environment: [String: String] = [:]) -> String {
         let env = baseEnvironment.merging(["TERM": "screen"]) { $1 }.merging(environment) { $1 }
-        let assignments = env.sorted { $0.key < $1.key }.map { "\($0.key)='\($0.value)'" }.joined(separator: " ")
+        let assignments = shellAssignments(env)
         let argumentList = arguments.map { "'\($0)'" }.joined(separator: " ")
         return "echo before-browse; env -i \(assignments) '\(Self.binary.path)' browse \(argumentList); "
             + "echo \"browse-exit=$?\"; "

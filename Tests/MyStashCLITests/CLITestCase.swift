@@ -142,6 +142,11 @@ func shellQuoted(_ word: String) -> String {
     "'" + word.replacingOccurrences(of: "'", with: "'\\''") + "'"
 }
 
+/// `environment` as `NAME='value'` words of a shell command, in name order (for `env -i`).
+func shellAssignments(_ environment: [String: String]) -> String {
+    environment.sorted { $0.key < $1.key }.map { "\($0.key)=\(shellQuoted($0.value))" }.joined(separator: " ")
+}
+
 /// A command on a pseudo-terminal (util-linux `script`), answered at its prompts.
 final class TerminalSession: @unchecked Sendable {  // the buffer is read and written under the lock
     private let process = Process()

@@ -61,8 +61,7 @@ final class InteractiveTests: CLITestCase {
     /// (SIGTERM, SIGHUP and SIGQUIT left it silent).
     func testASignalAtAHiddenPromptGivesTheEchoBack() throws {
         try initVault()
-        let assignments = baseEnvironment.sorted { $0.key < $1.key }.map { "\($0.key)=\(shellQuoted($0.value))" }
-            .joined(separator: " ")
+        let assignments = shellAssignments(baseEnvironment)
         for (signal, status) in [(SIGTERM, 143), (SIGHUP, 129), (SIGQUIT, 131), (SIGINT, 130)] {
             let tmux = try TmuxSession(
                 "env -i \(assignments) \(shellQuoted(Self.binary.path)) password add Signalled; "
@@ -83,8 +82,7 @@ final class InteractiveTests: CLITestCase {
     /// typing is hidden again (it showed the password as it was typed).
     func testAPromptStoppedAndContinuedHidesTheTypingAgain() throws {
         try initVault()
-        let assignments = baseEnvironment.sorted { $0.key < $1.key }.map { "\($0.key)=\(shellQuoted($0.value))" }
-            .joined(separator: " ")
+        let assignments = shellAssignments(baseEnvironment)
         let tmux = try TmuxSession("exec bash --norc --noprofile -i")
         tmux.type("env -i \(assignments) \(shellQuoted(Self.binary.path)) password add Stopped")
         tmux.send("Enter")
