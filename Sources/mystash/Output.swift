@@ -142,17 +142,24 @@ enum Output {
         }
         let widths = columnWidths(header, rows)
         let top = line(header, widths)
-        var output = Terminal.stdoutIsTerminal ? "\u{1B}[1m\(top)\u{1B}[0m\n" : top + "\n"
-        // 64 KiB a write: one per row was a system call per entry, one for the whole table a
-        // copy of it (and of every row made safe) in memory.
+        var output = Array((Terminal.stdoutIsTerminal ? "\u{1B}[1m\(top)\u{1B}[0m\n" : top + "\n").utf8)
+        output.reserveCapacity(1 << 17)
+        // Bytes appended in place, 64 KiB a write: one write per row was a system call per
+        // entry, a string per line a copy of each cell and of its padding.
         for cells in rows {
-            output += line(cells.map { safe($0) }, widths) + "\n"
-            if output.utf8.count >= 1 << 16 {
-                write(output)
-                output = ""
+            for (column, (cell, width)) in zip(cells, widths).enumerated() {
+                let text = safe(cell)
+                output += text.utf8
+                guard column < cells.count - 1 else { break }
+                output += repeatElement(UInt8(ascii: " "), count: max(0, width + 2 - TextWidth.columns(of: text)))
+            }
+            output.append(UInt8(ascii: "\n"))
+            if output.count >= 1 << 16 {
+                output.withUnsafeBytes(write)
+                output.removeAll(keepingCapacity: true)
             }
         }
-        write(output)
+        output.withUnsafeBytes(write)
     }
 
     /// The header and rows as lines, columns padded to their widest cell, stored values
@@ -203,9 +210,10 @@ enum Output {
 
     /// A cell for a table: one line, at most `width` terminal columns.
     static func cell(_ text: String?, width: Int = 40) -> String {
-        let text = text ?? ""
         // Looked for byte-wise: `contains` of a Character breaks the text into graphemes.
-        let flat = text.utf8.contains(UInt8(ascii: "\n")) ? text.replacingOccurrences(of: "\n", with: " ") : text
+        var text = text ?? ""
+        let hasNewline = text.withUTF8 { $0.contains(UInt8(ascii: "\n")) }
+        let flat = hasNewline ? text.replacingOccurrences(of: "\n", with: " ") : text
         guard TextWidth.columns(of: flat) > width else { return flat }
         var cut = ""
         var used = 0
