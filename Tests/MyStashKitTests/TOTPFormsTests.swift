@@ -118,8 +118,11 @@ final class TOTPFormsTests: VaultTestCase {
         let vault = try makeVault()
         let report = try vault.transfer.importItems(Data(export.utf8), format: .bitwardenJSON)
         XCTAssertEqual(report.warnings, [])
-        XCTAssertEqual(try code(vault, "Grouped"), try oathtool("JBSWY3DPEHPK3PXP"))
-        XCTAssertEqual(try code(vault, "Raw space"), try oathtool("JBSWY3DPEHPK3PXP", digits: 8, period: 60))
+        // Asked first: a skip thrown inside an assertion would count as a failure.
+        let grouped = try oathtool("JBSWY3DPEHPK3PXP")
+        let rawSpace = try oathtool("JBSWY3DPEHPK3PXP", digits: 8, period: 60)
+        XCTAssertEqual(try code(vault, "Grouped"), grouped)
+        XCTAssertEqual(try code(vault, "Raw space"), rawSpace)
     }
 
     func testBase32EncodingRoundTrips() throws {

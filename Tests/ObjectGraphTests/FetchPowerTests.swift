@@ -307,6 +307,17 @@ final class FetchPowerTests: ObjectGraphTestCase {
 
     // MARK: - Batches
 
+    /// A fetched result read by name: the later of two properties of one name, as a dictionary keeps it.
+    func testFetchedValuesReadByNameAsTheirDictionaryDoes() {
+        var row = FetchedValues(names: ["name", "rank", "name"])
+        row.values = ["first", nil, "second"]
+        XCTAssertEqual(row["name"] as? String, "second")
+        XCTAssertNil(row["rank"])
+        XCTAssertNil(row["missing"])
+        XCTAssertEqual(row.dictionary.count, 1)
+        XCTAssertEqual(row.dictionary["name"] as? String, "second")
+    }
+
     func testBatchedFetchReadsBatchesAndReleasesThoseLeftBehind() {
         forEachStoreKind { kind in
             let stack = try makeStack(kind)

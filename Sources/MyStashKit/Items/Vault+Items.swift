@@ -81,7 +81,7 @@ extension NoteInfo {
         .keyPath(Note.Key.updatedAt.rawValue),
     ]
 
-    init(listed row: [String: Any]) {
+    init(listed row: FetchedValues) {
         self.init(
             id: (row["objectID"] as? ObjectID)?.primaryKey ?? 0, title: row[Note.Key.title.rawValue] as? String ?? "",
             createdAt: row[Note.Key.createdAt.rawValue] as? Date ?? .distantPast,
@@ -96,7 +96,7 @@ extension EntryInfo {
         .objectID(), .keyPath(PasswordEntry.categoryName, as: "category"),
     ] + [PasswordEntry.Key.name, .userId, .url, .favorite, .createdAt, .updatedAt].map { .keyPath($0.rawValue) }
 
-    init(listed row: [String: Any]) {
+    init(listed row: FetchedValues) {
         func value<Value>(_ key: PasswordEntry.Key) -> Value? { row[key.rawValue] as? Value }
         self.init(
             id: (row["objectID"] as? ObjectID)?.primaryKey ?? 0, name: value(.name) ?? "", userId: value(.userId),

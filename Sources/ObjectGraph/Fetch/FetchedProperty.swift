@@ -108,3 +108,42 @@ public struct FetchedProperty: Sendable {
         FetchedProperty(name: name, keyPath: keyPath, function: function)
     }
 }
+
+/// One dictionary result as a fetch hands it to a transform: the values of the request's
+/// properties by name, as Core Data's dictionary results share one table of keys. No
+/// dictionary is made for a row (a list reads 100,000); ``dictionary`` makes one.
+public struct FetchedValues {
+    /// The properties' names, in the request's order.
+    public let names: [String]
+    /// Each property's value in the order of ``names``; nil where the row has none.
+    public internal(set) var values: [Any?]
+
+    init(names: [String]) {
+        self.names = names
+        values = Array(repeating: nil, count: names.count)
+    }
+
+    init(names: [String], _ dictionary: [String: Any]) {
+        self.names = names
+        values = names.map { dictionary[$0] }
+    }
+
+    /// The value of the property named `name`; nil when the row has none, or there is no such
+    /// property. Of a name given twice, the later value, as in ``dictionary``.
+    public subscript(name: String) -> Any? {
+        // A scan: a few names, most short enough to compare as one word.
+        for index in names.indices.reversed() where names[index] == name {
+            if let value = values[index] { return value }
+        }
+        return nil
+    }
+
+    /// The values as a dictionary, leaving out the properties without one.
+    public var dictionary: [String: Any] {
+        var result = [String: Any](minimumCapacity: names.count)
+        for (name, value) in zip(names, values) {
+            if let value { result[name] = value }
+        }
+        return result
+    }
+}

@@ -54,13 +54,13 @@ extension ManagedObjectContext {
     /// - throws: ``ObjectGraphError`` for an unknown key path, or for an aggregate or
     ///   grouping over values that cannot be read in SQL (transformed or transient).
     public func fetchDictionaries<T>(_ request: FetchRequest<T>) throws -> [[String: Any]] {
-        try fetchDictionaries(request) { $0 }
+        try fetchDictionaries(request) { $0.dictionary }
     }
 
     /// ``fetchDictionaries(_:)``, each result handed to `transform` as it is read and only what
     /// it returns kept: a list of many rows holds the lines it prints, not every dictionary.
     public func fetchDictionaries<T, Value>(
-        _ request: FetchRequest<T>, _ transform: ([String: Any]) throws -> Value
+        _ request: FetchRequest<T>, _ transform: (FetchedValues) throws -> Value
     ) throws -> [Value] {
         var request = request
         request.includesPendingChanges = false
@@ -123,7 +123,10 @@ extension ManagedObjectContext {
             {
                 return rows
             }
-            return try dictionariesInMemory(request, properties: properties).map(transform)
+            let names = properties.map(\.name)
+            return try dictionariesInMemory(request, properties: properties).map {
+                try transform(FetchedValues(names: names, $0))
+            }
         }
         var sql =
             "SELECT \(request.returnsDistinctResults ? "DISTINCT " : "")"
@@ -155,11 +158,11 @@ extension ManagedObjectContext {
         return try wrapStoreErrors(.objectNotFound, "cannot fetch \(request.entityName)") {
             try coordinator.read { db in
                 try Row.fetchAll(db, sql: finalSQL, arguments: StatementArguments(plan.arguments)).map { row in
-                    var result: [String: Any] = [:]
+                    var result = FetchedValues(names: properties.map(\.name))
                     for (index, property) in properties.enumerated() {
                         let value = row[index] as DatabaseValue
                         do {
-                            result[property.name] = try StoredValues.value(value, type: columns[index].type ?? .binary)
+                            result.values[index] = try StoredValues.value(value, type: columns[index].type ?? .binary)
                         } catch {
                             throw ObjectGraphError(
                                 code: .undecodableValue,
@@ -181,7 +184,7 @@ extension ManagedObjectContext {
     /// a predicate reading other key paths or counting a subquery).
     private func dictionariesFromRows<T, Value>(
         _ request: FetchRequest<T>, plan: FetchPlan, entity: EntityDescription, properties: [FetchedProperty],
-        compiler: inout PredicateSQLCompiler, _ transform: ([String: Any]) throws -> Value
+        compiler: inout PredicateSQLCompiler, _ transform: (FetchedValues) throws -> Value
     ) throws -> [Value]? {
         var columns: [DictionaryColumn] = []
         for property in properties {
@@ -248,6 +251,8 @@ extension ManagedObjectContext {
         var sortKeys: [[Any?]] = []
         // Read once, not from the plan at every row (a copy of it each time).
         let (root, store, residual) = (plan.root, plan.store, plan.residual)
+        // One result refilled for each row: a transform that keeps it keeps a copy.
+        var result = FetchedValues(names: properties.map(\.name))
         try wrapStoreErrors(.objectNotFound, "cannot fetch \(request.entityName)") {
             try coordinator.read { db in
                 try db.forEachRow(sql: sql, arguments: plan.arguments) { row in
@@ -256,7 +261,6 @@ extension ManagedObjectContext {
                         clamping: try Self.integer(row, 1, "Z_ENT", root: root, store: store))
                     let rowEntity = self.entity(number: entityNumber, root: root)
                     let objectID = permanentID(of: rowEntity, in: store, primaryKey: primaryKey)
-                    var result = [String: Any](minimumCapacity: properties.count)
                     for (index, column) in columns.enumerated() {
                         let value: Any?
                         switch column {
@@ -291,16 +295,16 @@ extension ManagedObjectContext {
                                     attribute: properties[index].keyPath, primaryKey: primaryKey)
                             }
                         }
-                        if let value { result[properties[index].name] = value }
+                        result.values[index] = value
                     }
                     if let residual, !PredicateEvaluator.evaluate(residual, reading: { path in
-                        propertyAt[path.joined(separator: ".")].flatMap { result[properties[$0].name] }
+                        propertyAt[path.joined(separator: ".")].flatMap { result.values[$0] }
                     }) {
                         return
                     }
                     if sortsInMemory {
                         sortKeys.append(zip(request.sortDescriptors, sortProperties).map { descriptor, index in
-                            Self.sortKey(result[properties[index!].name], descriptor)
+                            Self.sortKey(result.values[index!], descriptor)
                         })
                     }
                     values.append(try transform(result))
