@@ -545,6 +545,23 @@ public final class ManagedObjectContext {
                 values.setSlot(entity.storedColumnSlots[position], slot)
                 continue
             }
+            let slot = entity.storedColumnSlots[position]
+            let decodes = decoding.map { $0.contains(column.name) } ?? true
+            if column.type == .transformable, decodes {
+                // Decoded where the row holds it: no copy of the bytes for a value read at once.
+                let place = ValuePlace(
+                    storeIdentifier: store.identifier, entityName: entity.name, attributeName: column.name,
+                    primaryKey: primaryKey)
+                if let decoded = try row.withBlob(at: column.index, { bytes in
+                    let transformer = try transformer(named: column.transformerName, entity: entity, key: column.name)
+                    return try self.decoding(at: place) {
+                        try transformer.reverseTransformedValue(bytes: bytes, at: place)
+                    }
+                }) {
+                    values.setSlot(slot, PropertySlot(decoded))
+                    continue
+                }
+            }
             let dbValue = row.databaseValue(at: column.index)
             guard column.type == .transformable else {
                 do {
@@ -564,8 +581,7 @@ public final class ManagedObjectContext {
                 primaryKey: primaryKey)
             else { continue }
             // By slot, an encoded value boxed as it is (it would fail every cast of `PropertySlot.init`).
-            let slot = entity.storedColumnSlots[position]
-            if decoding.map({ $0.contains(column.name) }) ?? true {
+            if decodes {
                 let decoded = try decode(
                     encoded, transformerName: column.transformerName, entity: entity, key: column.name)
                 values.setSlot(slot, PropertySlot(decoded))

@@ -11,6 +11,9 @@ protocol StoredRow {
     /// The value of an integer, real or string attribute read without building a
     /// `DatabaseValue`, or nil to take the general path.
     func plainSlot(at index: Int, type: AttributeType) -> PropertySlot?
+    /// `body` of the bytes of a blob, in place where the row allows; nil when the value is of
+    /// another storage class.
+    func withBlob<Result>(at index: Int, _ body: (UnsafeRawBufferPointer) throws -> Result) rethrows -> Result?
 }
 
 extension Row: StoredRow {
@@ -20,6 +23,10 @@ extension Row: StoredRow {
     }
     func databaseValue(at index: Int) -> DatabaseValue { self[index] }
     func plainSlot(at index: Int, type: AttributeType) -> PropertySlot? { nil }
+    func withBlob<Result>(at index: Int, _ body: (UnsafeRawBufferPointer) throws -> Result) rethrows -> Result? {
+        guard case .blob(let data) = (self[index] as DatabaseValue).storage else { return nil }
+        return try data.withUnsafeBytes(body)
+    }
 }
 
 /// The current row of a prepared statement, read in place.
@@ -38,6 +45,12 @@ struct StatementRow: StoredRow {
         let count = Int(sqlite3_column_bytes(handle, CInt(index)))
         guard count > 0, let bytes = sqlite3_column_blob(handle, CInt(index)) else { return [] }
         return Array(UnsafeRawBufferPointer(start: bytes, count: count))
+    }
+
+    func withBlob<Result>(at index: Int, _ body: (UnsafeRawBufferPointer) throws -> Result) rethrows -> Result? {
+        guard sqlite3_column_type(handle, CInt(index)) == SQLITE_BLOB else { return nil }
+        let count = Int(sqlite3_column_bytes(handle, CInt(index)))
+        return try body(UnsafeRawBufferPointer(start: sqlite3_column_blob(handle, CInt(index)), count: count))
     }
 
     func plainSlot(at index: Int, type: AttributeType) -> PropertySlot? {
