@@ -132,12 +132,7 @@ enum Output {
         // Bytes appended in place, 64 KiB a write: one write per row was a system call per
         // entry, a string per line a copy of each cell and of its padding.
         for cells in rows {
-            for (column, (cell, width)) in zip(cells, widths).enumerated() {
-                let text = safe(cell)
-                output += text.utf8
-                guard column < cells.count - 1 else { break }
-                output += repeatElement(UInt8(ascii: " "), count: max(0, width + 2 - TextWidth.columns(of: text)))
-            }
+            appendLine(cells, widths, making: { safe($0) }, to: &output)
             output.append(UInt8(ascii: "\n"))
             if output.count >= 1 << 16 {
                 output.withUnsafeBytes(write)
@@ -151,7 +146,7 @@ enum Output {
     /// neutralised (``safe(_:keepingLines:)``).
     static func aligned(_ header: [String], _ rows: [[String]]) -> [String] {
         let widths = columnWidths(header, rows)
-        return [line(header, widths)] + rows.map { line($0.map { safe($0) }, widths) }
+        return [line(header, widths)] + rows.map { line($0, widths, making: { safe($0) }) }
     }
 
     /// Each column's widest cell, made safe, in terminal columns.
@@ -165,13 +160,25 @@ enum Output {
         return widths
     }
 
-    /// One row, each cell but the last padded to its column's width and two spaces.
-    private static func line(_ cells: [String], _ widths: [Int]) -> String {
-        var line = ""
-        for (index, (cell, width)) in zip(cells, widths).enumerated() {
-            line += index < cells.count - 1 ? padded(cell, to: width + 2) : cell
+    /// One row, each cell as `cellText` makes it, all but the last padded to its column's width
+    /// and two spaces.
+    private static func appendLine(
+        _ cells: [String], _ widths: [Int], making cellText: (String) -> String = { $0 }, to output: inout [UInt8]
+    ) {
+        for (column, (cell, width)) in zip(cells, widths).enumerated() {
+            let text = cellText(cell)
+            output += text.utf8
+            guard column < cells.count - 1 else { break }
+            output += repeatElement(UInt8(ascii: " "), count: max(0, width + 2 - TextWidth.columns(of: text)))
         }
-        return line
+    }
+
+    private static func line(
+        _ cells: [String], _ widths: [Int], making cellText: (String) -> String = { $0 }
+    ) -> String {
+        var bytes: [UInt8] = []
+        appendLine(cells, widths, making: cellText, to: &bytes)
+        return String(decoding: bytes, as: UTF8.self)
     }
 
     /// `text` (printable: see ``safe(_:keepingLines:)``) with spaces after it up to `width`

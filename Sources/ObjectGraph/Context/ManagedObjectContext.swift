@@ -552,11 +552,8 @@ public final class ManagedObjectContext {
                 let place = ValuePlace(
                     storeIdentifier: store.identifier, entityName: entity.name, attributeName: column.name,
                     primaryKey: primaryKey)
-                if let decoded = try row.withBlob(at: column.index, { bytes in
-                    let transformer = try transformer(named: column.transformerName, entity: entity, key: column.name)
-                    return try self.decoding(at: place) {
-                        try transformer.reverseTransformedValue(bytes: bytes, at: place)
-                    }
+                if let decoded = try decodedInPlace(row, at: column.index, place: place, {
+                    try transformer(named: column.transformerName, entity: entity, key: column.name)
                 }) {
                     values.setSlot(slot, PropertySlot(decoded))
                     continue
@@ -576,18 +573,13 @@ public final class ManagedObjectContext {
                 }
                 continue
             }
+            // A value to decode was decoded above; here is one left for later (or NULL, or damage).
             guard let encoded = try encodedValue(
                 dbValue, attribute: column.name, column: column.columnName, entity: entity, root: root, store: store,
                 primaryKey: primaryKey)
             else { continue }
             // By slot, an encoded value boxed as it is (it would fail every cast of `PropertySlot.init`).
-            if decodes {
-                let decoded = try decode(
-                    encoded, transformerName: column.transformerName, entity: entity, key: column.name)
-                values.setSlot(slot, PropertySlot(decoded))
-            } else {
-                values.setSlot(slot, .boxed(PropertySlot.AnyBox(encoded)))
-            }
+            values.setSlot(slot, .boxed(PropertySlot.AnyBox(encoded)))
         }
         for (offset, (relationship, index)) in entity.storedToOne.enumerated() {
             if let destination = try Self.optionalInteger(row, index, relationship.columnName, root: root, store: store)
@@ -628,6 +620,16 @@ public final class ManagedObjectContext {
     func decode(_ encoded: EncodedValue, transformerName: String?, entity: EntityDescription, key: String) throws -> Any
     {
         try decode(encoded, with: try transformer(named: transformerName, entity: entity, key: key))
+    }
+
+    /// The transformed value at `index` of `row` decoded from the bytes where the row holds them
+    /// (no copy); nil when the row holds no blob there. `transformer` is asked only for a blob.
+    func decodedInPlace(_ row: some StoredRow, at index: Int, place: ValuePlace,
+                        _ transformer: () throws -> ValueTransformer) throws -> Any? {
+        try row.withBlob(at: index) { bytes in
+            let transformer = try transformer()
+            return try decoding(at: place) { try transformer.reverseTransformedValue(bytes: bytes, at: place) }
+        }
     }
 
     /// ``decode(_:transformerName:entity:key:)`` with the transformer looked up once for many values.

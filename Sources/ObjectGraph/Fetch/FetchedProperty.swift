@@ -123,13 +123,8 @@ public struct FetchedValues {
         values = Array(repeating: nil, count: names.count)
     }
 
-    init(names: [String], _ dictionary: [String: Any]) {
-        self.names = names
-        values = names.map { dictionary[$0] }
-    }
-
     /// The value of the property named `name`; nil when the row has none, or there is no such
-    /// property. Of a name given twice, the later value, as in ``dictionary``.
+    /// property. Of a name given twice, the later value that is not nil, as in ``dictionary``.
     public subscript(name: String) -> Any? {
         // A scan: a few names, most short enough to compare as one word.
         for index in names.indices.reversed() where names[index] == name {

@@ -123,10 +123,7 @@ extension ManagedObjectContext {
             {
                 return rows
             }
-            let names = properties.map(\.name)
-            return try dictionariesInMemory(request, properties: properties).map {
-                try transform(FetchedValues(names: names, $0))
-            }
+            return try dictionariesInMemory(request, properties: properties).map(transform)
         }
         var sql =
             "SELECT \(request.returnsDistinctResults ? "DISTINCT " : "")"
@@ -271,20 +268,17 @@ extension ManagedObjectContext {
                                 named: column.transformerName, entity: rowEntity, key: column.name)
                             column.transformer = transformer
                             // Decoded in place: a list decodes thousands.
-                            value = try row.withCell(at: index + 2) { cell -> Any? in
-                                guard case .blob(let bytes) = cell else {
-                                    return try encodedValue(
-                                        row.databaseValue(at: index + 2), attribute: column.name,
-                                        column: column.columnName, entity: rowEntity, root: root,
-                                        store: store, primaryKey: primaryKey
-                                    ).map { try decode($0, with: transformer) }
-                                }
-                                let place = ValuePlace(
-                                    storeIdentifier: store.identifier, entityName: rowEntity.name,
-                                    attributeName: column.name, primaryKey: primaryKey)
-                                return try decoding(at: place) {
-                                    try transformer.reverseTransformedValue(bytes: bytes, at: place)
-                                }
+                            let place = ValuePlace(
+                                storeIdentifier: store.identifier, entityName: rowEntity.name,
+                                attributeName: column.name, primaryKey: primaryKey)
+                            if let decoded = try decodedInPlace(row, at: index + 2, place: place, { transformer }) {
+                                value = decoded
+                            } else {
+                                value = try encodedValue(
+                                    row.databaseValue(at: index + 2), attribute: column.name,
+                                    column: column.columnName, entity: rowEntity, root: root,
+                                    store: store, primaryKey: primaryKey
+                                ).map { try decode($0, with: transformer) }
                             }
                         case .value(_, let type):
                             do {
@@ -340,21 +334,20 @@ extension ManagedObjectContext {
         }
     }
 
-    /// Dictionaries built from fetched objects, for properties SQL cannot read.
+    /// Results built from fetched objects, for properties SQL cannot read.
     private func dictionariesInMemory<T>(
         _ request: FetchRequest<T>, properties: [FetchedProperty]
-    ) throws -> [[String: Any]] {
+    ) throws -> [FetchedValues] {
         var seen: Set<String> = []
-        var results: [[String: Any]] = []
+        var results: [FetchedValues] = []
         for object in try fetch(request) {
-            var result: [String: Any] = [:]
-            for property in properties {
-                result[property.name] =
+            var result = FetchedValues(names: properties.map(\.name))
+            for (index, property) in properties.enumerated() {
+                result.values[index] =
                     property.isObjectID ? object.objectID : object.value(forKeyPath: property.keyPath)
             }
             if request.returnsDistinctResults {
-                let identity = properties.map { "\(result[$0.name].map { "\($0)" } ?? "\u{0}")" }.joined(
-                    separator: "\u{1}")
+                let identity = result.values.map { "\($0.map { "\($0)" } ?? "\u{0}")" }.joined(separator: "\u{1}")
                 guard seen.insert(identity).inserted else { continue }
             }
             results.append(result)
