@@ -152,10 +152,11 @@ extension ManagedObjectContext {
             sql += " LIMIT \(request.fetchLimit > 0 ? request.fetchLimit : -1) OFFSET \(request.fetchOffset)"
         }
         let finalSQL = sql
+        let names = properties.map(\.name)
         return try wrapStoreErrors(.objectNotFound, "cannot fetch \(request.entityName)") {
             try coordinator.read { db in
                 try Row.fetchAll(db, sql: finalSQL, arguments: StatementArguments(plan.arguments)).map { row in
-                    var result = FetchedValues(names: properties.map(\.name))
+                    var result = FetchedValues(names: names)
                     for (index, property) in properties.enumerated() {
                         let value = row[index] as DatabaseValue
                         do {
@@ -271,14 +272,13 @@ extension ManagedObjectContext {
                             let place = ValuePlace(
                                 storeIdentifier: store.identifier, entityName: rowEntity.name,
                                 attributeName: column.name, primaryKey: primaryKey)
-                            if let decoded = try decodedInPlace(row, at: index + 2, place: place, { transformer }) {
-                                value = decoded
-                            } else {
-                                value = try encodedValue(
+                            value = try decodedInPlace(row, at: index + 2, place: place, { transformer })
+                            if value == nil {
+                                // No blob: NULL, or a damaged row (which this throws for).
+                                _ = try encodedValue(
                                     row.databaseValue(at: index + 2), attribute: column.name,
                                     column: column.columnName, entity: rowEntity, root: root,
-                                    store: store, primaryKey: primaryKey
-                                ).map { try decode($0, with: transformer) }
+                                    store: store, primaryKey: primaryKey)
                             }
                         case .value(_, let type):
                             do {
@@ -340,8 +340,9 @@ extension ManagedObjectContext {
     ) throws -> [FetchedValues] {
         var seen: Set<String> = []
         var results: [FetchedValues] = []
+        let names = properties.map(\.name)
         for object in try fetch(request) {
-            var result = FetchedValues(names: properties.map(\.name))
+            var result = FetchedValues(names: names)
             for (index, property) in properties.enumerated() {
                 result.values[index] =
                     property.isObjectID ? object.objectID : object.value(forKeyPath: property.keyPath)
