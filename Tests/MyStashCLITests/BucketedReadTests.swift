@@ -145,4 +145,52 @@ final class BucketedReadTests: CLITestCase {
         XCTAssertEqual(try sqlite("Passwords.sqlite", "SELECT COUNT(*) FROM pragma_table_info('MYSTASH_RECORD') "
             + "WHERE name = 'ZTAGSUM'"), "1", "the record is not rebuilt over the change")
     }
+
+    var sealRows: String { "SELECT COUNT(*) FROM MYSTASH_BUCKET WHERE ZBUCKET >= 4096" }
+
+    func testAVaultOfTheLastReleaseIsCheckedAsItWroteItThenSealedInGroups() throws {
+        try FileManager.default.removeItem(at: vaultDirectory)
+        let password = try installFixtureVault("vault-v5")
+        XCTAssertEqual(try sqlite("Passwords.sqlite", sealRows), "0")
+        XCTAssertEqual(try runOK(["password", "show", "GitHub", "--field", "PIN"], environment: password).stdout,
+                       "1234\n")
+        for store in ["Notes.sqlite", "Passwords.sqlite"] {
+            XCTAssertNotEqual(try sqlite(store, sealRows), "0", "\(store) is sealed in groups at its first opening")
+        }
+        XCTAssertTrue(try runOK(["check"], environment: password).stderr.contains("All is well."))
+        XCTAssertEqual(try runOK(["note", "show", "wi-fi"], environment: password).stdout,
+                       "# Wi-Fi\n\ncode 1234\nsecond line\n")
+
+        // A bucket of that vault changed before its first opening by this release is refused,
+        // and the record is not sealed over it.
+        try FileManager.default.removeItem(at: vaultDirectory)
+        _ = try installFixtureVault("vault-v5")
+        _ = try sqlite("Passwords.sqlite", "UPDATE MYSTASH_BUCKET SET ZCOUNT = ZCOUNT + 1 "
+            + "WHERE ZBUCKET = (SELECT MIN(ZBUCKET) FROM MYSTASH_BUCKET)")
+        for command in [["password", "show", "GitHub"], ["password", "list"], ["note", "show", "wi-fi"]] {
+            let result = try run(command, environment: password)
+            XCTAssertEqual(result.status, 65, "\(command): \(result.stderr)")
+            XCTAssertTrue(result.stderr.contains("Passwords.sqlite: its integrity record or its buckets were altered"),
+                          result.stderr)
+            XCTAssertEqual(result.stdout, "")
+        }
+        XCTAssertEqual(try sqlite("Passwords.sqlite", sealRows), "0")
+    }
+
+    /// (That a read of another group does not read this one is RowAuthenticationTests', where
+    /// the buckets do not depend on a random key.)
+    func testABucketChangedIsCaughtByTheReadsOfItsGroupAndByCheck() throws {
+        let mail = try primaryKey(of: "Mail")
+        let bucket = try sqlite("Passwords.sqlite",
+                                "SELECT ZBUCKET FROM MYSTASH_ROW_TAG WHERE ZTABLE = 'ZSYSTEM' AND ZPK = \(mail)")
+        let group = try XCTUnwrap(Int(bucket)) / 64
+        _ = try sqlite("Passwords.sqlite", "UPDATE MYSTASH_BUCKET SET ZCOUNT = ZCOUNT + 1 WHERE ZBUCKET = \(bucket)")
+        let problem = "Passwords.sqlite: its buckets were altered (group \(group) does not match its seal"
+        try assertRefused(["password", "show", "Mail"], naming: problem)
+        try assertRefused(["password", "show", "mail", "--field", "password"], naming: problem)
+        try assertRefused(["password", "list"], naming: problem)
+        let check = try run(["check"])
+        XCTAssertEqual(check.status, 65)
+        XCTAssertTrue(check.stdout.contains(problem), check.stdout)
+    }
 }

@@ -226,4 +226,106 @@ final class RowAuthenticationTests: ObjectGraphTestCase {
         XCTAssertTrue(
             found.contains { $0.message.contains("integrity record or its buckets were altered") }, "\(found)")
     }
+
+    /// A new instance, with nothing verified yet (another process opening the stores).
+    func freshAuthentication() -> RowAuthentication {
+        RowAuthentication(
+            authenticator: TestAuthenticator(key: 42), stores: authentication.stores, model: authentication.model,
+            tables: Self.tables)
+    }
+
+    /// The group a note's bucket is sealed in.
+    func group(of note: ManagedObject) -> Int {
+        let bucket = RowAuthentication.bucket(table: "ZNOTE", primaryKey: note.objectID.primaryKey ?? 0)
+        return bucket / RowAuthentication.groupSize
+    }
+
+    func testABucketChangedInOneGroupIsFoundByTheReadsOfThatGroupAloneAndByAWholeCheck() throws {
+        let first = notes[0]
+        let other = try XCTUnwrap(notes.first { group(of: $0) != group(of: first) })
+        let bucket = RowAuthentication.bucket(table: "ZNOTE", primaryKey: try XCTUnwrap(other.objectID.primaryKey))
+        try tamper("UPDATE TEST_BUCKET SET ZCOUNT = ZCOUNT + 1 WHERE ZBUCKET = \(bucket)")
+        authentication = freshAuthentication()
+        XCTAssertEqual(try problems(readingNote: first), [], "another group's buckets are not read")
+        let found = try problems(readingNote: other)
+        XCTAssertTrue(found.contains { $0.message.contains("group \(group(of: other)) does not match its seal") },
+                      "\(found)")
+        let whole = try stack.coordinator.performRead { try self.authentication.verify(in: $0) } ?? []
+        XCTAssertTrue(whole.contains { $0.message.contains("does not match its seal") }, "\(whole)")
+    }
+
+    func testAnAlteredOrMovedSealIsRefusedByTheRecordForEveryRead() throws {
+        let note = notes[0]
+        let seal = RowAuthentication.bucketCount + group(of: note)
+        let other = try XCTUnwrap(notes.first { group(of: $0) != group(of: note) })
+        let otherSeal = RowAuthentication.bucketCount + group(of: other)
+        try tamper("UPDATE TEST_BUCKET SET ZBUCKET = -1 WHERE ZBUCKET = \(seal); "
+            + "UPDATE TEST_BUCKET SET ZBUCKET = \(seal) WHERE ZBUCKET = \(otherSeal); "
+            + "UPDATE TEST_BUCKET SET ZBUCKET = \(otherSeal) WHERE ZBUCKET = -1")
+        authentication = freshAuthentication()
+        for read in [note, other, notes[1]] {
+            let found = try problems(readingNote: read)
+            XCTAssertTrue(found.contains { $0.message.contains("integrity record or its buckets were altered") },
+                          "\(found)")
+        }
+    }
+
+    /// A record as the release before wrote it: no seals, its MAC over every bucket.
+    func rewriteAsVersion2() throws {
+        let version2 = try stack.coordinator.performRead { transaction in
+            try self.authentication.stores.map { store in
+                let record = try XCTUnwrap(
+                    try self.authentication.record(of: store, loading: RowAuthentication.allGroups, in: transaction))
+                return (store, try self.authentication.mac(of: record, store: store, sealedInGroups: false))
+            }
+        }
+        for (store, mac) in version2 {
+            let database = try DatabaseQueue(path: try XCTUnwrap(
+                [stack.notes, stack.passwords].first { $0.identifier == store.identifier }?.url).path)
+            try database.write {
+                try $0.execute(sql: "DELETE FROM TEST_BUCKET WHERE ZBUCKET >= \(RowAuthentication.bucketCount)")
+                try $0.execute(sql: "UPDATE TEST_RECORD SET ZMAC = ?", arguments: [Data(mac)])
+            }
+        }
+        authentication = freshAuthentication()
+    }
+
+    func testARecordOfTheLastVersionIsReadWholeThenSealedInGroupsWithoutTrustingAChange() throws {
+        try rewriteAsVersion2()
+        XCTAssertTrue(try stack.coordinator.performRead { self.authentication.needsGroupSeals(in: $0) })
+        XCTAssertEqual(try stack.coordinator.performRead { try self.authentication.verify(in: $0) }, [])
+        XCTAssertEqual(try problems(readingNote: notes[5]), [])
+        let id = try XCTUnwrap(notes[7].objectID.primaryKey)
+        try tamper("UPDATE ZNOTE SET Z_OPT = Z_OPT + 1 WHERE Z_PK = \(id)")
+        try stack.coordinator.performWrite { try self.authentication.sealInGroups(in: $0) }
+        let seals = try stack.coordinator.performRead {
+            try $0.rows("SELECT COUNT(*) FROM TEST_BUCKET WHERE ZBUCKET >= \(RowAuthentication.bucketCount)")
+        }
+        XCTAssertNotEqual(seals.first?.first, .integer(0))
+        authentication = freshAuthentication()
+        XCTAssertFalse(try stack.coordinator.performRead { self.authentication.needsGroupSeals(in: $0) })
+        XCTAssertEqual(try problems(readingNote: notes[5]), [])
+        let found = try problems(readingNote: notes[7])
+        XCTAssertTrue(found.contains { $0.primaryKey == id && $0.message.contains("changed outside") }, "\(found)")
+    }
+
+    func testABucketChangedInARecordOfTheLastVersionIsRefusedAndNotSealed() throws {
+        try rewriteAsVersion2()
+        let bucket = RowAuthentication.bucket(table: "ZNOTE", primaryKey: try XCTUnwrap(notes[2].objectID.primaryKey))
+        try tamper("UPDATE TEST_BUCKET SET ZCOUNT = ZCOUNT + 1 WHERE ZBUCKET = \(bucket)")
+        XCTAssertThrowsError(try stack.coordinator.performWrite { try self.authentication.sealInGroups(in: $0) })
+        let found = try problems(readingNote: notes[30])
+        XCTAssertTrue(found.contains { $0.message.contains("integrity record or its buckets were altered") },
+                      "\(found)")
+    }
+
+    func testASaveToARecordOfTheLastVersionSealsItInGroups() throws {
+        try rewriteAsVersion2()
+        stack.coordinator.writeObserver = authentication
+        notes[1]["title"] = "renamed"
+        try stack.context.save()
+        authentication = freshAuthentication()
+        XCTAssertFalse(try stack.coordinator.performRead { self.authentication.needsGroupSeals(in: $0) })
+        XCTAssertEqual(try stack.coordinator.performRead { try self.authentication.verify(in: $0) }, [])
+    }
 }

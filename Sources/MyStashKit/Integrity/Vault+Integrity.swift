@@ -80,8 +80,15 @@ extension Vault {
         _ = try Self.wrapErrors { try context.hasExternalChanges() }
         try upgradeFirstLayoutRecord(record)
         // Read first: a vault that needs nothing is never written by reading it.
-        if try Self.wrapErrors({ try coordinator.performRead { record.needsRenewal(in: $0) } }) {
+        let (renewing, sealing) = try Self.wrapErrors {
+            try coordinator.performRead { (record.needsRenewal(in: $0), record.rows.needsGroupSeals(in: $0)) }
+        }
+        if renewing {
             try Self.wrapErrors { try coordinator.performWrite { transaction in try record.create(in: transaction) } }
+        } else if sealing {
+            // A record of the last release, which reads still verify as it is: a store that cannot
+            // be written now (busy, read-only) keeps it until a later opening or save seals it.
+            try? coordinator.performWrite { transaction in try record.rows.sealInGroups(in: transaction) }
         }
         namesAreIndexed = try !hasUnindexedNames()
         if verification == .reads || verification == .concurrent, namesAreIndexed {

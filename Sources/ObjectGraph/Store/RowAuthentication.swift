@@ -24,15 +24,23 @@ extension RowAuthenticator {
 
 /// Row authentication: a keyed tag per row of the stores' entity tables, over everything stored
 /// in the row (version, relationships, values as stored), grouped in 4,096 buckets, each
-/// holding the count and sum of its tags; per store a record authenticates every bucket with the
-/// store's generation and the other store's. As the coordinator's ``StoreWriteObserver`` it
+/// holding the count and sum of its tags, sealed 64 buckets to a group; per store a record
+/// authenticates every group's seal with the store's generation and the other store's. As the
+/// coordinator's ``StoreWriteObserver`` it
 /// checks each row a save is about to change and updates the tags, buckets and records in the
 /// save's own transaction; ``verify(in:inFull:)`` checks every row (of the stores it names),
 /// ``verify(rows:lookups:in:)`` only the buckets of what a read showed: O(buckets + rows per
-/// bucket), not O(rows). The application gives the ``RowAuthenticator`` (its key), the tables'
+/// bucket), not O(rows), where a bucket read costs its group (64 buckets) and the record's 64
+/// seals. The application gives the ``RowAuthenticator`` (its key), the tables'
 /// names and where each table's rows go (``Bucketing``).
 public final class RowAuthentication: StoreWriteObserver {
     public static let bucketCount = 4096
+    /// Buckets sealed together: a read checks the record's seals and the groups of the buckets
+    /// it needs, not every bucket of the store.
+    static let groupSize = 64
+    static let groupCount = bucketCount / groupSize
+    /// Every group, as a mask of ``Record/loadedGroups``.
+    static let allGroups = UInt64.max
 
     /// The names of the tables the tags, buckets and records are kept in, beside the model's.
     public struct Tables: Sendable {
@@ -98,14 +106,29 @@ public final class RowAuthentication: StoreWriteObserver {
         }
     }
 
-    /// A store's record as stored, with the buckets it authenticates.
+    /// A store's record as stored, with the seals it authenticates and the buckets read so far;
+    /// by default, every bucket in memory, as a store's rows were just tagged.
     struct Record: Equatable {
         /// The model version the tags were computed under (a migration rewrites rows).
         var model: String
         var generation: Int64
-        var peerGeneration: Int64
-        var rowCount: Int64
-        var buckets: BucketTable
+        var peerGeneration: Int64 = 0
+        var rowCount: Int64 = 0
+        /// The buckets of the groups in `loadedGroups`, each group checked against its seal.
+        var buckets = BucketTable()
+        /// Each non-empty group's seal, by group number.
+        var seals: [Int: GroupSeal] = [:]
+        /// The groups whose buckets are in `buckets`: bit n for group n.
+        var loadedGroups = RowAuthentication.allGroups
+        /// False for a record of version 2 (its MAC over every bucket, read whole), which the next
+        /// write seals in groups.
+        var isSealedInGroups = true
+    }
+
+    /// A group's count of tags and its seal: the MAC of its non-empty buckets.
+    struct GroupSeal: Equatable {
+        var count: Int64
+        var seal: [UInt8]
     }
 
     /// The tags of one bucket: how many, and their sum.
@@ -222,17 +245,47 @@ public final class RowAuthentication: StoreWriteObserver {
         RowTagger(authenticator: authenticator, store: store.identifier, table: table, columns: columns)
     }
 
-    /// The record's MAC: its store, generations, count and every non-empty bucket in order.
-    func mac(of record: Record, store: Store) throws -> [UInt8] {
+    /// The record's MAC: its store, generations, count and every non-empty group's seal in order
+    /// (version 3), or every non-empty bucket in order (`sealedInGroups` false: version 2).
+    func mac(of record: Record, store: Store, sealedInGroups: Bool = true) throws -> [UInt8] {
         var message: [UInt8] = []
-        Self.appendField(&message, "record v2".utf8)
+        Self.appendField(&message, (sealedInGroups ? "record v3" : "record v2").utf8)
         Self.appendField(&message, store.identifier.utf8)
         Self.appendField(&message, store.displayName.utf8)
         Self.appendField(&message, record.model.utf8)
         for number in [record.generation, record.peerGeneration, record.rowCount] { Self.append(number, to: &message) }
-        // Written in place: this runs at every opening, over thousands of buckets.
-        record.buckets.appendCounted(to: &message)
+        if sealedInGroups {
+            for (group, seal) in record.seals.sorted(by: { $0.key < $1.key }) {
+                Self.append(Int64(group), to: &message)
+                Self.append(seal.count, to: &message)
+                Self.appendField(&message, seal.seal)
+            }
+        } else {
+            // Written in place: a version 2 record is read whole, thousands of buckets.
+            record.buckets.appendCounted(to: &message)
+        }
         return try authenticator.authenticationCode(of: message)
+    }
+
+    /// The seal of a group's buckets as `buckets` holds them; nil when none holds a tag.
+    func seal(ofGroup group: Int, in buckets: BucketTable, store: Store) throws -> GroupSeal? {
+        let range = group * Self.groupSize ..< (group + 1) * Self.groupSize
+        let count = range.reduce(Int64(0)) { $0 + buckets.count(of: $1) }
+        guard range.contains(where: { buckets.count(of: $0) != 0 }) else { return nil }
+        var message: [UInt8] = []
+        Self.appendField(&message, "bucket group v3".utf8)
+        Self.appendField(&message, store.identifier.utf8)
+        Self.append(Int64(group), to: &message)
+        buckets.appendCounted(to: &message, in: range)
+        return GroupSeal(count: count, seal: try authenticator.authenticationCode(of: message))
+    }
+
+    /// The mask of the groups holding `buckets` (buckets beyond the last, which no row can be
+    /// in, belong to none).
+    static func groups(of buckets: some Sequence<Int>) -> UInt64 {
+        buckets.reduce(0) { mask, bucket in
+            (0..<bucketCount).contains(bucket) ? mask | 1 << UInt64(bucket / groupSize) : mask
+        }
     }
 
     /// Its length as a big-endian 64-bit integer, then the bytes.
@@ -339,10 +392,11 @@ public final class RowAuthentication: StoreWriteObserver {
     /// then: while both stay the same, nobody wrote the store.
     private var verifiedRecords: [String: (version: [Int64], record: Record)] = [:]
 
-    /// The store's record with its buckets, checked against its MAC: O(buckets), once until
+    /// The store's record checked against its MAC, with the buckets of `groups` (a mask) read
+    /// and checked against their seals: O(groups + 64 buckets per group), each part once until
     /// the store changes (SQLite's `data_version` tells other connections' commits,
     /// `total_changes()` this connection's writes).
-    func record(of store: Store, in transaction: StoreTransaction) throws -> Record? {
+    func record(of store: Store, loading groups: UInt64 = 0, in transaction: StoreTransaction) throws -> Record? {
         let schema = try transaction.qualified("sqlite_master", storeIdentifier: store.identifier)
             .dropLast("sqlite_master".count)
         let version = (try transaction.rows("PRAGMA \(schema)data_version").first ?? [])
@@ -351,14 +405,17 @@ public final class RowAuthentication: StoreWriteObserver {
             if case .integer(let number) = cell { return number }
             return nil
         }
-        if numbers.count == 2, let verified = verifiedRecords[store.identifier], verified.version == numbers {
-            return verified.record
-        }
-        let record = try readRecord(of: store, in: transaction)
-        if let record, numbers.count == 2 { verifiedRecords[store.identifier] = (numbers, record) }
+        let cached = numbers.count == 2 ? verifiedRecords[store.identifier].flatMap { $0.version == numbers ? $0 : nil }
+            : nil
+        guard var record = try cached?.record ?? readRecord(of: store, in: transaction) else { return nil }
+        try load(groups, of: store, into: &record, in: transaction)
+        if numbers.count == 2 { verifiedRecords[store.identifier] = (numbers, record) }
         return record
     }
 
+    /// Reads the record and its seals and checks its MAC; the buckets are read by group, as
+    /// reads need them. A record of version 2 (no seals, its MAC over every bucket) is read and
+    /// checked whole.
     private func readRecord(of store: Store, in transaction: StoreTransaction) throws -> Record? {
         guard try hasRecord(store, in: transaction) else { return nil }
         let table = try transaction.qualified(tables.record, storeIdentifier: store.identifier)
@@ -370,38 +427,106 @@ public final class RowAuthentication: StoreWriteObserver {
             cells.count == 5, case .text(let model) = cells[0], case .integer(let generation) = cells[1],
             case .integer(let peer) = cells[2], case .integer(let count) = cells[3], case .blob(let mac) = cells[4]
         else { throw damaged }
+        let buckets = try transaction.qualified(tables.buckets, storeIdentifier: store.identifier)
+        var seals: [Int: GroupSeal] = [:]
+        // Each group's seal is stored as bucket number bucketCount + group.
+        try transaction.db.forEachRow(
+            sql: "SELECT ZBUCKET, ZCOUNT, ZSUM FROM \(buckets) WHERE ZBUCKET >= \(Self.bucketCount)", arguments: []
+        ) { row in
+            guard let number = row.int64(at: 0), let group = Int(exactly: number - Int64(Self.bucketCount)),
+                  (0..<Self.groupCount).contains(group), let count = row.int64(at: 1)
+            else { throw damaged }
+            try row.withCell(at: 2) { cell in
+                guard case .blob(let seal) = cell, seal.count == 32 else { throw damaged }
+                seals[group] = GroupSeal(count: count, seal: Array(seal))
+            }
+        }
+        var record = Record(model: model, generation: generation, peerGeneration: peer, rowCount: count,
+                            seals: seals, loadedGroups: 0)
+        if Self.constantTimeEqual(try self.mac(of: record, store: store), Array(mac)) { return record }
+        if seals.isEmpty {
+            record.buckets = try readAllBuckets(of: store, in: transaction)
+            if Self.constantTimeEqual(try self.mac(of: record, store: store, sealedInGroups: false), Array(mac)) {
+                record.loadedGroups = Self.allGroups
+                record.isSealedInGroups = false
+                return record
+            }
+        }
+        try recordDoesNotVerify?(transaction, store)
+        throw RowAuthenticationFailure(
+            store: store.displayName,
+            message: "its integrity record or its buckets were altered, or come from other stores")
+    }
+
+    /// Every bucket of a store, in place into flat arrays.
+    private func readAllBuckets(of store: Store, in transaction: StoreTransaction) throws -> BucketTable {
         var buckets = BucketTable()
-        // Read in place into flat arrays: every command opening the vault reads all of them.
+        try readBuckets(Int64(0)...Int64(Self.bucketCount - 1), of: store, into: &buckets, in: transaction)
+        return buckets
+    }
+
+    private func readBuckets(
+        _ numbers: ClosedRange<Int64>, of store: Store, into buckets: inout BucketTable,
+        in transaction: StoreTransaction
+    ) throws {
+        let damaged = RowAuthenticationFailure(store: store.displayName, message: "its integrity record is damaged")
         try transaction.db.forEachRow(
             sql: "SELECT ZBUCKET, ZCOUNT, ZSUM FROM "
-                + (try transaction.qualified(tables.buckets, storeIdentifier: store.identifier)),
-            arguments: []
+                + (try transaction.qualified(tables.buckets, storeIdentifier: store.identifier))
+                + " WHERE ZBUCKET BETWEEN ? AND ?",
+            arguments: [numbers.lowerBound.databaseValue, numbers.upperBound.databaseValue]
         ) { row in
-            guard let number = row.int64(at: 0), (0..<Int64(Self.bucketCount)).contains(number),
-                  let count = row.int64(at: 1)
-            else { throw damaged }
+            guard let number = row.int64(at: 0), let count = row.int64(at: 1) else { throw damaged }
             try row.withCell(at: 2) { cell in
                 guard case .blob(let sum) = cell, sum.count == 32 else { throw damaged }
                 buckets.set(Int(number), count: count, sum: sum)
             }
         }
-        let record = Record(model: model, generation: generation, peerGeneration: peer, rowCount: count,
-                            buckets: buckets)
-        guard Self.constantTimeEqual(try self.mac(of: record, store: store), Array(mac)) else {
-            try recordDoesNotVerify?(transaction, store)
-            throw RowAuthenticationFailure(
-                store: store.displayName,
-                message: "its integrity record or its buckets were altered, or come from other stores")
-        }
-        return record
     }
 
-    /// Writes the record and the buckets named in `changed` (all when nil).
+    /// Reads the buckets of the groups in `groups` that `record` does not hold yet, one query per
+    /// run of neighbouring groups, and checks each group against its seal.
+    private func load(_ groups: UInt64, of store: Store, into record: inout Record, in transaction: StoreTransaction)
+        throws
+    {
+        let missing = groups & ~record.loadedGroups
+        guard missing != 0 else { return }
+        var group = 0
+        while group < Self.groupCount {
+            guard missing & 1 << UInt64(group) != 0 else {
+                group += 1
+                continue
+            }
+            var last = group
+            while last + 1 < Self.groupCount, missing & 1 << UInt64(last + 1) != 0 { last += 1 }
+            try readBuckets(Int64(group * Self.groupSize)...Int64((last + 1) * Self.groupSize - 1),
+                            of: store, into: &record.buckets, in: transaction)
+            group = last + 1
+        }
+        for group in 0..<Self.groupCount where missing & 1 << UInt64(group) != 0 {
+            let found = try seal(ofGroup: group, in: record.buckets, store: store)
+            let recorded = record.seals[group]
+            guard found?.count == recorded?.count,
+                  Self.constantTimeEqual(found?.seal ?? Self.zeroSum, recorded?.seal ?? Self.zeroSum)
+            else {
+                throw RowAuthenticationFailure(
+                    store: store.displayName,
+                    message: "its buckets were altered (group \(group) does not match its seal in the record)")
+            }
+        }
+        record.loadedGroups |= missing
+    }
+
+    /// Writes the record, the buckets named in `changed` (all when nil) and the seals of their
+    /// groups (all for a record of version 2, which this seals in groups). Every group written
+    /// must be in memory.
     func write(_ record: Record, of store: Store, changed: Set<Int>?, in transaction: StoreTransaction) throws {
         // What was verified before may be rolled back with this transaction: read it again next time.
         verifiedRecords = [:]
+        var record = record
         let buckets = try transaction.qualified(tables.buckets, storeIdentifier: store.identifier)
-        for number in changed.map(Array.init) ?? record.buckets.numbers {
+        let changedNumbers = (changed.map(Array.init) ?? record.buckets.numbers).filter { $0 < Self.bucketCount }
+        for number in changedNumbers {
             let count = record.buckets.count(of: number)
             if count != 0 {
                 try transaction.execute(
@@ -409,6 +534,21 @@ public final class RowAuthentication: StoreWriteObserver {
                     [.integer(Int64(number)), .integer(count), .blob(Data(record.buckets.sum(of: number)))])
             } else {
                 try transaction.execute("DELETE FROM \(buckets) WHERE ZBUCKET = ?", [.integer(Int64(number))])
+            }
+        }
+        let groups = changed == nil || !record.isSealedInGroups ? Self.allGroups : Self.groups(of: changedNumbers)
+        guard record.loadedGroups & groups == groups else {
+            throw ObjectGraphError(code: .invalidRequest, message: "a group of buckets was written without being read")
+        }
+        for group in 0..<Self.groupCount where groups & 1 << UInt64(group) != 0 {
+            let number = Int64(Self.bucketCount + group)
+            record.seals[group] = try seal(ofGroup: group, in: record.buckets, store: store)
+            if let seal = record.seals[group] {
+                try transaction.execute(
+                    "INSERT OR REPLACE INTO \(buckets) (ZBUCKET, ZCOUNT, ZSUM) VALUES (?, ?, ?)",
+                    [.integer(number), .integer(seal.count), .blob(Data(seal.seal))])
+            } else {
+                try transaction.execute("DELETE FROM \(buckets) WHERE ZBUCKET = ?", [.integer(number)])
             }
         }
         let table = try transaction.qualified(tables.record, storeIdentifier: store.identifier)
@@ -503,6 +643,7 @@ public final class RowAuthentication: StoreWriteObserver {
             let columns = try columnsByTable[tableKey] ?? columns(of: row.table, store: store, in: transaction)
             columnsByTable[tableKey] = columns
             if let old = try recorded(row, in: transaction) {
+                try load(Self.groups(of: [old.bucket]), of: store, into: &records[store.identifier]!, in: transaction)
                 records[row.storeIdentifier]?.remove(old)
                 changedBuckets[store.identifier, default: []].insert(old.bucket)
             }
@@ -510,6 +651,7 @@ public final class RowAuthentication: StoreWriteObserver {
                 try transaction.execute(
                     "INSERT OR REPLACE INTO \(tags) (ZTABLE, ZPK, ZBUCKET, ZTAG) VALUES (?, ?, ?, ?)",
                     [.text(row.table), .integer(row.primaryKey), .integer(Int64(new.bucket)), .blob(Data(new.tag))])
+                try load(Self.groups(of: [new.bucket]), of: store, into: &records[store.identifier]!, in: transaction)
                 records[row.storeIdentifier]?.add(new)
                 changedBuckets[store.identifier, default: []].insert(new.bucket)
             } else {
@@ -565,8 +707,7 @@ public final class RowAuthentication: StoreWriteObserver {
             }
             for statement in definitions { try transaction.execute(statement) }
             let tags = try transaction.qualified(tables.tags, storeIdentifier: store.identifier)
-            var record = Record(
-                model: model, generation: previous ?? 0, peerGeneration: 0, rowCount: 0, buckets: BucketTable())
+            var record = Record(model: model, generation: previous ?? 0)
             for table in store.tables.keys.sorted() {
                 let columns = try columns(of: table, store: store, in: transaction)
                 for cells in try transaction.rows(
@@ -594,6 +735,26 @@ public final class RowAuthentication: StoreWriteObserver {
         stores.contains { store in
             (try? record(of: store, in: transaction)).flatMap { $0 }.map { $0.model != model } ?? false
         }
+    }
+
+    /// Whether a store's record is of version 2, its MAC over every bucket: every read of it reads
+    /// all 4,096 buckets until ``sealInGroups(in:)`` (or any save) rewrites it.
+    public func needsGroupSeals(in transaction: StoreTransaction) -> Bool {
+        stores.contains { store in
+            (try? record(of: store, in: transaction)).flatMap { $0 }.map { !$0.isSealedInGroups } ?? false
+        }
+    }
+
+    /// Rewrites both records as version 3, sealing the buckets their MACs vouched for in groups,
+    /// one generation on; no row's tag is renewed, so nothing changed outside is trusted.
+    public func sealInGroups(in transaction: StoreTransaction) throws {
+        var records: [String: Record] = [:]
+        for store in stores {
+            guard let record = try record(of: store, loading: Self.allGroups, in: transaction) else { return }
+            records[store.identifier] = record
+        }
+        if let problem = generationMismatch(records) { throw RowAuthenticationFailure(problem) }
+        try advanceGenerations(records, changedBuckets: [:], in: transaction)
     }
 
     /// Whether the stores hold the generations the last save wrote.
@@ -754,6 +915,9 @@ public final class RowAuthentication: StoreWriteObserver {
         _ numbers: Set<Int>?, of store: Store, against record: Record, lookups: [Lookup] = [],
         in transaction: StoreTransaction
     ) throws -> BucketCheck {
+        // The groups of these buckets, read and checked against their seals (kept for later reads).
+        let groups = numbers.map { Self.groups(of: $0) } ?? Self.allGroups
+        let record = try self.record(of: store, loading: groups, in: transaction) ?? record
         guard let numbers else {
             return BucketCheck(problems: try verifyEveryRow(of: store, against: record, in: transaction))
         }
@@ -1080,16 +1244,18 @@ struct BucketTable: Equatable {
     /// The count of every tag.
     var total: Int64 { counts.reduce(0, +) + strays.values.reduce(0) { $0 + $1.count } }
 
-    /// Writes, for each bucket below the bucket count whose count is not zero, in order, its
-    /// number, count, sum's length and sum, each number a big-endian 64-bit integer.
-    func appendCounted(to message: inout [UInt8]) {
+    /// Writes, for each bucket of `range` (every bucket below the bucket count when nil) whose
+    /// count is not zero, in order, its number, count, sum's length and sum, each number a
+    /// big-endian 64-bit integer.
+    func appendCounted(to message: inout [UInt8], in range: Range<Int>? = nil) {
+        let range = range ?? counts.indices
         var countedBuckets = 0
-        for count in counts where count != 0 { countedBuckets += 1 }
+        for bucket in range where counts[bucket] != 0 { countedBuckets += 1 }
         var offset = message.count
         // Zeroed in one go (appending a repeated element went byte by byte), then written over.
         message += [UInt8](repeating: 0, count: countedBuckets * 56)
         message.withUnsafeMutableBytes { bytes in
-            for bucket in counts.indices where counts[bucket] != 0 {
+            for bucket in range where counts[bucket] != 0 {
                 bytes.storeBytes(of: Int64(bucket).bigEndian, toByteOffset: offset, as: Int64.self)
                 bytes.storeBytes(of: counts[bucket].bigEndian, toByteOffset: offset + 8, as: Int64.self)
                 bytes.storeBytes(of: Int64(32).bigEndian, toByteOffset: offset + 16, as: Int64.self)
