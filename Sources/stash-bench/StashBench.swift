@@ -59,7 +59,7 @@ extension StashBench {
         ]
         static let vaultCaseNames = [
             "vault.import", "vault.importBitwarden", "vault.list", "vault.show", "vault.showField", "vault.search",
-            "vault.unlock", "browse.firstPaint", "browse.keystroke", "browse.externalChange",
+            "vault.check", "vault.unlock", "browse.firstPaint", "browse.keystroke", "browse.externalChange",
         ]
 
         static var allCaseNames: [String] {

@@ -102,6 +102,8 @@ struct VaultBench {
             ("vault.show", ["password", "show", name, "--reveal"]),
             ("vault.showField", ["password", "show", name, "--field", "password"]),
             ("vault.search", ["note", "search", searchWord, "--json"]),
+            // Decrypts every field of every row: its memory must not grow with the vault.
+            ("vault.check", ["check"]),
         ]
         let withPassword = try commands.map { command in try repeated { try mystashRun(command.arguments) } }
         var sessions: [String: (seconds: Double, rssKiB: Int)] = [:]

@@ -722,7 +722,8 @@ public final class ManagedObjectContext {
                 + "?"
         return try wrapStoreErrors(.objectNotFound, "cannot read \(root.name) row \(primaryKey)") {
             try coordinator.read { db in
-                try Row.fetchOne(db, sql: sql, arguments: [primaryKey]).map {
+                // Prepared once: a walk over a store (a check) reads every row this way.
+                try Row.fetchOne(try db.cachedStatement(sql: sql), arguments: [primaryKey]).map {
                     try materialize($0, root: root, store: store)
                 }
             }
