@@ -20,8 +20,7 @@ enum Output {
         write("[\n")
         for start in stride(from: 0, to: values.count, by: 500) {
             let end = min(start + 500, values.count)
-            // The chunk's elements, indented as inside the whole array, without its brackets.
-            var pending = [UInt8](try encoder.encode(Array(values[start..<end])).dropFirst(2).dropLast(2))
+            var pending = try JSONArrayChunk.elements(Array(values[start..<end]), encoder: encoder, depth: 0)
             pending.append(contentsOf: (end == values.count ? "\n]\n" : ",\n").utf8)
             pending.withUnsafeBytes(write)
         }

@@ -156,7 +156,9 @@ struct Export: ParsableCommand {
             )
             switch format {
             case .json:
-                Output.write(try vault.transfer.exportJSON(progress: Terminal.progress("Exporting")) + Data("\n".utf8))
+                try vault.transfer.exportJSON(progress: Terminal.progress("Exporting")) {
+                    $0.withUnsafeBytes(Output.write)
+                }
             case .csv:
                 let export = try vault.transfer.exportCSV(progress: Terminal.progress("Exporting"))
                 Output.write(export.text)

@@ -172,6 +172,41 @@ final class VaultTests: VaultTestCase {
         XCTAssertEqual(try copy.items.notes().count, 1, "the valid note of the bad file was not imported either")
     }
 
+    /// The export is written a batch at a time; its bytes must be those the encoder writes for
+    /// the whole document, whatever the vault holds: nothing, no category, one of each kind,
+    /// fields, history, TOTP, attachments, and more notes and entries than one batch.
+    func testAStreamedExportIsWhatTheEncoderWritesForTheWholeDocument() throws {
+        let vault = try makeVault()
+        let encoder = ExportDocument.encoder()
+        func assertStreamedAsWhole(_ shape: String, file: StaticString = #filePath, line: UInt = #line) throws {
+            var streamed: [UInt8] = []
+            var pieces = 0
+            try vault.transfer.exportJSON { streamed += $0; pieces += 1 }
+            let whole = try encoder.encode(try vault.exportDocument(progress: nil)) + Data("\n".utf8)
+            XCTAssertEqual(String(decoding: streamed, as: UTF8.self), String(decoding: whole, as: UTF8.self),
+                           shape, file: file, line: line)
+            XCTAssertGreaterThan(pieces, 1, shape, file: file, line: line)
+        }
+        for category in try vault.items.categories() { try vault.items.removeCategory(.name(category.name)) }
+        try assertStreamedAsWhole("nothing at all")
+        try vault.items.addNote(title: "only", text: "a note")
+        try assertStreamedAsWhole("one note, no entry, no category")
+        let source = try Data(contentsOf: try XCTUnwrap(
+            Bundle.module.url(forResource: "Fixtures/vault-v3/source", withExtension: "json")))
+        _ = try vault.transfer.importItems(source, format: .mystashJSON)
+        let entry = try vault.items.entry("Bank", reveal: false)
+        let attachment = directory.appendingPathComponent("statement.txt")
+        try Data("statement \u{1}\n".utf8).write(to: attachment)
+        try vault.items.attach(try FileHandle(forReadingFrom: attachment), named: "statement.txt", to: .id(entry.id))
+        try assertStreamedAsWhole("fields, history, TOTP, an attachment")
+        let notes = (0..<1_001).map { #"{"title": "note \#($0)", "text": "line\nnext \#($0)"}"# }
+        let entries = (0..<501).map { #"{"name": "site \#($0)", "password": "pw \#($0)", "moreURLs": []}"# }
+        let many = #"{"format": "mystash-json", "version": 2, "categories": [], "notes": ["#
+            + notes.joined(separator: ",") + #"], "passwords": ["# + entries.joined(separator: ",") + "]}"
+        _ = try vault.transfer.importItems(Data(many.utf8), format: .mystashJSON)
+        try assertStreamedAsWhole("more notes and entries than a batch")
+    }
+
     func testImportsBitwardenAndKeePassXCExports() throws {
         let vault = try makeVault()
         let bitwarden = Data(#"""

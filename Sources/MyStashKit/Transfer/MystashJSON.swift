@@ -81,37 +81,97 @@ struct ExportDocument: Codable {
 
     var format = "mystash-json"
     var version = 2
+
+    /// The encoder of the whole document: pretty-printed, keys sorted, dates as ``Dates`` writes them.
+    static func encoder() -> JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        let dates = Dates()
+        encoder.dateEncodingStrategy = .custom { date, encoder in
+            // Fractional seconds only when there are some, so whole-second dates read as before.
+            var container = encoder.singleValueContainer()
+            try container.encode(dates.text(date))
+        }
+        return encoder
+    }
     var categories: [String]
     var notes: [NoteItem]
     var passwords: [Entry]
 }
 
 extension Vault {
+    /// The whole export in memory, for a format written whole (CSV).
     func exportDocument(progress: Progress?) throws -> ExportDocument {
+        var document = ExportDocument(categories: try exportedCategories(), notes: [], passwords: [])
+        var counter = try ExportProgress(vault: self, progress: progress)
+        try forEachExportedNoteBatch(&counter) { document.notes += $0 }
+        try forEachExportedEntryBatch(&counter) { document.passwords += $0 }
+        return document
+    }
+
+    func exportedCategories() throws -> [String] {
         try Self.wrapErrors {
-            // Rows are read a batch at a time and let go: what stays is what the file holds.
-            let notes = try context.fetchMapped(
-                FetchRequest<Note>(sortDescriptors: [Note.sort(.createdAt)])
-            ) { ExportDocument.NoteItem(
-                title: $0.title, folder: $0.folder, text: $0.text, createdAt: $0.createdAt, updatedAt: $0.updatedAt) }
-            let entries = try context.fetchMapped(
-                FetchRequest<PasswordEntry>(sortDescriptors: [PasswordEntry.sort(.createdAt)])
-            ) { entry in
-                for field in entry.fields { try context.decodeValues(of: field) }
-                for item in entry.history { try context.decodeValues(of: item) }
-                var exported = Self.exportEntry(entry)
-                let files = try entry.attachments.map {
-                    ExportDocument.AttachedFile(name: $0.name, data: try bytes(of: $0))
-                }
-                exported.attachments = files.isEmpty ? nil : files
-                return exported
+            try context.fetch(FetchRequest<Category>(sortDescriptors: [Category.sort(.name)])).map(\.name)
+        }
+    }
+
+    /// How many notes and entries an export wrote, told to `progress`.
+    struct ExportProgress {
+        let progress: Progress?
+        let total: Int
+        var done = 0
+
+        init(vault: Vault, progress: Progress?) throws {
+            self.progress = progress
+            total = try Vault.wrapErrors {
+                try vault.context.count(for: FetchRequest<Note>())
+                    + vault.context.count(for: FetchRequest<PasswordEntry>())
             }
-            progress?.report(notes.count + entries.count, of: notes.count + entries.count)
-            return ExportDocument(
-                categories: try context.fetch(
-                    FetchRequest<Category>(sortDescriptors: [Category.sort(.name)])
-                ).map(\.name),
-                notes: notes, passwords: entries)
+        }
+
+        mutating func add(_ count: Int) {
+            done += count
+            progress?.report(done, of: total)
+        }
+    }
+
+    /// The notes, oldest first, as the export holds them, a batch at a time; each batch's rows
+    /// are let go after it.
+    func forEachExportedNoteBatch(_ counter: inout ExportProgress, _ body: ([ExportDocument.NoteItem]) throws -> Void)
+        throws
+    {
+        try Self.wrapErrors {
+            try context.forEachBatch(FetchRequest<Note>(sortDescriptors: [Note.sort(.createdAt)]), batchSize: 500) {
+                try body($0.map {
+                    ExportDocument.NoteItem(title: $0.title, folder: $0.folder, text: $0.text, createdAt: $0.createdAt,
+                                            updatedAt: $0.updatedAt)
+                })
+                counter.add($0.count)
+            }
+        }
+    }
+
+    /// The entries, oldest first, with their fields, history and attachments, as
+    /// ``forEachExportedNoteBatch(_:_:)`` gives the notes.
+    func forEachExportedEntryBatch(_ counter: inout ExportProgress, _ body: ([ExportDocument.Entry]) throws -> Void)
+        throws
+    {
+        try Self.wrapErrors {
+            try context.forEachBatch(
+                FetchRequest<PasswordEntry>(sortDescriptors: [PasswordEntry.sort(.createdAt)]), batchSize: 500
+            ) { batch in
+                try body(batch.map { entry in
+                    for field in entry.fields { try context.decodeValues(of: field) }
+                    for item in entry.history { try context.decodeValues(of: item) }
+                    var exported = Self.exportEntry(entry)
+                    let files = try entry.attachments.map {
+                        ExportDocument.AttachedFile(name: $0.name, data: try bytes(of: $0))
+                    }
+                    exported.attachments = files.isEmpty ? nil : files
+                    return exported
+                })
+                counter.add(batch.count)
+            }
         }
     }
 
@@ -162,17 +222,36 @@ extension Vault {
 }
 
 extension Vault.Transfer {
-    /// Everything in the vault as `mystash-json` (plaintext).
-    public func exportJSON(progress: Progress? = nil) throws -> Data {
+    /// Everything in the vault as `mystash-json` (plaintext), given to `output` a piece at a
+    /// time: notes and entries are read, written and let go 500 at a time, so memory does not
+    /// grow with the vault. The bytes are those `JSONEncoder` writes for the whole document
+    /// (pretty-printed, sorted keys), then a newline.
+    ///
+    /// - throws: ``VaultError`` when a row cannot be read, after `output` got what came before.
+    public func exportJSON(progress: Progress? = nil, to output: ([UInt8]) throws -> Void) throws {
         try vault.awaitVerification()
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-        let dates = ExportDocument.Dates()
-        encoder.dateEncodingStrategy = .custom { date, encoder in
-            // Fractional seconds only when there are some, so whole-second dates read as before.
-            var container = encoder.singleValueContainer()
-            try container.encode(dates.text(date))
-        }
-        return try encoder.encode(try vault.exportDocument(progress: progress))
+        let encoder = ExportDocument.encoder()
+        let document = ExportDocument(categories: try vault.exportedCategories(), notes: [], passwords: [])
+        var counter = try Vault.ExportProgress(vault: vault, progress: progress)
+        // The members in the order sorted keys put them: categories, format, notes, passwords, version.
+        var array = JSONArrayWriter(encoder: encoder, depth: 1)
+        try output(Array("{\n  \"categories\" : ".utf8))
+        try array.write(document.categories, to: output)
+        try array.close(to: output)
+        try output(Array(",\n  \"format\" : \"\(document.format)\",\n  \"notes\" : ".utf8))
+        try vault.forEachExportedNoteBatch(&counter) { try array.write($0, to: output) }
+        try array.close(to: output)
+        try output(Array(",\n  \"passwords\" : ".utf8))
+        try vault.forEachExportedEntryBatch(&counter) { try array.write($0, to: output) }
+        try array.close(to: output)
+        try output(Array(",\n  \"version\" : \(document.version)\n}\n".utf8))
+    }
+
+    /// ``exportJSON(progress:to:)`` whole in memory, without its last newline: for a vault
+    /// small enough to hold its export twice (tests, a backup kept in memory).
+    public func exportJSON(progress: Progress? = nil) throws -> Data {
+        var data = Data()
+        try exportJSON(progress: progress) { data.append(contentsOf: $0) }
+        return data.dropLast()
     }
 }
