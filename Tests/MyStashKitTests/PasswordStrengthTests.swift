@@ -59,6 +59,17 @@ final class PasswordStrengthTests: XCTestCase {
         XCTAssertEqual(PasswordStrength.estimate("password").parts[0].rank, 2)
     }
 
+    func testDatesAndYearsAreFoundAmongOtherCharacters() {
+        for password in ["kQ13.05.1987!x", "a19870513b", "#31/12/1999#", "%2024"] {
+            XCTAssertTrue(PasswordStrength.estimate(password, year: 2026).parts.contains { $0.pattern == .date },
+                          password)
+        }
+        for password in ["1a9b8c7d", "13.05.x987", "1٩87"] {
+            XCTAssertFalse(PasswordStrength.estimate(password, year: 2026).parts.contains { $0.pattern == .date },
+                           password)
+        }
+    }
+
     func testDatesAreCheaperTheCloserTheyAreToThePresent() {
         XCTAssertLessThan(PasswordStrength.estimate("2025", year: 2026).guesses,
                           PasswordStrength.estimate("1931", year: 2026).guesses)

@@ -287,8 +287,14 @@ struct PatternMatcher {
     /// kind of separator (`13.5.87`, `19870513`).
     private func dateMatches() -> [Part.Located] {
         var found: [Part.Located] = []
+        // Only ASCII digits and the separators can be in a year or a date: a token ends before
+        // anything else (most tokens of a random password, each of which was built and split).
+        let inDate = characters.map { $0.isASCII && ($0.isNumber || " /\\_.-".contains($0)) }
         for start in characters.indices where start + 4 <= characters.count {
-            for end in (start + 4)...min(characters.count, start + 10) {
+            var limit = start
+            while limit < min(characters.count, start + 10), inDate[limit] { limit += 1 }
+            guard limit >= start + 4 else { continue }
+            for end in (start + 4)...limit {
                 let token = String(characters[start..<end])
                 if token.count == 4, let year = plausibleYear(Substring(token)) {
                     found.append(located(start, end, .date, Double(max(abs(year - self.year), 20))))
