@@ -160,10 +160,11 @@ struct Export: ParsableCommand {
                     $0.withUnsafeBytes(Output.write)
                 }
             case .csv:
-                let export = try vault.transfer.exportCSV(progress: Terminal.progress("Exporting"))
-                Output.write(export.text)
-                if !export.leftOut.isEmpty {
-                    Terminal.printError("Warning: CSV has no column for " + export.leftOut.joined(separator: " and ")
+                let leftOut = try vault.transfer.exportCSV(progress: Terminal.progress("Exporting")) {
+                    $0.withUnsafeBytes(Output.write)
+                }
+                if !leftOut.isEmpty {
+                    Terminal.printError("Warning: CSV has no column for " + leftOut.joined(separator: " and ")
                                         + "; they are not in this export (export as json to keep them).")
                 }
             }

@@ -182,7 +182,11 @@ final class VaultTests: VaultTestCase {
             var streamed: [UInt8] = []
             var pieces = 0
             try vault.transfer.exportJSON { streamed += $0; pieces += 1 }
-            let whole = try encoder.encode(try vault.exportDocument(progress: nil)) + Data("\n".utf8)
+            var document = ExportDocument(categories: try vault.exportedCategories(), notes: [], passwords: [])
+            var counter = try Vault.ExportProgress(vault: vault, progress: nil)
+            try vault.forEachExportedNoteBatch(&counter) { document.notes += $0 }
+            try vault.forEachExportedEntryBatch(&counter) { document.passwords += $0 }
+            let whole = try encoder.encode(document) + Data("\n".utf8)
             XCTAssertEqual(String(decoding: streamed, as: UTF8.self), String(decoding: whole, as: UTF8.self),
                            shape, file: file, line: line)
             XCTAssertGreaterThan(pieces, 1, shape, file: file, line: line)

@@ -100,15 +100,6 @@ struct ExportDocument: Codable {
 }
 
 extension Vault {
-    /// The whole export in memory, for a format written whole (CSV).
-    func exportDocument(progress: Progress?) throws -> ExportDocument {
-        var document = ExportDocument(categories: try exportedCategories(), notes: [], passwords: [])
-        var counter = try ExportProgress(vault: self, progress: progress)
-        try forEachExportedNoteBatch(&counter) { document.notes += $0 }
-        try forEachExportedEntryBatch(&counter) { document.passwords += $0 }
-        return document
-    }
-
     func exportedCategories() throws -> [String] {
         try Self.wrapErrors {
             try context.fetch(FetchRequest<Category>(sortDescriptors: [Category.sort(.name)])).map(\.name)
@@ -121,12 +112,13 @@ extension Vault {
         let total: Int
         var done = 0
 
-        init(vault: Vault, progress: Progress?) throws {
+        /// `passes`: how many times the export reads every note and entry.
+        init(vault: Vault, progress: Progress?, passes: Int = 1) throws {
             self.progress = progress
             total = try Vault.wrapErrors {
                 try vault.context.count(for: FetchRequest<Note>())
                     + vault.context.count(for: FetchRequest<PasswordEntry>())
-            }
+            } * passes
         }
 
         mutating func add(_ count: Int) {
