@@ -122,43 +122,71 @@ extension Vault.Items {
     public func healthReport(policy: HealthPolicy = HealthPolicy(), breaches: BreachList? = nil,
                              calibrated: ScryptParameters, now: Date = Date()) throws -> HealthReport {
         try vault.verifyForRead(of: [vault.passwordsStore])
-        let entries: [PasswordEntry] = try Vault.wrapErrors {
+        let year = Calendar(identifier: .gregorian).component(.year, from: now)
+        // Passwords are compared by a MAC under a key of this report's: none is kept as text.
+        let key = try HMAC.Key(.sha256, bytes: try SecretBytes.random(count: 32).withUnsafeBytes { Array($0) })
+        // Each password's weakness (nil when strong) once, whoever else uses it.
+        var weaknesses: [[UInt8]: HealthReport.WeakPassword?] = [:]
+        var occurrences: [[UInt8]: Int] = [:]
+        /// What the report needs of an entry: its password is let go with its object.
+        struct Checked {
+            var reference: HealthReport.EntryReference
+            var objectID: ObjectID
+            var createdAt: Date
+            var password: [UInt8]
+            var weak: HealthReport.WeakPassword?
+            var occurrences: Int?
+        }
+        // A batch of entries at a time, each kept only as what the report needs, in name order.
+        let entries: [Checked] = try Vault.wrapErrors {
             var request = FetchRequest<PasswordEntry>(sortDescriptors: [
                 PasswordEntry.sort(.name, caseInsensitive: true)
             ])
             request.fetchOnly(.name, .password)
-            return try vault.context.fetch(request).filter { !$0.password.isEmpty }
+            return try vault.context.fetchMapped(request) { entry -> Checked? in
+                let password = entry.password
+                guard !password.isEmpty else { return nil }
+                let reference = HealthReport.EntryReference(id: entry.id, name: entry.name)
+                let digest = try key.authenticationCode(of: Array(password.utf8))
+                var checked = Checked(reference: reference, objectID: entry.objectID, createdAt: entry.createdAt,
+                                      password: digest)
+                let weakness = weaknesses[digest] ?? {
+                    let strength = PasswordStrength.estimate(password, year: year)
+                    guard strength.score < policy.weakBelowScore else { return nil }
+                    return HealthReport.WeakPassword(
+                        entry: reference, bits: (strength.bits * 10).rounded() / 10,
+                        guesses: strength.guesses.rounded(), score: strength.score, patterns: strength.patterns,
+                        substitutions: strength.parts.contains(where: \.substituted))
+                }()
+                weaknesses[digest] = weakness
+                checked.weak = weakness.map { weak in
+                    var weak = weak
+                    weak.entry = reference
+                    return weak
+                }
+                if let breaches {
+                    let count = try occurrences[digest] ?? breaches.occurrences(of: password)
+                    occurrences[digest] = count
+                    checked.occurrences = count
+                }
+                return checked
+            }.compactMap { $0 }
         }
+        weaknesses = [:]
         let lastReplaced = try vault.passwordReplacementDates()
-        let year = Calendar(identifier: .gregorian).component(.year, from: now)
-        var strengths: [String: PasswordStrength] = [:]
-        var sharing: [String: [HealthReport.EntryReference]] = [:]
+        var sharing: [[UInt8]: [HealthReport.EntryReference]] = [:]
         var report = HealthReport(entriesChecked: entries.count, weak: [], reused: [], old: [],
                                   breached: breaches == nil ? nil : [], settings: [])
-        var occurrences: [String: Int] = [:]
         for entry in entries {
-            let reference = HealthReport.EntryReference(id: entry.id, name: entry.name)
-            let password = entry.password
-            let strength = strengths[password] ?? PasswordStrength.estimate(password, year: year)
-            strengths[password] = strength
-            if strength.score < policy.weakBelowScore {
-                report.weak.append(HealthReport.WeakPassword(
-                    entry: reference, bits: (strength.bits * 10).rounded() / 10, guesses: strength.guesses.rounded(),
-                    score: strength.score, patterns: strength.patterns,
-                    substitutions: strength.parts.contains(where: \.substituted)))
-            }
-            sharing[password, default: []].append(reference)
+            if let weak = entry.weak { report.weak.append(weak) }
+            sharing[entry.password, default: []].append(entry.reference)
             let since = lastReplaced[entry.objectID] ?? entry.createdAt
             if now.timeIntervalSince(since) >= policy.maximumAge {
                 report.old.append(HealthReport.OldPassword(
-                    entry: reference, since: since, days: Int(now.timeIntervalSince(since) / 86400)))
+                    entry: entry.reference, since: since, days: Int(now.timeIntervalSince(since) / 86400)))
             }
-            if let breaches {
-                let count = try occurrences[password] ?? breaches.occurrences(of: password)
-                occurrences[password] = count
-                if count > 0 {
-                    report.breached?.append(HealthReport.BreachedPassword(entry: reference, occurrences: count))
-                }
+            if let count = entry.occurrences, count > 0 {
+                report.breached?.append(HealthReport.BreachedPassword(entry: entry.reference, occurrences: count))
             }
         }
         report.reused = sharing.values.filter { $0.count > 1 }
