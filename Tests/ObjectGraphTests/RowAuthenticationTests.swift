@@ -290,21 +290,36 @@ final class RowAuthenticationTests: ObjectGraphTestCase {
         authentication = freshAuthentication()
     }
 
-    func testARecordOfTheLastVersionIsReadWholeThenSealedInGroupsWithoutTrustingAChange() throws {
+    /// The seal rows of each store, notes then passwords.
+    func sealRows() throws -> [Int] {
+        try [stack.notes, stack.passwords].map { store in
+            let database = try DatabaseQueue(path: try XCTUnwrap(store.url).path)
+            return try database.read {
+                try Int.fetchOne($0, sql: "SELECT COUNT(*) FROM TEST_BUCKET WHERE ZBUCKET >= ?",
+                                 arguments: [RowAuthentication.bucketCount]) ?? 0
+            }
+        }
+    }
+
+    /// A save, made by the instance that keeps the record.
+    func renameNote(_ index: Int) throws {
+        stack.coordinator.writeObserver = authentication
+        notes[index]["title"] = "renamed \(index)"
+        try stack.context.save()
+    }
+
+    func testARecordOfTheLastVersionIsReadWholeThenSealedByASaveWithoutTrustingAChange() throws {
         try rewriteAsVersion2()
-        XCTAssertTrue(try stack.coordinator.performRead { self.authentication.needsGroupSeals(in: $0) })
         XCTAssertEqual(try stack.coordinator.performRead { try self.authentication.verify(in: $0) }, [])
         XCTAssertEqual(try problems(readingNote: notes[5]), [])
+        XCTAssertEqual(try sealRows(), [0, 0], "reads write nothing")
         let id = try XCTUnwrap(notes[7].objectID.primaryKey)
         try tamper("UPDATE ZNOTE SET Z_OPT = Z_OPT + 1 WHERE Z_PK = \(id)")
-        try stack.coordinator.performWrite { try self.authentication.sealInGroups(in: $0) }
-        let seals = try stack.coordinator.performRead {
-            try $0.rows("SELECT COUNT(*) FROM TEST_BUCKET WHERE ZBUCKET >= \(RowAuthentication.bucketCount)")
-        }
-        XCTAssertNotEqual(seals.first?.first, .integer(0))
+        try renameNote(1)
+        XCTAssertGreaterThan(try sealRows()[0], 0, "the notes are sealed in groups (the other store is empty)")
         authentication = freshAuthentication()
-        XCTAssertFalse(try stack.coordinator.performRead { self.authentication.needsGroupSeals(in: $0) })
         XCTAssertEqual(try problems(readingNote: notes[5]), [])
+        XCTAssertEqual(try problems(readingNote: notes[1]), [])
         let found = try problems(readingNote: notes[7])
         XCTAssertTrue(found.contains { $0.primaryKey == id && $0.message.contains("changed outside") }, "\(found)")
     }
@@ -313,19 +328,23 @@ final class RowAuthenticationTests: ObjectGraphTestCase {
         try rewriteAsVersion2()
         let bucket = RowAuthentication.bucket(table: "ZNOTE", primaryKey: try XCTUnwrap(notes[2].objectID.primaryKey))
         try tamper("UPDATE TEST_BUCKET SET ZCOUNT = ZCOUNT + 1 WHERE ZBUCKET = \(bucket)")
-        XCTAssertThrowsError(try stack.coordinator.performWrite { try self.authentication.sealInGroups(in: $0) })
+        XCTAssertThrowsError(try renameNote(1))
+        XCTAssertEqual(try sealRows(), [0, 0])
         let found = try problems(readingNote: notes[30])
         XCTAssertTrue(found.contains { $0.message.contains("integrity record or its buckets were altered") },
                       "\(found)")
     }
 
-    func testASaveToARecordOfTheLastVersionSealsItInGroups() throws {
-        try rewriteAsVersion2()
-        stack.coordinator.writeObserver = authentication
-        notes[1]["title"] = "renamed"
-        try stack.context.save()
+    func testABucketCountNearTheLimitIsASealMismatchNotACrash() throws {
+        let note = notes[0]
+        let bucket = RowAuthentication.bucket(table: "ZNOTE", primaryKey: try XCTUnwrap(note.objectID.primaryKey))
+        let neighbour = bucket % RowAuthentication.groupSize == 0 ? bucket + 1 : bucket - 1
+        try tamper("INSERT OR REPLACE INTO TEST_BUCKET (ZBUCKET, ZCOUNT, ZSUM) VALUES "
+            + "(\(neighbour), \(Int64.max), zeroblob(32))")
         authentication = freshAuthentication()
-        XCTAssertFalse(try stack.coordinator.performRead { self.authentication.needsGroupSeals(in: $0) })
-        XCTAssertEqual(try stack.coordinator.performRead { try self.authentication.verify(in: $0) }, [])
+        let found = try problems(readingNote: note)
+        XCTAssertTrue(found.contains { $0.message.contains("does not match its seal") }, "\(found)")
+        let whole = try stack.coordinator.performRead { try self.authentication.verify(in: $0) } ?? []
+        XCTAssertTrue(whole.contains { $0.message.contains("does not match its seal") }, "\(whole)")
     }
 }

@@ -79,16 +79,10 @@ extension Vault {
         // after this is checked again before it is followed.
         _ = try Self.wrapErrors { try context.hasExternalChanges() }
         try upgradeFirstLayoutRecord(record)
-        // Read first: a vault that needs nothing is never written by reading it.
-        let (renewing, sealing) = try Self.wrapErrors {
-            try coordinator.performRead { (record.needsRenewal(in: $0), record.rows.needsGroupSeals(in: $0)) }
-        }
-        if renewing {
+        // Read first: a vault that needs nothing is never written by reading it. (A record of
+        // the last release, its buckets not sealed in groups, is read whole until a save seals it.)
+        if try Self.wrapErrors({ try coordinator.performRead { record.needsRenewal(in: $0) } }) {
             try Self.wrapErrors { try coordinator.performWrite { transaction in try record.create(in: transaction) } }
-        } else if sealing {
-            // A record of the last release, which reads still verify as it is: a store that cannot
-            // be written now (busy, read-only) keeps it until a later opening or save seals it.
-            try? coordinator.performWrite { transaction in try record.rows.sealInGroups(in: transaction) }
         }
         namesAreIndexed = try !hasUnindexedNames()
         if verification == .reads || verification == .concurrent, namesAreIndexed {
