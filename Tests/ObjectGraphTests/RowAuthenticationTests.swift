@@ -347,4 +347,11 @@ final class RowAuthenticationTests: ObjectGraphTestCase {
         let whole = try stack.coordinator.performRead { try self.authentication.verify(in: $0) } ?? []
         XCTAssertTrue(whole.contains { $0.message.contains("does not match its seal") }, "\(whole)")
     }
+
+    func testARowNumberedBelowTheBucketsIsFoundByAWholeCheck() throws {
+        try tamper("INSERT INTO TEST_BUCKET (ZBUCKET, ZCOUNT, ZSUM) VALUES (-7, 1, zeroblob(32))")
+        authentication = freshAuthentication()
+        let whole = try stack.coordinator.performRead { try self.authentication.verify(in: $0) } ?? []
+        XCTAssertTrue(whole.contains { $0.message.contains("holds a row numbered below 0") }, "\(whole)")
+    }
 }

@@ -987,6 +987,14 @@ public final class RowAuthentication: StoreWriteObserver {
         -> [IntegrityProblem]
     {
         var problems: [IntegrityProblem] = []
+        // Rows numbered below the buckets are read by no check of a bucket or a seal.
+        let buckets = try transaction.qualified(tables.buckets, storeIdentifier: store.identifier)
+        if case .integer(let strays)? = try transaction.rows("SELECT COUNT(*) FROM \(buckets) WHERE ZBUCKET < 0")
+            .first?.first, strays > 0
+        {
+            problems.append(IntegrityProblem(
+                store: store.displayName, message: "its table of buckets holds \(strays == 1 ? "a row" : "\(strays) rows") numbered below 0"))
+        }
         var sums = BucketTable()
         let tags = try transaction.qualified(tables.tags, storeIdentifier: store.identifier)
         let damaged = IntegrityProblem(store: store.displayName, message: "its table of row tags holds a damaged entry")
