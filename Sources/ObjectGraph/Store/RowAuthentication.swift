@@ -992,8 +992,9 @@ public final class RowAuthentication: StoreWriteObserver {
         if case .integer(let strays)? = try transaction.rows("SELECT COUNT(*) FROM \(buckets) WHERE ZBUCKET < 0")
             .first?.first, strays > 0
         {
+            let rows = strays == 1 ? "a row" : "\(strays) rows"
             problems.append(IntegrityProblem(
-                store: store.displayName, message: "its table of buckets holds \(strays == 1 ? "a row" : "\(strays) rows") numbered below 0"))
+                store: store.displayName, message: "its table of buckets holds \(rows) numbered below 0"))
         }
         var sums = BucketTable()
         let tags = try transaction.qualified(tables.tags, storeIdentifier: store.identifier)
