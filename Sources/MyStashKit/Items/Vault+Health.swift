@@ -133,7 +133,7 @@ extension Vault.Items {
             var reference: HealthReport.EntryReference
             var objectID: ObjectID
             var createdAt: Date
-            var password: [UInt8]
+            var passwordMAC: [UInt8]
             var weak: HealthReport.WeakPassword?
             var occurrences: Int?
         }
@@ -149,7 +149,7 @@ extension Vault.Items {
                 let reference = HealthReport.EntryReference(id: entry.id, name: entry.name)
                 let digest = try key.authenticationCode(of: Array(password.utf8))
                 var checked = Checked(reference: reference, objectID: entry.objectID, createdAt: entry.createdAt,
-                                      password: digest)
+                                      passwordMAC: digest)
                 let weakness = weaknesses[digest] ?? {
                     let strength = PasswordStrength.estimate(password, year: year)
                     guard strength.score < policy.weakBelowScore else { return nil }
@@ -179,7 +179,7 @@ extension Vault.Items {
                                   breached: breaches == nil ? nil : [], settings: [])
         for entry in entries {
             if let weak = entry.weak { report.weak.append(weak) }
-            sharing[entry.password, default: []].append(entry.reference)
+            sharing[entry.passwordMAC, default: []].append(entry.reference)
             let since = lastReplaced[entry.objectID] ?? entry.createdAt
             if now.timeIntervalSince(since) >= policy.maximumAge {
                 report.old.append(HealthReport.OldPassword(

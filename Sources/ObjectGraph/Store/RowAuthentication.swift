@@ -771,8 +771,9 @@ public final class RowAuthentication: StoreWriteObserver {
     ///   (all when nil); of the others, only the records (their MACs and generations): what a
     ///   read of those stores alone needs, O(rows of those stores + buckets).
     public func verify(in transaction: StoreTransaction, inFull: Set<String>? = nil) throws -> [IntegrityProblem]? {
-        try verifyRecords(in: transaction) { store, record in
-            guard inFull?.contains(store.identifier) ?? true else { return [] }
+        let wholeStore = { (store: Store) in inFull?.contains(store.identifier) ?? true }
+        return try verifyRecords(in: transaction, loading: { wholeStore($0) ? Self.allGroups : 0 }) { store, record in
+            guard wholeStore(store) else { return [] }
             var problems = try verifyBuckets(nil, of: store, against: record, in: transaction).problems
             // Reads go through indexes the tags do not cover: each must hold exactly its table's rows.
             problems += try transaction.indexProblems(storeIdentifier: store.identifier, storeName: store.displayName)
@@ -818,7 +819,9 @@ public final class RowAuthentication: StoreWriteObserver {
             wanted[store.identifier, default: []].insert(current.bucket)
             shown[store.identifier, default: []].insert(row)
         }
-        return try verifyRecords(in: transaction) { store, record in
+        return try verifyRecords(
+            in: transaction, loading: { Self.groups(of: wanted[$0.identifier] ?? []) }
+        ) { store, record in
             let checked = try verifyBuckets(
                 wanted[store.identifier] ?? [], of: store, against: record,
                 lookups: lookups.filter { $0.storeIdentifier == store.identifier }, in: transaction)
@@ -839,9 +842,11 @@ public final class RowAuthentication: StoreWriteObserver {
         }
     }
 
-    /// Both records, their generations, and what `check` finds in each store with a record.
+    /// Both records, their generations, and what `check` finds in each store with a record, given
+    /// the record with the groups `loading` names for the store read and checked against their seals.
     private func verifyRecords(
-        in transaction: StoreTransaction, _ check: (Store, Record) throws -> [IntegrityProblem]
+        in transaction: StoreTransaction, loading: (Store) -> UInt64,
+        _ check: (Store, Record) throws -> [IntegrityProblem]
     ) throws -> [IntegrityProblem]? {
         var problems: [IntegrityProblem] = []
         var records: [String: Record] = [:]
@@ -849,7 +854,7 @@ public final class RowAuthentication: StoreWriteObserver {
         guard !withRecord.isEmpty else { return nil }
         for store in stores {
             do {
-                guard let record = try record(of: store, in: transaction) else {
+                guard var record = try record(of: store, in: transaction) else {
                     problems.append(
                         IntegrityProblem(
                             store: store.displayName,
@@ -857,6 +862,9 @@ public final class RowAuthentication: StoreWriteObserver {
                     continue
                 }
                 records[store.identifier] = record
+                try load(loading(store), of: store, into: &record, in: transaction)
+                // Kept with the record just verified: later reads of these groups read nothing again.
+                verifiedRecords[store.identifier]?.record = record
                 problems += try check(store, record)
             } catch let failure as RowAuthenticationFailure {
                 problems.append(failure.problem)
@@ -897,9 +905,6 @@ public final class RowAuthentication: StoreWriteObserver {
         _ numbers: Set<Int>?, of store: Store, against record: Record, lookups: [Lookup] = [],
         in transaction: StoreTransaction
     ) throws -> BucketCheck {
-        // The groups of these buckets, read and checked against their seals (kept for later reads).
-        let groups = numbers.map { Self.groups(of: $0) } ?? Self.allGroups
-        let record = try self.record(of: store, loading: groups, in: transaction) ?? record
         guard let numbers else {
             return BucketCheck(problems: try verifyEveryRow(of: store, against: record, in: transaction))
         }
