@@ -152,6 +152,25 @@ final class BrowseTests: CLITestCase {
         }
     }
 
+    /// Each tab is vouched for by a check of its own store before it shows anything: a note
+    /// changed outside mystash leaves the Passwords tab as it is, and stops browse, naming the
+    /// row, when the Notes tab would show it.
+    func testEachTabShowsNothingOfAStoreChangedOutsideMystash() throws {
+        try addEntries()
+        let tampered = try sqlite(vaultDirectory.appendingPathComponent("Notes.sqlite"),
+                                  "UPDATE ZNOTE SET ZUPDATEDAT = ZUPDATEDAT + 1 WHERE Z_PK = 1")
+        XCTAssertEqual(tampered.status, 0, tampered.output)
+        let tmux = try TmuxSession(browseCommand())
+        tmux.expect("Passwords (3)")
+        tmux.send("Tab")
+        tmux.wait(for: "browse stopped, naming the changed row") {
+            $0.contains("Error: the vault was changed outside mystash: Notes.sqlite, Note row 1")
+                && $0.contains("browse-exit=65")
+        }
+        XCTAssertFalse(tmux.screen(history: true).contains("door code"), "nothing of the notes was shown")
+        XCTAssertFalse(tmux.screen(history: true).contains("Notes (1)"))
+    }
+
     func testAddShowsTheCLIValidationMessagesAndSavesNothingUntilValid() throws {
         try initVault()
         let tmux = try TmuxSession(browseCommand())

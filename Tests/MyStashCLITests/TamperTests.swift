@@ -37,13 +37,6 @@ final class TamperTests: CLITestCase {
             "Passwords.sqlite, System row 2", "the row was deleted outside mystash", by: ["password", "list"])
     }
 
-    func testBrowseChecksTheVaultWhileItLoadsAndShowsNothingOfATamperedOne() throws {
-        // browse checks on a second connection while it loads the Passwords tab; the note is
-        // in the other store, which that tab never reads.
-        _ = try sqlite("Notes.sqlite", "UPDATE ZNOTE SET ZUPDATEDAT = ZUPDATEDAT + 1 WHERE Z_PK = 1")
-        try assertDetected("Notes.sqlite, Note row 1", "the row was changed outside mystash", by: ["browse"])
-    }
-
     func testAnEntryMovedToAnotherCategory() throws {
         _ = try sqlite(
             "Passwords.sqlite",

@@ -57,9 +57,10 @@ extension Vault {
 
     /// Follows every password entry, in sections by category (entries without one first), by
     /// name within each, as GRDB's `ValueObservation` follows a query: `onChange` gets the whole
-    /// list now, then again after each change to it, made through this vault (a save, an undo)
-    /// or by another process once ``followExternalChanges()`` read it. Only names, user IDs and
-    /// URLs are decrypted for it.
+    /// list now, then again after each saved change to entries or categories, made through this
+    /// vault (a save, an undo) or by another process once ``followExternalChanges()`` read it.
+    /// Each list is read from the store as `password list` reads it: only names, user IDs, URLs
+    /// and category names are decrypted, and no object is kept for it.
     ///
     /// The observation lasts until it is cancelled or released, or the vault locks.
     ///
@@ -67,17 +68,15 @@ extension Vault {
     /// - throws: ``VaultError`` when the entries cannot be read.
     public func observeEntries(onError: @escaping (Error) -> Void,
                                onChange: @escaping ([EntrySummary]) -> Void) throws -> ItemObservation {
-        // Browsing shows both stores: the whole vault is checked (concurrently in readWhileVerifying).
-        try verifyWholeVaultForRead()
-        // Registers every category at once, so entries' categories resolve without a query each.
-        _ = try Self.wrapErrors { try context.fetch(FetchRequest<Category>()) }
-        return try observe(entriesController(), onError: onError) { controller in
-            onChange(controller.sections.flatMap { section in
-                section.objects.compactMap { $0 as? PasswordEntry }.map {
-                    EntrySummary(id: $0.id, name: $0.name, userId: $0.userId, url: $0.url,
-                                 category: section.name.isEmpty ? nil : section.name)
-                }
-            })
+        // Only the store it shows is checked (concurrently in readWhileVerifying).
+        try verifyForRead(of: [passwordsStore])
+        var request = FetchRequest<PasswordEntry>(sortDescriptors: [
+            FetchSortDescriptor(key: PasswordEntry.categoryName, caseInsensitive: true),
+            PasswordEntry.sort(.name, caseInsensitive: true),
+        ])
+        request.dictionaryProperties = EntrySummary.listed
+        return try observe([PasswordEntry.entityName, Category.entityName], onError: onError) { [context] in
+            onChange(try context.fetchDictionaries(request) { EntrySummary(listed: $0) })
         }
     }
 
@@ -85,45 +84,31 @@ extension Vault {
     /// follows the entries. Only titles and texts are decrypted for it.
     public func observeNotes(onError: @escaping (Error) -> Void,
                              onChange: @escaping ([NoteSummary]) -> Void) throws -> ItemObservation {
-        try verifyWholeVaultForRead()
-        return try observe(notesController(), onError: onError) { controller in
-            onChange((controller.fetchedObjects ?? []).map {
-                NoteSummary(id: $0.id, title: $0.title, text: $0.text, updatedAt: $0.updatedAt)
-            })
+        try verifyForRead(of: [notesStore])
+        var request = FetchRequest<Note>(sortDescriptors: [Note.sort(.updatedAt, ascending: false)])
+        request.dictionaryProperties = NoteSummary.listed
+        return try observe([Note.entityName], onError: onError) { [context] in
+            onChange(try context.fetchDictionaries(request) { NoteSummary(listed: $0) })
         }
     }
 
-    /// Fetches a controller's objects, tells `changed` of them and of every later change, and
-    /// registers the observation for ``lock()`` to end.
-    private func observe<Item: ManagedObject>(
-        _ controller: FetchedResultsController<Item>, onError: @escaping (Error) -> Void,
-        changed: @escaping (FetchedResultsController<Item>) -> Void
-    ) throws -> ItemObservation {
-        let relay = ChangeRelay(controller, changed: changed, onError: onError)
-        try Self.wrapErrors { try controller.performFetch() }
-        changed(controller)
+    /// Reads now, then again after each save touching `entities` and each merge of another
+    /// process's commits; registers the observation for ``lock()`` to end.
+    private func observe(_ entities: Set<String>, onError: @escaping (Error) -> Void,
+                         read: @escaping () throws -> Void) throws -> ItemObservation {
+        try Self.wrapErrors {
+            // Notes the stores' change token before reading (if none is known), so
+            // followExternalChanges misses nothing committed in between.
+            _ = try context.hasExternalChanges()
+            try read()
+        }
+        let relay = QueryRelay(context: context, entities: entities, onError: onError) {
+            try Self.wrapErrors(read)
+        }
         let observation = ItemObservation(relay: relay)
         observations.removeAll { $0.observation == nil }
         observations.append(WeakObservation(observation: observation))
         return observation
-    }
-
-    /// The entries in sections by category name, by name within each; "" holds those without one.
-    func entriesController() -> FetchedResultsController<PasswordEntry> {
-        var request = FetchRequest<PasswordEntry>(sortDescriptors: [
-            FetchSortDescriptor(key: PasswordEntry.categoryName, caseInsensitive: true),
-            PasswordEntry.sort(.name, caseInsensitive: true),
-        ])
-        request.fetchOnly(.name, .userId, .url)
-        return FetchedResultsController(fetchRequest: request, managedObjectContext: context,
-                                        sectionNameKeyPath: PasswordEntry.categoryName)
-    }
-
-    /// The notes with their titles and texts, the most recently changed first.
-    func notesController() -> FetchedResultsController<Note> {
-        var request = FetchRequest<Note>(sortDescriptors: [Note.sort(.updatedAt, ascending: false)])
-        request.fetchOnly(.title, .text)
-        return FetchedResultsController(fetchRequest: request, managedObjectContext: context)
     }
 
     /// Reads what other processes committed since the last look, which tells the observations
@@ -210,10 +195,34 @@ public struct EntrySummary: Equatable, Sendable {
     public var category: String?
 }
 
+extension NoteSummary {
+    /// What a list reads of a note, as dictionary results: no object is made for it.
+    static let listed: [FetchedProperty] = [.objectID()]
+        + [Note.Key.title, .text, .updatedAt].map { .keyPath($0.rawValue) }
+
+    init(listed row: FetchedValues) {
+        func value<Value>(_ key: Note.Key) -> Value? { row[key.rawValue] as? Value }
+        self.init(id: (row["objectID"] as? ObjectID)?.primaryKey ?? 0, title: value(.title) ?? "",
+                  text: value(.text) ?? "", updatedAt: value(.updatedAt) ?? .distantPast)
+    }
+}
+
+extension EntrySummary {
+    /// What a list reads of an entry, as dictionary results: no object is made for it.
+    static let listed: [FetchedProperty] = [.objectID(), .keyPath(PasswordEntry.categoryName, as: "category")]
+        + [PasswordEntry.Key.name, .userId, .url].map { .keyPath($0.rawValue) }
+
+    init(listed row: FetchedValues) {
+        func value(_ key: PasswordEntry.Key) -> String? { row[key.rawValue] as? String }
+        self.init(id: (row["objectID"] as? ObjectID)?.primaryKey ?? 0, name: value(.name) ?? "",
+                  userId: value(.userId), url: value(.url), category: row["category"] as? String)
+    }
+}
+
 /// An observation of the vault's items (``Vault/observeEntries(onError:onChange:)``); it ends
 /// when cancelled or released, or when the vault locks.
 public final class ItemObservation {
-    /// The controller following the items, with its delegate; nil once the observation ended.
+    /// What reads the items again after a change; nil once the observation ended.
     private var relay: AnyObject?
 
     init(relay: AnyObject) {
@@ -231,48 +240,36 @@ struct WeakObservation {
     weak var observation: ItemObservation?
 }
 
-/// Holds a fetched results controller and passes on its changes once each batch is complete
-/// and every object in it has its ID: an item inserted by a save is told once the save committed.
-private final class ChangeRelay<Item: ManagedObject>: FetchedResultsControllerDelegate {
-    let controller: FetchedResultsController<Item>
-    let changed: (FetchedResultsController<Item>) -> Void
-    let onError: (Error) -> Void
-    /// A change is waiting for the save that gives its new objects their IDs.
-    private var awaitingSave = false
-    private var saveObserver: NSObjectProtocol?
+/// Reads an observation's query again after each save that touched one of its entities and
+/// after each merge of another process's commits (which may have touched any).
+private final class QueryRelay {
+    private let notificationCenter: NotificationCenter
+    private var observers: [NSObjectProtocol] = []
 
-    init(_ controller: FetchedResultsController<Item>, changed: @escaping (FetchedResultsController<Item>) -> Void,
-         onError: @escaping (Error) -> Void) {
-        self.controller = controller
-        self.changed = changed
-        self.onError = onError
-        controller.delegate = self
-        let context = controller.managedObjectContext
-        // Posted synchronously on the context's queue, where the relay lives too.
-        nonisolated(unsafe) weak let relay = self
-        saveObserver = context.notificationCenter.addObserver(
-            forName: ManagedObjectContext.didSaveNotification, object: context, queue: nil
-        ) { _ in
-            relay?.contextDidSave()
+    init(context: ManagedObjectContext, entities: Set<String>, onError: @escaping (Error) -> Void,
+         read: @escaping () throws -> Void) {
+        notificationCenter = context.notificationCenter
+        nonisolated(unsafe) let reread = {
+            do { try read() } catch { onError(error) }
         }
+        typealias Keys = ManagedObjectContext
+        // Both are posted synchronously on the context's queue, where the relay lives too.
+        observers.append(notificationCenter.addObserver(
+            forName: Keys.didSaveNotification, object: context, queue: nil
+        ) { notification in
+            let info = notification.userInfo ?? [:]
+            let saved = [Keys.insertedObjectIDsKey, Keys.updatedObjectIDsKey, Keys.deletedObjectIDsKey]
+                .compactMap { info[$0] as? ObjectIDList }
+            if saved.contains(where: { $0.contains { entities.contains($0.entityName) } }) { reread() }
+        })
+        observers.append(notificationCenter.addObserver(
+            forName: Keys.objectsDidChangeNotification, object: context, queue: nil
+        ) { notification in
+            if notification.userInfo?[Keys.invalidatedAllObjectsKey] != nil { reread() }
+        })
     }
 
     deinit {
-        if let saveObserver { controller.managedObjectContext.notificationCenter.removeObserver(saveObserver) }
-    }
-
-    func controllerDidChangeContent(_ controller: any FetchedResultsControlling) {
-        awaitingSave = self.controller.fetchedObjects?.contains { $0.objectID.isTemporaryID } ?? false
-        if !awaitingSave { changed(self.controller) }
-    }
-
-    private func contextDidSave() {
-        guard awaitingSave else { return }
-        awaitingSave = false
-        changed(controller)
-    }
-
-    func controller(_ controller: any FetchedResultsControlling, didFailWith error: Error) {
-        onError(VaultError.wrapping(error))
+        for observer in observers { notificationCenter.removeObserver(observer) }
     }
 }
