@@ -1,19 +1,16 @@
 import Foundation
 
-/// One line of a list: a note or a password entry, with the folded text a filter looks in.
+/// One line of a list: a note or a password entry, with the texts a filter looks in.
 struct BrowseRow: Equatable {
     var id: Int64
     var title: String
     var subtitle: String
     var section: String
-    var searchText: [UInt8]
+    var searchable: [String?]
 
-    init(id: Int64, title: String, subtitle: String, section: String, searchable: [String?]) {
-        self.id = id
-        self.title = title
-        self.subtitle = subtitle
-        self.section = section
-        searchText = Array(BrowseList.folded(searchable.compactMap { $0 }.joined(separator: "\u{1}")).utf8)
+    /// The searchable texts folded, as a filter compares them.
+    var searchText: [UInt8] {
+        Array(BrowseList.folded(searchable.compactMap { $0 }.joined(separator: "\u{1}")).utf8)
     }
 }
 
@@ -27,6 +24,8 @@ struct BrowseList {
     }
 
     private var allRows: [BrowseRow] = []
+    /// Each row's ``BrowseRow/searchText``, made at the first filter: a first paint does not wait for it.
+    private var searchTexts: [[UInt8]]?
     private(set) var filter = ""
     private(set) var visibleRows: [BrowseRow] = []
     private(set) var lines: [Line] = []
@@ -42,6 +41,7 @@ struct BrowseList {
     /// New rows (already in section order); the selection follows its item, else keeps its place.
     mutating func replaceRows(_ rows: [BrowseRow]) {
         allRows = rows
+        searchTexts = nil
         isLoaded = true
         refilter(keeping: selectedRow?.id)
     }
@@ -69,8 +69,13 @@ struct BrowseList {
     private mutating func refilter(keeping id: Int64?) {
         let words = Self.folded(filter).split(separator: " ").map { Array($0.utf8) }
         let previousIndex = selectedIndex
-        visibleRows = words.isEmpty ? allRows : allRows.filter { row in
-            words.allSatisfy { Self.contains(row.searchText, $0) }
+        if words.isEmpty {
+            visibleRows = allRows
+        } else {
+            let texts = searchTexts ?? allRows.map(\.searchText)
+            searchTexts = texts
+            visibleRows = allRows.indices.filter { row in words.allSatisfy { Self.contains(texts[row], $0) } }
+                .map { allRows[$0] }
         }
         lines = []
         lineOfRow = []
