@@ -102,6 +102,8 @@ public enum FieldEnvelope {
                 nonce: parts.nonce, ciphertext: parts.ciphertext, tag: parts.tag, with: key,
                 associatedData: context.associatedData, into: plaintext)
             let bytes = UnsafeRawBufferPointer(plaintext).bindMemory(to: UInt8.self)
+            // ASCII is valid UTF-8 as it is, and `decoding` takes it in far quicker than `validating`.
+            if bytes.allSatisfy({ $0 < 0x80 }) { return String(decoding: bytes, as: UTF8.self) }
             guard let text = String(validating: bytes, as: UTF8.self) else {
                 throw StashCryptoError(.invalidInput, "encrypted field does not hold UTF-8 text")
             }
