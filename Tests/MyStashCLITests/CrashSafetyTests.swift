@@ -149,6 +149,41 @@ final class CrashSafetyTests: CLITestCase {
         try runOK(["check"])
     }
 
+    /// The journal of a save another process is making is live: check, reading beside it, does
+    /// not report it as left over (it did, with a hint to restore from a backup).
+    func testCheckDuringAnotherProcesssSaveReportsNoJournal() throws {
+        try makeVault()
+        let writer = Process()
+        writer.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
+        writer.arguments = [vaultDirectory.appendingPathComponent("Passwords.sqlite").path]
+        let input = Pipe(), output = Pipe()
+        writer.standardInput = input
+        writer.standardOutput = output
+        try writer.run()
+        // A save under way: the write lock held, a page changed, the journal written; not committed.
+        input.fileHandleForWriting.write(Data("""
+            BEGIN IMMEDIATE;
+            UPDATE Z_PRIMARYKEY SET Z_MAX = Z_MAX WHERE Z_ENT = 1;
+            UPDATE Z_METADATA SET Z_VERSION = Z_VERSION;
+            SELECT 'journal-written';
+
+            """.utf8))
+        var said = Data()
+        while !String(decoding: said, as: UTF8.self).contains("journal-written") {
+            let chunk = output.fileHandleForReading.availableData
+            XCTAssertFalse(chunk.isEmpty, "sqlite3 ended early")
+            if chunk.isEmpty { break }
+            said += chunk
+        }
+        XCTAssertTrue(FileManager.default.fileExists(
+            atPath: vaultDirectory.appendingPathComponent("Passwords.sqlite-journal").path))
+        let check = try run(["check"])
+        input.fileHandleForWriting.write(Data("ROLLBACK;\n.quit\n".utf8))
+        writer.waitUntilExit()
+        XCTAssertEqual(check.status, 0, check.stdout + check.stderr)
+        XCTAssertFalse((check.stdout + check.stderr).contains("journal"), check.stdout)
+    }
+
     // MARK: - Item 5: reading never writes
 
     /// Makes the next open want to load the seed lists again, a write that reading must skip.

@@ -89,6 +89,34 @@ final class SchemaFeatureTests: ObjectGraphTestCase {
         XCTAssertEqual(String(decoding: try runSQLite3([tags.path, "SELECT ZNAME FROM ZTAG"]), as: UTF8.self), "t\n")
     }
 
+    /// A read takes every store's shared lock at its start, in the order a save commits them.
+    /// Taken as each store was first read, a read could hold the second store while waiting for
+    /// the first, which a committing save held while waiting for the second: both waited until
+    /// the busy timeout, and the command failed as if the vault were busy.
+    func testAReadHoldsEveryStoresSharedLockFromItsStart() throws {
+        let (notes, tags) = try makeStores()
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: try model())
+        try coordinator.addPersistentStore(type: .sqlite, configuration: "Notes", at: notes)
+        try coordinator.addPersistentStore(type: .sqlite, configuration: "Tags", at: tags)
+        let reader = try XCTUnwrap(try coordinator.makeReader())
+        var configuration = Configuration()
+        configuration.busyMode = .timeout(0)
+        let writers = try [notes, tags].map { try DatabaseQueue(path: $0.path, configuration: configuration) }
+        func writableStores() -> [Bool] {
+            writers.map { writer in
+                (try? writer.inDatabase { db -> Void in
+                    try db.execute(sql: "BEGIN EXCLUSIVE")
+                    try db.execute(sql: "ROLLBACK")
+                }) != nil
+            }
+        }
+        XCTAssertEqual(writableStores(), [true, true])
+        // Nothing read yet inside either: both stores are locked for reading already.
+        XCTAssertEqual(try coordinator.performRead { _ in writableStores() }, [false, false])
+        XCTAssertEqual(try reader.performRead { _ in writableStores() }, [false, false])
+        XCTAssertEqual(writableStores(), [true, true])
+    }
+
     func testWithoutAtomicSavesWALFilesStayAndAStoreThatCannotSwitchIsRefused() throws {
         let (notes, tags) = try makeStores()
         do {

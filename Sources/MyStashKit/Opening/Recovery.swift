@@ -76,9 +76,13 @@ public enum Recovery {
         return touched
     }
 
-    /// What `recover` could not settle, for `check` to report.
+    /// What `recover` could not settle, for `check` to report. None while another process is
+    /// saving: its journals are live (the stores' write locks are held while listing, so no
+    /// save starts meanwhile).
     public static func leftovers(in directory: URL) -> [Leftover] {
-        journalFiles(in: directory).map { name in
+        guard let locks = lockStores(in: directory) else { return [] }
+        defer { for descriptor in locks { close(descriptor) } }
+        return journalFiles(in: directory).map { name in
             if name.hasSuffix("-journal") {
                 return Leftover(fileName: name, reason: "is the journal of an unfinished save; "
                                     + "the next command that can write the vault rolls it back")

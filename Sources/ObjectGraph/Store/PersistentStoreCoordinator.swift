@@ -395,17 +395,21 @@ public final class PersistentStoreCoordinator {
     ///
     /// - throws: ``ObjectGraphError`` 134061 when a store's `Z_METADATA` holds no readable
     ///   property list: keeping the old metadata would trust what the file no longer says.
+    ///   Other failures to read (busy past ``busyTimeout``, damaged) are ``ObjectGraphError`` too.
     public func reloadMetadata() throws {
-        try read { db in
-            for store in persistentStores {
-                guard let plist = try Data.fetchOne(db, sql: "SELECT Z_PLIST FROM \(store.qualified("Z_METADATA"))"),
-                      let metadata = try? BinaryPropertyList.foundationPropertyList(from: plist) as? [String: Any]
-                else {
-                    throw ObjectGraphError.damagedRow(
-                        storeName: store.displayName, entity: "Z_METADATA", primaryKey: nil,
-                        "Z_PLIST is not a readable property list")
+        try wrapStoreErrors(.storeOpenFailed, "cannot read the stores' metadata") {
+            try read { db in
+                for store in persistentStores {
+                    let table = store.qualified("Z_METADATA")
+                    guard let plist = try Data.fetchOne(db, sql: "SELECT Z_PLIST FROM \(table)"),
+                          let metadata = try? BinaryPropertyList.foundationPropertyList(from: plist) as? [String: Any]
+                    else {
+                        throw ObjectGraphError.damagedRow(
+                            storeName: store.displayName, entity: "Z_METADATA", primaryKey: nil,
+                            "Z_PLIST is not a readable property list")
+                    }
+                    store.metadata = metadata
                 }
-                store.metadata = metadata
             }
         }
     }
@@ -439,11 +443,19 @@ public final class PersistentStoreCoordinator {
             defer { activeDatabase = nil }
             var result: T?
             try db.inTransaction(.deferred) {
+                try db.takeReadLocks(schemasInCommitOrder)
                 result = try body(db)
                 return .commit
             }
             return result!
         }
+    }
+
+    /// The stores' schema names in the order a save commits them: `main`, then the attached ones
+    /// in the order they were attached.
+    var schemasInCommitOrder: [String] {
+        let names = persistentStores.map(\.schemaName)
+        return names.filter { $0 == "main" } + names.filter { $0 != "main" }
     }
 
     /// Runs `body` in a write transaction holding the write lock of `stores` (every store

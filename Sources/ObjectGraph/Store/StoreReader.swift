@@ -17,10 +17,12 @@ import GRDB
 public final class StoreReader: Sendable {
     private let connection: DatabaseQueue
     private let schemaNames: [String: String]
+    private let lockOrder: [String]
 
-    init(connection: DatabaseQueue, schemaNames: [String: String]) {
+    init(connection: DatabaseQueue, schemaNames: [String: String], lockOrder: [String]) {
         self.connection = connection
         self.schemaNames = schemaNames
+        self.lockOrder = lockOrder
     }
 
     /// Runs `body` in a read transaction of this connection.
@@ -29,7 +31,10 @@ public final class StoreReader: Sendable {
     ///   journal left by a crashed writer, which a read-only connection cannot roll back).
     public func performRead<T>(_ body: (StoreTransaction) throws -> T) throws -> T {
         try wrapStoreErrors(.saveFailed, "cannot read") {
-            try connection.read { db in try body(StoreTransaction(db: db, schemaNames: schemaNames)) }
+            try connection.read { db in
+                try db.takeReadLocks(lockOrder)
+                return try body(StoreTransaction(db: db, schemaNames: schemaNames))
+            }
         }
     }
 }
@@ -68,7 +73,8 @@ extension PersistentStoreCoordinator {
                     _ = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM \(store.qualified("sqlite_master"))")
                 }
             }
-            return StoreReader(connection: connection, schemaNames: schemaNamesByStoreIdentifier)
+            return StoreReader(connection: connection, schemaNames: schemaNamesByStoreIdentifier,
+                               lockOrder: schemasInCommitOrder)
         }
         let opened = OpenFile.all().filter { openBefore[$0.key] == nil }.values
         guard opened.count >= persistentStores.count, opened.allSatisfy(storeFiles.contains) else { return nil }
@@ -108,5 +114,18 @@ struct OpenFile: Hashable {
         let before = all()
         try body()
         return Set(all().filter { before[$0.key] == nil }.values)
+    }
+}
+
+extension Database {
+    /// Takes the shared lock of each schema now, in `order`. A save commits its stores in that
+    /// order, taking each one's exclusive lock: a read taking its shared locks lazily could hold
+    /// one store while waiting for another that a committing save holds, each waiting for the
+    /// other until the busy timeout.
+    func takeReadLocks(_ order: [String]) throws {
+        guard order.count > 1 else { return }
+        for schema in order {
+            _ = try Int.fetchOne(cachedStatement(sql: "PRAGMA \"\(schema)\".schema_version"))
+        }
     }
 }
