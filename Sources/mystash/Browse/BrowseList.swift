@@ -8,9 +8,20 @@ struct BrowseRow: Equatable {
     var section: String
     var searchable: [String?]
 
-    /// The searchable texts folded, as a filter compares them.
+    /// The searchable texts folded, as a filter compares them, each after a 0x01.
     var searchText: [UInt8] {
-        Array(BrowseList.folded(searchable.compactMap { $0 }.joined(separator: "\u{1}")).utf8)
+        var text: [UInt8] = []
+        for part in searchable {
+            guard let part else { continue }
+            text.append(1)
+            // ASCII folds byte by byte: a first filter over 100,000 rows folds them all.
+            if part.utf8.allSatisfy({ $0 < 0x80 }) {
+                text.append(contentsOf: part.utf8.lazy.map { (0x41...0x5A).contains($0) ? $0 | 0x20 : $0 })
+            } else {
+                text.append(contentsOf: BrowseList.folded(part).utf8)
+            }
+        }
+        return text
     }
 }
 
