@@ -65,6 +65,22 @@ final class RekeyTests: VaultTestCase {
         XCTAssertEqual(try reopened.integrity.check(), [])
     }
 
+    /// A vault that checked its stores before another process rekeyed them, then reads a row the
+    /// rekey wrote, holds the old data key for it: the field that does not open is a key change
+    /// to retry, not tampering (an import racing a rekey said the vault was tampered with).
+    func testARowRewrittenByAnotherProcesssRekeyIsAKeyChangeNotTampering() throws {
+        let vault = try makeVault()
+        let id = try vault.items.addEntry(EntryChanges(name: "mail", userId: "me", password: "hunter2"))
+        let stale = try reopen()
+        // A list checks the whole store: reads after it trust what it checked.
+        XCTAssertEqual(try stale.items.entries().map(\.name), ["mail"])
+        try reopen().rekey(to: .password("rekeyed"), parameters: cheap)
+        stale.context.reset()
+        assertVaultError(.busy, { _ = try stale.items.entry(.id(id), reveal: true) }) {
+            XCTAssertTrue($0.message.contains("changed the vault's key"), $0.message)
+        }
+    }
+
     /// A vault unlocked before another process rekeyed it holds the old data key: its change is
     /// refused as a key change to retry, not reported as tampering, and writes nothing under the old key.
     func testAChangeUnderAKeyAnotherProcessReplacedIsRefusedAsAKeyChange() throws {

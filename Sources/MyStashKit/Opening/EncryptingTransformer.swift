@@ -15,6 +15,10 @@ final class EncryptingTransformer: ValueTransformer {
     }
     /// Store UUID → file name, to name places in errors.
     var storeNames: [String: String] = [:]
+    /// Whether the stores, as the read under way sees them, hold another key slot than the
+    /// one the data key came from: a field that does not open is then under a key changed
+    /// since (a rekey by another process), not tampered with.
+    var keyChangedElsewhere: (() throws -> Bool)?
     /// The data key set up for opening fields, made at the first one: a list opens thousands.
     private var openingKey: AES256GCM.KeyedContext?
     private let openingLock = NSLock()
@@ -64,6 +68,9 @@ final class EncryptingTransformer: ValueTransformer {
         do {
             return try open()
         } catch let error as StashCryptoError {
+            if error.code == .authenticationFailed, (try? keyChangedElsewhere?()) == true {
+                throw VaultError.keyChangedElsewhere
+            }
             let store = storeNames[place.storeIdentifier] ?? "store \(place.storeIdentifier)"
             let what =
                 error.code == .authenticationFailed ? "was modified or moved from another row or field" : error.message

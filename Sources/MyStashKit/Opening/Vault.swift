@@ -121,6 +121,19 @@ public final class Vault {
         if !synced {
             for store in [notesStore, passwordsStore] { store.setTracksHistory(false) }
         }
+        transformer.keyChangedElsewhere = { [unowned self] in try keySlotChangedElsewhere() }
+    }
+
+    /// Whether the stores, as the read under way sees them, hold another key slot than the one
+    /// this process unlocked with.
+    func keySlotChangedElsewhere() throws -> Bool {
+        let current = Data(keySlot.serialized)
+        return try coordinator.performRead { transaction in
+            try [notesStore, passwordsStore].contains { store in
+                let stored = try transaction.metadata(ofStore: store.identifier)[Self.keySlotKey] as? Data
+                return stored.map { $0 != current } ?? false
+            }
+        }
     }
 
     /// The stores this open migrated to the current model version, each with the versions it
