@@ -11,13 +11,16 @@ struct BrowseRow: Equatable {
     /// The searchable texts folded, as a filter compares them, each after a 0x01.
     var searchText: [UInt8] {
         var text: [UInt8] = []
-        for part in searchable {
-            guard let part else { continue }
+        text.reserveCapacity(searchable.reduce(0) { $0 + ($1?.utf8.count ?? 0) + 1 })
+        for case var part? in searchable {
             text.append(1)
             // ASCII folds byte by byte: a first filter over 100,000 rows folds them all.
-            if part.utf8.allSatisfy({ $0 < 0x80 }) {
-                text.append(contentsOf: part.utf8.lazy.map { (0x41...0x5A).contains($0) ? $0 | 0x20 : $0 })
-            } else {
+            let start = text.count
+            part.withUTF8 { bytes in
+                for byte in bytes { text.append(byte &- 0x41 < 26 ? byte | 0x20 : byte) }
+            }
+            if text[start...].contains(where: { $0 >= 0x80 }) {
+                text.removeSubrange(start...)
                 text.append(contentsOf: BrowseList.folded(part).utf8)
             }
         }
