@@ -38,7 +38,7 @@ struct BrowseList {
     }
 
     private var allRows: [BrowseRow] = []
-    /// Each row's ``BrowseRow/searchText``, made at the first filter: a first paint does not wait for it.
+    /// Each row's ``BrowseRow/searchText``, made by ``prepareSearch()``.
     private var searchTexts: [[UInt8]]?
     private(set) var filter = ""
     private(set) var visibleRows: [BrowseRow] = []
@@ -80,14 +80,20 @@ struct BrowseList {
         if let index = visibleRows.firstIndex(where: { $0.id == id }) { selectedIndex = index }
     }
 
+    /// Folds every row's search text unless done since the rows came: browse does it once a
+    /// frame is drawn, so the first paint does not wait for it, nor (mostly) the first filter.
+    mutating func prepareSearch() {
+        if searchTexts == nil { searchTexts = allRows.map(\.searchText) }
+    }
+
     private mutating func refilter(keeping id: Int64?) {
         let words = Self.folded(filter).split(separator: " ").map { Array($0.utf8) }
         let previousIndex = selectedIndex
         if words.isEmpty {
             visibleRows = allRows
         } else {
-            let texts = searchTexts ?? allRows.map(\.searchText)
-            searchTexts = texts
+            prepareSearch()
+            let texts = searchTexts ?? []
             visibleRows = allRows.indices.filter { row in words.allSatisfy { Self.contains(texts[row], $0) } }
                 .map { allRows[$0] }
         }

@@ -81,6 +81,7 @@ final class Browser {
     func run() throws {
         try load(tab)
         paint()
+        list.prepareSearch()
         while running {
             let events = screen.readEvents(timeout: 0.25)
             // What another process committed meanwhile is checked and followed before a key reads.
@@ -92,6 +93,7 @@ final class Browser {
             }
             tick()
             paint()
+            list.prepareSearch()
         }
     }
 
