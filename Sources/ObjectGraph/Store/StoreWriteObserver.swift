@@ -172,7 +172,8 @@ extension PersistentStoreCoordinator {
         }
     }
 
-    /// Runs `body` in a read transaction.
+    /// Runs `body` in a read transaction, which holds every store's shared lock from its start
+    /// (taken in the order a save commits the stores, so a read never waits on a save that waits on it).
     public func performRead<T>(_ body: (StoreTransaction) throws -> T) throws -> T {
         try wrapStoreErrors(.saveFailed, "cannot read") {
             try read { db in try body(StoreTransaction(db: db, coordinator: self)) }
