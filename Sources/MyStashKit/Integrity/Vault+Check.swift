@@ -80,6 +80,9 @@ extension Vault.Integrity {
                             for row in rows[start..<min(start + 1_000, rows.count)] {
                                 do {
                                     _ = try vault.context.existingObject(entityName: entity, primaryKey: row)
+                                } catch where VaultError.wrapping(error).kind == .busy {
+                                    // A key changed by another process between two batches: retry, not damage.
+                                    throw VaultError.wrapping(error)
                                 } catch {
                                     found.append(CheckProblem(store: store, entity: entity, primaryKey: row,
                                                               message: Vault.rowProblem(error)))
