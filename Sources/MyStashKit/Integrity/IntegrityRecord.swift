@@ -30,8 +30,9 @@ final class IntegrityRecord {
         rows = RowAuthentication(
             authenticator: authenticator, stores: stores, model: model, tables: Self.tables, writer: "mystash")
         rows.recordDoesNotVerify = { [unowned self] transaction, store in
-            let storedSlot = try? transaction.metadata(ofStore: store.identifier)[Vault.keySlotKey] as? Data
-            if let storedSlot, storedSlot != self.keySlot { throw KeyChangedElsewhere() }
+            if Vault.holdsAnotherKeySlot(store.identifier, than: self.keySlot, in: transaction) {
+                throw KeyChangedElsewhere()
+            }
         }
     }
 

@@ -76,23 +76,10 @@ extension Vault.Integrity {
                 try gather("rows", store: store, entity: entity) {
                     try Vault.wrapErrors {
                         try vault.coordinator.performRead { _ in
-                            var found: [CheckProblem] = []
-                            for row in rows[start..<min(start + 1_000, rows.count)] {
-                                do {
-                                    _ = try vault.context.existingObject(entityName: entity, primaryKey: row)
-                                } catch where VaultError.wrapping(error).kind == .busy {
-                                    // A key changed by another process between two batches: retry, not damage.
-                                    throw VaultError.wrapping(error)
-                                } catch {
-                                    found.append(CheckProblem(store: store, entity: entity, primaryKey: row,
-                                                              message: Vault.rowProblem(error)))
-                                }
-                                // Memory stays flat: a chunk (up to 1 MiB) leaves it once decrypted.
-                                if entity == AttachmentChunk.entityName { vault.context.reset() }
+                            try readRows(rows[start..<min(start + 1_000, rows.count)], of: entity, in: store) {
                                 done += 1
                                 progress?.report(done, of: total)
                             }
-                            return found
                         }
                     }
                 }
@@ -103,5 +90,26 @@ extension Vault.Integrity {
         // SQLite's check and the integrity record's both name a lying index.
         var seen: Set<String> = []
         return problems.filter { seen.insert($0.description).inserted }
+    }
+
+    /// Decrypts each row as an object, naming those that do not read; a key changed by another
+    /// process meanwhile (between two batches) is thrown, to be retried, not reported as damage.
+    private func readRows(_ rows: ArraySlice<Int64>, of entity: String, in store: String,
+                          readOne: () -> Void) throws -> [CheckProblem] {
+        var problems: [CheckProblem] = []
+        for row in rows {
+            do {
+                _ = try vault.context.existingObject(entityName: entity, primaryKey: row)
+            } catch {
+                let wrapped = VaultError.wrapping(error)
+                guard wrapped.kind != .busy else { throw wrapped }
+                problems.append(CheckProblem(store: store, entity: entity, primaryKey: row,
+                                             message: Vault.rowProblem(wrapped)))
+            }
+            // Memory stays flat: a chunk (up to 1 MiB) leaves it once decrypted.
+            if entity == AttachmentChunk.entityName { vault.context.reset() }
+            readOne()
+        }
+        return problems
     }
 }

@@ -129,11 +129,18 @@ public final class Vault {
     func keySlotChangedElsewhere() throws -> Bool {
         let current = Data(keySlot.serialized)
         return try coordinator.performRead { transaction in
-            try [notesStore, passwordsStore].contains { store in
-                let stored = try transaction.metadata(ofStore: store.identifier)[Self.keySlotKey] as? Data
-                return stored.map { $0 != current } ?? false
+            [notesStore, passwordsStore].contains {
+                Self.holdsAnotherKeySlot($0.identifier, than: current, in: transaction)
             }
         }
+    }
+
+    /// Whether a store, as `transaction` sees it, holds a key slot other than `slot` (one it
+    /// cannot show, or none, is not another).
+    static func holdsAnotherKeySlot(_ storeIdentifier: String, than slot: Data,
+                                    in transaction: StoreTransaction) -> Bool {
+        let stored = try? transaction.metadata(ofStore: storeIdentifier)[keySlotKey] as? Data
+        return stored.map { $0 != slot } ?? false
     }
 
     /// The stores this open migrated to the current model version, each with the versions it
