@@ -56,34 +56,94 @@ final class CascadeDeleteTests: XCTestCase {
 
     // MARK: - Unread children deleted as faults
 
-    /// The objects a save reports deleted.
-    private func deletedBySave(_ context: ManagedObjectContext, _ body: () throws -> Void) throws -> [ManagedObject] {
+    /// The objects and the IDs a save reports deleted.
+    private func deletedBySave(_ context: ManagedObjectContext, _ body: () throws -> Void) throws
+        -> (objects: [ManagedObject], ids: [ObjectID]) {
         let deleted = Collected<ManagedObject>()
+        let ids = Collected<ObjectID>()
         let observer = context.notificationCenter.addObserver(
             forName: ManagedObjectContext.didSaveNotification, object: context, queue: nil
         ) { notification in
             deleted.items = notification.userInfo?[ManagedObjectContext.deletedObjectsKey] as? [ManagedObject] ?? []
+            ids.items = Array(notification.userInfo?[ManagedObjectContext.deletedObjectIDsKey] as? ObjectIDList ?? [])
         }
         defer { context.notificationCenter.removeObserver(observer) }
         try body()
-        return deleted.items
+        return (deleted.items, ids.items)
     }
 
-    func testUnreadChildrenAreDeletedWithoutReadingTheirRows() throws {
+    /// The IDs of every row of `entityName`, read by a context of their own.
+    private func ids(of entityName: String, _ family: CascadeFamily) throws -> Set<ObjectID> {
+        Set(try family.context().fetch(FetchRequest<ManagedObject>(entityName: entityName)).map(\.objectID))
+    }
+
+    func testUnreadChildrenAreDeletedInTheStoreWithoutObjects() throws {
         let family = try CascadeFamily(children: 200)
         defer { family.remove() }
+        let childIDs = try ids(of: "Child", family)
         let context = family.context()
         let big = try family.parent("big", in: context)
         let deleted = try deletedBySave(context) {
             context.delete(big)
             try context.save()
         }
-        let children = deleted.filter { $0.entity.name == "Child" }
-        XCTAssertEqual(children.count, 200, "every child was deleted")
-        XCTAssertTrue(children.allSatisfy(\.isFault), "no child's row was read to delete it")
+        XCTAssertEqual(deleted.objects.map(\.objectID), [big.objectID], "no object was made for a child")
+        XCTAssertEqual(Set(deleted.ids), childIDs.union([big.objectID]), "every child's ID is announced")
+        XCTAssertEqual(deleted.ids.count, 201)
         XCTAssertEqual(try family.numbers("Child"), [])
         XCTAssertEqual(try family.context().fetch(FetchRequest<ManagedObject>(entityName: "Parent"))
             .map { $0["name"] as? String }, ["other"])
+    }
+
+    /// Another context holding the children (as a list would) lets them go when it merges the save.
+    func testAContextMergingTheSaveForgetsTheChildrenItHeld() throws {
+        let family = try CascadeFamily(children: 40)
+        defer { family.remove() }
+        let viewer = family.context()
+        let shown = try viewer.fetch(FetchRequest<ManagedObject>(entityName: "Child"))
+        XCTAssertEqual(shown.count, 40)
+        let context = family.context()
+        let observer = context.notificationCenter.addObserver(
+            forName: ManagedObjectContext.didSaveNotification, object: context, queue: nil
+        ) { notification in
+            try? viewer.mergeChanges(fromContextDidSave: notification)
+        }
+        defer { context.notificationCenter.removeObserver(observer) }
+        context.delete(try family.parent("big", in: context))
+        try context.save()
+        XCTAssertTrue(shown.allSatisfy { $0.managedObjectContext == nil }, "each child left the viewing context")
+        XCTAssertEqual(try viewer.fetch(FetchRequest<ManagedObject>(entityName: "Child")).count, 0)
+    }
+
+    /// History (what sync sends) records the deletion of every child a cascade deleted in the store.
+    func testHistoryRecordsEachChildDeletedInTheStore() throws {
+        let family = try CascadeFamily(children: 30, history: true)
+        defer { family.remove() }
+        let childIDs = try ids(of: "Child", family)
+        let context = family.context()
+        let before = try context.fetchHistory(after: nil).last?.token
+        context.delete(try family.parent("big", in: context))
+        try context.save()
+        let changes = try context.fetchHistory(after: before).flatMap(\.changes)
+        let deletedChildren = changes.filter { $0.changeType == .delete && $0.changedObjectID.entityName == "Child" }
+        XCTAssertEqual(Set(deletedChildren.map(\.changedObjectID)), childIDs)
+        XCTAssertEqual(deletedChildren.count, 30)
+    }
+
+    /// A hook of the parent that reads its children makes them objects: they are deleted as such.
+    func testAHookReadingTheChildrenHasThemDeletedAsObjects() throws {
+        let family = try CascadeFamily(children: 12)
+        defer { family.remove() }
+        family.model.setClass(CountingParent.self, forEntityName: "Parent")
+        let context = family.context()
+        let deleted = try deletedBySave(context) {
+            context.delete(try family.parent("big", in: context))
+            try context.save()
+        }
+        XCTAssertEqual(CountingParent.childrenSeen, 12)
+        XCTAssertEqual(deleted.objects.filter { $0.entity.name == "Child" }.count, 12)
+        XCTAssertEqual(deleted.ids.count, 13, "each child once")
+        XCTAssertEqual(try family.numbers("Child"), [])
     }
 
     func testADeletedFaultReadsItsRowUntilTheSave() throws {
@@ -99,6 +159,8 @@ final class CascadeDeleteTests: XCTestCase {
         }
         defer { context.notificationCenter.removeObserver(observer) }
         context.delete(try family.parent("big", in: context))
+        // The end of the event: its delete rules run now, on objects.
+        context.processPendingChanges()
         try context.save()
         XCTAssertEqual(numbersSeen.items.sorted(), Array(0..<50), "each deleted child read as its row was")
         XCTAssertEqual(try family.numbers("Child"), [])
@@ -160,7 +222,7 @@ final class CascadeDeleteTests: XCTestCase {
             context.delete(try family.parent("big", in: context))
             try context.save()
         }
-        XCTAssertEqual(deleted.filter { $0.entity.name == "Child" }.count, 25)
+        XCTAssertEqual(deleted.objects.filter { $0.entity.name == "Child" }.count, 25)
         XCTAssertEqual((tag["children"] as? [ManagedObject])?.count, 0, "the tag let go of every deleted child")
         XCTAssertEqual(try family.numbers("Child"), [])
     }
@@ -173,9 +235,10 @@ final class CascadeDeleteTests: XCTestCase {
             context.delete(try family.parent("big", in: context))
             try context.save()
         }
-        let grandchildren = deleted.filter { $0.entity.name == "Grandchild" }
-        XCTAssertEqual(grandchildren.count, 50)
-        XCTAssertTrue(grandchildren.allSatisfy(\.isFault), "grandchildren need nothing of their rows")
+        // Children have a rule of their own to run: objects. Grandchildren need nothing: rows.
+        XCTAssertEqual(deleted.objects.filter { $0.entity.name == "Child" }.count, 10)
+        XCTAssertEqual(deleted.objects.filter { $0.entity.name == "Grandchild" }.count, 0)
+        XCTAssertEqual(deleted.ids.filter { $0.entityName == "Grandchild" }.count, 50)
         XCTAssertEqual(try family.numbers("Child"), [])
         XCTAssertEqual(try family.numbers("Grandchild"), [])
     }
@@ -221,5 +284,14 @@ final class PreparedChild: ManagedObject {
     nonisolated(unsafe) static var numbers: [Int] = []
     override func prepareForDeletion() {
         if let number = self["number"] as? Int { Self.numbers.append(number) }
+    }
+}
+
+/// A parent whose hook reads its children before the save.
+final class CountingParent: ManagedObject {
+    nonisolated(unsafe) static var childrenSeen = 0
+
+    override func willSave() {
+        if isDeleted { Self.childrenSeen = (self["children"] as? [ManagedObject])?.count ?? -1 }
     }
 }

@@ -4,7 +4,9 @@ import GRDB
 extension ManagedObjectContext {
     /// Writes every change to the stores in one transaction, all or nothing.
     ///
-    /// Delete rules are applied first, then every inserted and updated object is validated;
+    /// Delete rules are applied first (a cascade over a to-many nothing here has read may run in
+    /// SQL, its members announced by ID only: see "Contexts" in the documentation), then every
+    /// inserted and updated object is validated;
     /// if anything fails, nothing is written and the context keeps its changes, to be fixed
     /// and saved again, or rolled back. A row that another context or process changed
     /// since this one read it is not overwritten blindly: ``mergePolicy`` decides, and by
@@ -13,14 +15,26 @@ extension ManagedObjectContext {
     /// - throws: ``ValidationError`` (1560 gathering several), ``ObjectGraphError`` 133020
     ///   on a merge conflict, or a store error (busy, disk full, read-only).
     public func save() throws {
+        defer { storeCascadeKeys = [] }
         // Delete rules run first, so their changes join the same event (and undo group).
-        propagateDeletes()
+        var storeCascades = propagateDeletes(cascadingInStore: true)
         processPendingChanges()
         let deletions = deletedSet.count
         for object in insertedSet.objects + updatedSet.objects + deletedSet.objects { object.willSave() }
         // What the hooks changed or deleted joins this save.
         if deletedSet.count != deletions {
             propagateDeletes(of: deletedSet.objects.filter { !$0.isPreparedForDeletion })
+        }
+        // A hook may have read or linked what a store cascade was to delete: those go as objects.
+        var holding: [ObjectIdentifier: Bool] = [:]
+        let cascadingAsObjects = storeCascades.filter {
+            storeCascade(of: $0.owner, $0.relationship, holding: &holding) == nil
+        }
+        if !cascadingAsObjects.isEmpty {
+            let owners = Set(cascadingAsObjects.map { ObjectIdentifier($0.owner) })
+            storeCascades.removeAll { owners.contains(ObjectIdentifier($0.owner)) }
+            storeCascadeKeys = Set(storeCascades.map(\.key))
+            propagateDeletes(of: cascadingAsObjects.map(\.owner))
         }
         processPendingChanges()
         try throwDeferredError()
@@ -42,6 +56,7 @@ extension ManagedObjectContext {
         let joinChanges = inserted.filter(\.entity.hasJoinTables)
             + updated.filter { $0.entity.hasJoinTables && !$0.changedKeys.isEmpty }
         var rowsUpdated: Set<ObjectIdentifier> = []
+        var cascaded: [CascadedRows] = []
         _ = coordinator.triggerReports.take()
         do {
             try wrapStoreErrors(.saveFailed, "cannot save") {
@@ -69,6 +84,7 @@ extension ManagedObjectContext {
                         rowsUpdated.insert(ObjectIdentifier(object))
                     }
                     for object in try deleteRows(of: deleted, db) { deletedSet.remove(object) }
+                    cascaded = try deleteMembers(of: storeCascades, db)
                     for object in inserted { try insertRow(of: object, db) }
                     for object in joinChanges { try writeJoinRows(of: object, db) }
                     for object in [inserted, updated].joined() where object.entity.hasOrderedRelationships {
@@ -78,7 +94,7 @@ extension ManagedObjectContext {
                     try verifyDestinations(of: inserted, db)
                     try verifyDestinations(of: updated, db)
                     try recordHistory(inserted: inserted, updated: updated.filter { updatedSet.contains($0) },
-                                      deleted: deleted.filter { deletedSet.contains($0) }, db)
+                                      deleted: deleted.filter { deletedSet.contains($0) }, cascaded: cascaded, db)
                     try coordinator.notifyRowsDidChange(try rowKeys(of: inserted, then: changing), db)
                     try coordinator.writePendingMetadata(db)
                 }
@@ -90,7 +106,7 @@ extension ManagedObjectContext {
         coordinator.metadataWasSaved()
         // A policy may have kept a row another context deleted, or dropped one it deleted.
         didCommit(inserted: inserted, updated: updated.filter { $0.managedObjectContext === self },
-                  deleted: deleted.filter { deletedSet.contains($0) }, rowsUpdated: rowsUpdated)
+                  deleted: deleted.filter { deletedSet.contains($0) }, cascaded: cascaded, rowsUpdated: rowsUpdated)
         applyTriggerReports(coordinator.triggerReports.take())
     }
 
@@ -112,8 +128,12 @@ extension ManagedObjectContext {
     // MARK: - Delete rules
 
     /// Applies Cascade and Nullify rules to the objects marked deleted (and those they
-    /// cascade to). Deny is checked by validation.
-    func propagateDeletes(of objects: [ManagedObject]? = nil) {
+    /// cascade to). Deny is checked by validation. With `cascadingInStore` (a save's), cascades
+    /// that can run in SQL are returned to the save instead (``storeCascade(of:_:)``).
+    @discardableResult
+    func propagateDeletes(of objects: [ManagedObject]? = nil, cascadingInStore: Bool = false) -> [StoreCascade] {
+        var storeCascades: [StoreCascade] = []
+        var holding: [ObjectIdentifier: Bool] = [:]
         var queue = objects ?? deletedSet.objects
         var index = 0
         while index < queue.count {
@@ -131,6 +151,13 @@ extension ManagedObjectContext {
                 switch relationships[position].deleteRule {
                 case .cascade:
                     let relationship = relationships[position]
+                    let key = StoreCascade.Key(owner: ObjectIdentifier(object), relationship: relationship.name)
+                    guard !storeCascadeKeys.contains(key) else { continue }
+                    if cascadingInStore, let cascade = storeCascade(of: object, relationship, holding: &holding) {
+                        storeCascades.append(cascade)
+                        storeCascadeKeys.insert(key)
+                        continue
+                    }
                     let destinations = memberFaults(of: object, relationship) ?? destinations(of: object, relationship)
                     for destination in destinations
                     where !deletedSet.contains(destination) && destination.managedObjectContext === self {
@@ -156,6 +183,7 @@ extension ManagedObjectContext {
                 }
             }
         }
+        return storeCascades
     }
 
     private func destinations(of object: ManagedObject, _ relationship: RelationshipDescription) -> [ManagedObject] {
@@ -552,7 +580,7 @@ extension ManagedObjectContext {
     // MARK: - After commit
 
     private func didCommit(
-        inserted: [ManagedObject], updated: [ManagedObject], deleted: [ManagedObject],
+        inserted: [ManagedObject], updated: [ManagedObject], deleted: [ManagedObject], cascaded: [CascadedRows],
         rowsUpdated: Set<ObjectIdentifier>
     ) {
         for object in inserted {
@@ -566,12 +594,13 @@ extension ManagedObjectContext {
         // table grows once (doubling step by step held the old and the new table at once).
         registered.register(saved: inserted)
         for object in updated where rowsUpdated.contains(ObjectIdentifier(object)) { object.version += 1 }
-        finishSave(inserted: inserted, updated: updated, deleted: deleted)
+        finishSave(inserted: inserted, updated: updated, deleted: deleted, cascaded: cascaded)
     }
 
     /// Marks what a save wrote (to the stores or into the parent) as committed, forgets the
-    /// deleted objects and announces the save.
-    func finishSave(inserted: [ManagedObject], updated: [ManagedObject], deleted: [ManagedObject]) {
+    /// deleted objects and announces the save: rows deleted by store cascades by their IDs only.
+    func finishSave(inserted: [ManagedObject], updated: [ManagedObject], deleted: [ManagedObject],
+                    cascaded: [CascadedRows] = []) {
         for object in [inserted, updated].joined() {
             var committed = object.values
             for name in object.entity.toManyRelationshipNames {
@@ -601,13 +630,15 @@ extension ManagedObjectContext {
         deletedSet.removeAll()
         // Undo history stays: undoing a saved change makes the unsaved change that reverses it.
         saveGeneration += 1
+        var deletedIDs = ObjectIDList(deleted.lazy.map(\.objectID))
+        objectIDs(of: cascaded, into: &deletedIDs)
         notificationCenter.post(name: Self.didSaveNotification, object: self, userInfo: [
             Self.insertedObjectsKey: inserted,
             Self.updatedObjectsKey: updated,
             Self.deletedObjectsKey: deleted,
             Self.insertedObjectIDsKey: ObjectIDList(inserted.lazy.map(\.objectID)),
             Self.updatedObjectIDsKey: ObjectIDList(updated.lazy.map(\.objectID)),
-            Self.deletedObjectIDsKey: ObjectIDList(deleted.lazy.map(\.objectID)),
+            Self.deletedObjectIDsKey: deletedIDs,
         ])
     }
 }

@@ -70,6 +70,8 @@ public final class ManagedObjectContext {
     }
 
     var registered = ObjectRegistry()
+    /// The cascades the save under way runs in SQL (``StoreCascade``).
+    var storeCascadeKeys: Set<StoreCascade.Key> = []
     /// The scopes of this context's object IDs (see ``objectID(of:storeIdentifier:kind:number:)``).
     var idScopes: [IDScopeKey: ObjectIDScope] = [:]
     /// The scope each new object of an entity starts in, kept alive while this context makes

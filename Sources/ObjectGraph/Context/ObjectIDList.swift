@@ -26,12 +26,15 @@ public struct ObjectIDList: RandomAccessCollection, ExpressibleByArrayLiteral, H
 
     public init(arrayLiteral ids: ObjectID...) { self.init(ids) }
 
-    public mutating func append(_ id: ObjectID) {
-        if let last = runs.last, last.scope === id.scope, last.firstNumber < Int64.max - Int64(last.count),
-           id.number == last.firstNumber + Int64(last.count) {
+    public mutating func append(_ id: ObjectID) { append(scope: id.scope, number: id.number) }
+
+    /// Appends the ID of `number` in `scope`, without making an ``ObjectID`` of it.
+    mutating func append(scope: ObjectIDScope, number: Int64) {
+        if let last = runs.last, last.scope === scope, last.firstNumber < Int64.max - Int64(last.count),
+           number == last.firstNumber + Int64(last.count) {
             runs[runs.count - 1].count += 1
         } else {
-            runs.append(Run(scope: id.scope, firstNumber: id.number, start: endIndex, count: 1))
+            runs.append(Run(scope: scope, firstNumber: number, start: endIndex, count: 1))
         }
         endIndex += 1
     }

@@ -36,6 +36,10 @@ struct ObjectRegistry {
     /// Every registered object, in no particular order.
     var values: [ManagedObject] { table.slots.compactMap { $0 } + runs.flatMap(\.objects) }
 
+    func contains(where matches: (ManagedObject) -> Bool) -> Bool {
+        table.slots.contains { $0.map(matches) ?? false } || runs.contains { $0.objects.contains(where: matches) }
+    }
+
     /// Registers the objects a save just numbered, each under its own row.
     mutating func register(saved: [ManagedObject]) {
         if isEmpty, saved.count > 1, let runs = Self.runs(of: saved) {

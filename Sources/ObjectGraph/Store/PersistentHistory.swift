@@ -273,7 +273,7 @@ extension ManagedObjectContext {
     /// Records this save in the history of each store that tracks it: one transaction a store,
     /// one change an object. Runs inside the save's transaction, so history and rows commit together.
     func recordHistory(inserted: [ManagedObject], updated: [ManagedObject], deleted: [ManagedObject],
-                       _ db: Database) throws {
+                       cascaded: [CascadedRows] = [], _ db: Database) throws {
         guard coordinator.persistentStores.contains(where: \.tracksHistory) else { return }
         var rowsByStore: [ObjectIdentifier: [HistoryRow]] = [:]
         for (type, objects) in [(PersistentHistoryChange.ChangeType.insert, inserted), (.update, updated),
@@ -289,6 +289,13 @@ extension ManagedObjectContext {
                     row.tombstone = try tombstoneValues(of: object, store: store, primaryKey: primaryKey)
                 }
                 rowsByStore[ObjectIdentifier(store), default: []].append(row)
+            }
+        }
+        // Rows a store cascade deleted keep no tombstone (``storeCascade(of:_:)``).
+        for rows in cascaded where rows.store.tracksHistory {
+            for (entityNumber, primaryKey) in zip(rows.entityNumbers, rows.primaryKeys) {
+                rowsByStore[ObjectIdentifier(rows.store), default: []].append(
+                    HistoryRow(type: .delete, entityNumber: entityNumber, primaryKey: primaryKey))
             }
         }
         for store in coordinator.persistentStores {
