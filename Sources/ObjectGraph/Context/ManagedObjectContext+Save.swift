@@ -20,7 +20,8 @@ extension ManagedObjectContext {
         var storeCascades = propagateDeletes(cascadingInStore: true)
         processPendingChanges()
         let deletions = deletedSet.count
-        for object in insertedSet.objects + updatedSet.objects + deletedSet.objects { object.willSave() }
+        // Each set in turn: one array of them all was a copy of every new object.
+        for object in [insertedSet.objects, updatedSet.objects, deletedSet.objects].joined() { object.willSave() }
         // What the hooks changed or deleted joins this save.
         if deletedSet.count != deletions {
             propagateDeletes(of: deletedSet.objects.filter { !$0.isPreparedForDeletion })
