@@ -63,7 +63,7 @@ extension ManagedObjectContext {
             try wrapStoreErrors(.saveFailed, "cannot save") {
                 // An observer may write to any store: then every store is locked up front, in order.
                 let locked = coordinator.writeObserver == nil
-                    ? try storesWritten([inserted, updated, deleted].joined()) : nil
+                    ? try storesWritten([inserted, updated, deleted].joined(), cascades: storeCascades) : nil
                 try coordinator.write(stores: locked) { db in
                     try validateChanges()
                     let adopted = try checkUniquenessConstraints(
@@ -111,10 +111,13 @@ extension ManagedObjectContext {
         applyTriggerReports(coordinator.triggerReports.take())
     }
 
-    /// The stores a save changes (those of its objects and those with pending metadata), in the
-    /// coordinator's order, so that concurrent saves lock them in the same order.
-    private func storesWritten(_ objects: some Sequence<ManagedObject>) throws -> [PersistentStore] {
+    /// The stores a save changes (those of its objects, of its store cascades' members and those
+    /// with pending metadata), in the coordinator's order, so that concurrent saves lock them in
+    /// the same order.
+    private func storesWritten(_ objects: some Sequence<ManagedObject>, cascades: [StoreCascade]) throws
+        -> [PersistentStore] {
         var written = Set(coordinator.persistentStores.filter(\.metadataNeedsSaving).map(ObjectIdentifier.init))
+        written.formUnion(cascades.map { ObjectIdentifier($0.store) })
         // Looked up once a run of one root: a cascade saves 100,000 children in a row.
         var lastRoot: EntityDescription?
         for object in objects {
