@@ -598,13 +598,14 @@ extension ManagedObjectContext {
         // table grows once (doubling step by step held the old and the new table at once).
         registered.register(saved: inserted)
         for object in updated where rowsUpdated.contains(ObjectIdentifier(object)) { object.version += 1 }
-        finishSave(inserted: inserted, updated: updated, deleted: deleted, cascaded: cascaded)
+        finishSave(inserted: inserted, updated: updated, deleted: deleted, cascaded: cascaded,
+                   forgotten: forgetObjects(of: cascaded))
     }
 
     /// Marks what a save wrote (to the stores or into the parent) as committed, forgets the
     /// deleted objects and announces the save: rows deleted by store cascades by their IDs only.
     func finishSave(inserted: [ManagedObject], updated: [ManagedObject], deleted: [ManagedObject],
-                    cascaded: [CascadedRows] = []) {
+                    cascaded: [CascadedRows] = [], forgotten: [ManagedObject] = []) {
         for object in [inserted, updated].joined() {
             var committed = object.values
             for name in object.entity.toManyRelationshipNames {
@@ -639,7 +640,7 @@ extension ManagedObjectContext {
         notificationCenter.post(name: Self.didSaveNotification, object: self, userInfo: [
             Self.insertedObjectsKey: inserted,
             Self.updatedObjectsKey: updated,
-            Self.deletedObjectsKey: deleted,
+            Self.deletedObjectsKey: forgotten.isEmpty ? deleted : deleted + forgotten,
             Self.insertedObjectIDsKey: ObjectIDList(inserted.lazy.map(\.objectID)),
             Self.updatedObjectIDsKey: ObjectIDList(updated.lazy.map(\.objectID)),
             Self.deletedObjectIDsKey: deletedIDs,

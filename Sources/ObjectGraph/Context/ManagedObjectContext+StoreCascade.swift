@@ -45,9 +45,15 @@ extension ManagedObjectContext {
               let inverse = SQLiteSchema.inverse(of: relationship, in: model), !inverse.isToMany,
               inverse.deleteRule != .deny, let store = try? coordinator.store(for: destination.rootEntity)
         else { return nil }
+        // Nothing but the owner may reach a member (another object's rule, count or Deny would
+        // validate it as staying), nor may a unique value of its hierarchy wait on its row going.
+        guard destination.rootEntity.selfAndDescendants.allSatisfy({ $0.uniquenessConstraints.isEmpty })
+        else { return nil }
         for kind in destination.selfAndDescendants {
-            let readsValues = kind.relationships.contains { $0.name != inverse.name && $0.deleteRule != .noAction }
-            guard !readsValues, !kind.keepsTombstone, !kind.hasJoinTables,
+            let reachedOtherwise = kind.relationships.contains {
+                $0.name != inverse.name && ($0.deleteRule != .noAction || $0.inverseName != nil)
+            }
+            guard !reachedOtherwise, !kind.keepsTombstone, !kind.hasJoinTables,
                   kind.objectClass == ManagedObject.self else { return nil }
         }
         // The owner's row as it is now, as reading the relationship would (a refreshed fault keeps
@@ -87,6 +93,23 @@ extension ManagedObjectContext {
             deleted.append(rows)
         }
         return deleted
+    }
+
+    /// The objects this context came to hold for rows its store cascades deleted (a validation
+    /// hook's fetch), forgotten as a merged deletion forgets them.
+    func forgetObjects(of cascaded: [CascadedRows]) -> [ManagedObject] {
+        var forgotten: [ManagedObject] = []
+        for rows in cascaded {
+            let root = rows.destination.rootEntity
+            guard registered.contains(where: { $0.entity.isKind(of: rows.destination) }) else { continue }
+            for primaryKey in rows.primaryKeys {
+                guard let object = registered[ObjectKey(rootEntityNumber: root.entityNumber, primaryKey: primaryKey)]
+                else { continue }
+                forget(object)
+                forgotten.append(object)
+            }
+        }
+        return forgotten
     }
 
     /// The IDs of rows deleted by store cascades, for the save's notification.
