@@ -45,6 +45,14 @@ final class StoreCascadeReviewTests: XCTestCase {
         try fetch(entity, ManagedObjectContext(coordinator: coordinator)).count
     }
 
+    /// Deletes the parent named `name` (the only one when nil); on the object path the delete
+    /// rules run at once, as objects, else the save may run the cascade in SQL.
+    private func deleteParent(in context: ManagedObjectContext, objectPath: Bool, name: String? = nil) throws {
+        let parents = try name.map { try fetch("Parent", context, "name == %@", $0) } ?? fetch("Parent", context)
+        context.delete(try XCTUnwrap(parents.first))
+        if objectPath { context.processPendingChanges() }
+    }
+
     // MARK: - 1. Deny over the owner's own cascaded members
 
     /// Parent —children (cascade)→ Child, and Parent —pinned (deny)→ Child (inverse noAction).
@@ -76,30 +84,19 @@ final class StoreCascadeReviewTests: XCTestCase {
         }
     }
 
-    /// Control: the object path (processPendingChanges first) deletes the pinned child with its
-    /// parent, so the Deny rule has nothing left to deny.
-    func testControlDenyOverCascadedMembersPassesOnTheObjectPath() throws {
-        let coordinator = try pinnedFamily()
-        let context = ManagedObjectContext(coordinator: coordinator)
-        context.delete(try XCTUnwrap(try fetch("Parent", context).first))
-        context.processPendingChanges()
-        XCTAssertNoThrow(try context.save())
-        XCTAssertEqual(try count("Child", coordinator), 0)
-    }
-
-    /// The same delete left to the save: the pinned child is a store-cascade member, never marked
-    /// deleted, so validation's Deny check (which reads `pinned` after the eligibility re-check)
-    /// sees it live and refuses the save.
+    /// The pinned child goes with its parent, so the Deny rule has nothing left to deny. Left to
+    /// the save, the first version refused it: the child, never marked deleted, looked live.
     func testDenyOverTheOwnersOwnCascadedMembersDoesNotFailTheSave() throws {
-        let coordinator = try pinnedFamily()
-        let context = ManagedObjectContext(coordinator: coordinator)
-        context.delete(try XCTUnwrap(try fetch("Parent", context).first))
-        XCTAssertNoThrow(try context.save(), "the same delete as the control, without processPendingChanges()")
-        // A retry (now that validation registered the child) takes the object path and passes.
-        XCTAssertEqual(try count("Child", coordinator), 0)
+        for objectPath in [true, false] {
+            let coordinator = try pinnedFamily()
+            let context = ManagedObjectContext(coordinator: coordinator)
+            try deleteParent(in: context, objectPath: objectPath)
+            XCTAssertNoThrow(try context.save(), objectPath ? "object path" : "left to the save")
+            XCTAssertEqual(try count("Child", coordinator), 0)
+        }
     }
 
-    // MARK: - 2. Validation reading a to-many registers members after the re-check
+    // MARK: - 2. Validation reading a to-many
 
     /// Parent —children (cascade)→ Child —tag (noAction)→ Tag; Tag.children bounded (min/max).
     private func taggedFamily(minCount: Int, maxCount: Int) throws -> PersistentStoreCoordinator {
@@ -136,48 +133,33 @@ final class StoreCascadeReviewTests: XCTestCase {
     /// reads must not stay registered, live, once their rows are gone (the first version left them
     /// so: it had decided to delete them in SQL before validation read them).
     func testCascadedMembersReadByValidationDoNotStayRegistered() throws {
-        let coordinator = try taggedFamily(minCount: 0, maxCount: 100)
-        let context = ManagedObjectContext(coordinator: coordinator)
-        let label = try XCTUnwrap(try fetch("Tag", context).first)
-        label["name"] = "renamed"
-        context.delete(try XCTUnwrap(try fetch("Parent", context).first))
-        try context.save()
-        XCTAssertEqual(try count("Child", coordinator), 0, "the rows are gone")
-        let ghosts = context.registeredObjects.filter { $0.entity.name == "Child" }
-        XCTAssertEqual(ghosts.count, 0, "children whose rows the save deleted are still registered, not deleted")
-        // (The tag may still list them: its inverse is No Action, which Core Data leaves alone.)
-        // Such a ghost can be changed; its save then fails on a row that is gone.
-        if let ghost = ghosts.first {
-            ghost["number"] = 42
-            XCTAssertNoThrow(try context.save(), "saving a change to a child the context never saw deleted")
+        for objectPath in [true, false] {
+            let coordinator = try taggedFamily(minCount: 0, maxCount: 100)
+            let context = ManagedObjectContext(coordinator: coordinator)
+            try XCTUnwrap(try fetch("Tag", context).first)["name"] = "renamed"
+            try deleteParent(in: context, objectPath: objectPath)
+            try context.save()
+            XCTAssertEqual(try count("Child", coordinator), 0, "the rows are gone")
+            // (The tag may still list them: its inverse is No Action, which Core Data leaves alone.)
+            XCTAssertEqual(context.registeredObjects.filter { $0.entity.name == "Child" }.count, 0,
+                           "children whose rows the save deleted are still registered")
         }
     }
 
-    /// Control: on the object path the tag losing its only children fails its minimum count.
-    func testControlMinimumCountFailsOnTheObjectPath() throws {
-        let coordinator = try taggedFamily(minCount: 1, maxCount: 0)
-        let context = ManagedObjectContext(coordinator: coordinator)
-        let label = try XCTUnwrap(try fetch("Tag", context).first)
-        label["name"] = "renamed"
-        context.delete(try XCTUnwrap(try fetch("Parent", context).first))
-        context.processPendingChanges()
-        XCTAssertThrowsError(try context.save())
-        XCTAssertEqual(try count("Child", coordinator), 3)
-    }
-
-    /// Left to the save, the same change passes validation (the children counted are not marked
-    /// deleted) and commits a tag with no children against its minimum count of 1.
+    /// A tag losing its only children fails its minimum count, whichever way they go (the first
+    /// version saved it with none when the cascade was left to the save).
     func testMinimumCountIsNotBypassedByAStoreCascade() throws {
-        let coordinator = try taggedFamily(minCount: 1, maxCount: 0)
-        let context = ManagedObjectContext(coordinator: coordinator)
-        let label = try XCTUnwrap(try fetch("Tag", context).first)
-        label["name"] = "renamed"
-        context.delete(try XCTUnwrap(try fetch("Parent", context).first))
-        XCTAssertThrowsError(try context.save(), "a tag left with 0 children (minimum 1) was saved")
-        XCTAssertEqual(try count("Child", coordinator), 3)
+        for objectPath in [true, false] {
+            let coordinator = try taggedFamily(minCount: 1, maxCount: 0)
+            let context = ManagedObjectContext(coordinator: coordinator)
+            try XCTUnwrap(try fetch("Tag", context).first)["name"] = "renamed"
+            try deleteParent(in: context, objectPath: objectPath)
+            XCTAssertThrowsError(try context.save(), objectPath ? "object path" : "left to the save")
+            XCTAssertEqual(try count("Child", coordinator), 3)
+        }
     }
 
-    // MARK: - 3. Uniqueness constraint: the cascaded member's value is not freed
+    // MARK: - 3. Uniqueness constraint: the cascaded member's value is freed
 
     /// Parent —notes (cascade)→ Note; Note and Photo are sub-entities of Item, unique by title.
     private func itemFamily() throws -> PersistentStoreCoordinator {
@@ -201,72 +183,43 @@ final class StoreCascadeReviewTests: XCTestCase {
         }
     }
 
-    /// Control: on the object path the deleted note frees its title for a new photo.
-    func testControlUniqueValueIsFreedOnTheObjectPath() throws {
-        let coordinator = try itemFamily()
-        let context = ManagedObjectContext(coordinator: coordinator)
-        context.delete(try XCTUnwrap(try fetch("Parent", context).first))
-        context.insertNewObject(forEntityName: "Photo")["title"] = "a"
-        context.processPendingChanges()
-        XCTAssertNoThrow(try context.save())
-        XCTAssertEqual(try fetch("Item", ManagedObjectContext(coordinator: coordinator)).map(\.entity.name), ["Photo"])
-    }
-
-    /// Left to the save, the note is deleted in SQL but the uniqueness check (run before, not
-    /// told of store-cascade members) finds its row and refuses the photo: 133021.
+    /// The deleted note frees its title for a new photo (the first version's uniqueness check,
+    /// not told of the rows the save would delete in SQL, refused it: 133021).
     func testUniqueValueOfAStoreCascadedMemberIsFreedForANewSibling() throws {
-        let coordinator = try itemFamily()
-        let context = ManagedObjectContext(coordinator: coordinator)
-        context.delete(try XCTUnwrap(try fetch("Parent", context).first))
-        context.insertNewObject(forEntityName: "Photo")["title"] = "a"
-        XCTAssertNoThrow(try context.save(), "the same save as the control, without processPendingChanges()")
-        XCTAssertEqual(try fetch("Item", ManagedObjectContext(coordinator: coordinator)).map(\.entity.name), ["Photo"])
+        for objectPath in [true, false] {
+            let coordinator = try itemFamily()
+            let context = ManagedObjectContext(coordinator: coordinator)
+            try deleteParent(in: context, objectPath: objectPath)
+            context.insertNewObject(forEntityName: "Photo")["title"] = "a"
+            XCTAssertNoThrow(try context.save(), objectPath ? "object path" : "left to the save")
+            XCTAssertEqual(try fetch("Item", ManagedObjectContext(coordinator: coordinator)).map(\.entity.name),
+                           ["Photo"])
+        }
     }
 
     // MARK: - 4. A member changed by another process since nothing here read it
 
     /// Another coordinator changes a child after this context deleted the parent (not yet saved).
-    /// On the object path (processPendingChanges) the child was read, and its changed version is a
-    /// merge conflict; left to the save, nothing here read it: the cascade takes the children as
-    /// they are when the save runs, changed one included (as documented).
+    /// On the object path the child was read, and its changed version is a merge conflict; left to
+    /// the save, nothing here read it: the cascade takes the children as they are when the save
+    /// runs, the changed one included (as documented).
     func testAChildChangedByAnotherProcessBeforeTheSave() throws {
         for objectPath in [true, false] {
-            let coordinator = try plainFamily()
-            let context = ManagedObjectContext(coordinator: coordinator)
-            context.delete(try XCTUnwrap(try fetch("Parent", context).first))
-            if objectPath { context.processPendingChanges() }
-            let second = PersistentStoreCoordinator(managedObjectModel: coordinator.managedObjectModel)
-            try second.addPersistentStore(type: .sqlite, at: urls.last!)
+            let family = try CascadeFamily(children: 3)
+            defer { family.remove() }
+            let context = family.context()
+            try deleteParent(in: context, objectPath: objectPath, name: "big")
+            let second = PersistentStoreCoordinator(managedObjectModel: family.model)
+            try second.addPersistentStore(type: .sqlite, at: family.url)
             let elsewhere = ManagedObjectContext(coordinator: second)
             try XCTUnwrap(try fetch("Child", elsewhere, "number == 1").first)["number"] = 111
             try elsewhere.save()
             if objectPath {
                 XCTAssertThrowsError(try context.save(), "object path")
-                XCTAssertEqual(try count("Child", coordinator), 3)
+                XCTAssertEqual(try family.numbers("Child").count, 3)
             } else {
                 XCTAssertNoThrow(try context.save(), "store cascade")
-                XCTAssertEqual(try count("Child", coordinator), 0)
-            }
-        }
-    }
-
-    /// Parent —children (cascade)→ Child, nothing else.
-    private func plainFamily() throws -> PersistentStoreCoordinator {
-        let parent = EntityDescription(
-            name: "Parent", attributes: [AttributeDescription(name: "name", type: .string)],
-            relationships: [RelationshipDescription(
-                name: "children", destination: "Child", inverse: "parent", isToMany: true, deleteRule: .cascade)])
-        let child = EntityDescription(
-            name: "Child", attributes: [AttributeDescription(name: "number", type: .integer64)],
-            relationships: [RelationshipDescription(name: "parent", destination: "Parent", inverse: "children")])
-        return try store([parent, child]) { writer in
-            let big = writer.insertNewObject(forEntityName: "Parent")
-            big["name"] = "big"
-            writer.insertNewObject(forEntityName: "Parent")["name"] = "other"
-            for number in 0..<3 {
-                let member = writer.insertNewObject(forEntityName: "Child")
-                member["number"] = number
-                member["parent"] = big
+                XCTAssertEqual(try family.numbers("Child"), [])
             }
         }
     }
@@ -274,22 +227,23 @@ final class StoreCascadeReviewTests: XCTestCase {
     /// A validation hook of another object fetches the children the save deletes in SQL: they
     /// leave the context with their rows, announced as deleted objects, not left registered.
     func testChildrenFetchedByAValidationHookLeaveTheContext() throws {
-        let coordinator = try plainFamily()
-        coordinator.managedObjectModel.setClass(FetchingParent.self, forEntityName: "Parent")
-        let context = ManagedObjectContext(coordinator: coordinator, notificationCenter: NotificationCenter())
+        let family = try CascadeFamily(children: 3)
+        defer { family.remove() }
+        family.model.setClass(FetchingParent.self, forEntityName: "Parent")
+        let context = family.context()
         let deleted = AnnouncedObjects()
         let observer = context.notificationCenter.addObserver(
             forName: ManagedObjectContext.didSaveNotification, object: context, queue: nil
         ) { deleted.items = $0.userInfo?[ManagedObjectContext.deletedObjectsKey] as? [ManagedObject] ?? [] }
         defer { context.notificationCenter.removeObserver(observer) }
-        try XCTUnwrap(try fetch("Parent", context, "name == %@", "other").first)["name"] = "renamed"
-        context.delete(try XCTUnwrap(try fetch("Parent", context, "name == %@", "big").first))
+        try family.parent("other", in: context)["name"] = "renamed"
+        try deleteParent(in: context, objectPath: false, name: "big")
         try context.save()
         XCTAssertEqual(FetchingParent.childrenFetched.count, 3, "the hook ran and fetched the children")
         XCTAssertTrue(FetchingParent.childrenFetched.allSatisfy { $0.managedObjectContext == nil })
         XCTAssertEqual(context.registeredObjects.filter { $0.entity.name == "Child" }.count, 0)
         XCTAssertEqual(deleted.items.filter { $0.entity.name == "Child" }.count, 3)
-        XCTAssertEqual(try count("Child", coordinator), 0)
+        XCTAssertEqual(try family.numbers("Child"), [])
         FetchingParent.childrenFetched = []
     }
 

@@ -34,7 +34,9 @@ public final class ManagedObjectContext {
     public static let updatedObjectsKey = "updated"
     public static let deletedObjectsKey = "deleted"
     /// In ``didSaveNotification``: the saved objects' IDs (an ``ObjectIDList``), safe to read
-    /// on any queue, for ``mergeChanges(fromContextDidSave:)``.
+    /// on any queue, for ``mergeChanges(fromContextDidSave:)``. The deleted IDs include rows a
+    /// cascade deleted in SQL without making objects (see ``save()``), which ``deletedObjectsKey``
+    /// does not list.
     public static let insertedObjectIDsKey = "insertedObjectIDs"
     public static let updatedObjectIDsKey = "updatedObjectIDs"
     public static let deletedObjectIDsKey = "deletedObjectIDs"
