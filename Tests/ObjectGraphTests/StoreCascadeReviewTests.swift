@@ -197,24 +197,6 @@ final class StoreCascadeReviewTests: XCTestCase {
         }
     }
 
-    /// The same with an update: an existing photo renamed to the deleted note's title. Both paths
-    /// failed with SQLite's "UNIQUE constraint failed" (the check passed: updates were written
-    /// before deletes).
-    func testUniqueValueOfADeletedMemberIsFreedForAnUpdatedSibling() throws {
-        for objectPath in [true, false] {
-            let coordinator = try itemFamily()
-            let writer = ManagedObjectContext(coordinator: coordinator)
-            writer.insertNewObject(forEntityName: "Photo")["title"] = "b"
-            try writer.save()
-            let context = ManagedObjectContext(coordinator: coordinator)
-            try deleteParent(in: context, objectPath: objectPath)
-            try XCTUnwrap(try fetch("Photo", context).first)["title"] = "a"
-            XCTAssertNoThrow(try context.save(), objectPath ? "object path" : "left to the save")
-            let titles = try fetch("Item", ManagedObjectContext(coordinator: coordinator)).map { $0["title"] as? String }
-            XCTAssertEqual(titles, ["a"])
-        }
-    }
-
     // MARK: - 4. A member changed by another process since nothing here read it
 
     /// Another coordinator changes a child after this context deleted the parent (not yet saved).

@@ -80,13 +80,12 @@ extension ManagedObjectContext {
                     // A new row's key handed out again (its row and the key counter changed outside)
                     // must find no tag left behind, or the new row would launder the deletion.
                     try coordinator.notifyRowsWillBeInserted(try rowKeys(of: inserted), db)
-                    // Deletes, then updates, then inserts: a row going frees its unique values for a
-                    // row changed to them, a row moving off them frees them for a new one.
-                    for object in try deleteRows(of: deleted, db) { deletedSet.remove(object) }
-                    cascaded = try deleteMembers(of: storeCascades, db)
+                    // Updates and deletes first: rows moving off unique values free them for new rows.
                     for object in updated where try updateRow(of: object, db) {
                         rowsUpdated.insert(ObjectIdentifier(object))
                     }
+                    for object in try deleteRows(of: deleted, db) { deletedSet.remove(object) }
+                    cascaded = try deleteMembers(of: storeCascades, db)
                     for object in inserted { try insertRow(of: object, db) }
                     for object in joinChanges { try writeJoinRows(of: object, db) }
                     for object in [inserted, updated].joined() where object.entity.hasOrderedRelationships {
