@@ -31,10 +31,11 @@ struct CascadedRows {
 
 extension ManagedObjectContext {
     /// A cascade from `object` over `relationship` that the save can run in the store: when
-    /// deleting a member needs nothing of it — no hook of a class of its own, no other rule, no
-    /// tombstone, no join row, no undo — and this context holds no object it could be (a member
-    /// read, changed or linked here is deleted as an object, as before). Not with a write observer,
-    /// which must see each row before it changes.
+    /// deleting a member needs nothing of it — no hook of a class of its own, no relationship but
+    /// its link back with a rule or an inverse, no unique value in its hierarchy, no tombstone, no
+    /// join row, no undo — and this context holds no object it could be (a member read, changed or
+    /// linked here is deleted as an object, as before). Not with a write observer, which must see
+    /// each row before it changes.
     /// `holding` remembers, by destination entity, whether this context holds an object of it.
     func storeCascade(of object: ManagedObject, _ relationship: RelationshipDescription,
                       holding: inout [ObjectIdentifier: Bool]) -> StoreCascade? {
