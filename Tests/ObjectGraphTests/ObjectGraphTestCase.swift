@@ -18,6 +18,16 @@ final class ReversingTransformer: ValueTransformer {
     }
 }
 
+extension XCTestCase {
+    /// The objects of `entity` in `context` that match a predicate format, if one is given.
+    func fetch(_ entity: String, _ context: ManagedObjectContext, _ format: String? = nil,
+               _ arguments: Any...) throws -> [ManagedObject] {
+        var request = FetchRequest<ManagedObject>(entityName: entity)
+        if let format { request.predicate = try ObjectGraph.Predicate(format: format, argumentArray: arguments) }
+        return try context.fetch(request)
+    }
+}
+
 enum StoreKind: String, CaseIterable {
     case sqlite, inMemory
 }

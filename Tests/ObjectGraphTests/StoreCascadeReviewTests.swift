@@ -7,23 +7,12 @@ import XCTest
 /// documentation says a `processPendingChanges()` before the save takes. The first version failed
 /// the Deny, count, uniqueness and validation-hook cases: members reachable from elsewhere or
 /// with unique values now go as objects, and objects a hook fetched leave with their rows.
-final class StoreCascadeReviewTests: XCTestCase {
-    private var urls: [URL] = []
-
-    override func tearDown() {
-        for url in urls {
-            for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: url.path + suffix) }
-        }
-        urls = []
-        super.tearDown()
-    }
-
+final class StoreCascadeReviewTests: ObjectGraphTestCase {
     /// A coordinator on a new store of `entities`, filled by `seed` (saved).
     private func store(_ entities: [EntityDescription], history: Bool = false,
                        seed: (ManagedObjectContext) throws -> Void) throws -> PersistentStoreCoordinator {
         let model = try ManagedObjectModel(entities: entities)
-        let url = FileManager.default.temporaryDirectory.appendingPathComponent("sc-review-\(UUID().uuidString).sqlite")
-        urls.append(url)
+        let url = directory.appendingPathComponent("store-\(UUID().uuidString).sqlite")
         let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
         var options = StoreOptions()
         options.tracksPersistentHistory = history
@@ -32,13 +21,6 @@ final class StoreCascadeReviewTests: XCTestCase {
         try seed(writer)
         try writer.save()
         return coordinator
-    }
-
-    private func fetch(_ entity: String, _ context: ManagedObjectContext, _ format: String? = nil,
-                       _ arguments: Any...) throws -> [ManagedObject] {
-        var request = FetchRequest<ManagedObject>(entityName: entity)
-        if let format { request.predicate = try ObjectGraph.Predicate(format: format, argumentArray: arguments) }
-        return try context.fetch(request)
     }
 
     private func count(_ entity: String, _ coordinator: PersistentStoreCoordinator) throws -> Int {
@@ -261,9 +243,8 @@ final class StoreCascadeReviewTests: XCTestCase {
             name: "Child", attributes: [AttributeDescription(name: "number", type: .integer64)],
             relationships: [RelationshipDescription(name: "parent", destination: "Parent", inverse: "children")])
         let model = try ManagedObjectModel(entities: [parent, child], configurations: ["A": ["Parent"], "B": ["Child"]])
-        let base = FileManager.default.temporaryDirectory.appendingPathComponent("sc-review-\(UUID().uuidString)")
+        let base = directory.appendingPathComponent("store-\(UUID().uuidString)")
         let urlA = base.appendingPathExtension("a.sqlite"), urlB = base.appendingPathExtension("b.sqlite")
-        urls += [urlA, urlB]
         let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
         var options = StoreOptions()
         options.tracksPersistentHistory = true

@@ -76,6 +76,33 @@ extension ManagedObjectContext {
         return adopted
     }
 
+    /// Rows that move between unique values in one save (two swapping them, or a chain of
+    /// renames) would meet one another's old values when written one at a time, though together
+    /// they conflict with nothing: their changed constrained columns are set to NULL first, which
+    /// a unique index lets any number of rows hold. A row changed meanwhile is left to its policy.
+    func vacateUniqueValues(of updated: [ManagedObject], _ db: Database) throws {
+        let moving = updated.filter { object in
+            object.entity.allUniquenessConstraints.contains { !object.changedKeys.isDisjoint(with: $0.constraint) }
+        }
+        guard moving.count > 1 else { return }
+        for object in moving {
+            guard let primaryKey = object.objectID.primaryKey else { continue }
+            var columns: [String] = []
+            for (owner, constraint) in object.entity.allUniquenessConstraints {
+                for name in constraint where object.changedKeys.contains(name) {
+                    guard let column = owner.attribute(named: name)?.columnName, !columns.contains(column)
+                    else { continue }
+                    columns.append(column)
+                }
+            }
+            let root = object.entity.rootEntity
+            let table = try coordinator.store(for: root).qualified(root.tableName)
+            let assignments = columns.map { "\($0) = NULL" }.joined(separator: ", ")
+            try db.execute(sql: "UPDATE \(table) SET \(assignments) WHERE Z_PK = ? AND Z_OPT = ?",
+                           arguments: [primaryKey, object.version])
+        }
+    }
+
     /// Gives an inserted object the identity of the stored row it conflicts with, settling their
     /// values by the merge policy. Returns false when it cannot: the row is of another entity, or
     /// registered here with unsaved changes (two live objects cannot become one).

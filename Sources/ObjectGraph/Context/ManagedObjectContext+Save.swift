@@ -22,9 +22,11 @@ extension ManagedObjectContext {
         let deletions = deletedSet.count
         // Each set in turn: one array of them all was a copy of every new object.
         for object in [insertedSet.objects, updatedSet.objects, deletedSet.objects].joined() { object.willSave() }
-        // What the hooks changed or deleted joins this save.
-        if deletedSet.count != deletions {
-            propagateDeletes(of: deletedSet.objects.filter { !$0.isPreparedForDeletion })
+        // What the hooks changed or deleted joins this save: a deleted object a hook linked to
+        // applies its rules again, over what it holds now.
+        let relinked = deletedObjectsLinked(by: [unprocessedInserted.objects, unprocessedUpdated.objects].joined())
+        if deletedSet.count != deletions || !relinked.isEmpty {
+            propagateDeletes(of: deletedSet.objects.filter { !$0.isPreparedForDeletion } + relinked)
         }
         // A hook may have read or linked what a store cascade was to delete: those go as objects.
         var holding: [ObjectIdentifier: Bool] = [:]
@@ -58,6 +60,8 @@ extension ManagedObjectContext {
             + updated.filter { $0.entity.hasJoinTables && !$0.changedKeys.isEmpty }
         var rowsUpdated: Set<ObjectIdentifier> = []
         var cascaded: [CascadedRows] = []
+        // Deletions the merge policy kept (rows changed meanwhile), applied only once committed.
+        var kept: Set<ObjectIdentifier> = []
         _ = coordinator.triggerReports.take()
         do {
             try wrapStoreErrors(.saveFailed, "cannot save") {
@@ -66,8 +70,15 @@ extension ManagedObjectContext {
                     ? try storesWritten([inserted, updated, deleted].joined(), cascades: storeCascades) : nil
                 try coordinator.write(stores: locked) { db in
                     try validateChanges()
+                    // Deletes first: a row going frees its unique values for the rows written after it.
+                    let deletedKeys = try rowKeys(of: deleted)
+                    try coordinator.notifyRowsWillChange(deletedKeys, db)
+                    kept = Set(try deleteRows(of: deleted, db).map(ObjectIdentifier.init))
+                    let going = kept.isEmpty ? deleted : deleted.filter { !kept.contains(ObjectIdentifier($0)) }
+                    // A kept owner's members go as they do on the object path, where they are deleted objects.
+                    cascaded = try deleteMembers(of: storeCascades, db)
                     let adopted = try checkUniquenessConstraints(
-                        inserted: inserted, updated: updated, deleted: deleted, db)
+                        inserted: inserted, updated: updated, deleted: going, db)
                     if !adopted.isEmpty {
                         // Inserted objects that took a stored row's identity update that row.
                         let ids = Set(adopted.map(ObjectIdentifier.init))
@@ -75,34 +86,40 @@ extension ManagedObjectContext {
                         updated += adopted.filter { updatedSet.contains($0) }
                     }
                     try assignPrimaryKeys(inserted, db)
-                    let changing = try rowKeys(of: updated + deleted)
-                    try coordinator.notifyRowsWillChange(changing, db)
+                    let updatedKeys = try rowKeys(of: updated)
+                    try coordinator.notifyRowsWillChange(updatedKeys, db)
                     // A new row's key handed out again (its row and the key counter changed outside)
                     // must find no tag left behind, or the new row would launder the deletion.
                     try coordinator.notifyRowsWillBeInserted(try rowKeys(of: inserted), db)
-                    // Updates and deletes first: rows moving off unique values free them for new rows.
+                    try vacateUniqueValues(of: updated, db)
+                    // Updates before inserts: rows moving off unique values free them for new rows.
                     for object in updated where try updateRow(of: object, db) {
                         rowsUpdated.insert(ObjectIdentifier(object))
                     }
-                    for object in try deleteRows(of: deleted, db) { deletedSet.remove(object) }
-                    cascaded = try deleteMembers(of: storeCascades, db)
                     for object in inserted { try insertRow(of: object, db) }
                     for object in joinChanges { try writeJoinRows(of: object, db) }
                     for object in [inserted, updated].joined() where object.entity.hasOrderedRelationships {
                         try writeOrder(of: object, db)
                     }
-                    try enforceDeleteRules(of: deleted.filter { deletedSet.contains($0) }, db)
+                    try enforceDeleteRules(of: going, db)
                     try verifyDestinations(of: inserted, db)
                     try verifyDestinations(of: updated, db)
                     try recordHistory(inserted: inserted, updated: updated.filter { updatedSet.contains($0) },
-                                      deleted: deleted.filter { deletedSet.contains($0) }, cascaded: cascaded, db)
-                    try coordinator.notifyRowsDidChange(try rowKeys(of: inserted, then: changing), db)
+                                      deleted: going, cascaded: cascaded, db)
+                    try coordinator.notifyRowsDidChange(
+                        try rowKeys(of: inserted, then: updatedKeys + deletedKeys), db)
                     try coordinator.writePendingMetadata(db)
                 }
             }
         } catch {
             for object in inserted { object.pendingPrimaryKey = nil }
             throw error
+        }
+        // A kept deletion's object is no longer deleted, and reads its row as it now is.
+        for object in deleted where kept.contains(ObjectIdentifier(object)) {
+            deletedSet.remove(object)
+            unprocessedDeleted.remove(object)
+            turnIntoFault(object)
         }
         coordinator.metadataWasSaved()
         // A policy may have kept a row another context deleted, or dropped one it deleted.
@@ -188,6 +205,22 @@ extension ManagedObjectContext {
             }
         }
         return storeCascades
+    }
+
+    /// The deleted objects that `objects` point to, by a to-one or a to-many read here.
+    private func deletedObjectsLinked(by objects: some Sequence<ManagedObject>) -> [ManagedObject] {
+        var linked: [ManagedObject] = []
+        var seen: Set<ObjectIdentifier> = []
+        for object in objects {
+            for relationship in object.entity.relationships
+            where !relationship.isToMany || object.loadedToMany.contains(relationship.name) {
+                for destination in destinations(of: object, relationship)
+                where deletedSet.contains(destination) && seen.insert(ObjectIdentifier(destination)).inserted {
+                    linked.append(destination)
+                }
+            }
+        }
+        return linked
     }
 
     private func destinations(of object: ManagedObject, _ relationship: RelationshipDescription) -> [ManagedObject] {
@@ -468,7 +501,7 @@ extension ManagedObjectContext {
     }
 
     /// Deletes an object's row; returns false when the merge policy keeps a row changed
-    /// meanwhile (rollback, store trump), the object then back with the stored values.
+    /// meanwhile (rollback, store trump).
     private func deleteRow(of object: ManagedObject, _ db: Database) throws -> Bool {
         let root = object.entity.rootEntity
         let store = try coordinator.store(for: root)
@@ -479,10 +512,9 @@ extension ManagedObjectContext {
         if db.changesCount == 0 {
             guard mergePolicy != .error else { throw conflict(object, db, store: store) }
             let (row, _, _) = try currentRow(of: object, db)
-            if let row, mergePolicy == .rollback || mergePolicy == .mergeByPropertyStoreTrump {
-                try load(row, into: object, root: root, store: store)
-                return false
-            }
+            // The object reads the row again once the save has committed: should it fail, the
+            // context keeps the deletion as it was.
+            if row != nil, mergePolicy == .rollback || mergePolicy == .mergeByPropertyStoreTrump { return false }
             try db.execute(sql: "DELETE FROM \(store.qualified(root.tableName)) WHERE Z_PK = ?",
                            arguments: [primaryKey])
         }
