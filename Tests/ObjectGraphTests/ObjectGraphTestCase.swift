@@ -73,6 +73,24 @@ class ObjectGraphTestCase: XCTestCase {
                      transformer: transformer, notes: notes, passwords: passwords)
     }
 
+    /// A coordinator on a new SQLite store of `entities` (objects of `classes` by entity name),
+    /// filled by `seed` and saved.
+    func seededStore(_ entities: [EntityDescription], history: Bool = false,
+                     classes: [String: ManagedObject.Type] = [:], seed: (ManagedObjectContext) throws -> Void)
+        throws -> (coordinator: PersistentStoreCoordinator, url: URL, model: ManagedObjectModel) {
+        let model = try ManagedObjectModel(entities: entities)
+        for (name, type) in classes { model.setClass(type, forEntityName: name) }
+        let url = directory.appendingPathComponent("store-\(UUID().uuidString).sqlite")
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
+        var options = StoreOptions()
+        options.tracksPersistentHistory = history
+        try coordinator.addPersistentStore(type: .sqlite, at: url, options: options)
+        let writer = ManagedObjectContext(coordinator: coordinator)
+        try seed(writer)
+        try writer.save()
+        return (coordinator, url, model)
+    }
+
     /// Runs `body` once per store kind, naming the kind in any failure.
     func forEachStoreKind(_ body: (StoreKind) throws -> Void, file: StaticString = #filePath, line: UInt = #line) {
         for kind in StoreKind.allCases {

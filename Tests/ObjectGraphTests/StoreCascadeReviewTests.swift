@@ -8,19 +8,9 @@ import XCTest
 /// the Deny, count, uniqueness and validation-hook cases: members reachable from elsewhere or
 /// with unique values now go as objects, and objects a hook fetched leave with their rows.
 final class StoreCascadeReviewTests: ObjectGraphTestCase {
-    /// A coordinator on a new store of `entities`, filled by `seed` (saved).
     private func store(_ entities: [EntityDescription], history: Bool = false,
                        seed: (ManagedObjectContext) throws -> Void) throws -> PersistentStoreCoordinator {
-        let model = try ManagedObjectModel(entities: entities)
-        let url = directory.appendingPathComponent("store-\(UUID().uuidString).sqlite")
-        let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
-        var options = StoreOptions()
-        options.tracksPersistentHistory = history
-        try coordinator.addPersistentStore(type: .sqlite, at: url, options: options)
-        let writer = ManagedObjectContext(coordinator: coordinator)
-        try seed(writer)
-        try writer.save()
-        return coordinator
+        try seededStore(entities, history: history, seed: seed).coordinator
     }
 
     private func count(_ entity: String, _ coordinator: PersistentStoreCoordinator) throws -> Int {

@@ -79,27 +79,48 @@ extension ManagedObjectContext {
     /// Rows that move between unique values in one save (two swapping them, or a chain of
     /// renames) would meet one another's old values when written one at a time, though together
     /// they conflict with nothing: their changed constrained columns are set to NULL first, which
-    /// a unique index lets any number of rows hold. A row changed meanwhile is left to its policy.
+    /// a unique index lets any number of rows hold. A row changed meanwhile is settled by the
+    /// merge policy first, as its update would be.
     func vacateUniqueValues(of updated: [ManagedObject], _ db: Database) throws {
-        let moving = updated.filter { object in
-            object.entity.allUniquenessConstraints.contains { !object.changedKeys.isDisjoint(with: $0.constraint) }
-        }
+        let moving = updated.filter { !changedConstrainedColumns(of: $0).isEmpty }
         guard moving.count > 1 else { return }
         for object in moving {
             guard let primaryKey = object.objectID.primaryKey else { continue }
-            var columns: [String] = []
-            for (owner, constraint) in object.entity.allUniquenessConstraints {
-                for name in constraint where object.changedKeys.contains(name) {
-                    guard let column = owner.attribute(named: name)?.columnName, !columns.contains(column)
-                    else { continue }
-                    columns.append(column)
-                }
-            }
             let root = object.entity.rootEntity
             let table = try coordinator.store(for: root).qualified(root.tableName)
-            let assignments = columns.map { "\($0) = NULL" }.joined(separator: ", ")
-            try db.execute(sql: "UPDATE \(table) SET \(assignments) WHERE Z_PK = ? AND Z_OPT = ?",
-                           arguments: [primaryKey, object.version])
+            // Twice at most: the second time at the version the policy settled on.
+            for _ in 0..<2 {
+                let columns = changedConstrainedColumns(of: object)
+                guard !columns.isEmpty else { break }
+                let assignments = columns.map { "\($0) = NULL" }.joined(separator: ", ")
+                try db.executeCached(sql: "UPDATE \(table) SET \(assignments) WHERE Z_PK = ? AND Z_OPT = ?",
+                                     values: [primaryKey.databaseValue, object.version.databaseValue])
+                guard db.changesCount == 0, try settleChangedRow(of: object, db) else { break }
+            }
+        }
+    }
+
+    private func changedConstrainedColumns(of object: ManagedObject) -> [String] {
+        var columns: [String] = []
+        for (owner, constraint) in object.entity.allUniquenessConstraints {
+            for name in constraint where object.changedKeys.contains(name) {
+                guard let column = owner.attribute(named: name)?.columnName, !columns.contains(column) else { continue }
+                columns.append(column)
+            }
+        }
+        return columns
+    }
+
+    /// A row SQLite's unique index refuses although the check above passed it (a merge policy
+    /// kept another row's value meanwhile) is the constraint conflict it is, not a store error.
+    func refusingDuplicates<T>(_ object: ManagedObject, _ write: () throws -> T) throws -> T {
+        do {
+            return try write()
+        } catch let error as DatabaseError where error.extendedResultCode == .SQLITE_CONSTRAINT_UNIQUE {
+            let constraints = object.entity.allUniquenessConstraints
+            let changed = constraints.first { !object.changedKeys.isDisjoint(with: $0.constraint) }
+            guard let (owner, constraint) = changed ?? constraints.first else { throw error }
+            throw constraintConflict(object, owner, constraint, with: "a stored row")
         }
     }
 

@@ -60,8 +60,8 @@ extension ManagedObjectContext {
             + updated.filter { $0.entity.hasJoinTables && !$0.changedKeys.isEmpty }
         var rowsUpdated: Set<ObjectIdentifier> = []
         var cascaded: [CascadedRows] = []
-        // Deletions the merge policy kept (rows changed meanwhile), applied only once committed.
-        var kept: Set<ObjectIdentifier> = []
+        // Deletions the merge policy kept (rows changed meanwhile) with their rows, applied once committed.
+        var kept: [ObjectIdentifier: Row] = [:]
         _ = coordinator.triggerReports.take()
         do {
             try wrapStoreErrors(.saveFailed, "cannot save") {
@@ -73,8 +73,8 @@ extension ManagedObjectContext {
                     // Deletes first: a row going frees its unique values for the rows written after it.
                     let deletedKeys = try rowKeys(of: deleted)
                     try coordinator.notifyRowsWillChange(deletedKeys, db)
-                    kept = Set(try deleteRows(of: deleted, db).map(ObjectIdentifier.init))
-                    let going = kept.isEmpty ? deleted : deleted.filter { !kept.contains(ObjectIdentifier($0)) }
+                    kept = try deleteRows(of: deleted, db)
+                    let going = kept.isEmpty ? deleted : deleted.filter { kept[ObjectIdentifier($0)] == nil }
                     // A kept owner's members go as they do on the object path, where they are deleted objects.
                     cascaded = try deleteMembers(of: storeCascades, db)
                     let adopted = try checkUniquenessConstraints(
@@ -93,10 +93,10 @@ extension ManagedObjectContext {
                     try coordinator.notifyRowsWillBeInserted(try rowKeys(of: inserted), db)
                     try vacateUniqueValues(of: updated, db)
                     // Updates before inserts: rows moving off unique values free them for new rows.
-                    for object in updated where try updateRow(of: object, db) {
+                    for object in updated where try refusingDuplicates(object, { try updateRow(of: object, db) }) {
                         rowsUpdated.insert(ObjectIdentifier(object))
                     }
-                    for object in inserted { try insertRow(of: object, db) }
+                    for object in inserted { try refusingDuplicates(object) { try insertRow(of: object, db) } }
                     for object in joinChanges { try writeJoinRows(of: object, db) }
                     for object in [inserted, updated].joined() where object.entity.hasOrderedRelationships {
                         try writeOrder(of: object, db)
@@ -115,16 +115,16 @@ extension ManagedObjectContext {
             for object in inserted { object.pendingPrimaryKey = nil }
             throw error
         }
-        // A kept deletion's object is no longer deleted, and reads its row as it now is.
-        for object in deleted where kept.contains(ObjectIdentifier(object)) {
+        let keptObjects = kept.isEmpty ? [] : deleted.filter { kept[ObjectIdentifier($0)] != nil }
+        for object in keptObjects {
             deletedSet.remove(object)
             unprocessedDeleted.remove(object)
-            turnIntoFault(object)
         }
         coordinator.metadataWasSaved()
         // A policy may have kept a row another context deleted, or dropped one it deleted.
         didCommit(inserted: inserted, updated: updated.filter { $0.managedObjectContext === self },
                   deleted: deleted.filter { deletedSet.contains($0) }, cascaded: cascaded, rowsUpdated: rowsUpdated)
+        for object in keptObjects { restoreKeptDeletion(object, row: kept[ObjectIdentifier(object)]!) }
         applyTriggerReports(coordinator.triggerReports.take())
     }
 
@@ -207,20 +207,42 @@ extension ManagedObjectContext {
         return storeCascades
     }
 
-    /// The deleted objects that `objects` point to, by a to-one or a to-many read here.
+    /// The deleted objects that `objects` were linked to by a relationship they changed (all of
+    /// a new object's): deleted objects are registered, so nothing is read to find them.
     private func deletedObjectsLinked(by objects: some Sequence<ManagedObject>) -> [ManagedObject] {
         var linked: [ManagedObject] = []
         var seen: Set<ObjectIdentifier> = []
-        for object in objects {
+        for object in objects where !object.isFault {
+            let isNew = insertedSet.contains(object)
             for relationship in object.entity.relationships
-            where !relationship.isToMany || object.loadedToMany.contains(relationship.name) {
-                for destination in destinations(of: object, relationship)
+            where isNew || object.changedKeys.contains(relationship.name) {
+                let held: [ManagedObject]
+                if relationship.isToMany {
+                    held = object.loadedToMany.contains(relationship.name) ? object.toManyObjects(relationship) : []
+                } else {
+                    held = heldDestination(of: object, relationship).map { [$0] } ?? []
+                }
+                for destination in held
                 where deletedSet.contains(destination) && seen.insert(ObjectIdentifier(destination)).inserted {
                     linked.append(destination)
                 }
             }
         }
         return linked
+    }
+
+    /// A to-one's destination when this context holds it, found without reading a row.
+    private func heldDestination(of object: ManagedObject, _ relationship: RelationshipDescription) -> ManagedObject? {
+        guard let index = object.values.layout.index(of: relationship.name) else { return nil }
+        switch object.values.slot(index) {
+        case .object(let destination):
+            return destination
+        case .fault(let primaryKey):
+            return object.entity.destination(of: relationship)
+                .flatMap { registeredDestination(primaryKey: primaryKey, of: $0) }
+        default:
+            return nil
+        }
     }
 
     private func destinations(of object: ManagedObject, _ relationship: RelationshipDescription) -> [ManagedObject] {
@@ -437,6 +459,15 @@ extension ManagedObjectContext {
                     + "Z_PK = ? AND Z_OPT = ?",
                              values: arguments)
         guard db.changesCount == 0 else { return true }
+        // At the row's version now, so the retry writes what the policy kept.
+        return try settleChangedRow(of: object, db) ? try updateRow(of: object, db) : false
+    }
+
+    /// An updated object whose row changed or went since it was read, settled by the merge
+    /// policy: true when it still has changes to write, at the row's version now.
+    func settleChangedRow(of object: ManagedObject, _ db: Database) throws -> Bool {
+        let root = object.entity.rootEntity
+        let store = try coordinator.store(for: root)
         guard mergePolicy != .error else { throw conflict(object, db, store: store) }
         let (row, _, _) = try currentRow(of: object, db)
         guard let row else {
@@ -444,16 +475,15 @@ extension ManagedObjectContext {
             return false
         }
         try resolveConflict(object, storedRow: row, root: root, store: store)
-        // At the row's version now, so the retry writes what the policy kept.
-        return updatedSet.contains(object) ? try updateRow(of: object, db) : false
+        return updatedSet.contains(object)
     }
 
     /// Deletes the rows of `objects` 500 a statement where each is as its object last saw it;
     /// a row changed or gone meanwhile goes through ``deleteRow(of:_:)`` and its merge policy.
-    /// Returns the objects whose rows the policy kept. (A cascade deletes rows by the hundred
+    /// Returns the rows the policy kept, by their objects. (A cascade deletes rows by the hundred
     /// thousand: a statement a row was most of its save.)
-    private func deleteRows(of objects: [ManagedObject], _ db: Database) throws -> [ManagedObject] {
-        var kept: [ManagedObject] = []
+    private func deleteRows(of objects: [ManagedObject], _ db: Database) throws -> [ObjectIdentifier: Row] {
+        var kept: [ObjectIdentifier: Row] = [:]
         var entities: [EntityDescription] = []
         var objectsOf: [ObjectIdentifier: [ManagedObject]] = [:]
         for object in objects {
@@ -486,8 +516,8 @@ extension ManagedObjectContext {
                     let key = object.objectID.primaryKey!
                     if versions[key] == object.version {
                         unchanged.append(key.databaseValue)
-                    } else if try !deleteRow(of: object, db) {
-                        kept.append(object)
+                    } else if let row = try deleteRow(of: object, db) {
+                        kept[ObjectIdentifier(object)] = row
                     }
                 }
                 guard !unchanged.isEmpty else { continue }
@@ -500,9 +530,9 @@ extension ManagedObjectContext {
         return kept
     }
 
-    /// Deletes an object's row; returns false when the merge policy keeps a row changed
-    /// meanwhile (rollback, store trump).
-    private func deleteRow(of object: ManagedObject, _ db: Database) throws -> Bool {
+    /// Deletes an object's row; returns the row when the merge policy keeps it, changed
+    /// meanwhile (rollback, store trump), and nil when it is deleted.
+    private func deleteRow(of object: ManagedObject, _ db: Database) throws -> Row? {
         let root = object.entity.rootEntity
         let store = try coordinator.store(for: root)
         let primaryKey = object.objectID.primaryKey!
@@ -512,9 +542,9 @@ extension ManagedObjectContext {
         if db.changesCount == 0 {
             guard mergePolicy != .error else { throw conflict(object, db, store: store) }
             let (row, _, _) = try currentRow(of: object, db)
-            // The object reads the row again once the save has committed: should it fail, the
-            // context keeps the deletion as it was.
-            if row != nil, mergePolicy == .rollback || mergePolicy == .mergeByPropertyStoreTrump { return false }
+            // The object takes the row once the save has committed: should it fail, the context
+            // keeps the deletion as it was.
+            if let row, mergePolicy == .rollback || mergePolicy == .mergeByPropertyStoreTrump { return row }
             try db.execute(sql: "DELETE FROM \(store.qualified(root.tableName)) WHERE Z_PK = ?",
                            arguments: [primaryKey])
         }
@@ -523,7 +553,32 @@ extension ManagedObjectContext {
             try db.executeCached(sql: "DELETE FROM \(store.qualified(join.name)) WHERE \(join.sourceColumn) = ?",
                                  values: [primaryKey.databaseValue])
         }
-        return true
+        return nil
+    }
+
+    /// A deletion the merge policy kept, once committed: the object is no longer deleted and
+    /// holds its row as it now is; the to-manys read here that its row names it in are read
+    /// again when next used (the delete rules took it out of them).
+    private func restoreKeptDeletion(_ object: ManagedObject, row: Row) {
+        object.isPreparedForDeletion = false
+        let root = object.entity.rootEntity
+        guard let store = try? coordinator.store(for: root) else { return turnIntoFault(object) }
+        do {
+            try load(row, into: object, root: root, store: store)
+        } catch {
+            // A value that does not decode fails where it is read, as any fault's, at this version.
+            turnIntoFault(object)
+            if let version = try? Self.rowVersion(row, root: root, store: store) { object.version = version }
+        }
+        for (relationship, index) in object.entity.storedToOne {
+            guard let key = row[index] as Int64?, let inverse = SQLiteSchema.inverse(of: relationship, in: model),
+                  inverse.isToMany, let destination = model.entity(named: relationship.destinationEntityName),
+                  let owner = registered[ObjectKey(rootEntityNumber: destination.rootEntity.entityNumber,
+                                                   primaryKey: key)],
+                  owner.loadedToMany.contains(inverse.name) else { continue }
+            owner.loadedToMany.remove(inverse.name)
+            owner.values[inverse.name] = nil
+        }
     }
 
     /// Writes what changed in an object's many-to-many relationships since the last save: the

@@ -72,8 +72,10 @@ extension ManagedObjectContext {
                             inverse: inverse, store: store)
     }
 
-    /// Deletes the members of each cascade whose owner's row the save deleted, as they are in the
-    /// store now (under the write lock: none can join or change meanwhile).
+    /// Deletes the members of each cascade whose owner is still deleted, as they are in the store
+    /// now (under the write lock: none can join or change meanwhile). An owner whose row the merge
+    /// policy kept loses its members all the same, as on the object path, where they are deleted
+    /// objects of the save.
     func deleteMembers(of cascades: [StoreCascade], _ db: Database) throws -> [CascadedRows] {
         var deleted: [CascadedRows] = []
         for cascade in cascades where deletedSet.contains(cascade.owner) {

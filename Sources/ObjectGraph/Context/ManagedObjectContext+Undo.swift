@@ -68,6 +68,8 @@ extension ManagedObjectContext {
             return
         }
         undoManager?.register { [weak self] in self?.delete(object) }
+        // A deletion a merge policy kept at a save left nothing to bring back.
+        guard deletedSet.contains(object) else { return }
         deletedSet.remove(object)
         if !unprocessedDeleted.contains(object) { unprocessedInserted.insert(object) }
         unprocessedDeleted.remove(object)
