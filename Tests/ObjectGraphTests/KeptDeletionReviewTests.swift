@@ -205,9 +205,8 @@ final class KeptDeletionReviewTests: ObjectGraphTestCase {
     }
 
     /// Rollback policy: A moves x→z but was changed elsewhere (the policy keeps its x); B moves
-    /// y→x. The save must fail with the uniqueness conflict (133021), not SQLite's error, and
-    /// write nothing. (A keeps what the policy settled: its rename is dropped, as the policy
-    /// would drop it again at the next save; see the README's "still open".)
+    /// y→x. The save must fail with the uniqueness conflict (133021), not SQLite's error, write
+    /// nothing, and leave A's unsaved rename in the context, as any failed save leaves its changes.
     func testRenameIntoTheValueOfAMoveThePolicyRollsBack() throws {
         for order in [false, true] {
             let (coordinator, url, model) = try items(["x", "y"])
@@ -223,8 +222,37 @@ final class KeptDeletionReviewTests: ObjectGraphTestCase {
             XCTAssertThrowsError(try context.save()) { error in
                 XCTAssertEqual((error as? ObjectGraphError)?.code, .constraintConflict, "order \(order): \(error)")
             }
+            XCTAssertEqual(a["title"] as? String, "z", "order \(order): a failed save keeps A's change")
+            XCTAssertTrue(context.updatedObjects.contains { $0 === a }, "order \(order)")
             XCTAssertEqual(try titles(coordinator), ["x", "y"])
         }
+    }
+
+    /// Rollback policy: A's row was deleted elsewhere, so the policy forgets A; C's rename was
+    /// changed elsewhere, so the policy drops it, and B's rename into C's value then fails the
+    /// save (133021). A must still be in the context with its change, and C with its rename.
+    func testObjectsThePolicySettledComeBackWhenTheSaveFails() throws {
+        let (coordinator, url, model) = try items(["a", "b", "c"])
+        let context = ManagedObjectContext(coordinator: coordinator)
+        context.mergePolicy = .rollback
+        let a = try item("a", context), b = try item("b", context), c = try item("c", context)
+        a["note"] = "mine"
+        c["title"] = "z"
+        b["title"] = "c"
+        let other = try elsewhere(url, model)
+        other.delete(try item("a", other))
+        try item("c", other)["note"] = "changed elsewhere"
+        try other.save()
+        XCTAssertThrowsError(try context.save()) { error in
+            XCTAssertEqual((error as? ObjectGraphError)?.code, .constraintConflict, "\(error)")
+        }
+        XCTAssertTrue(a.managedObjectContext === context, "still this context's")
+        XCTAssertTrue(context.registeredObjects.contains { $0 === a })
+        XCTAssertEqual(a["note"] as? String, "mine")
+        XCTAssertEqual(c["title"] as? String, "z")
+        XCTAssertEqual(Set(context.updatedObjects.map(ObjectIdentifier.init)),
+                       Set([a, b, c].map(ObjectIdentifier.init)))
+        XCTAssertEqual(try titles(coordinator), ["b", "c"], "nothing written")
     }
 
     // MARK: - Hooks' links to deleted objects

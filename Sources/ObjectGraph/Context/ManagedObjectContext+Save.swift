@@ -63,6 +63,8 @@ extension ManagedObjectContext {
         // Deletions the merge policy kept (rows changed meanwhile) with their rows, applied once committed.
         var kept: [ObjectIdentifier: Row] = [:]
         _ = coordinator.triggerReports.take()
+        settledInSave = [:]
+        defer { settledInSave = nil }
         do {
             try wrapStoreErrors(.saveFailed, "cannot save") {
                 // An observer may write to any store: then every store is locked up front, in order.
@@ -113,6 +115,7 @@ extension ManagedObjectContext {
             }
         } catch {
             for object in inserted { object.pendingPrimaryKey = nil }
+            for settled in (settledInSave ?? [:]).values { settled.restore(in: self) }
             throw error
         }
         let keptObjects = kept.isEmpty ? [] : deleted.filter { kept[ObjectIdentifier($0)] != nil }
@@ -470,6 +473,7 @@ extension ManagedObjectContext {
         let store = try coordinator.store(for: root)
         guard mergePolicy != .error else { throw conflict(object, db, store: store) }
         let (row, _, _) = try currentRow(of: object, db)
+        rememberBeforeSettling(object)
         guard let row else {
             forget(object)
             return false

@@ -74,6 +74,8 @@ public final class ManagedObjectContext {
     var registered = ObjectRegistry()
     /// The cascades the save under way runs in SQL (``StoreCascade``).
     var storeCascadeKeys: Set<StoreCascade.Key> = []
+    /// The objects a merge policy settled during the save under way, as they were (nil outside a save).
+    var settledInSave: [ObjectIdentifier: SettledObject]?
     /// The scopes of this context's object IDs (see ``objectID(of:storeIdentifier:kind:number:)``).
     var idScopes: [IDScopeKey: ObjectIDScope] = [:]
     /// The scope each new object of an entity starts in, kept alive while this context makes

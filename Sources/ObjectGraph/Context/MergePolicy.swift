@@ -76,6 +76,7 @@ extension ManagedObjectContext {
 
     /// Puts one relationship of an object back to its stored state (a to-many is re-read on access).
     private func forgetChange(of relationship: RelationshipDescription, in object: ManagedObject) {
+        rememberBeforeSettling(object)
         if relationship.isToMany {
             object.loadedToMany.remove(relationship.name)
             object.values[relationship.name] = nil
@@ -120,5 +121,53 @@ extension ManagedObjectContext {
         let sql = "SELECT \(root.selectColumns.joined(separator: ", ")) FROM \(store.qualified(root.tableName))"
             + " WHERE Z_PK = ?"
         return (try Row.fetchOne(db, sql: sql, arguments: [object.objectID.primaryKey]), root, store)
+    }
+}
+
+/// An object as it was before a save's merge policy settled it (or the other side of one of its
+/// relationships): put back when the save fails, so that nothing of a failed save stays.
+struct SettledObject {
+    let object: ManagedObject
+    private let values: PropertyValues
+    private let committedValues: PropertyValues
+    private let loadedToMany: Set<String>
+    private let changedKeys: Set<String>
+    private let version: Int64
+    private let isFault: Bool
+    private let memberships: ObjectSet.Membership
+    private let isRegistered: Bool
+
+    init(_ object: ManagedObject) {
+        self.object = object
+        (values, committedValues, loadedToMany, changedKeys) =
+            (object.values, object.committedValues, object.loadedToMany, object.changedKeys)
+        (version, isFault, memberships) = (object.version, object.isFault, object.memberships)
+        isRegistered = object.managedObjectContext != nil
+    }
+
+    func restore(in context: ManagedObjectContext) {
+        (object.values, object.committedValues, object.loadedToMany, object.changedKeys) =
+            (values, committedValues, loadedToMany, changedKeys)
+        (object.version, object.isFault) = (version, isFault)
+        // A row gone meanwhile made the policy forget the object.
+        if isRegistered, object.managedObjectContext == nil, let primaryKey = object.objectID.primaryKey {
+            object.managedObjectContext = context
+            context.registered[ManagedObjectContext.ObjectKey(
+                rootEntityNumber: object.entity.rootEntity.entityNumber, primaryKey: primaryKey)] = object
+        }
+        if memberships.contains(.updated) { context.updatedSet.insert(object) } else { context.updatedSet.remove(object) }
+        if memberships.contains(.unprocessedUpdated) {
+            context.unprocessedUpdated.insert(object)
+        } else {
+            context.unprocessedUpdated.remove(object)
+        }
+    }
+}
+
+extension ManagedObjectContext {
+    /// Keeps an object's state before the save under way settles it; nothing outside a save.
+    func rememberBeforeSettling(_ object: ManagedObject) {
+        guard settledInSave != nil, settledInSave![ObjectIdentifier(object)] == nil else { return }
+        settledInSave![ObjectIdentifier(object)] = SettledObject(object)
     }
 }
