@@ -116,43 +116,6 @@ final class KeptDeletionReviewTests: ObjectGraphTestCase {
         XCTAssertEqual(CountingItem.prepared, 2, "prepareForDeletion for the second deletion")
     }
 
-    /// A kept child's parent: the child's Nullify rule took it out of the parent's (read)
-    /// to-many in memory, the store still links them after the kept deletion; the parent's
-    /// to-many must agree with the store.
-    func testAKeptDeletionIsStillAMemberOfItsParentsToMany() throws {
-        let parent = EntityDescription(
-            name: "Parent", attributes: [AttributeDescription(name: "name", type: .string)],
-            relationships: [RelationshipDescription(name: "children", destination: "Child", inverse: "parent",
-                                                    isToMany: true, deleteRule: .nullify)])
-        let child = EntityDescription(
-            name: "Child", attributes: [AttributeDescription(name: "name", type: .string)],
-            relationships: [RelationshipDescription(name: "parent", destination: "Parent", inverse: "children",
-                                                    deleteRule: .nullify)])
-        let (coordinator, url, model) = try seededStore([parent, child]) { writer in
-            let owner = writer.insertNewObject(forEntityName: "Parent")
-            owner["name"] = "p"
-            for name in ["a", "b", "c"] {
-                let member = writer.insertNewObject(forEntityName: "Child")
-                member["name"] = name
-                member["parent"] = owner
-            }
-        }
-        let context = ManagedObjectContext(coordinator: coordinator)
-        context.mergePolicy = .rollback
-        let owner = try XCTUnwrap(try fetch("Parent", context).first)
-        XCTAssertEqual((owner["children"] as? Set<ManagedObject>)?.count ?? owner.toManyCount("children"), 3)
-        let doomed = try XCTUnwrap(try fetch("Child", context, "name == 'c'").first)
-        context.delete(doomed)
-        let other = try elsewhere(url, model)
-        try XCTUnwrap(try fetch("Child", other, "name == 'c'").first)["name"] = "c2"
-        try other.save()
-        try context.save()
-        XCTAssertFalse(doomed.isDeleted)
-        let stored = try fetch("Child", ManagedObjectContext(coordinator: coordinator), "parent.name == 'p'").count
-        XCTAssertEqual(stored, 3, "the store still links the kept child")
-        XCTAssertEqual(owner.toManyCount("children"), stored, "the parent's to-many as the store has it")
-    }
-
     /// Undo of a deletion the policy kept: the object never left the store nor this context, so
     /// undoing must not announce it as inserted (undelete puts an object it finds in the context
     /// but not in the deleted set into `unprocessedInserted`).

@@ -112,14 +112,20 @@ extension ManagedObjectContext {
     }
 
     /// A row SQLite's unique index refuses although the check above passed it (a merge policy
-    /// kept another row's value meanwhile) is the constraint conflict it is, not a store error.
+    /// kept another row's value meanwhile) is the constraint conflict it is, not a store error;
+    /// an index the model does not declare stays the store's error.
     func refusingDuplicates<T>(_ object: ManagedObject, _ write: () throws -> T) throws -> T {
         do {
             return try write()
         } catch let error as DatabaseError where error.extendedResultCode == .SQLITE_CONSTRAINT_UNIQUE {
-            let constraints = object.entity.allUniquenessConstraints
-            let changed = constraints.first { !object.changedKeys.isDisjoint(with: $0.constraint) }
-            guard let (owner, constraint) = changed ?? constraints.first else { throw error }
+            // SQLite names the index's columns: "UNIQUE constraint failed: ZITEM.ZTITLE, ZITEM.ZKIND".
+            let refused = Set((error.message ?? "").split(separator: ":").last?.split(separator: ",")
+                .compactMap { $0.split(separator: ".").last.map { String($0).trimmingCharacters(in: .whitespaces) } }
+                ?? [])
+            let declared = object.entity.allUniquenessConstraints.first { owner, constraint in
+                Set(constraint.compactMap { owner.attribute(named: $0)?.columnName }) == refused
+            }
+            guard let (owner, constraint) = declared else { throw error }
             throw constraintConflict(object, owner, constraint, with: "a stored row")
         }
     }

@@ -46,7 +46,7 @@ extension ManagedObjectContext {
     ///
     /// - throws: ``ValidationError`` 1600 for Deny; a merge conflict for Cascade (the rows
     ///   to cascade to were not seen); Nullify clears the references.
-    func enforceDeleteRules(of deleted: [ManagedObject], _ db: Database) throws {
+    func enforceDeleteRules(of deleted: [ManagedObject], keeping kept: Set<ObjectKey> = [], _ db: Database) throws {
         var denied: [ValidationError] = []
         // Worked out once an entity: a cascade deletes 100,000 objects of one.
         var rulesOf: [ObjectIdentifier: [EnforcedRule]] = [:]
@@ -57,40 +57,55 @@ extension ManagedObjectContext {
             rulesOf[ObjectIdentifier(entity)] = rules
             for (relationship, destination, inverse) in rules {
                 let root = destination.rootEntity
-                let table = try coordinator.store(for: root).qualified(root.tableName)
+                let store = try coordinator.store(for: root)
+                let table = store.qualified(root.tableName)
                 let numbers = destination.selfAndDescendants.map { String($0.entityNumber) }.joined(separator: ", ")
                 let referring = "FROM \(table) WHERE \(inverse.columnName) = ? AND Z_ENT IN (\(numbers))"
                 let keys = try Int64.fetchAll(db, sql: "SELECT Z_PK \(referring)", arguments: [primaryKey])
                 guard !keys.isEmpty else { continue }
+                var unlinked = keys
                 switch relationship.deleteRule {
                 case .deny:
                     denied.append(
                         ValidationError(
                             code: .relationshipDeniedDelete, object: object, key: relationship.name, value: nil,
                             constraint: .deleteDenied(relationship: relationship.name)))
+                    continue
                 case .nullify:
-                    let store = try coordinator.store(for: root)
-                    let changed = keys.map {
-                        StoredRowKey(storeIdentifier: store.identifier, table: root.tableName, primaryKey: $0)
-                    }
-                    try coordinator.notifyRowsWillChange(changed, db)
-                    try db.execute(
-                        sql: "UPDATE \(table) SET \(inverse.columnName) = NULL, "
-                            + "Z_OPT = CASE WHEN Z_OPT < 9223372036854775807 THEN Z_OPT + 1 ELSE Z_OPT END "
-                            + "WHERE Z_PK IN "
-                            + "(SELECT Z_PK \(referring))", arguments: [primaryKey])
-                    try coordinator.notifyRowsDidChange(changed, db)
-                case .cascade:
-                    throw ObjectGraphError(
-                        code: .mergeConflict,
-                        message:
-                            "merge conflict: \(destination.name) row \(keys[0]) was linked to "
-                                + "\(object.entity.name) row \(primaryKey) "
-                            + "by someone else since it was read; nothing was saved",
-                        objects: [object])
-                case .noAction:
                     break
+                case .cascade:
+                    // A member the merge policy kept stays, without its owner; any other was linked meanwhile.
+                    unlinked = keys.filter {
+                        kept.contains(ObjectKey(rootEntityNumber: root.entityNumber, primaryKey: $0))
+                    }
+                    if let linked = keys.first(where: { !unlinked.contains($0) }) {
+                        throw ObjectGraphError(
+                            code: .mergeConflict,
+                            message:
+                                "merge conflict: \(destination.name) row \(linked) was linked to "
+                                    + "\(object.entity.name) row \(primaryKey) "
+                                + "by someone else since it was read; nothing was saved",
+                            objects: [object])
+                    }
+                case .noAction:
+                    continue
                 }
+                let changed = unlinked.map {
+                    StoredRowKey(storeIdentifier: store.identifier, table: root.tableName, primaryKey: $0)
+                }
+                try coordinator.notifyRowsWillChange(changed, db)
+                let unlink = "UPDATE \(table) SET \(inverse.columnName) = NULL, "
+                    + "Z_OPT = CASE WHEN Z_OPT < 9223372036854775807 THEN Z_OPT + 1 ELSE Z_OPT END WHERE Z_PK IN "
+                if unlinked.count == keys.count {
+                    // Every row that refers to it: one statement, however many.
+                    try db.execute(sql: unlink + "(SELECT Z_PK \(referring))", arguments: [primaryKey])
+                } else {
+                    for chunk in unlinked.chunked(500) {
+                        try db.execute(
+                            sql: unlink + "(\(placeholders(chunk.count)))", arguments: StatementArguments(chunk))
+                    }
+                }
+                try coordinator.notifyRowsDidChange(changed, db)
             }
         }
         if !denied.isEmpty { throw ValidationError.combining(denied) }

@@ -10,10 +10,17 @@ extension ManagedObjectContext {
     /// if anything fails, nothing is written and the context keeps its changes, to be fixed
     /// and saved again, or rolled back. A row that another context or process changed
     /// since this one read it is not overwritten blindly: ``mergePolicy`` decides, and by
-    /// default the save fails with a merge conflict.
+    /// default the save fails with a merge conflict. What a policy settles is the context's
+    /// only once the save commits: a deletion it keeps (rollback, store trump) stays a deletion
+    /// until then, and then the object is announced as undeleted, with its row and links as
+    /// they are stored (a Nullify rule's unlinking of the other ends is not written).
+    ///
+    /// Rows are written deletions first, then updates, then insertions; rows that trade unique
+    /// values among themselves (a swap, a chain of renames) are saved as one change.
     ///
     /// - throws: ``ValidationError`` (1560 gathering several), ``ObjectGraphError`` 133020
-    ///   on a merge conflict, or a store error (busy, disk full, read-only).
+    ///   on a merge conflict, 133021 on a uniqueness conflict, or a store error (busy, disk
+    ///   full, read-only).
     public func save() throws {
         defer { storeCascadeKeys = [] }
         // Delete rules run first, so their changes join the same event (and undo group).
@@ -77,6 +84,7 @@ extension ManagedObjectContext {
                     try coordinator.notifyRowsWillChange(deletedKeys, db)
                     kept = try deleteRows(of: deleted, db)
                     let going = kept.isEmpty ? deleted : deleted.filter { kept[ObjectIdentifier($0)] == nil }
+                    relinkKeptDeletions(deleted.filter { kept[ObjectIdentifier($0)] != nil })
                     // A kept owner's members go as they do on the object path, where they are deleted objects.
                     cascaded = try deleteMembers(of: storeCascades, db)
                     let adopted = try checkUniquenessConstraints(
@@ -103,13 +111,21 @@ extension ManagedObjectContext {
                     for object in [inserted, updated].joined() where object.entity.hasOrderedRelationships {
                         try writeOrder(of: object, db)
                     }
-                    try enforceDeleteRules(of: going, db)
+                    try enforceDeleteRules(of: going, keeping: Set(deleted.compactMap { object in
+                        kept[ObjectIdentifier(object)] == nil ? nil : object.objectID.primaryKey.map {
+                            ObjectKey(rootEntityNumber: object.entity.rootEntity.entityNumber, primaryKey: $0)
+                        }
+                    }), db)
                     try verifyDestinations(of: inserted, db)
                     try verifyDestinations(of: updated, db)
                     try recordHistory(inserted: inserted, updated: updated.filter { updatedSet.contains($0) },
                                       deleted: going, cascaded: cascaded, db)
                     try coordinator.notifyRowsDidChange(
                         try rowKeys(of: inserted, then: updatedKeys + deletedKeys), db)
+                    // A kept row as this save leaves it (another deletion's rule may have changed it).
+                    for object in deleted where kept[ObjectIdentifier(object)] != nil {
+                        if let row = try currentRow(of: object, db).0 { kept[ObjectIdentifier(object)] = row }
+                    }
                     try coordinator.writePendingMetadata(db)
                 }
             }
@@ -128,6 +144,8 @@ extension ManagedObjectContext {
         didCommit(inserted: inserted, updated: updated.filter { $0.managedObjectContext === self },
                   deleted: deleted.filter { deletedSet.contains($0) }, cascaded: cascaded, rowsUpdated: rowsUpdated)
         for object in keptObjects { restoreKeptDeletion(object, row: kept[ObjectIdentifier(object)]!) }
+        // Announced as an undeletion is: their deletion was.
+        if !keptObjects.isEmpty { processPendingChanges() }
         applyTriggerReports(coordinator.triggerReports.take())
     }
 
@@ -221,7 +239,10 @@ extension ManagedObjectContext {
             where isNew || object.changedKeys.contains(relationship.name) {
                 let held: [ManagedObject]
                 if relationship.isToMany {
-                    held = object.loadedToMany.contains(relationship.name) ? object.toManyObjects(relationship) : []
+                    // An unread one holds the members that joined it here.
+                    held = object.loadedToMany.contains(relationship.name)
+                        ? object.toManyObjects(relationship)
+                        : (object.values[relationship.name] as? RelationshipMembers)?.added ?? []
                 } else {
                     held = heldDestination(of: object, relationship).map { [$0] } ?? []
                 }
@@ -560,11 +581,11 @@ extension ManagedObjectContext {
         return nil
     }
 
-    /// A deletion the merge policy kept, once committed: the object is no longer deleted and
-    /// holds its row as it now is; the to-manys read here that its row names it in are read
-    /// again when next used (the delete rules took it out of them).
+    /// A deletion the merge policy kept, once committed: the object is no longer deleted, holds
+    /// its row as the save left it, and is announced again as an undeleted object is (inserted).
     private func restoreKeptDeletion(_ object: ManagedObject, row: Row) {
         object.isPreparedForDeletion = false
+        unprocessedInserted.insert(object)
         let root = object.entity.rootEntity
         guard let store = try? coordinator.store(for: root) else { return turnIntoFault(object) }
         do {
@@ -574,14 +595,21 @@ extension ManagedObjectContext {
             turnIntoFault(object)
             if let version = try? Self.rowVersion(row, root: root, store: store) { object.version = version }
         }
-        for (relationship, index) in object.entity.storedToOne {
-            guard let key = row[index] as Int64?, let inverse = SQLiteSchema.inverse(of: relationship, in: model),
-                  inverse.isToMany, let destination = model.entity(named: relationship.destinationEntityName),
-                  let owner = registered[ObjectKey(rootEntityNumber: destination.rootEntity.entityNumber,
-                                                   primaryKey: key)],
-                  owner.loadedToMany.contains(inverse.name) else { continue }
-            owner.loadedToMany.remove(inverse.name)
-            owner.values[inverse.name] = nil
+    }
+
+    /// The links that kept deletions' Nullify rules took from the objects at their other ends,
+    /// given back before those objects are written: a row that stays keeps its links. Put back
+    /// as the policy's other changes are, should the save fail.
+    private func relinkKeptDeletions(_ objects: [ManagedObject]) {
+        for object in objects {
+            for relationship in object.entity.relationships where relationship.deleteRule == .nullify {
+                guard let inverse = SQLiteSchema.inverse(of: relationship, in: model) else { continue }
+                for destination in destinations(of: object, relationship)
+                where destination.managedObjectContext === self && !deletedSet.contains(destination) {
+                    rememberBeforeSettling(destination)
+                    destination.primitiveLink(inverse, to: object)
+                }
+            }
         }
     }
 

@@ -155,11 +155,13 @@ struct SettledObject {
             context.registered[ManagedObjectContext.ObjectKey(
                 rootEntityNumber: object.entity.rootEntity.entityNumber, primaryKey: primaryKey)] = object
         }
-        if memberships.contains(.updated) { context.updatedSet.insert(object) } else { context.updatedSet.remove(object) }
-        if memberships.contains(.unprocessedUpdated) {
-            context.unprocessedUpdated.insert(object)
-        } else {
-            context.unprocessedUpdated.remove(object)
+        for (membership, set) in [(ObjectSet.Membership.updated, \ManagedObjectContext.updatedSet),
+                                  (.unprocessedUpdated, \.unprocessedUpdated)] {
+            if memberships.contains(membership) {
+                context[keyPath: set].insert(object)
+            } else {
+                context[keyPath: set].remove(object)
+            }
         }
     }
 }
