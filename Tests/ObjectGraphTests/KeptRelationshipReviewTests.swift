@@ -177,6 +177,44 @@ final class KeptRelationshipReviewTests: ObjectGraphTestCase {
         XCTAssertEqual(owner.toManyCount("children"), stored, "the parent's to-many as the store has it")
     }
 
+    /// The same many-to-many, the save failing after the links were given back (a second tag
+    /// named as the first, which is unique): the context must be as before the save, the item
+    /// deleted and out of its tags, which the next save's rules would otherwise find as it was.
+    func testLinksGivenBackToAKeptDeletionAreTakenBackWhenTheSaveFails() throws {
+        let item = EntityDescription(
+            name: "Item", attributes: [AttributeDescription(name: "name", type: .string),
+                                       AttributeDescription(name: "note", type: .string)],
+            relationships: [RelationshipDescription(name: "tags", destination: "Tag", inverse: "items",
+                                                    isToMany: true, deleteRule: .nullify)])
+        let tag = EntityDescription(
+            name: "Tag", attributes: [AttributeDescription(name: "name", type: .string)],
+            relationships: [RelationshipDescription(name: "items", destination: "Item", inverse: "tags",
+                                                    isToMany: true, deleteRule: .nullify)],
+            uniquenessConstraints: [["name"]])
+        let (coordinator, url, model) = try seededStore([item, tag]) { writer in
+            let x = writer.insertNewObject(forEntityName: "Item")
+            x["name"] = "x"
+            let t1 = writer.insertNewObject(forEntityName: "Tag")
+            t1["name"] = "t1"
+            x["tags"] = [t1]
+        }
+        let context = ManagedObjectContext(coordinator: coordinator)
+        context.mergePolicy = .rollback
+        let x = try one("Item", context, "name == 'x'")
+        let t1 = try one("Tag", context, "name == 't1'")
+        XCTAssertEqual(t1.toManyCount("items"), 1)
+        context.delete(x)
+        context.processPendingChanges()
+        XCTAssertEqual(t1.toManyCount("items"), 0, "the Nullify rule took x out")
+        try touchElsewhere("Item", "x", url, model)
+        context.insertNewObject(forEntityName: "Tag")["name"] = "t1"
+        XCTAssertThrowsError(try context.save()) { error in
+            XCTAssertEqual((error as? ObjectGraphError)?.code, .constraintConflict, "\(error)")
+        }
+        XCTAssertTrue(x.isDeleted, "the failed save left the deletion")
+        XCTAssertEqual(t1.toManyCount("items"), 0, "and the tag as the deletion left it")
+    }
+
     // MARK: - What is announced for a kept deletion
 
     /// A fetched results controller over Items: the deletion removed "x" from it (objectsDidChange

@@ -601,6 +601,9 @@ extension ManagedObjectContext {
     /// given back before those objects are written: a row that stays keeps its links. Put back
     /// as the policy's other changes are, should the save fail.
     private func relinkKeptDeletions(_ objects: [ManagedObject]) {
+        // Nothing to undo: the user's deletion registered its unlinking, which this only cancels.
+        undoManager?.disableUndoRegistration()
+        defer { undoManager?.enableUndoRegistration() }
         for object in objects {
             for relationship in object.entity.relationships where relationship.deleteRule == .nullify {
                 guard let inverse = SQLiteSchema.inverse(of: relationship, in: model) else { continue }

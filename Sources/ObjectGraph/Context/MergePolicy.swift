@@ -139,8 +139,13 @@ struct SettledObject {
 
     init(_ object: ManagedObject) {
         self.object = object
-        (values, committedValues, loadedToMany, changedKeys) =
-            (object.values, object.committedValues, object.loadedToMany, object.changedKeys)
+        var values = object.values
+        // A to-many's members change in place: the snapshot keeps its own.
+        for name in object.entity.toManyRelationshipNames {
+            if let members = values[name] as? RelationshipMembers { values[name] = members.copy() }
+        }
+        self.values = values
+        (committedValues, loadedToMany, changedKeys) = (object.committedValues, object.loadedToMany, object.changedKeys)
         (version, isFault, memberships) = (object.version, object.isFault, object.memberships)
         isRegistered = object.managedObjectContext != nil
     }
