@@ -11,15 +11,6 @@ final class KeptDeletionReviewTests: ObjectGraphTestCase {
         try super.tearDownWithError()
     }
 
-    /// Another coordinator (as another process) on the same file.
-    private func elsewhere(_ url: URL, _ model: ManagedObjectModel, history: Bool = false) throws
-        -> ManagedObjectContext {
-        let second = PersistentStoreCoordinator(managedObjectModel: model)
-        var options = StoreOptions()
-        options.tracksPersistentHistory = history
-        try second.addPersistentStore(type: .sqlite, at: url, options: options)
-        return ManagedObjectContext(coordinator: second)
-    }
 
     /// Item: title (unique), note, secret (kept in the history's tombstone).
     private func items(_ titles: [String], history: Bool = false, counting: Bool = false) throws

@@ -12,12 +12,6 @@ final class KeptRelationshipReviewTests: ObjectGraphTestCase {
         try super.tearDownWithError()
     }
 
-    /// Another coordinator (as another process) on the same file.
-    private func elsewhere(_ url: URL, _ model: ManagedObjectModel) throws -> ManagedObjectContext {
-        let second = PersistentStoreCoordinator(managedObjectModel: model)
-        try second.addPersistentStore(type: .sqlite, at: url)
-        return ManagedObjectContext(coordinator: second)
-    }
 
     private func one(_ entity: String, _ context: ManagedObjectContext, _ format: String, _ arguments: Any...)
         throws -> ManagedObject {
@@ -66,16 +60,7 @@ final class KeptRelationshipReviewTests: ObjectGraphTestCase {
     /// each tag's (read) `items`; those tags were saved as updated objects and their join-row
     /// deletes were written, though x's own join rows were spared by `deleteRow`.
     func testAKeptDeletionKeepsItsManyToManyLinks() throws {
-        let item = EntityDescription(
-            name: "Item", attributes: [AttributeDescription(name: "name", type: .string),
-                                       AttributeDescription(name: "note", type: .string)],
-            relationships: [RelationshipDescription(name: "tags", destination: "Tag", inverse: "items",
-                                                    isToMany: true, deleteRule: .nullify)])
-        let tag = EntityDescription(
-            name: "Tag", attributes: [AttributeDescription(name: "name", type: .string)],
-            relationships: [RelationshipDescription(name: "items", destination: "Item", inverse: "tags",
-                                                    isToMany: true, deleteRule: .nullify)])
-        let (coordinator, url, model) = try seededStore([item, tag]) { writer in
+        let (coordinator, url, model) = try seededStore(Self.itemsAndTags()) { writer in
             let x = writer.insertNewObject(forEntityName: "Item")
             x["name"] = "x"
             var tags: [ManagedObject] = []
@@ -177,21 +162,11 @@ final class KeptRelationshipReviewTests: ObjectGraphTestCase {
         XCTAssertEqual(owner.toManyCount("children"), stored, "the parent's to-many as the store has it")
     }
 
-    /// The same many-to-many, the save failing after the links were given back (a second tag
-    /// named as the first, which is unique): the context must be as before the save, the item
-    /// deleted and out of its tags, which the next save's rules would otherwise find as it was.
+    /// The same many-to-many, the save failing after the links were given back (two new tags of
+    /// one unique name): the context must be as before the save, the item deleted and out of
+    /// its tags.
     func testLinksGivenBackToAKeptDeletionAreTakenBackWhenTheSaveFails() throws {
-        let item = EntityDescription(
-            name: "Item", attributes: [AttributeDescription(name: "name", type: .string),
-                                       AttributeDescription(name: "note", type: .string)],
-            relationships: [RelationshipDescription(name: "tags", destination: "Tag", inverse: "items",
-                                                    isToMany: true, deleteRule: .nullify)])
-        let tag = EntityDescription(
-            name: "Tag", attributes: [AttributeDescription(name: "name", type: .string)],
-            relationships: [RelationshipDescription(name: "items", destination: "Item", inverse: "tags",
-                                                    isToMany: true, deleteRule: .nullify)],
-            uniquenessConstraints: [["name"]])
-        let (coordinator, url, model) = try seededStore([item, tag]) { writer in
+        let (coordinator, url, model) = try seededStore(Self.itemsAndTags(unique: ["Tag"])) { writer in
             let x = writer.insertNewObject(forEntityName: "Item")
             x["name"] = "x"
             let t1 = writer.insertNewObject(forEntityName: "Tag")
@@ -207,7 +182,7 @@ final class KeptRelationshipReviewTests: ObjectGraphTestCase {
         context.processPendingChanges()
         XCTAssertEqual(t1.toManyCount("items"), 0, "the Nullify rule took x out")
         try touchElsewhere("Item", "x", url, model)
-        context.insertNewObject(forEntityName: "Tag")["name"] = "t1"
+        for _ in 0..<2 { context.insertNewObject(forEntityName: "Tag")["name"] = "new" }
         XCTAssertThrowsError(try context.save()) { error in
             XCTAssertEqual((error as? ObjectGraphError)?.code, .constraintConflict, "\(error)")
         }

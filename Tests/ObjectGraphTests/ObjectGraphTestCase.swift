@@ -91,6 +91,32 @@ class ObjectGraphTestCase: XCTestCase {
         return (coordinator, url, model)
     }
 
+    /// Item (name, note) ←→ Tag (name), many-to-many, Nullify both ways; the entities named in
+    /// `unique` are unique by name.
+    static func itemsAndTags(unique: Set<String> = []) -> [EntityDescription] {
+        let item = EntityDescription(
+            name: "Item", attributes: [AttributeDescription(name: "name", type: .string),
+                                       AttributeDescription(name: "note", type: .string)],
+            relationships: [RelationshipDescription(name: "tags", destination: "Tag", inverse: "items",
+                                                    isToMany: true, deleteRule: .nullify)],
+            uniquenessConstraints: unique.contains("Item") ? [["name"]] : [])
+        let tag = EntityDescription(
+            name: "Tag", attributes: [AttributeDescription(name: "name", type: .string)],
+            relationships: [RelationshipDescription(name: "items", destination: "Item", inverse: "tags",
+                                                    isToMany: true, deleteRule: .nullify)],
+            uniquenessConstraints: unique.contains("Tag") ? [["name"]] : [])
+        return [item, tag]
+    }
+
+    /// A context of another coordinator on the store at `url`, as another process would open it.
+    func elsewhere(_ url: URL, _ model: ManagedObjectModel, history: Bool = false) throws -> ManagedObjectContext {
+        let second = PersistentStoreCoordinator(managedObjectModel: model)
+        var options = StoreOptions()
+        options.tracksPersistentHistory = history
+        try second.addPersistentStore(type: .sqlite, at: url, options: options)
+        return ManagedObjectContext(coordinator: second)
+    }
+
     /// Runs `body` once per store kind, naming the kind in any failure.
     func forEachStoreKind(_ body: (StoreKind) throws -> Void, file: StaticString = #filePath, line: UInt = #line) {
         for kind in StoreKind.allCases {

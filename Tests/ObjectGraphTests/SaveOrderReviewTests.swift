@@ -23,12 +23,6 @@ final class SaveOrderReviewTests: ObjectGraphTestCase {
         return (coordinator, url, model)
     }
 
-    /// Another coordinator (as another process) on the same file.
-    private func elsewhere(_ url: URL, _ model: ManagedObjectModel) throws -> ManagedObjectContext {
-        let second = PersistentStoreCoordinator(managedObjectModel: model)
-        try second.addPersistentStore(type: .sqlite, at: url)
-        return ManagedObjectContext(coordinator: second)
-    }
 
     private func count(_ entity: String, _ coordinator: PersistentStoreCoordinator) throws -> Int {
         try fetch(entity, ManagedObjectContext(coordinator: coordinator)).count

@@ -84,7 +84,7 @@ extension ManagedObjectContext {
                     try coordinator.notifyRowsWillChange(deletedKeys, db)
                     kept = try deleteRows(of: deleted, db)
                     let going = kept.isEmpty ? deleted : deleted.filter { kept[ObjectIdentifier($0)] == nil }
-                    relinkKeptDeletions(deleted.filter { kept[ObjectIdentifier($0)] != nil })
+                    takeBackUnlinking(byKept: deleted.filter { kept[ObjectIdentifier($0)] != nil })
                     // A kept owner's members go as they do on the object path, where they are deleted objects.
                     cascaded = try deleteMembers(of: storeCascades, db)
                     let adopted = try checkUniquenessConstraints(
@@ -594,25 +594,6 @@ extension ManagedObjectContext {
             // A value that does not decode fails where it is read, as any fault's, at this version.
             turnIntoFault(object)
             if let version = try? Self.rowVersion(row, root: root, store: store) { object.version = version }
-        }
-    }
-
-    /// The links that kept deletions' Nullify rules took from the objects at their other ends,
-    /// given back before those objects are written: a row that stays keeps its links. Put back
-    /// as the policy's other changes are, should the save fail.
-    private func relinkKeptDeletions(_ objects: [ManagedObject]) {
-        // Nothing to undo: the user's deletion registered its unlinking, which this only cancels.
-        undoManager?.disableUndoRegistration()
-        defer { undoManager?.enableUndoRegistration() }
-        for object in objects {
-            for relationship in object.entity.relationships where relationship.deleteRule == .nullify {
-                guard let inverse = SQLiteSchema.inverse(of: relationship, in: model) else { continue }
-                for destination in destinations(of: object, relationship)
-                where destination.managedObjectContext === self && !deletedSet.contains(destination) {
-                    rememberBeforeSettling(destination)
-                    destination.primitiveLink(inverse, to: object)
-                }
-            }
         }
     }
 

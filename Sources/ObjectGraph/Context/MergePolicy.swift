@@ -124,6 +124,63 @@ extension ManagedObjectContext {
     }
 }
 
+extension ManagedObjectContext {
+    /// What kept deletions' Nullify rules did to the objects at their other ends, taken back
+    /// before those are written where nothing else changed it since: a to-one the rule cleared
+    /// names the kept row again, and a to-many it left is read again from the store (with its
+    /// other changes). A row that stays keeps its links, and no row is written for them. Put
+    /// back as the policy's other changes are, should the save fail.
+    func takeBackUnlinking(byKept objects: [ManagedObject]) {
+        for object in objects {
+            for relationship in object.entity.relationships where relationship.deleteRule == .nullify {
+                guard let inverse = SQLiteSchema.inverse(of: relationship, in: model) else { continue }
+                // Where it points now and where its row points: it may have moved before its deletion.
+                var ends = relationship.isToMany
+                    ? object.toManyObjects(relationship) : object.toOneObjectUnchanged(relationship).map { [$0] } ?? []
+                if !relationship.isToMany, let stored = committedEnd(of: object, relationship) { ends.append(stored) }
+                for end in ends where end.managedObjectContext === self && !deletedSet.contains(end) {
+                    takeBackUnlink(of: object, from: end, inverse)
+                }
+            }
+        }
+    }
+
+    private func takeBackUnlink(of object: ManagedObject, from end: ManagedObject, _ inverse: RelationshipDescription) {
+        if inverse.isToMany {
+            guard let members = end.values[inverse.name] as? RelationshipMembers,
+                  members.removed[ObjectIdentifier(object)] != nil else { return }
+            rememberBeforeSettling(end)
+            // Read again when next used, in the store's order, with the changes made to it here.
+            let pending = members.unsavedChanges()
+            pending.forgetRemoval(of: object)
+            end.values[inverse.name] = pending.hasUnsavedChanges ? pending : nil
+            end.loadedToMany.remove(inverse.name)
+            if !pending.hasUnsavedChanges { end.changedKeys.remove(inverse.name) }
+        } else {
+            // Cleared by the rule, not set elsewhere since.
+            guard end.values[inverse.name] == nil,
+                  Self.sameStoredValue(end.committedValues[inverse.name], object) else { return }
+            rememberBeforeSettling(end)
+            end.values[inverse.name] = end.committedValues[inverse.name]
+            end.changedKeys.remove(inverse.name)
+        }
+        refreshMembership(of: end)
+    }
+
+    /// The destination a to-one's stored value names, if this context holds it.
+    private func committedEnd(of object: ManagedObject, _ relationship: RelationshipDescription) -> ManagedObject? {
+        switch object.committedValues[relationship.name] {
+        case let end as ManagedObject:
+            return end
+        case let fault as FaultReference:
+            return object.entity.destination(of: relationship)
+                .flatMap { registeredDestination(primaryKey: fault.primaryKey, of: $0) }
+        default:
+            return nil
+        }
+    }
+}
+
 /// An object as it was before a save's merge policy settled it (or the other side of one of its
 /// relationships): put back when the save fails, so that nothing of a failed save stays.
 struct SettledObject {

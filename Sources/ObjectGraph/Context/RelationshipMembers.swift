@@ -167,6 +167,13 @@ final class RelationshipMembers {
         return true
     }
 
+    /// Takes back the removal of `object` since the last save, as if it had not left (for a
+    /// fault: a complete relationship would then be missing it). False when it had not left.
+    @discardableResult
+    func forgetRemoval(of object: ManagedObject) -> Bool {
+        removed.removeValue(forKey: ObjectIdentifier(object)) != nil
+    }
+
     /// After a save wrote them: no change is pending.
     func forgetChanges() {
         addedSlots = SlotBits()
