@@ -147,7 +147,8 @@ extension ManagedObjectContext {
 
     private func takeBackUnlink(of object: ManagedObject, from end: ManagedObject, _ inverse: RelationshipDescription) {
         if inverse.isToMany {
-            guard let members = end.values[inverse.name] as? RelationshipMembers,
+            // A relationship the app replaced whole is the app's: it is written as it was given.
+            guard let members = end.values[inverse.name] as? RelationshipMembers, !members.rewritesAll,
                   members.removed[ObjectIdentifier(object)] != nil else { return }
             rememberBeforeSettling(end)
             // Read again when next used, in the store's order, with the changes made to it here.
