@@ -190,6 +190,34 @@ final class KeptRelationshipReviewTests: ObjectGraphTestCase {
         XCTAssertEqual(t1.toManyCount("items"), 0, "and the tag as the deletion left it")
     }
 
+    /// A tag's items replaced whole by the app after x's deletion (w dropped, y kept): when the
+    /// policy keeps x, the replacement is still the app's, written as given.
+    func testAWholeReplacementBesideAKeptDeletionIsWrittenAsGiven() throws {
+        let (coordinator, url, model) = try seededStore(Self.itemsAndTags()) { writer in
+            let t = writer.insertNewObject(forEntityName: "Tag")
+            t["name"] = "t"
+            t["items"] = ["x", "y", "w"].map { name -> ManagedObject in
+                let item = writer.insertNewObject(forEntityName: "Item")
+                item["name"] = name
+                return item
+            }
+        }
+        let context = ManagedObjectContext(coordinator: coordinator)
+        context.mergePolicy = .rollback
+        let t = try one("Tag", context, "name == 't'")
+        XCTAssertEqual(t.toManyCount("items"), 3)
+        context.delete(try one("Item", context, "name == 'x'"))
+        context.processPendingChanges()
+        t["items"] = [try one("Item", context, "name == 'y'")]
+        try touchElsewhere("Item", "x", url, model)
+        try context.save()
+        // The reading context is held: an object reads its relationships through it.
+        let reader = ManagedObjectContext(coordinator: coordinator)
+        let stored = try one("Tag", reader, "name == 't'")
+        let names = (stored["items"] as? [ManagedObject] ?? []).compactMap { $0["name"] as? String }
+        XCTAssertEqual(names, ["y"], "the app's replacement")
+    }
+
     // MARK: - What is announced for a kept deletion
 
     /// A fetched results controller over Items: the deletion removed "x" from it (objectsDidChange
