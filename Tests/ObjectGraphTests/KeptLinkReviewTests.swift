@@ -261,4 +261,29 @@ final class KeptLinkReviewTests: ObjectGraphTestCase {
         a["note"] = "bystander's change"
         XCTAssertNoThrow(try bystander.save(), "nobody changed a since the bystander read it")
     }
+
+    /// Kept parent p: its children's cleared `parent` is taken back, they are no longer updated
+    /// and no row of theirs is written, yet the save's `updated` array (made before the
+    /// transaction) still holds them: didSave announces a and b as updated objects.
+    func testChildrenWhoseUnlinkingWasTakenBackAreNotAnnouncedAsSavedUpdates() throws {
+        let (coordinator, url, model) = try family(["p": ["a", "b"]])
+        let context = ManagedObjectContext(coordinator: coordinator)
+        context.mergePolicy = .rollback
+        let p = try one("Parent", context, "p")
+        XCTAssertEqual(p.toManyCount("children"), 2)
+        context.delete(p)
+        try touchElsewhere("Parent", "p", url, model)
+        final class Box: @unchecked Sendable { var names: [String] = [] }
+        let updated = Box()
+        let observer = context.notificationCenter.addObserver(
+            forName: ManagedObjectContext.didSaveNotification, object: context, queue: nil
+        ) { note in
+            updated.names = (note.userInfo?[ManagedObjectContext.updatedObjectsKey] as? [ManagedObject] ?? [])
+                .compactMap { $0["name"] as? String }
+        }
+        defer { context.notificationCenter.removeObserver(observer) }
+        try context.save()
+        XCTAssertFalse(p.isDeleted)
+        XCTAssertEqual(updated.names, [], "no row of a or b was written")
+    }
 }

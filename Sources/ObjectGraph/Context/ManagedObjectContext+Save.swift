@@ -135,13 +135,14 @@ extension ManagedObjectContext {
             throw error
         }
         let keptObjects = kept.isEmpty ? [] : deleted.filter { kept[ObjectIdentifier($0)] != nil }
-        for object in keptObjects {
-            deletedSet.remove(object)
-            unprocessedDeleted.remove(object)
-        }
+        // In one pass each: a save may keep thousands.
+        deletedSet.remove(keptObjects)
+        unprocessedDeleted.remove(keptObjects)
         coordinator.metadataWasSaved()
         // A policy may have kept a row another context deleted, or dropped one it deleted.
-        didCommit(inserted: inserted, updated: updated.filter { $0.managedObjectContext === self },
+        // An object whose only change a kept deletion took back was not written.
+        didCommit(inserted: inserted,
+                  updated: updated.filter { $0.managedObjectContext === self && updatedSet.contains($0) },
                   deleted: deleted.filter { deletedSet.contains($0) }, cascaded: cascaded, rowsUpdated: rowsUpdated)
         for object in keptObjects { restoreKeptDeletion(object, row: kept[ObjectIdentifier(object)]!) }
         // Announced as an undeletion is: their deletion was.

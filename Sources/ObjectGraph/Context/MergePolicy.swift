@@ -151,8 +151,9 @@ extension ManagedObjectContext {
             guard let members = end.values[inverse.name] as? RelationshipMembers, !members.rewritesAll,
                   members.removed[ObjectIdentifier(object)] != nil else { return }
             rememberBeforeSettling(end)
-            // Read again when next used, in the store's order, with the changes made to it here.
-            let pending = members.unsavedChanges()
+            // Read again when next used, in the store's order, with the changes made to it here
+            // (changed in place once it is so: one parent may give back thousands).
+            let pending = members.isComplete ? members.unsavedChanges() : members
             pending.forgetRemoval(of: object)
             end.values[inverse.name] = pending.hasUnsavedChanges ? pending : nil
             end.loadedToMany.remove(inverse.name)

@@ -40,6 +40,17 @@ struct ObjectSet {
         objects.removeAll { $0 === object }
     }
 
+    /// Removes each of `objects` that is here, in one pass over the set.
+    mutating func remove(_ objects: [ManagedObject]) {
+        var leaving = false
+        for object in objects where contains(object) {
+            object.memberships.remove(membership)
+            leaving = true
+        }
+        let membership = membership
+        if leaving { self.objects.removeAll { !$0.memberships.contains(membership) } }
+    }
+
     mutating func removeAll() {
         for object in objects { object.memberships.remove(membership) }
         objects = []
