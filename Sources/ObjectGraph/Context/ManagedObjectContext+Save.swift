@@ -245,7 +245,7 @@ extension ManagedObjectContext {
                         ? object.toManyObjects(relationship)
                         : (object.values[relationship.name] as? RelationshipMembers)?.added ?? []
                 } else {
-                    held = heldDestination(of: object, relationship).map { [$0] } ?? []
+                    held = heldDestination(of: object, relationship, in: object.values).map { [$0] } ?? []
                 }
                 for destination in held
                 where deletedSet.contains(destination) && seen.insert(ObjectIdentifier(destination)).inserted {
@@ -256,10 +256,12 @@ extension ManagedObjectContext {
         return linked
     }
 
-    /// A to-one's destination when this context holds it, found without reading a row.
-    private func heldDestination(of object: ManagedObject, _ relationship: RelationshipDescription) -> ManagedObject? {
-        guard let index = object.values.layout.index(of: relationship.name) else { return nil }
-        switch object.values.slot(index) {
+    /// A to-one's destination in `values` (the object's current or committed ones) when this
+    /// context holds it, found without reading a row.
+    func heldDestination(of object: ManagedObject, _ relationship: RelationshipDescription,
+                         in values: PropertyValues) -> ManagedObject? {
+        guard let index = values.layout.index(of: relationship.name) else { return nil }
+        switch values.slot(index) {
         case .object(let destination):
             return destination
         case .fault(let primaryKey):
@@ -270,7 +272,7 @@ extension ManagedObjectContext {
         }
     }
 
-    private func destinations(of object: ManagedObject, _ relationship: RelationshipDescription) -> [ManagedObject] {
+    func destinations(of object: ManagedObject, _ relationship: RelationshipDescription) -> [ManagedObject] {
         relationship.isToMany
             ? object.toManyObjects(relationship) : object.toOneObjectUnchanged(relationship).map { [$0] } ?? []
     }

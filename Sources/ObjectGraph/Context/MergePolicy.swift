@@ -135,9 +135,11 @@ extension ManagedObjectContext {
             for relationship in object.entity.relationships where relationship.deleteRule == .nullify {
                 guard let inverse = SQLiteSchema.inverse(of: relationship, in: model) else { continue }
                 // Where it points now and where its row points: it may have moved before its deletion.
-                var ends = relationship.isToMany
-                    ? object.toManyObjects(relationship) : object.toOneObjectUnchanged(relationship).map { [$0] } ?? []
-                if !relationship.isToMany, let stored = committedEnd(of: object, relationship) { ends.append(stored) }
+                var ends = destinations(of: object, relationship)
+                if !relationship.isToMany,
+                   let stored = heldDestination(of: object, relationship, in: object.committedValues) {
+                    ends.append(stored)
+                }
                 for end in ends where end.managedObjectContext === self && !deletedSet.contains(end) {
                     takeBackUnlink(of: object, from: end, inverse)
                 }
@@ -167,19 +169,6 @@ extension ManagedObjectContext {
             end.changedKeys.remove(inverse.name)
         }
         refreshMembership(of: end)
-    }
-
-    /// The destination a to-one's stored value names, if this context holds it.
-    private func committedEnd(of object: ManagedObject, _ relationship: RelationshipDescription) -> ManagedObject? {
-        switch object.committedValues[relationship.name] {
-        case let end as ManagedObject:
-            return end
-        case let fault as FaultReference:
-            return object.entity.destination(of: relationship)
-                .flatMap { registeredDestination(primaryKey: fault.primaryKey, of: $0) }
-        default:
-            return nil
-        }
     }
 }
 
