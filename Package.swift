@@ -45,12 +45,14 @@ let package = Package(
         .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
         // Linux calls Swift cannot make directly (variadic prctl, raw keyring syscalls).
         .target(name: "CLinuxSupport"),
+        // SQLite's process-wide settings, through its variadic sqlite3_config.
+        .target(name: "CSQLiteSupport", linkerSettings: [.linkedLibrary("sqlite3")]),
         .target(
             name: "StashCrypto", dependencies: ["COpenSSL"], exclude: ["FORMAT.md"], swiftSettings: functionSections),
         // The terminal under `mystash browse`: raw mode, keys, resizes, width-aware drawing.
         .target(name: "TerminalUI", swiftSettings: functionSections),
         .target(
-            name: "ObjectGraph", dependencies: ["CZlib", .product(name: "GRDB", package: "GRDB.swift")],
+            name: "ObjectGraph", dependencies: ["CZlib", "CSQLiteSupport", .product(name: "GRDB", package: "GRDB.swift")],
             swiftSettings: functionSections),
         .executableTarget(name: "embed-config"),
         .plugin(name: "EmbedConfig", capability: .buildTool(), dependencies: ["embed-config"]),

@@ -119,8 +119,10 @@ public enum AES256GCM {
             try box.ciphertext.withUnsafeBytes { ciphertext in
                 try box.tag.withUnsafeBytes { tag in
                     try plaintext.withUnsafeMutableBytes { output in
-                        try decrypt(nonce: nonce, ciphertext: ciphertext, tag: tag, with: keyed,
-                                    associatedData: associatedData, into: output)
+                        try associatedData.withUnsafeBytes { associatedData in
+                            try decrypt(nonce: nonce, ciphertext: ciphertext, tag: tag, with: keyed,
+                                        associatedData: associatedData, into: output)
+                        }
                     }
                 }
             }
@@ -131,7 +133,7 @@ public enum AES256GCM {
     /// Verifies and decrypts a box given in place, into `output` (as long as the ciphertext).
     static func decrypt(
         nonce: UnsafeRawBufferPointer, ciphertext: UnsafeRawBufferPointer, tag: UnsafeRawBufferPointer,
-        with keyed: KeyedContext, associatedData: [UInt8], into output: UnsafeMutableRawBufferPointer
+        with keyed: KeyedContext, associatedData: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer
     ) throws {
         try checkSizes(key: nil, nonce: nonce.count, tag: tag.count)
         precondition(output.count == ciphertext.count, "GCM's output is as long as its input")
@@ -144,7 +146,9 @@ public enum AES256GCM {
         var written: Int32 = 0
         if !associatedData.isEmpty {
             try check(
-                EVP_DecryptUpdate(context.pointer, nil, &written, associatedData, Int32(associatedData.count)),
+                EVP_DecryptUpdate(
+                    context.pointer, nil, &written, associatedData.bindMemory(to: UInt8.self).baseAddress,
+                    Int32(associatedData.count)),
                 "EVP_DecryptUpdate(aad)")
         }
         written = 0

@@ -20,7 +20,19 @@ public struct FieldContext: Equatable, Sendable, CustomStringConvertible {
 
     /// `"mystash/field/v1" 0x00 lp(store) lp(entity) lp(attribute) i64be(primaryKey)`; see FORMAT.md.
     var associatedData: [UInt8] {
-        // One buffer, appended in place: every field a list shows is opened with its own.
+        var data = FieldPlace(storeIdentifier: storeIdentifier, entity: entity, attribute: attribute).prefix
+        appendBigEndian(UInt64(bitPattern: primaryKey), to: &data)
+        return data
+    }
+}
+
+/// A ``FieldContext`` but the row: its associated data but the primary key, which ends it.
+/// The same for every field of one attribute, so made once for the thousands a list opens.
+public struct FieldPlace: Sendable {
+    let prefix: [UInt8]
+
+    public init(storeIdentifier: String, entity: String, attribute: String) {
+        // One buffer, appended in place, with room for the primary key.
         let label = "mystash/field/v1".utf8
         var data: [UInt8] = []
         data.reserveCapacity(label.count + 1 + 12 + storeIdentifier.utf8.count + entity.utf8.count
@@ -34,8 +46,7 @@ public struct FieldContext: Equatable, Sendable, CustomStringConvertible {
         append(storeIdentifier)
         append(entity)
         append(attribute)
-        appendBigEndian(UInt64(bitPattern: primaryKey), to: &data)
-        return data
+        prefix = data
     }
 }
 
@@ -88,26 +99,46 @@ public enum FieldEnvelope {
         try envelope.withUnsafeBytes { try open($0, with: key, context: context) }
     }
 
-    /// ``open(_:with:context:)`` of an envelope read in place: the plaintext is in a buffer of
-    /// the call's own, wiped once the text is made.
+    /// ``open(_:with:context:)`` of an envelope read in place.
     public static func open(
         _ envelope: UnsafeRawBufferPointer, with key: AES256GCM.KeyedContext, context: FieldContext
     ) throws -> String {
+        try open(
+            envelope, with: key,
+            place: FieldPlace(storeIdentifier: context.storeIdentifier, entity: context.entity,
+                              attribute: context.attribute),
+            primaryKey: context.primaryKey)
+    }
+
+    /// ``open(_:with:context:)`` of an envelope read in place, in the row `primaryKey` of
+    /// `place`: the associated data and the plaintext are in buffers of the call's own (on the
+    /// stack when small), the plaintext wiped once the text is made.
+    public static func open(
+        _ envelope: UnsafeRawBufferPointer, with key: AES256GCM.KeyedContext, place: FieldPlace, primaryKey: Int64
+    ) throws -> String {
         let parts = try split(envelope)
-        // On the stack when small, not two allocations of `SecretBytes`: a list opens thousands.
-        return try withUnsafeTemporaryAllocation(byteCount: max(parts.ciphertext.count, 1), alignment: 16) { buffer in
-            defer { OPENSSL_cleanse(buffer.baseAddress, buffer.count) }
-            let plaintext = UnsafeMutableRawBufferPointer(rebasing: buffer[..<parts.ciphertext.count])
-            try AES256GCM.decrypt(
-                nonce: parts.nonce, ciphertext: parts.ciphertext, tag: parts.tag, with: key,
-                associatedData: context.associatedData, into: plaintext)
-            let bytes = UnsafeRawBufferPointer(plaintext).bindMemory(to: UInt8.self)
-            // ASCII is valid UTF-8 as it is, and `decoding` takes it in far quicker than `validating`.
-            if bytes.allSatisfy({ $0 < 0x80 }) { return String(decoding: bytes, as: UTF8.self) }
-            guard let text = String(validating: bytes, as: UTF8.self) else {
-                throw StashCryptoError(.invalidInput, "encrypted field does not hold UTF-8 text")
+        let prefix = place.prefix
+        return try withUnsafeTemporaryAllocation(byteCount: prefix.count + 8, alignment: 8) { associatedData in
+            prefix.withUnsafeBytes { associatedData.copyMemory(from: $0) }
+            withUnsafeBytes(of: UInt64(bitPattern: primaryKey).bigEndian) {
+                UnsafeMutableRawBufferPointer(rebasing: associatedData[prefix.count...]).copyMemory(from: $0)
             }
-            return text
+            return try withUnsafeTemporaryAllocation(
+                byteCount: max(parts.ciphertext.count, 1), alignment: 16
+            ) { buffer in
+                defer { OPENSSL_cleanse(buffer.baseAddress, buffer.count) }
+                let plaintext = UnsafeMutableRawBufferPointer(rebasing: buffer[..<parts.ciphertext.count])
+                try AES256GCM.decrypt(
+                    nonce: parts.nonce, ciphertext: parts.ciphertext, tag: parts.tag, with: key,
+                    associatedData: UnsafeRawBufferPointer(associatedData), into: plaintext)
+                let bytes = UnsafeRawBufferPointer(plaintext).bindMemory(to: UInt8.self)
+                // ASCII is valid UTF-8 as it is, and `decoding` takes it in far quicker than `validating`.
+                if bytes.allSatisfy({ $0 < 0x80 }) { return String(decoding: bytes, as: UTF8.self) }
+                guard let text = String(validating: bytes, as: UTF8.self) else {
+                    throw StashCryptoError(.invalidInput, "encrypted field does not hold UTF-8 text")
+                }
+                return text
+            }
         }
     }
 
@@ -142,9 +173,11 @@ public enum FieldEnvelope {
         let parts = try split(envelope)
         let plaintext = SecretBytes(count: parts.ciphertext.count, lockingMemory: false)
         try plaintext.withUnsafeMutableBytes { output in
-            try AES256GCM.decrypt(
-                nonce: parts.nonce, ciphertext: parts.ciphertext, tag: parts.tag, with: key,
-                associatedData: context.associatedData, into: output)
+            try context.associatedData.withUnsafeBytes { associatedData in
+                try AES256GCM.decrypt(
+                    nonce: parts.nonce, ciphertext: parts.ciphertext, tag: parts.tag, with: key,
+                    associatedData: associatedData, into: output)
+            }
         }
         return plaintext
     }

@@ -120,25 +120,55 @@ enum Output {
     /// Columns padded to their widest cell, measured in terminal columns (a CJK character or
     /// an emoji takes two); the header is bold on a terminal.
     static func table(_ header: [String], _ rows: [[String]], empty: String) {
-        guard !rows.isEmpty else {
-            Terminal.printError(empty)
-            return
+        formattedTable(header, rows, empty: empty).write()
+    }
+
+    /// A table as ``table(_:_:empty:)`` prints it, made before it may be printed: a list
+    /// formats it while the vault is still being checked, and writes it once the check passed.
+    struct FormattedTable {
+        fileprivate let bytes: [UInt8]?
+        fileprivate let empty: String
+
+        func write() {
+            guard let bytes else { return Terminal.printError(empty) }
+            bytes.withUnsafeBytes(Output.write)
         }
-        let widths = columnWidths(header, rows)
-        let top = line(header, widths)
-        var output = Array((Terminal.stdoutIsTerminal ? "\u{1B}[1m\(top)\u{1B}[0m\n" : top + "\n").utf8)
-        output.reserveCapacity(1 << 17)
-        // Bytes appended in place, 64 KiB a write: one write per row was a system call per
-        // entry, a string per line a copy of each cell and of its padding.
-        for cells in rows {
-            appendLine(cells, widths, making: { safe($0) }, to: &output)
-            output.append(UInt8(ascii: "\n"))
-            if output.count >= 1 << 16 {
-                output.withUnsafeBytes(write)
-                output.removeAll(keepingCapacity: true)
+    }
+
+    static func formattedTable(_ header: [String], _ rows: [[String]], empty: String) -> FormattedTable {
+        guard !rows.isEmpty else { return FormattedTable(bytes: nil, empty: empty) }
+        // Each cell made safe and measured once, in one flat array: a list has tens of thousands.
+        var widths = header.map { TextWidth.columns(of: safe($0)) }
+        var cells: [(text: String, width: Int)] = []
+        cells.reserveCapacity(rows.count * header.count)
+        var length = 0
+        for row in rows {
+            for (column, cell) in row.prefix(widths.count).enumerated() {
+                // Printable ASCII, nearly every cell, is its own safe text, a column a byte.
+                let isPlain = TextWidth.isPrintableASCII(cell)
+                let text = isPlain ? cell : safe(cell)
+                let width = isPlain ? cell.utf8.count : TextWidth.columns(of: text)
+                widths[column] = max(widths[column], width)
+                cells.append((text, width))
+                length += text.utf8.count
             }
         }
-        output.withUnsafeBytes(write)
+        let top = line(header, widths)
+        var output = Array((Terminal.stdoutIsTerminal ? "\u{1B}[1m\(top)\u{1B}[0m\n" : top + "\n").utf8)
+        output.reserveCapacity(output.count + length + rows.count * (widths.reduce(0, +) + 2 * widths.count))
+        var next = 0
+        for row in rows {
+            let count = min(row.count, widths.count)
+            for column in 0..<count {
+                let (text, width) = cells[next]
+                next += 1
+                output += text.utf8
+                guard column < count - 1 else { break }
+                output += repeatElement(UInt8(ascii: " "), count: max(0, widths[column] + 2 - width))
+            }
+            output.append(UInt8(ascii: "\n"))
+        }
+        return FormattedTable(bytes: output, empty: empty)
     }
 
     /// The header and rows as lines, columns padded to their widest cell, stored values

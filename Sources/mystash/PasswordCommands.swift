@@ -105,7 +105,10 @@ struct PasswordCommand: ParsableCommand {
         func run() throws {
             try reportingErrors {
                 let category = category.map(ItemReference.init(argument:))
-                try printEntries(try options.readUnlockedVault { try $0.items.entries(category: category) }, json: json)
+                let output = try options.readUnlockedVault {
+                    preparedEntries(try $0.items.entries(category: category), json: json)
+                }
+                try output()
             }
         }
     }
@@ -341,22 +344,28 @@ struct PasswordCommand: ParsableCommand {
 
         func run() throws {
             try reportingErrors {
-                try printEntries(try options.readUnlockedVault { try $0.items.searchEntries(query) }, json: json)
+                let output = try options.readUnlockedVault {
+                    preparedEntries(try $0.items.searchEntries(query), json: json)
+                }
+                try output()
             }
         }
     }
 }
 
-func printEntries(_ entries: [EntryInfo], json: Bool) throws {
-    if json { return try Output.json(entries) }
-    Output.table(["ID", "NAME", "USER", "CATEGORY", "URL"],
+/// Entries as a list prints them, to be printed by calling the result: the table is formatted
+/// while the vault is still being checked (inside the read), and printed only once it passed.
+func preparedEntries(_ entries: [EntryInfo], json: Bool) -> () throws -> Void {
+    if json { return { try Output.json(entries) } }
+    let table = Output.formattedTable(["ID", "NAME", "USER", "CATEGORY", "URL"],
         entries.map {
             [
                 String($0.id), Output.cell($0.name, width: 30), Output.cell($0.userId, width: 30), $0.category ?? "",
                 Output.cell($0.url, width: 40),
             ]
         },
-                 empty: "No entries.")
+        empty: "No entries.")
+    return table.write
 }
 
 /// The name of the category `argument` names (a name or `#ID`; "" for none). A category the

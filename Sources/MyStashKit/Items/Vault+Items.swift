@@ -91,18 +91,19 @@ extension NoteInfo {
 
 extension EntryInfo {
     /// What a list shows (never the password or the notes), read as dictionary results: no
-    /// object is made for it.
+    /// object is made for it. ``init(listed:)`` reads them by position, in this order.
     static let listed: [FetchedProperty] = [
         .objectID(), .keyPath(PasswordEntry.categoryName, as: "category"),
     ] + [PasswordEntry.Key.name, .userId, .url, .favorite, .createdAt, .updatedAt].map { .keyPath($0.rawValue) }
 
     init(listed row: FetchedValues) {
-        func value<Value>(_ key: PasswordEntry.Key) -> Value? { row[key.rawValue] as? Value }
+        // By position, not by name: a list makes thousands.
+        let values = row.values
         self.init(
-            id: (row["objectID"] as? ObjectID)?.primaryKey ?? 0, name: value(.name) ?? "", userId: value(.userId),
-            url: value(.url), category: row["category"] as? String, password: nil,
-            createdAt: value(.createdAt) ?? .distantPast, updatedAt: value(.updatedAt) ?? .distantPast)
-        favorite = value(.favorite) == true ? true : nil
+            id: (values[0] as? ObjectID)?.primaryKey ?? 0, name: values[2] as? String ?? "",
+            userId: values[3] as? String, url: values[4] as? String, category: values[1] as? String,
+            password: nil, createdAt: values[6] as? Date ?? .distantPast, updatedAt: values[7] as? Date ?? .distantPast)
+        favorite = values[5] as? Bool == true ? true : nil
     }
 
     /// `detailed` adds what only `show` prints: notes, fields, TOTP and history.

@@ -22,6 +22,9 @@ final class EncryptingTransformer: ValueTransformer {
     /// The data key set up for opening fields, made at the first one: a list opens thousands.
     private var openingKey: AES256GCM.KeyedContext?
     private let openingLock = NSLock()
+    /// The attributes opened lately, each with its associated data made once: a list opens a
+    /// few attributes thousands of times. Used under `openingLock`.
+    private var recentPlaces: [(attribute: ValuePlace.Attribute, place: FieldPlace)] = []
 
     func key() throws -> SecretBytes {
         guard let dataKey else {
@@ -37,6 +40,22 @@ final class EncryptingTransformer: ValueTransformer {
             openingKey = context
             return try open(context)
         }
+    }
+
+    /// `place` but its row, from the recent ones when it is one; called under `openingLock`.
+    private func fieldPlace(_ place: ValuePlace) -> FieldPlace {
+        // The same attribute object first: a list's places share one.
+        if let recent = recentPlaces.first(where: { $0.attribute === place.attribute }) ?? recentPlaces.first(where: {
+            ($0.attribute.attributeName, $0.attribute.entityName, $0.attribute.storeIdentifier)
+                == (place.attributeName, place.entityName, place.storeIdentifier)
+        }) {
+            return recent.place
+        }
+        let made = FieldPlace(
+            storeIdentifier: place.storeIdentifier, entity: place.entityName, attribute: place.attributeName)
+        if recentPlaces.count == 16 { recentPlaces.removeFirst() }
+        recentPlaces.append((place.attribute, made))
+        return made
     }
 
     func context(_ place: ValuePlace) -> FieldContext {
@@ -59,7 +78,9 @@ final class EncryptingTransformer: ValueTransformer {
     func reverseTransformedValue(bytes: UnsafeRawBufferPointer, at place: ValuePlace) throws -> Any {
         try opening(at: place) {
             // Opened in place: a list opens thousands of these.
-            try openField { key in try FieldEnvelope.open(bytes, with: key, context: context(place)) }
+            try openField { key in
+                try FieldEnvelope.open(bytes, with: key, place: fieldPlace(place), primaryKey: place.primaryKey)
+            }
         }
     }
 

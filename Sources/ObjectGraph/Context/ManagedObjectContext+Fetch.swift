@@ -181,8 +181,9 @@ extension ManagedObjectContext {
         guard !descriptors.isEmpty else { return objects }
         // Each key is read (and case-folded) once, not at every comparison.
         let paths = Self.sortKeyPaths(descriptors)
-        let keys = objects.map { Self.sortKeys(of: $0, paths, descriptors) }
-        return Self.order(of: keys, descriptors).map { objects[$0] }
+        var sorted = objects
+        Self.sort(&sorted, by: objects.map { Self.sortKeys(of: $0, paths, descriptors) }, descriptors)
+        return sorted
     }
 
     /// The key paths `descriptors` sort by, split once for every object a sort reads.
@@ -203,6 +204,24 @@ extension ManagedObjectContext {
             return PredicateEvaluator.fold(text, .caseInsensitive)
         }
         return value
+    }
+
+    /// Puts `values` in the order of their `sortKeys` under `descriptors`, ties kept in place:
+    /// moved by swaps, not copied, as a list sorts thousands of results.
+    static func sort<Value>(_ values: inout [Value], by sortKeys: [[Any?]], _ descriptors: [FetchSortDescriptor]) {
+        // Position i takes the value at order[i]: each cycle of the permutation is walked once.
+        let order = order(of: sortKeys, descriptors)
+        var placed = [Bool](repeating: false, count: order.count)
+        for start in order.indices where !placed[start] {
+            var current = start
+            while true {
+                placed[current] = true
+                let next = order[current]
+                if next == start { break }
+                values.swapAt(current, next)
+                current = next
+            }
+        }
     }
 
     /// The positions of `sortKeys` in the order `descriptors` give, ties kept in place.

@@ -32,8 +32,8 @@ extension ManagedObjectContext {
                 values.append(try transform(object))
             }
         }
-        guard plan.sortsInMemory else { return values }
-        return Self.order(of: sortKeys, request.sortDescriptors).map { values[$0] }
+        if plan.sortsInMemory { Self.sort(&values, by: sortKeys, request.sortDescriptors) }
+        return values
     }
 
     /// The objects a request describes, given to `body` a batch of `batchSize` at a time in the

@@ -270,8 +270,7 @@ extension ManagedObjectContext {
                             column.transformer = transformer
                             // Decoded in place: a list decodes thousands.
                             let place = ValuePlace(
-                                storeIdentifier: store.identifier, entityName: rowEntity.name,
-                                attributeName: column.name, primaryKey: primaryKey)
+                                attribute: column.attribute(of: rowEntity, in: store), primaryKey: primaryKey)
                             value = try decodedInPlace(row, at: index + 2, place: place, { transformer })
                             if value == nil {
                                 // No blob: NULL, or a damaged row (which this throws for).
@@ -305,11 +304,10 @@ extension ManagedObjectContext {
                 }
             }
         }
-        let order = sortsInMemory
-            ? Self.order(of: sortKeys, request.sortDescriptors) : Array(values.indices)
-        guard windowInMemory else { return values }
-        let kept = order.dropFirst(request.fetchOffset)
-        return (request.fetchLimit > 0 ? kept.prefix(request.fetchLimit) : kept).map { values[$0] }
+        if sortsInMemory { Self.sort(&values, by: sortKeys, request.sortDescriptors) }
+        guard windowInMemory, request.fetchOffset > 0 || request.fetchLimit > 0 else { return values }
+        let kept = values.dropFirst(request.fetchOffset)
+        return Array(request.fetchLimit > 0 ? kept.prefix(request.fetchLimit) : kept)
     }
 
     /// Where a dictionary result's value comes from when read row by row.
@@ -326,6 +324,19 @@ extension ManagedObjectContext {
         let columnName: String
         let transformerName: String?
         var transformer: ValueTransformer?
+        /// The place of its values in the rows of `placeEntity`, made at the first of them.
+        private var place: ValuePlace.Attribute?
+        private weak var placeEntity: EntityDescription?
+
+        /// Where its values live in the rows of `entity` (the same for all of a list's rows, but
+        /// for subentities).
+        func attribute(of entity: EntityDescription, in store: PersistentStore) -> ValuePlace.Attribute {
+            if let place, placeEntity === entity, place.storeIdentifier == store.identifier { return place }
+            let made = ValuePlace.Attribute(
+                storeIdentifier: store.identifier, entityName: entity.name, attributeName: name)
+            (place, placeEntity) = (made, entity)
+            return made
+        }
 
         init(_ attribute: AttributeDescription) {
             name = attribute.name

@@ -3,6 +3,7 @@ import Foundation
 import Glibc
 #endif
 import GRDB
+internal import CSQLiteSupport
 
 /// Holds a model's persistent stores and the one SQLite connection they share, as
 /// `NSPersistentStoreCoordinator`.
@@ -215,6 +216,8 @@ public final class PersistentStoreCoordinator {
     }
 
     private func makeConnection(path: String) throws -> DatabaseQueue {
+        // Done when the program loaded; called here too so that the linker keeps it.
+        _ = og_sqlite_memory_statistics_off()
         var configuration = Configuration()
         let reports = triggerReports
         configuration.busyMode = .timeout(busyTimeout)

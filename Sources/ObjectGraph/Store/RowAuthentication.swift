@@ -180,10 +180,18 @@ public final class RowAuthentication: StoreWriteObserver {
 
     /// The bucket of a table's row (`primaryKey`), or of the whole table (nil).
     public static func bucket(table: String, primaryKey: Int64?) -> Int {
-        // FNV-1a: the bucket of a row is no secret, only the name keys are.
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        bucket(afterTable: tableHash(table), primaryKey: primaryKey)
+    }
+
+    /// FNV-1a over a table's name: the bucket of a row is no secret, only the name keys are.
+    private static func tableHash(_ table: String) -> UInt64 {
+        table.utf8.reduce(0xcbf2_9ce4_8422_2325) { ($0 ^ UInt64($1)) &* 0x100_0000_01b3 }
+    }
+
+    /// ``bucket(table:primaryKey:)`` from the hash of the table's name.
+    private static func bucket(afterTable tableHash: UInt64, primaryKey: Int64?) -> Int {
+        var hash = tableHash
         func mix(_ byte: UInt8) { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
-        for byte in table.utf8 { mix(byte) }
         if let primaryKey {
             mix(0)
             withUnsafeBytes(of: primaryKey.bigEndian) { $0.forEach(mix) }
@@ -193,41 +201,54 @@ public final class RowAuthentication: StoreWriteObserver {
 
     /// The bucket a stored row belongs in, from its own values.
     func bucket(of table: String, primaryKey: Int64, columns: [String], cells: [StoredCell], store: Store) -> Int {
-        bucket(of: table, primaryKey: primaryKey, store: store) { column, read in
-            columns.firstIndex(of: column).flatMap { cells[$0].withRaw(read) }
-        }
+        TableBucketing(table, columns: columns, store: store).bucket(primaryKey: primaryKey) { cells[$0].withRaw($1) }
     }
 
-    /// The bucket of the current row of a statement reading `columns` of `table`, read in place.
-    func bucket(of table: String, primaryKey: Int64, columns: [String], row: StatementRow, store: Store) -> Int {
-        bucket(of: table, primaryKey: primaryKey, store: store) { column, read in
-            columns.firstIndex(of: column).flatMap { row.withCell(at: $0, read) }
+    /// How the rows of one table, read with `columns`, are put in buckets (``Bucketing``),
+    /// looked up once: checking a store buckets all its rows one after another.
+    struct TableBucketing {
+        private enum Rule {
+            case nameKey(column: Int?)
+            case parent(column: Int?, parentHash: UInt64)
+            case wholeTable
+            case ownRow
         }
-    }
+        private let rule: Rule
+        private let tableHash: UInt64
 
-    /// `cell` hands the value of a column, if the table has it, to the reader it is given.
-    private func bucket(
-        of table: String, primaryKey: Int64, store: Store, cell: (String, (RawCell) -> Int?) -> Int?
-    ) -> Int {
-        switch store.bucketing[table] {
-        case .nameKey(let column)?:
-            let byName = cell(column) { value in
-                guard case .blob(let key) = value, key.count >= 2 else { return nil }
-                return Self.bucket(ofNameKeyBytes: key)
+        init(_ table: String, columns: [String], store: Store) {
+            tableHash = RowAuthentication.tableHash(table)
+            switch store.bucketing[table] {
+            case .nameKey(let column)?: rule = .nameKey(column: columns.firstIndex(of: column))
+            case .parent(let column, let parent)?:
+                rule = .parent(column: columns.firstIndex(of: column), parentHash: RowAuthentication.tableHash(parent))
+            case .wholeTable?: rule = .wholeTable
+            case nil: rule = .ownRow
             }
-            if let byName { return byName }
-        case .parent(let column, let parent)?:
-            let byParent = cell(column) { value in
-                guard case .integer(let parentKey) = value else { return nil }
-                return Self.bucket(table: parent, primaryKey: parentKey)
-            }
-            if let byParent { return byParent }
-        case .wholeTable?:
-            return Self.bucket(table: table, primaryKey: nil)
-        case nil:
-            break
         }
-        return Self.bucket(table: table, primaryKey: primaryKey)
+
+        /// `cell` hands the value at a column index to the reader it is given.
+        func bucket(primaryKey: Int64, cell: (Int, (RawCell) -> Int?) -> Int?) -> Int {
+            switch rule {
+            case .nameKey(let column?):
+                let byName = cell(column) { value in
+                    guard case .blob(let key) = value, key.count >= 2 else { return nil }
+                    return RowAuthentication.bucket(ofNameKeyBytes: key)
+                }
+                if let byName { return byName }
+            case .parent(let column?, let parentHash):
+                let byParent = cell(column) { value in
+                    guard case .integer(let parentKey) = value else { return nil }
+                    return RowAuthentication.bucket(afterTable: parentHash, primaryKey: parentKey)
+                }
+                if let byParent { return byParent }
+            case .wholeTable:
+                return RowAuthentication.bucket(afterTable: tableHash, primaryKey: nil)
+            case .nameKey(nil), .parent(nil, _), .ownRow:
+                break
+            }
+            return RowAuthentication.bucket(afterTable: tableHash, primaryKey: primaryKey)
+        }
     }
 
     // MARK: - Tags
@@ -1007,6 +1028,14 @@ public final class RowAuthentication: StoreWriteObserver {
         let uncovered = IntegrityProblem(
             store: store.displayName, message: "its table of row tags names a table it does not cover")
         let covered = store.tables.keys.map { Array($0.utf8) }
+        // Lengths first, then the bytes: most names differ in length, and every tag asks.
+        func isCovered(_ table: UnsafeRawBufferPointer) -> Bool {
+            covered.contains { name in
+                name.count == table.count && name.withUnsafeBytes { name in
+                    table.isEmpty || memcmp(name.baseAddress!, table.baseAddress!, table.count) == 0
+                }
+            }
+        }
         // Read in place, summed in place: this reads every tag of the store.
         try transaction.db.forEachRow(sql: "SELECT ZTABLE, ZBUCKET, ZTAG FROM \(tags)", arguments: []) { row in
             let problem: IntegrityProblem? = row.withCell(at: 0) { table in
@@ -1014,7 +1043,7 @@ public final class RowAuthentication: StoreWriteObserver {
                 return row.withCell(at: 2) { tag in
                     guard case .blob(let tag) = tag, tag.count == 32 else { return damaged }
                     sums.add(tag, to: Int(bucket))
-                    return covered.contains { $0.elementsEqual(table) } ? nil : uncovered
+                    return isCovered(table) ? nil : uncovered
                 }
             }
             if let problem { problems.append(problem) }
@@ -1024,6 +1053,7 @@ public final class RowAuthentication: StoreWriteObserver {
         for (table, entity) in store.tables.sorted(by: { $0.key < $1.key }) {
             let columns = try columns(of: table, store: store, in: transaction)
             var tagger = tagger(store: store, table: table, columns: columns)
+            let bucketing = TableBucketing(table, columns: columns, store: store)
             var page = TagPage(table: table, tags: tags)
             func problem(_ key: Int64, _ message: String) -> IntegrityProblem {
                 IntegrityProblem(store: store.displayName, entity: entity, primaryKey: key, message: message)
@@ -1040,7 +1070,7 @@ public final class RowAuthentication: StoreWriteObserver {
                 }
                 try tag.withUnsafeMutableBytes { code in try tagger.tag(into: code) { row.withCell(at: $0, $1) } }
                 let current = TaggedRow(
-                    tag: tag, bucket: self.bucket(of: table, primaryKey: key, columns: columns, row: row, store: store))
+                    tag: tag, bucket: bucketing.bucket(primaryKey: key) { row.withCell(at: $0, $1) })
                 guard try page.peek(in: transaction) == key else {
                     if let message = self.mismatch(current: current, recorded: nil) {
                         problems.append(problem(key, message))

@@ -3,20 +3,55 @@ import Foundation
 /// Where a transformed value lives: enough for an encrypting transformer to bind a
 /// ciphertext to its place, so that a value moved elsewhere is detected.
 public struct ValuePlace: Hashable, Sendable, CustomStringConvertible {
-    /// The store's identifier (`Z_UUID`).
-    public var storeIdentifier: String
-    /// The concrete entity of the row.
-    public var entityName: String
-    /// The attribute whose value is transformed.
-    public var attributeName: String
+    /// Where one attribute's values live: shared by the places of its rows, as a list decodes
+    /// thousands (and a place that held its own strings copied three for each).
+    public final class Attribute: Sendable {
+        /// The store's identifier (`Z_UUID`).
+        public let storeIdentifier: String
+        /// The concrete entity of the row.
+        public let entityName: String
+        /// The attribute whose value is transformed.
+        public let attributeName: String
+
+        public init(storeIdentifier: String, entityName: String, attributeName: String) {
+            self.storeIdentifier = storeIdentifier
+            self.entityName = entityName
+            self.attributeName = attributeName
+        }
+    }
+
+    public let attribute: Attribute
     /// The row (`Z_PK`).
     public var primaryKey: Int64
 
+    public var storeIdentifier: String { attribute.storeIdentifier }
+    public var entityName: String { attribute.entityName }
+    public var attributeName: String { attribute.attributeName }
+
     public init(storeIdentifier: String, entityName: String, attributeName: String, primaryKey: Int64) {
-        self.storeIdentifier = storeIdentifier
-        self.entityName = entityName
-        self.attributeName = attributeName
+        self.init(
+            attribute: Attribute(
+                storeIdentifier: storeIdentifier, entityName: entityName, attributeName: attributeName),
+            primaryKey: primaryKey)
+    }
+
+    public init(attribute: Attribute, primaryKey: Int64) {
+        self.attribute = attribute
         self.primaryKey = primaryKey
+    }
+
+    public static func == (left: ValuePlace, right: ValuePlace) -> Bool {
+        left.primaryKey == right.primaryKey
+            && (left.attribute === right.attribute
+                || (left.storeIdentifier, left.entityName, left.attributeName)
+                    == (right.storeIdentifier, right.entityName, right.attributeName))
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(storeIdentifier)
+        hasher.combine(entityName)
+        hasher.combine(attributeName)
+        hasher.combine(primaryKey)
     }
 
     public var description: String { "store \(storeIdentifier), \(entityName).\(attributeName), row \(primaryKey)" }
