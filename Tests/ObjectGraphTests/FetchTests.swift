@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import XCTest
 @testable import ObjectGraph
 
@@ -111,6 +112,33 @@ final class FetchTests: ObjectGraphTestCase {
             XCTAssertEqual(try c.objects("Everything", "flag == TRUE").count, 1)
             XCTAssertEqual(try c.objects("Everything", "flag == FALSE").count, 0)
             XCTAssertEqual(try c.objects("Everything", "blob == nil").count, 1)
+        }
+    }
+
+    /// Results sorted in memory are moved into place by swaps along the permutation's cycles:
+    /// the order is that of a stable sort of their keys (nil first, text in byte order, ties
+    /// in the order read), whatever the ties and cycles.
+    func testSortingInMemoryIsAStableSortOfTheKeys() {
+        var random = SplitMix64(seed: 23)
+        let words: [String?] = [nil, "b", "a", "B", "ab", "é", "", "a\u{0}b", "e\u{301}"]
+        let descriptors = [FetchSortDescriptor(key: "word"), FetchSortDescriptor(key: "number", ascending: false)]
+        for count in [0, 1, 2, 7, 64, 500] {
+            let keys: [(word: String?, number: Int)] = (0..<count).map { _ in
+                (words.randomElement(using: &random)!, Int.random(in: 0..<3, using: &random))
+            }
+            var values = Array(0..<count)
+            ManagedObjectContext.sort(&values, by: keys.map { [$0.word, $0.number] }, descriptors)
+            let expected = (0..<count).sorted { left, right in
+                let (a, b) = (keys[left], keys[right])
+                // Bytes, not Swift's equality: "é" and "e\u{301}" are equal strings, not equal keys.
+                let (first, second) = (a.word.map { Array($0.utf8) }, b.word.map { Array($0.utf8) })
+                if first != second {
+                    guard let first, let second else { return first == nil }
+                    return first.lexicographicallyPrecedes(second)
+                }
+                return a.number != b.number ? a.number > b.number : left < right
+            }
+            XCTAssertEqual(values, expected, "\(count) values")
         }
     }
 

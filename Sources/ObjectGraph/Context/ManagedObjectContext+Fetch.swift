@@ -226,19 +226,26 @@ extension ManagedObjectContext {
 
     /// The positions of `sortKeys` in the order `descriptors` give, ties kept in place.
     static func order(of sortKeys: [[Any?]], _ descriptors: [FetchSortDescriptor]) -> [Int] {
-        // Each key is cast once into what it compares as, not at each of the n log n comparisons.
+        // Each key is cast once into what it compares as, its text copied into one buffer: the
+        // n log n comparisons then touch no reference count.
         let width = descriptors.count
         var values: [SortValue] = []
         values.reserveCapacity(sortKeys.count * width)
-        for keys in sortKeys { values.append(contentsOf: keys.map(SortValue.init)) }
+        var text: [UInt8] = []
+        for keys in sortKeys {
+            for key in keys { values.append(SortValue(key, text: &text)) }
+        }
         let ascending = descriptors.map(\.ascending)
         return values.withUnsafeBufferPointer { values in
-            sortKeys.indices.sorted { left, right in
-                for index in 0..<width {
-                    let comparison = SortValue.compare(values[left * width + index], values[right * width + index])
-                    if comparison != 0 { return ascending[index] ? comparison < 0 : comparison > 0 }
+            text.withUnsafeBufferPointer { text in
+                sortKeys.indices.sorted { left, right in
+                    for index in 0..<width {
+                        let comparison = SortValue.compare(
+                            values[left * width + index], values[right * width + index], text: text)
+                        if comparison != 0 { return ascending[index] ? comparison < 0 : comparison > 0 }
+                    }
+                    return left < right
                 }
-                return left < right
             }
         }
     }
@@ -249,37 +256,39 @@ extension ManagedObjectContext {
 /// ``PredicateEvaluator`` orders them.
 enum SortValue {
     case absent
-    case text(String)
+    /// Where its UTF-8 bytes are in the sort's text buffer.
+    case text(Range<Int>)
     case date(Date)
     case number(Double)
     case incomparable
 
-    init(_ value: Any?) {
+    /// `value` as it compares; text is appended to `buffer`.
+    init(_ value: Any?, text buffer: inout [UInt8]) {
         switch value {
         case nil: self = .absent
-        case let text as String: self = .text(text)
+        case let text as String:
+            let start = buffer.count
+            buffer.append(contentsOf: text.utf8)
+            self = .text(start..<buffer.count)
         case let date as Date: self = .date(date)
         default: self = doubleValue(value).map(SortValue.number) ?? .incomparable
         }
     }
 
-    /// -1, 0 or 1.
-    static func compare(_ left: SortValue, _ right: SortValue) -> Int {
+    /// -1, 0 or 1; `text` is the buffer the values' text is in.
+    static func compare(_ left: SortValue, _ right: SortValue, text: UnsafeBufferPointer<UInt8>) -> Int {
         switch (left, right) {
         case (.absent, .absent): return 0
         case (.absent, _): return -1
         case (_, .absent): return 1
-        case (.text(var left), .text(var right)):
-            return left.withUTF8 { left in
-                right.withUTF8 { right in
-                    if let leftBytes = left.baseAddress, let rightBytes = right.baseAddress,
-                       case let common = memcmp(leftBytes, rightBytes, min(left.count, right.count)), common != 0
-                    {
-                        return common < 0 ? -1 : 1
-                    }
-                    return left.count == right.count ? 0 : (left.count < right.count ? -1 : 1)
-                }
+        case (.text(let left), .text(let right)):
+            let common = min(left.count, right.count)
+            if common > 0, let base = text.baseAddress,
+               case let order = memcmp(base + left.lowerBound, base + right.lowerBound, common), order != 0
+            {
+                return order < 0 ? -1 : 1
             }
+            return left.count == right.count ? 0 : (left.count < right.count ? -1 : 1)
         case (.date(let left), .date(let right)): return left == right ? 0 : (left < right ? -1 : 1)
         case (.number(let left), .number(let right)): return left == right ? 0 : (left < right ? -1 : 1)
         default: return 0

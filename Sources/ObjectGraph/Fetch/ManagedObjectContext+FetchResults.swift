@@ -253,6 +253,14 @@ extension ManagedObjectContext {
         var result = FetchedValues(names: properties.map(\.name))
         try wrapStoreErrors(.objectNotFound, "cannot fetch \(request.entityName)") {
             try coordinator.read { db in
+                // A whole table's rows counted first (its smallest b-tree), so that the results
+                // are not copied again at each doubling: a list reads them all.
+                if plan.conditions.isEmpty, request.fetchLimit == 0,
+                   let count = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM \(store.qualified(root.tableName))")
+                {
+                    values.reserveCapacity(count)
+                    if sortsInMemory { sortKeys.reserveCapacity(count) }
+                }
                 try db.forEachRow(sql: sql, arguments: plan.arguments) { row in
                     let primaryKey = try Self.integer(row, 0, "Z_PK", root: root, store: store)
                     let entityNumber = Int(
