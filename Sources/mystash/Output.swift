@@ -137,31 +137,29 @@ enum Output {
 
     static func formattedTable(_ header: [String], _ rows: [[String]], empty: String) -> FormattedTable {
         guard !rows.isEmpty else { return FormattedTable(bytes: nil, empty: empty) }
-        // Each cell made safe and measured once, in one flat array: a list has tens of thousands.
+        // Printable ASCII, nearly every cell, is its own safe text, a column a byte: measured
+        // twice rather than kept (a list of 100,000 entries has half a million cells).
+        func measured(_ cell: String) -> (text: String, width: Int) {
+            if TextWidth.isPrintableASCII(cell) { return (cell, cell.utf8.count) }
+            let text = safe(cell)
+            return (text, TextWidth.columns(of: text))
+        }
         var widths = header.map { TextWidth.columns(of: safe($0)) }
-        var cells: [(text: String, width: Int)] = []
-        cells.reserveCapacity(rows.count * header.count)
         var length = 0
         for row in rows {
             for (column, cell) in row.prefix(widths.count).enumerated() {
-                // Printable ASCII, nearly every cell, is its own safe text, a column a byte.
-                let isPlain = TextWidth.isPrintableASCII(cell)
-                let text = isPlain ? cell : safe(cell)
-                let width = isPlain ? cell.utf8.count : TextWidth.columns(of: text)
+                let (text, width) = measured(cell)
                 widths[column] = max(widths[column], width)
-                cells.append((text, width))
                 length += text.utf8.count
             }
         }
         let top = line(header, widths)
         var output = Array((Terminal.stdoutIsTerminal ? "\u{1B}[1m\(top)\u{1B}[0m\n" : top + "\n").utf8)
         output.reserveCapacity(output.count + length + rows.count * (widths.reduce(0, +) + 2 * widths.count))
-        var next = 0
         for row in rows {
             let count = min(row.count, widths.count)
-            for column in 0..<count {
-                let (text, width) = cells[next]
-                next += 1
+            for (column, cell) in row.prefix(count).enumerated() {
+                let (text, width) = measured(cell)
                 output += text.utf8
                 guard column < count - 1 else { break }
                 output += repeatElement(UInt8(ascii: " "), count: max(0, widths[column] + 2 - width))
