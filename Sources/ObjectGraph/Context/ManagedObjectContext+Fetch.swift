@@ -207,19 +207,27 @@ extension ManagedObjectContext {
     }
 
     /// Puts `values` in the order of their `sortKeys` under `descriptors`, ties kept in place:
-    /// moved by swaps, not copied, as a list sorts thousands of results.
+    /// each value moved once, not copied, as a list sorts thousands of results. (Called
+    /// unspecialized, a swap copied each value twice, with a retain and release per reference.)
     static func sort<Value>(_ values: inout [Value], by sortKeys: [[Any?]], _ descriptors: [FetchSortDescriptor]) {
-        // Position i takes the value at order[i]: each cycle of the permutation is walked once.
+        // Position i takes the value at order[i]: each cycle of the permutation is walked once,
+        // its first value held aside while the others move up.
         let order = order(of: sortKeys, descriptors)
         var placed = [Bool](repeating: false, count: order.count)
-        for start in order.indices where !placed[start] {
-            var current = start
-            while true {
-                placed[current] = true
-                let next = order[current]
-                if next == start { break }
-                values.swapAt(current, next)
-                current = next
+        values.withUnsafeMutableBufferPointer { buffer in
+            guard let base = buffer.baseAddress else { return }
+            for start in order.indices where !placed[start] {
+                placed[start] = true
+                guard order[start] != start else { continue }
+                let first = (base + start).move()
+                var current = start
+                while order[current] != start {
+                    let next = order[current]
+                    (base + current).moveInitialize(from: base + next, count: 1)
+                    placed[next] = true
+                    current = next
+                }
+                (base + current).initialize(to: first)
             }
         }
     }

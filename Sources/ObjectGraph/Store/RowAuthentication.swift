@@ -795,10 +795,11 @@ public final class RowAuthentication: StoreWriteObserver {
         let wholeStore = { (store: Store) in inFull?.contains(store.identifier) ?? true }
         return try verifyRecords(in: transaction, loading: { wholeStore($0) ? Self.allGroups : 0 }) { store, record in
             guard wholeStore(store) else { return [] }
-            var problems = try verifyBuckets(nil, of: store, against: record, in: transaction).problems
-            // Reads go through indexes the tags do not cover: each must hold exactly its table's rows.
-            problems += try transaction.indexProblems(storeIdentifier: store.identifier, storeName: store.displayName)
-            return problems
+            // Reads go through indexes the tags do not cover: each must hold exactly its table's rows,
+            // compared with the rows the tags are checked on as they stream by.
+            var audit = try transaction.indexAudit(storeIdentifier: store.identifier, storeName: store.displayName)
+            let problems = try verifyEveryRow(of: store, against: record, auditing: &audit, in: transaction)
+            return try problems + transaction.indexProblems(of: audit)
         }
     }
 
@@ -919,16 +920,12 @@ public final class RowAuthentication: StoreWriteObserver {
         var matched: Set<StoredRowKey> = []
     }
 
-    /// Checks the buckets `numbers` (every bucket when nil): their tags add up to what the record
-    /// says, and each tag has its row, unchanged and in that bucket. When every bucket is checked,
-    /// every row of every table must have its tag too.
+    /// Checks the buckets `numbers`: their tags add up to what the record says, and each tag has
+    /// its row, unchanged and in that bucket.
     private func verifyBuckets(
-        _ numbers: Set<Int>?, of store: Store, against record: Record, lookups: [Lookup] = [],
+        _ numbers: Set<Int>, of store: Store, against record: Record, lookups: [Lookup] = [],
         in transaction: StoreTransaction
     ) throws -> BucketCheck {
-        guard let numbers else {
-            return BucketCheck(problems: try verifyEveryRow(of: store, against: record, in: transaction))
-        }
         var check = BucketCheck()
         var recorded: [String: [Int64: TaggedRow]] = [:]
         var found = BucketTable()
@@ -1009,9 +1006,10 @@ public final class RowAuthentication: StoreWriteObserver {
     /// Every bucket and every row of the store, in memory that does not grow with it: the tags
     /// are summed by bucket as they stream by, then each table's rows and tags are walked side
     /// by side in primary-key order, a page of tags at a time.
-    private func verifyEveryRow(of store: Store, against record: Record, in transaction: StoreTransaction) throws
-        -> [IntegrityProblem]
-    {
+    /// The rows of each table with indexes in `audit` are added to it on the way.
+    private func verifyEveryRow(
+        of store: Store, against record: Record, auditing audit: inout IndexAudit, in transaction: StoreTransaction
+    ) throws -> [IntegrityProblem] {
         var problems: [IntegrityProblem] = []
         // Rows numbered below the buckets are read by no check of a bucket or a seal.
         let buckets = try transaction.qualified(tables.buckets, storeIdentifier: store.identifier)
@@ -1061,7 +1059,12 @@ public final class RowAuthentication: StoreWriteObserver {
             let deleted = "the row was deleted outside \(writer)"
             // Read in place: this reads every row of the store.
             let qualified = try transaction.qualified(table, storeIdentifier: store.identifier)
-            try transaction.db.forEachRow(sql: "SELECT * FROM \(qualified) ORDER BY Z_PK", arguments: []) { row in
+            var digests = audit.digests(of: table, columns: columns + ["rowid"])
+            let selected = digests == nil ? "*" : "*, rowid"
+            try transaction.db.forEachRow(
+                sql: "SELECT \(selected) FROM \(qualified) NOT INDEXED ORDER BY Z_PK", arguments: []
+            ) { row in
+                digests?.add(row)
                 guard let key = row.int64(at: 0) else { return }
                 // Tags before this row name rows that are gone.
                 while let next = try page.peek(in: transaction), next < key {
@@ -1087,6 +1090,7 @@ public final class RowAuthentication: StoreWriteObserver {
                 problems.append(problem(next, deleted))
                 page.advance()
             }
+            if let digests { audit.record(digests) }
         }
         return problems
     }

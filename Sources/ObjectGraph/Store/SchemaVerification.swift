@@ -285,46 +285,64 @@ extension StoreTransaction {
     ///
     /// - throws: ``ObjectGraphError`` when the store's list of indexes cannot be read.
     public func indexProblems(storeIdentifier: String, storeName: String) throws -> [IntegrityProblem] {
+        try indexProblems(of: indexAudit(storeIdentifier: storeIdentifier, storeName: storeName))
+    }
+
+    /// The indexes of a store to compare with their tables, before any table is read: a caller
+    /// that reads whole tables anyway adds their rows (``IndexAudit/digests(of:columns:)``), and
+    /// ``indexProblems(of:)`` reads only the others.
+    ///
+    /// - throws: ``ObjectGraphError`` when the store's list of indexes cannot be read.
+    func indexAudit(storeIdentifier: String, storeName: String) throws -> IndexAudit {
         let master = try qualified("sqlite_master", storeIdentifier: storeIdentifier)
-        let schema = String(master.dropLast("sqlite_master".count))
-        var indexesByTable: [String: [(name: String, columns: [String])]] = [:]
+        var audit = IndexAudit(storeName: storeName, schema: String(master.dropLast("sqlite_master".count)))
         let listed = try rows("SELECT name, tbl_name FROM \(master) WHERE type = 'index' ORDER BY name")
-        var problems: [IntegrityProblem] = []
         for row in listed {
             guard case .text(let name) = row[0], case .text(let table) = row[1] else { continue }
             guard let quotedName = SchemaObject.quoted(name), let quotedTable = SchemaObject.quoted(table) else {
-                problems.append(IntegrityProblem(
+                audit.problems.append(IntegrityProblem(
                     store: storeName,
                     message: "index '\(SchemaObject.exact(name))' on \(SchemaObject.exact(table)) has a name holding "
                         + "a NUL byte: it was written outside ObjectGraph and cannot be checked"))
                 continue
             }
-            let columns = try rows("PRAGMA \(schema)index_info(\(quotedName))").map { info -> String? in
+            let columns = try rows("PRAGMA \(audit.schema)index_info(\(quotedName))").map { info -> String? in
                 if info.count > 2, case .text(let column) = info[2] { return column }
                 return nil
             }
-            let isPartial = try rows("PRAGMA \(schema)index_list(\(quotedTable))").contains {
+            let isPartial = try rows("PRAGMA \(audit.schema)index_list(\(quotedTable))").contains {
                 $0.count > 4 && $0[1] == .text(name) && $0[4] == .integer(1)
             }
             // Whole indexes on named columns of a rowid table (primary-key ones of join tables too):
             // every row has exactly one entry.
             guard !columns.isEmpty, !columns.contains(nil), !isPartial, try hasRowid(table, master: master)
             else { continue }
-            indexesByTable[table, default: []].append((name, columns.compactMap { $0 }))
+            audit.indexesByTable[table, default: []].append(.init(name: name, columns: columns.compactMap { $0 }))
         }
-        for (table, indexes) in indexesByTable.sorted(by: { $0.key < $1.key }) {
+        return audit
+    }
+
+    /// Finishes `audit`: reads each table whose rows were not added, then each index, and names
+    /// every index that does not hold exactly its table's rows.
+    func indexProblems(of audit: IndexAudit) throws -> [IntegrityProblem] {
+        var problems = audit.problems
+        let schema = audit.schema
+        for (table, indexes) in audit.indexesByTable.sorted(by: { $0.key < $1.key }) {
             do {
-                var fromTable = indexes.map { _ in MultisetDigest() }
-                let allColumns = Array(Set(indexes.flatMap(\.columns))).sorted()
-                let position = Dictionary(uniqueKeysWithValues: allColumns.enumerated().map { ($1, $0) })
-                let selected = allColumns.map(quotedColumn) + ["rowid"]
-                let positions = indexes.map { index in index.columns.map { position[$0]! } + [allColumns.count] }
-                // Read in place: this reads every row of the store, once more for each index.
-                try db.forEachRow(
-                    sql: "SELECT \(selected.joined(separator: ", ")) FROM \(schema)\(quotedColumn(table)) NOT INDEXED",
-                    arguments: []
-                ) { row in
-                    for slot in indexes.indices { fromTable[slot].add(row, columns: positions[slot]) }
+                let fromTable: [MultisetDigest]
+                if let read = audit.tablesRead[table] {
+                    fromTable = read
+                } else {
+                    let allColumns = Array(Set(indexes.flatMap(\.columns))).sorted()
+                    var digests = IndexAudit.TableDigests(
+                        table: table, indexes: indexes, columns: allColumns + ["rowid"])!
+                    // Read in place: this reads every row of the store, once more for each index.
+                    try db.forEachRow(
+                        sql: "SELECT \((allColumns.map(quotedColumn) + ["rowid"]).joined(separator: ", ")) "
+                            + "FROM \(schema)\(quotedColumn(table)) NOT INDEXED",
+                        arguments: []
+                    ) { digests.add($0) }
+                    fromTable = digests.digests
                 }
                 for (slot, index) in indexes.enumerated() {
                     var fromIndex = MultisetDigest()
@@ -334,7 +352,7 @@ extension StoreTransaction {
                     try db.forEachRow(sql: sql, arguments: []) { fromIndex.add($0, columns: Array(0..<columns.count)) }
                     if fromIndex != fromTable[slot] {
                         problems.append(IntegrityProblem(
-                            store: storeName,
+                            store: audit.storeName,
                             message: "index '\(SchemaObject.exact(index.name))' does not match table "
                                 + "\(SchemaObject.exact(table)) (\(fromIndex.count) entries "
                                 + "for \(fromTable[slot].count) rows): reads through it would miss or invent rows"))
@@ -342,7 +360,7 @@ extension StoreTransaction {
                 }
             } catch let error as DatabaseError {
                 problems.append(IntegrityProblem(
-                    store: storeName,
+                    store: audit.storeName,
                     message: "table \(SchemaObject.exact(table)) or one of its indexes cannot be read: "
                         + (error.message ?? "SQLite error")))
             }
@@ -358,6 +376,59 @@ extension StoreTransaction {
         guard case .text(let sql)? = try rows("SELECT sql FROM \(master) WHERE type = 'table' AND name = ?",
                                                [.text(table)]).first?.first else { return false }
         return !sql.uppercased().split(whereSeparator: \.isWhitespace).joined(separator: " ").contains("WITHOUT ROWID")
+    }
+}
+
+/// The indexes of one store to compare with their tables (``StoreTransaction/indexAudit``), and
+/// the tables already read for it.
+struct IndexAudit {
+    struct Index {
+        let name: String
+        let columns: [String]
+    }
+    let storeName: String
+    /// The store's schema, as a prefix of qualified names.
+    let schema: String
+    var problems: [IntegrityProblem] = []
+    var indexesByTable: [String: [Index]] = [:]
+    var tablesRead: [String: [MultisetDigest]] = [:]
+
+    init(storeName: String, schema: String) {
+        self.storeName = storeName
+        self.schema = schema
+    }
+
+    /// What each row of `table`, read whole elsewhere, is added to when the table has indexes to
+    /// compare; `columns` names the cells of the rows read, the last one the rowid.
+    func digests(of table: String, columns: [String]) -> TableDigests? {
+        indexesByTable[table].flatMap { TableDigests(table: table, indexes: $0, columns: columns) }
+    }
+
+    /// Takes the rows added to `digests` as all its table's: the table is not read again.
+    mutating func record(_ digests: TableDigests) { tablesRead[digests.table] = digests.digests }
+
+    /// One table's rows as each of its indexes should hold them.
+    struct TableDigests {
+        let table: String
+        private let positions: [[Int]]
+        private(set) var digests: [MultisetDigest]
+
+        /// Nil when an indexed column is not among `columns`.
+        init?(table: String, indexes: [Index], columns: [String]) {
+            var positions: [[Int]] = []
+            for index in indexes {
+                let found = index.columns.compactMap { columns.firstIndex(of: $0) }
+                guard found.count == index.columns.count else { return nil }
+                positions.append(found + [columns.count - 1])
+            }
+            self.table = table
+            self.positions = positions
+            digests = positions.map { _ in MultisetDigest() }
+        }
+
+        mutating func add(_ row: StatementRow) {
+            for slot in positions.indices { digests[slot].add(row, columns: positions[slot]) }
+        }
     }
 }
 
