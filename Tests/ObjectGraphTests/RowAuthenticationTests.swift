@@ -153,6 +153,29 @@ final class RowAuthenticationTests: ObjectGraphTestCase {
         XCTAssertFalse(problems.contains { $0.primaryKey != nil }, "every row keeps its own tag: \(problems.prefix(3))")
     }
 
+    /// A whole check reads each table's tags with its rows, and the others only when the count
+    /// of tags says some were not read: each damaged entry is named once, a tag of a table the
+    /// store does not have is named and counted in its bucket, whichever table's pages hold it.
+    func testDamagedTagsAndTagsOfNoTableAreEachNamedOnce() throws {
+        XCTAssertEqual(try stack.coordinator.performRead { try self.authentication.verify(in: $0) }, [])
+        try tamper("""
+            INSERT INTO TEST_TAG (ZTABLE, ZPK, ZBUCKET, ZTAG) VALUES ('ZNOTE', 999999, 7, randomblob(31));
+            INSERT INTO TEST_TAG (ZTABLE, ZPK, ZBUCKET, ZTAG) VALUES ('ZATTACHMENT', 999999, 'seven', randomblob(32));
+            INSERT INTO TEST_TAG (ZTABLE, ZPK, ZBUCKET, ZTAG) VALUES (CAST('ZNOTE' AS BLOB), 5, 9, randomblob(32));
+            INSERT INTO TEST_TAG (ZTABLE, ZPK, ZBUCKET, ZTAG) VALUES ('ZELSEWHERE', 1, 11, randomblob(32));
+            """)
+        let problems = try XCTUnwrap(try stack.coordinator.performRead { try self.authentication.verify(in: $0) })
+        let messages = problems.map(\.message)
+        XCTAssertEqual(messages.filter { $0 == "its table of row tags holds a damaged entry" }.count, 3, "\(messages)")
+        XCTAssertEqual(messages.filter { $0 == "its table of row tags names a table it does not cover" }.count, 1,
+                       "\(messages)")
+        // Only the whole tag of no table is summed: its bucket, and no other, no longer adds up.
+        let buckets = messages.filter { $0.hasPrefix("rows and their tags were removed or replaced together") }
+        XCTAssertEqual(buckets.count, 1, "\(messages)")
+        XCTAssertTrue(buckets.first?.contains("(bucket 11:") == true, "\(messages)")
+        XCTAssertFalse(problems.contains { $0.primaryKey != nil }, "every row keeps its own tag: \(problems)")
+    }
+
     /// Batch requests write rows in SQL, not through a save: the record follows them all the
     /// same, cascades and nullified rows included, so nothing they did reads as tampering.
     func testBatchRequestsKeepTheTagsAndBucketsAndNothingIsFound() throws {

@@ -1003,9 +1003,10 @@ public final class RowAuthentication: StoreWriteObserver {
         return problems
     }
 
-    /// Every bucket and every row of the store, in memory that does not grow with it: the tags
-    /// are summed by bucket as they stream by, then each table's rows and tags are walked side
-    /// by side in primary-key order, a page of tags at a time.
+    /// Every bucket and every row of the store, in memory that does not grow with it: each
+    /// table's rows and tags are walked side by side in primary-key order, a page of tags at a
+    /// time, and the tags summed by bucket as they go by (read once: a pass of their own was a
+    /// tenth of a list's check); tags of no table are looked for only when the count says so.
     /// The rows of each table with indexes in `audit` are added to it on the way.
     private func verifyEveryRow(
         of store: Store, against record: Record, auditing audit: inout IndexAudit, in transaction: StoreTransaction
@@ -1020,39 +1021,16 @@ public final class RowAuthentication: StoreWriteObserver {
             problems.append(IntegrityProblem(
                 store: store.displayName, message: "its table of buckets holds \(rows) numbered below 0"))
         }
-        var sums = BucketTable()
         let tags = try transaction.qualified(tables.tags, storeIdentifier: store.identifier)
-        let damaged = IntegrityProblem(store: store.displayName, message: "its table of row tags holds a damaged entry")
-        let uncovered = IntegrityProblem(
-            store: store.displayName, message: "its table of row tags names a table it does not cover")
-        let covered = store.tables.keys.map { Array($0.utf8) }
-        // Lengths first, then the bytes: most names differ in length, and every tag asks.
-        func isCovered(_ table: UnsafeRawBufferPointer) -> Bool {
-            covered.contains { name in
-                name.count == table.count && name.withUnsafeBytes { name in
-                    table.isEmpty || memcmp(name.baseAddress!, table.baseAddress!, table.count) == 0
-                }
-            }
-        }
-        // Read in place, summed in place: this reads every tag of the store.
-        try transaction.db.forEachRow(sql: "SELECT ZTABLE, ZBUCKET, ZTAG FROM \(tags)", arguments: []) { row in
-            let problem: IntegrityProblem? = row.withCell(at: 0) { table in
-                guard case .text(let table) = table, let bucket = row.int64(at: 1) else { return damaged }
-                return row.withCell(at: 2) { tag in
-                    guard case .blob(let tag) = tag, tag.count == 32 else { return damaged }
-                    sums.add(tag, to: Int(bucket))
-                    return isCovered(table) ? nil : uncovered
-                }
-            }
-            if let problem { problems.append(problem) }
-        }
-        problems += bucketProblems(sums, numbers: nil, of: store, against: record)
+        // The tags are summed by bucket as each table's pages of them go by.
+        let tally = TagTally(damaged: IntegrityProblem(
+            store: store.displayName, message: "its table of row tags holds a damaged entry"))
         var tag = [UInt8](repeating: 0, count: 32)
         for (table, entity) in store.tables.sorted(by: { $0.key < $1.key }) {
             let columns = try columns(of: table, store: store, in: transaction)
             var tagger = tagger(store: store, table: table, columns: columns)
             let bucketing = TableBucketing(table, columns: columns, store: store)
-            var page = TagPage(table: table, tags: tags)
+            var page = TagPage(table: table, tags: tags, tally: tally)
             func problem(_ key: Int64, _ message: String) -> IntegrityProblem {
                 IntegrityProblem(store: store.displayName, entity: entity, primaryKey: key, message: message)
             }
@@ -1092,10 +1070,59 @@ public final class RowAuthentication: StoreWriteObserver {
             }
             if let digests { audit.record(digests) }
         }
+        problems += tally.problems
+        // Tags the pages did not read name no table of the store: read again, only then.
+        if case .integer(let count)? = try transaction.rows("SELECT COUNT(*) FROM \(tags) NOT INDEXED").first?.first,
+           count != tally.read
+        {
+            problems += try uncoveredTagProblems(of: store, summingInto: tally, in: transaction)
+        }
+        return problems + bucketProblems(tally.sums, numbers: nil, of: store, against: record)
+    }
+
+    /// Tags of a table the store does not have (or with no table's name at all), added to the
+    /// tally's sums when whole: each is a problem.
+    private func uncoveredTagProblems(of store: Store, summingInto tally: TagTally, in transaction: StoreTransaction)
+        throws -> [IntegrityProblem]
+    {
+        var problems: [IntegrityProblem] = []
+        let uncovered = IntegrityProblem(
+            store: store.displayName, message: "its table of row tags names a table it does not cover")
+        let covered = store.tables.keys.map { Array($0.utf8) }
+        func isCovered(_ table: UnsafeRawBufferPointer) -> Bool {
+            covered.contains { name in name.elementsEqual(table) }
+        }
+        let tags = try transaction.qualified(tables.tags, storeIdentifier: store.identifier)
+        let sql = "SELECT ZTABLE, ZBUCKET, ZTAG FROM \(tags) NOT INDEXED"
+        try transaction.db.forEachRow(sql: sql, arguments: []) { row in
+            let problem: IntegrityProblem? = row.withCell(at: 0) { table in
+                guard case .text(let table) = table else { return tally.damaged }
+                // A covered table's tags were read with its rows.
+                guard !isCovered(table) else { return nil }
+                guard let bucket = row.int64(at: 1) else { return tally.damaged }
+                return row.withCell(at: 2) { tag in
+                    guard case .blob(let tag) = tag, tag.count == 32 else { return tally.damaged }
+                    tally.sums.add(tag, to: Int(bucket))
+                    return uncovered
+                }
+            }
+            if let problem { problems.append(problem) }
+        }
         return problems
     }
 
-    /// The tags of one table in primary-key order, read a page at a time, in place.
+    /// The tags read so far, of every table: their sums by bucket, how many entries (damaged
+    /// ones too), and a problem for each damaged one.
+    private final class TagTally {
+        var sums = BucketTable()
+        var read = 0
+        var problems: [IntegrityProblem] = []
+        let damaged: IntegrityProblem
+        init(damaged: IntegrityProblem) { self.damaged = damaged }
+    }
+
+    /// The tags of one table in primary-key order, read a page at a time, in place, each added
+    /// to the tally.
     private struct TagPage {
         static let size = 4096
         let table: String
@@ -1108,9 +1135,12 @@ public final class RowAuthentication: StoreWriteObserver {
         private var after = Int64.min.databaseValue
         private var exhausted = false
 
-        init(table: String, tags: String) {
+        let tally: TagTally
+
+        init(table: String, tags: String, tally: TagTally) {
             self.table = table
             self.tags = tags
+            self.tally = tally
         }
 
         /// The next tagged key, nil when there is none.
@@ -1137,7 +1167,7 @@ public final class RowAuthentication: StoreWriteObserver {
             buckets.removeAll(keepingCapacity: true)
             tagBytes.removeAll(keepingCapacity: true)
             index = 0
-            // Pages of damaged entries only (the first pass reported them) are passed over.
+            // Pages of damaged entries only are passed over.
             while keys.isEmpty, !exhausted {
                 var read = 0
                 try transaction.db.forEachRow(
@@ -1148,17 +1178,21 @@ public final class RowAuthentication: StoreWriteObserver {
                     read += 1
                     // Whatever its type (text sorts after every number), so the next page starts after it.
                     after = row.databaseValue(at: 0)
-                    // A damaged entry was reported by the first pass; its row then has no tag.
-                    guard let key = row.int64(at: 0), let bucket = row.int64(at: 1) else { return }
                     let isTag = row.withCell(at: 2) { tag in
-                        guard case .blob(let tag) = tag, tag.count == 32 else { return false }
+                        guard let bucket = row.int64(at: 1), case .blob(let tag) = tag, tag.count == 32 else {
+                            return false
+                        }
+                        tally.sums.add(tag, to: Int(bucket))
+                        // A damaged key: the tag still counts in its bucket, and its row has no tag.
+                        guard let key = row.int64(at: 0) else { return true }
                         tagBytes.append(contentsOf: tag)
+                        keys.append(key)
+                        buckets.append(Int(bucket))
                         return true
                     }
-                    guard isTag else { return }
-                    keys.append(key)
-                    buckets.append(Int(bucket))
+                    if !isTag { tally.problems.append(tally.damaged) }
                 }
+                tally.read += read
                 exhausted = read < Self.size
             }
         }
