@@ -127,7 +127,12 @@ final class FetchTests: ObjectGraphTestCase {
                 (words.randomElement(using: &random)!, Int.random(in: 0..<3, using: &random))
             }
             var values = Array(0..<count)
-            ManagedObjectContext.sort(&values, by: keys.map { [$0.word, $0.number] }, descriptors)
+            var sortKeys = SortKeys(descriptors)
+            for key in keys {
+                sortKeys.append(key.word)
+                sortKeys.append(key.number)
+            }
+            ManagedObjectContext.sort(&values, by: sortKeys)
             let expected = (0..<count).sorted { left, right in
                 let (a, b) = (keys[left], keys[right])
                 // Bytes, not Swift's equality: "é" and "e\u{301}" are equal strings, not equal keys.

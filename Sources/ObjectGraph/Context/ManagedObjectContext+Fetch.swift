@@ -181,8 +181,10 @@ extension ManagedObjectContext {
         guard !descriptors.isEmpty else { return objects }
         // Each key is read (and case-folded) once, not at every comparison.
         let paths = Self.sortKeyPaths(descriptors)
+        var keys = SortKeys(descriptors)
+        for object in objects { keys.append(of: object, at: paths) }
         var sorted = objects
-        Self.sort(&sorted, by: objects.map { Self.sortKeys(of: $0, paths, descriptors) }, descriptors)
+        Self.sort(&sorted, by: keys)
         return sorted
     }
 
@@ -191,28 +193,14 @@ extension ManagedObjectContext {
         descriptors.map { ManagedObject.steps(of: $0.key) }
     }
 
-    /// The values `descriptors` sort `object` by (at `paths`), strings case-folded where they ask it.
-    static func sortKeys(
-        of object: ManagedObject, _ paths: [ArraySlice<String>], _ descriptors: [FetchSortDescriptor]
-    ) -> [Any?] {
-        zip(paths, descriptors).map { sortKey(object.value(forKeyPath: $0), $1) }
-    }
-
-    /// What `value` is sorted by under `descriptor`: folded text when it ignores case.
-    static func sortKey(_ value: Any?, _ descriptor: FetchSortDescriptor) -> Any? {
-        if descriptor.caseInsensitive, let text = value as? String {
-            return PredicateEvaluator.fold(text, .caseInsensitive)
-        }
-        return value
-    }
-
-    /// Puts `values` in the order of their `sortKeys` under `descriptors`, ties kept in place:
-    /// each value moved once, not copied, as a list sorts thousands of results. (Called
-    /// unspecialized, a swap copied each value twice, with a retain and release per reference.)
-    static func sort<Value>(_ values: inout [Value], by sortKeys: [[Any?]], _ descriptors: [FetchSortDescriptor]) {
+    /// Puts `values` in the order of their `keys`, ties kept in place: each value moved once,
+    /// not copied, as a list sorts thousands of results. (Called unspecialized, a swap copied
+    /// each value twice, with a retain and release per reference.)
+    static func sort<Value>(_ values: inout [Value], by keys: SortKeys) {
+        precondition(values.count == keys.count, "A key for each value")
         // Position i takes the value at order[i]: each cycle of the permutation is walked once,
         // its first value held aside while the others move up.
-        let order = order(of: sortKeys, descriptors)
+        let order = keys.order()
         var placed = [Bool](repeating: false, count: order.count)
         values.withUnsafeMutableBufferPointer { buffer in
             guard let base = buffer.baseAddress else { return }
@@ -231,22 +219,49 @@ extension ManagedObjectContext {
             }
         }
     }
+}
 
-    /// The positions of `sortKeys` in the order `descriptors` give, ties kept in place.
-    static func order(of sortKeys: [[Any?]], _ descriptors: [FetchSortDescriptor]) -> [Int] {
-        // Each key is cast once into what it compares as, its text copied into one buffer: the
-        // n log n comparisons then touch no reference count.
-        let width = descriptors.count
-        var values: [SortValue] = []
-        values.reserveCapacity(sortKeys.count * width)
-        var text: [UInt8] = []
-        for keys in sortKeys {
-            for key in keys { values.append(SortValue(key, text: &text)) }
+/// The sort keys of a fetch's results, row after row, each cast once into what it compares as
+/// when it is added (text case-folded where its descriptor asks it, and copied into one
+/// buffer): no row keeps an array of keys, and the n log n comparisons touch no reference count.
+struct SortKeys {
+    let descriptors: [FetchSortDescriptor]
+    private var values: [SortValue] = []
+    private var text: [UInt8] = []
+
+    init(_ descriptors: [FetchSortDescriptor]) {
+        precondition(!descriptors.isEmpty, "Something to sort by")
+        self.descriptors = descriptors
+    }
+
+    /// The rows whose keys are all in.
+    var count: Int { values.count / descriptors.count }
+
+    mutating func reserveCapacity(_ rows: Int) { values.reserveCapacity(rows * descriptors.count) }
+
+    /// Adds the next key of the current row: the rows' keys go in one after another, in the
+    /// order of the descriptors.
+    mutating func append(_ value: Any?) {
+        let descriptor = descriptors[values.count % descriptors.count]
+        if descriptor.caseInsensitive, let text = value as? String {
+            values.append(SortValue(PredicateEvaluator.fold(text, .caseInsensitive), text: &self.text))
+        } else {
+            values.append(SortValue(value, text: &text))
         }
+    }
+
+    /// Adds the keys of `object`, read at `paths` (``ManagedObjectContext/sortKeyPaths(_:)``).
+    mutating func append(of object: ManagedObject, at paths: [ArraySlice<String>]) {
+        for path in paths { append(object.value(forKeyPath: path)) }
+    }
+
+    /// The positions of the rows in the order the descriptors give, ties kept in place.
+    func order() -> [Int] {
+        let width = descriptors.count
         let ascending = descriptors.map(\.ascending)
         return values.withUnsafeBufferPointer { values in
             text.withUnsafeBufferPointer { text in
-                sortKeys.indices.sorted { left, right in
+                (0..<count).sorted { left, right in
                     for index in 0..<width {
                         let comparison = SortValue.compare(
                             values[left * width + index], values[right * width + index], text: text)

@@ -24,15 +24,15 @@ extension ManagedObjectContext {
         let plan = try plan(for: request)
         guard isStreamable(request, plan) else { return try fetch(request).map(transform) }
         var values: [Value] = []
-        var sortKeys: [[Any?]] = []
+        var sortKeys = plan.sortsInMemory ? SortKeys(request.sortDescriptors) : nil
         let sortPaths = Self.sortKeyPaths(request.sortDescriptors)
         try forEachBatch(request, plan: plan, batchSize: batchSize) { objects in
             for object in objects {
-                if plan.sortsInMemory { sortKeys.append(Self.sortKeys(of: object, sortPaths, request.sortDescriptors)) }
+                sortKeys?.append(of: object, at: sortPaths)
                 values.append(try transform(object))
             }
         }
-        if plan.sortsInMemory { Self.sort(&values, by: sortKeys, request.sortDescriptors) }
+        if let sortKeys { Self.sort(&values, by: sortKeys) }
         return values
     }
 

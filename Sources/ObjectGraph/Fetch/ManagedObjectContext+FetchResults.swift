@@ -246,7 +246,7 @@ extension ManagedObjectContext {
             sql += " LIMIT \(request.fetchLimit > 0 ? request.fetchLimit : -1) OFFSET \(request.fetchOffset)"
         }
         var values: [Value] = []
-        var sortKeys: [[Any?]] = []
+        var sortKeys = sortsInMemory ? SortKeys(request.sortDescriptors) : nil
         // Read once, not from the plan at every row (a copy of it each time).
         let (root, store, residual) = (plan.root, plan.store, plan.residual)
         // One result refilled for each row: a transform that keeps it keeps a copy.
@@ -259,7 +259,7 @@ extension ManagedObjectContext {
                    let count = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM \(store.qualified(root.tableName))")
                 {
                     values.reserveCapacity(count)
-                    if sortsInMemory { sortKeys.reserveCapacity(count) }
+                    sortKeys?.reserveCapacity(count)
                 }
                 try db.forEachRow(sql: sql, arguments: plan.arguments) { row in
                     let primaryKey = try Self.integer(row, 0, "Z_PK", root: root, store: store)
@@ -303,16 +303,12 @@ extension ManagedObjectContext {
                     }) {
                         return
                     }
-                    if sortsInMemory {
-                        sortKeys.append(zip(request.sortDescriptors, sortProperties).map { descriptor, index in
-                            Self.sortKey(result.values[index!], descriptor)
-                        })
-                    }
+                    if sortsInMemory { for index in sortProperties { sortKeys?.append(result.values[index!]) } }
                     values.append(try transform(result))
                 }
             }
         }
-        if sortsInMemory { Self.sort(&values, by: sortKeys, request.sortDescriptors) }
+        if let sortKeys { Self.sort(&values, by: sortKeys) }
         guard windowInMemory, request.fetchOffset > 0 || request.fetchLimit > 0 else { return values }
         let kept = values.dropFirst(request.fetchOffset)
         return Array(request.fetchLimit > 0 ? kept.prefix(request.fetchLimit) : kept)
