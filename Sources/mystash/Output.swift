@@ -159,8 +159,9 @@ enum Output {
         for row in rows {
             let count = min(row.count, widths.count)
             for (column, cell) in row.prefix(count).enumerated() {
-                let (text, width) = measured(cell)
-                output += text.utf8
+                var (text, width) = measured(cell)
+                // From the contiguous bytes: appending the UTF-8 view went byte by byte.
+                text.withUTF8 { output.append(contentsOf: $0) }
                 guard column < count - 1 else { break }
                 output += repeatElement(UInt8(ascii: " "), count: max(0, widths[column] + 2 - width))
             }

@@ -261,11 +261,15 @@ extension ManagedObjectContext {
                     values.reserveCapacity(count)
                     sortKeys?.reserveCapacity(count)
                 }
+                // The entity of the row before, found again only when a row is of another one.
+                var (rowEntity, rowEntityNumber) = (root, Int?.none)
                 try db.forEachRow(sql: sql, arguments: plan.arguments) { row in
                     let primaryKey = try Self.integer(row, 0, "Z_PK", root: root, store: store)
                     let entityNumber = Int(
                         clamping: try Self.integer(row, 1, "Z_ENT", root: root, store: store))
-                    let rowEntity = self.entity(number: entityNumber, root: root)
+                    if entityNumber != rowEntityNumber {
+                        (rowEntity, rowEntityNumber) = (self.entity(number: entityNumber, root: root), entityNumber)
+                    }
                     let objectID = permanentID(of: rowEntity, in: store, primaryKey: primaryKey)
                     for (index, column) in columns.enumerated() {
                         let value: Any?
@@ -330,15 +334,19 @@ extension ManagedObjectContext {
         var transformer: ValueTransformer?
         /// The place of its values in the rows of `placeEntity`, made at the first of them.
         private var place: ValuePlace.Attribute?
-        private weak var placeEntity: EntityDescription?
+        /// Compared by identity alone: the column lives for one fetch, while its model's entities
+        /// live on. (A weak reference made every row's entity count its references the slow way.)
+        private var placeEntity: ObjectIdentifier?
 
         /// Where its values live in the rows of `entity` (the same for all of a list's rows, but
         /// for subentities).
         func attribute(of entity: EntityDescription, in store: PersistentStore) -> ValuePlace.Attribute {
-            if let place, placeEntity === entity, place.storeIdentifier == store.identifier { return place }
+            if let place, placeEntity == ObjectIdentifier(entity), place.storeIdentifier == store.identifier {
+                return place
+            }
             let made = ValuePlace.Attribute(
                 storeIdentifier: store.identifier, entityName: entity.name, attributeName: name)
-            (place, placeEntity) = (made, entity)
+            (place, placeEntity) = (made, ObjectIdentifier(entity))
             return made
         }
 
