@@ -119,6 +119,17 @@ final class TamperTests: CLITestCase {
             "Passwords.sqlite", "rows and their tags were removed or replaced together", by: ["password", "list"])
     }
 
+    /// A row's tag copied under a table the store does not have: read only when the count of
+    /// tags says the tables' own did not hold them all, and still refused.
+    func testATagOfATableTheStoreDoesNotHave() throws {
+        _ = try sqlite(
+            "Passwords.sqlite",
+            "INSERT INTO MYSTASH_ROW_TAG SELECT 'ZELSEWHERE', ZPK, ZBUCKET, ZTAG FROM MYSTASH_ROW_TAG "
+                + "WHERE ZTABLE = 'ZSYSTEM' AND ZPK = 2")
+        try assertDetected(
+            "Passwords.sqlite", "its table of row tags names a table it does not cover", by: ["password", "list"])
+    }
+
     /// The last entry's row deleted and the key counter put back, so the next add would take
     /// its key: the add is refused, and the deletion stays visible.
     func testADeletedRowsKeyHandedOutAgainIsRefusedNotHidden() throws {
