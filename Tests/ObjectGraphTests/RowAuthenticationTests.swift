@@ -148,9 +148,38 @@ final class RowAuthenticationTests: ObjectGraphTestCase {
             INSERT INTO TEST_TAG (ZTABLE, ZPK, ZBUCKET, ZTAG) SELECT 'ZNOTE', 'k' || i, 7, randomblob(32) FROM n
             """)
         let problems = try XCTUnwrap(try stack.coordinator.performRead { try self.authentication.verify(in: $0) })
-        XCTAssertTrue(problems.contains { $0.message.contains("rows and their tags were removed or replaced") },
-                      "\(problems.prefix(3))")
+        XCTAssertEqual(problems.filter { $0.message == "its table of row tags holds a damaged entry" }.count, 4100,
+                       "\(problems.prefix(3))")
         XCTAssertFalse(problems.contains { $0.primaryKey != nil }, "every row keeps its own tag: \(problems.prefix(3))")
+    }
+
+    /// Found by an outside review: the pages of a table's tags started above the smallest
+    /// integer, so a tag keyed at it (or at a real below it) was read by no pass.
+    func testTagsKeyedAtOrBelowTheSmallestIntegerAreRead() throws {
+        try tamper("INSERT INTO TEST_TAG (ZTABLE, ZPK, ZBUCKET, ZTAG) "
+            + "VALUES ('ZNOTE', -9223372036854775808, 7, randomblob(32)), ('ZNOTE', -1e300, 'seven', X'00')")
+        let problems = try stack.coordinator.performRead { try self.authentication.verify(in: $0) } ?? []
+        let messages = problems.map(\.message)
+        XCTAssertTrue(problems.contains { $0.primaryKey == Int64.min && $0.message.contains("deleted outside") },
+                      "\(messages)")
+        XCTAssertEqual(messages.filter { $0 == "its table of row tags holds a damaged entry" }.count, 1, "\(messages)")
+    }
+
+    /// Found by an outside review (and missed before the pages were summed too): a row deleted
+    /// and its own tag given a key that is no integer still added up in its bucket, naming no
+    /// row. Such a key is a damaged entry now.
+    func testARowDeletedWithItsTagGivenAKeyThatIsNoIntegerIsFound() throws {
+        let keys: [(Int64) -> String] = [{ _ in "'gone'" }, { "\($0) + 0.5" }]
+        for (index, key) in keys.enumerated() {
+            let part = try XCTUnwrap((notes[5 + index]["attachments"] as? [ManagedObject])?.first)
+            let id = try XCTUnwrap(part.objectID.primaryKey)
+            try tamper("DELETE FROM ZATTACHMENT WHERE Z_PK = \(id); "
+                + "UPDATE TEST_TAG SET ZPK = \(key(id)) WHERE ZTABLE = 'ZATTACHMENT' AND ZPK = \(id)")
+            let messages = (try stack.coordinator.performRead { try self.authentication.verify(in: $0) } ?? [])
+                .map(\.message)
+            XCTAssertTrue(messages.contains("its table of row tags holds a damaged entry"), "\(key(id)): \(messages)")
+            XCTAssertFalse(try problems(readingNote: notes[5 + index]).isEmpty, key(id))
+        }
     }
 
     /// A whole check reads each table's tags with its rows, and the others only when the count

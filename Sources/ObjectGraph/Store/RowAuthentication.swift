@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 
 /// Computes a keyed MAC of a row's bytes for ``RowAuthentication``: HMAC-SHA256 under a key only
 /// the application holds, so that nobody without it can make a row pass.
@@ -1070,45 +1071,39 @@ public final class RowAuthentication: StoreWriteObserver {
             }
             if let digests { audit.record(digests) }
         }
-        problems += tally.problems
-        // Tags the pages did not read name no table of the store: read again, only then.
+        // Tags the pages did not read (of a table the store does not have, say): the whole tag
+        // table is read on its own, only then, and its sums and problems replace the pages'.
         if case .integer(let count)? = try transaction.rows("SELECT COUNT(*) FROM \(tags) NOT INDEXED").first?.first,
            count != tally.read
         {
-            problems += try uncoveredTagProblems(of: store, summingInto: tally, in: transaction)
+            try tallyEveryTag(of: store, into: tally, in: transaction)
         }
-        return problems + bucketProblems(tally.sums, numbers: nil, of: store, against: record)
+        return problems + tally.problems + bucketProblems(tally.sums, numbers: nil, of: store, against: record)
     }
 
-    /// Tags of a table the store does not have (or with no table's name at all), added to the
-    /// tally's sums when whole: each is a problem.
-    private func uncoveredTagProblems(of store: Store, summingInto tally: TagTally, in transaction: StoreTransaction)
-        throws -> [IntegrityProblem]
-    {
-        var problems: [IntegrityProblem] = []
+    /// Sums every tag of the store by bucket into a fresh tally, naming each damaged one and each
+    /// of a table the store does not cover.
+    private func tallyEveryTag(of store: Store, into tally: TagTally, in transaction: StoreTransaction) throws {
+        (tally.sums, tally.problems, tally.read) = (BucketTable(), [], 0)
         let uncovered = IntegrityProblem(
             store: store.displayName, message: "its table of row tags names a table it does not cover")
         let covered = store.tables.keys.map { Array($0.utf8) }
-        func isCovered(_ table: UnsafeRawBufferPointer) -> Bool {
-            covered.contains { name in name.elementsEqual(table) }
-        }
         let tags = try transaction.qualified(tables.tags, storeIdentifier: store.identifier)
-        let sql = "SELECT ZTABLE, ZBUCKET, ZTAG FROM \(tags) NOT INDEXED"
+        let sql = "SELECT ZTABLE, ZPK, ZBUCKET, ZTAG FROM \(tags) NOT INDEXED"
         try transaction.db.forEachRow(sql: sql, arguments: []) { row in
+            tally.read += 1
             let problem: IntegrityProblem? = row.withCell(at: 0) { table in
-                guard case .text(let table) = table else { return tally.damaged }
-                // A covered table's tags were read with its rows.
-                guard !isCovered(table) else { return nil }
-                guard let bucket = row.int64(at: 1) else { return tally.damaged }
-                return row.withCell(at: 2) { tag in
+                guard case .text(let table) = table, row.int64(at: 1) != nil, let bucket = row.int64(at: 2) else {
+                    return tally.damaged
+                }
+                return row.withCell(at: 3) { tag in
                     guard case .blob(let tag) = tag, tag.count == 32 else { return tally.damaged }
                     tally.sums.add(tag, to: Int(bucket))
-                    return uncovered
+                    return covered.contains { $0.elementsEqual(table) } ? nil : uncovered
                 }
             }
-            if let problem { problems.append(problem) }
+            if let problem { tally.problems.append(problem) }
         }
-        return problems
     }
 
     /// The tags read so far, of every table: their sums by bucket, how many entries (damaged
@@ -1132,7 +1127,9 @@ public final class RowAuthentication: StoreWriteObserver {
         /// 32 bytes a key.
         private var tagBytes: [UInt8] = []
         private var index = 0
-        private var after = Int64.min.databaseValue
+        /// The key the last page ended at; nil before the first, which has no lower bound (a key
+        /// may be any value: the smallest integer, a real below it).
+        private var after: DatabaseValue?
         private var exhausted = false
 
         let tally: TagTally
@@ -1170,21 +1167,22 @@ public final class RowAuthentication: StoreWriteObserver {
             // Pages of damaged entries only are passed over.
             while keys.isEmpty, !exhausted {
                 var read = 0
+                let lowerBound = after == nil ? "" : " AND ZPK > ?"
                 try transaction.db.forEachRow(
-                    sql: "SELECT ZPK, ZBUCKET, ZTAG FROM \(tags) WHERE ZTABLE = ? AND ZPK > ? "
+                    sql: "SELECT ZPK, ZBUCKET, ZTAG FROM \(tags) WHERE ZTABLE = ?\(lowerBound) "
                         + "ORDER BY ZPK LIMIT \(Self.size)",
-                    arguments: [table.databaseValue, after]
+                    arguments: [table.databaseValue] + (after.map { [$0] } ?? [])
                 ) { row in
                     read += 1
                     // Whatever its type (text sorts after every number), so the next page starts after it.
                     after = row.databaseValue(at: 0)
+                    // A key that is no integer names no row: a damaged entry, not counted (counted in
+                    // its bucket, a row's own tag given such a key let the row be deleted unseen).
                     let isTag = row.withCell(at: 2) { tag in
-                        guard let bucket = row.int64(at: 1), case .blob(let tag) = tag, tag.count == 32 else {
-                            return false
-                        }
+                        guard let key = row.int64(at: 0), let bucket = row.int64(at: 1), case .blob(let tag) = tag,
+                              tag.count == 32
+                        else { return false }
                         tally.sums.add(tag, to: Int(bucket))
-                        // A damaged key: the tag still counts in its bucket, and its row has no tag.
-                        guard let key = row.int64(at: 0) else { return true }
                         tagBytes.append(contentsOf: tag)
                         keys.append(key)
                         buckets.append(Int(bucket))
