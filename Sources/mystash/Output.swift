@@ -137,34 +137,13 @@ enum Output {
 
     static func formattedTable(_ header: [String], _ rows: [[String]], empty: String) -> FormattedTable {
         guard !rows.isEmpty else { return FormattedTable(bytes: nil, empty: empty) }
-        // Printable ASCII, nearly every cell, is its own safe text, a column a byte: measured
-        // twice rather than kept (a list of 100,000 entries has half a million cells).
-        func measured(_ cell: String) -> (text: String, width: Int) {
-            if TextWidth.isPrintableASCII(cell) { return (cell, cell.utf8.count) }
-            let text = safe(cell)
-            return (text, TextWidth.columns(of: text))
-        }
-        var widths = header.map { TextWidth.columns(of: safe($0)) }
-        var length = 0
-        for row in rows {
-            for (column, cell) in row.prefix(widths.count).enumerated() {
-                let (text, width) = measured(cell)
-                widths[column] = max(widths[column], width)
-                length += text.utf8.count
-            }
-        }
+        let widths = columnWidths(header, rows)
         let top = line(header, widths)
         var output = Array((Terminal.stdoutIsTerminal ? "\u{1B}[1m\(top)\u{1B}[0m\n" : top + "\n").utf8)
-        output.reserveCapacity(output.count + length + rows.count * (widths.reduce(0, +) + 2 * widths.count))
+        // Exact for printable ASCII: every cell but the last padded to its column and two spaces.
+        output.reserveCapacity(output.count + rows.count * (widths.reduce(0, +) + 2 * widths.count + 1))
         for row in rows {
-            let count = min(row.count, widths.count)
-            for (column, cell) in row.prefix(count).enumerated() {
-                var (text, width) = measured(cell)
-                // From the contiguous bytes: appending the UTF-8 view went byte by byte.
-                text.withUTF8 { output.append(contentsOf: $0) }
-                guard column < count - 1 else { break }
-                output += repeatElement(UInt8(ascii: " "), count: max(0, widths[column] + 2 - width))
-            }
+            appendLine(row, widths, measuring: measured, to: &output)
             output.append(UInt8(ascii: "\n"))
         }
         return FormattedTable(bytes: output, empty: empty)
@@ -174,38 +153,53 @@ enum Output {
     /// neutralised (``safe(_:keepingLines:)``).
     static func aligned(_ header: [String], _ rows: [[String]]) -> [String] {
         let widths = columnWidths(header, rows)
-        return [line(header, widths)] + rows.map { line($0, widths, making: { safe($0) }) }
+        return [line(header, widths)] + rows.map { line($0, widths, measuring: measured) }
+    }
+
+    /// A stored value as a cell prints it (``safe(_:keepingLines:)``), and the terminal columns
+    /// it takes. Printable ASCII, nearly every cell, is its own safe text, a column a byte:
+    /// measured again where it is printed rather than kept (a list of 100,000 entries has half
+    /// a million cells).
+    private static func measured(_ cell: String) -> (text: String, width: Int) {
+        if TextWidth.isPrintableASCII(cell) { return (cell, cell.utf8.count) }
+        let text = safe(cell)
+        return (text, TextWidth.columns(of: text))
     }
 
     /// Each column's widest cell, made safe, in terminal columns.
     private static func columnWidths(_ header: [String], _ rows: [[String]]) -> [Int] {
         var widths = header.map { TextWidth.columns(of: safe($0)) }
         for cells in rows {
-            for (column, cell) in cells.enumerated() where column < widths.count {
-                widths[column] = max(widths[column], TextWidth.columns(of: safe(cell)))
+            for (column, cell) in cells.prefix(widths.count).enumerated() {
+                widths[column] = max(widths[column], measured(cell).width)
             }
         }
         return widths
     }
 
-    /// One row, each cell as `cellText` makes it, all but the last padded to its column's width
+    /// One row, each cell as `measuring` makes it, all but the last padded to its column's width
     /// and two spaces.
     private static func appendLine(
-        _ cells: [String], _ widths: [Int], making cellText: (String) -> String = { $0 }, to output: inout [UInt8]
+        _ cells: [String], _ widths: [Int],
+        measuring: (String) -> (text: String, width: Int) = { ($0, TextWidth.columns(of: $0)) },
+        to output: inout [UInt8]
     ) {
-        for (column, (cell, width)) in zip(cells, widths).enumerated() {
-            let text = cellText(cell)
-            output += text.utf8
-            guard column < cells.count - 1 else { break }
-            output += repeatElement(UInt8(ascii: " "), count: max(0, width + 2 - TextWidth.columns(of: text)))
+        let count = min(cells.count, widths.count)
+        for (column, cell) in cells.prefix(count).enumerated() {
+            var (text, width) = measuring(cell)
+            // From the contiguous bytes: appending the UTF-8 view went byte by byte.
+            text.withUTF8 { output.append(contentsOf: $0) }
+            guard column < count - 1 else { break }
+            output += repeatElement(UInt8(ascii: " "), count: max(0, widths[column] + 2 - width))
         }
     }
 
     private static func line(
-        _ cells: [String], _ widths: [Int], making cellText: (String) -> String = { $0 }
+        _ cells: [String], _ widths: [Int],
+        measuring: (String) -> (text: String, width: Int) = { ($0, TextWidth.columns(of: $0)) }
     ) -> String {
         var bytes: [UInt8] = []
-        appendLine(cells, widths, making: cellText, to: &bytes)
+        appendLine(cells, widths, measuring: measuring, to: &bytes)
         return String(decoding: bytes, as: UTF8.self)
     }
 
