@@ -149,9 +149,20 @@ extension ManagedObjectContext {
 
     private func takeBackUnlink(of object: ManagedObject, from end: ManagedObject, _ inverse: RelationshipDescription) {
         if inverse.isToMany {
-            // A relationship the app replaced whole is the app's: it is written as it was given.
-            guard let members = end.values[inverse.name] as? RelationshipMembers, !members.rewritesAll,
+            guard let members = end.values[inverse.name] as? RelationshipMembers,
                   members.removed[ObjectIdentifier(object)] != nil else { return }
+            let usesJoinTable = SQLiteSchema.usesJoinTable(inverse, in: model)
+            // A relationship the app replaced whole is the app's, written as it was given: its join
+            // rows, or its order. A one-to-many's link is the member's own column, which the kept
+            // row still holds: an ordered one keeps the kept object after the members given, and
+            // an unordered one (nothing of its own written) is read again as any other.
+            if members.rewritesAll, inverse.isOrdered || usesJoinTable {
+                guard !usesJoinTable else { return }
+                rememberBeforeSettling(end)
+                members.insert(object) { true }
+                refreshMembership(of: end)
+                return
+            }
             rememberBeforeSettling(end)
             // Read again when next used, in the store's order, with the changes made to it here
             // (changed in place once it is so: one parent may give back thousands).
@@ -160,6 +171,13 @@ extension ManagedObjectContext {
             end.values[inverse.name] = pending.hasUnsavedChanges ? pending : nil
             end.loadedToMany.remove(inverse.name)
             if !pending.hasUnsavedChanges { end.changedKeys.remove(inverse.name) }
+        } else if insertedSet.contains(end) {
+            // A new object has no stored value to compare with. Still among the kept object's
+            // members with its to-one empty, only the rule cleared it: moved or cleared by the
+            // app, it would have left them.
+            guard end.values[inverse.name] == nil else { return }
+            rememberBeforeSettling(end)
+            end.values[inverse.name] = object
         } else {
             // Cleared by the rule, not set elsewhere since.
             guard end.values[inverse.name] == nil,
