@@ -5,7 +5,8 @@ import ObjectGraph
 /// One parent with many children: what an import into one category is. ObjectGraph keeps the
 /// to-many and its inverse in memory; GRDB writes and reads the foreign key, as an app would.
 enum FamilyModel {
-    static func make() throws -> ManagedObjectModel {
+    /// `uniqueNumbers`: children are unique by number, as an import that updates what it finds.
+    static func make(uniqueNumbers: Bool = false) throws -> ManagedObjectModel {
         let parent = EntityDescription(
             name: "Parent", attributes: [AttributeDescription(name: "name", type: .string, isIndexed: true)],
             relationships: [RelationshipDescription(
@@ -16,12 +17,13 @@ enum FamilyModel {
                 AttributeDescription(name: "number", type: .integer64, isOptional: false, isIndexed: true),
                 AttributeDescription(name: "label", type: .string),
             ],
-            relationships: [RelationshipDescription(name: "parent", destination: "Parent", inverse: "children")])
+            relationships: [RelationshipDescription(name: "parent", destination: "Parent", inverse: "children")],
+            uniquenessConstraints: uniqueNumbers ? [["number"]] : [])
         return try ManagedObjectModel(entities: [parent, child])
     }
 
-    static func stack(at path: String) throws -> ManagedObjectContext {
-        let coordinator = PersistentStoreCoordinator(managedObjectModel: try make())
+    static func stack(at path: String, uniqueNumbers: Bool = false) throws -> ManagedObjectContext {
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: try make(uniqueNumbers: uniqueNumbers))
         try coordinator.addPersistentStore(type: .sqlite, at: URL(fileURLWithPath: path))
         return ManagedObjectContext(coordinator: coordinator)
     }
@@ -51,11 +53,13 @@ struct FamilyChild: Codable, FetchableRecord, MutablePersistableRecord {
 enum RelationshipCases {
     static let names = [
         "relationship.insertChildren", "relationship.walkChildren", "relationship.reparent1k",
-        "relationship.cascadeDelete", "relationship.batchDelete",
+        "relationship.cascadeDelete", "relationship.batchDelete", "relationship.upsertChildren",
     ]
 
     private static func oursPath(_ directory: String) -> String { "\(directory)/family-ours.sqlite" }
     private static func grdbPath(_ directory: String) -> String { "\(directory)/family-grdb.sqlite" }
+    private static func uniqueOursPath(_ directory: String) -> String { "\(directory)/family-unique-ours.sqlite" }
+    private static func uniqueGRDBPath(_ directory: String) -> String { "\(directory)/family-unique-grdb.sqlite" }
 
     /// Writes one family of `size` children (and an empty second parent) with each implementation.
     static func prepare(directory: String, size: Int) throws {
@@ -70,6 +74,12 @@ enum RelationshipCases {
             var other = FamilyParent(name: "other")
             try other.insert(db)
         }
+        // The same family with children unique by number, for the import that meets them again.
+        for path in [uniqueOursPath(directory), uniqueGRDBPath(directory)] {
+            try? FileManager.default.removeItem(atPath: path)
+        }
+        try insertOurs(try FamilyModel.stack(at: uniqueOursPath(directory), uniqueNumbers: true), size: size)
+        try insertGRDB(try grdbQueue(uniqueGRDBPath(directory), creating: true, uniqueNumbers: true), size: size)
     }
 
     /// Runs one case with one implementation on a copy of the prepared stores; returns the
@@ -87,9 +97,46 @@ enum RelationshipCases {
             return try time { try insertGRDB(queue, size: size) }
         }
         let path = "\(directory)/family-\(implementation)-\(UUID().uuidString).sqlite"
-        try FileManager.default.copyItem(atPath: ours ? oursPath(directory) : grdbPath(directory), toPath: path)
+        let upserts = name == "relationship.upsertChildren"
+        let source = upserts ? (ours ? uniqueOursPath(directory) : uniqueGRDBPath(directory))
+            : (ours ? oursPath(directory) : grdbPath(directory))
+        try FileManager.default.copyItem(atPath: source, toPath: path)
         defer { try? FileManager.default.removeItem(atPath: path) }
         switch (name, ours) {
+        case ("relationship.upsertChildren", true):
+            // Core Data's upsert: new objects meet stored rows by their unique number and, by the
+            // merge policy, take the rows' identity with the objects' values.
+            let context = try FamilyModel.stack(at: path, uniqueNumbers: true)
+            context.mergePolicy = .mergeByPropertyObjectTrump
+            let seconds = try time {
+                let parent = try context.fetch(parentRequest("big"))[0]
+                for number in 0..<size {
+                    let child = context.insertNewObject(forEntityName: "Child")
+                    child["number"] = number
+                    child["label"] = FamilyModel.label(number) + " again"
+                    child["parent"] = parent
+                }
+                try context.save()
+            }
+            let count = try context.count(for: ObjectGraph.FetchRequest<ManagedObject>(entityName: "Child"))
+            guard count == size else { throw BenchError("the upsert left \(count) children, not \(size)") }
+            return seconds
+        case ("relationship.upsertChildren", false):
+            let queue = try grdbQueue(path)
+            let seconds = try time {
+                try queue.inTransaction { db in
+                    let parent = try FamilyParent.filter(Column("name") == "big").fetchOne(db)!
+                    for number in 0..<size {
+                        var child = FamilyChild(
+                            number: Int64(number), label: FamilyModel.label(number) + " again", parentId: parent.id)
+                        try child.upsert(db)
+                    }
+                    return .commit
+                }
+            }
+            let count = try queue.read { try FamilyChild.fetchCount($0) }
+            guard count == size else { throw BenchError("the upsert left \(count) children, not \(size)") }
+            return seconds
         case ("relationship.walkChildren", true):
             let context = try FamilyModel.stack(at: path)
             var sum = 0
@@ -189,7 +236,8 @@ enum RelationshipCases {
     }
 
     /// A GRDB database with the foreign key indexed and cascading, as GRDB's guide lays it out.
-    private static func grdbQueue(_ path: String, creating: Bool = false) throws -> DatabaseQueue {
+    private static func grdbQueue(_ path: String, creating: Bool = false, uniqueNumbers: Bool = false) throws
+        -> DatabaseQueue {
         let queue = try DatabaseQueue(path: path)
         guard creating else { return queue }
         try queue.write { db in
@@ -199,7 +247,11 @@ enum RelationshipCases {
             }
             try db.create(table: "child") { table in
                 table.autoIncrementedPrimaryKey("id")
-                table.column("number", .integer).notNull().indexed()
+                if uniqueNumbers {
+                    table.column("number", .integer).notNull().unique()
+                } else {
+                    table.column("number", .integer).notNull().indexed()
+                }
                 table.column("label", .text)
                 table.belongsTo("parent", onDelete: .cascade)
             }

@@ -60,7 +60,7 @@ extension ManagedObjectContext {
                     .map { "\($0) = ?" }.joined(separator: " AND ")
                 let sql =
                     "SELECT Z_PK FROM \(store.qualified(root.tableName)) WHERE Z_ENT IN (\(numbers)) AND \(conditions)"
-                for key in try Int64.fetchAll(db, sql: sql, arguments: StatementArguments(values)) {
+                for key in try Int64.fetchAll(try db.cachedStatement(sql: sql), arguments: StatementArguments(values)) {
                     guard key != object.objectID.primaryKey,
                           !leaving.contains(ObjectKey(rootEntityNumber: root.entityNumber, primaryKey: key)) else {
                         continue
@@ -100,10 +100,13 @@ extension ManagedObjectContext {
         }
     }
 
+    /// The constrained columns whose value the object changes: a key changed back to its stored
+    /// value, or an adopted row's (all its keys count as changed), moves nothing.
     private func changedConstrainedColumns(of object: ManagedObject) -> [String] {
         var columns: [String] = []
         for (owner, constraint) in object.entity.allUniquenessConstraints {
-            for name in constraint where object.changedKeys.contains(name) {
+            for name in constraint where object.changedKeys.contains(name)
+                && !Self.sameStoredValue(object.values[name], object.committedValues[name]) {
                 guard let column = owner.attribute(named: name)?.columnName, !columns.contains(column) else { continue }
                 columns.append(column)
             }
@@ -138,7 +141,7 @@ extension ManagedObjectContext {
     ) throws -> Bool {
         let sql = "SELECT \(root.selectColumns.joined(separator: ", ")) FROM \(store.qualified(root.tableName))"
             + " WHERE Z_PK = ?"
-        guard let row = try Row.fetchOne(db, sql: sql, arguments: [primaryKey]),
+        guard let row = try Row.fetchOne(try db.cachedStatement(sql: sql), arguments: [primaryKey]),
               try Self.optionalInteger(row, 1, "Z_ENT", root: root, store: store) == Int64(object.entity.entityNumber)
         else { return false }
         let key = ObjectKey(rootEntityNumber: root.entityNumber, primaryKey: primaryKey)

@@ -120,7 +120,8 @@ extension ManagedObjectContext {
         let store = try coordinator.store(for: root)
         let sql = "SELECT \(root.selectColumns.joined(separator: ", ")) FROM \(store.qualified(root.tableName))"
             + " WHERE Z_PK = ?"
-        return (try Row.fetchOne(db, sql: sql, arguments: [object.objectID.primaryKey]), root, store)
+        let row = try Row.fetchOne(try db.cachedStatement(sql: sql), arguments: [object.objectID.primaryKey])
+        return (row, root, store)
     }
 }
 
