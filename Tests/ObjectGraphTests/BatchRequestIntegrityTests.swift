@@ -250,8 +250,8 @@ final class StringOrderTests: XCTestCase {
     }
 }
 
-/// A seeded generator: the same strings at every run.
-private struct SplitMix: RandomNumberGenerator {
+/// A seeded generator: the same sequence at every run, so a failure repeats.
+struct SplitMix: RandomNumberGenerator {
     var state: UInt64
     init(seed: UInt64) { state = seed }
     mutating func next() -> UInt64 {

@@ -150,19 +150,15 @@ extension ManagedObjectContext {
 
     private func takeBackUnlink(of object: ManagedObject, from end: ManagedObject, _ inverse: RelationshipDescription) {
         if inverse.isToMany {
-            guard let members = end.values[inverse.name] as? RelationshipMembers,
-                  members.removed[ObjectIdentifier(object)] != nil else { return }
-            let usesJoinTable = SQLiteSchema.usesJoinTable(inverse, in: model)
+            guard let members = end.values[inverse.name] as? RelationshipMembers else { return }
             // A relationship the app replaced whole is the app's, written as it was given: its join
-            // rows, or its order. A one-to-many's link is the member's own column, which the kept
-            // row still holds: an ordered one keeps the kept object after the members given, and
-            // an unordered one (nothing of its own written) is read again as any other.
-            if members.rewritesAll, inverse.isOrdered || usesJoinTable {
-                guard !usesJoinTable else { return }
-                rememberBeforeSettling(end)
-                members.insert(object) { true }
-                refreshMembership(of: end)
-                return
+            // rows, or its order. An unordered one-to-many writes nothing of its own: each member's
+            // row names its owner, the kept row too, so it is read again, whether the replacement
+            // or the rule took the kept object out (a replacement records no removal).
+            if members.rewritesAll {
+                guard !inverse.isOrdered, !SQLiteSchema.usesJoinTable(inverse, in: model) else { return }
+            } else {
+                guard members.removed[ObjectIdentifier(object)] != nil else { return }
             }
             rememberBeforeSettling(end)
             // Read again when next used, in the store's order, with the changes made to it here
@@ -172,15 +168,9 @@ extension ManagedObjectContext {
             end.values[inverse.name] = pending.hasUnsavedChanges ? pending : nil
             end.loadedToMany.remove(inverse.name)
             if !pending.hasUnsavedChanges { end.changedKeys.remove(inverse.name) }
-        } else if insertedSet.contains(end) {
-            // A new object has no stored value to compare with. Still among the kept object's
-            // members with its to-one empty, only the rule cleared it: moved or cleared by the
-            // app, it would have left them.
-            guard end.values[inverse.name] == nil else { return }
-            rememberBeforeSettling(end)
-            end.values[inverse.name] = object
         } else {
-            // Cleared by the rule, not set elsewhere since.
+            // Cleared by the rule, not set elsewhere since. (A new object has no stored value to
+            // tell the rule's clearing from the app's, so it stays as it is.)
             guard end.values[inverse.name] == nil,
                   Self.sameStoredValue(end.committedValues[inverse.name], object) else { return }
             rememberBeforeSettling(end)
