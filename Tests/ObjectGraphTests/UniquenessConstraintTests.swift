@@ -1,5 +1,6 @@
 import Foundation
 import XCTest
+import GRDB
 
 @testable import ObjectGraph
 
@@ -221,5 +222,55 @@ final class UniquenessConstraintTests: ObjectGraphTestCase {
         XCTAssertNil(stored.managedObjectContext, "the row's former object left the context")
         XCTAssertTrue(try context.existingObject(entityName: "Car", primaryKey: 3) === car)
         XCTAssertEqual(try count(url, "SELECT ZMAKER, ZMODEL FROM ZCAR WHERE Z_PK = 3"), "Tesla|Panda")
+    }
+
+    // MARK: - Values met in one save
+
+    /// Equal values in two different constraints of one entity are no conflict: the values met in
+    /// a save were keyed by entity and values alone, so an email equal to another object's
+    /// username failed the save.
+    func testEqualValuesInTwoConstraintsOfOneEntityAreNoConflict() throws {
+        let account = EntityDescription(
+            name: "Account", attributes: [AttributeDescription(name: "email", type: .string),
+                                          AttributeDescription(name: "username", type: .string)],
+            uniquenessConstraints: [["email"], ["username"]])
+        let (coordinator, _, _) = try seededStore([account]) { _ in }
+        let context = ManagedObjectContext(coordinator: coordinator)
+        let first = context.insertNewObject(forEntityName: "Account")
+        first["email"] = "ada"
+        let second = context.insertNewObject(forEntityName: "Account")
+        second["username"] = "ada"
+        XCTAssertNoThrow(try context.save())
+        let third = context.insertNewObject(forEntityName: "Account")
+        third["username"] = "ada"
+        XCTAssertThrowsError(try context.save(), "the same username twice")
+    }
+
+    /// The values met in a save, against a dictionary of them, when every value's hash is one:
+    /// each is compared by value, and only a real repeat names the object that has it.
+    func testValuesMetInASaveAreComparedByValueWhenTheirHashesMeet() throws {
+        let person = EntityDescription(
+            name: "Person", attributes: [AttributeDescription(name: "first", type: .string),
+                                         AttributeDescription(name: "last", type: .string)],
+            uniquenessConstraints: [["first", "last"], ["last"]])
+        let model = try ManagedObjectModel(entities: [person])
+        let owner = try XCTUnwrap(model.entity(named: "Person"))
+        for narrowing: (Int) -> Int in [{ _ in 0 }, { $0 & 3 }, { $0 }] {
+            var seen = ConstrainedValuesSeen(narrowingHashes: narrowing)
+            var expected: [[DatabaseValue]: ManagedObject] = [:]
+            for number in 0..<300 {
+                let object = ManagedObject(entity: owner)
+                object.values["first"] = "f\(number % 7)"
+                object.values["last"] = "l\(number % 11)"
+                for (position, constraint) in [["first", "last"], ["last"]].enumerated() {
+                    let values = ManagedObjectContext.constrainedValues(of: object, owner, constraint)
+                    let key = [position.databaseValue] + values
+                    let met = seen.insert(object, owner: owner, constraint: constraint, position: position,
+                                          values: values)
+                    XCTAssertTrue(met === expected[key], "object \(number), constraint \(constraint)")
+                    if expected[key] == nil { expected[key] = object }
+                }
+            }
+        }
     }
 }
