@@ -273,4 +273,43 @@ final class UniquenessConstraintTests: ObjectGraphTestCase {
             }
         }
     }
+
+    private func titledItems(_ titles: [String]) throws -> (PersistentStoreCoordinator, URL, ManagedObjectModel) {
+        let item = EntityDescription(
+            name: "Item", attributes: [AttributeDescription(name: "title", type: .string),
+                                       AttributeDescription(name: "note", type: .string)],
+            uniquenessConstraints: [["title"]])
+        return try seededStore([item]) { writer in
+            for title in titles { writer.insertNewObject(forEntityName: "Item")["title"] = title }
+        }
+    }
+
+    private func titledItem(_ title: String, _ context: ManagedObjectContext) throws -> ManagedObject {
+        try XCTUnwrap(try fetch("Item", context, "title == %@", title).first, "no item \(title)")
+    }
+
+    private func storedTitles(_ coordinator: PersistentStoreCoordinator) throws -> [String] {
+        try fetch("Item", ManagedObjectContext(coordinator: coordinator)).compactMap { $0["title"] as? String }.sorted()
+    }
+
+    /// A's title changed and changed back here, while another process renamed A's row to "y";
+    /// B takes "y". A's column must still be vacated first (its row holds "y" now), or B's
+    /// update meets it (found by an outside review of a change that skipped it).
+    func testRenameIntoAValueAnotherProcessGaveARowChangedBackHereSavesUnderObjectTrump() throws {
+        for bFirst in [true, false] {
+            let (coordinator, url, model) = try titledItems(["x", "z"])
+            let context = ManagedObjectContext(coordinator: coordinator)
+            context.mergePolicy = .mergeByPropertyObjectTrump
+            let a = try titledItem("x", context), b = try titledItem("z", context)
+            if bFirst { b["title"] = "y" }
+            a["title"] = "t"
+            a["title"] = "x"
+            if !bFirst { b["title"] = "y" }
+            let other = try elsewhere(url, model)
+            try titledItem("x", other)["title"] = "y"
+            try other.save()
+            XCTAssertNoThrow(try context.save(), "B first: \(bFirst)")
+            XCTAssertEqual(try storedTitles(coordinator), ["x", "y"], "B first: \(bFirst)")
+        }
+    }
 }

@@ -97,13 +97,12 @@ extension ManagedObjectContext {
         }
     }
 
-    /// The constrained columns whose value the object changes: a key changed back to its stored
-    /// value, or an adopted row's (all its keys count as changed), moves nothing.
+    /// The constrained columns whose value the object changes. (One changed back to the value it
+    /// read is vacated too: the row may hold another value by now, written by another process.)
     private func changedConstrainedColumns(of object: ManagedObject) -> [String] {
         var columns: [String] = []
         for (owner, constraint) in object.entity.allUniquenessConstraints {
-            for name in constraint where object.changedKeys.contains(name)
-                && !Self.sameStoredValue(object.values[name], object.committedValues[name]) {
+            for name in constraint where object.changedKeys.contains(name) {
                 guard let column = owner.attribute(named: name)?.columnName, !columns.contains(column) else { continue }
                 columns.append(column)
             }
