@@ -78,8 +78,15 @@ extension ManagedObjectContext {
     /// they conflict with nothing: their changed constrained columns are set to NULL first, which
     /// a unique index lets any number of rows hold. A row changed meanwhile is settled by the
     /// merge policy first, as its update would be.
-    func vacateUniqueValues(of updated: [ManagedObject], _ db: Database) throws {
-        let moving = updated.filter { !changedConstrainedColumns(of: $0).isEmpty }
+    /// `readInThisSave`: objects whose rows this save's transaction read (adopted by a new
+    /// object): their committed values are the row's, so a value equal to one stays in place.
+    func vacateUniqueValues(
+        of updated: [ManagedObject], readInThisSave: Set<ObjectIdentifier>, _ db: Database
+    ) throws {
+        func vacated(_ object: ManagedObject) -> [String] {
+            changedConstrainedColumns(of: object, isRowCurrent: readInThisSave.contains(ObjectIdentifier(object)))
+        }
+        let moving = updated.filter { !vacated($0).isEmpty }
         guard moving.count > 1 else { return }
         for object in moving {
             guard let primaryKey = object.objectID.primaryKey else { continue }
@@ -87,7 +94,7 @@ extension ManagedObjectContext {
             let table = try coordinator.store(for: root).qualified(root.tableName)
             // Twice at most: the second time at the version the policy settled on.
             for _ in 0..<2 {
-                let columns = changedConstrainedColumns(of: object)
+                let columns = vacated(object)
                 guard !columns.isEmpty else { break }
                 let assignments = columns.map { "\($0) = NULL" }.joined(separator: ", ")
                 try db.executeCached(sql: "UPDATE \(table) SET \(assignments) WHERE Z_PK = ? AND Z_OPT = ?",
@@ -97,12 +104,14 @@ extension ManagedObjectContext {
         }
     }
 
-    /// The constrained columns whose value the object changes. (One changed back to the value it
-    /// read is vacated too: the row may hold another value by now, written by another process.)
-    private func changedConstrainedColumns(of object: ManagedObject) -> [String] {
+    /// The constrained columns whose value the object changes. One changed back to the value it
+    /// read is vacated too, unless the row was read in this transaction: the row may hold another
+    /// value by now, written by another process.
+    private func changedConstrainedColumns(of object: ManagedObject, isRowCurrent: Bool) -> [String] {
         var columns: [String] = []
         for (owner, constraint) in object.entity.allUniquenessConstraints {
             for name in constraint where object.changedKeys.contains(name) {
+                if isRowCurrent, Self.sameStoredValue(object.values[name], object.committedValues[name]) { continue }
                 guard let column = owner.attribute(named: name)?.columnName, !columns.contains(column) else { continue }
                 columns.append(column)
             }
@@ -146,8 +155,11 @@ extension ManagedObjectContext {
         let key = ObjectKey(rootEntityNumber: root.entityNumber, primaryKey: primaryKey)
         if let registeredObject = registered[key] {
             guard !registeredObject.hasChanges else { return false }
+            rememberBeforeSettling(registeredObject)
             forget(registeredObject)
         }
+        // A failed save gives it back its new identity and its own values.
+        rememberBeforeAdopting(object)
         // A to-many of the new object adds what it gained to what the row lists (read on the next
         // access), whether or not it was read; one assigned whole is a value like any other.
         for name in object.entity.toManyRelationshipNames where object.loadedToMany.contains(name) {

@@ -70,8 +70,8 @@ extension ManagedObjectContext {
         // Deletions the merge policy kept (rows changed meanwhile) with their rows, applied once committed.
         var kept: [ObjectIdentifier: Row] = [:]
         _ = coordinator.triggerReports.take()
-        settledInSave = [:]
-        defer { settledInSave = nil }
+        settledInSave = []
+        defer { (settledInSave, rememberedInSave) = (nil, []) }
         do {
             try wrapStoreErrors(.saveFailed, "cannot save") {
                 // An observer may write to any store: then every store is locked up front, in order.
@@ -89,10 +89,10 @@ extension ManagedObjectContext {
                     cascaded = try deleteMembers(of: storeCascades, db)
                     let adopted = try checkUniquenessConstraints(
                         inserted: inserted, updated: updated, deleted: going, db)
+                    let adoptedIDs = Set(adopted.map(ObjectIdentifier.init))
                     if !adopted.isEmpty {
                         // Inserted objects that took a stored row's identity update that row.
-                        let ids = Set(adopted.map(ObjectIdentifier.init))
-                        inserted.removeAll { ids.contains(ObjectIdentifier($0)) }
+                        inserted.removeAll { adoptedIDs.contains(ObjectIdentifier($0)) }
                         updated += adopted.filter { updatedSet.contains($0) }
                     }
                     try assignPrimaryKeys(inserted, db)
@@ -101,7 +101,7 @@ extension ManagedObjectContext {
                     // A new row's key handed out again (its row and the key counter changed outside)
                     // must find no tag left behind, or the new row would launder the deletion.
                     try coordinator.notifyRowsWillBeInserted(try rowKeys(of: inserted), db)
-                    try vacateUniqueValues(of: updated, db)
+                    try vacateUniqueValues(of: updated, readInThisSave: adoptedIDs, db)
                     // Updates before inserts: rows moving off unique values free them for new rows.
                     for object in updated where try refusingDuplicates(object, { try updateRow(of: object, db) }) {
                         rowsUpdated.insert(ObjectIdentifier(object))
@@ -131,7 +131,7 @@ extension ManagedObjectContext {
             }
         } catch {
             for object in inserted { object.pendingPrimaryKey = nil }
-            for settled in (settledInSave ?? [:]).values { settled.restore(in: self) }
+            for settled in (settledInSave ?? []).reversed() { settled.restore(in: self) }
             throw error
         }
         let keptObjects = kept.isEmpty ? [] : deleted.filter { kept[ObjectIdentifier($0)] != nil }

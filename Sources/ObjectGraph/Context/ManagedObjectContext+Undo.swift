@@ -19,6 +19,10 @@ extension ManagedObjectContext {
     /// Takes back an insertion: the object leaves the context, its values kept for redo.
     /// A saved insertion is taken back by deleting the object.
     func undoInsert(_ object: ManagedObject) {
+        guard !isOwnedElsewhere(object) else {
+            undoManager?.register { [weak self] in self?.reinsert(object) }
+            return
+        }
         if object.managedObjectContext === self, !insertedSet.contains(object) {
             delete(object)
             return
@@ -40,7 +44,23 @@ extension ManagedObjectContext {
     /// Puts back an object whose insertion was undone (or that was deleted before any save).
     func reinsert(_ object: ManagedObject) {
         undoManager?.register { [weak self] in self?.undoInsert(object) }
+        guard !isOwnedElsewhere(object) else { return }
         reinsertPrimitive(object)
+    }
+
+    /// Deletes again what an undo brought back, unless it is no longer this context's.
+    private func redelete(_ object: ManagedObject) {
+        guard object.managedObjectContext === self else {
+            undoManager?.register { [weak self] in self?.undelete(object) }
+            return
+        }
+        delete(object)
+    }
+
+    /// An object that left this context and was inserted into another is that one's: this
+    /// context's undo and redo pass over it (its set bits are the other context's now).
+    private func isOwnedElsewhere(_ object: ManagedObject) -> Bool {
+        object.managedObjectContext.map { $0 !== self } ?? false
     }
 
     private func reinsertPrimitive(_ object: ManagedObject) {
@@ -54,9 +74,13 @@ extension ManagedObjectContext {
     /// Takes back the deletion of a saved object. When the deletion was saved too, the object
     /// comes back as a new insertion with the same values (a new row, a new ID).
     func undelete(_ object: ManagedObject) {
+        guard !isOwnedElsewhere(object) else {
+            undoManager?.register { [weak self] in self?.redelete(object) }
+            return
+        }
         object.isPreparedForDeletion = false
         guard object.managedObjectContext === self else {
-            undoManager?.register { [weak self] in self?.delete(object) }
+            undoManager?.register { [weak self] in self?.redelete(object) }
             if let primaryKey = object.objectID.primaryKey {
                 relinkBroughtBack(object, row: ObjectKey(
                     rootEntityNumber: object.entity.rootEntity.entityNumber, primaryKey: primaryKey))
@@ -67,7 +91,7 @@ extension ManagedObjectContext {
             reinsertPrimitive(object)
             return
         }
-        undoManager?.register { [weak self] in self?.delete(object) }
+        undoManager?.register { [weak self] in self?.redelete(object) }
         // A deletion a merge policy kept at a save left nothing to bring back.
         guard deletedSet.contains(object) else { return }
         deletedSet.remove(object)

@@ -74,8 +74,12 @@ public final class ManagedObjectContext {
     var registered = ObjectRegistry()
     /// The cascades the save under way runs in SQL (``StoreCascade``).
     var storeCascadeKeys: Set<StoreCascade.Key> = []
-    /// The objects a merge policy settled during the save under way, as they were (nil outside a save).
-    var settledInSave: [ObjectIdentifier: SettledObject]?
+    /// The objects a merge policy settled or a new object's adoption changed during the save under
+    /// way, as they were, oldest first (nil outside a save). A failed save restores them newest
+    /// first, so each ends as it was before the save whatever took a second snapshot of it.
+    var settledInSave: [SettledObject]?
+    /// The objects of `settledInSave` the merge policy settled: each is remembered once.
+    var rememberedInSave: Set<ObjectIdentifier> = []
     /// The scopes of this context's object IDs (see ``objectID(of:storeIdentifier:kind:number:)``).
     var idScopes: [IDScopeKey: ObjectIDScope] = [:]
     /// The scope each new object of an entity starts in, kept alive while this context makes

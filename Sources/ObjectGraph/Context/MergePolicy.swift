@@ -182,17 +182,21 @@ extension ManagedObjectContext {
 }
 
 /// An object as it was before a save's merge policy settled it (or the other side of one of its
-/// relationships): put back when the save fails, so that nothing of a failed save stays.
+/// relationships), or a new object before it took a stored row's identity: put back when the
+/// save fails, so that nothing of a failed save stays.
 struct SettledObject {
     let object: ManagedObject
     private let values: PropertyValues
     private let committedValues: PropertyValues
     private let loadedToMany: Set<String>
     private let changedKeys: Set<String>
+    /// An adopted object's own, temporary one.
+    private let objectID: ObjectID
     private let version: Int64
     private let isFault: Bool
     private let memberships: ObjectSet.Membership
     private let isRegistered: Bool
+    private let isPendingInsert: Bool
 
     init(_ object: ManagedObject) {
         self.object = object
@@ -205,20 +209,31 @@ struct SettledObject {
         (committedValues, loadedToMany, changedKeys) = (object.committedValues, object.loadedToMany, object.changedKeys)
         (version, isFault, memberships) = (object.version, object.isFault, object.memberships)
         isRegistered = object.managedObjectContext != nil
+        (objectID, isPendingInsert) = (object.objectID, object.isPendingInsert)
     }
 
     func restore(in context: ManagedObjectContext) {
         (object.values, object.committedValues, object.loadedToMany, object.changedKeys) =
             (values, committedValues, loadedToMany, changedKeys)
         (object.version, object.isFault) = (version, isFault)
+        if objectID.isTemporaryID, let adopted = object.objectID.primaryKey {
+            let key = ManagedObjectContext.ObjectKey(rootEntityNumber: object.entity.rootEntity.entityNumber,
+                                                     primaryKey: adopted)
+            if context.registered[key] === object { context.registered[key] = nil }
+            object.assign(objectID, in: context)
+        }
+        object.isPendingInsert = isPendingInsert
         // A row gone meanwhile made the policy forget the object.
         if isRegistered, object.managedObjectContext == nil, let primaryKey = object.objectID.primaryKey {
             object.managedObjectContext = context
             context.registered[ManagedObjectContext.ObjectKey(
                 rootEntityNumber: object.entity.rootEntity.entityNumber, primaryKey: primaryKey)] = object
         }
-        for (membership, set) in [(ObjectSet.Membership.updated, \ManagedObjectContext.updatedSet),
-                                  (.unprocessedUpdated, \.unprocessedUpdated)] {
+        for (membership, set) in [(ObjectSet.Membership.inserted, \ManagedObjectContext.insertedSet),
+                                  (.updated, \.updatedSet), (.deleted, \.deletedSet),
+                                  (.unprocessedInserted, \.unprocessedInserted),
+                                  (.unprocessedUpdated, \.unprocessedUpdated),
+                                  (.unprocessedDeleted, \.unprocessedDeleted)] {
             if memberships.contains(membership) {
                 context[keyPath: set].insert(object)
             } else {
@@ -231,7 +246,14 @@ struct SettledObject {
 extension ManagedObjectContext {
     /// Keeps an object's state before the save under way settles it; nothing outside a save.
     func rememberBeforeSettling(_ object: ManagedObject) {
-        guard settledInSave != nil, settledInSave![ObjectIdentifier(object)] == nil else { return }
-        settledInSave![ObjectIdentifier(object)] = SettledObject(object)
+        guard settledInSave != nil, rememberedInSave.insert(ObjectIdentifier(object)).inserted else { return }
+        settledInSave!.append(SettledObject(object))
+    }
+
+    /// Keeps a new object's state before it takes a stored row's identity. Without a set of
+    /// the remembered beside: an upsert adopts every object once, and one remembered before or
+    /// after too is restored in order.
+    func rememberBeforeAdopting(_ object: ManagedObject) {
+        settledInSave?.append(SettledObject(object))
     }
 }

@@ -16,27 +16,23 @@ struct ObjectSet {
         static let unprocessedDeleted = Membership(rawValue: 1 << 5)
     }
 
-    /// The members in the order they came, and until the next compaction the entries of
-    /// members that left.
-    private var entries: [ManagedObject] = []
-    /// For each object that left since the last compaction, how many of its first entries are
-    /// of a stay that ended: a removal leaves its entry, so removing one of n costs O(1), not a
-    /// search of the n (an upsert adopting 16,000 stored rows took 14 s). Counted here, not read
-    /// from the object's bit, which another context sets once the object is its own.
-    private var left: [ObjectIdentifier: Int] = [:]
-    private var leftCount = 0
+    /// The members in the order they came. A new object is added without a look-up, so a set
+    /// only added to (an import's inserted objects) has no index; a removal other than of the
+    /// last member builds it once (an upsert adopting 16,000 stored rows took 14 s when each
+    /// removal searched the set).
+    private var members = ObjectSlots()
     private let membership: Membership
 
     init(_ membership: Membership) { self.membership = membership }
 
     var isEmpty: Bool { count == 0 }
-    var count: Int { entries.count - leftCount }
+    var count: Int { members.count }
 
     /// The members, in the order they came (one that left and came back, where it came back).
     var objects: [ManagedObject] {
         mutating get {
-            compact()
-            return entries
+            if members.hasHoles { members.compact() }
+            return members.slots
         }
     }
 
@@ -46,53 +42,31 @@ struct ObjectSet {
     mutating func insert(_ object: ManagedObject) -> Bool {
         guard !contains(object) else { return false }
         object.memberships.insert(membership)
-        entries.append(object)
+        members.appendDistinct(object)
         return true
     }
 
+    /// Removes `object` if it is here; its bit alone may be another context's set's, whose
+    /// object it became.
     mutating func remove(_ object: ManagedObject) {
-        guard contains(object) else { return }
+        guard contains(object), members.remove(object) else { return }
         object.memberships.remove(membership)
-        recordLeaving(object)
-        // Amortized O(1): each compaction takes at least half the entries away.
-        if leftCount > entries.count / 2, entries.count >= 64 { compact() }
+        if members.isSparse { members.compact() }
     }
 
     /// Removes each of `objects` that is here, in one pass over the set.
     mutating func remove(_ objects: [ManagedObject]) {
-        for object in objects where contains(object) {
+        let leaving = Set(objects.lazy.filter(contains).map(ObjectIdentifier.init))
+        guard !leaving.isEmpty else { return }
+        members.removeAll { object in
+            guard leaving.contains(ObjectIdentifier(object)) else { return false }
             object.memberships.remove(membership)
-            recordLeaving(object)
+            return true
         }
-        compact()
     }
 
     mutating func removeAll() {
-        compact()
-        for object in entries { object.memberships.remove(membership) }
-        entries = []
-    }
-
-    private mutating func recordLeaving(_ object: ManagedObject) {
-        left[ObjectIdentifier(object), default: 0] += 1
-        leftCount += 1
-    }
-
-    /// Drops the entries of stays that ended.
-    private mutating func compact() {
-        guard leftCount > 0 else { return }
-        var kept: [ManagedObject] = []
-        kept.reserveCapacity(count)
-        for object in entries {
-            let identifier = ObjectIdentifier(object)
-            if let ended = left[identifier] {
-                left[identifier] = ended > 1 ? ended - 1 : nil
-                continue
-            }
-            kept.append(object)
-        }
-        entries = kept
-        left = [:]
-        leftCount = 0
+        for object in members.slots where object !== ObjectSlots.hole { object.memberships.remove(membership) }
+        members.removeAll()
     }
 }

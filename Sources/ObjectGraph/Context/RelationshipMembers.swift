@@ -9,18 +9,10 @@
 final class RelationshipMembers {
     /// Whether the members are all there (read from the store, or of an object never saved).
     private(set) var isComplete: Bool
-    /// Members in the order they joined. A removed one leaves a hole (``hole``, so the removed
-    /// object is not held) until the next compaction; without holes this array is the members
-    /// themselves, read as ``objects`` without a copy.
-    private var slots: [ManagedObject] = []
-    /// What a removed member's slot holds: one object of no entity, never a member.
-    private nonisolated(unsafe) static let hole = ManagedObject(entity: EntityDescription(name: "", attributes: []))
-    /// Each member's slot, found by the member's identity: 4 bytes a member where a
-    /// `[ObjectIdentifier: Int]` took 42 (a relationship of 100,000 held 4.2 MB of it).
-    /// Only `slots[..<indexedCount]` are in it: members known distinct when they came
-    /// (``init(distinct:)``, a cascade's faults) go in when something first looks one up.
-    private var positions = ProbingTable<SlotNumber>()
-    private var indexedCount = 0
+    /// Members in the order they joined (a relationship of 100,000 held 4.2 MB of a dictionary
+    /// index before these). Members known distinct when they came (``init(distinct:)``, a
+    /// cascade's faults) are indexed when something first looks one up.
+    private var slots = ObjectSlots()
     /// Which slots hold a member added since the last save, a bit each: all of them for an
     /// object never saved, where a dictionary of them doubled the relationship's memory.
     private var addedSlots = SlotBits()
@@ -34,24 +26,14 @@ final class RelationshipMembers {
     /// Members that are all there, in their order; a repeat is a hole (the first one counts).
     init(complete objects: [ManagedObject]) {
         isComplete = true
-        slots = objects
-        positions.reserveCapacity(objects.count, home: home)
-        for (position, object) in objects.enumerated() {
-            let place = tablePlace(of: object)
-            if positions[place].isEmpty {
-                positions.set(SlotNumber(position), at: place)
-            } else {
-                slots[position] = Self.hole
-            }
-        }
-        indexedCount = slots.count
+        slots = ObjectSlots(indexing: objects)
     }
 
     /// Members that are all there and known to be distinct (rows of a one-to-many, an object a
     /// row): nothing is indexed until something looks one up.
     init(distinct objects: [ManagedObject]) {
         isComplete = true
-        slots = objects
+        slots = ObjectSlots(distinct: objects)
     }
 
     /// A fault: the store's list of members, not read yet, and no change made to it.
@@ -62,7 +44,7 @@ final class RelationshipMembers {
         let members = RelationshipMembers(complete: [])
         members.reserveCapacity(stored.count + count)
         for object in stored where removed[ObjectIdentifier(object)] == nil { members.append(object) }
-        for position in slots.indices where slots[position] !== Self.hole {
+        for position in slots.slots.indices where slots[position] !== ObjectSlots.hole {
             guard let joined = members.append(slots[position]) else { continue }
             if addedSlots[position] { members.addedSlots[joined] = true }
         }
@@ -75,8 +57,6 @@ final class RelationshipMembers {
         let copy = RelationshipMembers()
         copy.isComplete = isComplete
         copy.slots = slots
-        copy.positions = positions
-        copy.indexedCount = indexedCount
         copy.addedSlots = addedSlots
         copy.removed = removed
         copy.cachedObjects = cachedObjects
@@ -100,9 +80,7 @@ final class RelationshipMembers {
     func replaceAll(with objects: [ManagedObject]) {
         // Still added since the last save: the members that stay.
         let stillAdded = Set(added.map(ObjectIdentifier.init))
-        slots = []
-        positions.removeAll()
-        indexedCount = 0
+        slots.removeAll()
         addedSlots = SlotBits()
         for object in objects {
             if let joined = append(object), stillAdded.contains(ObjectIdentifier(object)) { addedSlots[joined] = true }
@@ -115,13 +93,12 @@ final class RelationshipMembers {
     /// Put back by undo: the members differ from the store's in ways no change list records.
     func markRewritesAll() { rewritesAll = isComplete }
 
-    /// The members indexed, and those not yet (never holes: a removal indexes them first).
-    var count: Int { positions.count + slots.count - indexedCount }
+    var count: Int { slots.count }
 
     var objects: [ManagedObject] {
-        if slots.count == count { return slots }
+        if !slots.hasHoles { return slots.slots }
         if let cachedObjects { return cachedObjects }
-        let objects = slots.filter { $0 !== Self.hole }
+        let objects = slots.objects
         cachedObjects = objects
         return objects
     }
@@ -154,12 +131,11 @@ final class RelationshipMembers {
     func remove(_ object: ManagedObject, isStored: () -> Bool) -> Bool {
         let identifier = ObjectIdentifier(object)
         if let position = position(of: object) {
-            positions.remove(at: tablePlace(of: object), home: home)
             cachedObjects = nil
-            slots[position] = Self.hole
+            slots.remove(object)
             // Added since the last save: nothing to take out of the store; else a stored member.
             if addedSlots[position] { addedSlots[position] = false } else { removed[identifier] = object }
-            if slots.count >= 64, positions.count < slots.count / 2 { compact() }
+            if slots.isSparse { compact() }
             return true
         }
         guard !isComplete, removed[identifier] == nil, isStored() else { return false }
@@ -184,66 +160,21 @@ final class RelationshipMembers {
     /// The slot `object` now holds; nil when it was a member already.
     @discardableResult
     private func append(_ object: ManagedObject) -> Int? {
-        guard position(of: object) == nil else { return nil }
-        let position = slots.count
-        precondition(position < Int(UInt32.max), "A to-many holds fewer than 2^32 members")
         // Before the append: a cache still sharing the array would make the append copy it.
         cachedObjects = nil
-        slots.append(object)
-        positions.reserveCapacity(positions.count + 1, home: home)
-        positions.set(SlotNumber(position), at: tablePlace(of: object))
-        indexedCount = slots.count
-        return position
+        return slots.append(object)
     }
 
-    private func reserveCapacity(_ capacity: Int) {
-        slots.reserveCapacity(capacity)
-        positions.reserveCapacity(capacity, home: home)
-    }
+    private func reserveCapacity(_ capacity: Int) { slots.reserveCapacity(capacity) }
 
     /// The member's slot, or nil.
-    private func position(of object: ManagedObject) -> Int? {
-        indexPending()
-        guard !positions.isEmpty else { return nil }
-        let found = positions[tablePlace(of: object)]
-        return found.isEmpty ? nil : found.position
-    }
-
-    /// Puts the members not indexed yet into the table: each once, so O(1) a member.
-    private func indexPending() {
-        guard indexedCount < slots.count else { return }
-        positions.reserveCapacity(count, home: home)
-        for position in indexedCount..<slots.count {
-            positions.set(SlotNumber(position), at: tablePlace(of: slots[position]))
-        }
-        indexedCount = slots.count
-    }
-
-    /// Where the table keeps `object`'s slot, or would (the table has slots).
-    private func tablePlace(of object: ManagedObject) -> ProbingTable<SlotNumber>.Place {
-        positions.place(home: Self.home(object)) { slots[$0.position] === object }
-    }
-
-    private static func home(_ object: ManagedObject) -> Int {
-        ProbingTable<SlotNumber>.spread(UInt64(UInt(bitPattern: ObjectIdentifier(object))))
-    }
-
-    private func home(_ number: SlotNumber) -> Int { Self.home(slots[number.position]) }
+    private func position(of object: ManagedObject) -> Int? { slots.position(of: object) }
 
     /// Closes the holes removals left: amortized O(1) per removal, as each takes half the slots.
     private func compact() {
-        let old = slots
         let oldAdded = addedSlots
-        let keptCount = count
-        slots = []
-        positions.removeAll()
-        indexedCount = 0
         addedSlots = SlotBits()
-        reserveCapacity(keptCount)
-        for (position, object) in old.enumerated() where object !== Self.hole {
-            guard let kept = append(object) else { continue }
-            if oldAdded[position] { addedSlots[kept] = true }
-        }
+        slots.compact { from, to in if oldAdded[from] { addedSlots[to] = true } }
     }
 }
 
