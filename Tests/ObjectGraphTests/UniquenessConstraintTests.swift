@@ -339,4 +339,37 @@ final class UniquenessConstraintTests: ObjectGraphTestCase {
         XCTAssertEqual(try fetch("Item", ManagedObjectContext(coordinator: coordinator), "title == 'x'")
             .first?["note"] as? String, "new")
     }
+
+    /// A new object adopts row A by its title and gives it a new code, while row B takes A's old
+    /// code in the same save. The adopted row keeps its title in place (read in this save, it is
+    /// current) but must still move off its old code first, or B's update meets it. Under store
+    /// trump the row keeps its code, so B's update is the conflict it is.
+    func testAnAdoptedRowMovesOffTheUniqueValuesItChangesBeforeAnotherRowTakesThem() throws {
+        for policy in [MergePolicy.mergeByPropertyObjectTrump, .overwrite, .mergeByPropertyStoreTrump] {
+            let item = EntityDescription(
+                name: "Item", attributes: [AttributeDescription(name: "title", type: .string),
+                                           AttributeDescription(name: "code", type: .integer64)],
+                uniquenessConstraints: [["title"], ["code"]])
+            let (coordinator, _, _) = try seededStore([item]) { writer in
+                for (title, code) in [("x", 1), ("z", 2)] {
+                    let row = writer.insertNewObject(forEntityName: "Item")
+                    (row["title"], row["code"]) = (title, code)
+                }
+            }
+            let context = ManagedObjectContext(coordinator: coordinator)
+            context.mergePolicy = policy
+            try titledItem("z", context)["code"] = 1
+            let upsert = context.insertNewObject(forEntityName: "Item")
+            (upsert["title"], upsert["code"]) = ("x", 3)
+            let keepsStored = policy == .mergeByPropertyStoreTrump
+            if keepsStored {
+                XCTAssertThrowsError(try context.save(), "\(policy)")
+            } else {
+                XCTAssertNoThrow(try context.save(), "\(policy)")
+            }
+            let rows = try fetch("Item", ManagedObjectContext(coordinator: coordinator))
+                .map { "\($0["title"] as? String ?? "-") \($0["code"] as? Int ?? -1)" }.sorted()
+            XCTAssertEqual(rows, keepsStored ? ["x 1", "z 2"] : ["x 3", "z 1"], "\(policy)")
+        }
+    }
 }
