@@ -73,7 +73,7 @@ final class ObjectSetTests: XCTestCase {
 
     /// A new object deleted in one context and inserted into another is saved by that one only.
     func testAnObjectDeletedNewAndInsertedElsewhereIsInsertedThereOnly() throws {
-        let coordinator = try itemStore()
+        let coordinator = try inMemoryItemStore()
         let first = ManagedObjectContext(coordinator: coordinator, notificationCenter: NotificationCenter())
         let second = ManagedObjectContext(coordinator: coordinator, notificationCenter: NotificationCenter())
         var moved: ManagedObject?
@@ -156,7 +156,7 @@ final class ObjectSetTests: XCTestCase {
     /// else holds it, so it is released as in Core Data (and as before 79c83dc). The inserted
     /// set's left entry keeps it alive until the set is next read or compacted.
     func testADeletedNewObjectIsNotKeptAliveByTheContext() throws {
-        let coordinator = try itemStore()
+        let coordinator = try inMemoryItemStore()
         let context = ManagedObjectContext(coordinator: coordinator)
         let kept = context.insertNewObject(forEntityName: "Item")
         kept["name"] = "kept"
@@ -175,7 +175,7 @@ final class ObjectSetTests: XCTestCase {
     /// and then the insertion. Whatever A's undo does to the object B now owns, A's `hasChanges`
     /// must agree with its inserted/updated/deleted objects (before 79c83dc both said "none").
     func testUndoInAContextAfterTheObjectMovedKeepsHasChangesConsistent() throws {
-        let coordinator = try itemStore()
+        let coordinator = try inMemoryItemStore()
         let a = ManagedObjectContext(coordinator: coordinator)
         a.undoManager = ContextUndoManager()
         let object = a.insertNewObject(forEntityName: "Item")
@@ -204,16 +204,18 @@ final class ObjectSetTests: XCTestCase {
                        "a change notification announcing nothing: \(announced.counts)")
     }
 
-    private func itemStore() throws -> PersistentStoreCoordinator {
-        let model = try ManagedObjectModel(entities: [
-            EntityDescription(name: "Item", attributes: [AttributeDescription(name: "name", type: .string)]),
-        ])
-        let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
-        try coordinator.addPersistentStore(type: .inMemory, at: URL(fileURLWithPath: "/dev/null"))
-        return coordinator
-    }
 }
 
 private final class ChangeAnnouncements: @unchecked Sendable {
     var counts: [[String: Int]] = []
+}
+
+/// A coordinator with one in-memory store of `Item`s (a `name` each).
+func inMemoryItemStore() throws -> PersistentStoreCoordinator {
+    let model = try ManagedObjectModel(entities: [
+        EntityDescription(name: "Item", attributes: [AttributeDescription(name: "name", type: .string)]),
+    ])
+    let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
+    try coordinator.addPersistentStore(type: .inMemory, at: URL(fileURLWithPath: "/dev/null"))
+    return coordinator
 }

@@ -318,26 +318,30 @@ final class UniquenessConstraintTests: ObjectGraphTestCase {
     /// the new "x" is still an inserted object with its own ID, and saved again once "dup" is
     /// fixed, the store holds one "x" with the new note (found by an outside review).
     func testAFailedSaveAfterAnAdoptionLeavesTheNewObjectInserted() throws {
-        let (coordinator, _, _) = try titledItems(["x"])
-        let context = ManagedObjectContext(coordinator: coordinator)
-        context.mergePolicy = .mergeByPropertyObjectTrump
-        let upsert = context.insertNewObject(forEntityName: "Item")
-        upsert["title"] = "x"
-        upsert["note"] = "new"
-        let temporaryID = upsert.objectID
-        let first = context.insertNewObject(forEntityName: "Item")
-        first["title"] = "dup"
-        let second = context.insertNewObject(forEntityName: "Item")
-        second["title"] = "dup"
-        XCTAssertThrowsError(try context.save())
-        XCTAssertTrue(context.insertedObjects.contains { $0 === upsert }, "the failed save took the upsert out")
-        XCTAssertEqual(upsert.objectID, temporaryID, "the failed save gave the upsert the row's ID")
-        XCTAssertTrue(context.updatedObjects.isEmpty)
-        second["title"] = "other"
-        XCTAssertNoThrow(try context.save())
-        XCTAssertEqual(try storedTitles(coordinator), ["dup", "other", "x"])
-        XCTAssertEqual(try fetch("Item", ManagedObjectContext(coordinator: coordinator), "title == 'x'")
-            .first?["note"] as? String, "new")
+        // Its own ID temporary, or permanent already (obtainPermanentIDs before the save).
+        for obtainsPermanentID in [false, true] {
+            let (coordinator, _, _) = try titledItems(["x"])
+            let context = ManagedObjectContext(coordinator: coordinator)
+            context.mergePolicy = .mergeByPropertyObjectTrump
+            let upsert = context.insertNewObject(forEntityName: "Item")
+            upsert["title"] = "x"
+            upsert["note"] = "new"
+            if obtainsPermanentID { try context.obtainPermanentIDs(for: [upsert]) }
+            let ownID = upsert.objectID
+            let first = context.insertNewObject(forEntityName: "Item")
+            first["title"] = "dup"
+            let second = context.insertNewObject(forEntityName: "Item")
+            second["title"] = "dup"
+            XCTAssertThrowsError(try context.save())
+            XCTAssertTrue(context.insertedObjects.contains { $0 === upsert }, "the failed save took the upsert out")
+            XCTAssertEqual(upsert.objectID, ownID, "the failed save gave the upsert the row's ID")
+            XCTAssertTrue(context.updatedObjects.isEmpty)
+            second["title"] = "other"
+            XCTAssertNoThrow(try context.save())
+            XCTAssertEqual(try storedTitles(coordinator), ["dup", "other", "x"])
+            XCTAssertEqual(try fetch("Item", ManagedObjectContext(coordinator: coordinator), "title == 'x'")
+                .first?["note"] as? String, "new")
+        }
     }
 
     /// A new object adopts row A by its title and gives it a new code, while row B takes A's old

@@ -527,8 +527,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// Removes `object` from a to-many relationship (and this object from its inverse), in O(1).
     public func remove(_ object: ManagedObject, fromRelationship key: String) {
         let relationship = toManyRelationship(key)
-        guard leave(object, relationship) else { return }
-        didChangeMembership(of: object, joined: false, in: relationship)
+        guard leaveRecordingChange(object, relationship) else { return }
         if let inverse = inverse(of: relationship) { object.primitiveUnlink(inverse, from: self) }
     }
 
@@ -817,11 +816,27 @@ open class ManagedObject: Hashable, CustomStringConvertible {
 
     func primitiveUnlink(_ relationship: RelationshipDescription, from owner: ManagedObject) {
         if relationship.isToMany {
-            guard leave(owner, relationship) else { return }
-            didChangeMembership(of: owner, joined: false, in: relationship)
+            leaveRecordingChange(owner, relationship)
         } else if toOneObject(relationship) === owner {
             primitiveSetToOne(relationship, nil)
         }
+    }
+
+    /// Takes `member` out of a to-many and records the change; false when it was not a member.
+    /// The undo of a removal from an ordered one keeps the whole relationship as it was (O(its
+    /// size)): one member joining again goes to the end, not back to its place.
+    @discardableResult
+    private func leaveRecordingChange(_ member: ManagedObject, _ relationship: RelationshipDescription) -> Bool {
+        guard relationship.isOrdered else {
+            guard leave(member, relationship) else { return false }
+            didChangeMembership(of: member, joined: false, in: relationship)
+            return true
+        }
+        let registerUndo = undoOfValue(forKey: relationship.name)
+        guard leave(member, relationship) else { return false }
+        registerUndo?()
+        markChanged(relationship.name)
+        return true
     }
 
     /// After `member` joined or left a to-many relationship: undo learns the one change, not a

@@ -41,7 +41,8 @@ extension ManagedObjectContext {
         var heldKeys: [HeldKeysShape: Set<String>] = [:]
         for object in constrained {
             for (position, (owner, constraint)) in object.entity.allUniquenessConstraints.enumerated() {
-                let isUpdate = object.objectID.primaryKey != nil
+                // A new object may have a permanent ID already (obtainPermanentIDs): still an insert.
+                let isUpdate = !insertedSet.contains(object)
                 if isUpdate, object.changedKeys.isDisjoint(with: constraint) { continue }
                 let values = Self.constrainedValues(of: object, owner, constraint)
                 guard !values.contains(where: \.isNull) else { continue }

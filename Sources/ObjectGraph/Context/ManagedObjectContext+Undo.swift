@@ -19,10 +19,7 @@ extension ManagedObjectContext {
     /// Takes back an insertion: the object leaves the context, its values kept for redo.
     /// A saved insertion is taken back by deleting the object.
     func undoInsert(_ object: ManagedObject) {
-        guard !isOwnedElsewhere(object) else {
-            undoManager?.register { [weak self] in self?.reinsert(object) }
-            return
-        }
+        guard !isOwnedElsewhere(object) else { return passOver(object) }
         if object.managedObjectContext === self, !insertedSet.contains(object) {
             delete(object)
             return
@@ -43,17 +40,15 @@ extension ManagedObjectContext {
 
     /// Puts back an object whose insertion was undone (or that was deleted before any save).
     func reinsert(_ object: ManagedObject) {
+        guard !isOwnedElsewhere(object) else { return passOver(object) }
         undoManager?.register { [weak self] in self?.undoInsert(object) }
-        guard !isOwnedElsewhere(object) else { return }
         reinsertPrimitive(object)
     }
 
-    /// Deletes again what an undo brought back, unless it is no longer this context's.
+    /// Deletes again what an undo brought back, unless it is no longer this context's (another
+    /// context's save deleted its row, or another context took it).
     private func redelete(_ object: ManagedObject) {
-        guard object.managedObjectContext === self else {
-            undoManager?.register { [weak self] in self?.undelete(object) }
-            return
-        }
+        guard object.managedObjectContext === self else { return passOver(object) }
         delete(object)
     }
 
@@ -63,7 +58,16 @@ extension ManagedObjectContext {
         object.managedObjectContext.map { $0 !== self } ?? false
     }
 
+    /// An undo or redo step for an object this context no longer has: it does nothing, now and
+    /// each time it is undone or redone, so the steps around it keep their place in the group.
+    private func passOver(_ object: ManagedObject) {
+        undoManager?.register { [weak self] in self?.passOver(object) }
+    }
+
     private func reinsertPrimitive(_ object: ManagedObject) {
+        // An object without a context is in no set of any: the bits of a context gone since
+        // (one that took it, then was freed) would hide it from this context's sets.
+        if object.managedObjectContext == nil { object.memberships = [] }
         object.managedObjectContext = self
         object.isPendingInsert = true
         insertedSet.insert(object)
@@ -74,10 +78,7 @@ extension ManagedObjectContext {
     /// Takes back the deletion of a saved object. When the deletion was saved too, the object
     /// comes back as a new insertion with the same values (a new row, a new ID).
     func undelete(_ object: ManagedObject) {
-        guard !isOwnedElsewhere(object) else {
-            undoManager?.register { [weak self] in self?.redelete(object) }
-            return
-        }
+        guard !isOwnedElsewhere(object) else { return passOver(object) }
         object.isPreparedForDeletion = false
         guard object.managedObjectContext === self else {
             undoManager?.register { [weak self] in self?.redelete(object) }
@@ -139,16 +140,20 @@ extension ManagedObjectContext {
 
 extension ManagedObject {
     /// Records the value of `key` before a change, so undo can put it back.
-    func registerUndo(forKey key: String) {
+    func registerUndo(forKey key: String) { undoOfValue(forKey: key)?() }
+
+    /// The value of `key` as it is now, kept; the returned function registers its undo (called
+    /// once the change is known to happen). Nil when nothing is recorded.
+    func undoOfValue(forKey key: String) -> (() -> Void)? {
         guard let undoManager = managedObjectContext?.undoManager, undoManager.isUndoRegistrationEnabled else {
-            return
+            return nil
         }
         // Members change in place: the snapshot needs storage of its own.
         let old = (values[key] as? RelationshipMembers)?.copy() ?? values[key]
         let wasLoaded = loadedToMany.contains(key)
         let wasChanged = changedKeys.contains(key)
         let generation = managedObjectContext?.saveGeneration
-        undoManager.register { [self] in
+        return { [self] in undoManager.register { [self] in
             registerUndo(forKey: key)
             values[key] = old
             if wasLoaded { loadedToMany.insert(key) } else { loadedToMany.remove(key) }
@@ -164,7 +169,7 @@ extension ManagedObject {
                 if changed { members.markRewritesAll() } else { members.forgetChanges() }
             }
             managedObjectContext?.objectWasRestored(self)
-        }
+        } }
     }
 
     /// Records that `member` joined (or left) the to-many relationship `key`, so undo can take

@@ -253,7 +253,8 @@ public final class ManagedObjectContext {
         if insertedSet.contains(object) {
             undoManager?.register { [weak self] in self?.reinsert(object) }
             insertedSet.remove(object)
-            unprocessedInserted.remove(object)
+            // Changed since its insertion was announced, it is not announced as updated either.
+            discardUnprocessed(object)
             detachRelationships(of: object)
             object.managedObjectContext = nil
             object.isPendingInsert = false

@@ -190,7 +190,7 @@ struct SettledObject {
     private let committedValues: PropertyValues
     private let loadedToMany: Set<String>
     private let changedKeys: Set<String>
-    /// An adopted object's own, temporary one.
+    /// An adopted object's own.
     private let objectID: ObjectID
     private let version: Int64
     private let isFault: Bool
@@ -216,10 +216,14 @@ struct SettledObject {
         (object.values, object.committedValues, object.loadedToMany, object.changedKeys) =
             (values, committedValues, loadedToMany, changedKeys)
         (object.version, object.isFault) = (version, isFault)
-        if objectID.isTemporaryID, let adopted = object.objectID.primaryKey {
-            let key = ManagedObjectContext.ObjectKey(rootEntityNumber: object.entity.rootEntity.entityNumber,
-                                                     primaryKey: adopted)
-            if context.registered[key] === object { context.registered[key] = nil }
+        // A new object that took a stored row's identity (its own ID may be permanent already,
+        // given by obtainPermanentIDs) gives the row its ID back.
+        if isPendingInsert, object.objectID != objectID {
+            if let adopted = object.objectID.primaryKey {
+                let key = ManagedObjectContext.ObjectKey(rootEntityNumber: object.entity.rootEntity.entityNumber,
+                                                         primaryKey: adopted)
+                if context.registered[key] === object { context.registered[key] = nil }
+            }
             object.assign(objectID, in: context)
         }
         object.isPendingInsert = isPendingInsert
