@@ -4,8 +4,8 @@ import XCTest
 
 /// A context's object set against a plain ordered list, over random insertions, removals,
 /// batch removals, clearing and objects moving to another context's set (which sets the same
-/// bit of the object): a removal leaves its entry until a compaction, and nothing of that
-/// may show.
+/// bit of the object): a removal leaves a hole until a compaction, and nothing of that may
+/// show.
 final class ObjectSetTests: XCTestCase {
     func testTheSetBehavesAsAnOrderedListOfDistinctObjects() {
         let entity = EntityDescription(name: "Item", attributes: [])
@@ -97,8 +97,8 @@ final class ObjectSetTests: XCTestCase {
     }
 
     /// The set holds its members and nothing else: one removed goes at once when nothing else
-    /// holds it, and a new object taking its address is a member like any other (the left entry
-    /// of the old one is dropped, not the new one's).
+    /// holds it, and a new object taking its address is a member like any other (the index is
+    /// by address).
     func testARemovedObjectIsReleasedAndANewOneAtItsAddressCountsAsAMember() {
         let entity = EntityDescription(name: "Item", attributes: [])
         var generator = SplitMix(seed: 0xADD2)

@@ -68,22 +68,16 @@ extension ManagedObjectContext {
                         throw constraintConflict(object, owner, constraint, with: "the stored \(root.name) row \(key)")
                     }
                     adopted.append(object)
-                    // The row moves off the stored values the policy left changed: other objects
-                    // of this save may take them (the new ones are checked as the object's).
-                    if Self.changesConstrainedValues(of: object) {
+                    // The row moves off the stored values the policy left changed (vacated first,
+                    // below): other objects of this save may take them (the new ones are checked
+                    // as the object's).
+                    if !changedConstrainedColumns(of: object, isRowCurrent: true).isEmpty {
                         leaving.insert(ObjectKey(rootEntityNumber: root.entityNumber, primaryKey: key))
                     }
                 }
             }
         }
         return adopted
-    }
-
-    /// Whether an adopted object's constrained values differ from the row's it just read.
-    private static func changesConstrainedValues(of object: ManagedObject) -> Bool {
-        object.entity.allUniquenessConstraints.contains { _, constraint in
-            constraint.contains { !sameStoredValue(object.values[$0], object.committedValues[$0]) }
-        }
     }
 
     /// Rows that move between unique values in one save (two swapping them, or a chain of
