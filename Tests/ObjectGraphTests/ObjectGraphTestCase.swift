@@ -91,6 +91,18 @@ class ObjectGraphTestCase: XCTestCase {
         return (coordinator, url, model)
     }
 
+    /// Parents with named children (a one-to-many, nullify both ways), ordered or not.
+    static func family(ordered: Bool) -> [EntityDescription] {
+        [EntityDescription(
+            name: "Parent", attributes: [AttributeDescription(name: "name", type: .string)],
+            relationships: [RelationshipDescription(name: "children", destination: "Child", inverse: "parent",
+                                                    isToMany: true, deleteRule: .nullify, isOrdered: ordered)]),
+         EntityDescription(
+            name: "Child", attributes: [AttributeDescription(name: "name", type: .string)],
+            relationships: [RelationshipDescription(name: "parent", destination: "Parent", inverse: "children",
+                                                    deleteRule: .nullify)])]
+    }
+
     /// Item (name, note) ←→ Tag (name), many-to-many, Nullify both ways; the entities named in
     /// `unique` are unique by name.
     static func itemsAndTags(unique: Set<String> = []) -> [EntityDescription] {

@@ -463,7 +463,7 @@ final class ThirteenthReviewTests: ObjectGraphTestCase {
     /// and saved. The store and the objects agree at each step.
     func testManyToManyChangesThroughAContextCompactAndUndo() throws {
         for ordered in [false, true] {
-            let (coordinator, _, _) = try seededStore(family(ordered: ordered)) { writer in
+            let (coordinator, _, _) = try seededStore(Self.family(ordered: ordered)) { writer in
                 let owner = writer.insertNewObject(forEntityName: "Parent")
                 owner["name"] = "p"
                 owner["children"] = (0..<100).map { number -> ManagedObject in
@@ -521,7 +521,7 @@ final class ThirteenthReviewTests: ObjectGraphTestCase {
     /// An ordered to-many a, b, c (stored): removing a and undoing it gives back a, b, c, in memory
     /// and in the store once saved (the undo puts the member back at the end: b, c, a).
     func testUndoingARemovalFromAnOrderedToManyKeepsTheOrder() throws {
-        let (coordinator, _, _) = try seededStore(family(ordered: true)) { writer in
+        let (coordinator, _, _) = try seededStore(Self.family(ordered: true)) { writer in
             let owner = writer.insertNewObject(forEntityName: "Parent")
             owner["children"] = ["a", "b", "c"].map { name -> ManagedObject in
                 let object = writer.insertNewObject(forEntityName: "Child")
@@ -580,18 +580,4 @@ private final class Announcements: @unchecked Sendable {
 
 private final class SavedNotes: @unchecked Sendable {
     var notes: [Notification] = []
-}
-
-extension ThirteenthReviewTests {
-    /// Parents with named children (a one-to-many, nullify both ways), ordered or not.
-    private func family(ordered: Bool) -> [EntityDescription] {
-        [EntityDescription(
-            name: "Parent", attributes: [AttributeDescription(name: "name", type: .string)],
-            relationships: [RelationshipDescription(name: "children", destination: "Child", inverse: "parent",
-                                                    isToMany: true, deleteRule: .nullify, isOrdered: ordered)]),
-         EntityDescription(
-            name: "Child", attributes: [AttributeDescription(name: "name", type: .string)],
-            relationships: [RelationshipDescription(name: "parent", destination: "Parent", inverse: "children",
-                                                    deleteRule: .nullify)])]
-    }
 }

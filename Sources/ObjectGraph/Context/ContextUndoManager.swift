@@ -30,6 +30,13 @@ public final class ContextUndoManager {
     private var openGroups: [[Action]] = []
     private var openedAutomatically = false
     private var disabledCount = 0
+    /// The values the open top-level group keeps whole (see ``keepsWholeValue(of:forKey:)``).
+    private var wholeValuesKept: Set<WholeValue> = []
+
+    private struct WholeValue: Hashable {
+        let object: ManagedObject
+        let key: String
+    }
 
     /// The most groups kept for undo (the oldest go first); 0 keeps all.
     public var levelsOfUndo = 0 {
@@ -52,6 +59,8 @@ public final class ContextUndoManager {
     public var canRedo: Bool { !redoStack.isEmpty }
     /// How many groups can be undone now.
     var undoGroupCount: Int { undoStack.count }
+    /// How many changes the open groups hold.
+    var openActionCount: Int { openGroups.reduce(0) { $0 + $1.count } }
     /// Whether changes are being recorded now.
     public var isUndoRegistrationEnabled: Bool { disabledCount == 0 }
 
@@ -69,7 +78,10 @@ public final class ContextUndoManager {
     public func endUndoGrouping() {
         precondition(!openGroups.isEmpty, "endUndoGrouping() without beginUndoGrouping()")
         let group = openGroups.removeLast()
-        if openGroups.isEmpty { openedAutomatically = false }
+        if openGroups.isEmpty {
+            openedAutomatically = false
+            wholeValuesKept = []
+        }
         if !openGroups.isEmpty {
             openGroups[openGroups.count - 1] += group
         } else if !group.isEmpty {
@@ -105,18 +117,34 @@ public final class ContextUndoManager {
         redoStack = []
         openGroups = []
         openedAutomatically = false
+        wholeValuesKept = []
     }
 
-    /// Records how to undo one change.
-    func register(_ action: @escaping Action) {
-        guard isUndoRegistrationEnabled else { return }
+    /// Records how to undo one change; false when nothing is recorded.
+    @discardableResult
+    func register(_ action: @escaping Action) -> Bool {
+        guard isUndoRegistrationEnabled else { return false }
         if openGroups.isEmpty {
-            guard groupsByEvent || isUndoing || isRedoing else { return }
+            guard groupsByEvent || isUndoing || isRedoing else { return false }
             beginUndoGrouping()
             openedAutomatically = !(isUndoing || isRedoing)
         }
         openGroups[openGroups.count - 1].append(action)
         if !isUndoing && !isRedoing { redoStack = [] }
+        return true
+    }
+
+    /// Whether the open group already holds an action putting back the whole value of `key`
+    /// as it was before the group's first change to it: that action runs after every later one
+    /// of the group, so a later change to the value needs no record of its own.
+    func keepsWholeValue(of object: ManagedObject, forKey key: String) -> Bool {
+        !isUndoing && !isRedoing && wholeValuesKept.contains(WholeValue(object: object, key: key))
+    }
+
+    /// Records `action`, which puts back the whole value of `key`, and that the open group keeps it.
+    func register(wholeValueOf object: ManagedObject, forKey key: String, _ action: @escaping Action) {
+        guard register(action), !isUndoing, !isRedoing else { return }
+        wholeValuesKept.insert(WholeValue(object: object, key: key))
     }
 
     // MARK: - Undo and redo

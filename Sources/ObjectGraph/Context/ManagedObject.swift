@@ -823,8 +823,8 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     }
 
     /// Takes `member` out of a to-many and records the change; false when it was not a member.
-    /// The undo of a removal from an ordered one keeps the whole relationship as it was (O(its
-    /// size)): one member joining again goes to the end, not back to its place.
+    /// Undo keeps an ordered one whole as it was (one member joining again would go to the end,
+    /// not back to its place): O(its size) once per undo group, O(1) for each later change.
     @discardableResult
     private func leaveRecordingChange(_ member: ManagedObject, _ relationship: RelationshipDescription) -> Bool {
         guard relationship.isOrdered else {

@@ -148,35 +148,51 @@ extension ManagedObject {
         guard let undoManager = managedObjectContext?.undoManager, undoManager.isUndoRegistrationEnabled else {
             return nil
         }
+        // An ordered to-many is kept whole, O(its size): once per group, not once per change.
+        let isOrdered = entity.relationshipsByName[key]?.isOrdered ?? false
+        if isOrdered, undoManager.keepsWholeValue(of: self, forKey: key) { return nil }
         // Members change in place: the snapshot needs storage of its own.
         let old = (values[key] as? RelationshipMembers)?.copy() ?? values[key]
         let wasLoaded = loadedToMany.contains(key)
         let wasChanged = changedKeys.contains(key)
         let generation = managedObjectContext?.saveGeneration
-        return { [self] in undoManager.register { [self] in
-            registerUndo(forKey: key)
-            values[key] = old
-            if wasLoaded { loadedToMany.insert(key) } else { loadedToMany.remove(key) }
-            var changed = wasChanged
-            if managedObjectContext?.saveGeneration != generation {
-                // Saved since: changed when the value differs from what the store now holds.
-                let isToMany = entity.relationship(named: key)?.isToMany ?? false
-                changed = isToMany ? wasLoaded : !ManagedObjectContext.sameStoredValue(old, committedValues[key])
+        return { [self] in
+            let putBack = { [self] in
+                putBackValue(old, forKey: key, wasLoaded: wasLoaded, wasChanged: wasChanged, generation: generation)
             }
-            if changed && !isPendingInsert { changedKeys.insert(key) } else { changedKeys.remove(key) }
-            // Put back as a whole: what differs from the store is written whole, or nothing is.
-            if let members = old as? RelationshipMembers {
-                if changed { members.markRewritesAll() } else { members.forgetChanges() }
+            if isOrdered {
+                undoManager.register(wholeValueOf: self, forKey: key, putBack)
+            } else {
+                undoManager.register(putBack)
             }
-            managedObjectContext?.objectWasRestored(self)
-        } }
+        }
+    }
+
+    /// Undo of a value kept by ``undoOfValue(forKey:)``: `old` and what the context knew of it.
+    private func putBackValue(_ old: Any?, forKey key: String, wasLoaded: Bool, wasChanged: Bool, generation: Int?) {
+        registerUndo(forKey: key)
+        values[key] = old
+        if wasLoaded { loadedToMany.insert(key) } else { loadedToMany.remove(key) }
+        var changed = wasChanged
+        if managedObjectContext?.saveGeneration != generation {
+            // Saved since: changed when the value differs from what the store now holds.
+            let isToMany = entity.relationship(named: key)?.isToMany ?? false
+            changed = isToMany ? wasLoaded : !ManagedObjectContext.sameStoredValue(old, committedValues[key])
+        }
+        if changed && !isPendingInsert { changedKeys.insert(key) } else { changedKeys.remove(key) }
+        // Put back as a whole: what differs from the store is written whole, or nothing is.
+        if let members = old as? RelationshipMembers {
+            if changed { members.markRewritesAll() } else { members.forgetChanges() }
+        }
+        managedObjectContext?.objectWasRestored(self)
     }
 
     /// Records that `member` joined (or left) the to-many relationship `key`, so undo can take
     /// back that one change: O(1), where a copy of the relationship would cost its size.
     func registerUndo(ofMembership member: ManagedObject, joined: Bool, key: String) {
         guard let undoManager = managedObjectContext?.undoManager, undoManager.isUndoRegistrationEnabled,
-              let relationship = entity.relationshipsByName[key] else {
+              let relationship = entity.relationshipsByName[key],
+              !(relationship.isOrdered && undoManager.keepsWholeValue(of: self, forKey: key)) else {
             return
         }
         undoManager.register { [self] in
