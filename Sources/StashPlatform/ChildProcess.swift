@@ -25,6 +25,17 @@ public enum ChildProcess {
         ProcessInfo.processInfo.environment.filter { !secretVariables.contains($0.key) }
     }
 
+    /// Marks every descriptor above standard error close-on-exec, so that a child has none of
+    /// ours: a caller's pipe kept by a child that outlives us (the clipboard's clearer, the SSH
+    /// agent) kept whoever reads our output waiting until that child ended.
+    public static func keepDescriptorsFromChildren() {
+        for name in DirectoryEntries.names(in: "/proc/self/fd") ?? [] {
+            guard let descriptor = Int32(name), descriptor > 2 else { continue }
+            let flags = fcntl(descriptor, F_GETFD)
+            if flags >= 0 { _ = fcntl(descriptor, F_SETFD, flags | FD_CLOEXEC) }
+        }
+    }
+
     /// The path of `program` on PATH, if it is there.
     public static func find(_ program: String) -> String? {
         let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin"
@@ -60,6 +71,7 @@ public enum ChildProcess {
         }
         defer { (stdoutPipe + stderrPipe).filter { $0 >= 0 }.forEach { close($0) } }
 
+        keepDescriptorsFromChildren()
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }

@@ -41,7 +41,8 @@ enum ClipboardCopy {
 
         switch destination {
         case .tool(_, let clearsAfter?):
-            return "Copied \(what) to the clipboard; it is cleared in \(clearsAfter) seconds."
+            let unit = clearsAfter == 1 ? "second" : "seconds"
+            return "Copied \(what) to the clipboard; it is cleared in \(clearsAfter) \(unit)."
         case .tool:
             return "Copied \(what) to the clipboard."
         case .terminal:

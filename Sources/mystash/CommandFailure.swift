@@ -195,7 +195,7 @@ struct CommandFailure: Error, CustomStringConvertible {
             "name the directory PwnedPasswordsDownloader filled, or the single sorted SHA-1 file"
         case .breachList(_, .notOrdered): "download the list ordered by hash, not by prevalence"
         case .noRemote: "name one: mystash sync --remote URL (a git repository or a folder)"
-        case .remote(let location, let problem): remoteHint(problem, location: location)
+        case .remote(let location, let problem): remoteHint(problem, location: withoutURLPasswords(location))
         default: nil
         }
     }

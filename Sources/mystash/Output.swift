@@ -178,19 +178,23 @@ enum Output {
     }
 
     /// One row, each cell as `measuring` makes it, all but the last padded to its column's width
-    /// and two spaces.
+    /// and two spaces; no spaces after the last cell that is not empty.
     private static func appendLine(
         _ cells: [String], _ widths: [Int],
         measuring: (String) -> (text: String, width: Int) = { ($0, TextWidth.columns(of: $0)) },
         to output: inout [UInt8]
     ) {
         let count = min(cells.count, widths.count)
+        var padding = 0
         for (column, cell) in cells.prefix(count).enumerated() {
             var (text, width) = measuring(cell)
-            // From the contiguous bytes: appending the UTF-8 view went byte by byte.
-            text.withUTF8 { output.append(contentsOf: $0) }
-            guard column < count - 1 else { break }
-            output += repeatElement(UInt8(ascii: " "), count: max(0, widths[column] + 2 - width))
+            if !text.isEmpty {
+                output += repeatElement(UInt8(ascii: " "), count: padding)
+                padding = 0
+                // From the contiguous bytes: appending the UTF-8 view went byte by byte.
+                text.withUTF8 { output.append(contentsOf: $0) }
+            }
+            padding += max(0, widths[column] + 2 - width)
         }
     }
 

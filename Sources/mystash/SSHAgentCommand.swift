@@ -67,12 +67,8 @@ struct SSHAgentCommand: ParsableCommand {
         if allowAdd { arguments.append("--allow-add") }
         var ends: [Int32] = [-1, -1]
         guard pipe(&ends) == 0 else { throw CommandFailure(.unexpected, "cannot make a pipe to the agent") }
-        // The agent outlives us: it must not keep our caller's pipes (or the vault's files) open,
-        // or whoever reads our output would wait for the agent to end.
-        let inherited = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
-        for descriptor in inherited.compactMap(Int32.init) where descriptor > 2 {
-            _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
-        }
+        // The agent outlives us: it must not keep our caller's pipes (or the vault's files) open.
+        ChildProcess.keepDescriptorsFromChildren()
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }

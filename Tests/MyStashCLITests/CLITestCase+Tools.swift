@@ -34,3 +34,23 @@ extension CLITestCase {
         return try execute(process, stdin: nil, stdout: stdout)
     }
 }
+
+extension CLITestCase {
+    /// A stand-in for xclip: `-in` keeps standard input in a file, `-out` prints it.
+    func fakeClipboard() throws -> (bin: URL, store: URL) {
+        let bin = home.appendingPathComponent("bin")
+        try FileManager.default.createDirectory(at: bin, withIntermediateDirectories: true)
+        let store = home.appendingPathComponent("clipboard")
+        let script = """
+        #!/bin/sh
+        for a in "$@"; do
+          case "$a" in -in) cat > '\(store.path)'; exit 0;; -out) cat '\(store.path)'; exit 0;; esac
+        done
+        exit 1
+        """
+        let tool = bin.appendingPathComponent("xclip")
+        try script.write(to: tool, atomically: true, encoding: .utf8)
+        chmod(tool.path, 0o700)
+        return (bin, store)
+    }
+}

@@ -203,13 +203,27 @@ final class DailyUseTests: CLITestCase {
         XCTAssertTrue(result.stdout.contains("after=\n"), result.stdout)
         XCTAssertTrue(
             result.stdout.contains("kept=mine\n"), "the helper leaves a value that is not ours: \(result.stdout)")
-        XCTAssertTrue(result.stderr.contains("it is cleared in 1 seconds"), result.stderr)
+        XCTAssertTrue(result.stderr.contains("it is cleared in 1 second."), result.stderr)
         XCTAssertFalse(result.stderr.contains("clip-secret"))
 
         let noDisplay = try run(
             ["password", "show", "Mail", "--clip"], removing: ["DISPLAY", "WAYLAND_DISPLAY", "TERM"])
         XCTAssertEqual(noDisplay.status, 66)
         XCTAssertTrue(noDisplay.stderr.contains("there is no clipboard"), noDisplay.stderr)
+    }
+
+    /// The clearer outlives mystash: it must not keep a pipe mystash was given beside its
+    /// standard streams (descriptor 3 here), or whoever reads that pipe waits the clearing
+    /// time. The read ends while the clearer still waits: the clipboard still holds the value.
+    func testTheClipboardClearerKeepsNoneOfTheCallersPipes() throws {
+        let clipboard = try fakeClipboard()
+        try initVault()
+        try runOK(["password", "add", "Mail"], stdin: "clip-secret")
+        let result = try shell(
+            "out=$( (mystash password show Mail --clip 3>&1) 2>&1 ); printf '%s|' \"$out\"; cat \(shellQuoted(clipboard.store.path))",
+            environment: ["PATH": clipboard.bin.path + ":/usr/bin:/bin", "DISPLAY": ":99", "MYSTASH_CLIP_TIME": "30"])
+        XCTAssertEqual(result.stdout, "Copied the password of 'Mail' to the clipboard; it is cleared in 30 seconds.|clip-secret")
+        _ = try? shell("pkill -f \(shellQuoted(Self.binary.path + " clipboard-clear"))")
     }
 
     func testWithoutADisplayTheTerminalGetsTheValueThroughOSC52() throws {

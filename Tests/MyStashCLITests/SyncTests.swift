@@ -221,6 +221,60 @@ final class SyncTests: CLITestCase {
         XCTAssertEqual(try onB(["password", "show", "GitHub"]).status, 66)
     }
 
+    /// Attachments stay on their machine: a delete from one that never saw them keeps the entry
+    /// (and its only copy of the file) here, says why, and sends the entry back.
+    func testADeleteFromAMachineThatNeverSawTheAttachmentKeepsTheEntry() throws {
+        try setUpTwoMachines()
+        let file = home.appendingPathComponent("passport.pdf")
+        try Data("the only copy".utf8).write(to: file)
+        try okA(["password", "attach", "GitHub", file.path])
+        try okA(["sync"])
+        try okB(["sync"])
+        try okB(["password", "remove", "GitHub", "--force"])
+        try okB(["sync"])
+        let kept = try okA(["sync"])
+        XCTAssertTrue(kept.stdout.contains("entry 'GitHub': kept: its attachments are only on this machine"), kept.stdout)
+        let saved = home.appendingPathComponent("saved.pdf")
+        try okA(["password", "attachment", "save", "GitHub", "passport.pdf", "--output", saved.path])
+        XCTAssertEqual(try String(contentsOf: saved, encoding: .utf8), "the only copy")
+        let back = try okB(["sync"])
+        XCTAssertTrue(back.stdout.contains("added entry 'GitHub' from laptop"), back.stdout)
+    }
+
+    /// The history tables are not under the integrity record: a deletion written into them with
+    /// sqlite3 (no key needed; the entry's sync identity is not secret) of an entry still in the
+    /// store is refused, on its own row or under another, and the other machine keeps the entry.
+    func testADeletionForgedInTheHistoryIsRefusedAndNotSent() throws {
+        for forgedRow in ["the entry's own", "another"] {
+            try setUpTwoMachines()
+            let row = try sqlite("Passwords.sqlite", "select Z_PK || '|' || hex(ZUUID) from ZSYSTEM limit 1")
+                .split(separator: "|").map(String.init)
+            let entity = try sqlite("Passwords.sqlite", "select Z_ENT from Z_PRIMARYKEY where Z_NAME = 'System'")
+            let hex = Array(row[1].utf8)
+            let uuid = Data(stride(from: 0, to: hex.count, by: 2).compactMap {
+                UInt8(String(decoding: hex[$0..<$0 + 2], as: UTF8.self), radix: 16)
+            })
+            XCTAssertEqual(uuid.count, 16, row[1])
+            let tombstone = try PropertyListSerialization.data(
+                fromPropertyList: ["uuid": uuid], format: .binary, options: 0)
+            let file = home.appendingPathComponent("tombstone.bin")
+            try tombstone.write(to: file)
+            let primaryKey = forgedRow == "another" ? "999" : row[0]
+            _ = try sqlite("Passwords.sqlite", """
+                insert into ATRANSACTION(Z_ENT, Z_OPT, ZTIMESTAMP) values (16002, 1, 817615700.0);
+                insert into ACHANGE(Z_ENT, Z_OPT, ZCHANGETYPE, ZENTITY, ZENTITYPK, ZTRANSACTIONID, ZTOMBSTONE)
+                values (16001, 1, 2, \(entity), \(primaryKey), (select max(Z_PK) from ATRANSACTION), readfile('\(file.path)'));
+                """)
+            let refused = try onA(["sync"])
+            XCTAssertEqual(refused.status, 65, "\(forgedRow): \(refused.stderr)")
+            XCTAssertTrue(refused.stderr.contains("the store's history records its deletion"), refused.stderr)
+            try okB(["sync"])
+            XCTAssertTrue(try okB(["password", "show", "GitHub"]).stdout.contains("alice"), forgedRow)
+            try FileManager.default.removeItem(at: home)
+            try setUpWithError()
+        }
+    }
+
     func testNameClashIsRenamedAndReportedTheSameOnBothMachines() throws {
         try setUpTwoMachines()
         try okA(["password", "add", "Bank"], stdin: "a")
@@ -677,6 +731,17 @@ final class SyncTests: CLITestCase {
         XCTAssertEqual(other.status, 65)
         XCTAssertTrue(other.stderr.contains("holds the sync log of another vault"), other.stderr)
         XCTAssertTrue(other.stderr.contains("mystash clone"), other.stderr)
+    }
+
+    /// A token in the remote's URL never reaches a message: the unreachable remote is named
+    /// without it, as git names it.
+    func testATokenInTheRemotesURLIsLeftOutOfMessages() throws {
+        try okA(["init", "--kdf-cost", "10"])
+        let remote = "https://ada:ghp_TOKENSECRET@127.0.0.1:9/vault.git"
+        let result = try onA(["sync", "--remote", remote], environment: ["GIT_TERMINAL_PROMPT": "0"])
+        XCTAssertEqual(result.status, 75, result.stderr)
+        XCTAssertTrue(result.stderr.contains("'https://ada@127.0.0.1:9/vault.git'"), result.stderr)
+        XCTAssertFalse((result.stdout + result.stderr).contains("TOKENSECRET"), result.stderr)
     }
 
     // MARK: - Over ssh

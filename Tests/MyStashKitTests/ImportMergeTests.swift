@@ -156,9 +156,17 @@ final class ImportMergeTests: VaultTestCase {
         XCTAssertEqual(try ImportFormat.detect(in: csv), .keepassxcCSV)
         for unknown in [
             "", "  \n", "[1]", "{\"a\": 1}", "{\"format\": \"x\"}", "{\"items\": [], \"format\": 1}", "<a/>",
-            "Name,Secret\n", "{\"items\": [",
+            "Name,Secret\n", "{\"a\": [",
         ] {
             assertVaultError(.invalidRequest, { _ = try ImportFormat.detect(in: Data(unknown.utf8)) })
+        }
+        // Cut short (an interrupted copy): refused as the format its beginning shows, naming where it ends.
+        let cuts = [("{\"encrypted\": false, \"items\": [{\"type\": 1, ", "bitwarden-json"),
+                    ("{\n  \"categories\" : [\n    \"Banking\",\n    \"Cred", "mystash-json")]
+        for (cut, format) in cuts {
+            assertVaultError(.invalidData, { _ = try ImportFormat.detect(in: Data(cut.utf8)) }) {
+                XCTAssertTrue($0.message.hasPrefix("the file is not valid \(format): not JSON at line"), $0.message)
+            }
         }
     }
 

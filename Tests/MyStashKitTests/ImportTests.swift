@@ -337,6 +337,63 @@ final class ImportTests: VaultTestCase {
         XCTAssertEqual(try vault.items.entry("Router", reveal: false).category, "Work/Mail & Chat")
     }
 
+    /// KeePassXC writes one entry's user or password as a reference to another's
+    /// (`{REF:P@I:<uuid>}`) and its exports keep the reference: the XML export's entries are
+    /// resolved (by UUID, and by a title; a chain of two), a reference to no entry is kept and
+    /// reported; the CSV export, without UUIDs, keeps them (and a reference to one) and says why.
+    func testKeePassFieldReferencesAreResolvedOrReported() throws {
+        let xml = directory.deletingLastPathComponent().appendingPathComponent("references-\(UUID().uuidString).xml")
+        defer { try? FileManager.default.removeItem(at: xml) }
+        try Data("""
+            <?xml version="1.0" encoding="utf-8" standalone="yes"?>
+            <KeePassFile><Meta><Generator>test</Generator></Meta>
+            <Root><Group><UUID>AAAAAAAAAAAAAAAAAAAAAQ==</UUID><Name>Root</Name>
+             <Entry><UUID>AAAAAAAAAAAAAAAAAAAAEA==</UUID>
+              <String><Key>Title</Key><Value>Corp SSO</Value></String>
+              <String><Key>UserName</Key><Value>ada.corp</Value></String>
+              <String><Key>Password</Key><Value>sso-real-secret</Value></String></Entry>
+             <Entry><UUID>AAAAAAAAAAAAAAAAAAAAEQ==</UUID>
+              <String><Key>Title</Key><Value>Corp Mail</Value></String>
+              <String><Key>UserName</Key><Value>{REF:U@I:00000000000000000000000000000010}</Value></String>
+              <String><Key>Password</Key><Value>{REF:P@I:00000000000000000000000000000010}</Value></String></Entry>
+             <Entry><UUID>AAAAAAAAAAAAAAAAAAAAEg==</UUID>
+              <String><Key>Title</Key><Value>Corp VPN</Value></String>
+              <String><Key>UserName</Key><Value>vpn-{REF:U@T:Corp Mail}</Value></String>
+              <String><Key>Password</Key><Value>{REF:P@I:000000000000000000000000000000FF}</Value></String></Entry>
+            </Group><DeletedObjects/></Root></KeePassFile>
+            """.utf8).write(to: xml)
+        let vault = try makeVault()
+        let report = try vault.transfer.importItems(try keepassxcExport("xml", xml: xml), format: .keepassxcXML)
+        let mail = try vault.items.entry("Corp Mail", reveal: true)
+        XCTAssertEqual([mail.userId, mail.password], ["ada.corp", "sso-real-secret"])
+        let vpn = try vault.items.entry("Corp VPN", reveal: true)
+        XCTAssertEqual(vpn.userId, "vpn-ada.corp")
+        XCTAssertEqual(vpn.password, "{REF:P@I:000000000000000000000000000000FF}")
+        XCTAssertEqual(report.warnings.map(\.title), ["Corp VPN"])
+        XCTAssertTrue(report.warnings.first?.reason?.contains("reference to no entry of the file") == true,
+                      "\(report.warnings)")
+
+        let csvVault = try Vault.create(at: directory.appendingPathComponent("csv"), password: password, parameters: cheap)
+        let csv = try csvVault.transfer.importItems(try keepassxcExport("csv", xml: xml), format: .keepassxcCSV)
+        XCTAssertEqual(Set(csv.warnings.map(\.title)), ["Corp Mail", "Corp VPN"])
+        XCTAssertTrue(csv.warnings.allSatisfy { $0.reason?.contains("import KeePassXC's XML export") == true },
+                      "\(csv.warnings)")
+        XCTAssertEqual(try csvVault.items.entry("Corp VPN", reveal: true).userId, "vpn-{REF:U@T:Corp Mail}")
+    }
+
+    /// A KeePass XML file cut short says so (libxml2 names it as text after the document's end).
+    func testAKeePassXMLCutShortSaysItEndsEarly() throws {
+        let vault = try makeVault()
+        let whole = try fixture("keepassxc-source.xml")
+        for length in [whole.count / 3, whole.count / 2, whole.count - 20] {
+            assertVaultError(.invalidData, {
+                _ = try vault.transfer.importItems(whole.prefix(length), format: .keepassxcXML)
+            }) {
+                XCTAssertTrue($0.message.contains("the file ends before its elements are closed"), $0.message)
+            }
+        }
+    }
+
     // MARK: - pass, through gpg
 
     func testPassStoreDecryptedWithGPG() throws {

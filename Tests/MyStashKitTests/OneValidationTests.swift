@@ -78,6 +78,20 @@ final class OneValidationTests: VaultTestCase {
         XCTAssertEqual(try vault.items.entries().map(\.name), ["A"], "all or nothing, as imports promise")
     }
 
+    /// An unusable TOTP secret is one problem among the file's others: all are listed at once.
+    func testAnImportListsATOTPProblemWithEveryOther() throws {
+        let vault = try makeVault()
+        assertVaultError(.invalidData, {
+            _ = try self.importJSON(vault, #"{"name":"J","password":"p","totp":"not base32!","url":"bad url"},"#
+                + #"{"name":"","password":"p","url":"bad url2"}"#)
+        }) {
+            XCTAssertEqual($0.details.count, 4, "\($0.details)")
+            XCTAssertEqual($0.details.first, "entry 'J': TOTP secret: the secret is not base32 (letters A-Z and digits 2-7)")
+            XCTAssertEqual($0.details.filter { $0.hasPrefix("entry 'J': URL") }.count, 1, "\($0.details)")
+        }
+        XCTAssertEqual(try vault.items.entries().map(\.name), [], "all or nothing")
+    }
+
     func testAnEditOfNothingIsRefusedAndChangesNothing() throws {
         let vault = try makeVault()
         try vault.items.addEntry(EntryChanges(name: "A", password: "p"))

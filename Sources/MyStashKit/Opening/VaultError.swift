@@ -355,7 +355,7 @@ public enum VaultError: Error, Equatable, Sendable, CustomStringConvertible {
         case .noPasswordStore(let path): "there is no password store at '\(path)'"
         case .breachList(let path, let problem): problem.message(path: path)
         case .noRemote: "this vault has no sync remote yet"
-        case .remote(let location, let problem): problem.message(location: location)
+        case .remote(let location, let problem): withoutURLPasswords(problem.message(location: location))
         case .toolMissing(let tool): "\(tool) could not be started (is it installed?)"
         case .cannotDecrypt(let reason): "gpg could not decrypt it: \(reason)"
         case .unexpected(let message): message

@@ -25,6 +25,13 @@ struct RemoteListing {
     var versions: [String: String] = [:]
 }
 
+/// `text` (a remote's location, or a message naming it) with the password of every URL in it
+/// left out: often a token (`https://ada:TOKEN@host/vault.git`), which git leaves out of its own.
+public func withoutURLPasswords(_ text: String) -> String {
+    text.replacingOccurrences(
+        of: #"([A-Za-z][A-Za-z0-9+.-]*://[^/@:\s]*):[^/@\s]*@"#, with: "$1@", options: .regularExpression)
+}
+
 /// Chooses the kind of remote `location` names: a folder that is not a git repository is a
 /// plain folder; anything else goes to git. With `tipOnly` (a clone), a git remote's cache
 /// fetches the tip's files by name only and each file's bytes only when it is read.

@@ -96,6 +96,10 @@ extension Vault {
             guard let item = touched[name] else { continue }
             if let deleted = item.deleted {
                 guard !item.inserted else { continue }
+                // History is not under the integrity record: a deletion of a row still here was forged.
+                if try context.existingObject(entityName: item.entity, primaryKey: item.primaryKey) != nil {
+                    throw Self.forgedDeletion(item.entity, primaryKey: item.primaryKey)
+                }
                 merge.outgoing[deleted.id] = SyncChange(
                     entity: item.entity, id: deleted.id, kind: .delete, clock: deleted.clock,
                     seen: merge.state.latestClock(of: deleted.id))
@@ -107,6 +111,29 @@ extension Vault {
             if let object = object as? any SyncedEntity, object.syncIdentity == nil { object.syncIdentity = UUID() }
             try addPut(object, keys: item.fields, history: item.history, into: &merge)
         }
+        for deletion in merge.outgoing.values where deletion.kind == .delete {
+            try refuseDeletionOfHeldItem(deletion)
+        }
+    }
+
+    /// A deletion the history records of an item the store still holds, under its sync identity,
+    /// on another row (an undone deletion brings it back on a new row, and is a put): forged.
+    private func refuseDeletionOfHeldItem(_ deletion: SyncChange) throws {
+        guard let id = UUID(uuidString: deletion.id) else { return }
+        var request = FetchRequest<ManagedObject>(
+            entityName: deletion.entity, predicate: try Predicate(format: "\(SyncKeys.uuid) == %@", id))
+        request.fetchLimit = 1
+        if let held = try context.fetch(request).first {
+            throw Self.forgedDeletion(deletion.entity, primaryKey: held.objectID.primaryKey)
+        }
+    }
+
+    static func forgedDeletion(_ entity: String, primaryKey: Int64?) -> VaultError {
+        .rowChangedOutside(CheckProblem(
+            store: entity == Note.entityName ? notesFileName : passwordsFileName, entity: entity,
+            primaryKey: primaryKey,
+            message: "the store's history records its deletion, but the store holds it: history rows were written "
+                + "outside mystash"))
     }
 
     static func uuid(from data: Data) -> String? {
@@ -119,7 +146,9 @@ extension Vault {
                 into merge: inout SyncMerge) throws {
         guard let id = Self.syncIdentity(of: object) else { return }
         let entity = object.entity.name
-        var change = merge.outgoing[id] ?? SyncChange(entity: entity, id: id, kind: kind, fields: [:])
+        // A deletion not sent yet of an item here again (an undone deletion): the item is sent instead.
+        let pending = merge.outgoing[id].flatMap { $0.kind == .delete ? nil : $0 }
+        var change = pending ?? SyncChange(entity: entity, id: id, kind: kind, fields: [:])
         if kind == .revive { change.kind = .revive }
         for field in Self.syncedFields[entity, default: []] {
             guard let clock = keys[field.key] else { continue }
@@ -241,7 +270,8 @@ extension Vault {
                 values.append((item.change.id, item.change.entity, key, value, item.from, item.own))
             }
         }
-        values.sort { $0.value.clock < $1.value.clock }
+        // Fields of one edit share its clock: by name among themselves, so reports list them alike.
+        values.sort { $0.value.clock != $1.value.clock ? $0.value.clock < $1.value.clock : $0.key < $1.key }
         var ownValues = Set<String>()
         for incoming in values {
             merge.observe(incoming.value.clock)
@@ -319,8 +349,12 @@ extension Vault {
             let latest = ([merge.state.latestClock(of: change.id)].compactMap { $0 } + pendingClocks).max()
             let changedSince = latest.map { latest in change.seen.map { latest > $0 } ?? true } ?? false
             let inUse = (object as? Category).map { !$0.entries.isEmpty } ?? false
-            if changedSince || inUse {
-                let why = inUse ? "entries here still use it" : "it was changed after \(item.from) deleted it"
+            // Attachments are not synced: the deleting device never saw them, and they would go with the entry.
+            let keepsFiles = (object as? PasswordEntry).map { !$0.attachments.isEmpty } ?? false
+            if changedSince || inUse || keepsFiles {
+                let why = inUse ? "entries here still use it"
+                    : changedSince ? "it was changed after \(item.from) deleted it"
+                    : "its attachments are only on this machine"
                 merge.report.conflicts.append(.init(kind: Self.syncNoun(change.entity), name: displayName(object),
                                                     field: nil, resolution: "kept: \(why)"))
                 try revive(object, into: &merge)

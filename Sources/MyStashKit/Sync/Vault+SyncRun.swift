@@ -86,7 +86,7 @@ extension Vault {
                                        tipOnly: clone != nil)
         let listing = try store.fetch()
         let paths = listing.paths
-        var report = SyncReport(remote: location, dryRun: dryRun)
+        var report = SyncReport(remote: withoutURLPasswords(location), dryRun: dryRun)
         var newFiles: [String: [UInt8]] = [:]
         if paths.isEmpty {
             newFiles[SyncLayout.markerPath] = SyncLayout.marker

@@ -19,7 +19,17 @@ extension ImportFormat {
         }
         switch first {
         case UInt8(ascii: "{"):
-            if let error = JSONSyntax.error(in: file) { throw unknown("it starts as JSON but is \(error)") }
+            if let error = JSONSyntax.error(in: file) {
+                // Cut short or damaged: refused as the format its beginning shows, naming the place.
+                let head = String(decoding: data.prefix(4096), as: UTF8.self)
+                if head.contains(#""mystash-json""#) || head.contains(#""categories""#) {
+                    throw VaultError.invalidFile(.mystashJSON, reason: error)
+                }
+                if ["items", "encrypted", "folders"].contains(where: { head.contains("\"\($0)\"") }) {
+                    throw VaultError.invalidFile(.bitwardenJSON, reason: error)
+                }
+                throw unknown("it starts as JSON but is \(error)")
+            }
             let members = JSONSyntax.rootMembers(of: file) ?? []
             let names = Set(members.map(\.name))
             let marked = members.first { $0.name == "format" }.map {

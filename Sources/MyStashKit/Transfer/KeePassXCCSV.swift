@@ -40,6 +40,8 @@ extension KeePassXCReader {
             addTOTP(value(columns.totp), to: &entry, source: &source)
             source.document.passwords.append(entry)
         }
+        KeePassReferences.resolve(
+            in: &source, identifiers: [String?](repeating: nil, count: source.document.passwords.count))
         return source
     }
 }

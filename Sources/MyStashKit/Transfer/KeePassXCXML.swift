@@ -48,8 +48,14 @@ enum KeePassXCReader {
         // FoundationXML may report success and still set an error (tags that do not match).
         guard parsed, parser.parserError == nil, let root = reader.root, root.name == "KeePassFile" else {
             let error = reader.firstError ?? parser.parserError.map { ($0, parser.lineNumber, parser.columnNumber) }
+            // libxml2 gives the end of the file inside an element the code of text after the document's end.
+            let endsEarly = reader.openElements > 0 && [5, 73, 77].contains(error.map { ($0.error as NSError).code })
             let reason =
-                error.map { "line \($0.line), column \($0.column): \(describe(xmlError: $0.error))" }
+                error.map {
+                    "line \($0.line), column \($0.column): "
+                        + (endsEarly ? "the file ends before its elements are closed (cut short?)"
+                            : describe(xmlError: $0.error))
+                }
                 ?? "no <KeePassFile> element"
             throw source.invalid(.keepassxcXML, reason)
         }
@@ -59,6 +65,7 @@ enum KeePassXCReader {
         }
         let dates = ExportDocument.Dates()
         let binaries = sharedBinaries(root.child("Meta")?.child("Binaries"))
+        var identifiers: [String?] = []
         func walk(_ group: XMLNode, path: [String]) {
             // A file naming no recycle bin (or the null UUID) has none: no group is in it.
             let inRecycleBin = recycleBin.map { $0 != "AAAAAAAAAAAAAAAAAAAAAA==" && group.child("UUID")?.text == $0 }
@@ -134,6 +141,8 @@ enum KeePassXCReader {
                     entry.attachments = (entry.attachments ?? []) + [.init(name: name, data: data)]
                 }
                 source.document.passwords.append(entry)
+                identifiers.append(element.child("UUID")?.text.flatMap { Data(base64Encoded: $0) }
+                    .map { $0.map { String(format: "%02X", $0) }.joined() })
             }
             for child in group.children where child.name == "Group" {
                 let name = child.child("Name")?.text ?? ""
@@ -141,6 +150,7 @@ enum KeePassXCReader {
             }
         }
         walk(top, path: [])
+        KeePassReferences.resolve(in: &source, identifiers: identifiers)
         return source
     }
 
@@ -250,6 +260,8 @@ final class KeePassXMLTreeBuilder: NSObject, XMLParserDelegate {
     /// consequence ("more after the end") of the first (a closing tag that does not match).
     private(set) var firstError: (error: Error, line: Int, column: Int)?
     private var stack: [XMLNode] = []
+    /// Elements opened and not closed: an error with some open is the file ending early.
+    var openElements: Int { stack.count }
 
     func parser(
         _ parser: XMLParser, didStartElement name: String, namespaceURI: String?, qualifiedName: String?,

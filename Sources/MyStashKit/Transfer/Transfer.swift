@@ -133,6 +133,15 @@ extension Vault {
         // made only when one fails (a string for each of 100,000 items was kept for nothing).
         let document = source.document
         var places = ImportPlaces(document)
+        // Problems of values found while applying them (a TOTP secret), listed with validation's.
+        var valueProblems: [String] = []
+        // Named while the objects are still the context's: a field's entry is read through it.
+        func describe(_ error: ValidationError) -> [String] {
+            error.errors.map { failure in
+                let label = failure.object.flatMap { places.label(of: $0) }
+                return (label.map { "\($0): " } ?? "") + ValidationMessages.message(for: failure)
+            }
+        }
         report.imported.reserveCapacity(document.notes.count + document.passwords.count)
         do {
             var categories = Dictionary(try context.fetch(FetchRequest<Category>()).map { ($0.name.lowercased(), $0) },
@@ -230,9 +239,11 @@ extension Vault {
                 do {
                     try apply(changes, category: category(item.category), to: entry)
                 } catch let error as VaultError {
-                    // An unusable TOTP secret: refused like any invalid field, naming the item.
+                    // An unusable TOTP secret: refused like any invalid field, naming the item, with the others.
                     let title = places.entryLabel(index)
-                    throw VaultError.nothingImported(error.details.map { "\(title): \($0)" })
+                    valueProblems += error.details.map { "\(title): \($0)" }
+                    places.entries[ObjectIdentifier(entry)] = index
+                    continue
                 }
                 let attached = try files.map { try insertAttachment($0, to: entry) }
                 report.imported += attached.map { .init(kind: "attachment", title: "\(item.name)/\($0)") }
@@ -252,6 +263,14 @@ extension Vault {
                 done += 1
                 progress?.report(done, of: total)
             }
+            if !valueProblems.isEmpty {
+                var lines = valueProblems
+                do { try context.validatePendingChanges() } catch let error as ValidationError {
+                    lines += describe(error)
+                }
+                context.rollback()
+                throw VaultError.nothingImported(lines)
+            }
             // The source's items are in the objects now: what else it held goes before the save.
             _ = consume document
             _ = consume source
@@ -264,11 +283,7 @@ extension Vault {
             }
             return report
         } catch let error as ValidationError {
-            // Named while the objects are still the context's: a field's entry is read through it.
-            let lines = error.errors.map { failure in
-                let label = failure.object.flatMap { places.label(of: $0) }
-                return (label.map { "\($0): " } ?? "") + ValidationMessages.message(for: failure)
-            }
+            let lines = describe(error)
             context.rollback()
             throw VaultError.nothingImported(lines)
         } catch {
