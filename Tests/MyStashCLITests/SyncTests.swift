@@ -514,7 +514,7 @@ final class SyncTests: CLITestCase {
         try okA(["sync"], environment: ["MYSTASH_PASSWORD": "third"])
         let notice = try okB(["sync"], environment: ["MYSTASH_PASSWORD": "second"])
         XCTAssertTrue(notice.stdout.contains("added entry 'After' from laptop"), notice.stdout)
-        XCTAssertTrue(notice.stdout.contains("master password and data key were changed on"), notice.stdout)
+        XCTAssertTrue(notice.stdout.contains("whose data key differs from this machine's"), notice.stdout)
         // A clone after the rekey opens with the new password and reads what came before it.
         let third = home.appendingPathComponent("third-vault")
         try okA(["clone", remote.path, "--vault", third.path], environment: ["MYSTASH_PASSWORD": "third"])

@@ -102,6 +102,24 @@ final class ImportTests: VaultTestCase {
         XCTAssertEqual(try vault.items.entries().count, 0)
     }
 
+    /// An item in Bitwarden's trash (`deletedDate`, as `bw list items --trash` lists it) is not
+    /// imported as a live one: it is skipped, and the report says so.
+    func testABitwardenItemInTheTrashIsSkippedAndSaid() throws {
+        let vault = try makeVault()
+        let export = Data(
+            #"""
+            {"encrypted": false, "folders": [], "items": [
+              {"id": "a", "type": 1, "name": "Mail", "login": {"password": "live"}},
+              {"id": "b", "type": 1, "name": "Old bank", "deletedDate": "2026-01-02T03:04:05.000Z",
+               "login": {"password": "gone"}}
+            ]}
+            """#.utf8)
+        let report = try vault.transfer.importItems(export, format: .bitwardenJSON)
+        XCTAssertEqual(report.skipped.map(\.title), ["Old bank"])
+        XCTAssertEqual(report.skipped.first?.reason, "in the trash")
+        XCTAssertEqual(try vault.items.entries().map(\.name), ["Mail"])
+    }
+
     /// Values of another type than Bitwarden documents read as absent (or, for numbers and
     /// booleans where text belongs, as text), as the dictionary reader took them.
     func testBitwardenValuesOfAnotherTypeReadAsAbsentOrAsText() throws {

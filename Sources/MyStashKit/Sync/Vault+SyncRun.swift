@@ -302,9 +302,11 @@ extension Vault {
                 }
                 merge.state.keySlot = record.slot
             } else {
+                // A rekey on either machine: the slot opens another data key than this machine's.
                 merge.report.notices.append(
-                    "The master password and data key were changed on \(from): this machine still "
-                        + "reads everything and keeps its own master password.")
+                    "The master password was changed on \(from), whose data key differs from this machine's "
+                        + "(one of them ran 'passwd --rekey'): this machine still reads everything and keeps its "
+                        + "own master password.")
             }
         }
         let mine = Data(keySlot.serialized).base64EncodedString()

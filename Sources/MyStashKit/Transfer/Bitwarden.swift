@@ -89,6 +89,14 @@ enum BitwardenReader {
             }
             let name = item.name ?? ""
             let title = name.isEmpty ? "item \(index + 1)" : name
+            if item.deletedDate != nil {
+                // As KeePassXC's recycle bin: not imported, and said so, with its files.
+                let files = item.id.flatMap { attachments[$0]?.count } ?? 0
+                if let id = item.id { unclaimed.remove(id) }
+                source.skipped.append(.init(kind: "item", title: title,
+                    reason: "in the trash" + (files > 0 ? " (with its \(files) attachment(s))" : "")))
+                continue
+            }
             let folder = item.folderId.flatMap { folders[$0] }
             let itemCollections = (item.collectionIds ?? []).compactMap { collections[$0] }
             var fields = customFields(item.fields)
@@ -332,6 +340,8 @@ struct BitwardenExport {
         @Lenient var passwordHistory: [History]?
         @Lenient var creationDate: Date?
         @Lenient var revisionDate: Date?
+        /// Set for an item in Bitwarden's trash (`bw list items --trash`).
+        @Lenient var deletedDate: Date?
         @Lenient var login: Login?
         @Lenient var card: Card?
         @Lenient var identity: Identity?
