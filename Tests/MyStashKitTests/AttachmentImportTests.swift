@@ -121,6 +121,19 @@ final class AttachmentImportTests: VaultTestCase {
         XCTAssertNil(try vault.items.entry("Shop", reveal: false).attachments)
     }
 
+    /// A file's name the vault cannot keep as it is (a control character, a path, one name twice)
+    /// is changed, and the report says from what.
+    func testARenamedAttachmentIsReportedWithItsNameInTheFile() throws {
+        let data = Data("x".utf8).base64EncodedString()
+        let json = #"{"format":"mystash-json","version":2,"categories":[],"notes":[],"passwords":[{"name":"Bank","#
+            + #""password":"p","attachments":[{"name":"a\u0001b.txt","data":"\#(data)"},"#
+            + #"{"name":"docs/id.txt","data":"\#(data)"},{"name":"id.txt","data":"\#(data)"}]}]}"#
+        let report = try makeVault().transfer.importItems(Data(json.utf8), format: .mystashJSON)
+        XCTAssertEqual(report.warnings.map(\.title), ["Bank/a_b.txt", "Bank/id.txt", "Bank/id.txt (2)"])
+        XCTAssertEqual(report.warnings.first?.reason?.hasPrefix(#"named "a\u{01}b.txt" in the file"#), true,
+                       "\(report.warnings)")
+    }
+
     func testBitwardenJSONNamesTheAttachmentsItLeavesOut() throws {
         let json = """
             {"encrypted": false, "items": [{"id": "c1", "type": 1, "name": "Bank", "login": {},

@@ -304,6 +304,18 @@ final class ImportTests: VaultTestCase {
         XCTAssertNil(try vault.items.passwordHistory("Rotating", reveal: false).first?.password)
     }
 
+    /// A KeePassXC CSV row with fewer columns than the header is read, its missing columns as
+    /// empty, and the report names it.
+    func testAShortKeePassXCCSVRowIsReadAndSaid() throws {
+        let csv = "\"Group\",\"Title\",\"Username\",\"Password\",\"URL\",\"Notes\"\n"
+            + "\"Root\",\"Mail\",\"ada\",\"pw\",\"https://mail.example\",\"\"\n\"Root\",\"Bank\",\"ada\"\n"
+        let vault = try makeVault()
+        let report = try vault.transfer.importItems(Data(csv.utf8), format: .keepassxcCSV)
+        XCTAssertEqual(report.warnings.map(\.title), ["Bank"])
+        XCTAssertEqual(report.warnings.first?.reason, "row 3 has 3 of the header's 6 columns; the missing ones were read as empty")
+        XCTAssertEqual(try vault.items.entries().map(\.name).sorted(), ["Bank", "Mail"])
+    }
+
     // MARK: - KeePassXC, through keepassxc-cli
 
     func testKeePassXCCSVFromKeePassXCWithBOMAndCRLF() throws {

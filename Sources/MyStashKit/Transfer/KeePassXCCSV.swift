@@ -25,6 +25,12 @@ extension KeePassXCReader {
                 index.flatMap { $0 < row.count ? row[$0] : nil }.flatMap { $0.isEmpty ? nil : $0 }
             }
             let name = value(title) ?? ""
+            if row.count < header.count {
+                // A row cut short or hand-edited: what it lacks is read as empty, and said.
+                source.warnings.append(.init(kind: "entry", title: name.isEmpty ? "row \(number + 2)" : name,
+                    reason: "row \(number + 2) has \(row.count) of the header's \(header.count) columns; "
+                        + "the missing ones were read as empty"))
+            }
             let path = value(columns.group).map(groupPath) ?? (category: nil, inRecycleBin: false)
             if path.inRecycleBin {
                 source.skipped.append(

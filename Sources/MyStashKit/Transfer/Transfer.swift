@@ -247,6 +247,11 @@ extension Vault {
                 }
                 let attached = try files.map { try insertAttachment($0, to: entry) }
                 report.imported += attached.map { .init(kind: "attachment", title: "\(item.name)/\($0)") }
+                for (file, name) in zip(files, attached) where file.name != name {
+                    report.warnings.append(.init(kind: "attachment", title: "\(item.name)/\(name)",
+                        reason: "named \(file.name.debugDescription) in the file (a name holds no line break, control "
+                            + "character or '/', and is not taken twice)"))
+                }
                 if let (merged, before) = updated {
                     var changes = merged.changes
                     changes += attached.map { .init(field: "attachment", old: nil, new: "'\($0)'") }
