@@ -265,6 +265,13 @@ final class SyncTests: CLITestCase {
                 insert into ACHANGE(Z_ENT, Z_OPT, ZCHANGETYPE, ZENTITY, ZENTITYPK, ZTRANSACTIONID, ZTOMBSTONE)
                 values (16001, 1, 2, \(entity), \(primaryKey), (select max(Z_PK) from ATRANSACTION), readfile('\(file.path)'));
                 """)
+            if forgedRow == "the entry's own" {
+                // A row the history says is gone is still here: check names it too.
+                let checked = try onA(["check"])
+                XCTAssertEqual(checked.status, 65, checked.stdout + checked.stderr)
+                XCTAssertTrue((checked.stdout + checked.stderr).contains("the history records its deletion"),
+                              checked.stdout + checked.stderr)
+            }
             let refused = try onA(["sync"])
             XCTAssertEqual(refused.status, 65, "\(forgedRow): \(refused.stderr)")
             XCTAssertTrue(refused.stderr.contains("the store's history records its deletion"), refused.stderr)

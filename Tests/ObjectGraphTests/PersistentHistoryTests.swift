@@ -268,6 +268,23 @@ final class PersistentHistoryTests: BoardTestCase {
         XCTAssertEqual(author, "tests")
     }
 
+    /// A deletion written into the history of a row the store still holds (a primary key is
+    /// never handed out twice) is named by the integrity check; the real deletion is not.
+    func testTheIntegrityCheckNamesAHistoryDeletionOfARowStillHere() throws {
+        let context = try makeTracked(.sqlite)
+        let items = try makeThreeSaves(context).items
+        XCTAssertEqual(try context.coordinator.checkIntegrity(), [])
+        let key = try XCTUnwrap(items[0].objectID.primaryKey)
+        _ = try sqlite3("""
+            INSERT INTO ACHANGE (Z_ENT, Z_OPT, ZCHANGETYPE, ZENTITY, ZENTITYPK, ZTRANSACTIONID)
+            SELECT 16001, 1, 2, Z_ENT, \(key), (SELECT MAX(Z_PK) FROM ATRANSACTION) FROM Z_PRIMARYKEY WHERE Z_NAME = 'Item'
+            """)
+        let problems = try context.coordinator.checkIntegrity()
+        XCTAssertEqual(problems.map(\.primaryKey), [key])
+        XCTAssertEqual(problems.first?.entity, "Item")
+        XCTAssertTrue(problems.first?.message.hasPrefix("the history records its deletion") == true, "\(problems)")
+    }
+
     func testAnotherConnectionsCommitIsAnnouncedWithItsToken() throws {
         let watching = try makeTracked(.sqlite, watches: true)
         try makeThreeSaves(watching)

@@ -64,9 +64,21 @@ extension PersistentStoreCoordinator {
         }
         problems += try StoreTransaction(db: db, coordinator: self).indexProblems(
             storeIdentifier: store.identifier, storeName: name)
+        let hasHistory = try PersistentHistoryTables.exist(in: store, db)
         for root in store.rootEntities {
             let table = store.qualified(root.tableName)
             let numbers = root.selfAndDescendants.map { String($0.entityNumber) }.joined(separator: ", ")
+            if hasHistory {
+                // A primary key is never handed out twice: a deletion of a row still here is not history.
+                let deletedHere = "SELECT Z_PK, ZENTITYPK FROM \(store.qualified("ACHANGE")) WHERE ZCHANGETYPE = "
+                    + "\(PersistentHistoryChange.ChangeType.delete.rawValue) AND ZENTITY IN (\(numbers)) "
+                    + "AND ZENTITYPK IN (SELECT Z_PK FROM \(table))"
+                for row in try Row.fetchAll(db, sql: deletedHere) {
+                    problems.append(IntegrityProblem(store: name, entity: root.name, primaryKey: row[1],
+                        message: "the history records its deletion (ACHANGE row \(row[0] as Int64)), but the store "
+                            + "holds it"))
+                }
+            }
             for key in try Int64.fetchAll(
                 db, sql: "SELECT Z_PK FROM \(table) WHERE Z_ENT NOT IN (\(numbers)) OR Z_ENT IS NULL")
             {
