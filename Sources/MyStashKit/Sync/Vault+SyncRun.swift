@@ -305,8 +305,8 @@ extension Vault {
                 // A rekey on either machine: the slot opens another data key than this machine's.
                 merge.report.notices.append(
                     "The master password was changed on \(from), whose data key differs from this machine's "
-                        + "(one of them ran 'passwd --rekey'): this machine still reads everything and keeps its "
-                        + "own master password.")
+                        + "(one of the two was given a new data key): this machine still reads everything and "
+                        + "keeps its own master password.")
             }
         }
         let mine = Data(keySlot.serialized).base64EncodedString()
