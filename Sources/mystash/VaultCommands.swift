@@ -252,11 +252,12 @@ struct Import: ParsableCommand {
             return try ImportFormat.detect(in: data)
         } catch let error as VaultError {
             var failure = CommandFailure(vault: error)
+            // A file of a known format, damaged or cut short: naming the format does not help.
+            guard case .unknownFormat = error else { throw failure }
             failure.hint = "name it with '--format' ("
                 + ImportFormat.allCases.map(\.rawValue).joined(separator: ", ") + ")"
             throw failure
         }
-
     }
 
     /// The report for people: a summary line, then one line per skipped item and warning.

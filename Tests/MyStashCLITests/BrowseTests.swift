@@ -215,6 +215,37 @@ final class BrowseTests: CLITestCase {
         XCTAssertEqual(try run(["password", "show", "1"]).status, 66)
     }
 
+    /// An entry deleted in browse and synced (the other machine deletes it too), then brought
+    /// back by Ctrl-Z and synced again, comes back on the other machine: sent as a revival, which
+    /// a machine that applied the deletion takes, not as an item it had deleted.
+    func testAnUndoneDeletionAlreadySyncedComesBackOnTheOtherMachine() throws {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/git") else { throw XCTSkip("git is needed") }
+        try initVault()
+        try runOK(["password", "add", "Mail", "--user", "ada"], stdin: "mail-secret")
+        let remote = home.appendingPathComponent("remote.git")
+        XCTAssertEqual(try shell("git init -q --bare \(shellQuoted(remote.path))").status, 0)
+        try runOK(["sync", "--remote", remote.path, "--device-name", "laptop"])
+        let desktop = ["HOME": home.appendingPathComponent("machine-b").path]
+        try FileManager.default.createDirectory(atPath: desktop["HOME"]!, withIntermediateDirectories: true)
+        try runOK(["clone", remote.path, "--device-name", "desktop"], environment: desktop)
+        let tmux = try TmuxSession(browseCommand())
+        tmux.expect("Passwords (1)")
+        tmux.send("C-d")
+        tmux.expect("Delete entry 1 'Mail'? y/n")
+        tmux.type("y")
+        tmux.expect("Removed entry 1.")
+        try runOK(["sync"])
+        try runOK(["sync"], environment: desktop)
+        XCTAssertEqual(try run(["password", "show", "Mail"], environment: desktop).status, 66)
+        tmux.send("C-z")
+        tmux.expect("Undone: entry 2 is back.")
+        let sent = try runOK(["sync"]).stdout
+        XCTAssertTrue(sent.contains("restored entry 'Mail'"), sent)
+        try runOK(["sync"], environment: desktop)
+        XCTAssertTrue(try runOK(["password", "show", "Mail"], environment: desktop).stdout.contains("ada"))
+        XCTAssertTrue(try runOK(["sync"]).stdout.contains("Nothing to send or receive"))
+    }
+
     func testUndoTakesBackTheLastChangesKeepingAnotherProcesssChange() throws {
         try initVault()
         try runOK(["password", "add", "Mail", "--user", "ada", "--category", "E-mail"], stdin: "mail-secret")

@@ -744,11 +744,14 @@ final class SyncTests: CLITestCase {
     /// without it, as git names it.
     func testATokenInTheRemotesURLIsLeftOutOfMessages() throws {
         try okA(["init", "--kdf-cost", "10"])
-        let remote = "https://ada:ghp_TOKENSECRET@127.0.0.1:9/vault.git"
-        let result = try onA(["sync", "--remote", remote], environment: ["GIT_TERMINAL_PROMPT": "0"])
-        XCTAssertEqual(result.status, 75, result.stderr)
-        XCTAssertTrue(result.stderr.contains("'https://ada@127.0.0.1:9/vault.git'"), result.stderr)
-        XCTAssertFalse((result.stdout + result.stderr).contains("TOKENSECRET"), result.stderr)
+        for remote in ["https://ada:ghp_TOKENSECRET@127.0.0.1:9/vault.git", "https://ghp_TOKENSECRET@127.0.0.1:9/vault.git"] {
+            let result = try onA(["sync", "--remote", remote], environment: ["GIT_TERMINAL_PROMPT": "0"])
+            XCTAssertEqual(result.status, 75, result.stderr)
+            XCTAssertTrue(result.stderr.contains("'https://127.0.0.1:9/vault.git'"), result.stderr)
+            XCTAssertFalse((result.stdout + result.stderr).contains("TOKENSECRET"), result.stderr)
+        }
+        XCTAssertEqual(withoutURLPasswords("'ada:s3cret@host.example:vault.git' and git@host:x.git"),
+                       "'ada@host.example:vault.git' and git@host:x.git")
     }
 
     // MARK: - Over ssh

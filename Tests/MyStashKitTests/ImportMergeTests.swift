@@ -156,7 +156,7 @@ final class ImportMergeTests: VaultTestCase {
         XCTAssertEqual(try ImportFormat.detect(in: csv), .keepassxcCSV)
         for unknown in [
             "", "  \n", "[1]", "{\"a\": 1}", "{\"format\": \"x\"}", "{\"items\": [], \"format\": 1}", "<a/>",
-            "Name,Secret\n", "{\"a\": [",
+            "Name,Secret\n", "{\"a\": [", "{\"items\": [1, 2",
         ] {
             assertVaultError(.invalidRequest, { _ = try ImportFormat.detect(in: Data(unknown.utf8)) })
         }

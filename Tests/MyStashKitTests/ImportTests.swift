@@ -411,6 +411,35 @@ final class ImportTests: VaultTestCase {
         XCTAssertEqual(try csvVault.items.entry("Corp VPN", reveal: true).userId, "vpn-{REF:U@T:Corp Mail}")
     }
 
+    /// A reference by title takes the entry with that whole title (as KeePassXC does), not the
+    /// first whose title contains it; a loop and a value that references would make longer than
+    /// any field are kept and reported (resolving the second took minutes for a 4 KB file).
+    func testKeePassReferencesMatchWholeValuesAndStopAtLoopsAndRunawayLengths() throws {
+        func entry(_ number: Int, _ title: String, _ password: String) -> String {
+            let uuid = Data((0..<16).map { $0 == 15 ? UInt8(number) : 0 }).base64EncodedString()
+            return "<Entry><UUID>\(uuid)</UUID><String><Key>Title</Key><Value>\(title)</Value></String>"
+                + "<String><Key>Password</Key><Value>\(password)</Value></String></Entry>"
+        }
+        let hex = { (number: Int) in String(repeating: "0", count: 30) + String(format: "%02X", number) }
+        var entries = [entry(1, "Domain admin", "DOMAIN-ADMIN-PW"), entry(2, "Main", "main-pw"),
+                       entry(3, "Mail alias", "{REF:P@T:Main}"), entry(4, "Loop", "{REF:P@T:Loop}")]
+        // Eleven entries, each password six references to the next one's: 6^10 characters.
+        for level in 0...10 {
+            let next = level == 10 ? "x" : String(repeating: "{REF:P@I:\(hex(11 + level))}", count: 6)
+            entries.append(entry(10 + level, "Runaway \(level)", next))
+        }
+        let xml = "<?xml version=\"1.0\" encoding=\"utf-8\"?><KeePassFile><Meta/><Root><Group><Name>Root</Name>"
+            + entries.joined() + "</Group></Root></KeePassFile>"
+        let vault = try makeVault()
+        let report = try vault.transfer.importItems(Data(xml.utf8), format: .keepassxcXML)
+        XCTAssertEqual(try vault.items.entry("Mail alias", reveal: true).password, "main-pw")
+        XCTAssertEqual(try vault.items.entry("Loop", reveal: true).password, "{REF:P@T:Loop}")
+        let reasons = Dictionary(report.warnings.map { ($0.title, $0.reason ?? "") }) { first, _ in first }
+        XCTAssertTrue(reasons["Loop"]?.contains("leads back to itself") == true, "\(reasons)")
+        XCTAssertTrue(reasons["Runaway 0"]?.contains("longer than 10000 characters") == true, "\(reasons)")
+        XCTAssertEqual(try vault.items.entry("Runaway 9", reveal: true).password, "xxxxxx")
+    }
+
     /// A KeePass XML file cut short says so (libxml2 names it as text after the document's end).
     func testAKeePassXMLCutShortSaysItEndsEarly() throws {
         let vault = try makeVault()

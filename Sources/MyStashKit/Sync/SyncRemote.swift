@@ -25,11 +25,13 @@ struct RemoteListing {
     var versions: [String: String] = [:]
 }
 
-/// `text` (a remote's location, or a message naming it) with the password of every URL in it
-/// left out: often a token (`https://ada:TOKEN@host/vault.git`), which git leaves out of its own.
+/// `text` (a remote's location, or a message naming it) without what a URL's user part may
+/// hide: a token as password or as user (`https://TOKEN@host/vault.git`), left out whole as git
+/// leaves it out of its own messages; and the password of an scp-like `user:password@host:path`.
 public func withoutURLPasswords(_ text: String) -> String {
-    text.replacingOccurrences(
-        of: #"([A-Za-z][A-Za-z0-9+.-]*://[^/@:\s]*):[^/@\s]*@"#, with: "$1@", options: .regularExpression)
+    text.replacingOccurrences(of: #"([A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]*@"#, with: "$1", options: .regularExpression)
+        .replacingOccurrences(of: #"(^|\s|')([^/@:\s']+):[^/@\s']*@([^/:\s']+):"#, with: "$1$2@$3:",
+                              options: .regularExpression)
 }
 
 /// Chooses the kind of remote `location` names: a folder that is not a git repository is a

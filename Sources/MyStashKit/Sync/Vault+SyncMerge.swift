@@ -109,7 +109,12 @@ extension Vault {
                   !item.fields.isEmpty || item.history else { continue }
             try context.decodeValues(of: object)
             if let object = object as? any SyncedEntity, object.syncIdentity == nil { object.syncIdentity = UUID() }
-            try addPut(object, keys: item.fields, history: item.history, into: &merge)
+            // An item whose deletion was sent, back (an undone deletion): a revival, or the machines
+            // that applied the deletion would drop it.
+            let id = Self.syncIdentity(of: object)
+            let isBack = item.inserted && id.map { merge.state.deleted[$0] != nil } == true
+            if isBack, let id { merge.state.deleted[id] = nil }
+            try addPut(object, keys: item.fields, history: item.history, kind: isBack ? .revive : .put, into: &merge)
         }
         for deletion in merge.outgoing.values where deletion.kind == .delete {
             try refuseDeletionOfHeldItem(deletion)

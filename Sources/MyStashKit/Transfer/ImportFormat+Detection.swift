@@ -20,12 +20,14 @@ extension ImportFormat {
         switch first {
         case UInt8(ascii: "{"):
             if let error = JSONSyntax.error(in: file) {
-                // Cut short or damaged: refused as the format its beginning shows, naming the place.
+                // Cut short or damaged: refused as the format its first member shows (each writes its
+                // own first: mystash's sorted "categories", Bitwarden's "encrypted"), naming the place.
                 let head = String(decoding: data.prefix(4096), as: UTF8.self)
-                if head.contains(#""mystash-json""#) || head.contains(#""categories""#) {
+                let first = head.firstMatch(of: /^\s*\{\s*"([a-z]+)"\s*:/).map { String($0.1) }
+                if first == "categories" || first == "format" && head.contains(#""mystash-json""#) {
                     throw VaultError.invalidFile(.mystashJSON, reason: error)
                 }
-                if ["items", "encrypted", "folders"].contains(where: { head.contains("\"\($0)\"") }) {
+                if first == "encrypted" || first == "folders" || first == "items" && head.contains(#""type""#) {
                     throw VaultError.invalidFile(.bitwardenJSON, reason: error)
                 }
                 throw unknown("it starts as JSON but is \(error)")

@@ -10,39 +10,86 @@ enum KeePassReferences {
     ]
     /// KeePassXC's own limit on references to references.
     private static let maximumDepth = 10
+    /// A value references make longer than a password may be (a file can make one grow
+    /// exponentially, each level repeating the next) is not resolved.
+    private static let maximumLength = 10_000
     nonisolated(unsafe) private static let pattern = /\{REF:([TUPAN])@([TUPANI]):([^}]*)\}/.ignoresCase()
 
-    /// Resolves the references in every entry's fields from the entries of the same file;
+    /// Why a reference was not resolved.
+    private enum Unresolved: Error {
+        case noEntry, noIdentifiers, loop, tooDeep, tooLong
+
+        var reason: String {
+            switch self {
+            case .noEntry: "to no entry of the file"
+            case .noIdentifiers: "by UUID, which this export cannot resolve (it has no entry UUIDs: import "
+                + "KeePassXC's XML export)"
+            case .loop: "that leads back to itself"
+            case .tooDeep: "nested deeper than KeePassXC's \(maximumDepth) levels"
+            case .tooLong: "whose value would be longer than \(maximumLength) characters"
+            }
+        }
+    }
+
+    private struct Field: Hashable {
+        let entry: Int
+        let letter: Character
+    }
+
+    /// Resolves the references in every entry's fields from the entries of the same file, as
+    /// KeePassXC does (a search by a field matches its whole value, the first such entry);
     /// `identifiers` gives each entry's UUID (32 hex digits), nil for a file without them (a CSV
-    /// export). A reference that names no entry, or that cannot be resolved, is kept and reported.
+    /// export). A reference that cannot be resolved is kept as written and reported.
     static func resolve(in source: inout ImportSource, identifiers: [String?]) {
-        let why = identifiers.contains { $0 != nil } ? "to no entry of the file"
-            : "this export cannot resolve (it has no entry UUIDs: import KeePassXC's XML export)"
         let entries = source.document.passwords
         var byIdentifier: [String: Int] = [:]
         for (index, identifier) in identifiers.enumerated() {
-            if let identifier { byIdentifier[identifier.uppercased()] = index }
+            guard let identifier = identifier?.uppercased(), byIdentifier[identifier] == nil else { continue }
+            byIdentifier[identifier] = index
         }
-        func value(of index: Int, _ letter: Character, depth: Int) -> String? {
-            guard let key = fields[letter], let text = entries[index][keyPath: key] else { return nil }
-            return resolved(text, depth: depth + 1)
+        var byValue: [Character: [String: Int]] = [:]
+        func target(_ searchIn: Character, _ text: String) throws -> Int {
+            if searchIn == "I" {
+                guard !byIdentifier.isEmpty else { throw Unresolved.noIdentifiers }
+                guard let index = byIdentifier[text.replacingOccurrences(of: "-", with: "").uppercased()] else {
+                    throw Unresolved.noEntry
+                }
+                return index
+            }
+            guard let key = fields[searchIn] else { throw Unresolved.noEntry }
+            if byValue[searchIn] == nil {
+                var table: [String: Int] = [:]
+                for index in entries.indices.reversed() {
+                    if let value = entries[index][keyPath: key] { table[value] = index }
+                }
+                byValue[searchIn] = table
+            }
+            guard let index = byValue[searchIn]?[text] else { throw Unresolved.noEntry }
+            return index
         }
-        func target(_ searchIn: Character, _ text: String) -> Int? {
-            if searchIn == "I" { return byIdentifier[text.replacingOccurrences(of: "-", with: "").uppercased()] }
-            guard let key = fields[searchIn] else { return nil }
-            return entries.indices.first { entries[$0][keyPath: key]?.localizedCaseInsensitiveContains(text) == true }
+        // Each field resolved once: references repeating a reference cost its length, not its depth's power.
+        var resolvedFields: [Field: Result<String, Unresolved>] = [:]
+        var resolving: Set<Field> = []
+        func value(of field: Field, depth: Int) throws -> String {
+            if let known = resolvedFields[field] { return try known.get() }
+            guard !resolving.contains(field) else { throw Unresolved.loop }
+            guard depth <= maximumDepth else { throw Unresolved.tooDeep }
+            resolving.insert(field)
+            defer { resolving.remove(field) }
+            let text = fields[field.letter].flatMap { entries[field.entry][keyPath: $0] } ?? ""
+            let result = Result { try resolved(text, depth: depth + 1) }.mapError { $0 as? Unresolved ?? .noEntry }
+            resolvedFields[field] = result
+            return try result.get()
         }
-        func resolved(_ text: String, depth: Int) -> String? {
+        func resolved(_ text: String, depth: Int) throws -> String {
             guard text.contains("{") else { return text }
-            guard depth <= maximumDepth else { return nil }
             var result = ""
             var rest = text[...]
             while let match = rest.firstMatch(of: pattern) {
                 result += rest[..<match.range.lowerBound]
-                let wanted = Character(match.1.uppercased()), searchIn = Character(match.2.uppercased())
-                guard let index = target(searchIn, String(match.3)),
-                      let value = value(of: index, wanted, depth: depth) else { return nil }
-                result += value
+                let index = try target(Character(match.2.uppercased()), String(match.3))
+                result += try value(of: Field(entry: index, letter: Character(match.1.uppercased())), depth: depth)
+                guard result.utf8.count <= maximumLength else { throw Unresolved.tooLong }
                 rest = rest[match.range.upperBound...]
             }
             return result + rest
@@ -50,20 +97,26 @@ enum KeePassReferences {
         for index in entries.indices {
             var entry = source.document.passwords[index]
             let label = entry.name.isEmpty ? "#\(index + 1)" : entry.name
-            func settle(_ text: String?, _ field: String) -> String? {
+            func settle(_ text: String?, _ letter: Character?, _ field: String) -> String? {
                 guard let text, text.firstMatch(of: pattern) != nil else { return text }
-                if let value = resolved(text, depth: 0) { return value }
-                source.warnings.append(.init(kind: "entry", title: label, reason:
-                    "its \(field) is a KeePass reference \(why) (\(text)); kept as written"))
-                return text
+                do {
+                    let found = try letter.map { try value(of: Field(entry: index, letter: $0), depth: 0) }
+                        ?? resolved(text, depth: 0)
+                    return found.isEmpty ? nil : found
+                } catch {
+                    let reason = (error as? Unresolved ?? .noEntry).reason
+                    source.warnings.append(.init(kind: "entry", title: label,
+                        reason: "its \(field) is a KeePass reference \(reason) (\(text)); kept as written"))
+                    return text
+                }
             }
-            entry.userId = settle(entry.userId, "user name")
-            entry.password = settle(entry.password, "password") ?? ""
-            entry.url = settle(entry.url, "URL")
-            entry.notes = settle(entry.notes, "notes")
+            entry.userId = settle(entry.userId, "U", "user name")
+            entry.password = settle(entry.password, "P", "password") ?? ""
+            entry.url = settle(entry.url, "A", "URL")
+            entry.notes = settle(entry.notes, "N", "notes")
             entry.fields = entry.fields?.map { field in
                 var field = field
-                field.value = settle(field.value, "field '\(field.name)'")
+                field.value = settle(field.value, nil, "field '\(field.name)'")
                 return field
             }
             source.document.passwords[index] = entry
