@@ -422,7 +422,8 @@ final class ImportTests: VaultTestCase {
         }
         let hex = { (number: Int) in String(repeating: "0", count: 30) + String(format: "%02X", number) }
         var entries = [entry(1, "Domain admin", "DOMAIN-ADMIN-PW"), entry(2, "Main", "main-pw"),
-                       entry(3, "Mail alias", "{REF:P@T:Main}"), entry(4, "Loop", "{REF:P@T:Loop}")]
+                       entry(3, "Mail alias", "{REF:P@T:Main}"), entry(4, "Loop", "{REF:P@T:Loop}"),
+                       entry(5, "Half", "own-secret-{REF:P@T:Nobody}{REF:U@P:main-pw}")]
         // Eleven entries, each password six references to the next one's: 6^10 characters.
         for level in 0...10 {
             let next = level == 10 ? "x" : String(repeating: "{REF:P@I:\(hex(11 + level))}", count: 6)
@@ -438,6 +439,9 @@ final class ImportTests: VaultTestCase {
         XCTAssertTrue(reasons["Loop"]?.contains("leads back to itself") == true, "\(reasons)")
         XCTAssertTrue(reasons["Runaway 0"]?.contains("longer than 10000 characters") == true, "\(reasons)")
         XCTAssertEqual(try vault.items.entry("Runaway 9", reveal: true).password, "xxxxxx")
+        // The report names the references, never the field's own text nor a password searched for.
+        XCTAssertEqual(reasons["Half"], "its password is a KeePass reference to no entry of the file "
+                       + "({REF:P@T:Nobody} {REF:U@P:…}); kept as written")
     }
 
     /// A KeePass XML file cut short says so (libxml2 names it as text after the document's end).

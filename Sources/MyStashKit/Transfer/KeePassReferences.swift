@@ -106,7 +106,7 @@ enum KeePassReferences {
                 } catch {
                     let reason = (error as? Unresolved ?? .noEntry).reason
                     source.warnings.append(.init(kind: "entry", title: label,
-                        reason: "its \(field) is a KeePass reference \(reason) (\(text)); kept as written"))
+                        reason: "its \(field) is a KeePass reference \(reason) (\(shown(text))); kept as written"))
                     return text
                 }
             }
@@ -121,6 +121,17 @@ enum KeePassReferences {
             }
             source.document.passwords[index] = entry
         }
+    }
+}
+
+extension KeePassReferences {
+    /// The references in `text` as a report names them: never the rest of the field (a password
+    /// may hold one beside text of its own), nor a password searched for (`@P:`).
+    static func shown(_ text: String) -> String {
+        text.matches(of: pattern).map { match in
+            let searched = match.2.uppercased() == "P" ? "…" : String(match.3)
+            return "{REF:\(match.1.uppercased())@\(match.2.uppercased()):\(searched)}"
+        }.joined(separator: " ")
     }
 }
 
