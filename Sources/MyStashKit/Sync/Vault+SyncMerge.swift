@@ -117,19 +117,31 @@ extension Vault {
             try addPut(object, keys: item.fields, history: item.history, kind: isBack ? .revive : .put, into: &merge)
         }
         for deletion in merge.outgoing.values where deletion.kind == .delete {
-            try refuseDeletionOfHeldItem(deletion)
+            guard let held = try heldItem(deletion) else { continue }
+            // Brought back on a new row by another process since the history was read (an undo
+            // in browse): the next sync sends it. Otherwise no save of mystash's wrote that deletion.
+            guard try isInsertedAfter(merge.state.token, held) else {
+                throw Self.forgedDeletion(deletion.entity, primaryKey: held.objectID.primaryKey)
+            }
+            merge.outgoing[deletion.id] = nil
         }
     }
 
-    /// A deletion the history records of an item the store still holds, under its sync identity,
-    /// on another row (an undone deletion brings it back on a new row, and is a put): forged.
-    private func refuseDeletionOfHeldItem(_ deletion: SyncChange) throws {
-        guard let id = UUID(uuidString: deletion.id) else { return }
+    /// The item the store holds under a deletion's sync identity, on another row than the deleted one.
+    private func heldItem(_ deletion: SyncChange) throws -> ManagedObject? {
+        guard let id = UUID(uuidString: deletion.id) else { return nil }
         var request = FetchRequest<ManagedObject>(
             entityName: deletion.entity, predicate: try Predicate(format: "\(SyncKeys.uuid) == %@", id))
         request.fetchLimit = 1
-        if let held = try context.fetch(request).first {
-            throw Self.forgedDeletion(deletion.entity, primaryKey: held.objectID.primaryKey)
+        return try context.fetch(request).first
+    }
+
+    private func isInsertedAfter(_ token: PersistentHistoryToken?, _ object: ManagedObject) throws -> Bool {
+        try context.fetchHistory(after: token).contains { transaction in
+            transaction.changes.contains {
+                $0.changeType == .insert && $0.changedObjectID.primaryKey == object.objectID.primaryKey
+                    && $0.changedObjectID.entityName == object.entity.name
+            }
         }
     }
 
