@@ -10,7 +10,22 @@ import Glibc
 
 @main
 struct MyStash: ParsableCommand {
-    static let configuration = CommandConfiguration(
+    static var configuration: CommandConfiguration {
+        skipsCompletionCheck ? configurationSkippingCompletionCheck : plainConfiguration
+    }
+
+    /// swift-argument-parser looks for a completion-script request in every parse, building two
+    /// parsers for it (0.8 ms of each command). A pseudo-command's parse skips that, so the root
+    /// calls itself one while it parses arguments none of which could be such a request; help and
+    /// errors are written after, as the root's own.
+    nonisolated(unsafe) private static var skipsCompletionCheck = false
+    private static let configurationSkippingCompletionCheck = {
+        var configuration = plainConfiguration
+        configuration._superCommandName = "mystash"
+        return configuration
+    }()
+
+    private static let plainConfiguration = CommandConfiguration(
         commandName: "mystash",
         abstract: "An encrypted vault for notes and passwords.",
         discussion: """
@@ -30,6 +45,7 @@ struct MyStash: ParsableCommand {
     )
 
     static func main() {
+        OpenSSLStart.withoutCleanupAtExit()
         // Secrets must never reach a core file, and files we create are private.
         _ = ms_disable_core_dumps()
         umask(0o077)
@@ -57,7 +73,7 @@ struct MyStash: ParsableCommand {
             Self.exit(withError: ExitCode(64))
         }
         do {
-            var command = try parseAsRoot(arguments)
+            var command = try parseSkippingCompletionCheck(arguments)
             try command.run()
         } catch {
             // Help and the version go through Output, so that a failed write is no success.
@@ -68,6 +84,16 @@ struct MyStash: ParsableCommand {
             }
             exit(withError: error)
         }
+    }
+}
+
+extension MyStash {
+    /// ``parseAsRoot(_:)``, without its look for a completion-script request when no argument
+    /// could make one.
+    static func parseSkippingCompletionCheck(_ arguments: [String]) throws -> ParsableCommand {
+        skipsCompletionCheck = !arguments.contains { $0.hasPrefix("--generate-completion-script") }
+        defer { skipsCompletionCheck = false }
+        return try parseAsRoot(arguments)
     }
 }
 

@@ -288,6 +288,20 @@ final class CommandTests: CLITestCase {
             XCTAssertTrue(script.contains("password") && script.contains("category") && script.contains("--reveal"), shell)
         }
     }
+
+    /// Requests main does not answer itself still reach swift-argument-parser's own check, which
+    /// the parse skips only when no argument could be one.
+    func testCompletionRequestsAnsweredByTheParser() throws {
+        let unknownShell = try run(["--generate-completion-script", "tcsh"])
+        XCTAssertEqual(unknownShell.status, 64)
+        XCTAssertTrue(unknownShell.stderr.contains("Can't generate completion scripts for 'tcsh'"), unknownShell.stderr)
+        let afterSubcommand = try runOK(["password", "--generate-completion-script", "bash"]).stdout
+        XCTAssertTrue(afterSubcommand.hasPrefix("#!/bin/bash") && afterSubcommand.contains("--reveal"))
+        // An option only alike is refused as unknown, not taken for a request.
+        let alike = try run(["password", "list", "--generate-completion"])
+        XCTAssertEqual(alike.status, 64)
+        XCTAssertTrue(alike.stderr.contains("Unknown option '--generate-completion'"), alike.stderr)
+    }
 }
 
 final class OperationalErrorTests: CLITestCase {
