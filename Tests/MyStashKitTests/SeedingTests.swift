@@ -40,6 +40,23 @@ final class SeedingTests: VaultTestCase {
         XCTAssertEqual(try sqlite("Passwords.sqlite", "SELECT COUNT(*) FROM ZCATEGORY"), String(names.count), "no duplicates")
     }
 
+    /// A one-item read runs in one read transaction; an ID naming nothing makes it check the
+    /// whole store, and the seeding after that check is a write, which must run outside it.
+    func testAOneItemReadThatEndsInSeedingSeedsOutsideItsTransaction() throws {
+        _ = try makeVault()
+        try sqlite("Passwords.sqlite", "DELETE FROM ZCATEGORY WHERE ZNAME = 'Wi-Fi'; UPDATE ZLIST SET ZVERSION = 2")
+        try dropIntegrityRecord()
+        let vault = try reopen(verification: .reads)
+        XCTAssertEqual(try sqlite("Passwords.sqlite", "SELECT COUNT(*) FROM ZCATEGORY WHERE ZNAME = 'Wi-Fi'"), "0",
+                       "a one-item read does not seed at the unlock")
+        XCTAssertThrowsError(try vault.items.fieldValue("password", of: .id(99_999))) { error in
+            XCTAssertEqual((error as? VaultError)?.kind, .notFound, "\(error)")
+        }
+        XCTAssertEqual(try sqlite("Passwords.sqlite", "SELECT COUNT(*) FROM ZCATEGORY WHERE ZNAME = 'Wi-Fi'"), "1")
+        let entry = try vault.items.addEntry(EntryChanges(name: "after", password: "pw"))
+        XCTAssertEqual(try vault.items.fieldValue("password", of: .id(entry)), "pw", "the vault reads on")
+    }
+
     func testANewSeedNameTheUserAlreadyHasIsNotDuplicated() throws {
         let vault = try makeVault()
         try sqlite("Passwords.sqlite", "DELETE FROM ZCATEGORY WHERE ZNAME = 'Wi-Fi'; UPDATE ZLIST SET ZVERSION = 2")

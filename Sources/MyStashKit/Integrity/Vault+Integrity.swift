@@ -114,6 +114,8 @@ extension Vault {
     /// reads leaves the others to be checked as ``Verification/reads`` checks them.
     func awaitPendingVerification() throws {
         guard let pending = pendingVerification else { return }
+        // What it ends in may seed, a write.
+        if readsInOneTransaction { throw WritesAfterRead() }
         let problems: [CheckProblem]
         var checkedWhole = pending.checksWholeVault
         switch pending.outcome() {
@@ -204,6 +206,8 @@ extension Vault {
             pendingVerification = pending
             return
         }
+        // The check is followed by the seeding, a write.
+        if readsInOneTransaction { throw WritesAfterRead() }
         try refuse(try integrityProblems())
         verifiesEachRead = false
         try seedAfterUnlocking()
@@ -218,6 +222,24 @@ extension Vault {
         verifiesEachRead = false
         pendingVerification = pending
     }
+
+    /// Runs a read of a few rows (a look-up and what it shows, with their check) in one
+    /// transaction: what is shown and what is checked are one state of the stores, and the locks
+    /// are taken once. A step that would write (a whole check, then the seeding) runs the read
+    /// again as separate reads instead, as does a read while a check runs on the second connection.
+    func readingInOneTransaction<T>(_ read: () throws -> T) throws -> T {
+        guard pendingVerification == nil, !readsWhileVerifying, !readsInOneTransaction else { return try read() }
+        do {
+            readsInOneTransaction = true
+            defer { readsInOneTransaction = false }
+            return try coordinator.performRead { _ in try read() }
+        } catch is WritesAfterRead {
+            return try read()
+        }
+    }
+
+    /// Thrown inside ``readingInOneTransaction(_:)`` by a step that would write.
+    private struct WritesAfterRead: Error {}
 
     /// Throws when the check found changes made outside mystash.
     func refuse(_ problems: [CheckProblem]) throws {

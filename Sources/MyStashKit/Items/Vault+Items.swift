@@ -180,7 +180,7 @@ extension Vault {
     func find<T: NamedEntity>(_ type: T.Type, _ reference: ItemReference, kind: ItemKind,
                                 extent: (T) throws -> ReadExtent = { _ in ReadExtent() },
                                 describe: (T) -> Candidate) throws -> T {
-        try Self.wrapErrors {
+        func findInTransaction() throws -> T {
             func byID(_ id: Int64) throws -> T? {
                 guard let object = try context.existingObject(entityName: T.entityName, primaryKey: id) as? T else {
                     // Its bucket is not known from its ID: only its whole store can say it is not there.
@@ -231,6 +231,7 @@ extension Vault {
                         .map(describe))
             }
         }
+        return try Self.wrapErrors { try readingInOneTransaction(findInTransaction) }
     }
 
     /// The note `reference` names: by ID, by title, or, when no note has that title,

@@ -38,6 +38,8 @@ public final class Vault {
     var pendingVerification: PendingVerification?
     /// Inside ``Integrity/readWhileVerifying(_:)``: a list may check its stores concurrently.
     var readsWhileVerifying = false
+    /// Inside ``readingInOneTransaction(_:)``, where nothing may write.
+    var readsInOneTransaction = false
     /// Whether this process has seen the vault's integrity record (checked or made it).
     var integrityRecordSeen = false
     /// Unlocked with ``Verification/reads`` or ``Verification/concurrent``: each read checks the
