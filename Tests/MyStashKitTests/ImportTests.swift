@@ -448,7 +448,9 @@ final class ImportTests: VaultTestCase {
     func testAKeePassXMLCutShortSaysItEndsEarly() throws {
         let vault = try makeVault()
         let whole = try fixture("keepassxc-source.xml")
-        for length in [whole.count / 3, whole.count / 2, whole.count - 20] {
+        // Cut inside the last closing tag too, where libxml2 closes every element before it stops.
+        let lastTag = try XCTUnwrap(whole.lastRange(of: Data("</KeePassFile".utf8))).lowerBound - whole.startIndex
+        for length in [whole.count / 3, whole.count / 2, whole.count - 20, lastTag + 2, lastTag + 9, lastTag + 13] {
             assertVaultError(.invalidData, {
                 _ = try vault.transfer.importItems(whole.prefix(length), format: .keepassxcXML)
             }) {

@@ -48,8 +48,12 @@ enum KeePassXCReader {
         // FoundationXML may report success and still set an error (tags that do not match).
         guard parsed, parser.parserError == nil, let root = reader.root, root.name == "KeePassFile" else {
             let error = reader.firstError ?? parser.parserError.map { ($0, parser.lineNumber, parser.columnNumber) }
-            // libxml2 gives the end of the file inside an element the code of text after the document's end.
-            let endsEarly = reader.openElements > 0 && [5, 73, 77].contains(error.map { ($0.error as NSError).code })
+            // libxml2 gives the end of the file inside an element the code of text after the document's end;
+            // cut inside the last closing tag, every element is closed and only the tag's '>' is missing.
+            let code = error.map { ($0.error as NSError).code }
+            let endsInsideTag = data.last { !Character(UnicodeScalar($0)).isWhitespace } != UInt8(ascii: ">")
+            let endsEarly = (reader.openElements > 0 && [5, 73, 77].contains(code))
+                || (endsInsideTag && [73, 77].contains(code))
             let reason =
                 error.map {
                     "line \($0.line), column \($0.column): "
