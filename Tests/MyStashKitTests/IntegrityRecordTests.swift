@@ -54,6 +54,34 @@ final class IntegrityRecordTests: VaultTestCase {
     }
 
     /// Without the data key the record cannot be kept current: a locked vault is not changed.
+    /// A one-item read is one state of the stores. Read as separate reads, a password changed by
+    /// another process after the read took the entry's history and before it checked it made
+    /// the check find a history row the read had left out: a change made outside mystash (exit
+    /// 65) where there was none. Now the change waits for the read (here past its lock timeout).
+    func testAChangeCommittedDuringAOneItemReadIsNotTakenForTampering() throws {
+        let vault = try makeVault()
+        let id = try vault.items.addEntry(EntryChanges(name: "site", password: "first"))
+        let reader = try reopen(verification: .reads)
+        let writer = try Vault.open(at: directory, lockTimeout: 0.2)
+        try writer.unlock(password: password)
+        var writerError: Error?
+        let entry = try reader.find(PasswordEntry.self, .id(id), kind: .entry, extent: { entry in
+            let extent = try reader.entryExtent(entry)
+            do {
+                try writer.items.editEntry(.id(id), EntryChanges(password: "second"))
+            } catch {
+                writerError = error
+            }
+            return extent
+        }, describe: { Candidate(id: $0.id, summary: $0.name) })
+        XCTAssertEqual(entry.password, "first")
+        XCTAssertEqual((writerError as? VaultError)?.kind, .busy, "the change waited for the read: \(String(describing: writerError))")
+        // Once the read is over, the change goes through; the reader follows it and shows it.
+        try writer.items.editEntry(.id(id), EntryChanges(password: "second"))
+        XCTAssertTrue(try reader.followExternalChanges())
+        XCTAssertEqual(try reader.items.fieldValue("password", of: .id(id)), "second")
+    }
+
     func testALockedVaultWithARecordIsNotChanged() throws {
         _ = try makeVault()
         let locked = try Vault.open(at: directory)

@@ -304,7 +304,7 @@ extension Vault {
 
     /// An entry's fields, history, attachments and category, decoded, and the lookups of the
     /// first three in the entry's bucket, which vouches for all of them being there.
-    private func entryExtent(_ entry: PasswordEntry) throws -> ReadExtent {
+    func entryExtent(_ entry: PasswordEntry) throws -> ReadExtent {
         let category: Category?
         do {
             category = try entry.loadedValue(forKey: PasswordEntry.Key.category.rawValue) as? Category
