@@ -113,7 +113,10 @@ extension Vault {
 
     /// Reads what other processes committed since the last look, which tells the observations
     /// of items it changes; true when there was something. What they committed is
-    /// checked against the integrity record first, in the same read transaction.
+    /// checked against the integrity record first, in the same read transaction. A vault kept
+    /// open calls it before reading an item another process may have changed: the objects it
+    /// holds are as it last read them, and a read of an item changed since then finds rows its
+    /// check does not vouch for (a change made outside mystash).
     ///
     /// - throws: ``VaultError`` `.invalidData` naming each change made outside mystash; then
     ///   nothing of it was read into the context.
