@@ -223,7 +223,7 @@ enum StoreMetadataReader {
             ?? false
         // No readable metadata means no recorded versions: no model then fits, which is reported.
         guard hasTable, let plist = try Data.fetchOne(db, sql: "SELECT Z_PLIST FROM \(quoted).Z_METADATA"),
-            let metadata = try? BinaryPropertyList.foundationPropertyList(from: plist) as? [String: Any]
+            let metadata = BinaryPropertyList.metadata(from: plist)
         else {
             return [:]
         }

@@ -268,7 +268,7 @@ public final class PersistentStoreCoordinator {
         guard let row = try Row.fetchOne(db, sql: "SELECT Z_UUID, Z_PLIST FROM \(store.qualified("Z_METADATA"))"),
               let identifier = String.fromDatabaseValue(row["Z_UUID"]),
               let plist = Data.fromDatabaseValue(row["Z_PLIST"]),
-              let metadata = try? BinaryPropertyList.foundationPropertyList(from: plist) as? [String: Any] else {
+              let metadata = BinaryPropertyList.metadata(from: plist) else {
             throw ObjectGraphError(code: .storeOpenFailed, message: "'\(name)' has damaged metadata (Z_METADATA)")
         }
         store.identifier = identifier
@@ -405,7 +405,7 @@ public final class PersistentStoreCoordinator {
                 for store in persistentStores {
                     let table = store.qualified("Z_METADATA")
                     guard let plist = try Data.fetchOne(db, sql: "SELECT Z_PLIST FROM \(table)"),
-                          let metadata = try? BinaryPropertyList.foundationPropertyList(from: plist) as? [String: Any]
+                          let metadata = BinaryPropertyList.metadata(from: plist)
                     else {
                         throw ObjectGraphError.damagedRow(
                             storeName: store.displayName, entity: "Z_METADATA", primaryKey: nil,

@@ -78,7 +78,7 @@ public struct StoreTransaction {
     public func metadata(ofStore storeIdentifier: String) throws -> [String: Any] {
         let table = try qualified("Z_METADATA", storeIdentifier: storeIdentifier)
         guard let plist = try Data.fetchOne(db, sql: "SELECT Z_PLIST FROM \(table)"),
-              let metadata = try? BinaryPropertyList.foundationPropertyList(from: plist) as? [String: Any]
+              let metadata = BinaryPropertyList.metadata(from: plist)
         else {
             throw ObjectGraphError.damagedRow(
                 storeName: storeIdentifier, entity: "Z_METADATA", primaryKey: nil,

@@ -48,6 +48,23 @@ enum BinaryPropertyList {
         return try PropertyListSerialization.propertyList(from: data, format: nil)
     }
 
+    /// A store's metadata (`Z_METADATA.Z_PLIST`) as a dictionary; nil when it is none. An
+    /// opening reads each store's metadata three times (adding the store, finding its model
+    /// version, reloading both in one read), most often the same bytes: the last few readings
+    /// are kept by their bytes, and bytes seen before are not read again.
+    static func metadata(from data: Data) -> [String: Any]? {
+        if let known = metadataLock.withLock({ recentMetadata.first { $0.data == data }?.metadata }) { return known }
+        guard let metadata = try? foundationPropertyList(from: data) as? [String: Any] else { return nil }
+        metadataLock.withLock {
+            recentMetadata.insert((data, metadata), at: 0)
+            recentMetadata.removeLast(max(0, recentMetadata.count - 4))
+        }
+        return metadata
+    }
+
+    private static let metadataLock = NSLock()
+    nonisolated(unsafe) private static var recentMetadata: [(data: Data, metadata: [String: Any])] = []
+
     private struct Reader {
         let bytes: [UInt8]
         let offsetSize: Int
