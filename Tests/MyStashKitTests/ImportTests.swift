@@ -429,6 +429,10 @@ final class ImportTests: VaultTestCase {
             let next = level == 10 ? "x" : String(repeating: "{REF:P@I:\(hex(11 + level))}", count: 6)
             entries.append(entry(10 + level, "Runaway \(level)", next))
         }
+        // A chain of twelve: its head is past KeePassXC's ten levels, the next one within them.
+        for link in 0...11 {
+            entries.append(entry(30 + link, "Chain \(link)", link == 11 ? "end" : "{REF:P@T:Chain \(link + 1)}"))
+        }
         let xml = "<?xml version=\"1.0\" encoding=\"utf-8\"?><KeePassFile><Meta/><Root><Group><Name>Root</Name>"
             + entries.joined() + "</Group></Root></KeePassFile>"
         let vault = try makeVault()
@@ -439,6 +443,9 @@ final class ImportTests: VaultTestCase {
         XCTAssertTrue(reasons["Loop"]?.contains("leads back to itself") == true, "\(reasons)")
         XCTAssertTrue(reasons["Runaway 0"]?.contains("longer than 10000 characters") == true, "\(reasons)")
         XCTAssertEqual(try vault.items.entry("Runaway 9", reveal: true).password, "xxxxxx")
+        XCTAssertTrue(reasons["Chain 0"]?.contains("deeper than KeePassXC's 10 levels") == true, "\(reasons)")
+        XCTAssertEqual(try vault.items.entry("Chain 1", reveal: true).password, "end", "\(reasons)")
+        XCTAssertEqual(reasons.keys.filter { $0.hasPrefix("Chain") }, ["Chain 0"])
         // The report names the references, never the field's own text nor a password searched for.
         XCTAssertEqual(reasons["Half"], "its password is a KeePass reference to no entry of the file "
                        + "({REF:P@T:Nobody} {REF:U@P:…}); kept as written")

@@ -78,6 +78,8 @@ enum KeePassReferences {
             defer { resolving.remove(field) }
             let text = fields[field.letter].flatMap { entries[field.entry][keyPath: $0] } ?? ""
             let result = Result { try resolved(text, depth: depth + 1) }.mapError { $0 as? Unresolved ?? .noEntry }
+            // Too deep from here is not too deep from the field itself: only that is not kept.
+            if case .failure(.tooDeep) = result { return try result.get() }
             resolvedFields[field] = result
             return try result.get()
         }
