@@ -24,19 +24,20 @@ final class ObjectLayoutTests: BoardTestCase {
         let object = ManagedObject(entity: entity)
         var generator = SystemRandomNumberGenerator()
         var version: Int64 = 0, pendingKey: Int64?, isFault = false, isPendingInsert = false
-        var isPrepared = false, memberships: ObjectSet.Membership = []
+        var isPrepared = false, hasJoined = false, memberships: ObjectSet.Membership = []
         let largest = ManagedObject.largestRowNumber
         let edges: [Int64] = [-largest - 1, -largest, -1, 0, 1, 2, largest - 1, largest]
         for step in 0..<20_000 {
             let number = Bool.random(using: &generator)
                 ? edges.randomElement(using: &generator)! : Int64.random(in: -largest - 1...largest)
-            switch Int.random(in: 0..<7, using: &generator) {
+            switch Int.random(in: 0..<8, using: &generator) {
             case 0: (object.version, version, pendingKey) = (number, number, nil)
             case 1: (object.pendingPrimaryKey, pendingKey) = (number & largest, number & largest)
             case 2: (object.pendingPrimaryKey, pendingKey, version) = (nil, nil, 0)  // the word held no version
             case 3: isFault.toggle(); object.isFault = isFault
             case 4: isPendingInsert.toggle(); object.isPendingInsert = isPendingInsert
             case 5: isPrepared.toggle(); object.isPreparedForDeletion = isPrepared
+            case 6: hasJoined.toggle(); object.hasJoinedToMany = hasJoined
             default:
                 memberships = ObjectSet.Membership(rawValue: UInt8.random(in: 0...0x3F, using: &generator))
                 object.memberships = memberships
@@ -47,6 +48,7 @@ final class ObjectLayoutTests: BoardTestCase {
             XCTAssertEqual(object.isFault, isFault, "step \(step)")
             XCTAssertEqual(object.isPendingInsert, isPendingInsert, "step \(step)")
             XCTAssertEqual(object.isPreparedForDeletion, isPrepared, "step \(step)")
+            XCTAssertEqual(object.hasJoinedToMany, hasJoined, "step \(step)")
             XCTAssertEqual(object.memberships, memberships, "step \(step)")
             XCTAssertTrue(object.entity === entity)
             if object.version != version { break }

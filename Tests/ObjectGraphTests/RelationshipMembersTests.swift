@@ -26,6 +26,31 @@ final class RelationshipMembersTests: XCTestCase {
         XCTAssertTrue(members.removed.isEmpty)
     }
 
+    /// An object that never joined a to-many joins without a look-up, so members only ever added
+    /// new (an import into one category) take no index; a later join of any of them, here or to
+    /// another to-many, still looks it up and never lists it twice.
+    func testNewObjectsJoinWithoutAnIndexAndNeverTwice() throws {
+        let entity = try XCTUnwrap(try ManagedObjectModel(entities: [EntityDescription(name: "A", attributes: [])])
+            .entity(named: "A"))
+        let pool = (0..<1_000).map { _ in ManagedObject(entity: entity) }
+        let first = RelationshipMembers(complete: [])
+        for object in pool { XCTAssertTrue(first.insert(object, isStored: { false })) }
+        XCTAssertEqual(first.count, 1_000)
+        XCTAssertEqual(first.indexedCount, 0, "new members are not indexed")
+        XCTAssertFalse(first.insert(pool[500], isStored: { false }), "a member already")
+        XCTAssertEqual(first.indexedCount, 1_000, "the first look-up indexed them all")
+        let second = RelationshipMembers(complete: [])
+        for object in pool.prefix(300) { XCTAssertTrue(second.insert(object, isStored: { false })) }
+        for object in pool.prefix(300) { XCTAssertFalse(second.insert(object, isStored: { false })) }
+        XCTAssertEqual(second.count, 300)
+        XCTAssertTrue(first.remove(pool[7], isStored: { false }))
+        XCTAssertTrue(first.insert(pool[7], isStored: { false }), "back after leaving")
+        XCTAssertFalse(first.insert(pool[7], isStored: { false }))
+        XCTAssertEqual(first.count, 1_000)
+        XCTAssert(first.objects.elementsEqual(pool.filter { $0 !== pool[7] } + [pool[7]], by: ===))
+        XCTAssertEqual(first.added.count, 1_000)
+    }
+
     func testMembersBehaveAsAnOrderedListWithItsChanges() throws {
         let entity = try XCTUnwrap(try ManagedObjectModel(entities: [EntityDescription(name: "A", attributes: [])])
             .entity(named: "A"))

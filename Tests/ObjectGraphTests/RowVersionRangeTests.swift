@@ -2,7 +2,7 @@ import Foundation
 import XCTest
 @testable import ObjectGraph
 
-/// Row versions a damaged store holds (negative, past 54 bits), on every path that reads or
+/// Row versions a damaged store holds (negative, past 53 bits), on every path that reads or
 /// compares them: written by an outside review of the version's packing, which found deletes
 /// refused or dropped and merges re-reading such a row each time.
 final class RowVersionRangeTests: BoardTestCase {
@@ -28,7 +28,7 @@ final class RowVersionRangeTests: BoardTestCase {
     }
 
     /// A row whose version is out of range is deleted under every merge policy, as one at
-    /// exactly 2^53 - 1 is. Compared raw with the version its object keeps, it was a merge
+    /// exactly 2^52 - 1 is. Compared raw with the version its object keeps, it was a merge
     /// conflict every time under .error (a refresh and retry too), and dropped under rollback and
     /// store trump.
     func testDeleteOfARowWithAVersionOutOfRange() throws {
@@ -128,13 +128,14 @@ final class RowVersionRangeTests: BoardTestCase {
         _ = try ManagedObjectModel(entities: [entity])
         let object = ManagedObject(entity: entity)
         let l = Self.largest
-        var edges: [Int64] = [-l - 1, -l, -l + 1, -(1 << 52) - 1, -(1 << 52), -(1 << 52) + 1, -2, -1, 0, 1, 2,
-                              (1 << 52) - 1, 1 << 52, (1 << 52) + 1, l - 1, l]
-        for bit in 0..<53 { edges += [1 << bit, -(1 << bit), (1 << bit) - 1, -(1 << bit) - 1] }
+        var edges: [Int64] = [-l - 1, -l, -l + 1, -(1 << 51) - 1, -(1 << 51), -(1 << 51) + 1, -2, -1, 0, 1, 2,
+                              (1 << 51) - 1, 1 << 51, (1 << 51) + 1, l - 1, l]
+        for bit in 0..<52 { edges += [1 << bit, -(1 << bit), (1 << bit) - 1, -(1 << bit) - 1] }
         for flags in [false, true] {
             object.isFault = flags
             object.isPendingInsert = flags
             object.isPreparedForDeletion = flags
+            object.hasJoinedToMany = flags
             object.memberships = ObjectSet.Membership(rawValue: flags ? 0x3F : 0)
             for edge in edges {
                 object.version = edge
@@ -143,6 +144,7 @@ final class RowVersionRangeTests: BoardTestCase {
                 XCTAssertEqual(object.isFault, flags)
                 XCTAssertEqual(object.isPendingInsert, flags)
                 XCTAssertEqual(object.isPreparedForDeletion, flags)
+                XCTAssertEqual(object.hasJoinedToMany, flags)
                 XCTAssertEqual(object.memberships.rawValue, flags ? 0x3F : 0)
                 if edge >= 0 {
                     object.pendingPrimaryKey = edge
@@ -155,6 +157,6 @@ final class RowVersionRangeTests: BoardTestCase {
                 }
             }
         }
-        XCTAssertEqual(ManagedObject.rowVersions, -(1 << 53)...(1 << 53) - 2)
+        XCTAssertEqual(ManagedObject.rowVersions, -(1 << 52)...(1 << 52) - 2)
     }
 }

@@ -340,28 +340,29 @@ open class ManagedObject: Hashable, CustomStringConvertible {
             }
         }
     }
-    /// The largest number an object keeps as a row version or a new row's key (2^53 − 1): a
+    /// The largest number an object keeps as a row version or a new row's key (2^52 − 1): a
     /// context gives no key past it, and a version at it (or out of ``rowVersions``) cannot grow.
-    static let largestRowNumber: Int64 = 1 << 53 - 1
+    static let largestRowNumber: Int64 = 1 << 52 - 1
     /// The row versions an object keeps as they are; a store's version out of them (only a
     /// damaged store holds one) is kept as ``largestRowNumber``.
     static let rowVersions = -largestRowNumber - 1 ... largestRowNumber - 1
     /// The row version, or the pending key of an object waiting for its first row (which has no
-    /// version yet), as a signed number in the low 54 bits, and the object's flags in the high
-    /// 10: with the entity read through the ID scope, an object takes five words, malloc's
+    /// version yet), as a signed number in the low 53 bits, and the object's flags in the high
+    /// 11: with the entity read through the ID scope, an object takes five words, malloc's
     /// 64-byte chunks (it took 80).
     private var versionAndFlags: UInt64 = 0
-    private static let numberMask: UInt64 = 1 << 54 - 1
+    private static let numberMask: UInt64 = 1 << 53 - 1
     private var storedNumber: Int64 {
         // Shifted up and back to extend the sign.
-        get { Int64(bitPattern: versionAndFlags << 10) >> 10 }
+        get { Int64(bitPattern: versionAndFlags << 11) >> 11 }
         set {
-            precondition((-Self.largestRowNumber - 1...Self.largestRowNumber).contains(newValue), "54 bits")
+            precondition((-Self.largestRowNumber - 1...Self.largestRowNumber).contains(newValue), "53 bits")
             versionAndFlags = versionAndFlags & ~Self.numberMask | UInt64(bitPattern: newValue) & Self.numberMask
         }
     }
-    private static let membershipShift: UInt64 = 54
+    private static let membershipShift: UInt64 = 53
     private static let membershipMask: UInt64 = 0x3F << membershipShift
+    private static let joinedToManyFlag: UInt64 = 1 << 59
     private static let pendingKeyFlag: UInt64 = 1 << 60
     private static let pendingInsertFlag: UInt64 = 1 << 61
     private static let faultFlag: UInt64 = 1 << 62
@@ -385,6 +386,12 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     public internal(set) var isFault: Bool {
         get { hasFlag(Self.faultFlag) }
         set { setFlag(Self.faultFlag, newValue) }
+    }
+    /// Whether the object was ever put among a to-many's members (it stays set once it left):
+    /// one that never was joins without a look-up, so an import's new members are never indexed.
+    var hasJoinedToMany: Bool {
+        get { hasFlag(Self.joinedToManyFlag) }
+        set { setFlag(Self.joinedToManyFlag, newValue) }
     }
     /// Whether ``prepareForDeletion()`` ran for its pending deletion.
     var isPreparedForDeletion: Bool {

@@ -357,11 +357,11 @@ extension ManagedObjectContext {
         var next: [Int: Int64] = [:]
         for (number, group) in counts.sorted(by: { $0.key < $1.key }) {
             let first = try coordinator.allocatePrimaryKeys(db, root: group.root, count: group.count)
-            // An object keeps a new row's key in 54 bits (`ManagedObject.largestRowNumber`).
+            // An object keeps a new row's key in 53 bits (`ManagedObject.largestRowNumber`).
             guard first <= ManagedObject.largestRowNumber - Int64(group.count - 1) else {
                 throw ObjectGraphError.damagedRow(
                     store: try coordinator.store(for: group.root), root: group.root, primaryKey: nil,
-                    "no primary key is left to allocate (Z_PRIMARYKEY.Z_MAX reached 2^53 - 1)")
+                    "no primary key is left to allocate (Z_PRIMARYKEY.Z_MAX reached 2^52 - 1)")
             }
             next[number] = first
         }

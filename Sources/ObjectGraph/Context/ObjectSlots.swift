@@ -15,7 +15,7 @@ struct ObjectSlots {
     /// Each indexed object's slot. Only `slots[..<indexedCount]` are in it; holes never are
     /// (a removal looks its object up, so indexes it first).
     private var positions = ProbingTable<SlotNumber>()
-    private var indexedCount = 0
+    private(set) var indexedCount = 0
 
     init() {}
 

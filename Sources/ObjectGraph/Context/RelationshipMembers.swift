@@ -11,7 +11,8 @@ final class RelationshipMembers {
     private(set) var isComplete: Bool
     /// Members in the order they joined (a relationship of 100,000 held 4.2 MB of a dictionary
     /// index before these). Members known distinct when they came (``init(distinct:)``, a
-    /// cascade's faults) are indexed when something first looks one up.
+    /// cascade's faults, objects that never joined a to-many) are indexed when something first
+    /// looks one up.
     private var slots = ObjectSlots()
     /// Which slots hold a member added since the last save, a bit each: all of them for an
     /// object never saved, where a dictionary of them doubled the relationship's memory.
@@ -26,6 +27,7 @@ final class RelationshipMembers {
     /// Members that are all there, in their order; a repeat is a hole (the first one counts).
     init(complete objects: [ManagedObject]) {
         isComplete = true
+        for object in objects { object.hasJoinedToMany = true }
         slots = ObjectSlots(indexing: objects)
     }
 
@@ -33,6 +35,7 @@ final class RelationshipMembers {
     /// row): nothing is indexed until something looks one up.
     init(distinct objects: [ManagedObject]) {
         isComplete = true
+        for object in objects { object.hasJoinedToMany = true }
         slots = ObjectSlots(distinct: objects)
     }
 
@@ -94,6 +97,8 @@ final class RelationshipMembers {
     func markRewritesAll() { rewritesAll = isComplete }
 
     var count: Int { slots.count }
+    /// How many members are in the index (the first ones); the rest go in at the next look-up.
+    var indexedCount: Int { slots.indexedCount }
 
     var objects: [ManagedObject] {
         if !slots.hasHoles { return slots.slots }
@@ -116,7 +121,7 @@ final class RelationshipMembers {
     @discardableResult
     func insert(_ object: ManagedObject, isStored: () -> Bool) -> Bool {
         let identifier = ObjectIdentifier(object)
-        guard position(of: object) == nil else { return false }
+        guard !object.hasJoinedToMany || position(of: object) == nil else { return false }
         let wasRemoved = removed.removeValue(forKey: identifier) != nil
         // A member the store lists is no change: recording it would make a later removal cancel it.
         if !wasRemoved, !isComplete, isStored() { return false }
@@ -162,6 +167,10 @@ final class RelationshipMembers {
     private func append(_ object: ManagedObject) -> Int? {
         // Before the append: a cache still sharing the array would make the append copy it.
         cachedObjects = nil
+        guard object.hasJoinedToMany else {
+            object.hasJoinedToMany = true
+            return slots.appendDistinct(object)
+        }
         return slots.append(object)
     }
 

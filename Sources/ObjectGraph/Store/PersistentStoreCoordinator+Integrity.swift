@@ -123,7 +123,7 @@ extension PersistentStoreCoordinator {
                                                  message: "Z_PRIMARYKEY.Z_MAX is not a count of primary keys"))
                 continue
             }
-            // A context's objects keep new keys in 54 bits (`ManagedObject.largestRowNumber`).
+            // A context's objects keep new keys in 53 bits (`ManagedObject.largestRowNumber`).
             if allocated >= ManagedObject.largestRowNumber {
                 problems.append(IntegrityProblem(store: name, entity: root.name,
                         message: "no primary key is left to allocate (Z_PRIMARYKEY.Z_MAX is at its largest)"))
