@@ -219,17 +219,7 @@ final class BrowseTests: CLITestCase {
     /// back by Ctrl-Z and synced again, comes back on the other machine: sent as a revival, which
     /// a machine that applied the deletion takes, not as an item it had deleted.
     func testAnUndoneDeletionAlreadySyncedComesBackOnTheOtherMachine() throws {
-        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/git") else { throw XCTSkip("git is needed") }
-        try initVault()
-        try runOK(["password", "add", "Mail", "--user", "ada"], stdin: "mail-secret")
-        let remote = home.appendingPathComponent("remote.git")
-        XCTAssertEqual(try shell("git init -q --bare \(shellQuoted(remote.path))").status, 0)
-        try runOK(["sync", "--remote", remote.path, "--device-name", "laptop"])
-        let desktop = ["HOME": home.appendingPathComponent("machine-b").path]
-        try FileManager.default.createDirectory(atPath: desktop["HOME"]!, withIntermediateDirectories: true)
-        try runOK(["clone", remote.path, "--device-name", "desktop"], environment: desktop)
-        let tmux = try TmuxSession(browseCommand())
-        tmux.expect("Passwords (1)")
+        let (desktop, tmux) = try twoMachinesInStep()
         tmux.send("C-d")
         tmux.expect("Delete entry 1 'Mail'? y/n")
         tmux.type("y")
@@ -242,6 +232,81 @@ final class BrowseTests: CLITestCase {
         let sent = try runOK(["sync"]).stdout
         XCTAssertTrue(sent.contains("restored entry 'Mail'"), sent)
         try runOK(["sync"], environment: desktop)
+        XCTAssertTrue(try runOK(["password", "show", "Mail"], environment: desktop).stdout.contains("ada"))
+        XCTAssertTrue(try runOK(["sync"]).stdout.contains("Nothing to send or receive"))
+    }
+
+    /// A laptop and a desktop in step through a bare git remote, the laptop's browse open.
+    private func twoMachinesInStep() throws -> (desktop: [String: String], browse: TmuxSession) {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/git") else { throw XCTSkip("git is needed") }
+        try initVault()
+        try runOK(["password", "add", "Mail", "--user", "ada"], stdin: "mail-secret")
+        let remote = home.appendingPathComponent("remote.git")
+        XCTAssertEqual(try shell("git init -q --bare \(shellQuoted(remote.path))").status, 0)
+        try runOK(["sync", "--remote", remote.path, "--device-name", "laptop"])
+        let desktop = ["HOME": home.appendingPathComponent("machine-b").path]
+        try FileManager.default.createDirectory(atPath: desktop["HOME"]!, withIntermediateDirectories: true)
+        try runOK(["clone", remote.path, "--device-name", "desktop"], environment: desktop)
+        let tmux = try TmuxSession(browseCommand())
+        tmux.expect("Passwords (1)")
+        return (desktop, tmux)
+    }
+
+    private func deleteAndUndo(_ tmux: TmuxSession, syncingBetween: Bool = false) throws {
+        tmux.send("C-d")
+        tmux.expect("'Mail'? y/n")
+        tmux.type("y")
+        tmux.expect("Removed entry")
+        if syncingBetween { XCTAssertTrue(try runOK(["sync"]).stdout.contains("removed an entry")) }
+        tmux.send("C-z")
+        tmux.expect("is back.")
+    }
+
+    /// A deletion undone before any sync is no edit: the next sync sends only what changed
+    /// before the deletion, and another machine's later edit of the entry stands. Sent as an
+    /// edit of every field at the undo's time, the old password won over the desktop's new one.
+    func testADeletionUndoneBeforeSyncingIsNoEdit() throws {
+        let (desktop, tmux) = try twoMachinesInStep()
+        try runOK(["password", "edit", "Mail", "--user", "ada.l"])
+        try runOK(["password", "edit", "Mail", "--new-password"], stdin: "desktop-secret\n", environment: desktop)
+        try runOK(["sync"], environment: desktop)
+        try deleteAndUndo(tmux)
+        let laptop = try runOK(["sync"]).stdout
+        XCTAssertTrue(laptop.contains("changed entry 'Mail' (user ID)"), laptop)
+        XCTAssertTrue(laptop.contains("changed entry 'Mail' (password, password history) from desktop"), laptop)
+        XCTAssertFalse(laptop.contains("conflict"), laptop)
+        let other = try runOK(["sync"], environment: desktop).stdout
+        XCTAssertFalse(other.contains("conflict"), other)
+        for environment in [[:], desktop] {
+            let shown = try runOK(["password", "show", "Mail", "--reveal"], environment: environment).stdout
+            XCTAssertTrue(shown.contains("desktop-secret") && shown.contains("ada.l"), shown)
+        }
+    }
+
+    /// Deleted, brought back, edited, deleted and brought back again before a sync: the edit
+    /// made between the two is sent (its row is gone, the row back holds it).
+    func testAnEditBetweenTwoUndoneDeletionsIsSent() throws {
+        let (desktop, tmux) = try twoMachinesInStep()
+        try deleteAndUndo(tmux)
+        try runOK(["password", "edit", "Mail", "--new-password"], stdin: "between-secret\n")
+        try deleteAndUndo(tmux)
+        let laptop = try runOK(["sync"]).stdout
+        XCTAssertTrue(laptop.contains("changed entry 'Mail' (password"), laptop)
+        XCTAssertFalse(laptop.contains("name"), laptop)
+        try runOK(["sync"], environment: desktop)
+        let shown = try runOK(["password", "show", "Mail", "--reveal"], environment: desktop).stdout
+        XCTAssertTrue(shown.contains("between-secret"), shown)
+    }
+
+    /// A deletion and its undo, synced one after the other, reach the desktop in one sync:
+    /// nothing changed there, so nothing is reported and nothing sent back. The desktop called
+    /// it a conflict ("kept: it was changed after laptop deleted it") and sent the entry back.
+    func testADeletionAndItsUndoReceivedTogetherAreNoConflict() throws {
+        let (desktop, tmux) = try twoMachinesInStep()
+        try deleteAndUndo(tmux, syncingBetween: true)
+        XCTAssertTrue(try runOK(["sync"]).stdout.contains("restored entry 'Mail'"))
+        let other = try runOK(["sync"], environment: desktop).stdout
+        XCTAssertTrue(other.contains("Nothing to send or receive"), other)
         XCTAssertTrue(try runOK(["password", "show", "Mail"], environment: desktop).stdout.contains("ada"))
         XCTAssertTrue(try runOK(["sync"]).stdout.contains("Nothing to send or receive"))
     }

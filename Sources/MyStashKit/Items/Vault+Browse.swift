@@ -164,6 +164,8 @@ extension Vault {
     /// happened to the note or entry the change was about (nil when it touched neither).
     @discardableResult
     public func undoLastChange() throws -> UndoneChange? {
+        context.transactionAuthor = Self.undoAuthor
+        defer { context.transactionAuthor = nil }
         let undone: (item: ManagedObject, kind: UndoneChange.Kind)? = try change {
             context.undo()
             let changes: [([ManagedObject], UndoneChange.Kind)] = [

@@ -13,6 +13,8 @@ extension Vault {
     static let syncAuthor = "mystash-sync"
     /// The author of a rekey's save: every value rewritten, none changed.
     static let rekeyAuthor = "mystash-rekey"
+    /// The author of an undo's save: a deleted item back is the item as it was, not an edit.
+    static let undoAuthor = "mystash-undo"
     /// The bare git cache of the remote, inside the vault directory.
     static let syncCacheName = "sync.git"
 

@@ -56,6 +56,8 @@ extension Vault {
             var entity: String
             var primaryKey: Int64
             var inserted = false
+            /// Inserted by an undo: the row is a deleted one back, its values as they were then.
+            var insertedByUndo: HybridClock?
             var deleted: (id: String, clock: HybridClock)?
             var fields: [String: HybridClock] = [:]
             var history = false
@@ -75,6 +77,9 @@ extension Vault {
                 if touched[name] == nil { order.append(name) }
                 var item = touched[name] ?? Touched(entity: entity, primaryKey: primaryKey)
                 switch change.changeType {
+                case .insert where transaction.author == Self.undoAuthor:
+                    item.inserted = true
+                    item.insertedByUndo = clock
                 case .insert:
                     item.inserted = true
                     for field in fields { item.fields[field.key] = clock }
@@ -91,6 +96,36 @@ extension Vault {
                 }
                 touched[name] = item
             }
+        }
+        // A deletion undone before it was sent: the row back is the item as it was, so what is sent
+        // is what changed on its rows since the sync (before each deletion, after each undo), at
+        // those changes' clocks. Sent as an edit of every field, the undo won over other machines'
+        // later edits. An item whose deletion was sent comes back whole (a revival).
+        var deletedRows: [String: [String]] = [:]
+        for name in order {
+            if let deleted = touched[name]?.deleted { deletedRows[deleted.id, default: []].append(name) }
+        }
+        for name in order {
+            guard var item = touched[name], let undoClock = item.insertedByUndo, item.deleted == nil,
+                  let object = try context.existingObject(entityName: item.entity, primaryKey: item.primaryKey)
+            else { continue }
+            let id = Self.syncIdentity(of: object)
+            let earlierRows = id.flatMap { deletedRows[$0] } ?? []
+            if earlierRows.isEmpty || id.map({ merge.state.deleted[$0] != nil }) == true {
+                for field in Self.syncedFields[item.entity, default: []] where item.fields[field.key] == nil {
+                    item.fields[field.key] = undoClock
+                }
+                item.history = true
+            } else {
+                var fields: [String: HybridClock] = [:]
+                for row in earlierRows {
+                    guard let earlier = touched.removeValue(forKey: row) else { continue }
+                    fields.merge(earlier.fields) { $1 }
+                    item.history = item.history || earlier.history
+                }
+                item.fields = fields.merging(item.fields) { $1 }
+            }
+            touched[name] = item
         }
         for name in order {
             guard let item = touched[name] else { continue }
@@ -234,6 +269,7 @@ extension Vault {
         struct Incoming {
             var change: SyncChange
             var from: String
+            var device: String
             var own: Bool
         }
         let incoming = files.flatMap { file in
@@ -244,7 +280,8 @@ extension Vault {
                 }
                 var change = change
                 change.id = uuid.uuidString
-                return Incoming(change: change, from: file.payload.deviceName, own: file.device == merge.me)
+                return Incoming(
+                    change: change, from: file.payload.deviceName, device: file.device, own: file.device == merge.me)
             }
         }
         var received: [String: SyncReport.Item] = [:]
@@ -354,10 +391,20 @@ extension Vault {
             }
         }
 
+        // A deletion its own device took back later (an undo, sent as a revival) in the same files: void.
+        var revivals: [String: [(device: String, clock: HybridClock)]] = [:]
+        for item in incoming where item.change.kind == .revive {
+            guard let latest = (item.change.fields ?? [:]).values.map(\.clock).max() else { continue }
+            revivals[item.change.id, default: []].append((item.device, latest))
+        }
         // Deletes: an item changed after what the deleting device had seen stays, and is sent whole.
         for item in incoming where item.change.kind == .delete {
             let change = item.change
             if let clock = change.clock { merge.observe(clock) }
+            if let clock = change.clock,
+               revivals[change.id, default: []].contains(where: { $0.device == item.device && $0.clock > clock }) {
+                continue
+            }
             guard let object = index.objects[change.id], !object.isDeleted, object.entity.name == change.entity else {
                 if let clock = change.clock, index.objects[change.id] == nil { merge.state.deleted[change.id] = clock }
                 continue
