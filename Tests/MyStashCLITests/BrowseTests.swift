@@ -220,10 +220,7 @@ final class BrowseTests: CLITestCase {
     /// a machine that applied the deletion takes, not as an item it had deleted.
     func testAnUndoneDeletionAlreadySyncedComesBackOnTheOtherMachine() throws {
         let (desktop, tmux) = try twoMachinesInStep()
-        tmux.send("C-d")
-        tmux.expect("Delete entry 1 'Mail'? y/n")
-        tmux.type("y")
-        tmux.expect("Removed entry 1.")
+        deleteMail(tmux)
         try runOK(["sync"])
         try runOK(["sync"], environment: desktop)
         XCTAssertEqual(try run(["password", "show", "Mail"], environment: desktop).status, 66)
@@ -252,11 +249,15 @@ final class BrowseTests: CLITestCase {
         return (desktop, tmux)
     }
 
-    private func deleteAndUndo(_ tmux: TmuxSession, syncingBetween: Bool = false) throws {
+    private func deleteMail(_ tmux: TmuxSession) {
         tmux.send("C-d")
         tmux.expect("'Mail'? y/n")
         tmux.type("y")
         tmux.expect("Removed entry")
+    }
+
+    private func deleteAndUndo(_ tmux: TmuxSession, syncingBetween: Bool = false) throws {
+        deleteMail(tmux)
         if syncingBetween { XCTAssertTrue(try runOK(["sync"]).stdout.contains("removed an entry")) }
         tmux.send("C-z")
         tmux.expect("is back.")
@@ -296,6 +297,75 @@ final class BrowseTests: CLITestCase {
         try runOK(["sync"], environment: desktop)
         let shown = try runOK(["password", "show", "Mail", "--reveal"], environment: desktop).stdout
         XCTAssertTrue(shown.contains("between-secret"), shown)
+    }
+
+    /// The sync that sent a deletion is killed once its push is on the remote, before it recorded
+    /// that (a post-receive hook kills it); the deletion is undone, and sync runs again. The entry
+    /// stays on both machines: the rerun finds its own deletion on the remote and sends the entry
+    /// back after it. Before, the rerun applied its own deletion to the entry back (the undo lost).
+    func testAnUndoAfterASyncKilledPastItsPushKeepsTheEntry() throws {
+        let (desktop, tmux) = try twoMachinesInStep()
+        deleteMail(tmux)
+        let remote = home.appendingPathComponent("remote.git")
+        let pidFile = home.appendingPathComponent("sync.pid").path
+        let hook = remote.appendingPathComponent("hooks/post-receive")
+        try "#!/bin/sh\ncat >/dev/null\nkill -9 $(cat \(shellQuoted(pidFile)))\n".write(
+            to: hook, atomically: true, encoding: .utf8)
+        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: hook.path)
+        let killed = try shell("mystash sync & echo $! > \(shellQuoted(pidFile)); wait $!")
+        XCTAssertEqual(killed.status, 137, "killed by the hook")
+        try FileManager.default.removeItem(at: hook)
+        tmux.send("C-z")
+        tmux.expect("is back.")
+        XCTAssertTrue(try runOK(["sync"]).stdout.contains("restored entry 'Mail'"))
+        try runOK(["sync"], environment: desktop)
+        for environment in [[:], desktop] {
+            XCTAssertTrue(try runOK(["password", "show", "Mail"], environment: environment).stdout.contains("ada"))
+            XCTAssertTrue(try runOK(["sync"], environment: environment).stdout.contains("Nothing to send or receive"))
+        }
+    }
+
+    /// An entry added in browse and synced, then taken back by Ctrl-Z: the other machine removes
+    /// it too. The undo took back the identity the addition gave the entry, so the deletion's
+    /// history had none and sync never sent it.
+    func testAnUndoneAdditionAlreadySyncedIsRemovedOnTheOtherMachine() throws {
+        let (desktop, tmux) = try twoMachinesInStep()
+        tmux.send("C-n")
+        tmux.expect("New password entry")
+        tmux.type("Shop")
+        tmux.send("C-s")
+        tmux.expect("Added entry")
+        try runOK(["sync"])
+        try runOK(["sync"], environment: desktop)
+        XCTAssertEqual(try run(["password", "show", "Shop"], environment: desktop).status, 0)
+        tmux.send("C-z")
+        tmux.expect("removed.")
+        XCTAssertTrue(try runOK(["sync"]).stdout.contains("removed an entry"))
+        try runOK(["sync"], environment: desktop)
+        XCTAssertEqual(try run(["password", "show", "Shop"], environment: desktop).status, 66)
+    }
+
+    /// A deletion the desktop refused (it had changed the entry) came back on the laptop by a
+    /// sync; Ctrl-Z then takes back nothing: the entry is not there twice, and the desktop's
+    /// password stands. Before, the undo made a second 'Mail' with the same identity, whose old
+    /// password then went out over the desktop's.
+    func testUndoingADeletionASyncAlreadyTookBackMakesNoSecondEntry() throws {
+        let (desktop, tmux) = try twoMachinesInStep()
+        deleteMail(tmux)
+        try runOK(["password", "edit", "Mail", "--new-password"], stdin: "desk-secret\n", environment: desktop)
+        try runOK(["sync"], environment: desktop)
+        try runOK(["sync"])
+        XCTAssertTrue(try runOK(["sync"], environment: desktop).stdout.contains("restored entry 'Mail'"))
+        try runOK(["sync"])
+        tmux.send("C-z")
+        tmux.expect("was back already, brought back by a sync.")
+        XCTAssertEqual(try runOK(["password", "list"]).stdout.components(separatedBy: "Mail").count, 2)
+        try runOK(["sync"])
+        try runOK(["sync"], environment: desktop)
+        for environment in [[:], desktop] {
+            let shown = try runOK(["password", "show", "Mail", "--reveal"], environment: environment).stdout
+            XCTAssertTrue(shown.contains("desk-secret"), shown)
+        }
     }
 
     /// A deletion and its undo, synced one after the other, reach the desktop in one sync:

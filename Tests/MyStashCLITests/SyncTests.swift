@@ -221,6 +221,29 @@ final class SyncTests: CLITestCase {
         XCTAssertEqual(try onB(["password", "show", "GitHub"]).status, 66)
     }
 
+    /// A third machine gets the laptop's delete and the desktop's refusal of it (its edit, sent
+    /// with the item whole) in one sync: it keeps the entry with the desktop's password, as the
+    /// others do. The refusal carried the edit at the clock of the value it replaced, so the
+    /// third machine saw nothing newer than the delete and removed the entry for good.
+    func testADeleteAndAnotherMachinesRefusalReceivedTogetherKeepTheItem() throws {
+        try setUpTwoMachines()
+        let homeC = ["HOME": home.appendingPathComponent("machine-c").path]
+        try FileManager.default.createDirectory(atPath: homeC["HOME"]!, withIntermediateDirectories: true)
+        try runOK(["clone", remote.path, "--device-name", "third"], environment: homeC)
+        try okB(["password", "edit", "GitHub", "--new-password"], stdin: "desk-secret\n")
+        try okA(["password", "remove", "GitHub", "--force"])
+        try okA(["sync"])
+        XCTAssertTrue(try okB(["sync"]).stdout.contains("restored entry 'GitHub'"))
+        let third = try runOK(["sync"], environment: homeC).stdout
+        XCTAssertTrue(third.contains("entry 'GitHub': kept: it was changed after laptop deleted it"), third)
+        try syncBoth()
+        try runOK(["sync"], environment: homeC)
+        for machine in [[:], ["HOME": homeB.path], homeC] {
+            let shown = try runOK(["password", "show", "GitHub", "--reveal"], environment: machine).stdout
+            XCTAssertTrue(shown.contains("desk-secret"), shown)
+        }
+    }
+
     /// Attachments stay on their machine: a delete from one that never saw them keeps the entry
     /// (and its only copy of the file) here, says why, and sends the entry back.
     func testADeleteFromAMachineThatNeverSawTheAttachmentKeepsTheEntry() throws {

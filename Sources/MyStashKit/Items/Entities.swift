@@ -80,6 +80,15 @@ extension SyncedEntity {
         get { self[Self.syncIdentityAttribute] }
         set { self[Self.syncIdentityAttribute] = newValue }
     }
+
+    /// Gives a new item its identity, which no undo takes back: an undone addition is a deletion
+    /// whose history keeps the identity, for sync to send it.
+    func assignNewSyncIdentity() {
+        let undoManager = managedObjectContext?.undoManager
+        undoManager?.disableUndoRegistration()
+        defer { undoManager?.enableUndoRegistration() }
+        syncIdentity = UUID()
+    }
 }
 
 // MARK: - Entities
@@ -115,7 +124,7 @@ final class Note: ManagedObject, ManagedEntity, EntityKeys {
     override func awakeFromInsert() {
         createdAt = Date()
         updatedAt = Date()
-        syncIdentity = UUID()
+        assignNewSyncIdentity()
     }
 }
 
@@ -204,7 +213,7 @@ final class PasswordEntry: ManagedObject, ManagedEntity, EntityKeys {
     override func awakeFromInsert() {
         createdAt = Date()
         updatedAt = Date()
-        syncIdentity = UUID()
+        assignNewSyncIdentity()
     }
 
     /// Addresses must name a host with a scheme the model allows (``EntryRules``). Only
@@ -288,7 +297,7 @@ final class Category: ManagedObject, ManagedEntity, EntityKeys {
     /// The entries in the category (its `systems`), in no order.
     var entries: [PasswordEntry] { members(.systems) }
 
-    override func awakeFromInsert() { syncIdentity = UUID() }
+    override func awakeFromInsert() { assignNewSyncIdentity() }
 
     /// - throws: the store's error when the other categories cannot be read: a name is never
     ///   saved unchecked.

@@ -153,6 +153,8 @@ extension Vault {
             case broughtBack
             /// An edited item got back the fields the change set.
             case reverted
+            /// A removed item was back already (a sync brought it back): it stays as it is.
+            case alreadyBack
         }
 
         public var kind: Kind
@@ -168,6 +170,17 @@ extension Vault {
         defer { context.transactionAuthor = nil }
         let undone: (item: ManagedObject, kind: UndoneChange.Kind)? = try change {
             context.undo()
+            // An item a sync brought back since its deletion is not brought back twice.
+            var alreadyBack: ManagedObject?
+            for object in context.insertedObjects {
+                guard let id = (object as? any SyncedEntity)?.syncIdentity else { continue }
+                let request = FetchRequest<ManagedObject>(
+                    entityName: object.entity.name, predicate: try Predicate(format: "\(SyncKeys.uuid) == %@", id))
+                guard let held = try context.fetch(request).first(where: { $0 !== object }) else { continue }
+                context.delete(object)
+                if held is Note || held is PasswordEntry { alreadyBack = held }
+            }
+            if let alreadyBack { return (alreadyBack, .alreadyBack) }
             let changes: [([ManagedObject], UndoneChange.Kind)] = [
                 (context.deletedObjects, .removed), (context.insertedObjects, .broughtBack),
                 (context.updatedObjects, .reverted),

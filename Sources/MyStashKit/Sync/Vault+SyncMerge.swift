@@ -405,6 +405,15 @@ extension Vault {
                revivals[change.id, default: []].contains(where: { $0.device == item.device && $0.clock > clock }) {
                 continue
             }
+            // This device's deletion, sent before a crash kept it from recording so, of an item back
+            // here since (an undo): the item stays and is sent whole after it, as a revival.
+            if item.own, let object = index.objects[change.id], !object.isDeleted, object.entity.name == change.entity {
+                let clock = merge.tick()
+                let fields = Self.syncedFields[change.entity, default: []]
+                let keys = Dictionary(uniqueKeysWithValues: fields.map { ($0.key, clock) })
+                try addPut(object, keys: keys, history: true, kind: .revive, into: &merge)
+                continue
+            }
             guard let object = index.objects[change.id], !object.isDeleted, object.entity.name == change.entity else {
                 if let clock = change.clock, index.objects[change.id] == nil { merge.state.deleted[change.id] = clock }
                 continue
@@ -462,7 +471,9 @@ extension Vault {
         guard let id = Self.syncIdentity(of: object) else { return }
         var keys: [String: HybridClock] = [:]
         for field in Self.syncedFields[object.entity.name, default: []] {
-            keys[field.key] = merge.state.fields[id]?[field.key] ?? merge.tick()
+            // An edit not sent yet keeps its clock: it is what makes other machines keep the item too.
+            keys[field.key] = merge.outgoing[id]?.fields?[field.key]?.clock ?? merge.state.fields[id]?[field.key]
+                ?? merge.tick()
         }
         try addPut(object, keys: keys, history: true, kind: .revive, into: &merge)
     }

@@ -348,6 +348,7 @@ final class Browser {
             case .removed: say("Undone: \(noun) removed.")
             case .broughtBack: say("Undone: \(noun) is back.")
             case .reverted: say("Undone: \(noun) has its fields back.")
+            case .alreadyBack: say("Undone: \(noun) was back already, brought back by a sync.")
             }
         } catch {
             say(viewLines(error).joined(separator: " "), isError: true)
