@@ -221,6 +221,27 @@ final class SyncTests: CLITestCase {
         XCTAssertEqual(try onB(["password", "show", "GitHub"]).status, 66)
     }
 
+    /// A push that lands on the remote though git sees the connection drop after it (here a hook
+    /// ends the receiving side): the sync succeeds with one log file. It was taken for another
+    /// machine's push and tried again: an edit was then reported as nothing to send, and a
+    /// deletion pushed again at every try (nine copies, then "nothing was sent").
+    func testAPushThatLandsBeforeTheConnectionDropsIsSentOnce() throws {
+        try setUpTwoMachines()
+        let hook = remote.appendingPathComponent("hooks/post-receive")
+        try "#!/bin/sh\ncat >/dev/null\nkill -9 $PPID\n".write(to: hook, atomically: true, encoding: .utf8)
+        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: hook.path)
+        try okA(["password", "edit", "GitHub", "--user", "carol"])
+        let sent = try okA(["sync"]).stdout
+        XCTAssertTrue(sent.contains("changed entry 'GitHub' (user ID)"), sent)
+        let files = try git(["--git-dir", remote.path, "ls-tree", "-r", "--name-only", "main"])
+            .split(separator: "\n").filter { $0.hasPrefix("log/") }
+        XCTAssertEqual(files.count, 2, "the first sync's file and this one's: \(files)")
+        try FileManager.default.removeItem(at: hook)
+        XCTAssertTrue(try okA(["sync"]).stdout.contains("Nothing to send or receive"))
+        try okB(["sync"])
+        XCTAssertTrue(try okB(["password", "show", "GitHub"]).stdout.contains("carol"))
+    }
+
     /// A third machine gets the laptop's delete and the desktop's refusal of it (its edit, sent
     /// with the item whole) in one sync: it keeps the entry with the desktop's password, as the
     /// others do. The refusal carried the edit at the clock of the value it replaced, so the

@@ -240,8 +240,14 @@ struct GitRemote: SyncRemote {
             .trimmingCharacters(in: .whitespacesAndNewlines)
         let push = try gitResult(["push", "-q", location, "\(commit):\(Self.branch)"])
         guard push.status == 0 else {
+            let head = try remoteHead()
+            // Landed, though git saw the connection drop after it: sending it again made a copy.
+            if head == commit {
+                try git(["update-ref", Self.trackingRef, commit])
+                return true
+            }
             // Refused because another machine pushed first: the branch moved since the fetch.
-            if try remoteHead() != parentCommit { return false }
+            if head != parentCommit { return false }
             let message = String(decoding: push.errors, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
             throw VaultError.remote(location, .unreachable(operation: "push to", detail: message))
         }
