@@ -258,6 +258,34 @@ final class LazyMembersReviewTests: XCTestCase {
         XCTAssertNoThrow(try context.save())
     }
 
+    /// A stored member of an ordered to-many leaves and comes back before the save: it is last in
+    /// memory, and the store keeps that order. Its removal and return cancelled out, so the
+    /// save wrote no order and a fresh read put it back first (found by a later review).
+    func testAStoredMemberLeavingAndComingBackIsLastInTheStoreToo() throws {
+        let context = try makeContext(ordered: true)
+        let first = context.insertNewObject(forEntityName: "Parent")
+        first["name"] = "first"
+        let other = context.insertNewObject(forEntityName: "Parent")
+        other["name"] = "other"
+        let one = context.insertNewObject(forEntityName: "Child")
+        let two = context.insertNewObject(forEntityName: "Child")
+        one["number"] = 1
+        two["number"] = 2
+        one["parent"] = first
+        two["parent"] = first
+        try context.save()
+        one["parent"] = other
+        one["parent"] = first
+        XCTAssertEqual(children(first).compactMap { $0["number"] as? Int }, [2, 1])
+        try context.save()
+        let fresh = ManagedObjectContext(coordinator: context.coordinator, notificationCenter: NotificationCenter())
+        var request = FetchRequest<ManagedObject>(entityName: "Parent")
+        request.predicate = try ObjectGraph.Predicate(format: "name == %@", "first")
+        let stored = try XCTUnwrap(try fresh.fetch(request).first)
+        XCTAssertEqual(children(stored).compactMap { $0["number"] as? Int }, [2, 1])
+        XCTAssertEqual(try storedChildCount(context, parentName: "other"), 0)
+    }
+
     // MARK: - Undo maps (held up; kept as regression checks)
 
     /// A parent deleted (cascade) and saved, undone and saved, deleted again and saved, undone

@@ -702,7 +702,12 @@ open class ManagedObject: Hashable, CustomStringConvertible {
 
     /// Makes `member` join the to-many `relationship`; false when it was a member already.
     func join(_ member: ManagedObject, _ relationship: RelationshipDescription) -> Bool {
-        membersForChange(relationship).insert(member) { isStoredMember(member, of: relationship) }
+        let members = membersForChange(relationship)
+        let comesBack = relationship.isOrdered && members.removed[ObjectIdentifier(member)] != nil
+        guard members.insert(member, isStored: { isStoredMember(member, of: relationship) }) else { return false }
+        // A stored member that left and came back is no change of membership, but it is last now.
+        if comesBack { members.markRewritesAll() }
+        return true
     }
 
     /// Takes `member` out of the to-many `relationship`; false when it was not a member.
