@@ -242,6 +242,24 @@ final class SyncTests: CLITestCase {
         XCTAssertTrue(try okB(["password", "show", "GitHub"]).stdout.contains("carol"))
     }
 
+    /// A vault put back from a copy made before a deletion it then synced: the next sync takes
+    /// its own deletion from the remote again, as it takes its other changes, on both machines.
+    func testAVaultRestoredFromBeforeItsSyncedDeletionTakesTheDeletion() throws {
+        try setUpTwoMachines()
+        let vault = home.appendingPathComponent(".local/share/mystash")
+        let copy = home.appendingPathComponent("vault-copy")
+        try FileManager.default.copyItem(at: vault, to: copy)
+        try okA(["password", "remove", "GitHub", "--force"])
+        try okA(["sync"])
+        try FileManager.default.removeItem(at: vault)
+        try FileManager.default.moveItem(at: copy, to: vault)
+        try okA(["sync"])
+        try okB(["sync"])
+        XCTAssertEqual(try onA(["password", "show", "GitHub"]).status, 66)
+        XCTAssertEqual(try onB(["password", "show", "GitHub"]).status, 66)
+        XCTAssertTrue(try okA(["sync"]).stdout.contains("Nothing to send or receive"))
+    }
+
     /// A third machine gets the laptop's delete and the desktop's refusal of it (its edit, sent
     /// with the item whole) in one sync: it keeps the entry with the desktop's password, as the
     /// others do. The refusal carried the edit at the clock of the value it replaced, so the

@@ -9,6 +9,8 @@ struct SyncMerge {
     var report: SyncReport
     /// Changes to send, by item identity.
     var outgoing: [String: SyncChange] = [:]
+    /// Items deleted here and brought back by an undo since the last sync this device recorded.
+    var undoneDeletions: Set<String> = []
 
     var me: String { state.device }
 
@@ -117,6 +119,7 @@ extension Vault {
                 }
                 item.history = true
             } else {
+                if let id { merge.undoneDeletions.insert(id) }
                 var fields: [String: HybridClock] = [:]
                 for row in earlierRows {
                     guard let earlier = touched.removeValue(forKey: row) else { continue }
@@ -405,9 +408,11 @@ extension Vault {
                revivals[change.id, default: []].contains(where: { $0.device == item.device && $0.clock > clock }) {
                 continue
             }
-            // This device's deletion, sent before a crash kept it from recording so, of an item back
-            // here since (an undo): the item stays and is sent whole after it, as a revival.
-            if item.own, let object = index.objects[change.id], !object.isDeleted, object.entity.name == change.entity {
+            // This device's deletion, sent before a crash kept it from recording so, of an item an
+            // undo brought back since: the item stays and is sent whole after it, as a revival. (A
+            // vault put back from a backup older than its deletion takes the deletion, as the rest.)
+            if item.own, merge.undoneDeletions.contains(change.id), let object = index.objects[change.id],
+               !object.isDeleted, object.entity.name == change.entity {
                 let clock = merge.tick()
                 let fields = Self.syncedFields[change.entity, default: []]
                 let keys = Dictionary(uniqueKeysWithValues: fields.map { ($0.key, clock) })
