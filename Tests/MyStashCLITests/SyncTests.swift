@@ -242,6 +242,27 @@ final class SyncTests: CLITestCase {
         XCTAssertTrue(try okB(["password", "show", "GitHub"]).stdout.contains("carol"))
     }
 
+    /// The laptop deletes an entry that a third machine deleted and the desktop kept (it had
+    /// changed it) before the laptop syncs: the desktop's revival makes the entry anew on the
+    /// laptop, whole. It took only the fields whose clocks beat those the laptop still kept
+    /// from before its own deletion, so the entry had no name and every sync failed with
+    /// "name is required" after pushing again.
+    func testAnItemDeletedHereAndRevivedElsewhereComesBackWhole() throws {
+        try setUpTwoMachines()
+        let homeC = ["HOME": home.appendingPathComponent("machine-c").path]
+        try FileManager.default.createDirectory(atPath: homeC["HOME"]!, withIntermediateDirectories: true)
+        try runOK(["clone", remote.path, "--device-name", "third"], environment: homeC)
+        try runOK(["password", "remove", "GitHub", "--force"], environment: homeC)
+        try okB(["password", "edit", "GitHub", "--new-password"], stdin: "desk-secret\n")
+        try runOK(["sync"], environment: homeC)
+        XCTAssertTrue(try okB(["sync"]).stdout.contains("restored entry 'GitHub'"))
+        try okA(["password", "remove", "GitHub", "--force"])
+        try okA(["sync"])
+        let shown = try okA(["password", "show", "GitHub", "--reveal"]).stdout
+        XCTAssertTrue(shown.contains("desk-secret") && shown.contains("alice"), shown)
+        XCTAssertTrue(try okA(["sync"]).stdout.contains("Nothing to send or receive"))
+    }
+
     /// A vault put back from a copy made before a deletion it then synced: the next sync takes
     /// its own deletion from the remote again, as it takes its other changes, on both machines.
     func testAVaultRestoredFromBeforeItsSyncedDeletionTakesTheDeletion() throws {

@@ -315,6 +315,8 @@ extension Vault {
             index.objects[change.id] = object
             named.insert(change.id)
             merge.state.deleted[change.id] = nil
+            // A new object has no values: clocks kept from an item deleted here would refuse them.
+            merge.state.fields[change.id] = nil
             if !item.own {
                 note(change.id, .init(kind: Self.syncNoun(change.entity), name: "", action: "added", device: item.from))
             }
