@@ -173,10 +173,10 @@ extension Vault {
             // An item a sync brought back since its deletion is not brought back twice.
             var alreadyBack: ManagedObject?
             for object in context.insertedObjects {
-                guard let id = (object as? any SyncedEntity)?.syncIdentity else { continue }
-                let request = FetchRequest<ManagedObject>(
-                    entityName: object.entity.name, predicate: try Predicate(format: "\(SyncKeys.uuid) == %@", id))
-                guard let held = try context.fetch(request).first(where: { $0 !== object }) else { continue }
+                guard let id = (object as? any SyncedEntity)?.syncIdentity,
+                      let held = try items(object.entity.name, withSyncIdentity: id, limit: 2)
+                          .first(where: { $0 !== object })
+                else { continue }
                 context.delete(object)
                 if held is Note || held is PasswordEntry { alreadyBack = held }
             }

@@ -168,10 +168,15 @@ extension Vault {
     /// The item the store holds under a deletion's sync identity, on another row than the deleted one.
     private func heldItem(_ deletion: SyncChange) throws -> ManagedObject? {
         guard let id = UUID(uuidString: deletion.id) else { return nil }
+        return try items(deletion.entity, withSyncIdentity: id, limit: 1).first
+    }
+
+    /// Up to `limit` items of `entity` with the sync identity `id`, insertions not saved yet included.
+    func items(_ entity: String, withSyncIdentity id: UUID, limit: Int) throws -> [ManagedObject] {
         var request = FetchRequest<ManagedObject>(
-            entityName: deletion.entity, predicate: try Predicate(format: "\(SyncKeys.uuid) == %@", id))
-        request.fetchLimit = 1
-        return try context.fetch(request).first
+            entityName: entity, predicate: try Predicate(format: "\(SyncKeys.uuid) == %@", id))
+        request.fetchLimit = limit
+        return try context.fetch(request)
     }
 
     private func isInsertedAfter(_ token: PersistentHistoryToken?, _ object: ManagedObject) throws -> Bool {
