@@ -47,14 +47,20 @@ let package = Package(
         .target(name: "CLinuxSupport"),
         // SQLite's process-wide settings, through its variadic sqlite3_config.
         .target(name: "CSQLiteSupport", linkerSettings: [.linkedLibrary("sqlite3")]),
+        // libxml2 loaded when XML is first read (its layout checked against its headers if installed).
+        .target(
+            name: "CXMLReading", cSettings: [.unsafeFlags(["-I/usr/include/libxml2"])],
+            linkerSettings: [.linkedLibrary("dl")]),
+        .target(name: "XMLReading", dependencies: ["CXMLReading"]),
         .target(
             name: "StashCrypto", dependencies: ["COpenSSL"], exclude: ["FORMAT.md"], swiftSettings: functionSections),
         // The terminal under `mystash browse`: raw mode, keys, resizes, width-aware drawing.
         .target(name: "TerminalUI", swiftSettings: functionSections),
         .target(
-            name: "ObjectGraph", dependencies: ["CZlib", "CSQLiteSupport", .product(name: "GRDB", package: "GRDB.swift")],
+            name: "ObjectGraph",
+            dependencies: ["CZlib", "CSQLiteSupport", "XMLReading", .product(name: "GRDB", package: "GRDB.swift")],
             swiftSettings: functionSections),
-        .executableTarget(name: "embed-config"),
+        .executableTarget(name: "embed-config", dependencies: ["XMLReading"]),
         .plugin(name: "EmbedConfig", capability: .buildTool(), dependencies: ["embed-config"]),
         // What the vault and its command line need from the machine: child processes, the
         // clipboard, the kernel keyring.
@@ -62,7 +68,7 @@ let package = Package(
             name: "StashPlatform", dependencies: ["StashCrypto", "CLinuxSupport"], swiftSettings: functionSections),
         .target(
             name: "MyStashKit",
-            dependencies: ["ObjectGraph", "StashCrypto", "StashPlatform", "CLinuxSupport"],
+            dependencies: ["ObjectGraph", "StashCrypto", "StashPlatform", "CLinuxSupport", "XMLReading"],
             swiftSettings: functionSections,
             plugins: ["EmbedConfig"]
         ),
@@ -92,7 +98,7 @@ let package = Package(
             ]
         ),
         .target(name: "TestSupport", path: "Tests/TestSupport"),
-        .testTarget(name: "ObjectGraphTests", dependencies: ["ObjectGraph", "TestSupport"], resources: [.copy("Fixtures")]),
+        .testTarget(name: "ObjectGraphTests", dependencies: ["ObjectGraph", "XMLReading", "TestSupport"], resources: [.copy("Fixtures")]),
         .testTarget(name: "StashCryptoTests", dependencies: ["StashCrypto"], resources: [.copy("Vectors")]),
         .testTarget(name: "MyStashKitTests", dependencies: ["MyStashKit", "StashCrypto", "StashPlatform", "ObjectGraph", "TestSupport"], resources: [.copy("Fixtures")]),
         .testTarget(name: "MyStashCLITests", dependencies: ["MyStashKit", "StashPlatform", "ObjectGraph", "TestSupport"]),

@@ -1,7 +1,10 @@
 import Foundation
+import XMLReading
 
 // Usage: embed-config CONFIG_DIR OUTPUT.swift
 // Writes `enum EmbeddedConfig { static let base64Files: [String: String] }`, keyed by path relative to CONFIG_DIR.
+// A model version's `contents` is embedded compiled (XMLTreeElement.compiled()): reading the model at every
+// opening then needs no XML parser, and libxml2 is never loaded by a command that reads no XML.
 let arguments = CommandLine.arguments
 guard arguments.count == 3 else {
     FileHandle.standardError.write(Data("usage: embed-config CONFIG_DIR OUTPUT.swift\n".utf8))
@@ -13,7 +16,12 @@ if let walker = FileManager.default.enumerator(at: root, includingPropertiesForK
     for case let url as URL in walker
     where (try? url.resourceValues(forKeys: [.isRegularFileKey]).isRegularFile) == true {
         let relative = String(url.standardizedFileURL.path.dropFirst(root.path.count + 1))
-        entries.append((relative, try Data(contentsOf: url)))
+        let data = try Data(contentsOf: url)
+        if relative.hasSuffix(".xcdatamodel/contents") {
+            entries.append((relative, try XMLTreeElement.read(data).compiled()))
+        } else {
+            entries.append((relative, data))
+        }
     }
 }
 entries.sort { $0.0 < $1.0 }

@@ -37,4 +37,31 @@ final class StaticLinkTests: CLITestCase {
         XCTAssertGreaterThan(count, 50, result.stdout + result.stderr)
         XCTAssertEqual(lines, [], "bridging conformances missing from mystash")
     }
+
+    /// libxml2 (with ICU, liblzma and the C++ library it brings) is loaded when a command reads
+    /// XML, not at every start: the model the binary embeds is compiled at build time.
+    func testCommandsThatReadNoXMLNeverLoadLibxml2AndAnXMLImportStillDoes() throws {
+        func loaded(_ arguments: [String], stdin: String? = nil) throws -> [String] {
+            let result = try run(arguments, stdin: stdin, environment: ["LD_DEBUG": "files"])
+            XCTAssertEqual(result.status, 0, "\(arguments): \(result.stderr.suffix(2000))")
+            // "file=libc.so.6 [0];  needed by …", "file=libxml2.so.2 [0];  dynamically loaded by …"
+            return result.stderr.split(separator: "\n").filter { $0.contains("needed by") || $0.contains("loaded by") }
+                .map(String.init)
+        }
+        XCTAssertFalse(try loaded(["--version"]).joined().contains("libxml2"))
+        try initVault()
+        for arguments in [["password", "add", "Mail", "--user", "ada"], ["password", "show", "Mail", "--field", "password"],
+                          ["password", "list"], ["password", "search", "ada"], ["check"]] {
+            let libraries = try loaded(arguments, stdin: arguments.contains("add") ? "mail-secret" : nil)
+            XCTAssertFalse(libraries.isEmpty, "LD_DEBUG printed no library for \(arguments)")
+            XCTAssertFalse(libraries.joined().contains("libxml2"), "\(arguments): \(libraries)")
+        }
+        let xml = home.appendingPathComponent("export.xml")
+        try Data(("<KeePassFile><Root><Group><Name>Root</Name><Entry><String><Key>Title</Key><Value>A &amp; B</Value>"
+            + "</String><String><Key>Password</Key><Value>x</Value></String></Entry></Group></Root></KeePassFile>").utf8)
+            .write(to: xml)
+        let imported = try loaded(["import", xml.path, "--format", "keepassxc-xml"])
+        XCTAssertTrue(imported.joined().contains("libxml2"), "\(imported)")
+        XCTAssertEqual(try runOK(["password", "show", "A & B", "--field", "password"]).stdout, "x\n")
+    }
 }

@@ -126,8 +126,12 @@ final class VaultFixtureMigrationTests: XCTestCase {
 
     /// The shipped model plus a second version: System.password renamed secret, System.favorite added.
     private func versions() throws -> ModelVersions {
+        // The build embeds each version compiled; its XML is in the source tree.
         var files = Resources.folder("MyStash.xcdatamodeld")
-        let first = String(decoding: try XCTUnwrap(files["MyStash.xcdatamodel/contents"]), as: UTF8.self)
+        let source = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("Config/MyStash.xcdatamodeld/MyStash.xcdatamodel/contents")
+        let first = try String(contentsOf: source, encoding: .utf8)
+        files["MyStash.xcdatamodel/contents"] = Data(first.utf8)
         let renamed = "<attribute name=\"secret\" elementID=\"password\" attributeType=\"Transformable\""
         let second =
             first

@@ -18,7 +18,7 @@ final class HostileImportTests: VaultTestCase {
         let deep = keePassXML(groupsNested: 1_000_000)
         assertVaultError(.invalidData, { _ = try vault.transfer.importItems(deep, format: .keepassxcXML) }) {
             XCTAssertTrue(
-                $0.message.contains("nested more than \(KeePassXMLTreeBuilder.maximumDepth) deep"), $0.message)
+                $0.message.contains("nested more than \(KeePassXMLLimits.maximumDepth) deep"), $0.message)
         }
         XCTAssertEqual(try vault.items.entries().count, 0)
     }
@@ -26,10 +26,10 @@ final class HostileImportTests: VaultTestCase {
     func testKeePassXMLJustWithinTheDepthLimitReads() throws {
         // Root group, the groups inside it, <KeePassFile> and <Root>: the limit exactly.
         let source = try Vault.read(
-            keePassXML(groupsNested: KeePassXMLTreeBuilder.maximumDepth - 3), format: .keepassxcXML)
+            keePassXML(groupsNested: KeePassXMLLimits.maximumDepth - 3), format: .keepassxcXML)
         XCTAssertEqual(source.document.passwords.count, 0)
         XCTAssertThrowsError(
-            try Vault.read(keePassXML(groupsNested: KeePassXMLTreeBuilder.maximumDepth - 2), format: .keepassxcXML))
+            try Vault.read(keePassXML(groupsNested: KeePassXMLLimits.maximumDepth - 2), format: .keepassxcXML))
     }
 
     /// One entry with `history` earlier passwords (the n-th replaced n seconds after 2001)

@@ -43,7 +43,7 @@ final class XMLStoreErrorOutputTests: ObjectGraphTestCase {
             let output = try capturingStandardError {
                 let reader = PersistentStoreCoordinator(managedObjectModel: try Self.shopModel())
                 XCTAssertThrowsError(try reader.addPersistentStore(type: .xml, configuration: "Notes", at: url)) {
-                    XCTAssertTrue("\($0)".contains("not well-formed XML near line"), "damage \(index): \($0)")
+                    XCTAssertTrue("\($0)".contains("not well-formed XML at line"), "damage \(index): \($0)")
                 }
             }
             XCTAssertEqual(output, "", "damage \(index)")

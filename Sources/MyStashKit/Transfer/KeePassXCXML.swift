@@ -1,9 +1,6 @@
 import Foundation
 import StashPlatform
-
-#if canImport(FoundationXML)
-import FoundationXML
-#endif
+import XMLReading
 
 /// Reads KeePassXC's exports: CSV (`keepassxc-cli export -f csv`) and KeePass 2 XML
 /// (`keepassxc-cli export -f xml`). Group paths become categories whole, without the root
@@ -36,33 +33,30 @@ enum KeePassXCReader {
         var source = ImportSource()
         // The text is UTF-8 (Vault.read checked); a NUL byte, which UTF-8 allows, XML does not.
         guard !data.contains(0) else { throw source.invalid(.keepassxcXML, "it holds a NUL byte") }
-        let parser = XMLParser(data: data)
-        let reader = KeePassXMLTreeBuilder()
-        parser.delegate = reader
-        let parsed = parser.parse()
-        if let line = reader.tooDeepAtLine {
-            let limit = KeePassXMLTreeBuilder.maximumDepth
-            throw VaultError.nestedTooDeep(limit: limit, line: line)
-
-        }
-        // FoundationXML may report success and still set an error (tags that do not match).
-        guard parsed, parser.parserError == nil, let root = reader.root, root.name == "KeePassFile" else {
-            let error = reader.firstError ?? parser.parserError.map { ($0, parser.lineNumber, parser.columnNumber) }
-            // libxml2 gives the end of the file inside an element the code of text after the document's end;
-            // cut inside the last closing tag, every element is closed and only the tag's '>' is missing.
-            let code = error.map { ($0.error as NSError).code }
-            let endsInsideTag = data.last { !Character(UnicodeScalar($0)).isWhitespace } != UInt8(ascii: ">")
-            let endsEarly = (reader.openElements > 0 && [5, 73, 77].contains(code))
-                || (endsInsideTag && [73, 77].contains(code))
-            let reason =
-                error.map {
-                    "line \($0.line), column \($0.column): "
+        let root: XMLTreeElement
+        do {
+            root = try XMLTreeElement.read(data, maximumDepth: KeePassXMLLimits.maximumDepth)
+        } catch let error as XMLReadingError {
+            switch error.reason {
+            case .nestedTooDeep(let limit):
+                throw VaultError.nestedTooDeep(limit: limit, line: error.line)
+            case .notWellFormed(let code, let column, _):
+                // libxml2 gives the end of the file inside an element the code of text after the
+                // document's end; cut inside the last closing tag, every element is closed and only
+                // the tag's '>' is missing.
+                let endsInsideTag = data.last { !Character(UnicodeScalar($0)).isWhitespace } != UInt8(ascii: ">")
+                let endsEarly = (error.openElements > 0 && [5, 73, 77].contains(code))
+                    || (endsInsideTag && [73, 77].contains(code))
+                throw source.invalid(
+                    .keepassxcXML,
+                    "line \(error.line), column \(column): "
                         + (endsEarly ? "the file ends before its elements are closed (cut short?)"
-                            : describe(xmlError: $0.error))
-                }
-                ?? "no <KeePassFile> element"
-            throw source.invalid(.keepassxcXML, reason)
+                            : describe(xmlErrorCode: code)))
+            case .libraryMissing, .tooLarge:
+                throw source.invalid(.keepassxcXML, "\(error)")
+            }
         }
+        guard root.name == "KeePassFile" else { throw source.invalid(.keepassxcXML, "no <KeePassFile> element") }
         let recycleBin = root.child("Meta")?.child("RecycleBinUUID")?.text
         guard let top = root.child("Root")?.child("Group") else {
             throw source.invalid(.keepassxcXML, "no <Root><Group>")
@@ -70,7 +64,7 @@ enum KeePassXCReader {
         let dates = ExportDocument.Dates()
         let binaries = sharedBinaries(root.child("Meta")?.child("Binaries"))
         var identifiers: [String?] = []
-        func walk(_ group: XMLNode, path: [String]) {
+        func walk(_ group: XMLTreeElement, path: [String]) {
             // A file naming no recycle bin (or the null UUID) has none: no group is in it.
             let inRecycleBin = recycleBin.map { $0 != "AAAAAAAAAAAAAAAAAAAAAA==" && group.child("UUID")?.text == $0 }
                 ?? false
@@ -158,10 +152,8 @@ enum KeePassXCReader {
         return source
     }
 
-    /// What the parser found wrong, in words. Its error holds only libxml2's code (xmlerror.h),
-    /// which FoundationXML's `ErrorCode` cases do not match on Linux: hence the numbers.
-    static func describe(xmlError error: Error) -> String {
-        let code = (error as NSError).code
+    /// What libxml2 found wrong, in words, from its code (xmlerror.h).
+    static func describe(xmlErrorCode code: Int) -> String {
         switch code {
         case 4: return "expected an element ('<')"
         case 5, 86: return "more text after the end of the document's element"
@@ -177,7 +169,7 @@ enum KeePassXCReader {
 
     /// The attachments kept once in `<Meta><Binaries>` and referred to by ID: base64, gzipped
     /// when `Compressed="True"`.
-    private static func sharedBinaries(_ binaries: XMLNode?) -> [String: (text: String, compressed: Bool)] {
+    private static func sharedBinaries(_ binaries: XMLTreeElement?) -> [String: (text: String, compressed: Bool)] {
         var shared: [String: (String, Bool)] = [:]
         for binary in binaries?.children ?? [] where binary.name == "Binary" {
             guard let id = binary.attributes["ID"] else { continue }
@@ -188,7 +180,7 @@ enum KeePassXCReader {
 
     /// The bytes of an entry's `<Binary>`: its own `<Value>` or the shared one it refers to,
     /// base64, gunzipped when compressed; nil when they cannot be decoded.
-    private static func binaryData(of attachment: XMLNode, binaries: [String: (text: String, compressed: Bool)])
+    private static func binaryData(of attachment: XMLTreeElement, binaries: [String: (text: String, compressed: Bool)])
         -> Data?
     {
         guard let value = attachment.child("Value") else { return nil }
@@ -201,7 +193,7 @@ enum KeePassXCReader {
     }
 
     /// The text of an attachment that holds an OpenSSH private key, else nil.
-    private static func sshKey(in attachment: XMLNode, binaries: [String: (text: String, compressed: Bool)])
+    private static func sshKey(in attachment: XMLTreeElement, binaries: [String: (text: String, compressed: Bool)])
         -> String?
     {
         guard let data = binaryData(of: attachment, binaries: binaries),
@@ -211,7 +203,7 @@ enum KeePassXCReader {
         return text
     }
 
-    private static func strings(_ entry: XMLNode) -> [String: (value: String, protected: Bool)] {
+    private static func strings(_ entry: XMLTreeElement) -> [String: (value: String, protected: Bool)] {
         var values: [String: (String, Bool)] = [:]
         for string in entry.children where string.name == "String" {
             guard let key = string.child("Key")?.text else { continue }
@@ -221,7 +213,7 @@ enum KeePassXCReader {
         return values
     }
 
-    private static func entryValues(_ element: XMLNode, dates: ExportDocument.Dates) -> ExportDocument.Entry {
+    private static func entryValues(_ element: XMLTreeElement, dates: ExportDocument.Dates) -> ExportDocument.Entry {
         let values = strings(element)
         func value(_ key: String) -> String? { values[key].flatMap { $0.value.isEmpty ? nil : $0.value } }
         let times = element.child("Times")
@@ -233,63 +225,10 @@ enum KeePassXCReader {
     }
 }
 
-/// A small element tree of an XML document (KeePass files are small enough to hold whole).
-final class XMLNode {
-    let name: String
-    let attributes: [String: String]
-    var children: [XMLNode] = []
-    var textParts: [String] = []
-    var text: String? { textParts.isEmpty ? nil : textParts.joined() }
-
-    init(name: String, attributes: [String: String]) {
-        self.name = name
-        self.attributes = attributes
-    }
-
-    func child(_ name: String) -> XMLNode? { children.first { $0.name == name } }
-}
-
-/// Builds the tree as the parser streams the file, refusing it past ``maximumDepth``: the tree,
-/// its release and the walk over its groups all recurse, so a deeper file would overflow the
-/// stack (a file nested 3,000 deep did), whatever the parser below accepts.
-final class KeePassXMLTreeBuilder: NSObject, XMLParserDelegate {
+/// How deep a KeePass file may nest: the tree and the walk over its groups recurse, so a deeper
+/// file would overflow the stack (a file nested 3,000 deep did), whatever libxml2 accepts.
+enum KeePassXMLLimits {
     /// Deeper than any real export: a KeePass file nests entries, history and values about 8
     /// levels below its groups, and few people nest groups more than a dozen deep.
     static let maximumDepth = 256
-
-    var root: XMLNode?
-    /// Where the file went deeper than ``maximumDepth``; the parse stopped there.
-    private(set) var tooDeepAtLine: Int?
-    /// The first error and where it was: the parser keeps only its last one, often a
-    /// consequence ("more after the end") of the first (a closing tag that does not match).
-    private(set) var firstError: (error: Error, line: Int, column: Int)?
-    private var stack: [XMLNode] = []
-    /// Elements opened and not closed: an error with some open is the file ending early.
-    var openElements: Int { stack.count }
-
-    func parser(
-        _ parser: XMLParser, didStartElement name: String, namespaceURI: String?, qualifiedName: String?,
-        attributes: [String: String] = [:]
-    ) {
-        guard stack.count < Self.maximumDepth else {
-            if tooDeepAtLine == nil { tooDeepAtLine = parser.lineNumber }
-            parser.abortParsing()
-            return
-        }
-        let node = XMLNode(name: name, attributes: attributes)
-        if let parent = stack.last { parent.children.append(node) } else { root = node }
-        stack.append(node)
-    }
-
-    func parser(_ parser: XMLParser, didEndElement name: String, namespaceURI: String?, qualifiedName: String?) {
-        if !stack.isEmpty { stack.removeLast() }
-    }
-
-    func parser(_ parser: XMLParser, parseErrorOccurred error: Error) {
-        if firstError == nil { firstError = (error, parser.lineNumber, parser.columnNumber) }
-    }
-
-    func parser(_ parser: XMLParser, foundCharacters string: String) {
-        stack.last?.textParts.append(string)
-    }
 }

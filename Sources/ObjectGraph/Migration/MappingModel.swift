@@ -1,7 +1,5 @@
 import Foundation
-#if canImport(FoundationXML)
-import FoundationXML
-#endif
+import XMLReading
 
 /// An Xcode mapping model (`.xcmappingmodel`): how a store of one model version becomes a store
 /// of another when the migration cannot be inferred, as Core Data's `NSMappingModel`.
@@ -230,7 +228,7 @@ enum MappingExpression {
 
 /// The objects of an `xcmapping.xml` (a Core Data XML store of Xcode's editing objects), read as
 /// the XML it is: type, attributes by lowercased name, relationships as lists of object ids.
-final class MappingXMLParser: NSObject, XMLParserDelegate {
+final class MappingXMLParser: XMLEventHandler {
     struct Object {
         var type: String
         var attributes: [String: String] = [:]
@@ -240,32 +238,26 @@ final class MappingXMLParser: NSObject, XMLParserDelegate {
     private var objects: [String: Object] = [:]
     private var current: (id: String, object: Object)?
     private var attributeName: String?
-    private var text = ""
+    private var attributeText = ""
 
     static func objects(in data: Data, file: String) throws -> [String: Object] {
-        let delegate = MappingXMLParser()
-        let parser = XMLParser(data: data)
-        parser.delegate = delegate
-        guard parser.parse() else {
-            throw ModelError(
-                file: file,
-                reason: "malformed xcmapping.xml at line \(parser.lineNumber): "
-                    + (parser.parserError.map { "\($0.localizedDescription)" } ?? "parse error"))
+        let handler = MappingXMLParser()
+        do {
+            try XMLReader.read(data, into: handler)
+        } catch let error as XMLReadingError {
+            throw ModelError(file: file, reason: "malformed xcmapping.xml: \(error)")
         }
-        return delegate.objects
+        return handler.objects
     }
 
-    func parser(
-        _ parser: XMLParser, didStartElement element: String, namespaceURI: String?, qualifiedName: String?,
-        attributes: [String: String] = [:]
-    ) {
+    func startElement(_ element: String, attributes: [String: String], line: Int) {
         switch element {
         case "object":
             guard let id = attributes["id"], let type = attributes["type"] else { return }
             current = (id, Object(type: type.uppercased()))
         case "attribute" where current != nil:
             attributeName = attributes["name"]?.lowercased()
-            text = ""
+            attributeText = ""
         case "relationship" where current != nil:
             guard let name = attributes["name"]?.lowercased() else { return }
             current?.object.relationships[name] = (attributes["idrefs"] ?? "").split(separator: " ").map(String.init)
@@ -274,14 +266,14 @@ final class MappingXMLParser: NSObject, XMLParserDelegate {
         }
     }
 
-    func parser(_ parser: XMLParser, foundCharacters string: String) {
-        if attributeName != nil { text += string }
+    func text(_ string: String) {
+        if attributeName != nil { attributeText += string }
     }
 
-    func parser(_ parser: XMLParser, didEndElement element: String, namespaceURI: String?, qualifiedName: String?) {
+    func endElement(_ element: String) {
         switch element {
         case "attribute":
-            if let name = attributeName { current?.object.attributes[name] = text }
+            if let name = attributeName { current?.object.attributes[name] = attributeText }
             attributeName = nil
         case "object":
             if let (id, object) = current { objects[id] = object }

@@ -87,6 +87,9 @@ public final class ModelVersions {
 
     /// Loads every version of an `.xcdatamodeld` whose files are given in memory, keyed by
     /// their path inside the folder (`"Model 2.xcdatamodel/contents"`, `".xccurrentversion"`).
+    /// A `contents` may be Xcode's XML or its compiled form (`XMLTreeElement.compiled()` of the
+    /// XMLReading module), which reads without loading an XML parser: what a program that opens
+    /// its stores at every start embeds, as `mystash` does.
     ///
     /// With `parsingOlderVersionsWhenNeeded`, only the current version is parsed now, the others
     /// when a store of an older version is opened (or ``versions`` is read): a program that

@@ -1,7 +1,5 @@
 import Foundation
-#if canImport(FoundationXML)
-import FoundationXML
-#endif
+import XMLReading
 
 extension ManagedObjectModel {
     /// Loads the current version of an Xcode model.
@@ -69,15 +67,15 @@ extension ManagedObjectModel {
     }
 }
 
-/// Reads Xcode's `contents` XML into entity descriptions.
-final class ModelXMLParser: NSObject, XMLParserDelegate {
+/// Reads Xcode's `contents` XML, or its compiled form (`XMLTreeElement.compiled()`, as a build
+/// embeds it), into entity descriptions.
+final class ModelXMLParser: XMLEventHandler {
     struct Result {
         var entities: [EntityDescription]
         var configurations: [String: [String]]
     }
 
     private let file: String
-    private var failure: ModelError?
     private var entities: [EntityDescription] = []
     private var configurations: [String: [String]] = [:]
     // The entity being read, with its parts.
@@ -96,36 +94,31 @@ final class ModelXMLParser: NSObject, XMLParserDelegate {
     private init(file: String) { self.file = file }
 
     static func parse(_ data: Data, file: String) throws -> Result {
-        let delegate = ModelXMLParser(file: file)
-        let parser = XMLParser(data: data)
-        parser.delegate = delegate
-        let ok = parser.parse()
-        if let failure = delegate.failure { throw failure }
-        guard ok, delegate.ownerStack.isEmpty, delegate.sawModel else {
-            throw ModelError(
-                file: file,
-                reason:
-                    "malformed XML at line \(parser.lineNumber): \(parser.parserError.map { "\($0)" } ?? "parse error")"
-            )
+        let handler = ModelXMLParser(file: file)
+        do {
+            if XMLTreeElement.isCompiled(data) {
+                try XMLTreeElement(compiled: data).replay(into: handler)
+            } else {
+                try XMLReader.read(data, into: handler)
+            }
+        } catch let error as XMLReadingError {
+            throw ModelError(file: file, reason: "malformed XML: \(error)")
         }
-        return Result(entities: delegate.entities, configurations: delegate.configurations)
+        guard handler.ownerStack.isEmpty, handler.sawModel else {
+            throw ModelError(file: file, reason: "malformed XML: no <model> element, or one not closed")
+        }
+        return Result(entities: handler.entities, configurations: handler.configurations)
     }
 
-    private func fail(_ error: ModelError, _ parser: XMLParser) {
-        if failure == nil { failure = error }
-        parser.abortParsing()
-    }
+    func text(_ text: String) {}
 
-    func parser(
-        _ parser: XMLParser, didStartElement element: String, namespaceURI: String?, qualifiedName: String?,
-        attributes dict: [String: String] = [:]
-    ) {
+    func startElement(_ element: String, attributes dict: [String: String], line: Int) throws {
         switch element {
         case "model":
             sawModel = true
         case "entity":
             guard let name = dict["name"], !name.isEmpty else {
-                return fail(ModelError(file: file, reason: "an entity has no name"), parser)
+                throw ModelError(file: file, reason: "an entity has no name")
             }
             entityAttributes = dict
             attributes = []
@@ -141,11 +134,11 @@ final class ModelXMLParser: NSObject, XMLParserDelegate {
         case "attribute":
             let entityName = entityAttributes?["name"]
             guard let name = dict["name"] else {
-                return fail(ModelError(file: file, entity: entityName, reason: "an attribute has no name"), parser)
+                throw ModelError(file: file, entity: entityName, reason: "an attribute has no name")
             }
             guard let typeName = dict["attributeType"], let type = AttributeType(rawValue: typeName) else {
-                return fail(ModelError(file: file, entity: entityName, property: name,
-                                       reason: "unknown attribute type '\(dict["attributeType"] ?? "")'"), parser)
+                throw ModelError(file: file, entity: entityName, property: name,
+                                 reason: "unknown attribute type '\(dict["attributeType"] ?? "")'")
             }
             var attribute = AttributeDescription(
                 name: name, type: type, isOptional: isTruthy(dict["optional"]),
@@ -160,18 +153,15 @@ final class ModelXMLParser: NSObject, XMLParserDelegate {
         case "relationship":
             let entityName = entityAttributes?["name"]
             guard let name = dict["name"] else {
-                return fail(ModelError(file: file, entity: entityName, reason: "a relationship has no name"), parser)
+                throw ModelError(file: file, entity: entityName, reason: "a relationship has no name")
             }
             guard let destination = dict["destinationEntity"] else {
-                return fail(
-                    ModelError(file: file, entity: entityName, property: name, reason: "no destination entity"), parser)
+                throw ModelError(file: file, entity: entityName, property: name, reason: "no destination entity")
             }
             let ruleName = dict["deletionRule"] ?? "Nullify"
             guard let rule = DeleteRule(rawValue: ruleName) else {
-                return fail(
-                    ModelError(
-                        file: file, entity: entityName, property: name, reason: "unknown deletion rule '\(ruleName)'"),
-                    parser)
+                throw ModelError(
+                    file: file, entity: entityName, property: name, reason: "unknown deletion rule '\(ruleName)'")
             }
             let toMany = isTruthy(dict["toMany"])
             relationships.append(RelationshipDescription(
@@ -200,7 +190,7 @@ final class ModelXMLParser: NSObject, XMLParserDelegate {
         }
     }
 
-    func parser(_ parser: XMLParser, didEndElement element: String, namespaceURI: String?, qualifiedName: String?) {
+    func endElement(_ element: String) {
         switch element {
         case "entity":
             guard let dict = entityAttributes, let name = dict["name"] else { return }

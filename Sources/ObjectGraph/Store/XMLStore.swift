@@ -1,9 +1,7 @@
 import Foundation
 import GRDB
 
-#if canImport(FoundationXML)
-import FoundationXML
-#endif
+import XMLReading
 
 /// An atomic store in one XML file (store type ``StoreType/xml``), in the spirit of Core
 /// Data's XML store: one `<object>` element per object with its attributes and
@@ -21,28 +19,18 @@ import FoundationXML
 public final class XMLStore: AtomicStore {
     /// Reads and parses the whole file; a damaged one is refused naming what is wrong.
     public override func load() throws {
-        let document: XMLDocument
+        let root: XMLTreeElement
         do {
-            let data = try Data(contentsOf: url)
-            // XMLDocument parses in libxml2's recovery mode, printing each error to stderr and
-            // patching over it; XMLParser reports the first error to us alone, so check with it first.
-            let parser = XMLParser(data: data)
-            parser.shouldResolveExternalEntities = false
-            // It may return true yet leave an error behind (an unfinished tag at the end).
-            guard parser.parse(), parser.parserError == nil else {
-                let code = (parser.parserError as NSError?).map { ", XML parser error \($0.code)" } ?? ""
-                throw damaged("not well-formed XML near line \(parser.lineNumber)\(code)")
-            }
-            document = try XMLDocument(data: data, options: [])
-        } catch let error as ObjectGraphError {
-            throw error
+            root = try XMLTreeElement.read(try Data(contentsOf: url))
+        } catch let error as XMLReadingError {
+            throw damaged("\(error)")
         } catch {
-            throw damaged("not well-formed XML (\(error.localizedDescription))")
+            throw damaged("unreadable (\(error.localizedDescription))")
         }
-        guard let root = document.rootElement(), root.name == "objectgraph-store" else {
+        guard root.name == "objectgraph-store" else {
             throw damaged("no <objectgraph-store> root element")
         }
-        guard let metadataText = root.elements(forName: "metadata").first?.stringValue,
+        guard let metadataText = root.child("metadata")?.text,
             let metadata = try? PropertyListSerialization.propertyList(from: Data(metadataText.utf8), format: nil)
                 as? [String: Any]
         else {
@@ -50,29 +38,25 @@ public final class XMLStore: AtomicStore {
         }
         self.metadata = metadata
         try addCacheNodes(
-            from: root.elements(forName: "object").enumerated().map { index, element in
-                guard let entity = element.attribute(forName: "entity")?.stringValue,
-                    let identity = element.attribute(forName: "id")?.stringValue
-                else {
+            from: root.children(named: "object").enumerated().map { index, element in
+                guard let entity = element.attributes["entity"], let identity = element.attributes["id"] else {
                     throw damaged("<object> \(index + 1) has no entity or id")
                 }
                 var record = AtomicRecord(entityName: entity, identity: identity, attributes: [:], relationships: [:])
-                for attribute in element.elements(forName: "attribute") {
-                    guard let name = attribute.attribute(forName: "name")?.stringValue,
-                        let value = Self.databaseValue(
-                            type: attribute.attribute(forName: "type")?.stringValue, text: attribute.stringValue ?? "")
+                for attribute in element.children(named: "attribute") {
+                    guard let name = attribute.attributes["name"],
+                        let value = Self.databaseValue(type: attribute.attributes["type"], text: attribute.text ?? "")
                     else {
                         throw damaged("an <attribute> of \(identity) has no name or an unreadable value")
                     }
                     record.attributes[name] = value
                 }
-                for relationship in element.elements(forName: "relationship") {
-                    guard let name = relationship.attribute(forName: "name")?.stringValue else {
+                for relationship in element.children(named: "relationship") {
+                    guard let name = relationship.attributes["name"] else {
                         throw damaged("a <relationship> of \(identity) has no name")
                     }
-                    record.relationships[name] = (relationship.attribute(forName: "idrefs")?.stringValue ?? "").split(
-                        separator: " "
-                    ).map(String.init)
+                    record.relationships[name] = (relationship.attributes["idrefs"] ?? "").split(separator: " ")
+                        .map(String.init)
                 }
                 return record
             })
@@ -80,8 +64,6 @@ public final class XMLStore: AtomicStore {
 
     /// Writes the whole document atomically.
     public override func save() throws {
-        let root = XMLElement(name: "objectgraph-store")
-        root.addAttribute(XMLNode.attribute(withName: "version", stringValue: "1") as! XMLNode)
         let metadataData: Data
         do {
             metadataData = try PropertyListSerialization.data(fromPropertyList: metadata, format: .xml, options: 0)
@@ -90,31 +72,46 @@ public final class XMLStore: AtomicStore {
                 code: .saveFailed,
                 message: "cannot encode the metadata of '\(url.lastPathComponent)': \(error.localizedDescription)")
         }
-        root.addChild(XMLElement(name: "metadata", stringValue: String(decoding: metadataData, as: UTF8.self)))
+        let metadataText = Self.escaped(String(decoding: metadataData, as: UTF8.self), inValue: false)
+        var xml = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<objectgraph-store version=\"1\">\n"
+        xml += "    <metadata>\(metadataText)</metadata>\n"
         for record in records() {
-            let object = XMLElement(name: "object")
-            object.addAttribute(XMLNode.attribute(withName: "entity", stringValue: record.entityName) as! XMLNode)
-            object.addAttribute(XMLNode.attribute(withName: "id", stringValue: record.identity) as! XMLNode)
+            let (entity, identity) = (Self.escaped(record.entityName), Self.escaped(record.identity))
+            xml += "    <object entity=\"\(entity)\" id=\"\(identity)\">\n"
             for (name, value) in record.attributes.sorted(by: { $0.key < $1.key }) {
                 let (type, text) = Self.typeAndText(value)
-                let attribute = XMLElement(name: "attribute", stringValue: text)
-                attribute.addAttribute(XMLNode.attribute(withName: "name", stringValue: name) as! XMLNode)
-                attribute.addAttribute(XMLNode.attribute(withName: "type", stringValue: type) as! XMLNode)
-                object.addChild(attribute)
+                xml += "        <attribute name=\"\(Self.escaped(name))\" type=\"\(type)\">"
+                xml += "\(Self.escaped(text, inValue: false))</attribute>\n"
             }
             for (name, identities) in record.relationships.sorted(by: { $0.key < $1.key }) {
-                let relationship = XMLElement(name: "relationship")
-                relationship.addAttribute(XMLNode.attribute(withName: "name", stringValue: name) as! XMLNode)
-                relationship.addAttribute(
-                    XMLNode.attribute(withName: "idrefs", stringValue: identities.joined(separator: " ")) as! XMLNode)
-                object.addChild(relationship)
+                let idrefs = Self.escaped(identities.joined(separator: " "))
+                xml += "        <relationship name=\"\(Self.escaped(name))\" idrefs=\"\(idrefs)\"/>\n"
             }
-            root.addChild(object)
+            xml += "    </object>\n"
         }
-        let document = XMLDocument(rootElement: root)
-        document.characterEncoding = "UTF-8"
-        document.version = "1.0"
-        try writeAtomically(document.xmlData(options: [.nodePrettyPrint]), to: url)
+        xml += "</objectgraph-store>\n"
+        try writeAtomically(Data(xml.utf8), to: url)
+    }
+
+    /// Text or an attribute's value as XML writes it: markup characters as entities, and the
+    /// whitespace a reader would change (a carriage return; in a value, tabs and newlines too) as
+    /// character references.
+    private static func escaped(_ text: String, inValue: Bool = true) -> String {
+        var result = ""
+        result.reserveCapacity(text.utf8.count)
+        for character in text.unicodeScalars {
+            switch character {
+            case "&": result += "&amp;"
+            case "<": result += "&lt;"
+            case ">": result += "&gt;"
+            case "\"": result += "&quot;"
+            case "\r": result += "&#13;"
+            case "\n" where inValue: result += "&#10;"
+            case "\t" where inValue: result += "&#9;"
+            default: result.unicodeScalars.append(character)
+            }
+        }
+        return result
     }
 
     /// Text that XML 1.0 can carry unchanged; anything else is written in base64.
