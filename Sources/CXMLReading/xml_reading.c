@@ -55,6 +55,7 @@ _Static_assert(offsetof(LibXMLSAXHandler, characters) == offsetof(xmlSAXHandler,
 _Static_assert(offsetof(LibXMLSAXHandler, cdataBlock) == offsetof(xmlSAXHandler, cdataBlock), "cdataBlock");
 _Static_assert(offsetof(LibXMLSAXHandler, initialized) == offsetof(xmlSAXHandler, initialized), "initialized");
 _Static_assert(offsetof(LibXMLSAXHandler, serror) == offsetof(xmlSAXHandler, serror), "serror");
+_Static_assert(offsetof(xmlParserCtxt, myDoc) == 2 * sizeof(void *), "xmlParserCtxt's myDoc");
 _Static_assert(sizeof(LibXMLError) == sizeof(xmlError), "xmlError's layout");
 _Static_assert(offsetof(LibXMLError, message) == offsetof(xmlError, message), "message");
 _Static_assert(offsetof(LibXMLError, level) == offsetof(xmlError, level), "level");
@@ -79,6 +80,14 @@ static struct {
     void (*stopParser)(void *);
     void (*freeParser)(void *);
     int (*lineNumber)(void *);
+    void (*freeDocument)(void *);
+    void (*setStructuredErrors)(void *, void (*)(void *, LibXMLError *));
+    void (*setGenericErrors)(void *, void (*)(void *, const char *, ...));
+    // The thread's error handlers, to put back after a reading (absent from some versions).
+    void *(*structuredErrors)(void);
+    void **(*structuredErrorsContext)(void);
+    void *(*genericErrors)(void);
+    void **(*genericErrorsContext)(void);
     char missing[160];
 } libxml;
 static pthread_once_t loadOnce = PTHREAD_ONCE_INIT;
@@ -96,8 +105,16 @@ static void load(void) {
     *(void **)&libxml.stopParser = dlsym(library, "xmlStopParser");
     *(void **)&libxml.freeParser = dlsym(library, "xmlFreeParserCtxt");
     *(void **)&libxml.lineNumber = dlsym(library, "xmlSAX2GetLineNumber");
+    *(void **)&libxml.freeDocument = dlsym(library, "xmlFreeDoc");
+    *(void **)&libxml.setStructuredErrors = dlsym(library, "xmlSetStructuredErrorFunc");
+    *(void **)&libxml.setGenericErrors = dlsym(library, "xmlSetGenericErrorFunc");
+    *(void **)&libxml.structuredErrors = dlsym(library, "__xmlStructuredError");
+    *(void **)&libxml.structuredErrorsContext = dlsym(library, "__xmlStructuredErrorContext");
+    *(void **)&libxml.genericErrors = dlsym(library, "__xmlGenericError");
+    *(void **)&libxml.genericErrorsContext = dlsym(library, "__xmlGenericErrorContext");
     if (!libxml.initParser || !libxml.createPushParser || !libxml.useOptions || !libxml.parseChunk
-        || !libxml.stopParser || !libxml.freeParser || !libxml.lineNumber) {
+        || !libxml.stopParser || !libxml.freeParser || !libxml.lineNumber || !libxml.freeDocument
+        || !libxml.setStructuredErrors || !libxml.setGenericErrors) {
         snprintf(libxml.missing, sizeof libxml.missing, "libxml2.so.2 lacks a function it should have");
         return;
     }
@@ -230,12 +247,53 @@ static void onError(void *context, LibXMLError *error) {
     if (error == NULL || error->level < LibXMLLevelError || reading->failed || reading->stopped) return;
     reading->failed = 1;
     reading->error->code = error->code;
-    reading->error->line = error->line;
+    // An error raised outside the parser's context (an encoding's) carries no line.
+    reading->error->line = error->line ? error->line : libxml.lineNumber(reading->parser);
     reading->error->column = error->int2;
-    snprintf(reading->error->message, sizeof reading->error->message, "%s", error->message ? error->message : "");
+    // The first line: libxml2 continues some messages with the bytes of the document at fault.
+    const char *message = error->message ? error->message : "";
+    int firstLine = (int)strcspn(message, "\n");
+    snprintf(reading->error->message, sizeof reading->error->message, "%.*s", firstLine, message);
+    // Nor the bytes an encoding error quotes: they may be a secret's.
+    char *quoted = strstr(reading->error->message, "bytes 0x");
+    if (quoted == NULL) quoted = strstr(reading->error->message, "Bytes: 0x");
+    if (quoted != NULL) *quoted = '\0';
     size_t length = strlen(reading->error->message);
-    while (length > 0 && (reading->error->message[length - 1] == '\n' || reading->error->message[length - 1] == ' '))
+    while (length > 0 && strchr("\n ,", reading->error->message[length - 1]) != NULL)
         reading->error->message[--length] = '\0';
+}
+
+static void ignoreMessage(void *context, const char *format, ...) {
+    (void)context;
+    (void)format;
+}
+
+typedef struct ErrorHandlers {
+    int known;
+    void *structured, *structuredContext, *generic, *genericContext;
+} ErrorHandlers;
+
+static ErrorHandlers currentErrorHandlers(void) {
+    ErrorHandlers handlers = {0, NULL, NULL, NULL, NULL};
+    if (libxml.structuredErrors && libxml.structuredErrorsContext && libxml.genericErrors
+        && libxml.genericErrorsContext) {
+        handlers.known = 1;
+        handlers.structured = *(void **)libxml.structuredErrors();
+        handlers.structuredContext = *libxml.structuredErrorsContext();
+        handlers.generic = *(void **)libxml.genericErrors();
+        handlers.genericContext = *libxml.genericErrorsContext();
+    }
+    return handlers;
+}
+
+/// Puts back the thread's handlers as they were, or libxml2's defaults where they are unknown.
+static void restoreErrorHandlers(ErrorHandlers handlers) {
+    void (*structured)(void *, LibXMLError *) = NULL;
+    void (*generic)(void *, const char *, ...) = NULL;
+    *(void **)&structured = handlers.known ? handlers.structured : NULL;
+    *(void **)&generic = handlers.known ? handlers.generic : NULL;
+    libxml.setStructuredErrors(handlers.known ? handlers.structuredContext : NULL, structured);
+    libxml.setGenericErrors(handlers.known ? handlers.genericContext : NULL, generic);
 }
 
 int xml_reading_read(const char *bytes, int length, const XMLReadingCallbacks *callbacks, XMLReadingError *error) {
@@ -261,7 +319,26 @@ int xml_reading_read(const char *bytes, int length, const XMLReadingCallbacks *c
         return XMLReadingNotWellFormed;
     }
     libxml.useOptions(reading.parser, LibXMLParseEntities | LibXMLParseNoNetwork);
-    int code = libxml.parseChunk(reading.parser, bytes, length, 1);
+    // Errors raised outside the parser's context (an encoding that does not convert) go to the
+    // thread's handlers, which print to stderr: this reading's take them, then the old come back.
+    ErrorHandlers previous = currentErrorHandlers();
+    libxml.setStructuredErrors(&reading, onError);
+    libxml.setGenericErrors(NULL, ignoreMessage);
+    // In pieces: libxml2 2.9 refuses a document of more than 10 MB given in one.
+    enum { pieceSize = 1 << 16 };
+    int code = 0;
+    for (int offset = 0; offset < length && code == 0 && !reading.stopped && !reading.failed; offset += pieceSize) {
+        int size = length - offset < pieceSize ? length - offset : pieceSize;
+        code = libxml.parseChunk(reading.parser, bytes + offset, size, 0);
+    }
+    if (code == 0 && !reading.stopped && !reading.failed) code = libxml.parseChunk(reading.parser, NULL, 0, 1);
+    restoreErrorHandlers(previous);
+    // With entities substituted, libxml2 keeps declared ones in a document of its own.
+    void **fields = (void **)reading.parser;
+    if (fields[2] != NULL) {
+        libxml.freeDocument(fields[2]);
+        fields[2] = NULL;
+    }
     libxml.freeParser(reading.parser);
     if (reading.stopped) return XMLReadingStopped;
     if (reading.failed) return XMLReadingNotWellFormed;

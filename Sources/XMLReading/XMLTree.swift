@@ -44,7 +44,9 @@ public final class XMLTreeElement {
     private final class Builder: XMLEventHandler {
         let maximumDepth: Int
         var root: XMLTreeElement?
-        var stack: [XMLTreeElement] = []
+        /// The open elements, each with its text so far in pieces (joined when it ends: added
+        /// up as it came, the text of an element with many children was copied once per child).
+        var stack: [(element: XMLTreeElement, text: [String])] = []
 
         init(maximumDepth: Int) { self.maximumDepth = maximumDepth }
 
@@ -53,15 +55,18 @@ public final class XMLTreeElement {
                 throw XMLReadingError(reason: .nestedTooDeep(limit: maximumDepth), line: line)
             }
             let element = XMLTreeElement(name: name, attributes: attributes, line: line)
-            if let parent = stack.last { parent.children.append(element) } else { root = element }
-            stack.append(element)
+            if let parent = stack.last { parent.element.children.append(element) } else { root = element }
+            stack.append((element, []))
         }
 
-        func endElement(_ name: String) throws { stack.removeLast() }
+        func endElement(_ name: String) throws {
+            guard let (element, text) = stack.popLast() else { return }
+            if !text.isEmpty { element.text = text.count == 1 ? text[0] : text.joined() }
+        }
 
         func text(_ text: String) throws {
-            guard let element = stack.last else { return }
-            element.text = (element.text ?? "") + text
+            guard !stack.isEmpty else { return }
+            stack[stack.count - 1].text.append(text)
         }
     }
 }

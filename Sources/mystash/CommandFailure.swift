@@ -190,6 +190,7 @@ struct CommandFailure: Error, CustomStringConvertible {
             "export again from Bitwarden choosing the format '.json' (not '.json (Encrypted)')"
         case .unexportable: "export as mystash-json, which escapes them, or remove them from these values"
         case .toolMissing(let tool): tool == "git" ? "install it: apt install git" : "install it: apt install gnupg"
+        case .libraryMissing: "install it: apt install libxml2"
         case .breachList(_, .missing): "download Pwned Passwords' SHA-1 list (ordered by hash) or its range files first"
         case .breachList(_, .noRangeFiles):
             "name the directory PwnedPasswordsDownloader filled, or the single sorted SHA-1 file"

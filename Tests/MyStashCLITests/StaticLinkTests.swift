@@ -64,4 +64,27 @@ final class StaticLinkTests: CLITestCase {
         XCTAssertTrue(imported.joined().contains("libxml2"), "\(imported)")
         XCTAssertEqual(try runOK(["password", "show", "A & B", "--field", "password"]).stdout, "x\n")
     }
+
+    /// libxml2 that cannot be loaded is said as such (a missing library, exit 66), not blamed on
+    /// the file; an empty file is said to be one.
+    func testAnXMLImportWithoutLibxml2NamesTheLibraryAndAnEmptyFileIsSaidEmpty() throws {
+        try initVault()
+        let libraries = home.appendingPathComponent("broken-libraries")
+        try FileManager.default.createDirectory(at: libraries, withIntermediateDirectories: true)
+        try Data("not a library".utf8).write(to: libraries.appendingPathComponent("libxml2.so.2"))
+        let xml = home.appendingPathComponent("export.xml")
+        try Data(("<KeePassFile><Root><Group><Name>Root</Name><Entry><String><Key>Title</Key><Value>Mail</Value>"
+            + "</String></Entry></Group></Root></KeePassFile>").utf8).write(to: xml)
+        let result = try run(["import", xml.path, "--format", "keepassxc-xml"],
+                             environment: ["LD_LIBRARY_PATH": libraries.path])
+        XCTAssertEqual(result.status, 66, result.stderr)
+        XCTAssertTrue(result.stderr.contains("libxml2 could not be loaded (is it installed?)"), result.stderr)
+        XCTAssertTrue(result.stderr.contains("apt install libxml2"), result.stderr)
+        try runOK(["import", xml.path, "--format", "keepassxc-xml"])
+        XCTAssertEqual(try runOK(["password", "list", "--json"]).stdout.components(separatedBy: "\"Mail\"").count, 2)
+        try Data(" \n".utf8).write(to: xml)
+        let empty = try run(["import", xml.path, "--format", "keepassxc-xml"])
+        XCTAssertEqual(empty.status, 65, empty.stderr)
+        XCTAssertTrue(empty.stderr.contains("no <KeePassFile> element (the file is empty)"), empty.stderr)
+    }
 }

@@ -209,6 +209,8 @@ public enum VaultError: Error, Equatable, Sendable, CustomStringConvertible {
 
     // Other programs
     case toolMissing(String)
+    /// A system library loaded when it is first needed (libxml2, to read XML): what the loader said.
+    case libraryMissing(String, detail: String)
     /// gpg could not decrypt a file of a password store: what it said.
     case cannotDecrypt(reason: String)
     case unexpected(String)
@@ -216,7 +218,7 @@ public enum VaultError: Error, Equatable, Sendable, CustomStringConvertible {
     public var kind: Kind {
         switch self {
         case .notFound, .noSuchField, .emptyField, .noTOTPSecret, .noSuchAttachment, .noVault, .vaultIncomplete,
-             .noPasswordStore, .toolMissing:
+             .noPasswordStore, .toolMissing, .libraryMissing:
             return .notFound
         case .breachList(_, let problem):
             switch problem {
@@ -357,6 +359,7 @@ public enum VaultError: Error, Equatable, Sendable, CustomStringConvertible {
         case .noRemote: "this vault has no sync remote yet"
         case .remote(let location, let problem): withoutURLPasswords(problem.message(location: location))
         case .toolMissing(let tool): "\(tool) could not be started (is it installed?)"
+        case .libraryMissing(let library, let detail): "\(library) could not be loaded (is it installed?): \(detail)"
         case .cannotDecrypt(let reason): "gpg could not decrypt it: \(reason)"
         case .unexpected(let message): message
         }

@@ -33,6 +33,9 @@ enum KeePassXCReader {
         var source = ImportSource()
         // The text is UTF-8 (Vault.read checked); a NUL byte, which UTF-8 allows, XML does not.
         guard !data.contains(0) else { throw source.invalid(.keepassxcXML, "it holds a NUL byte") }
+        guard data.contains(where: { !Character(UnicodeScalar($0)).isWhitespace }) else {
+            throw source.invalid(.keepassxcXML, "no <KeePassFile> element (the file is empty)")
+        }
         let root: XMLTreeElement
         do {
             root = try XMLTreeElement.read(data, maximumDepth: KeePassXMLLimits.maximumDepth)
@@ -52,7 +55,9 @@ enum KeePassXCReader {
                     "line \(error.line), column \(column): "
                         + (endsEarly ? "the file ends before its elements are closed (cut short?)"
                             : describe(xmlErrorCode: code)))
-            case .libraryMissing, .tooLarge:
+            case .libraryMissing(let detail):
+                throw VaultError.libraryMissing("libxml2", detail: detail)
+            case .tooLarge:
                 throw source.invalid(.keepassxcXML, "\(error)")
             }
         }
@@ -155,6 +160,7 @@ enum KeePassXCReader {
     /// What libxml2 found wrong, in words, from its code (xmlerror.h).
     static func describe(xmlErrorCode code: Int) -> String {
         switch code {
+        case 1: return "libxml2 could not read it (an internal limit)"
         case 4: return "expected an element ('<')"
         case 5, 86: return "more text after the end of the document's element"
         case 6, 7, 8, 9: return "a character XML does not allow"
@@ -163,6 +169,7 @@ enum KeePassXCReader {
         case 68: return "expected an element name"
         case 73, 77: return "a tag not finished with '>'"
         case 74, 76, 85: return "a closing tag that does not match the element it closes"
+        case 6000...6004: return "text that is not in the encoding the file declares"
         default: return "XML error \(code)"
         }
     }

@@ -72,20 +72,20 @@ public final class XMLStore: AtomicStore {
                 code: .saveFailed,
                 message: "cannot encode the metadata of '\(url.lastPathComponent)': \(error.localizedDescription)")
         }
-        let metadataText = Self.escaped(String(decoding: metadataData, as: UTF8.self), inValue: false)
+        let metadataText = try escaped(String(decoding: metadataData, as: UTF8.self), inValue: false)
         var xml = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<objectgraph-store version=\"1\">\n"
         xml += "    <metadata>\(metadataText)</metadata>\n"
         for record in records() {
-            let (entity, identity) = (Self.escaped(record.entityName), Self.escaped(record.identity))
+            let (entity, identity) = (try escaped(record.entityName), try escaped(record.identity))
             xml += "    <object entity=\"\(entity)\" id=\"\(identity)\">\n"
             for (name, value) in record.attributes.sorted(by: { $0.key < $1.key }) {
                 let (type, text) = Self.typeAndText(value)
-                xml += "        <attribute name=\"\(Self.escaped(name))\" type=\"\(type)\">"
-                xml += "\(Self.escaped(text, inValue: false))</attribute>\n"
+                xml += "        <attribute name=\"\(try escaped(name))\" type=\"\(type)\">"
+                xml += "\(try escaped(text, inValue: false))</attribute>\n"
             }
             for (name, identities) in record.relationships.sorted(by: { $0.key < $1.key }) {
-                let idrefs = Self.escaped(identities.joined(separator: " "))
-                xml += "        <relationship name=\"\(Self.escaped(name))\" idrefs=\"\(idrefs)\"/>\n"
+                let idrefs = try escaped(identities.joined(separator: " "))
+                xml += "        <relationship name=\"\(try escaped(name))\" idrefs=\"\(idrefs)\"/>\n"
             }
             xml += "    </object>\n"
         }
@@ -96,7 +96,9 @@ public final class XMLStore: AtomicStore {
     /// Text or an attribute's value as XML writes it: markup characters as entities, and the
     /// whitespace a reader would change (a carriage return; in a value, tabs and newlines too) as
     /// character references.
-    private static func escaped(_ text: String, inValue: Bool = true) -> String {
+    /// - throws: a character XML 1.0 cannot carry at all (a control character, U+FFFE): written,
+    ///   the file could not be read back.
+    private func escaped(_ text: String, inValue: Bool = true) throws -> String {
         var result = ""
         result.reserveCapacity(text.utf8.count)
         for character in text.unicodeScalars {
@@ -108,6 +110,12 @@ public final class XMLStore: AtomicStore {
             case "\r": result += "&#13;"
             case "\n" where inValue: result += "&#10;"
             case "\t" where inValue: result += "&#9;"
+            case _ where character.value < 0x20 && character != "\t" && character != "\n",
+                 "\u{FFFE}", "\u{FFFF}":
+                throw ObjectGraphError(
+                    code: .saveFailed,
+                    message: "cannot write '\(url.lastPathComponent)': its metadata or names hold the character "
+                        + String(format: "U+%04X", character.value) + ", which XML cannot carry")
             default: result.unicodeScalars.append(character)
             }
         }
