@@ -24,13 +24,32 @@ public final class XMLTreeElement {
     /// Reads a whole document into its root element, refusing elements nested deeper than
     /// `maximumDepth`: the tree and what walks it recurse, so a deeper one would overflow the stack.
     public static func read(_ data: Data, maximumDepth: Int = 256) throws -> XMLTreeElement {
-        let builder = Builder(maximumDepth: maximumDepth)
+        let builder = Builder(maximumDepth: maximumDepth, handingOver: nil)
         try XMLReader.read(data, into: builder)
         guard let root = builder.root else {
             throw XMLReadingError(
                 reason: .notWellFormed(code: 4, column: 0, message: "no element in the document"), line: 1)
         }
         return root
+    }
+
+    /// Reads a document as ``read(_:maximumDepth:)`` does, but hands each element named
+    /// `handedOver` to `receive` as soon as it ends, with the elements it is in (outermost first,
+    /// each holding what came before it), and leaves it out of the tree: a document of many such
+    /// elements is never held whole. One inside another stays in that one's tree.
+    public static func read(
+        _ data: Data, maximumDepth: Int = 256, handingOver handedOver: String,
+        to receive: (XMLTreeElement, [XMLTreeElement]) throws -> Void
+    ) throws -> XMLTreeElement {
+        try withoutActuallyEscaping(receive) { receive in
+            let builder = Builder(maximumDepth: maximumDepth, handingOver: (handedOver, receive))
+            try XMLReader.read(data, into: builder)
+            guard let root = builder.root else {
+                throw XMLReadingError(
+                    reason: .notWellFormed(code: 4, column: 0, message: "no element in the document"), line: 1)
+            }
+            return root
+        }
     }
 
     /// Hands the element and all inside it to `handler` as a reading would, its text first.
@@ -42,13 +61,20 @@ public final class XMLTreeElement {
     }
 
     private final class Builder: XMLEventHandler {
+        typealias Receiver = (XMLTreeElement, [XMLTreeElement]) throws -> Void
         let maximumDepth: Int
+        let handingOver: (name: String, receive: Receiver)?
         var root: XMLTreeElement?
         /// The open elements, each with its text so far in pieces (joined when it ends: added
         /// up as it came, the text of an element with many children was copied once per child).
         var stack: [(element: XMLTreeElement, text: [String])] = []
+        /// How many of the open elements are handed over when they end.
+        var openHandedOver = 0
 
-        init(maximumDepth: Int) { self.maximumDepth = maximumDepth }
+        init(maximumDepth: Int, handingOver: (name: String, receive: Receiver)?) {
+            self.maximumDepth = maximumDepth
+            self.handingOver = handingOver
+        }
 
         func startElement(_ name: String, attributes: [String: String], line: Int) throws {
             guard stack.count < maximumDepth else {
@@ -57,11 +83,17 @@ public final class XMLTreeElement {
             let element = XMLTreeElement(name: name, attributes: attributes, line: line)
             if let parent = stack.last { parent.element.children.append(element) } else { root = element }
             stack.append((element, []))
+            if name == handingOver?.name { openHandedOver += 1 }
         }
 
         func endElement(_ name: String) throws {
             guard let (element, text) = stack.popLast() else { return }
             if !text.isEmpty { element.text = text.count == 1 ? text[0] : text.joined() }
+            guard let handingOver, name == handingOver.name else { return }
+            openHandedOver -= 1
+            guard openHandedOver == 0, let parent = stack.last?.element else { return }
+            parent.children.removeLast()
+            try handingOver.receive(element, stack.map(\.element))
         }
 
         func text(_ text: String) throws {

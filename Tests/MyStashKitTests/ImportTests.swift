@@ -519,5 +519,25 @@ final class ImportTests: VaultTestCase {
         XCTAssertEqual(report.skipped.map(\.reason), [])
         XCTAssertEqual(try vault.items.entry("Mail", reveal: true).password, "pw")
     }
-}
 
+    /// A group deleted in KeePassXC lies in the recycle bin whole: its entries are left out too,
+    /// each reported, and the entries of a group beside the bin named alike are kept.
+    func testEntriesOfAGroupInsideTheRecycleBinAreLeftOutAndReported() throws {
+        let vault = try makeVault()
+        func entry(_ title: String) -> String {
+            "<Entry><String><Key>Title</Key><Value>\(title)</Value></String>"
+                + "<String><Key>Password</Key><Value>pw-\(title)</Value></String></Entry>"
+        }
+        let xml = "<KeePassFile><Meta><RecycleBinUUID>YmluYmluYmluYmluYmluYg==</RecycleBinUUID></Meta><Root>"
+            + "<Group><UUID>cm9vdHJvb3Ryb290cm9vdA==</UUID><Name>Root</Name>" + entry("Kept")
+            + "<Group><UUID>YmluYmluYmluYmluYmluYg==</UUID><Name>Recycle Bin</Name>" + entry("Deleted")
+            + "<Group><UUID>b2xkb2xkb2xkb2xkb2xkbw==</UUID><Name>Old</Name>" + entry("In a deleted group")
+            + "</Group></Group><Group><UUID>b2xkb2xkb2xkb2xkb2xkbA==</UUID><Name>Old</Name>" + entry("Elsewhere")
+            + "</Group></Group></Root></KeePassFile>"
+        let report = try vault.transfer.importItems(Data(xml.utf8), format: .keepassxcXML)
+        XCTAssertEqual(report.skipped.map(\.title), ["Deleted", "In a deleted group"])
+        XCTAssertEqual(Set(report.skipped.map(\.reason)), ["in the recycle bin"])
+        XCTAssertEqual(try vault.items.entries().map(\.name).sorted(), ["Elsewhere", "Kept"])
+        XCTAssertEqual(try vault.items.entry("Elsewhere", reveal: true).category, "Old")
+    }
+}

@@ -130,4 +130,20 @@ final class XMLReadingTests: XCTestCase {
         XCTAssertEqual(root.children.count, 10)
         XCTAssertTrue(root.children.allSatisfy { $0.text == value && $0.attributes["v"] == value })
     }
+
+    /// Elements handed over as they end, with the elements they are in, are left out of the
+    /// tree; one inside another of the same name stays in that one's tree.
+    func testHandedOverElementsComeWithTheirAncestorsAndLeaveTheTree() throws {
+        let xml = "<db><meta>m</meta><group><name>g</name><item n=\"1\"><item n=\"1a\"/></item>"
+            + "<group><name>h</name><item n=\"2\"/></group></group></db>"
+        var received: [String] = []
+        let root = try XMLTreeElement.read(Data(xml.utf8), handingOver: "item") { item, ancestors in
+            let names = ancestors.map { $0.child("name")?.text ?? $0.name }.joined(separator: "/")
+            let inner = item.children.map { $0.attributes["n"] ?? "" }.joined()
+            received.append("\(item.attributes["n"] ?? "") in \(names) holding [\(inner)]; meta \(ancestors[0].child("meta")?.text ?? "-")")
+        }
+        XCTAssertEqual(received, ["1 in db/g holding [1a]; meta m", "2 in db/g/h holding []; meta m"])
+        XCTAssertEqual(root.child("group")?.children.map(\.name), ["name", "group"])
+        XCTAssertEqual(root.child("group")?.child("group")?.children.map(\.name), ["name"])
+    }
 }

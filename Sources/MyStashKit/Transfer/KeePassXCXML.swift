@@ -36,9 +36,109 @@ enum KeePassXCReader {
         guard data.contains(where: { !Character(UnicodeScalar($0)).isWhitespace }) else {
             throw source.invalid(.keepassxcXML, "no <KeePassFile> element (the file is empty)")
         }
+        let dates = ExportDocument.Dates()
+        var identifiers: [String?] = []
+        // From <Meta>, which comes before <Root>: read when the first entry is.
+        var meta: (recycleBin: String?, binaries: [String: (text: String, compressed: Bool)])?
+        // Each entry is made as soon as it is read, and its elements let go: the file is never held
+        // whole (a 100,000-entry export held as a tree took two thirds of a gigabyte).
+        func receive(_ element: XMLTreeElement, in ancestors: [XMLTreeElement]) throws {
+            guard ancestors.first?.name == "KeePassFile" else {
+                throw source.invalid(.keepassxcXML, "no <KeePassFile> element")
+            }
+            // Entries of the groups under <Root>'s first group, as KeePass reads them.
+            guard ancestors.count >= 3, ancestors[1].name == "Root",
+                  ancestors[1].children.first(where: { $0.name == "Group" }) === ancestors[2],
+                  ancestors.dropFirst(2).allSatisfy({ $0.name == "Group" })
+            else { return }
+            if meta == nil {
+                let element = ancestors[0].child("Meta")
+                meta = (element?.child("RecycleBinUUID")?.text, sharedBinaries(element?.child("Binaries")))
+            }
+            let (recycleBin, binaries) = meta!
+            let groups = ancestors.dropFirst(2)
+            // A file naming no recycle bin (or the null UUID) has none: no group is in it.
+            let inRecycleBin = recycleBin.map { bin in
+                bin != "AAAAAAAAAAAAAAAAAAAAAA==" && groups.contains { $0.child("UUID")?.text == bin }
+            } ?? false
+            let path = groups.dropFirst().map { $0.child("Name")?.text ?? "" }
+            var entry = entryValues(element, dates: dates)
+            if inRecycleBin {
+                source.skipped.append(.init(kind: "entry", title: entry.name, reason: "in the recycle bin"))
+                return
+            }
+            entry.category = path.isEmpty ? nil : path.joined(separator: "/")
+            let attributes = strings(element)
+            var standard: Set<String> = ["Title", "UserName", "Password", "URL", "Notes"]
+            switch TOTPForms.find(in: attributes.mapValues(\.value), label: entry.name) {
+            case .secret(let uri)?:
+                entry.totp = uri
+                standard.formUnion(TOTPForms.attributeNames)
+            case .unusable(let reason)?:
+                source.warnings.append(.init(kind: "entry", title: entry.name,
+                    reason: "its TOTP setting cannot be used (\(reason)); kept as custom fields"))
+            case nil: break
+            }
+            var fields = attributes.filter { !standard.contains($0.key) }.sorted { $0.key < $1.key }
+                .map { FieldInfo(name: $0.key, value: $0.value.value, hidden: $0.value.protected) }
+            if let tags = element.child("Tags")?.text, !tags.isEmpty {
+                fields.append(FieldInfo(name: "Tags", value: tags, hidden: false))
+            }
+            entry.fields = (entry.fields ?? []) + fields
+            // Each history version's password was replaced when the next version was saved.
+            let versions =
+                element.child("History")?.children.filter { $0.name == "Entry" }.map {
+                    entryValues($0, dates: dates)
+                } ?? []
+            var history: [HistoryInfo] = []
+            for (index, version) in versions.enumerated() {
+                let next = index + 1 < versions.count ? versions[index + 1] : entry
+                if version.password != next.password {
+                    history.append(
+                        HistoryInfo(
+                            password: version.password,
+                            replacedAt: next.updatedAt ?? version.updatedAt ?? Date(timeIntervalSince1970: 0)))
+                }
+            }
+            entry.history = history.isEmpty ? nil : history
+            var attachments = element.children.filter { $0.name == "Binary" }
+            // KeePassXC's SSH agent keeps a key as an attachment, its passphrase as the password;
+            // some people keep the key's text in an attribute instead.
+            var keyText: String?
+            if let (index, key) = attachments.lazy.enumerated().compactMap({ index, attachment in
+                sshKey(in: attachment, binaries: binaries).map { (index, $0) }
+            }).first {
+                attachments.remove(at: index)
+                attachments.removeAll { $0.child("Key")?.text == "KeeAgent.settings" }
+                keyText = key
+            } else if let index = entry.fields?.firstIndex(where: {
+                $0.value?.contains(SSHPrivateKey.beginMarker) == true
+            }) {
+                keyText = entry.fields?.remove(at: index).value
+            }
+            if let key = keyText {
+                if let folder = entry.category {
+                    entry.fields = (entry.fields ?? []) + [FieldInfo(name: "Folder", value: folder, hidden: false)]
+                }
+                source.shapeSSHKeyEntry(&entry, privateKey: key, passphrase: entry.password)
+            }
+            for attachment in attachments {
+                let name = attachment.child("Key")?.text ?? ""
+                guard let data = binaryData(of: attachment, binaries: binaries) else {
+                    source.warnings.append(.init(kind: "entry", title: entry.name,
+                        reason: "attachment '\(name)' is not valid base64 (or gzip) data; not imported"))
+                    continue
+                }
+                entry.attachments = (entry.attachments ?? []) + [.init(name: name, data: data)]
+            }
+            source.document.passwords.append(entry)
+            identifiers.append(element.child("UUID")?.text.flatMap { Data(base64Encoded: $0) }
+                .map { $0.map { String(format: "%02X", $0) }.joined() })
+        }
         let root: XMLTreeElement
         do {
-            root = try XMLTreeElement.read(data, maximumDepth: KeePassXMLLimits.maximumDepth)
+            root = try XMLTreeElement.read(
+                data, maximumDepth: KeePassXMLLimits.maximumDepth, handingOver: "Entry", to: receive)
         } catch let error as XMLReadingError {
             switch error.reason {
             case .nestedTooDeep(let limit):
@@ -62,97 +162,9 @@ enum KeePassXCReader {
             }
         }
         guard root.name == "KeePassFile" else { throw source.invalid(.keepassxcXML, "no <KeePassFile> element") }
-        let recycleBin = root.child("Meta")?.child("RecycleBinUUID")?.text
-        guard let top = root.child("Root")?.child("Group") else {
+        guard root.child("Root")?.child("Group") != nil else {
             throw source.invalid(.keepassxcXML, "no <Root><Group>")
         }
-        let dates = ExportDocument.Dates()
-        let binaries = sharedBinaries(root.child("Meta")?.child("Binaries"))
-        var identifiers: [String?] = []
-        func walk(_ group: XMLTreeElement, path: [String]) {
-            // A file naming no recycle bin (or the null UUID) has none: no group is in it.
-            let inRecycleBin = recycleBin.map { $0 != "AAAAAAAAAAAAAAAAAAAAAA==" && group.child("UUID")?.text == $0 }
-                ?? false
-            for element in group.children where element.name == "Entry" {
-                var entry = entryValues(element, dates: dates)
-                if inRecycleBin {
-                    source.skipped.append(.init(kind: "entry", title: entry.name, reason: "in the recycle bin"))
-                    continue
-                }
-                entry.category = path.isEmpty ? nil : path.joined(separator: "/")
-                let attributes = strings(element)
-                var standard: Set<String> = ["Title", "UserName", "Password", "URL", "Notes"]
-                switch TOTPForms.find(in: attributes.mapValues(\.value), label: entry.name) {
-                case .secret(let uri)?:
-                    entry.totp = uri
-                    standard.formUnion(TOTPForms.attributeNames)
-                case .unusable(let reason)?:
-                    source.warnings.append(.init(kind: "entry", title: entry.name,
-                        reason: "its TOTP setting cannot be used (\(reason)); kept as custom fields"))
-                case nil: break
-                }
-                var fields = attributes.filter { !standard.contains($0.key) }.sorted { $0.key < $1.key }
-                    .map { FieldInfo(name: $0.key, value: $0.value.value, hidden: $0.value.protected) }
-                if let tags = element.child("Tags")?.text, !tags.isEmpty {
-                    fields.append(FieldInfo(name: "Tags", value: tags, hidden: false))
-                }
-                entry.fields = (entry.fields ?? []) + fields
-                // Each history version's password was replaced when the next version was saved.
-                let versions =
-                    element.child("History")?.children.filter { $0.name == "Entry" }.map {
-                        entryValues($0, dates: dates)
-                    } ?? []
-                var history: [HistoryInfo] = []
-                for (index, version) in versions.enumerated() {
-                    let next = index + 1 < versions.count ? versions[index + 1] : entry
-                    if version.password != next.password {
-                        history.append(
-                            HistoryInfo(
-                                password: version.password,
-                                replacedAt: next.updatedAt ?? version.updatedAt ?? Date(timeIntervalSince1970: 0)))
-                    }
-                }
-                entry.history = history.isEmpty ? nil : history
-                var attachments = element.children.filter { $0.name == "Binary" }
-                // KeePassXC's SSH agent keeps a key as an attachment, its passphrase as the password;
-                // some people keep the key's text in an attribute instead.
-                var keyText: String?
-                if let (index, key) = attachments.lazy.enumerated().compactMap({ index, attachment in
-                    sshKey(in: attachment, binaries: binaries).map { (index, $0) }
-                }).first {
-                    attachments.remove(at: index)
-                    attachments.removeAll { $0.child("Key")?.text == "KeeAgent.settings" }
-                    keyText = key
-                } else if let index = entry.fields?.firstIndex(where: {
-                    $0.value?.contains(SSHPrivateKey.beginMarker) == true
-                }) {
-                    keyText = entry.fields?.remove(at: index).value
-                }
-                if let key = keyText {
-                    if let folder = entry.category {
-                        entry.fields = (entry.fields ?? []) + [FieldInfo(name: "Folder", value: folder, hidden: false)]
-                    }
-                    source.shapeSSHKeyEntry(&entry, privateKey: key, passphrase: entry.password)
-                }
-                for attachment in attachments {
-                    let name = attachment.child("Key")?.text ?? ""
-                    guard let data = binaryData(of: attachment, binaries: binaries) else {
-                        source.warnings.append(.init(kind: "entry", title: entry.name,
-                            reason: "attachment '\(name)' is not valid base64 (or gzip) data; not imported"))
-                        continue
-                    }
-                    entry.attachments = (entry.attachments ?? []) + [.init(name: name, data: data)]
-                }
-                source.document.passwords.append(entry)
-                identifiers.append(element.child("UUID")?.text.flatMap { Data(base64Encoded: $0) }
-                    .map { $0.map { String(format: "%02X", $0) }.joined() })
-            }
-            for child in group.children where child.name == "Group" {
-                let name = child.child("Name")?.text ?? ""
-                walk(child, path: path + [name])
-            }
-        }
-        walk(top, path: [])
         KeePassReferences.resolve(in: &source, identifiers: identifiers)
         return source
     }
