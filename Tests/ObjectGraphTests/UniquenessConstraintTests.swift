@@ -224,6 +224,40 @@ final class UniquenessConstraintTests: ObjectGraphTestCase {
         XCTAssertEqual(try count(url, "SELECT ZMAKER, ZMODEL FROM ZCAR WHERE Z_PK = 3"), "Tesla|Panda")
     }
 
+    /// After a new Car takes a stored car's row by its number plate, the owners' loaded cars list
+    /// the new object, not the one the row was taken from (which has left the context): kept by
+    /// the row's owner when the new car names none or names it, moved to the owner it names.
+    func testAnAdoptedRowReplacesItsFormerObjectInTheOwnersLoadedToMany() throws {
+        for named in ["none", "the same", "another"] {
+            let label = "the new car names as its owner: \(named)"
+            let namesAnOwner = named == "another"
+            let (url, context) = try openStore("adopted-member-\(named)")
+            context.mergePolicy = .mergeByPropertyObjectTrump
+            let former = try XCTUnwrap(try context.existingObject(entityName: "Car", primaryKey: 3))
+            let owner = try XCTUnwrap(former["owner"] as? ManagedObject)
+            let other = try XCTUnwrap(try context.existingObject(entityName: "Person", primaryKey: 11))
+            let ownersCars = try XCTUnwrap(owner["cars"] as? [ManagedObject]).count
+            let othersCars = try XCTUnwrap(other["cars"] as? [ManagedObject]).count
+            XCTAssertTrue((owner["cars"] as? [ManagedObject])?.contains { $0 === former } == true, label)
+            let car = context.insertNewObject(forEntityName: "Car")
+            car["numberPlate"] = former["numberPlate"]
+            car["maker"] = "Tesla"
+            if named != "none" { car["owner"] = namesAnOwner ? other : owner }
+            try context.save()
+            XCTAssertEqual(car.objectID.primaryKey, 3, label)
+            XCTAssertNil(former.managedObjectContext, label)
+            let nowOwners = try XCTUnwrap(owner["cars"] as? [ManagedObject])
+            let nowOthers = try XCTUnwrap(other["cars"] as? [ManagedObject])
+            XCTAssertFalse(nowOwners.contains { $0 === former } || nowOthers.contains { $0 === former }, label)
+            XCTAssertEqual(nowOwners.filter { $0 === car }.count, namesAnOwner ? 0 : 1, label)
+            XCTAssertEqual(nowOthers.filter { $0 === car }.count, namesAnOwner ? 1 : 0, label)
+            XCTAssertEqual(nowOwners.count, namesAnOwner ? ownersCars - 1 : ownersCars, label)
+            XCTAssertEqual(nowOthers.count, namesAnOwner ? othersCars + 1 : othersCars, label)
+            XCTAssertTrue(car["owner"] as? ManagedObject === (namesAnOwner ? other : owner), label)
+            XCTAssertEqual(try count(url, "SELECT ZOWNER FROM ZCAR WHERE Z_PK = 3"), namesAnOwner ? "11" : "17", label)
+        }
+    }
+
     // MARK: - Values met in one save
 
     /// Equal values in two different constraints of one entity are no conflict: the values met in

@@ -160,6 +160,7 @@ extension ManagedObjectContext {
               try Self.optionalInteger(row, 1, "Z_ENT", root: root, store: store) == Int64(object.entity.entityNumber)
         else { return false }
         let key = ObjectKey(rootEntityNumber: root.entityNumber, primaryKey: primaryKey)
+        let tookARegisteredObjectsRow = registered[key] != nil
         if let registeredObject = registered[key] {
             guard !registeredObject.hasChanges else { return false }
             rememberBeforeSettling(registeredObject)
@@ -187,6 +188,7 @@ extension ManagedObjectContext {
         object.assign(permanentID(of: object.entity, in: store, primaryKey: primaryKey), in: self)
         registered[key] = object
         try resolveConflict(object, storedRow: row, root: root, store: store)
+        if tookARegisteredObjectsRow { rereadOwnersToMany(of: object) }
         if mergePolicy == .overwrite {
             // The object's attributes replace the row's, also where the object has none.
             for column in object.entity.storedColumns where !held.contains(column.name) {
@@ -194,6 +196,29 @@ extension ManagedObjectContext {
             }
         }
         return true
+    }
+
+    /// The loaded to-manys of the row's stored owners listed the object the row was taken from:
+    /// each is read again on its next use, its unsaved changes kept, and then lists the object
+    /// that took the row where the row says so.
+    private func rereadOwnersToMany(of object: ManagedObject) {
+        for relationship in object.entity.relationships where !relationship.isToMany {
+            guard let inverseName = relationship.inverseName,
+                  let inverse = model.entity(named: relationship.destinationEntityName)?
+                    .relationship(named: inverseName),
+                  inverse.isToMany,
+                  let owner = heldDestination(of: object, relationship, in: object.committedValues),
+                  owner.managedObjectContext === self, owner.loadedToMany.contains(inverse.name),
+                  let members = owner.values[inverse.name] as? RelationshipMembers
+            else { continue }
+            // One the app replaced whole is written as it was given (as a merge policy leaves it).
+            if members.rewritesAll, inverse.isOrdered || SQLiteSchema.usesJoinTable(inverse, in: model) { continue }
+            rememberBeforeSettling(owner)
+            let pending = members.isComplete ? members.unsavedChanges() : members
+            owner.values[inverse.name] = pending.hasUnsavedChanges ? pending : nil
+            owner.loadedToMany.remove(inverse.name)
+            if !pending.hasUnsavedChanges { owner.changedKeys.remove(inverse.name) }
+        }
     }
 
     private func constraintConflict(
