@@ -258,6 +258,25 @@ final class UniquenessConstraintTests: ObjectGraphTestCase {
         }
     }
 
+    /// The other way: the cars of a Person whose row a new Person took name the new one as their
+    /// owner (they named the former, which has left the context).
+    func testTheMembersOfAnAdoptedRowsFormerObjectNameTheNewObject() throws {
+        let (url, context) = try openStore("adopted-owner")
+        context.mergePolicy = .mergeByPropertyObjectTrump
+        let former = try XCTUnwrap(try context.existingObject(entityName: "Person", primaryKey: 17))
+        let cars = try XCTUnwrap(former["cars"] as? [ManagedObject])
+        XCTAssertTrue(cars.allSatisfy { $0["owner"] as? ManagedObject === former })
+        let person = newPerson(
+            context, try XCTUnwrap(former["firstName"] as? String), try XCTUnwrap(former["lastName"] as? String))
+        try context.save()
+        XCTAssertEqual(person.objectID.primaryKey, 17)
+        XCTAssertNil(former.managedObjectContext)
+        XCTAssertTrue(cars.allSatisfy { $0["owner"] as? ManagedObject === person })
+        XCTAssertEqual((person["cars"] as? [ManagedObject])?.count, cars.count)
+        XCTAssertFalse(context.hasChanges, "reading the owner again changes nothing")
+        XCTAssertEqual(try count(url, "SELECT COUNT(*) FROM ZCAR WHERE ZOWNER = 17"), String(cars.count))
+    }
+
     // MARK: - Values met in one save
 
     /// Equal values in two different constraints of one entity are no conflict: the values met in

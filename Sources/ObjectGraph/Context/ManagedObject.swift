@@ -642,6 +642,13 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         guard let index = values.layout.index(of: relationship.name) else { return nil }
         switch values.slot(index) {
         case .object(let object):
+            // A destination whose row a new object took (an upsert) left the context: the object
+            // that took the row stands for it.
+            if object.managedObjectContext == nil, let context = managedObjectContext,
+               let successor = context.objectThatTookTheRow(of: object) {
+                values.setSlot(index, .object(successor))
+                return successor
+            }
             return object
         case .fault(let primaryKey):
             guard let context = managedObjectContext else { return nil }

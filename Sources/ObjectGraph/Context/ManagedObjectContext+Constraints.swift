@@ -198,6 +198,16 @@ extension ManagedObjectContext {
         return true
     }
 
+    /// The object registered for the row `former` stood for, when `former` left this context
+    /// because a new object took its row: to-ones still naming it find that one.
+    func objectThatTookTheRow(of former: ManagedObject) -> ManagedObject? {
+        guard let primaryKey = former.objectID.primaryKey else { return nil }
+        let key = ObjectKey(rootEntityNumber: former.entity.rootEntity.entityNumber, primaryKey: primaryKey)
+        guard let object = registered[key], object !== former, object.entity.isKind(of: former.entity.rootEntity)
+        else { return nil }
+        return object
+    }
+
     /// The loaded to-manys of the row's stored owners listed the object the row was taken from:
     /// each is read again on its next use, its unsaved changes kept, and then lists the object
     /// that took the row where the row says so.
