@@ -69,6 +69,7 @@ enum {
     LibXMLSAX2Magic = 0xDEEDBEAF,
     LibXMLParseEntities = 1 << 1,
     LibXMLParseNoNetwork = 1 << 11,
+    LibXMLParseIgnoreEncoding = 1 << 21,
     LibXMLLevelError = 2,
 };
 
@@ -296,7 +297,8 @@ static void restoreErrorHandlers(ErrorHandlers handlers) {
     libxml.setGenericErrors(handlers.known ? handlers.genericContext : NULL, generic);
 }
 
-int xml_reading_read(const char *bytes, int length, const XMLReadingCallbacks *callbacks, XMLReadingError *error) {
+int xml_reading_read(const char *bytes, int length, int asUTF8, const XMLReadingCallbacks *callbacks,
+                     XMLReadingError *error) {
     memset(error, 0, sizeof *error);
     pthread_once(&loadOnce, load);
     if (libxml.missing[0] != '\0') {
@@ -318,7 +320,8 @@ int xml_reading_read(const char *bytes, int length, const XMLReadingCallbacks *c
         snprintf(error->message, sizeof error->message, "libxml2 could not make a parser (out of memory?)");
         return XMLReadingNotWellFormed;
     }
-    libxml.useOptions(reading.parser, LibXMLParseEntities | LibXMLParseNoNetwork);
+    libxml.useOptions(reading.parser,
+                      LibXMLParseEntities | LibXMLParseNoNetwork | (asUTF8 ? LibXMLParseIgnoreEncoding : 0));
     // Errors raised outside the parser's context (an encoding that does not convert) go to the
     // thread's handlers, which print to stderr: this reading's take them, then the old come back.
     ErrorHandlers previous = currentErrorHandlers();

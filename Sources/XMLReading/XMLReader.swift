@@ -49,7 +49,9 @@ public protocol XMLEventHandler: AnyObject {
 /// (nor ICU, which it brings). No network, no external entities, no entities but XML's own:
 /// a document declaring more is refused.
 public enum XMLReader {
-    public static func read(_ data: Data, into handler: XMLEventHandler) throws {
+    /// - parameter asUTF8: read the bytes as UTF-8 whatever encoding the document declares (for
+    ///   text known to be UTF-8: a declaration of Latin-1 would turn each of its characters into two).
+    public static func read(_ data: Data, asUTF8: Bool = false, into handler: XMLEventHandler) throws {
         guard data.count <= Int(Int32.max) else {
             throw XMLReadingError(reason: .tooLarge(bytes: data.count), line: 0)
         }
@@ -85,7 +87,8 @@ public enum XMLReader {
                             return 0
                         })
                     return xml_reading_read(
-                        bytes.baseAddress?.assumingMemoryBound(to: CChar.self), Int32(bytes.count), &callbacks,
+                        bytes.baseAddress?.assumingMemoryBound(to: CChar.self), Int32(bytes.count), asUTF8 ? 1 : 0,
+                        &callbacks,
                         errorPointer)
                 }
             }

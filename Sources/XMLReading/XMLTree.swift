@@ -36,14 +36,15 @@ public final class XMLTreeElement {
     /// Reads a document as ``read(_:maximumDepth:)`` does, but hands each element named
     /// `handedOver` to `receive` as soon as it ends, with the elements it is in (outermost first,
     /// each holding what came before it), and leaves it out of the tree: a document of many such
-    /// elements is never held whole. One inside another stays in that one's tree.
+    /// elements is never held whole. One inside another stays in that one's tree. `asUTF8` as for
+    /// ``XMLReader/read(_:asUTF8:into:)``.
     public static func read(
-        _ data: Data, maximumDepth: Int = 256, handingOver handedOver: String,
+        _ data: Data, maximumDepth: Int = 256, asUTF8: Bool = false, handingOver handedOver: String,
         to receive: (XMLTreeElement, [XMLTreeElement]) throws -> Void
     ) throws -> XMLTreeElement {
         try withoutActuallyEscaping(receive) { receive in
             let builder = Builder(maximumDepth: maximumDepth, handingOver: (handedOver, receive))
-            try XMLReader.read(data, into: builder)
+            try XMLReader.read(data, asUTF8: asUTF8, into: builder)
             guard let root = builder.root else {
                 throw XMLReadingError(
                     reason: .notWellFormed(code: 4, column: 0, message: "no element in the document"), line: 1)

@@ -540,4 +540,57 @@ final class ImportTests: VaultTestCase {
         XCTAssertEqual(try vault.items.entries().map(\.name).sorted(), ["Elsewhere", "Kept"])
         XCTAssertEqual(try vault.items.entry("Elsewhere", reveal: true).category, "Old")
     }
+
+    /// What an entry needs of a KeePass file may come after it: <Meta> (the recycle bin, shared
+    /// attachments) after <Root>, a group's <Name> or <UUID> after its entries. Entries are made as
+    /// they are read, so those wait for the end of the file; each case imports as in file order.
+    func testAKeePassFileInAnUnusualOrderImportsAsInTheUsualOne() throws {
+        func entry(_ title: String, attachment: Bool = false) -> String {
+            "<Entry><String><Key>Title</Key><Value>\(title)</Value></String>"
+                + "<String><Key>Password</Key><Value>pw-\(title)</Value></String>"
+                + (attachment ? "<Binary><Key>a.txt</Key><Value Ref=\"0\"/></Binary>" : "") + "</Entry>"
+        }
+        let meta = "<Meta><RecycleBinUUID>YmluYmluYmluYmluYmluYg==</RecycleBinUUID>"
+            + "<Binaries><Binary ID=\"0\">aGVsbG8=</Binary></Binaries></Meta>"
+        let bin = "<UUID>YmluYmluYmluYmluYmluYg==</UUID><Name>Recycle Bin</Name>"
+        func file(metaFirst: Bool, namesFirst: Bool) -> String {
+            let work = namesFirst ? "<Group><UUID>d29ya3dvcmt3b3Jrd29yaw==</UUID><Name>Work</Name>" + entry("Mail", attachment: true)
+                : "<Group>" + entry("Mail", attachment: true) + "<UUID>d29ya3dvcmt3b3Jrd29yaw==</UUID><Name>Work</Name>"
+            let binned = namesFirst ? "<Group>" + bin + entry("Old") : "<Group>" + entry("Old") + bin
+            let root = "<Root><Group><UUID>cm9vdHJvb3Ryb290cm9vdA==</UUID><Name>Root</Name>" + work + "</Group>"
+                + binned + "</Group></Group></Root>"
+            return "<KeePassFile>" + (metaFirst ? meta + root : root + meta)
+                + "<Root><Group><Name>Second root</Name>" + entry("Elsewhere") + "</Group></Root></KeePassFile>"
+        }
+        for (metaFirst, namesFirst) in [(true, true), (false, true), (true, false), (false, false)] {
+            let label = "Meta first: \(metaFirst), names first: \(namesFirst)"
+            let source = try KeePassXCReader.readXML(Data(file(metaFirst: metaFirst, namesFirst: namesFirst).utf8))
+            XCTAssertEqual(source.skipped.map(\.title), ["Old"], label)
+            XCTAssertEqual(source.document.passwords.map(\.name), ["Mail"], label)
+            XCTAssertEqual(source.document.passwords.first?.category, "Work", label)
+            XCTAssertEqual(source.document.passwords.first?.attachments?.map(\.name), ["a.txt"], label)
+            XCTAssertEqual(source.document.passwords.first?.attachments?.first?.data, Data("hello".utf8), label)
+        }
+    }
+
+    /// An attachment that refers to a shared binary the file does not hold is reported, never
+    /// imported empty; a file that declares Latin-1 but is UTF-8 (checked first) is read as UTF-8;
+    /// text that is not a KeePass file says so.
+    func testKeePassAttachmentsMissingFromTheFileEncodingsAndNonFilesAreSaid() throws {
+        let vault = try makeVault()
+        let xml = "<?xml version=\"1.0\" encoding=\"ISO-8859-1\"?><KeePassFile><Meta/><Root><Group><Name>Root</Name>"
+            + "<Entry><String><Key>Title</Key><Value>Router</Value></String>"
+            + "<String><Key>Password</Key><Value>s3cr\u{20AC}t</Value></String>"
+            + "<Binary><Key>file.bin</Key><Value Ref=\"0\"/></Binary></Entry></Group></Root></KeePassFile>"
+        let report = try vault.transfer.importItems(Data(xml.utf8), format: .keepassxcXML)
+        XCTAssertEqual(try vault.items.entry("Router", reveal: true).password, "s3cr\u{20AC}t")
+        XCTAssertEqual(try vault.items.attachments(of: "Router").count, 0)
+        XCTAssertEqual(report.warnings.map(\.reason), ["attachment 'file.bin' refers to binary 0, which the file "
+            + "does not hold (an export without its attachments?); not imported"])
+        for text in ["x", "<", "<?", "<K"] {
+            assertVaultError(.invalidData, { _ = try vault.transfer.importItems(Data(text.utf8), format: .keepassxcXML) }) {
+                XCTAssertTrue($0.message.hasSuffix("no <KeePassFile> element"), "\(text): \($0.message)")
+            }
+        }
+    }
 }

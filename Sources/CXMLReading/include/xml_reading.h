@@ -29,7 +29,9 @@ enum {
 };
 
 /// Reads a whole document with libxml2, loaded on first use: no network, no external entities,
-/// no DTD loaded. Returns one of the values above; `error` is filled for the last two.
-int xml_reading_read(const char *bytes, int length, const XMLReadingCallbacks *callbacks, XMLReadingError *error);
+/// no DTD loaded; as UTF-8 whatever it declares when `asUTF8`. Returns one of the values above;
+/// `error` is filled for the last two.
+int xml_reading_read(const char *bytes, int length, int asUTF8, const XMLReadingCallbacks *callbacks,
+                     XMLReadingError *error);
 
 #endif

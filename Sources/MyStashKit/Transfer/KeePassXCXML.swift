@@ -38,30 +38,43 @@ enum KeePassXCReader {
         }
         let dates = ExportDocument.Dates()
         var identifiers: [String?] = []
-        // From <Meta>, which comes before <Root>: read when the first entry is.
-        var meta: (recycleBin: String?, binaries: [String: (text: String, compressed: Bool)])?
+        var children = FirstChildren()
+        // From <Meta>, which comes before <Root> in KeePass's files: read when an entry first needs it.
+        typealias Meta = (recycleBin: String?, binaries: [String: (text: String, compressed: Bool)])
+        var meta: Meta?
+        func metaIfRead(_ file: XMLTreeElement) -> Meta? {
+            if meta == nil, let element = children.first("Meta", in: file) {
+                let bin = children.first("RecycleBinUUID", in: element)?.text
+                meta = (bin == "AAAAAAAAAAAAAAAAAAAAAA==" ? nil : bin, sharedBinaries(element.child("Binaries")))
+            }
+            return meta
+        }
+        // What an entry needs of the file may come after it (<Meta> after <Root>, a group's name
+        // or UUID after its entries): such an entry is made once the whole file is read.
+        var waiting: [(element: XMLTreeElement, ancestors: [XMLTreeElement])] = []
         // Each entry is made as soon as it is read, and its elements let go: the file is never held
         // whole (a 100,000-entry export held as a tree took two thirds of a gigabyte).
         func receive(_ element: XMLTreeElement, in ancestors: [XMLTreeElement]) throws {
             guard ancestors.first?.name == "KeePassFile" else {
                 throw source.invalid(.keepassxcXML, "no <KeePassFile> element")
             }
-            // Entries of the groups under <Root>'s first group, as KeePass reads them.
-            guard ancestors.count >= 3, ancestors[1].name == "Root",
-                  ancestors[1].children.first(where: { $0.name == "Group" }) === ancestors[2],
+            // Entries of the groups under the first <Root>'s first group, as KeePass reads them.
+            guard ancestors.count >= 3, children.first("Root", in: ancestors[0]) === ancestors[1],
+                  children.first("Group", in: ancestors[1]) === ancestors[2],
                   ancestors.dropFirst(2).allSatisfy({ $0.name == "Group" })
             else { return }
-            if meta == nil {
-                let element = ancestors[0].child("Meta")
-                meta = (element?.child("RecycleBinUUID")?.text, sharedBinaries(element?.child("Binaries")))
-            }
-            let (recycleBin, binaries) = meta!
             let groups = ancestors.dropFirst(2)
-            // A file naming no recycle bin (or the null UUID) has none: no group is in it.
-            let inRecycleBin = recycleBin.map { bin in
-                bin != "AAAAAAAAAAAAAAAAAAAAAA==" && groups.contains { $0.child("UUID")?.text == bin }
-            } ?? false
-            let path = groups.dropFirst().map { $0.child("Name")?.text ?? "" }
+            guard let meta = metaIfRead(ancestors[0]),
+                  groups.dropFirst().allSatisfy({ children.first("Name", in: $0) != nil }),
+                  meta.recycleBin == nil || groups.allSatisfy({ children.first("UUID", in: $0) != nil })
+            else { return waiting.append((element, ancestors)) }
+            make(element, in: groups)
+        }
+        func make(_ element: XMLTreeElement, in groups: ArraySlice<XMLTreeElement>) {
+            let (recycleBin, binaries) = meta ?? (nil, [:])
+            let inRecycleBin = recycleBin.map { bin in groups.contains { children.first("UUID", in: $0)?.text == bin } }
+                ?? false
+            let path = groups.dropFirst().map { children.first("Name", in: $0)?.text ?? "" }
             var entry = entryValues(element, dates: dates)
             if inRecycleBin {
                 source.skipped.append(.init(kind: "entry", title: entry.name, reason: "in the recycle bin"))
@@ -124,6 +137,12 @@ enum KeePassXCReader {
             }
             for attachment in attachments {
                 let name = attachment.child("Key")?.text ?? ""
+                if let reference = attachment.child("Value")?.attributes["Ref"], binaries[reference] == nil {
+                    source.warnings.append(.init(kind: "entry", title: entry.name,
+                        reason: "attachment '\(name)' refers to binary \(reference), which the file does not hold "
+                            + "(an export without its attachments?); not imported"))
+                    continue
+                }
                 guard let data = binaryData(of: attachment, binaries: binaries) else {
                     source.warnings.append(.init(kind: "entry", title: entry.name,
                         reason: "attachment '\(name)' is not valid base64 (or gzip) data; not imported"))
@@ -137,8 +156,9 @@ enum KeePassXCReader {
         }
         let root: XMLTreeElement
         do {
+            // UTF-8 (checked above): a declaration of another encoding is not followed.
             root = try XMLTreeElement.read(
-                data, maximumDepth: KeePassXMLLimits.maximumDepth, handingOver: "Entry", to: receive)
+                data, maximumDepth: KeePassXMLLimits.maximumDepth, asUTF8: true, handingOver: "Entry", to: receive)
         } catch let error as XMLReadingError {
             switch error.reason {
             case .nestedTooDeep(let limit):
@@ -150,6 +170,9 @@ enum KeePassXCReader {
                 let endsInsideTag = data.last { !Character(UnicodeScalar($0)).isWhitespace } != UInt8(ascii: ">")
                 let endsEarly = (error.openElements > 0 && [5, 73, 77].contains(code))
                     || (endsInsideTag && [73, 77].contains(code))
+                if code == 5, error.openElements == 0, data.firstRange(of: Data("<KeePassFile".utf8)) == nil {
+                    throw source.invalid(.keepassxcXML, "no <KeePassFile> element")
+                }
                 throw source.invalid(
                     .keepassxcXML,
                     "line \(error.line), column \(column): "
@@ -165,6 +188,8 @@ enum KeePassXCReader {
         guard root.child("Root")?.child("Group") != nil else {
             throw source.invalid(.keepassxcXML, "no <Root><Group>")
         }
+        _ = metaIfRead(root)
+        for (element, ancestors) in waiting { make(element, in: ancestors.dropFirst(2)) }
         KeePassReferences.resolve(in: &source, identifiers: identifiers)
         return source
     }
@@ -176,11 +201,12 @@ enum KeePassXCReader {
         case 4: return "expected an element ('<')"
         case 5, 86: return "more text after the end of the document's element"
         case 6, 7, 8, 9: return "a character XML does not allow"
-        case 23, 26: return "an entity ('&name;') that XML does not know"
+        case 23, 26, 27: return "an entity ('&name;') that XML does not know"
         case 38, 39, 41, 42, 75: return "an attribute not written as name=\"value\""
         case 68: return "expected an element name"
         case 73, 77: return "a tag not finished with '>'"
         case 74, 76, 85: return "a closing tag that does not match the element it closes"
+        case 110: return "a name longer than libxml2 reads (50,000 characters)"
         case 6000...6004: return "text that is not in the encoding the file declares"
         default: return "XML error \(code)"
         }
@@ -241,6 +267,25 @@ enum KeePassXCReader {
             url: value("URL"), notes: value("Notes"),
             createdAt: times?.child("CreationTime")?.text.flatMap(dates.date),
             updatedAt: times?.child("LastModificationTime")?.text.flatMap(dates.date))
+    }
+}
+
+/// The first child of each name of an element, found by reading each element's children once
+/// however often asked: a crafted file can give a group thousands of children before its name,
+/// and each of its entries asks.
+private struct FirstChildren {
+    private var seen: [ObjectIdentifier: (read: Int, byName: [String: XMLTreeElement])] = [:]
+
+    mutating func first(_ name: String, in element: XMLTreeElement) -> XMLTreeElement? {
+        var known = seen[ObjectIdentifier(element)] ?? (0, [:])
+        if known.byName[name] == nil, known.read < element.children.count {
+            for child in element.children[known.read...] where known.byName[child.name] == nil {
+                known.byName[child.name] = child
+            }
+            known.read = element.children.count
+            seen[ObjectIdentifier(element)] = known
+        }
+        return known.byName[name]
     }
 }
 
