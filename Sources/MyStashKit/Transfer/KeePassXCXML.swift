@@ -168,9 +168,11 @@ enum KeePassXCReader {
                 // document's end; cut inside the last closing tag, every element is closed and only
                 // the tag's '>' is missing.
                 let endsInsideTag = data.last { !Character(UnicodeScalar($0)).isWhitespace } != UInt8(ascii: ">")
-                let endsEarly = (error.openElements > 0 && [5, 73, 77].contains(code))
-                    || (endsInsideTag && [73, 77].contains(code))
-                if code == 5, error.openElements == 0, data.firstRange(of: Data("<KeePassFile".utf8)) == nil {
+                let unfinishedTag = [LibXMLCode.greaterThanRequired, LibXMLCode.tagNotFinished]
+                let endsEarly = (error.openElements > 0 && (unfinishedTag + [LibXMLCode.documentEnd]).contains(code))
+                    || (endsInsideTag && unfinishedTag.contains(code))
+                if code == LibXMLCode.documentEnd, error.openElements == 0,
+                   data.firstRange(of: Data("<KeePassFile".utf8)) == nil {
                     throw source.invalid(.keepassxcXML, "no <KeePassFile> element")
                 }
                 throw source.invalid(
@@ -268,6 +270,15 @@ enum KeePassXCReader {
             createdAt: times?.child("CreationTime")?.text.flatMap(dates.date),
             updatedAt: times?.child("LastModificationTime")?.text.flatMap(dates.date))
     }
+}
+
+/// libxml2's error codes (xmlerror.h) that tell a file cut short.
+private enum LibXMLCode {
+    /// XML_ERR_DOCUMENT_END: text after the document's element — or, for libxml2, an end inside it.
+    static let documentEnd = 5
+    /// XML_ERR_GT_REQUIRED, XML_ERR_TAG_NOT_FINISHED: a tag not closed by '>'.
+    static let greaterThanRequired = 73
+    static let tagNotFinished = 77
 }
 
 /// The first child of each name of an element, found by reading each element's children once
