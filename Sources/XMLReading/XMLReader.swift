@@ -38,7 +38,7 @@ public struct XMLReadingError: Error, Equatable, Sendable, CustomStringConvertib
 }
 
 /// Receives a document as it is read. Consecutive text comes as one string; a handler's error
-/// stops the reading and is what ``XMLReader/read(_:into:)`` throws.
+/// stops the reading and is what ``XMLReader/read(_:asUTF8:into:)`` throws.
 public protocol XMLEventHandler: AnyObject {
     func startElement(_ name: String, attributes: [String: String], line: Int) throws
     func endElement(_ name: String) throws
