@@ -25,12 +25,7 @@ public final class XMLTreeElement {
     /// `maximumDepth`: the tree and what walks it recurse, so a deeper one would overflow the stack.
     public static func read(_ data: Data, maximumDepth: Int = 256) throws -> XMLTreeElement {
         let builder = Builder(maximumDepth: maximumDepth, handingOver: nil)
-        try XMLReader.read(data, into: builder)
-        guard let root = builder.root else {
-            throw XMLReadingError(
-                reason: .notWellFormed(code: 4, column: 0, message: "no element in the document"), line: 1)
-        }
-        return root
+        return try builder.root(reading: data, asUTF8: false)
     }
 
     /// Reads a document as ``read(_:maximumDepth:)`` does, but hands each element named
@@ -44,12 +39,7 @@ public final class XMLTreeElement {
     ) throws -> XMLTreeElement {
         try withoutActuallyEscaping(receive) { receive in
             let builder = Builder(maximumDepth: maximumDepth, handingOver: (handedOver, receive))
-            try XMLReader.read(data, asUTF8: asUTF8, into: builder)
-            guard let root = builder.root else {
-                throw XMLReadingError(
-                    reason: .notWellFormed(code: 4, column: 0, message: "no element in the document"), line: 1)
-            }
-            return root
+            return try builder.root(reading: data, asUTF8: asUTF8)
         }
     }
 
@@ -75,6 +65,16 @@ public final class XMLTreeElement {
         init(maximumDepth: Int, handingOver: (name: String, receive: Receiver)?) {
             self.maximumDepth = maximumDepth
             self.handingOver = handingOver
+        }
+
+        /// Reads `data` into the tree; its root element.
+        func root(reading data: Data, asUTF8: Bool) throws -> XMLTreeElement {
+            try XMLReader.read(data, asUTF8: asUTF8, into: self)
+            guard let root else {
+                throw XMLReadingError(
+                    reason: .notWellFormed(code: 4, column: 0, message: "no element in the document"), line: 1)
+            }
+            return root
         }
 
         func startElement(_ name: String, attributes: [String: String], line: Int) throws {
