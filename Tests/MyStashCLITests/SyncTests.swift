@@ -324,9 +324,10 @@ final class SyncTests: CLITestCase {
         XCTAssertTrue(back.stdout.contains("added entry 'GitHub' from laptop"), back.stdout)
     }
 
-    /// The history tables are not under the integrity record: a deletion written into them with
-    /// sqlite3 (no key needed; the entry's sync identity is not secret) of an entry still in the
-    /// store is refused, on its own row or under another, and the other machine keeps the entry.
+    /// A deletion written into the history with sqlite3 (the entry's sync identity is not
+    /// secret) of an entry still in the store is refused, on its own row or under another: the
+    /// history is under the integrity record, which holds no tag for such rows (and `check` also
+    /// names the deletion the history records of a row still there). The other machine keeps it.
     func testADeletionForgedInTheHistoryIsRefusedAndNotSent() throws {
         for forgedRow in ["the entry's own", "another"] {
             try setUpTwoMachines()
@@ -357,11 +358,93 @@ final class SyncTests: CLITestCase {
             }
             let refused = try onA(["sync"])
             XCTAssertEqual(refused.status, 65, "\(forgedRow): \(refused.stderr)")
-            XCTAssertTrue(refused.stderr.contains("the store's history records its deletion"), refused.stderr)
+            XCTAssertTrue(refused.stderr.contains("HistoryChange row 1: the row was added outside mystash"),
+                          refused.stderr)
+            XCTAssertTrue(refused.stderr.contains("HistoryTransaction row "), refused.stderr)
             try okB(["sync"])
             XCTAssertTrue(try okB(["password", "show", "GitHub"]).stdout.contains("alice"), forgedRow)
             try FileManager.default.removeItem(at: home)
             try setUpWithError()
+        }
+    }
+
+    /// The history is under the integrity record: a change whose history rows were deleted with
+    /// sqlite3, or whose save was marked as one of sync's own (which sync does not send), is not
+    /// left unsent in silence: sync refuses (exit 65, naming the history's row) and sends
+    /// nothing, `check` names it, and the vault put back syncs the change.
+    func testAChangeHiddenFromTheHistoryIsRefusedNotLeftUnsent() throws {
+        let hidings = [
+            "delete from ACHANGE where Z_PK = (select max(Z_PK) from ACHANGE)",
+            "delete from ACHANGE; delete from ATRANSACTION",
+            """
+            insert or ignore into ATRANSACTIONSTRING (Z_ENT, Z_OPT, ZNAME) values (16003, 1, 'mystash-sync');
+            update ATRANSACTION set ZAUTHORTS = (select Z_PK from ATRANSACTIONSTRING where ZNAME = 'mystash-sync')
+            where Z_PK = (select max(Z_PK) from ATRANSACTION)
+            """,
+        ]
+        for hiding in hidings {
+            try setUpTwoMachines()
+            try okA(["password", "edit", "GitHub", "--user", "carol"])
+            let store = vaultDirectory.appendingPathComponent("Passwords.sqlite")
+            let backup = home.appendingPathComponent("Passwords.backup")
+            try FileManager.default.copyItem(at: store, to: backup)
+            _ = try sqlite("Passwords.sqlite", hiding)
+            let refused = try onA(["sync"])
+            XCTAssertEqual(refused.status, 65, "\(hiding): \(refused.stdout) \(refused.stderr)")
+            XCTAssertTrue(refused.stderr.contains("Passwords.sqlite, History"), refused.stderr)
+            let checked = try onA(["check"])
+            XCTAssertEqual(checked.status, 65, hiding)
+            XCTAssertTrue((checked.stdout + checked.stderr).contains("Passwords.sqlite, History"), checked.stdout)
+            XCTAssertFalse(try okB(["sync"]).stdout.contains("changed entry"), hiding)
+            try FileManager.default.removeItem(at: store)
+            try FileManager.default.copyItem(at: backup, to: store)
+            XCTAssertTrue(try okA(["sync"]).stdout.contains("changed entry 'GitHub' (user ID)"), hiding)
+            XCTAssertTrue(try okB(["sync"]).stdout.contains("changed entry 'GitHub' (user ID)"), hiding)
+            try FileManager.default.removeItem(at: home)
+            try setUpWithError()
+        }
+    }
+
+    /// A vault of the last release that synced, holding changes made since its last sync in a
+    /// history not yet under the integrity record: `check` verifies it as that release wrote it
+    /// and writes nothing; the first sync checks it, covers its history and sends the changes; a
+    /// history row deleted afterwards is refused. Changed with sqlite3 before its first opening,
+    /// it is refused and its record is not made again over the change.
+    func testASyncedVaultOfTheLastReleaseHasItsHistoryCoveredAndSendsWhatItHeld() throws {
+        let record = "select ZMODEL from MYSTASH_RECORD"
+        for changedBefore in [false, true] {
+            try? FileManager.default.removeItem(at: vaultDirectory)
+            let password = try installFixtureVault("vault-v5-synced")
+            let fixture = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+                .appendingPathComponent("../MyStashKitTests/Fixtures/vault-v5-synced/remote.tar").standardizedFileURL
+            let remoteCopy = home.appendingPathComponent("last-release")
+            try? FileManager.default.removeItem(at: remoteCopy)
+            try FileManager.default.createDirectory(at: remoteCopy, withIntermediateDirectories: true)
+            XCTAssertEqual(try shell("tar -xf \(shellQuoted(fixture.path)) -C \(shellQuoted(remoteCopy.path))").status, 0)
+            let lastRemote = remoteCopy.appendingPathComponent("remote.git").path
+            XCTAssertEqual(try sqlite("Passwords.sqlite", record), "MyStash 5")
+            if changedBefore {
+                _ = try sqlite("Passwords.sqlite", "update ZSYSTEM set ZURL = NULL where Z_PK = 1")
+                let refused = try onA(["sync", "--remote", lastRemote], environment: password)
+                XCTAssertEqual(refused.status, 65, refused.stderr)
+                XCTAssertTrue(refused.stderr.contains("System row 1: the row was changed outside mystash"),
+                              refused.stderr)
+                XCTAssertEqual(try sqlite("Passwords.sqlite", record), "MyStash 5", "not made again over the change")
+                continue
+            }
+            XCTAssertTrue(try okA(["check"], environment: password).stderr.contains("All is well."))
+            XCTAssertEqual(try sqlite("Passwords.sqlite", record), "MyStash 5", "check writes nothing")
+            let sent = try okA(["sync", "--remote", lastRemote], environment: password).stdout
+            XCTAssertTrue(sent.contains("changed entry 'GitHub' (user ID)"), sent)
+            XCTAssertTrue(sent.contains("added note 'After sync'"), sent)
+            for store in ["Notes.sqlite", "Passwords.sqlite"] {
+                XCTAssertEqual(try sqlite(store, record), "MyStash 5 with history", store)
+            }
+            try okA(["password", "edit", "GitHub", "--user", "heidi"], environment: password)
+            _ = try sqlite("Passwords.sqlite", "delete from ACHANGE")
+            let refused = try onA(["sync"], environment: password)
+            XCTAssertEqual(refused.status, 65, refused.stderr)
+            XCTAssertTrue(refused.stderr.contains("Passwords.sqlite, HistoryChange row"), refused.stderr)
         }
     }
 

@@ -12,7 +12,7 @@ final class IntegrityRecordTests: VaultTestCase {
         try vault.items.addNote(title: "kept", text: "text")
         let stale = try IntegrityRecord(
             dataKey: try vault.sessionContents().dataKey, keySlot: vault.keySlot,
-            stores: vault.integrityStores, model: "MyStash 0")
+            stores: vault.integrityStores, modelVersion: "MyStash 0")
         try vault.coordinator.performWrite { try stale.create(in: $0) }
         // Rows changed as a migration would change them.
         _ = try sqlite("Notes.sqlite", "UPDATE ZNOTE SET Z_OPT = Z_OPT + 1")
@@ -21,7 +21,7 @@ final class IntegrityRecordTests: VaultTestCase {
         XCTAssertEqual(try reopened.integrity.check(), [])
         XCTAssertEqual(
             try sqlite("Notes.sqlite", "SELECT ZMODEL FROM MYSTASH_RECORD"),
-            reopened.coordinator.managedObjectModel.versionIdentifier)
+            reopened.coordinator.managedObjectModel.versionIdentifier + IntegrityRecord.historyCoverage)
     }
 
     /// A save may name a row twice (the observer no longer deduplicates a copy of every key):
@@ -32,7 +32,7 @@ final class IntegrityRecordTests: VaultTestCase {
         let record = try IntegrityRecord(
             dataKey: try vault.sessionContents().dataKey, keySlot: vault.keySlot,
             stores: vault.integrityStores,
-            model: vault.coordinator.managedObjectModel.versionIdentifier)
+            modelVersion: vault.coordinator.managedObjectModel.versionIdentifier)
         let notes = try XCTUnwrap(vault.integrityStores.first { $0.displayName == "Notes.sqlite" })
         let row = StoredRowKey(storeIdentifier: notes.identifier, table: "ZNOTE", primaryKey: 1)
         try vault.coordinator.performWrite { try record.rows.rowsDidChange([row, row, row], in: $0) }

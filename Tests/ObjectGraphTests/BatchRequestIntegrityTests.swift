@@ -230,6 +230,107 @@ final class BatchRequestIntegrityTests: ObjectGraphTestCase {
         XCTAssertEqual(changes.map(\.changeType).filter { $0 == .update }.count, 0, "\(changes.map(\.changeType))")
         XCTAssertEqual(changes.count, 4)
     }
+
+    // MARK: - The history covered
+
+    /// The record made again with each store's history covered (`includingHistory()`).
+    func coverHistory() throws {
+        let stores = authentication.stores.map { $0.includingHistory() }
+        authentication = RowAuthentication(
+            authenticator: BatchTestAuthenticator(), stores: stores, model: coordinator.managedObjectModel.versionIdentifier,
+            tables: RowAuthenticationTests.tables)
+        try coordinator.performWrite { try self.authentication.create(in: $0) }
+        coordinator.writeObserver = authentication
+    }
+
+    /// What a reader of the history finds wrong, checking every history row through the lookups.
+    func historyProblems() throws -> [IntegrityProblem] {
+        try coordinator.performRead { transaction in
+            var rows: [StoredRowKey] = []
+            for store in self.authentication.stores {
+                for table in RowAuthentication.Store.historyTables.keys {
+                    let qualified = try transaction.qualified(table, storeIdentifier: store.identifier)
+                    for cells in try transaction.rows("SELECT Z_PK FROM \(qualified)") {
+                        guard case .integer(let key) = cells.first else { continue }
+                        rows.append(StoredRowKey(storeIdentifier: store.identifier, table: table, primaryKey: key))
+                    }
+                }
+            }
+            return try XCTUnwrap(try self.authentication.verify(
+                rows: rows, lookups: self.authentication.stores.flatMap(\.historyLookups), in: transaction))
+        }
+    }
+
+    /// Saves, batch requests and pruning keep the tags of the history they write; a history row
+    /// deleted, changed or added outside is found by a whole check and by a reader of the history.
+    func testACoveredHistoryIsTaggedByEveryWriteAndItsRowsChangedOutsideAreFound() throws {
+        try coverHistory()
+        let owner = insert("Owner", "o")
+        for number in 0..<3 { _ = insert("Item", "item \(number)", ["owner": owner]) }
+        _ = insert("Dog", "rex", ["owner": owner])
+        try context.save()
+        owner["name"] = "renamed"
+        try context.save()
+        _ = try context.execute(BatchInsertRequest(entityName: "Box", objects: [["name": "b"]]))
+        _ = try context.execute(BatchDeleteRequest(entityName: "Animal"))
+        let history = try context.fetchHistory(after: nil)
+        XCTAssertGreaterThanOrEqual(history.count, 4)
+        XCTAssertEqual(try verify(), [])
+        XCTAssertEqual(try historyProblems(), [])
+        let (tagged, rows) = try coordinator.performRead { transaction in
+            let tags = try transaction.qualified(RowAuthenticationTests.tables.tags, storeIdentifier: self.storeA.identifier)
+            return (try transaction.rows("SELECT COUNT(*) FROM \(tags) WHERE ZTABLE IN "
+                        + "('ATRANSACTION', 'ACHANGE', 'ATRANSACTIONSTRING')"),
+                    try transaction.rows("SELECT (SELECT COUNT(*) FROM ATRANSACTION) + (SELECT COUNT(*) FROM ACHANGE) "
+                        + "+ (SELECT COUNT(*) FROM ATRANSACTIONSTRING)"))
+        }
+        XCTAssertEqual(tagged, rows, "a tag for each transaction, change and name of the history")
+        XCTAssertNotEqual(rows.first?.first, .integer(0))
+        // Pruning deletes rows and their tags together.
+        try context.deleteHistory(before: history[1].token)
+        XCTAssertEqual(try verify(), [])
+        XCTAssertEqual(try historyProblems(), [])
+
+        for (table, change) in [
+            ("ACHANGE", "DELETE FROM ACHANGE WHERE Z_PK = (SELECT MAX(Z_PK) FROM ACHANGE)"),
+            ("ATRANSACTION", "DELETE FROM ATRANSACTION WHERE Z_PK = (SELECT MAX(Z_PK) FROM ATRANSACTION)"),
+            ("ACHANGE", "UPDATE ACHANGE SET ZCOLUMNS = x'00' WHERE Z_PK = (SELECT MIN(Z_PK) FROM ACHANGE)"),
+            ("ATRANSACTIONSTRING",
+             "UPDATE ATRANSACTIONSTRING SET ZNAME = 'someone else' WHERE Z_PK = (SELECT MIN(Z_PK) FROM ATRANSACTIONSTRING)"),
+            ("ACHANGE", "INSERT INTO ACHANGE (Z_ENT, Z_OPT, ZCHANGETYPE, ZENTITY, ZENTITYPK, ZTRANSACTIONID) "
+                + "VALUES (16001, 1, 2, 1, 1, (SELECT MAX(Z_PK) FROM ATRANSACTION))"),
+        ] {
+            let copy = directory.appendingPathComponent("a-before.sqlite")
+            try? FileManager.default.removeItem(at: copy)
+            try FileManager.default.copyItem(at: try XCTUnwrap(storeA.url), to: copy)
+            try tamper(storeA, change)
+            let entity = RowAuthentication.Store.historyTables[table]
+            XCTAssertTrue(try verify().contains { $0.entity == entity }, change)
+            XCTAssertTrue(try historyProblems().contains { $0.entity == entity }, change)
+            let database = try DatabaseQueue(path: try XCTUnwrap(storeA.url).path)
+            try database.writeWithoutTransaction { db in
+                try db.execute(sql: "ATTACH DATABASE ? AS saved", arguments: [copy.path])
+                for table in ["ACHANGE", "ATRANSACTION", "ATRANSACTIONSTRING"] {
+                    try db.execute(sql: "DELETE FROM main.\(table); INSERT INTO main.\(table) SELECT * FROM saved.\(table)")
+                }
+                try db.execute(sql: "DETACH DATABASE saved")
+            }
+            XCTAssertEqual(try verify(), [], "put back after \(change)")
+        }
+    }
+
+    /// A record that leaves the history out is not changed by the history's writes.
+    func testAHistoryNotCoveredLeavesTheRecordAlone() throws {
+        _ = insert("Owner", "o")
+        try context.save()
+        let generation = { try self.coordinator.performRead { transaction in
+            try transaction.rows("SELECT ZGENERATION FROM \(try transaction.qualified(RowAuthenticationTests.tables.record, storeIdentifier: self.storeA.identifier))")
+        } }
+        let before = try generation()
+        try context.deleteHistory(before: nil)
+        XCTAssertEqual(try generation(), before, "pruning a history the record leaves out writes no record")
+        XCTAssertEqual(try verify(), [])
+    }
 }
 
 /// String order is byte order of the folded strings, as it was when each comparison copied

@@ -195,6 +195,37 @@ final class PersistentHistoryTests: BoardTestCase {
         }
     }
 
+    /// A name (author, context, process) only deleted transactions used goes with them, so a
+    /// history pruned as it is read does not keep a name for every process that ever saved.
+    func testDeletingHistoryDropsTheNamesOnlyDeletedTransactionsUsed() throws {
+        let context = try makeTracked(.sqlite)
+        for author in ["first", "second"] {
+            context.transactionAuthor = author
+            let item = context.insertNewObject(forEntityName: "Item")
+            item["name"] = author
+            try context.save()
+        }
+        let names = {
+            try context.coordinator.performRead { transaction in
+                try transaction.rows("SELECT ZNAME FROM ATRANSACTIONSTRING ORDER BY ZNAME").compactMap { cells -> String? in
+                    if case .text(let name) = cells.first { return name }
+                    return nil
+                }
+            }
+        }
+        XCTAssertEqual(try names(), ["first", "main", "second", String(getpid())].sorted(), "the context is named main")
+        let all = try context.fetchHistory(after: nil)
+        try context.deleteHistory(before: all[0].token)
+        XCTAssertEqual(try names(), ["main", "second", String(getpid())].sorted())
+        XCTAssertEqual(try context.fetchHistory(after: nil).map(\.author), ["second"])
+        try context.deleteHistory(before: nil)
+        XCTAssertEqual(try names(), [])
+        context.transactionAuthor = "first"
+        context.insertNewObject(forEntityName: "Item")["name"] = "again"
+        try context.save()
+        XCTAssertEqual(try context.fetchHistory(after: nil).map(\.author), ["first"], "a name interned again")
+    }
+
     func testDeletingHistoryKeepsLaterTransactionsAndNeverReusesANumber() {
         forEachStoreKind { kind in
             let context = try makeTracked(kind)

@@ -13,31 +13,47 @@ final class IntegrityRecord {
     static let keyInfo = Array("MyStash integrity v1".utf8)
     static let nameKeyInfo = Array("MyStash name index v1".utf8)
 
-    /// The row authentication kept by every save and checked by every read.
+    /// What the record's model names after the model version since it covers the stores'
+    /// history too (FORMAT.md): a record without it was written before, and is checked as then.
+    static let historyCoverage = " with history"
+
+    /// The row authentication kept by every save and checked by every read: the stores'
+    /// entities and their persistent history.
     let rows: RowAuthentication
+    /// The entities alone, as a record written before the history was covered checks them.
+    private let rowsBeforeHistory: RowAuthentication
+    /// The model version the stores are at.
+    let modelVersion: String
     /// The serialized key slot the data key came from: a record this key cannot verify while
     /// the stores hold another slot was written under a key changed since, not tampered with.
     var keySlot: Data
     private let authenticator: HMACRowAuthenticator
     private let nameIndexKey: HMAC.Key
 
-    init(dataKey: SecretBytes, keySlot: KeySlot, stores: [RowAuthentication.Store], model: String) throws {
+    /// `stores`: the entities' tables; their history is added.
+    init(dataKey: SecretBytes, keySlot: KeySlot, stores: [RowAuthentication.Store], modelVersion: String) throws {
+        self.modelVersion = modelVersion
         self.keySlot = Data(keySlot.serialized)
         authenticator = HMACRowAuthenticator(
             key: try HMAC.Key(.sha256, bytes: try HKDF.sha256(key: dataKey, info: Self.keyInfo, length: 32).bytes))
         nameIndexKey = try HMAC.Key(
             .sha256, bytes: try HKDF.sha256(key: dataKey, info: Self.nameKeyInfo, length: 32).bytes)
         rows = RowAuthentication(
-            authenticator: authenticator, stores: stores, model: model, tables: Self.tables, writer: "mystash")
-        rows.recordDoesNotVerify = { [unowned self] transaction, store in
-            if Vault.holdsAnotherKeySlot(store.identifier, than: self.keySlot, in: transaction) {
-                throw KeyChangedElsewhere()
+            authenticator: authenticator, stores: stores.map { $0.includingHistory() },
+            model: modelVersion + Self.historyCoverage, tables: Self.tables, writer: "mystash")
+        rowsBeforeHistory = RowAuthentication(
+            authenticator: authenticator, stores: stores, model: modelVersion, tables: Self.tables, writer: "mystash")
+        for authentication in [rows, rowsBeforeHistory] {
+            authentication.recordDoesNotVerify = { [unowned self] transaction, store in
+                if Vault.holdsAnotherKeySlot(store.identifier, than: self.keySlot, in: transaction) {
+                    throw KeyChangedElsewhere()
+                }
             }
         }
     }
 
-    var stores: [RowAuthentication.Store] { rows.stores }
-    var model: String { rows.model }
+    /// The stores with their entities' tables (the first layout's record covered these).
+    var stores: [RowAuthentication.Store] { rowsBeforeHistory.stores }
 
     /// An HMAC under the record's key (to read the layout before buckets).
     func authenticationCode(of message: [UInt8]) throws -> [UInt8] {
@@ -58,8 +74,22 @@ final class IntegrityRecord {
     /// included): a migration rewrote the rows, so their tags are renewed.
     func needsRenewal(in transaction: StoreTransaction) -> Bool {
         stores.contains { store in
-            (try? FirstLayoutRecord.model(of: store, in: transaction)).flatMap { $0 }.map { $0 != model } ?? false
-        } || rows.needsRenewal(in: transaction)
+            (try? FirstLayoutRecord.model(of: store, in: transaction)).flatMap { $0 }.map { $0 != modelVersion }
+                ?? false
+        } || stores.contains { store in
+            // One written before the history was covered, under this model, is not renewed but
+            // checked first (`Vault.coverHistory`); one that does not verify is left to verification.
+            guard let recorded = (try? rows.recordedModel(of: store, in: transaction)).flatMap({ $0 }) else {
+                return false
+            }
+            return recorded != rows.model && recorded != modelVersion
+        }
+    }
+
+    /// Whether the stores' records were written, under this model version, before the history
+    /// was covered: the vault is checked as they say, then their history added (`Vault.coverHistory`).
+    func predatesHistory(in transaction: StoreTransaction) -> Bool {
+        stores.allSatisfy { (try? rowsBeforeHistory.recordedModel(of: $0, in: transaction)) == modelVersion }
     }
 
     /// Every difference between the stores and their records; nil when there is none yet. A
@@ -69,7 +99,7 @@ final class IntegrityRecord {
         guard try !stores.contains(where: { try FirstLayoutRecord.model(of: $0, in: transaction) != nil }) else {
             return try FirstLayoutRecord.verify(self, ignoring: FirstLayoutRecord.columnsAddedSince, in: transaction)
         }
-        return try rows.verify(in: transaction, inFull: inFull)
+        return try (predatesHistory(in: transaction) ? rowsBeforeHistory : rows).verify(in: transaction, inFull: inFull)
     }
 
     // MARK: - Names

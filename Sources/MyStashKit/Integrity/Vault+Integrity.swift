@@ -69,7 +69,7 @@ extension Vault {
         let record = try Self.wrapErrors {
             try IntegrityRecord(
                 dataKey: dataKey, keySlot: keySlot, stores: integrityStores,
-                model: coordinator.managedObjectModel.versionIdentifier)
+                modelVersion: coordinator.managedObjectModel.versionIdentifier)
         }
         record.rows.schemaCheck = { [unowned self] in try recheckSchemaIfChanged($0) }
         integrityRecord = record
@@ -79,6 +79,7 @@ extension Vault {
         // after this is checked again before it is followed.
         _ = try Self.wrapErrors { try context.hasExternalChanges() }
         try upgradeFirstLayoutRecord(record)
+        try coverHistory(record)
         // Read first: a vault that needs nothing is never written by reading it. (A record of
         // the last release, its buckets not sealed in groups, is read whole until a save seals it.)
         if try Self.wrapErrors({ try coordinator.performRead { record.needsRenewal(in: $0) } }) {
@@ -146,7 +147,8 @@ extension Vault {
                 try record.stores.compactMap { try FirstLayoutRecord.model(of: $0, in: transaction) }
             }
         }
-        guard !models.isEmpty, models.allSatisfy([FirstLayoutRecord.lastModel, record.model].contains) else { return }
+        guard !models.isEmpty, models.allSatisfy([FirstLayoutRecord.lastModel, record.modelVersion].contains)
+        else { return }
         var problems: [CheckProblem] = []
         try Self.wrapErrors {
             try coordinator.performWrite { transaction in
@@ -157,6 +159,22 @@ extension Vault {
         }
         try refuse(problems)
         integrityRecordSeen = true
+    }
+
+    /// A record written before it covered the stores' history: the vault is checked in full as
+    /// that record says, then the record is made again with the history's rows (trusted as they
+    /// are: nothing vouched for them before) in the same write.
+    private func coverHistory(_ record: IntegrityRecord) throws {
+        guard try Self.wrapErrors({ try coordinator.performRead { record.predatesHistory(in: $0) } }) else { return }
+        var problems: [CheckProblem] = []
+        try Self.wrapErrors {
+            try coordinator.performWrite { transaction in
+                guard record.predatesHistory(in: transaction) else { return }
+                problems = self.problems(found: try Self.problems { try record.verify(in: transaction) })
+                if problems.isEmpty { try record.create(in: transaction) }
+            }
+        }
+        try refuse(problems)
     }
 
     /// What a read of one object shows beside it, vouched for with it: related objects, and the
@@ -387,7 +405,7 @@ final class PendingVerification: @unchecked Sendable {
         guard let reader = try? vault.coordinator.makeReader(),
               let record = try? IntegrityRecord(
                 dataKey: dataKey, keySlot: vault.keySlot, stores: stores,
-                model: vault.coordinator.managedObjectModel.versionIdentifier)
+                modelVersion: vault.coordinator.managedObjectModel.versionIdentifier)
         else { return nil }
         let check = UncheckedBox((reader, record))
         Thread.detachNewThread { [self] in

@@ -58,7 +58,7 @@ extension Vault {
         // The integrity record's key comes from the data key: the same save rebuilds it under the new one.
         let newRecord = try IntegrityRecord(
             dataKey: newKey, keySlot: slot, stores: integrityStores,
-            model: coordinator.managedObjectModel.versionIdentifier)
+            modelVersion: coordinator.managedObjectModel.versionIdentifier)
         let rebuilding = RebuildingIntegrityRecord(record: newRecord)
         coordinator.writeObserver = rebuilding
         transformer.dataKey = newKey

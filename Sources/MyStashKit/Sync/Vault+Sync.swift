@@ -154,7 +154,36 @@ extension Vault {
 
     /// Whether anything was saved since sync last read the history (`token`).
     func hasUnsyncedHistory(after token: PersistentHistoryToken?) throws -> Bool {
-        try Self.wrapErrors { try !context.fetchHistory(after: token).isEmpty }
+        try verifyHistoryForRead()
+        return try Self.wrapErrors { try !context.fetchHistory(after: token).isEmpty }
+    }
+
+    /// Before the history is read to find what to send: every row of it, as the integrity
+    /// record covers it (each history table one bucket; sync prunes what it sent, so this is
+    /// what changed since), so a row deleted or changed there cannot keep a change from being sent.
+    func verifyHistoryForRead() throws {
+        try awaitPendingVerification()
+        guard verifiesEachRead, let integrityRecord else { return }
+        let authentication = integrityRecord.rows
+        let found = problems(found: try Self.problems {
+            try coordinator.performRead { transaction in
+                var rows: [StoredRowKey] = []
+                for store in authentication.stores {
+                    for table in RowAuthentication.Store.historyTables.keys.sorted() {
+                        let qualified = try transaction.qualified(table, storeIdentifier: store.identifier)
+                        try transaction.forEachRow("SELECT Z_PK FROM \(qualified)") { cells in
+                            guard case .integer(let key) = cells.first else { return }
+                            rows.append(StoredRowKey(storeIdentifier: store.identifier, table: table, primaryKey: key))
+                        }
+                    }
+                }
+                return try authentication.verify(
+                    rows: rows, lookups: authentication.stores.flatMap(\.historyLookups), in: transaction)
+            }
+        })
+        guard !found.isEmpty else { return }
+        let everything = try integrityProblems()
+        try refuse(everything.isEmpty ? found : everything)
     }
 
     /// Drops the history sync has read (up to `token`) and the saves of sync itself right

@@ -71,6 +71,12 @@ enum PersistentHistoryTables {
     static let changeEntity: Int64 = 16001
     static let transactionEntity: Int64 = 16002
     static let stringEntity: Int64 = 16003
+    /// The columns of `ATRANSACTION` naming a row of `ATRANSACTIONSTRING`.
+    static let stringColumns = ["ZAUTHORTS", "ZBUNDLEIDTS", "ZCONTEXTNAMETS", "ZPROCESSIDTS"]
+    /// Each history table's entity number, which every row of it holds in `Z_ENT`.
+    static let entityNumbers = [
+        ("ATRANSACTION", transactionEntity), ("ACHANGE", changeEntity), ("ATRANSACTIONSTRING", stringEntity),
+    ]
 
     static func createStatements(for store: PersistentStore) -> [String] {
         [
@@ -183,7 +189,9 @@ extension ManagedObjectContext {
 
     /// Deletes the transactions up to and including `token` (all of them without one), as
     /// `NSPersistentHistoryChangeRequest.deleteHistory(before:)`; returns how many it deleted.
-    /// Later transactions keep their numbers, so tokens stay valid.
+    /// Later transactions keep their numbers, so tokens stay valid. Names (authors, context
+    /// names, process IDs) that only deleted transactions used are deleted with them. A write
+    /// observer is told of every row deleted, as of a save's deletions.
     ///
     /// - throws: the store's error.
     @discardableResult
@@ -192,14 +200,38 @@ extension ManagedObjectContext {
         return try wrapStoreErrors(.saveFailed, "cannot delete the stores' history") {
             var deleted = 0
             try coordinator.write(stores: stores) { db in
+                var rows: [StoredRowKey] = []
                 for store in stores {
                     let limit = token.map { $0.transactionNumbers[store.identifier] ?? 0 } ?? Int64.max
-                    try db.execute(sql: "DELETE FROM \(store.qualified("ACHANGE")) WHERE ZTRANSACTIONID <= ?",
-                                   arguments: [limit])
-                    try db.execute(sql: "DELETE FROM \(store.qualified("ATRANSACTION")) WHERE Z_PK <= ?",
-                                   arguments: [limit])
-                    deleted += db.changesCount
+                    // The names only deleted transactions use go too: one is interned per saving
+                    // process, and a history kept since the last sync should not keep them all.
+                    let kept = PersistentHistoryTables.stringColumns.map {
+                        "SELECT \($0) FROM \(store.qualified("ATRANSACTION")) WHERE Z_PK > ? AND \($0) IS NOT NULL"
+                    }.joined(separator: " UNION ")
+                    let selections = [
+                        ("ACHANGE", "WHERE ZTRANSACTIONID <= ?", [limit]),
+                        ("ATRANSACTION", "WHERE Z_PK <= ?", [limit]),
+                        ("ATRANSACTIONSTRING", "WHERE Z_PK NOT IN (\(kept))",
+                         Array(repeating: limit, count: PersistentHistoryTables.stringColumns.count)),
+                    ]
+                    for (table, condition, arguments) in selections {
+                        let keys = try Int64.fetchAll(
+                            db, sql: "SELECT Z_PK FROM \(store.qualified(table)) \(condition)",
+                            arguments: StatementArguments(arguments))
+                        rows += keys.map {
+                            StoredRowKey(storeIdentifier: store.identifier, table: table, primaryKey: $0)
+                        }
+                    }
                 }
+                // As a save's deletions: each row must be as its tag says, then the tags go with them.
+                try coordinator.notifyRowsWillChange(rows, db)
+                for row in rows {
+                    guard let store = stores.first(where: { $0.identifier == row.storeIdentifier }) else { continue }
+                    try db.executeCached(sql: "DELETE FROM \(store.qualified(row.table)) WHERE Z_PK = ?",
+                                         values: [row.primaryKey.databaseValue])
+                    if row.table == "ATRANSACTION" { deleted += 1 }
+                }
+                if !rows.isEmpty { try coordinator.notifyRowsDidChange(rows, db) }
             }
             return deleted
         }
@@ -307,11 +339,18 @@ extension ManagedObjectContext {
     /// there is a change.
     func writeHistory(_ rows: [HistoryRow], store: PersistentStore, _ db: Database) throws {
         guard store.tracksHistory, !rows.isEmpty else { return }
+        // The rows written, for the write observer: history an integrity record covers is tagged too.
+        var written: [StoredRowKey] = []
+        func wrote(_ table: String) {
+            written.append(
+                StoredRowKey(storeIdentifier: store.identifier, table: table, primaryKey: db.lastInsertedRowID))
+        }
         let intern = { (text: String?) throws -> Int64? in
             guard let text else { return nil }
             try db.executeCached(
                 sql: "INSERT OR IGNORE INTO \(store.qualified("ATRANSACTIONSTRING")) (Z_ENT, Z_OPT, ZNAME) "
                     + "VALUES (\(PersistentHistoryTables.stringEntity), 1, ?)", values: [text.databaseValue])
+            if db.changesCount > 0 { wrote("ATRANSACTIONSTRING") }
             return try Int64.fetchOne(
                 db.cachedStatement(
                     sql: "SELECT Z_PK FROM \(store.qualified("ATRANSACTIONSTRING")) WHERE ZNAME = ?"),
@@ -324,6 +363,7 @@ extension ManagedObjectContext {
                      try intern(String(getpid())).databaseValue,
                      Date().timeIntervalSinceReferenceDate.databaseValue])
         let transaction = db.lastInsertedRowID
+        wrote("ATRANSACTION")
         let insertChange = "INSERT INTO \(store.qualified("ACHANGE")) (Z_ENT, Z_OPT, ZCHANGETYPE, ZENTITY, "
             + "ZENTITYPK, ZTRANSACTIONID, ZCOLUMNS, ZTOMBSTONE) "
             + "VALUES (\(PersistentHistoryTables.changeEntity), 1, ?, ?, ?, ?, ?, ?)"
@@ -332,7 +372,11 @@ extension ManagedObjectContext {
                 row.type.rawValue.databaseValue, row.entityNumber.databaseValue, row.primaryKey.databaseValue,
                 transaction.databaseValue, row.columns, row.tombstone,
             ])
+            wrote("ACHANGE")
         }
+        // A key handed out again (a row deleted outside, and its key counter) must find no tag left.
+        try coordinator.notifyRowsWillBeInserted(written, db)
+        try coordinator.notifyRowsDidChange(written, db)
     }
 
     /// Tombstone values as the attributes' types read them (a Transformable one stays encoded);

@@ -105,6 +105,35 @@ public final class RowAuthentication: StoreWriteObserver {
             self.tables = tables
             self.bucketing = bucketing
         }
+
+        /// The tables of a store's persistent history (``PersistentHistoryTransaction``), by the
+        /// names problems give them: what a reader of the history is told of what changed.
+        public static let historyTables = [
+            "ATRANSACTION": "HistoryTransaction", "ACHANGE": "HistoryChange", "ATRANSACTIONSTRING": "HistoryString",
+        ]
+
+        /// The store with its persistent history covered too, each history table in one bucket:
+        /// a reader of the history checks every row of it (``historyLookups``), so that a row
+        /// deleted there cannot keep a change from being seen. Saves tag the history they write.
+        public func includingHistory() -> Store {
+            var store = Store(
+                identifier: identifier, displayName: displayName,
+                tables: tables.merging(Self.historyTables) { own, _ in own }, bucketing: bucketing)
+            for table in Self.historyTables.keys { store.bucketing[table] = .wholeTable }
+            return store
+        }
+
+        /// The lookups that name every row of the store's history tables (each in one bucket):
+        /// with the rows read there, ``RowAuthentication/verify(rows:lookups:in:)`` checks them all
+        /// and finds any deleted, added or changed outside.
+        public var historyLookups: [Lookup] {
+            PersistentHistoryTables.entityNumbers.compactMap { table, entityNumber in
+                guard tables[table] != nil else { return nil }
+                return Lookup(
+                    storeIdentifier: identifier, bucket: RowAuthentication.bucket(table: table, primaryKey: nil),
+                    table: table, column: "Z_ENT", value: .integer(entityNumber))
+            }
+        }
     }
 
     /// A store's record as stored, with the seals it authenticates and the buckets read so far;
@@ -166,6 +195,9 @@ public final class RowAuthentication: StoreWriteObserver {
     }
 
     private func store(_ identifier: String) -> Store? { stores.first { $0.identifier == identifier } }
+
+    /// Whether the row's table is one of its store's covered tables.
+    private func covers(_ row: StoredRowKey) -> Bool { store(row.storeIdentifier)?.tables[row.table] != nil }
 
     // MARK: - Buckets
 
@@ -595,7 +627,7 @@ public final class RowAuthentication: StoreWriteObserver {
             // The record first: under a key another process replaced since, every tag differs.
             _ = try record(of: store, in: transaction)
             var columnsByTable: [String: [String]] = [:]
-            for row in keys {
+            for row in keys where store.tables[row.table] != nil {
                 let columns = try columnsByTable[row.table] ?? columns(of: row.table, store: store, in: transaction)
                 columnsByTable[row.table] = columns
                 let current = try current(row, store: store, columns: columns, in: transaction)
@@ -615,7 +647,9 @@ public final class RowAuthentication: StoreWriteObserver {
     public func rowsWillBeInserted(_ rows: [StoredRowKey], in transaction: StoreTransaction) throws {
         let groups = Dictionary(grouping: rows) { StoredTable(storeIdentifier: $0.storeIdentifier, name: $0.table) }
         for (table, group) in groups {
-            guard let store = store(table.storeIdentifier), try hasRecord(store, in: transaction) else { continue }
+            guard let store = store(table.storeIdentifier), store.tables[table.name] != nil,
+                  try hasRecord(store, in: transaction)
+            else { continue }
             let keys = Set(group.map(\.primaryKey))
             guard let low = keys.min(), let high = keys.max() else { continue }
             let tags = try transaction.qualified(tables.tags, storeIdentifier: store.identifier)
@@ -645,6 +679,8 @@ public final class RowAuthentication: StoreWriteObserver {
     /// Replaces the tags of written rows and updates their buckets, then moves both stores'
     /// records one generation on.
     public func rowsDidChange(_ rows: [StoredRowKey], in transaction: StoreTransaction) throws {
+        // Rows of tables not covered only (a history the application leaves out) change no record.
+        if !rows.isEmpty, !rows.contains(where: covers) { return }
         try schemaCheck?(transaction)
         var records: [String: Record] = [:]
         for store in stores {
@@ -659,7 +695,9 @@ public final class RowAuthentication: StoreWriteObserver {
         var changedBuckets: [String: Set<Int>] = [:]
         for row in rows {
             // Changed in place: a copy of a record holds every bucket, and this runs for every row.
-            guard let store = store(row.storeIdentifier), records[row.storeIdentifier] != nil else { continue }
+            guard let store = store(row.storeIdentifier), store.tables[row.table] != nil,
+                  records[row.storeIdentifier] != nil
+            else { continue }
             let tags = try tagTables[row.storeIdentifier]
                 ?? transaction.qualified(tables.tags, storeIdentifier: row.storeIdentifier)
             tagTables[row.storeIdentifier] = tags
@@ -759,6 +797,14 @@ public final class RowAuthentication: StoreWriteObserver {
         stores.contains { store in
             (try? record(of: store, in: transaction)).flatMap { $0 }.map { $0.model != model } ?? false
         }
+    }
+
+    /// The model version the store's record was computed under, its MAC verified; nil when the
+    /// store has no record.
+    ///
+    /// - throws: ``RowAuthenticationFailure`` when the record does not verify.
+    public func recordedModel(of store: Store, in transaction: StoreTransaction) throws -> String? {
+        try record(of: store, in: transaction)?.model
     }
 
     /// Whether the stores hold the generations the last save wrote.
