@@ -339,8 +339,15 @@ extension ManagedObjectContext {
     /// there is a change.
     func writeHistory(_ rows: [HistoryRow], store: PersistentStore, _ db: Database) throws {
         guard store.tracksHistory, !rows.isEmpty else { return }
-        // The rows written, for the write observer: history an integrity record covers is tagged too.
+        // The rows written, for the write observer: history an integrity record covers is tagged
+        // too. Told in parts, so an import's history is not held twice more in keys.
         var written: [StoredRowKey] = []
+        func tellObserver() throws {
+            // A key handed out again (a row deleted outside, and its key counter) must find no tag left.
+            try coordinator.notifyRowsWillBeInserted(written, db)
+            try coordinator.notifyRowsDidChange(written, db)
+            written.removeAll(keepingCapacity: true)
+        }
         func wrote(_ table: String) {
             written.append(
                 StoredRowKey(storeIdentifier: store.identifier, table: table, primaryKey: db.lastInsertedRowID))
@@ -373,11 +380,13 @@ extension ManagedObjectContext {
                 transaction.databaseValue, row.columns, row.tombstone,
             ])
             wrote("ACHANGE")
+            if written.count == Self.historyRowsToldAtOnce { try tellObserver() }
         }
-        // A key handed out again (a row deleted outside, and its key counter) must find no tag left.
-        try coordinator.notifyRowsWillBeInserted(written, db)
-        try coordinator.notifyRowsDidChange(written, db)
+        if !written.isEmpty { try tellObserver() }
     }
+
+    /// How many history rows a write observer is told of at once.
+    static let historyRowsToldAtOnce = 10_000
 
     /// Tombstone values as the attributes' types read them (a Transformable one stays encoded);
     /// nil when one cannot be read.
