@@ -319,6 +319,17 @@ final class BatchRequestIntegrityTests: ObjectGraphTestCase {
         }
     }
 
+    /// A transaction of more changes than the observer is told of at once is tagged whole.
+    func testAHistoryTransactionLargerThanOnePartIsTaggedWhole() throws {
+        try coverHistory()
+        let count = ManagedObjectContext.historyRowsToldAtOnce + 50
+        _ = try context.execute(BatchInsertRequest(
+            entityName: "Box", objects: (0..<count).map { ["name": "box \($0)"] }))
+        XCTAssertEqual(try context.fetchHistory(after: nil).last?.changes.count, count)
+        XCTAssertEqual(try verify(), [])
+        XCTAssertEqual(try historyProblems(), [])
+    }
+
     /// A record that leaves the history out is not changed by the history's writes.
     func testAHistoryNotCoveredLeavesTheRecordAlone() throws {
         _ = insert("Owner", "o")
