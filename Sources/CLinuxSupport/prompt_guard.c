@@ -8,6 +8,9 @@
 // A hidden prompt's terminal, for the handlers below (async-signal-safe calls only).
 static int prompt_descriptor = -1;
 static struct termios prompt_shown, prompt_hidden;
+// The prompt, shown again after a continue: the typing is hidden again from then on.
+static char prompt_text[256];
+static size_t prompt_length;
 // The signals that end the process, then those that stop and continue it.
 static const int prompt_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGTSTP, SIGCONT};
 #define PROMPT_SIGNAL_COUNT (sizeof prompt_signals / sizeof prompt_signals[0])
@@ -57,10 +60,20 @@ static void stop_handler(int signal_number) {
 static void continue_handler(int signal_number) {
     (void)signal_number;
     set_terminal(&prompt_hidden);
+    if (prompt_length > 0 && tcgetpgrp(prompt_descriptor) == getpgrp()) {
+        ssize_t written = write(prompt_descriptor, prompt_text, prompt_length);
+        (void)written;
+    }
 }
 
-int ms_prompt_guard_begin(int descriptor, const struct termios *shown, const struct termios *hidden) {
+int ms_prompt_guard_begin(int descriptor, const struct termios *shown, const struct termios *hidden,
+                          const char *prompt) {
     prompt_descriptor = descriptor;
+    prompt_length = 0;
+    if (prompt != NULL) {
+        prompt_length = strnlen(prompt, sizeof prompt_text);
+        memcpy(prompt_text, prompt, prompt_length);
+    }
     prompt_shown = *shown;
     prompt_hidden = *hidden;
     for (size_t index = 0; index < PROMPT_SIGNAL_COUNT; index++) {

@@ -24,8 +24,9 @@ enum Terminal {
         hidden.c_lflag &= ~tcflag_t(ECHO)
         hidden.c_lflag |= tcflag_t(ECHONL)
         // A signal that ends or stops the process gives the shell its echo back (and a continue
-        // hides the typing again): without it, what the person types next would not show.
-        _ = ms_prompt_guard_begin(descriptor, &settings, &hidden)
+        // hides the typing again and shows the prompt again, when the typing is hidden once more):
+        // without it, what the person types next would not show.
+        _ = prompt.withCString { ms_prompt_guard_begin(descriptor, &settings, &hidden, $0) }
         tcsetattr(descriptor, TCSANOW, &hidden)
         defer {
             tcsetattr(descriptor, TCSANOW, &settings)

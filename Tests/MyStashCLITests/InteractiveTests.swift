@@ -79,7 +79,8 @@ final class InteractiveTests: CLITestCase {
     }
 
     /// Stopped at a hidden prompt (Ctrl-Z) and brought back (`fg`) in an interactive shell, the
-    /// typing is hidden again (it showed the password as it was typed).
+    /// typing is hidden again (it showed the password as it was typed), and the prompt shown
+    /// again once it is (the test typed at once, and a loaded machine echoed it before).
     func testAPromptStoppedAndContinuedHidesTheTypingAgain() throws {
         try initVault()
         let assignments = shellAssignments(baseEnvironment)
@@ -91,6 +92,7 @@ final class InteractiveTests: CLITestCase {
         tmux.expect("Stopped")
         tmux.type("fg")
         tmux.send("Enter")
+        tmux.wait(for: "the prompt again") { $0.components(separatedBy: "Password:").count == 3 }
         tmux.type("typed-after-fg")
         tmux.send("Enter")
         tmux.expect("Repeat the password:")

@@ -30,10 +30,12 @@ int ms_editor_guard_end(void);
 struct termios;
 /// Until ms_prompt_guard_end, a hidden prompt on `descriptor` gives the terminal back as `shown`
 /// when SIGINT, SIGTERM, SIGHUP or SIGQUIT ends the process (which dies of the signal) and
-/// when SIGTSTP stops it, and hides it again (`hidden`) when it continues; only while the
-/// process is in the terminal's foreground. Signals the process ignores stay ignored.
+/// when SIGTSTP stops it, and hides it again (`hidden`) when it continues, writing `prompt`
+/// (its first 256 bytes) again; only while the process is in the terminal's foreground.
+/// Signals the process ignores stay ignored.
 /// Returns 0 or -1.
-int ms_prompt_guard_begin(int descriptor, const struct termios *shown, const struct termios *hidden);
+int ms_prompt_guard_begin(int descriptor, const struct termios *shown, const struct termios *hidden,
+                          const char *prompt);
 /// Puts back the signal actions from before ms_prompt_guard_begin.
 void ms_prompt_guard_end(void);
 #endif
