@@ -130,7 +130,7 @@ func printSyncReport(_ report: SyncReport) {
         return "  \(item.action) \(name)\(fields)\(device)"
     }
     let would = report.dryRun ? "Would " : ""
-    if report.sent.isEmpty && report.received.isEmpty && report.conflicts.isEmpty {
+    if report.sent.isEmpty && report.received.isEmpty && report.conflicts.isEmpty && report.resent == 0 {
         Output.line("Nothing to send or receive: in step with \(Output.safe(report.remote)).")
     }
     // A first sync of a large vault sends every item: the list is cut, --json has it all.
@@ -144,6 +144,10 @@ func printSyncReport(_ report: SyncReport) {
         Output.line("\(report.dryRun ? "Would send" : "Sent") \(plural(report.sent.count, "change")) to "
                     + "\(Output.safe(report.remote)):")
         list(report.sent)
+    }
+    if report.resent > 0 {
+        Output.line("\(report.dryRun ? "Would also send" : "Also sent") \(plural(report.resent, "item")) unchanged "
+                    + "since the last sync: a remote new to this machine gets the whole vault.")
     }
     if !report.received.isEmpty {
         Output.line("\(report.dryRun ? "Would receive" : "Received") \(plural(report.received.count, "change")):")

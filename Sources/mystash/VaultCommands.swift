@@ -71,6 +71,12 @@ struct Passwd: ParsableCommand {
             if rekey {
                 try vault.rekey(to: try newMasterPassword(), parameters: parameters)
                 Terminal.printError("Changed the master password and re-encrypted every field under a new data key.")
+                if let remote = try vault.syncRemote() {
+                    Terminal.printError(
+                        "This vault syncs with \(Output.safe(remote)): what it sends there stays readable to whoever "
+                            + "holds the old data key and that remote. To cut that off, sync to a new, empty remote "
+                            + "('mystash sync --remote NEW') and clone it on the other machines.")
+                }
             } else {
                 try vault.changePassword(to: try newMasterPassword(), parameters: parameters)
                 Terminal.printError("Changed the master password.")

@@ -448,6 +448,64 @@ final class SyncTests: CLITestCase {
         }
     }
 
+    /// Moving to another remote: each machine runs `sync --remote NEW`. The first makes the new log
+    /// and sends the whole vault (its changes listed, the rest counted), the second joins it and
+    /// sends what it lacks, and a clone of the new remote holds everything. (A new location was
+    /// refused as a remote rolled back.)
+    func testMachinesMoveToAnotherRemoteAndACloneOfItHoldsTheWholeVault() throws {
+        try setUpTwoMachines()
+        let moved = home.appendingPathComponent("moved.git")
+        try git(["init", "-q", "--bare", moved.path])
+        try okA(["password", "add", "Bank"], stdin: "b")
+        try okA(["password", "edit", "GitHub", "--user", "carol"])
+        let first = try okA(["sync", "--remote", moved.path]).stdout
+        XCTAssertTrue(first.contains("Sent 2 changes to \(moved.path):"), first)
+        XCTAssertTrue(first.contains("changed entry 'GitHub' (user ID)\n"), first)
+        XCTAssertTrue(first.contains("Also sent 1 item unchanged since the last sync"), first)
+        try okB(["note", "add", "From B"], stdin: "b's note")
+        let second = try okB(["sync", "--remote", moved.path]).stdout
+        XCTAssertTrue(second.contains("added note 'From B'"), second)
+        XCTAssertTrue(second.contains("added entry 'Bank' from laptop"), second)
+        XCTAssertTrue(try okA(["sync"]).stdout.contains("added note 'From B' from desktop"))
+        let homeC = home.appendingPathComponent("machine-c")
+        try okA(["clone", moved.path], environment: ["HOME": homeC.path])
+        let onC = { (arguments: [String], _: String?, _: [String: String]) in
+            try self.run(arguments, environment: ["HOME": homeC.path])
+        }
+        XCTAssertEqual(try entryNames(onC), try entryNames(onA))
+        XCTAssertEqual(try okA(["password", "show", "GitHub", "--field", "user"], environment: ["HOME": homeC.path])
+            .stdout, "carol\n")
+        XCTAssertEqual(try okA(["note", "show", "Wi-Fi"], environment: ["HOME": homeC.path]).stdout,
+                       try okA(["note", "show", "Wi-Fi"]).stdout)
+        XCTAssertTrue(try okA(["sync"]).stdout.contains("Nothing to send or receive"))
+        XCTAssertTrue(try okB(["sync"]).stdout.contains("Nothing to send or receive"))
+    }
+
+    /// After `passwd --rekey`, the old remote's sync key stays wrapped under the old data key (and
+    /// rekey says so); a new, empty remote gets a new sync key wrapped under the new data key only:
+    /// a machine still on the old data key cannot open it (it is told to clone), and a clone with
+    /// the master password reads everything.
+    func testARekeyedVaultMovedToANewRemoteIsOutOfReachOfTheOldDataKey() throws {
+        try setUpTwoMachines()
+        let rekeyed = try okA(["passwd", "--rekey"], environment: ["MYSTASH_NEW_PASSWORD": "new-password"])
+        XCTAssertTrue(rekeyed.stderr.contains("To cut that off, sync to a new, empty remote"), rekeyed.stderr)
+        let moved = home.appendingPathComponent("moved.git")
+        try git(["init", "-q", "--bare", moved.path])
+        let newPassword = ["MYSTASH_PASSWORD": "new-password"]
+        try okA(["sync", "--remote", moved.path], environment: newPassword)
+        let wraps = try git(["--git-dir", moved.path, "ls-tree", "--name-only", "main", "keys/"])
+            .split(separator: "\n")
+        XCTAssertEqual(wraps.count, 1, "the new sync key wrapped under the new data key alone")
+        let refused = try onB(["sync", "--remote", moved.path])
+        XCTAssertEqual(refused.status, 65, refused.stderr)
+        XCTAssertTrue(refused.stderr.contains("under a key this machine's data key does not open"), refused.stderr)
+        XCTAssertTrue(refused.stderr.contains("clone it with"), refused.stderr)
+        let homeC = home.appendingPathComponent("machine-c")
+        try okA(["clone", moved.path], environment: newPassword.merging(["HOME": homeC.path]) { $1 })
+        XCTAssertEqual(try okA(["password", "show", "GitHub", "--field", "user"],
+                               environment: newPassword.merging(["HOME": homeC.path]) { $1 }).stdout, "alice\n")
+    }
+
     func testNameClashIsRenamedAndReportedTheSameOnBothMachines() throws {
         try setUpTwoMachines()
         try okA(["password", "add", "Bank"], stdin: "a")

@@ -486,7 +486,9 @@ extension VaultError.RemoteProblem {
         case .missing: "the sync remote '\(location)' does not exist"
         case .notASyncLog(let missing):
             "'\(location)' is not a MyStash sync remote (it has no \(missing.joined(separator: " or ")))"
-        case .anotherVault: "'\(location)' holds the sync log of another vault"
+        case .anotherVault:
+            "'\(location)' holds the sync log of another vault, or of this one begun under a key this machine's "
+                + "data key does not open (the vault's key was renewed on another machine)"
         case .tampered(let file, let problem):
             "the sync remote was tampered with: \(file) \(problem); nothing was applied"
         case .keySlotDamaged: "the remote's key slot is damaged"

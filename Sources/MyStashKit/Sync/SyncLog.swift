@@ -427,4 +427,6 @@ public struct SyncReport: Codable, Equatable {
     public var retries = 0
     /// Notices (a key slot adopted, a rekey elsewhere).
     public var notices: [String] = []
+    /// Items sent unchanged, as they stand, to a remote new to this machine (not in `sent`).
+    public var resent = 0
 }

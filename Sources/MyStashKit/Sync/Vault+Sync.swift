@@ -115,6 +115,11 @@ extension Vault {
     // MARK: - State
 
     /// The sync bookkeeping row and what it holds; nil before the first sync.
+    /// The remote this vault syncs with (a password in its URL left out); nil when it never synced.
+    public func syncRemote() throws -> String? {
+        try Self.wrapErrors { try loadSyncState()?.state.remote.map(withoutURLPasswords) }
+    }
+
     func loadSyncState() throws -> (row: SyncStateRow, state: SyncState, key: SecretBytes)? {
         guard let row = try context.fetch(FetchRequest<SyncStateRow>()).first else { return nil }
         try context.decodeValues(of: row)

@@ -11,6 +11,10 @@ struct SyncMerge {
     var outgoing: [String: SyncChange] = [:]
     /// Items deleted here and brought back by an undo since the last sync this device recorded.
     var undoneDeletions: Set<String> = []
+    /// Items sent unchanged, as they stand, to a remote new to this device (counted, not listed).
+    var resent: Set<String> = []
+    /// Items changed here and sent whole to such a remote: the fields that changed (listed).
+    var changedFields: [String: Set<String>] = [:]
 
     var me: String { state.device }
 
@@ -134,7 +138,7 @@ extension Vault {
             guard let item = touched[name] else { continue }
             if let deleted = item.deleted {
                 guard !item.inserted else { continue }
-                // History is not under the integrity record: a deletion of a row still here was forged.
+                // A deletion of a row still here was forged (the integrity record covers the history too).
                 if try context.existingObject(entityName: item.entity, primaryKey: item.primaryKey) != nil {
                     throw Self.forgedDeletion(item.entity, primaryKey: item.primaryKey)
                 }
@@ -162,6 +166,29 @@ extension Vault {
                 throw Self.forgedDeletion(deletion.entity, primaryKey: held.objectID.primaryKey)
             }
             merge.outgoing[deletion.id] = nil
+        }
+    }
+
+    /// For a remote other than the one remembered, after the changes since the last sync: every
+    /// other item, each field with the clock it was last sent or received with (as a snapshot
+    /// carries them), so the new log holds the whole vault and no field is made newer than it is.
+    func collectRecordedItems(_ merge: inout SyncMerge) throws {
+        try merge.state.readClocks()
+        for (id, object) in try SyncIndex(context: context).objects.sorted(by: { $0.key < $1.key }) {
+            let pending = merge.outgoing[id]
+            guard pending?.kind != .delete else { continue }
+            // The fields a change made here does not carry, at their clocks: a new remote's clone
+            // must find every field of the item.
+            let keys = (merge.state.fields[id] ?? [:]).filter { pending?.fields?[$0.key] == nil }
+            // An item no sync ever carried (a seed category as seeded) is in every vault already.
+            guard !keys.isEmpty else { continue }
+            try context.decodeValues(of: object)
+            if let pending {
+                merge.changedFields[id] = Set((pending.fields ?? [:]).keys)
+            } else {
+                merge.resent.insert(id)
+            }
+            try addPut(object, keys: keys, history: true, into: &merge)
         }
     }
 
@@ -226,6 +253,7 @@ extension Vault {
     /// Records the clocks of what is sent, once the merge has settled it.
     func settleOutgoing(_ merge: inout SyncMerge, index: SyncIndex) throws -> [SyncChange] {
         var changes: [SyncChange] = []
+        var resentCount = 0
         for (id, var change) in merge.outgoing.sorted(by: { $0.key < $1.key }) {
             let noun = Self.syncNoun(change.entity)
             if change.kind == .delete {
@@ -250,14 +278,19 @@ extension Vault {
             let isNew = merge.state.fields[id] == nil
             for (key, value) in change.fields ?? [:] { merge.state.fields[id, default: [:]][key] = value.clock }
             changes.append(change)
-            var fields = (change.fields ?? [:]).keys.filter { !Self.quietFields.contains($0) }.sorted()
-                .map(Self.fieldLabel)
+            if merge.resent.contains(id) {
+                resentCount += 1
+                continue
+            }
+            var fields = (merge.changedFields[id] ?? Set((change.fields ?? [:]).keys))
+                .filter { !Self.quietFields.contains($0) }.sorted().map(Self.fieldLabel)
             if fields.isEmpty, change.history != nil { fields = ["password history"] }
             let action = change.kind == .revive ? "restored" : isNew ? "added" : "changed"
             merge.report.sent.append(.init(kind: noun, name: index.objects[id].map(displayName) ?? "", action: action,
                                            fields: action == "changed" ? fields : nil))
         }
         merge.report.sent.sort { ($0.kind, $0.name) < ($1.kind, $1.name) }
+        merge.report.resent = resentCount
         return changes
     }
 

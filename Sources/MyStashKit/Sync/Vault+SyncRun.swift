@@ -74,13 +74,22 @@ extension Vault {
                               deviceName: hostName())
         }
         let everything = loaded == nil && clone == nil
+        // Another remote than the one remembered: its log is read from its start, its own sync
+        // key used (a new one for an empty remote, so a data key left behind by a rekey cannot
+        // read what is sent there), and the whole vault sent to it.
+        let movesRemote = remote != nil && loaded != nil && remote != loaded?.state.remote
+        if movesRemote {
+            state.heads = [:]
+            syncKey = nil
+        }
         if let remote { state.remote = remote }
         if let deviceName { state.deviceName = deviceName }
         guard let location = state.remote else {
             throw VaultError.noRemote
         }
         // Changes to send: the whole vault is checked on a second connection while the remote is fetched.
-        let sendsLocalChanges = try loaded == nil || clone != nil || hasUnsyncedHistory(after: state.token)
+        let sendsLocalChanges = try everything || movesRemote || clone != nil
+            || hasUnsyncedHistory(after: state.token)
         if sendsLocalChanges { startWholeVaultCheck() }
         let store = try makeSyncRemote(location, cache: directory.appendingPathComponent(Self.syncCacheName),
                                        tipOnly: clone != nil)
@@ -140,14 +149,19 @@ extension Vault {
         // The clocks are read only to merge what came (local changes read them as they come).
         if !log.files.isEmpty || snapshotFile != nil { try merge.state.readClocks() }
         if clone != nil { merge.state.token = try Self.wrapErrors { try coordinator.currentPersistentHistoryToken() } }
-        try Self.wrapErrors { try collectLocalChanges(&merge, everything: everything) }
+        try Self.wrapErrors {
+            try collectLocalChanges(&merge, everything: everything)
+            if movesRemote { try collectRecordedItems(&merge) }
+        }
         // Nothing sent or received: no item is read (sync with nothing to do stays quick).
         let index = log.files.isEmpty && merge.outgoing.isEmpty && snapshotFile == nil
             ? SyncIndex() : try Self.wrapErrors { try SyncIndex(context: context) }
         try Self.wrapErrors {
             try mergeReceived((snapshotFile.map { [$0] } ?? []) + log.files, into: &merge, index: index)
         }
-        let slotRecord = try keySlotChanges(log.files, dataKey: dataKey, adopting: !dryRun, merge: &merge)
+        let slotRecord = try keySlotChanges(
+            log.files, dataKey: dataKey, adopting: !dryRun,
+            republishing: movesRemote && !paths.contains(SyncLayout.keySlotPath), merge: &merge)
         let changes = try Self.wrapErrors { try settleOutgoing(&merge, index: index) }
         merge.state.heads = log.heads
         if !changes.isEmpty || slotRecord != nil {
@@ -276,8 +290,10 @@ extension Vault {
     /// Publishes this machine's key slot when its master password changed, and adopts one
     /// published elsewhere when it wraps the same data key (a `passwd` there: the new
     /// password opens this vault from now on); a rekey elsewhere is reported.
+    /// `republishing`: the remote is new to this machine and holds no key slot yet: this
+    /// machine's goes there with the clock it had, so a later change made elsewhere still wins.
     func keySlotChanges(_ files: [(device: String, payload: SyncPayload)], dataKey: SecretBytes, adopting: Bool,
-                        merge: inout SyncMerge) throws -> KeySlotRecord? {
+                        republishing: Bool = false, merge: inout SyncMerge) throws -> KeySlotRecord? {
         let check = try Self.wrapErrors { try SyncKey.dataKeyCheck(dataKey: dataKey) }
         var names: [String: String] = [:]
         for file in files { names[file.device] = file.payload.deviceName }
@@ -310,9 +326,10 @@ extension Vault {
             }
         }
         let mine = Data(keySlot.serialized).base64EncodedString()
-        guard merge.state.keySlot != mine else { return nil }
-        let clock = merge.tick()
-        let replacing = merge.state.keySlot != nil
+        guard merge.state.keySlot != mine || republishing else { return nil }
+        let clock = republishing && merge.state.keySlot == mine
+            ? merge.state.keySlotClock ?? merge.tick() : merge.tick()
+        let replacing = merge.state.keySlot != nil && merge.state.keySlot != mine
         merge.state.keySlot = mine
         merge.state.keySlotClock = clock
         if replacing {
