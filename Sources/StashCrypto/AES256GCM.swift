@@ -32,46 +32,79 @@ public enum AES256GCM {
         _ plaintext: some ContiguousBytesLike, key: SecretBytes, nonce: [UInt8]? = nil, associatedData: [UInt8] = []
     ) throws -> SealedBox {
         let nonce = try nonce ?? SecureRandom.bytes(count: nonceSize)
-        try checkSizes(key: key.count, nonce: nonce.count, tag: nil)
-        let context = try CipherContext()
+        var ciphertext: [UInt8] = []
         var tag = [UInt8](repeating: 0, count: tagSize)
-        let ciphertext: [UInt8] = try plaintext.withBytes { input in
-            try key.withUnsafeBytes { keyBytes in
-                try check(EVP_EncryptInit_ex(context.pointer, aes256GCM, nil, nil, nil), "EVP_EncryptInit_ex")
-                try check(
-                    EVP_CIPHER_CTX_ctrl(context.pointer, EVP_CTRL_GCM_SET_IVLEN, Int32(nonce.count), nil),
-                    "EVP_CTRL_GCM_SET_IVLEN")
-                try check(
-                    EVP_EncryptInit_ex(
-                        context.pointer, nil, nil, keyBytes.bindMemory(to: UInt8.self).baseAddress, nonce),
-                    "EVP_EncryptInit_ex")
-                var length: Int32 = 0
-                if !associatedData.isEmpty {
-                    try check(
-                        EVP_EncryptUpdate(context.pointer, nil, &length, associatedData, Int32(associatedData.count)),
-                        "EVP_EncryptUpdate(aad)")
+        try plaintext.withBytes { input in
+            ciphertext = [UInt8](repeating: 0, count: input.count)
+            try ciphertext.withUnsafeMutableBytes { output in
+                try tag.withUnsafeMutableBytes { tag in
+                    try seal(input, key: key, nonce: nonce, associatedData: associatedData, into: output, tag: tag)
                 }
-                var output = [UInt8](repeating: 0, count: input.count + 16)
-                var written: Int32 = 0
-                if input.count > 0 {
-                    try check(
-                        EVP_EncryptUpdate(
-                            context.pointer, &output, &written, input.bindMemory(to: UInt8.self).baseAddress,
-                            Int32(input.count)), "EVP_EncryptUpdate")
-                }
-                var final: Int32 = 0
-                try output.withUnsafeMutableBufferPointer { buffer in
-                    try check(
-                        EVP_EncryptFinal_ex(context.pointer, buffer.baseAddress! + Int(written), &final),
-                        "EVP_EncryptFinal_ex")
-                }
-                try check(
-                    EVP_CIPHER_CTX_ctrl(context.pointer, EVP_CTRL_GCM_GET_TAG, Int32(tagSize), &tag),
-                    "EVP_CTRL_GCM_GET_TAG")
-                return Array(output.prefix(Int(written + final)))
             }
         }
         return SealedBox(nonce: nonce, ciphertext: ciphertext, tag: tag)
+    }
+
+    /// Appends a random nonce, the ciphertext of `plaintext` and its tag to `output`: a large
+    /// plaintext (a first sync's log file) is sealed without a copy of its ciphertext.
+    static func sealAppending(
+        _ plaintext: UnsafeRawBufferPointer, key: SecretBytes, associatedData: [UInt8], to output: inout [UInt8]
+    ) throws {
+        let nonce = try SecureRandom.bytes(count: nonceSize)
+        let start = output.count + nonceSize
+        output.reserveCapacity(start + plaintext.count + tagSize)
+        output += nonce
+        output += repeatElement(0, count: plaintext.count + tagSize)
+        try output.withUnsafeMutableBytes { buffer in
+            try seal(plaintext, key: key, nonce: nonce, associatedData: associatedData,
+                     into: UnsafeMutableRawBufferPointer(rebasing: buffer[start..<(start + plaintext.count)]),
+                     tag: UnsafeMutableRawBufferPointer(rebasing: buffer[(start + plaintext.count)...]))
+        }
+    }
+
+    /// Encrypts `plaintext` into `output` (as long) and writes the tag into `tag` (16 bytes).
+    private static func seal(
+        _ plaintext: UnsafeRawBufferPointer, key: SecretBytes, nonce: [UInt8], associatedData: [UInt8],
+        into output: UnsafeMutableRawBufferPointer, tag: UnsafeMutableRawBufferPointer
+    ) throws {
+        try checkSizes(key: key.count, nonce: nonce.count, tag: tag.count)
+        precondition(output.count == plaintext.count, "GCM's output is as long as its input")
+        let context = try CipherContext()
+        try key.withUnsafeBytes { keyBytes in
+            try check(EVP_EncryptInit_ex(context.pointer, aes256GCM, nil, nil, nil), "EVP_EncryptInit_ex")
+            try check(
+                EVP_CIPHER_CTX_ctrl(context.pointer, EVP_CTRL_GCM_SET_IVLEN, Int32(nonce.count), nil),
+                "EVP_CTRL_GCM_SET_IVLEN")
+            try check(
+                EVP_EncryptInit_ex(context.pointer, nil, nil, keyBytes.bindMemory(to: UInt8.self).baseAddress, nonce),
+                "EVP_EncryptInit_ex")
+        }
+        var length: Int32 = 0
+        if !associatedData.isEmpty {
+            try check(
+                EVP_EncryptUpdate(context.pointer, nil, &length, associatedData, Int32(associatedData.count)),
+                "EVP_EncryptUpdate(aad)")
+        }
+        let out = output.bindMemory(to: UInt8.self).baseAddress
+        var written: Int32 = 0
+        if plaintext.count > 0 {
+            guard let count = Int32(exactly: plaintext.count) else {
+                throw StashCryptoError(.invalidInput, "a plaintext of 2 GiB or more cannot be sealed at once")
+            }
+            try check(
+                EVP_EncryptUpdate(context.pointer, out, &written, plaintext.bindMemory(to: UInt8.self).baseAddress,
+                                  count), "EVP_EncryptUpdate")
+        }
+        // GCM writes nothing more at the end; a byte of room for a pointer past an empty output.
+        var final: Int32 = 0
+        var spare: UInt8 = 0
+        try withUnsafeMutablePointer(to: &spare) { spare in
+            try check(EVP_EncryptFinal_ex(context.pointer, out.map { $0 + Int(written) } ?? spare, &final),
+                      "EVP_EncryptFinal_ex")
+        }
+        try check(
+            EVP_CIPHER_CTX_ctrl(context.pointer, EVP_CTRL_GCM_GET_TAG, Int32(tagSize), tag.baseAddress),
+            "EVP_CTRL_GCM_GET_TAG")
     }
 
     /// Verifies and decrypts a box.

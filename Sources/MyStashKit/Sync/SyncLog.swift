@@ -133,7 +133,13 @@ private func jsonSplicing<Value: Encodable, Element: Encodable>(_ value: Value, 
     guard let start = whole.indices.first(where: { whole[$0...].starts(with: empty) }) else {
         preconditionFailure("'\(key)' is not an empty array at the top of the value")
     }
-    var json = Array(whole[..<(start + empty.count - 1)])
+    // Encoded twice, to measure and then to write into a buffer of the exact size: one grown by
+    // doubling, or the elements kept encoded, held up to twice a first sync's payload.
+    var size = whole.count + max(elements.count - 1, 0)
+    for element in elements { size += try encoder.encode(element).count }
+    var json: [UInt8] = []
+    json.reserveCapacity(size)
+    json += whole[..<(start + empty.count - 1)]
     for (index, element) in elements.enumerated() {
         if index > 0 { json.append(UInt8(ascii: ",")) }
         json += try encoder.encode(element)

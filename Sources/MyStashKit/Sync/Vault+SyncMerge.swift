@@ -250,11 +250,15 @@ extension Vault {
         merge.outgoing[id] = change
     }
 
-    /// Records the clocks of what is sent, once the merge has settled it.
+    /// Records the clocks of what is sent, once the merge has settled it, and hands it over
+    /// (`merge.outgoing` is empty after).
     func settleOutgoing(_ merge: inout SyncMerge, index: SyncIndex) throws -> [SyncChange] {
         var changes: [SyncChange] = []
         var resentCount = 0
-        for (id, var change) in merge.outgoing.sorted(by: { $0.key < $1.key }) {
+        // Taken out of what was collected, so each change's fields are updated in place: a copy
+        // left behind held every field of the vault twice on a first sync.
+        for id in merge.outgoing.keys.sorted() {
+            guard var change = merge.outgoing.removeValue(forKey: id) else { continue }
             let noun = Self.syncNoun(change.entity)
             if change.kind == .delete {
                 merge.state.fields[id] = nil
