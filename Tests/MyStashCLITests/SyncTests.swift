@@ -506,6 +506,41 @@ final class SyncTests: CLITestCase {
                                environment: newPassword.merging(["HOME": homeC.path]) { $1 }).stdout, "alice\n")
     }
 
+    /// The history's key counter put back with sqlite3 (lowered, deleted, or restarted by dropping
+    /// the tables): sync keeps the newest transaction it read, tagged, so SQLite numbers the next
+    /// save past it and the change is sent; dropping the tables or that row is refused.
+    func testAHistoryCounterPutBackHidesNoChange() throws {
+        let putBack = [
+            "update sqlite_sequence set seq = 0 where name = 'ATRANSACTION'",
+            "delete from sqlite_sequence where name = 'ATRANSACTION'",
+        ]
+        for (round, change) in putBack.enumerated() {
+            try setUpTwoMachines()
+            try okA(["password", "edit", "GitHub", "--user", "synced-once"])
+            try okA(["sync"])
+            try okB(["sync"])
+            _ = try sqlite("Passwords.sqlite", change)
+            try okA(["password", "edit", "GitHub", "--user", "after-\(round)"])
+            XCTAssertTrue(try okA(["sync"]).stdout.contains("changed entry 'GitHub' (user ID)"), change)
+            XCTAssertTrue(try okB(["sync"]).stdout.contains("changed entry 'GitHub' (user ID) from laptop"), change)
+            XCTAssertEqual(try okB(["password", "show", "GitHub", "--field", "user"]).stdout, "after-\(round)\n")
+            try FileManager.default.removeItem(at: home)
+            try setUpWithError()
+        }
+        for change in ["delete from ATRANSACTION", "drop table ACHANGE; drop table ATRANSACTION; "
+                        + "drop table ATRANSACTIONSTRING"] {
+            try setUpTwoMachines()
+            try okA(["password", "edit", "GitHub", "--user", "synced-once"])
+            try okA(["sync"])
+            _ = try sqlite("Passwords.sqlite", change)
+            let refused = try onA(["sync"])
+            XCTAssertEqual(refused.status, 65, "\(change): \(refused.stderr)")
+            XCTAssertTrue(refused.stderr.contains("Passwords.sqlite, HistoryTransaction row"), refused.stderr)
+            try FileManager.default.removeItem(at: home)
+            try setUpWithError()
+        }
+    }
+
     func testNameClashIsRenamedAndReportedTheSameOnBothMachines() throws {
         try setUpTwoMachines()
         try okA(["password", "add", "Bank"], stdin: "a")

@@ -226,6 +226,24 @@ final class PersistentHistoryTests: BoardTestCase {
         XCTAssertEqual(try context.fetchHistory(after: nil).map(\.author), ["first"], "a name interned again")
     }
 
+    /// Kept newest, the transaction numbers go on past it even with SQLite's key counter put back.
+    func testDeletingHistoryKeepingTheNewestKeepsTheNumberingGoing() throws {
+        let context = try makeTracked(.sqlite)
+        try makeThreeSaves(context)
+        let all = try context.fetchHistory(after: nil)
+        XCTAssertEqual(try context.deleteHistory(before: all[1].token, keepingNewest: true), 1)
+        XCTAssertEqual(try context.fetchHistory(after: nil).map(\.transactionNumber),
+                       [all[1].transactionNumber, all[2].transactionNumber])
+        XCTAssertEqual(try context.fetchHistory(after: nil).first?.changes.count, 0, "kept without its changes")
+        XCTAssertEqual(try context.deleteHistory(before: nil, keepingNewest: true), 1)
+        XCTAssertEqual(try context.fetchHistory(after: nil).map(\.transactionNumber), [all[2].transactionNumber])
+        try context.coordinator.performWrite { try $0.execute("DELETE FROM sqlite_sequence") }
+        context.insertNewObject(forEntityName: "Item")["name"] = "later"
+        try context.save()
+        XCTAssertEqual(try context.fetchHistory(after: all[2].token).map(\.transactionNumber),
+                       [all[2].transactionNumber + 1], "numbered past the kept transaction")
+    }
+
     func testDeletingHistoryKeepsLaterTransactionsAndNeverReusesANumber() {
         forEachStoreKind { kind in
             let context = try makeTracked(kind)

@@ -201,7 +201,9 @@ extension Vault {
             guard transaction.author == Self.syncAuthor else { break }
             last = transaction.token
         }
-        _ = try? context.deleteHistory(before: last)
+        // The newest transaction read stays (without its changes), tagged: the history's key
+        // counter put back cannot number new saves at or below the token, out of sync's sight.
+        _ = try? context.deleteHistory(before: last, keepingNewest: true)
     }
 }
 
