@@ -252,6 +252,55 @@ final class CrashSafetyTests: CLITestCase {
         XCTAssertEqual(try snapshot(), before)
     }
 
+    /// A vault of the last release, first opened by this one on a full disk or a read-only vault:
+    /// read as its record says, nothing written (its history is covered at the next opening that
+    /// can write). The first release to cover the history wrote at that opening, and refused both.
+    func testAVaultOfTheLastReleaseIsReadOnAFullDiskAndAReadOnlyVault() throws {
+        let commands = [["password", "show", "GitHub", "--field", "user"], ["password", "list"],
+                        ["note", "show", "After sync"], ["export"]]
+        try? FileManager.default.removeItem(at: vaultDirectory)
+        var password = try installFixtureVault("vault-v5-synced")
+        let before = try snapshot()
+        let full = ["-e", "trace=pwrite64,fdatasync,fsync,ftruncate,fallocate,rename,unlink",
+                    "-e", "inject=pwrite64,ftruncate,fallocate:error=ENOSPC",
+                    "-e", "inject=fdatasync,fsync:error=ENOSPC"]
+        var outputs: [String] = []
+        for command in commands {
+            let traced = process(command, environment: password)
+            traced.executableURL = URL(fileURLWithPath: Self.strace!)
+            traced.arguments = ["-qq", "-o", "/dev/null"] + full + [Self.binary.path] + command
+            let result = try run(traced, stdin: nil)
+            XCTAssertEqual(result.status, 0, "\(command) on a full disk: \(result.stderr)")
+            outputs.append(result.stdout)
+        }
+        XCTAssertEqual(outputs[0], "grace\n")
+        XCTAssertEqual(try snapshot(), before)
+
+        var wrapper: [String] = []
+        if geteuid() == 0 {
+            // Root writes anywhere: the vault goes to an unprivileged user who then reads it.
+            try changeOwner(of: home, to: "65534:65534")
+            wrapper = ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
+        }
+        for store in [".", "Notes.sqlite", "Passwords.sqlite"] {
+            let path = vaultDirectory.appendingPathComponent(store).path
+            try FileManager.default.setAttributes([.posixPermissions: store == "." ? 0o500 : 0o400], ofItemAtPath: path)
+        }
+        defer { try? FileManager.default.setAttributes([.posixPermissions: 0o700], ofItemAtPath: vaultDirectory.path) }
+        password["HOME"] = home.path
+        for (command, output) in zip(commands, outputs) {
+            let reader = process(command, environment: password)
+            if !wrapper.isEmpty {
+                reader.executableURL = URL(fileURLWithPath: wrapper[0])
+                reader.arguments = Array(wrapper.dropFirst()) + [Self.binary.path] + command
+            }
+            let result = try run(reader, stdin: nil)
+            XCTAssertEqual(result.status, 0, "\(command) on a read-only vault: \(result.stderr)")
+            XCTAssertEqual(result.stdout, output, "\(command)")
+        }
+        XCTAssertEqual(try snapshot(), before)
+    }
+
     func testWritesOnAFullDiskFailWith73AtEveryWriteAndChangeNothing() throws {
         try makeVault()
         let before = try runOK(["export"]).stdout

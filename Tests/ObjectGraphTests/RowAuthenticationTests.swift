@@ -328,7 +328,7 @@ final class RowAuthenticationTests: ObjectGraphTestCase {
             try self.authentication.stores.map { store in
                 let record = try XCTUnwrap(
                     try self.authentication.record(of: store, loading: RowAuthentication.allGroups, in: transaction))
-                return (store, try self.authentication.mac(of: record, store: store, sealedInGroups: false))
+                return (store, try self.authentication.mac(of: record, store: store, version: 2))
             }
         }
         for (store, mac) in version2 {
@@ -358,6 +358,34 @@ final class RowAuthenticationTests: ObjectGraphTestCase {
         stack.coordinator.writeObserver = authentication
         notes[index]["title"] = "renamed \(index)"
         try stack.context.save()
+    }
+
+    /// Records are written as version 4; one of version 3 (its MAC's label the only difference:
+    /// the release before refuses version 4 instead of renewing it) is read as it is, and the
+    /// next save writes it as version 4.
+    func testAVersion3RecordIsReadAndTheNextSaveWritesVersion4() throws {
+        let files = try [stack.notes, stack.passwords].map { try DatabaseQueue(path: try XCTUnwrap($0.url).path) }
+        func stored() throws -> [[UInt8]] {
+            try files.map { try $0.read { [UInt8](try Data.fetchOne($0, sql: "SELECT ZMAC FROM TEST_RECORD") ?? Data()) } }
+        }
+        func macs(version: Int) throws -> [[UInt8]] {
+            try stack.coordinator.performRead { transaction in
+                try self.authentication.stores.map { store in
+                    let record = try XCTUnwrap(try self.authentication.record(of: store, in: transaction))
+                    return try self.authentication.mac(of: record, store: store, version: version)
+                }
+            }
+        }
+        XCTAssertEqual(try stored(), try macs(version: 4))
+        let version3 = try macs(version: 3)
+        XCTAssertNotEqual(try stored(), version3)
+        for (file, mac) in zip(files, version3) {
+            try file.write { try $0.execute(sql: "UPDATE TEST_RECORD SET ZMAC = ?", arguments: [Data(mac)]) }
+        }
+        authentication = freshAuthentication()
+        XCTAssertEqual(try stack.coordinator.performRead { try self.authentication.verify(in: $0) }, [])
+        try renameNote(1)
+        XCTAssertEqual(try stored(), try macs(version: 4))
     }
 
     func testARecordOfTheLastVersionIsReadWholeThenSealedByASaveWithoutTrustingAChange() throws {

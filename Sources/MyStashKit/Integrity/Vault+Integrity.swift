@@ -167,12 +167,20 @@ extension Vault {
     private func coverHistory(_ record: IntegrityRecord) throws {
         guard try Self.wrapErrors({ try coordinator.performRead { record.predatesHistory(in: $0) } }) else { return }
         var problems: [CheckProblem] = []
-        try Self.wrapErrors {
-            try coordinator.performWrite { transaction in
-                guard record.predatesHistory(in: transaction) else { return }
-                problems = self.problems(found: try Self.problems { try record.verify(in: transaction) })
-                if problems.isEmpty { try record.create(in: transaction) }
+        do {
+            try Self.wrapErrors {
+                try coordinator.performWrite { transaction in
+                    guard record.predatesHistory(in: transaction) else { return }
+                    problems = self.problems(found: try Self.problems { try record.verify(in: transaction) })
+                    if problems.isEmpty { try record.create(in: transaction) }
+                }
             }
+        } catch let error as VaultError where error.isNotWritable {
+            // A read-only mount or a full disk: read as that record says, covered at the next
+            // opening that can write.
+            problems = self.problems(found: try Self.problems {
+                try coordinator.performRead { try record.verify(in: $0) }
+            })
         }
         try refuse(problems)
     }

@@ -411,6 +411,14 @@ public enum VaultError: Error, Equatable, Sendable, CustomStringConvertible {
         }
     }
 
+    /// The vault cannot be written now (a read-only mount or file, a full disk).
+    var isNotWritable: Bool {
+        switch self {
+        case .readOnly, .diskFull: true
+        default: false
+        }
+    }
+
     private static func wrapping(_ error: ObjectGraphError) -> VaultError {
         switch error.code {
         case .mergeConflict: return .concurrentChange

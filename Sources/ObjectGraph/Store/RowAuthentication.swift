@@ -36,6 +36,8 @@ extension RowAuthenticator {
 /// names and where each table's rows go (``Bucketing``).
 public final class RowAuthentication: StoreWriteObserver {
     public static let bucketCount = 4096
+    /// The version of the records written (FORMAT.md): 4 since the history may be covered.
+    static let recordVersion = 4
     /// Buckets sealed together: a read checks the record's seals and the groups of the buckets
     /// it needs, not every bucket of the store.
     static let groupSize = 64
@@ -301,9 +303,12 @@ public final class RowAuthentication: StoreWriteObserver {
 
     /// The record's MAC: its store, generations, count and every non-empty group's seal in order
     /// (version 3), or every non-empty bucket in order (`sealedInGroups` false: version 2).
-    func mac(of record: Record, store: Store, sealedInGroups: Bool = true) throws -> [UInt8] {
+    /// The record's MAC as `version` computes it: 4 (written), 3 (read: the same but for its
+    /// label), 2 (read: every bucket, no seals).
+    func mac(of record: Record, store: Store, version: Int = RowAuthentication.recordVersion) throws -> [UInt8] {
         var message: [UInt8] = []
-        Self.appendField(&message, (sealedInGroups ? "record v3" : "record v2").utf8)
+        Self.appendField(&message, "record v\(version)".utf8)
+        let sealedInGroups = version > 2
         Self.appendField(&message, store.identifier.utf8)
         Self.appendField(&message, store.displayName.utf8)
         Self.appendField(&message, record.model.utf8)
@@ -499,10 +504,15 @@ public final class RowAuthentication: StoreWriteObserver {
         }
         var record = Record(model: model, generation: generation, peerGeneration: peer, rowCount: count,
                             seals: seals, loadedGroups: 0)
-        if Self.constantTimeEqual(try self.mac(of: record, store: store), Array(mac)) { return record }
+        // Version 3 differs by its label alone: its next write makes it version 4, which a reader of
+        // version 3 (the release before the history was covered) refuses instead of renewing.
+        for version in [Self.recordVersion, 3]
+        where Self.constantTimeEqual(try self.mac(of: record, store: store, version: version), Array(mac)) {
+            return record
+        }
         if seals.isEmpty {
             record.buckets = try readAllBuckets(of: store, in: transaction)
-            if Self.constantTimeEqual(try self.mac(of: record, store: store, sealedInGroups: false), Array(mac)) {
+            if Self.constantTimeEqual(try self.mac(of: record, store: store, version: 2), Array(mac)) {
                 record.loadedGroups = Self.allGroups
                 record.isSealedInGroups = false
                 return record
