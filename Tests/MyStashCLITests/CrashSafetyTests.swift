@@ -79,6 +79,33 @@ final class CrashSafetyTests: CLITestCase {
         return lines.filter { $0.hasPrefix(syscall + "(") }.count
     }
 
+    /// Makes the vault read-only to whoever reads it next: root writes anywhere, so as root the
+    /// vault goes to an unprivileged user; returns what runs a command as that user (or nothing).
+    func makeVaultReadOnly() throws -> [String] {
+        var wrapper: [String] = []
+        if geteuid() == 0 {
+            try changeOwner(of: home, to: "65534:65534")
+            wrapper = ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
+        }
+        for store in [".", "Notes.sqlite", "Passwords.sqlite"] {
+            let mode = store == "." ? 0o500 : 0o400
+            let path = vaultDirectory.appendingPathComponent(store).path
+            try FileManager.default.setAttributes([.posixPermissions: mode], ofItemAtPath: path)
+        }
+        return wrapper
+    }
+
+    /// Runs mystash through `wrapper`, as ``makeVaultReadOnly()`` returns it.
+    func run(_ command: [String], through wrapper: [String], environment: [String: String] = [:],
+             stdin: String? = nil) throws -> Result {
+        let reader = process(command, environment: environment)
+        if !wrapper.isEmpty {
+            reader.executableURL = URL(fileURLWithPath: wrapper[0])
+            reader.arguments = Array(wrapper.dropFirst()) + [Self.binary.path] + command
+        }
+        return try run(reader, stdin: stdin)
+    }
+
     func changeOwner(of directory: URL, to owner: String) throws {
         let chown = Process()
         chown.executableURL = URL(fileURLWithPath: "/bin/chown")
@@ -219,35 +246,15 @@ final class CrashSafetyTests: CLITestCase {
         let expected = try Self.readingCommands.map { try runOK($0).stdout }
         try forgetSeedVersion()
         let before = try snapshot()
-        var wrapper: [String] = []
-        if geteuid() == 0 {
-            // Root writes anywhere: the vault goes to an unprivileged user who then reads it.
-            try changeOwner(of: home, to: "65534:65534")
-            wrapper = ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
-        }
-        for store in [".", "Notes.sqlite", "Passwords.sqlite"] {
-            let mode = store == "." ? 0o500 : 0o400
-            let path = vaultDirectory.appendingPathComponent(store).path
-            try FileManager.default.setAttributes([.posixPermissions: mode], ofItemAtPath: path)
-        }
+        let wrapper = try makeVaultReadOnly()
         defer { try? FileManager.default.setAttributes([.posixPermissions: 0o700], ofItemAtPath: vaultDirectory.path) }
         for (command, output) in zip(Self.readingCommands, expected) {
-            let reader = process(command)
-            if !wrapper.isEmpty {
-                reader.executableURL = URL(fileURLWithPath: wrapper[0])
-                reader.arguments = Array(wrapper.dropFirst()) + [Self.binary.path] + command
-            }
-            let result = try run(reader, stdin: nil)
+            let result = try run(command, through: wrapper)
             XCTAssertEqual(result.status, 0, "\(command) on a read-only vault: \(result.stderr)")
             XCTAssertEqual(result.stdout, output, "\(command)")
         }
         // A write is refused with a clear message and changes nothing.
-        let writer = process(["note", "add", "New"])
-        if !wrapper.isEmpty {
-            writer.executableURL = URL(fileURLWithPath: wrapper[0])
-            writer.arguments = Array(wrapper.dropFirst()) + [Self.binary.path, "note", "add", "New"]
-        }
-        let refused = try run(writer, stdin: "text\n")
+        let refused = try run(["note", "add", "New"], through: wrapper, stdin: "text\n")
         XCTAssertEqual(refused.status, 77, refused.stderr)
         XCTAssertEqual(try snapshot(), before)
     }
@@ -259,7 +266,7 @@ final class CrashSafetyTests: CLITestCase {
         let commands = [["password", "show", "GitHub", "--field", "user"], ["password", "list"],
                         ["note", "show", "After sync"], ["export"]]
         try? FileManager.default.removeItem(at: vaultDirectory)
-        var password = try installFixtureVault("vault-v5-synced")
+        let password = try installFixtureVault("vault-v5-synced")
         let before = try snapshot()
         let full = ["-e", "trace=pwrite64,fdatasync,fsync,ftruncate,fallocate,rename,unlink",
                     "-e", "inject=pwrite64,ftruncate,fallocate:error=ENOSPC",
@@ -276,25 +283,10 @@ final class CrashSafetyTests: CLITestCase {
         XCTAssertEqual(outputs[0], "grace\n")
         XCTAssertEqual(try snapshot(), before)
 
-        var wrapper: [String] = []
-        if geteuid() == 0 {
-            // Root writes anywhere: the vault goes to an unprivileged user who then reads it.
-            try changeOwner(of: home, to: "65534:65534")
-            wrapper = ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
-        }
-        for store in [".", "Notes.sqlite", "Passwords.sqlite"] {
-            let path = vaultDirectory.appendingPathComponent(store).path
-            try FileManager.default.setAttributes([.posixPermissions: store == "." ? 0o500 : 0o400], ofItemAtPath: path)
-        }
+        let wrapper = try makeVaultReadOnly()
         defer { try? FileManager.default.setAttributes([.posixPermissions: 0o700], ofItemAtPath: vaultDirectory.path) }
-        password["HOME"] = home.path
         for (command, output) in zip(commands, outputs) {
-            let reader = process(command, environment: password)
-            if !wrapper.isEmpty {
-                reader.executableURL = URL(fileURLWithPath: wrapper[0])
-                reader.arguments = Array(wrapper.dropFirst()) + [Self.binary.path] + command
-            }
-            let result = try run(reader, stdin: nil)
+            let result = try run(command, through: wrapper, environment: password)
             XCTAssertEqual(result.status, 0, "\(command) on a read-only vault: \(result.stderr)")
             XCTAssertEqual(result.stdout, output, "\(command)")
         }
