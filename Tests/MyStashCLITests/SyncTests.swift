@@ -448,11 +448,12 @@ final class SyncTests: CLITestCase {
         }
     }
 
-    /// Moving to another remote: each machine runs `sync --remote NEW`. The first makes the new log
-    /// and sends the whole vault (its changes listed, the rest counted), the second joins it and
-    /// sends what it lacks, and a clone of the new remote holds everything. (A new location was
-    /// refused as a remote rolled back.)
-    func testMachinesMoveToAnotherRemoteAndACloneOfItHoldsTheWholeVault() throws {
+    /// Moving to another remote: `sync --remote NEW` naming an empty remote starts a new log there
+    /// with the whole vault (the changes since the last sync listed, the rest counted), and a
+    /// clone of it holds everything. Another machine joins it by a clone, not by a sync (one
+    /// resending its vault there brought back older passwords and deleted items); the same log
+    /// under another name is synced as always, and an older copy of it is refused as rolled back.
+    func testAVaultMovesToAnEmptyRemoteAndTheOthersCloneIt() throws {
         try setUpTwoMachines()
         let moved = home.appendingPathComponent("moved.git")
         try git(["init", "-q", "--bare", moved.path])
@@ -462,11 +463,10 @@ final class SyncTests: CLITestCase {
         XCTAssertTrue(first.contains("Sent 2 changes to \(moved.path):"), first)
         XCTAssertTrue(first.contains("changed entry 'GitHub' (user ID)\n"), first)
         XCTAssertTrue(first.contains("Also sent 1 item unchanged since the last sync"), first)
-        try okB(["note", "add", "From B"], stdin: "b's note")
-        let second = try okB(["sync", "--remote", moved.path]).stdout
-        XCTAssertTrue(second.contains("added note 'From B'"), second)
-        XCTAssertTrue(second.contains("added entry 'Bank' from laptop"), second)
-        XCTAssertTrue(try okA(["sync"]).stdout.contains("added note 'From B' from desktop"))
+        let joined = try onB(["sync", "--remote", moved.path])
+        XCTAssertEqual(joined.status, 65, joined.stderr)
+        XCTAssertTrue(joined.stderr.contains("holds a sync log begun on another machine"), joined.stderr)
+        XCTAssertTrue(joined.stderr.contains("mystash clone \(moved.path)"), joined.stderr)
         let homeC = home.appendingPathComponent("machine-c")
         try okA(["clone", moved.path], environment: ["HOME": homeC.path])
         let onC = { (arguments: [String], _: String?, _: [String: String]) in
@@ -477,14 +477,21 @@ final class SyncTests: CLITestCase {
             .stdout, "carol\n")
         XCTAssertEqual(try okA(["note", "show", "Wi-Fi"], environment: ["HOME": homeC.path]).stdout,
                        try okA(["note", "show", "Wi-Fi"]).stdout)
-        XCTAssertTrue(try okA(["sync"]).stdout.contains("Nothing to send or receive"))
-        XCTAssertTrue(try okB(["sync"]).stdout.contains("Nothing to send or receive"))
+        // The same log under another name, then an older copy of it at a third place.
+        let copy = home.appendingPathComponent("copy.git")
+        try git(["clone", "-q", "--bare", moved.path, copy.path])
+        XCTAssertTrue(try okA(["sync", "--remote", moved.path + "/"]).stdout.contains("Nothing to send or receive"))
+        try okA(["note", "add", "Later"], stdin: "later")
+        try okA(["sync"])
+        let stale = try onA(["sync", "--remote", copy.path])
+        XCTAssertEqual(stale.status, 65, stale.stderr)
+        XCTAssertTrue(stale.stderr.contains("rolled back"), stale.stderr)
     }
 
     /// After `passwd --rekey`, the old remote's sync key stays wrapped under the old data key (and
     /// rekey says so); a new, empty remote gets a new sync key wrapped under the new data key only:
-    /// a machine still on the old data key cannot open it (it is told to clone), and a clone with
-    /// the master password reads everything.
+    /// a machine still on the old data key cannot join it, nor clone it with the old password, and a
+    /// clone with the new master password reads everything.
     func testARekeyedVaultMovedToANewRemoteIsOutOfReachOfTheOldDataKey() throws {
         try setUpTwoMachines()
         let rekeyed = try okA(["passwd", "--rekey"], environment: ["MYSTASH_NEW_PASSWORD": "new-password"])
@@ -498,8 +505,10 @@ final class SyncTests: CLITestCase {
         XCTAssertEqual(wraps.count, 1, "the new sync key wrapped under the new data key alone")
         let refused = try onB(["sync", "--remote", moved.path])
         XCTAssertEqual(refused.status, 65, refused.stderr)
-        XCTAssertTrue(refused.stderr.contains("under a key this machine's data key does not open"), refused.stderr)
-        XCTAssertTrue(refused.stderr.contains("clone it with"), refused.stderr)
+        XCTAssertTrue(refused.stderr.contains("holds a sync log begun on another machine"), refused.stderr)
+        // Not even a clone with the old data key's password opens it.
+        let oldClone = try onA(["clone", moved.path], environment: ["HOME": home.appendingPathComponent("old").path])
+        XCTAssertNotEqual(oldClone.status, 0, oldClone.stderr)
         let homeC = home.appendingPathComponent("machine-c")
         try okA(["clone", moved.path], environment: newPassword.merging(["HOME": homeC.path]) { $1 })
         XCTAssertEqual(try okA(["password", "show", "GitHub", "--field", "user"],

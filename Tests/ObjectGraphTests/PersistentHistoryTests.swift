@@ -231,17 +231,20 @@ final class PersistentHistoryTests: BoardTestCase {
         let context = try makeTracked(.sqlite)
         try makeThreeSaves(context)
         let all = try context.fetchHistory(after: nil)
-        XCTAssertEqual(try context.deleteHistory(before: all[1].token, keepingNewest: true), 1)
+        XCTAssertEqual(try context.deleteHistory(before: all[1].token, keepingNewestUpTo: all[1].token), 1)
         XCTAssertEqual(try context.fetchHistory(after: nil).map(\.transactionNumber),
                        [all[1].transactionNumber, all[2].transactionNumber])
         XCTAssertEqual(try context.fetchHistory(after: nil).first?.changes.count, 0, "kept without its changes")
-        XCTAssertEqual(try context.deleteHistory(before: nil, keepingNewest: true), 1)
+        // Up to a later token than the one kept up to: the newest up to that one stays.
+        XCTAssertEqual(try context.deleteHistory(before: nil, keepingNewestUpTo: all[2].token), 1)
         XCTAssertEqual(try context.fetchHistory(after: nil).map(\.transactionNumber), [all[2].transactionNumber])
         try context.coordinator.performWrite { try $0.execute("DELETE FROM sqlite_sequence") }
         context.insertNewObject(forEntityName: "Item")["name"] = "later"
         try context.save()
         XCTAssertEqual(try context.fetchHistory(after: all[2].token).map(\.transactionNumber),
                        [all[2].transactionNumber + 1], "numbered past the kept transaction")
+        XCTAssertEqual(try context.deleteHistory(before: nil, keepingNewestUpTo: all[0].token), 2)
+        XCTAssertTrue(try context.fetchHistory(after: nil).isEmpty, "none up to that token left to keep")
     }
 
     func testDeletingHistoryKeepsLaterTransactionsAndNeverReusesANumber() {

@@ -112,6 +112,8 @@ public enum VaultError: Error, Equatable, Sendable, CustomStringConvertible {
         /// It lacks the files every sync log has.
         case notASyncLog(missing: [String])
         case anotherVault
+        /// A log this device never wrote to, at a location it was told to move to.
+        case begunElsewhere
         /// A file is missing, changed, out of order or replayed: `file` and what is wrong with it.
         case tampered(file: String, problem: String)
         case keySlotDamaged
@@ -494,6 +496,8 @@ extension VaultError.RemoteProblem {
         case .missing: "the sync remote '\(location)' does not exist"
         case .notASyncLog(let missing):
             "'\(location)' is not a MyStash sync remote (it has no \(missing.joined(separator: " or ")))"
+        case .begunElsewhere:
+            "'\(location)' holds a sync log begun on another machine; this one joins it by a clone"
         case .anotherVault:
             "'\(location)' holds the sync log of another vault, or of this one begun under a key this machine's "
                 + "data key does not open (the vault's key was renewed on another machine)"

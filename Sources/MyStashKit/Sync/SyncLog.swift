@@ -15,6 +15,11 @@ struct HybridClock: Hashable, Comparable, Codable, CustomStringConvertible {
         (lhs.milliseconds, lhs.counter, lhs.device) < (rhs.milliseconds, rhs.counter, rhs.device)
     }
 
+    /// A reading before every other of `device`: what a value with no known clock is given.
+    static func earliest(device: String) -> HybridClock {
+        HybridClock(milliseconds: 0, counter: 0, device: device)
+    }
+
     /// The next reading on `device` for an event at `wall`, after `last` (the latest reading
     /// this device made or received).
     static func tick(after last: HybridClock?, wall: Date, device: String) -> HybridClock {

@@ -203,7 +203,7 @@ extension Vault {
         }
         // The newest transaction read stays (without its changes), tagged: the history's key
         // counter put back cannot number new saves at or below the token, out of sync's sight.
-        _ = try? context.deleteHistory(before: last, keepingNewest: true)
+        _ = try? context.deleteHistory(before: last, keepingNewestUpTo: token)
     }
 }
 

@@ -74,27 +74,35 @@ extension Vault {
                               deviceName: hostName())
         }
         let everything = loaded == nil && clone == nil
-        // Another remote than the one remembered: its log is read from its start, its own sync
-        // key used (a new one for an empty remote, so a data key left behind by a rekey cannot
-        // read what is sent there), and the whole vault sent to it.
-        let movesRemote = remote != nil && loaded != nil && remote != loaded?.state.remote
-        if movesRemote {
-            state.heads = [:]
-            syncKey = nil
-        }
+        // Another location than the one remembered: an empty remote is moved to (below).
+        let newLocation = remote != nil && loaded != nil && remote != loaded?.state.remote
         if let remote { state.remote = remote }
         if let deviceName { state.deviceName = deviceName }
         guard let location = state.remote else {
             throw VaultError.noRemote
         }
         // Changes to send: the whole vault is checked on a second connection while the remote is fetched.
-        let sendsLocalChanges = try everything || movesRemote || clone != nil
+        let sendsLocalChanges = try everything || newLocation || clone != nil
             || hasUnsyncedHistory(after: state.token)
         if sendsLocalChanges { startWholeVaultCheck() }
         let store = try makeSyncRemote(location, cache: directory.appendingPathComponent(Self.syncCacheName),
                                        tipOnly: clone != nil)
         let listing = try store.fetch()
         let paths = listing.paths
+        // An empty remote at a new location starts a new log: with a new sync key (so a data key
+        // left behind by a rekey cannot read what is sent there) and the whole vault. One holding
+        // this device's log is that log under another name, checked as always; one holding a log
+        // begun elsewhere is joined by `clone`: machines resending their vaults there brought
+        // back older master passwords and deleted items.
+        let movesRemote = newLocation && paths.isEmpty
+        if newLocation, !paths.isEmpty,
+           !paths.contains(where: { $0.hasPrefix(SyncLayout.logFolder + state.device + "/") }) {
+            throw VaultError.remote(withoutURLPasswords(location), .begunElsewhere)
+        }
+        if movesRemote {
+            state.heads = [:]
+            syncKey = nil
+        }
         var report = SyncReport(remote: withoutURLPasswords(location), dryRun: dryRun)
         var newFiles: [String: [UInt8]] = [:]
         if paths.isEmpty {
@@ -160,8 +168,7 @@ extension Vault {
             try mergeReceived((snapshotFile.map { [$0] } ?? []) + log.files, into: &merge, index: index)
         }
         let slotRecord = try keySlotChanges(
-            log.files, dataKey: dataKey, adopting: !dryRun,
-            republishing: movesRemote && !paths.contains(SyncLayout.keySlotPath), merge: &merge)
+            log.files, dataKey: dataKey, adopting: !dryRun, republishing: movesRemote, merge: &merge)
         let changes = try Self.wrapErrors { try settleOutgoing(&merge, index: index) }
         merge.state.heads = log.heads
         if !changes.isEmpty || slotRecord != nil {
@@ -290,8 +297,9 @@ extension Vault {
     /// Publishes this machine's key slot when its master password changed, and adopts one
     /// published elsewhere when it wraps the same data key (a `passwd` there: the new
     /// password opens this vault from now on); a rekey elsewhere is reported.
-    /// `republishing`: the remote is new to this machine and holds no key slot yet: this
-    /// machine's goes there with the clock it had, so a later change made elsewhere still wins.
+    /// `republishing`: the remote is a new, empty one: this machine's key slot goes there with
+    /// the clock it had (the earliest clock when it had none), so a later change made elsewhere
+    /// and sent to the old remote still wins.
     func keySlotChanges(_ files: [(device: String, payload: SyncPayload)], dataKey: SecretBytes, adopting: Bool,
                         republishing: Bool = false, merge: inout SyncMerge) throws -> KeySlotRecord? {
         let check = try Self.wrapErrors { try SyncKey.dataKeyCheck(dataKey: dataKey) }
@@ -328,7 +336,7 @@ extension Vault {
         let mine = Data(keySlot.serialized).base64EncodedString()
         guard merge.state.keySlot != mine || republishing else { return nil }
         let clock = republishing && merge.state.keySlot == mine
-            ? merge.state.keySlotClock ?? merge.tick() : merge.tick()
+            ? merge.state.keySlotClock ?? HybridClock.earliest(device: merge.me) : merge.tick()
         let replacing = merge.state.keySlot != nil && merge.state.keySlot != mine
         merge.state.keySlot = mine
         merge.state.keySlotClock = clock

@@ -193,14 +193,16 @@ extension ManagedObjectContext {
     /// names, process IDs) that only deleted transactions used are deleted with them. A write
     /// observer is told of every row deleted, as of a save's deletions.
     ///
-    /// - parameter keepingNewest: keep each store's newest transaction up to `token` (without
-    ///   its changes). SQLite numbers a new transaction past the largest it holds, whatever its
-    ///   key counter says: with the kept row under an integrity record (``RowAuthentication``),
+    /// - parameter kept: keep each store's newest transaction up to this token (without its
+    ///   changes), if any. SQLite numbers a new transaction past the largest it holds, whatever
+    ///   its key counter says: with the kept row under an integrity record (``RowAuthentication``),
     ///   the counter cannot be put back to number new transactions at or below a token read
     ///   already, where a reader after that token would never see them.
     /// - throws: the store's error.
     @discardableResult
-    public func deleteHistory(before token: PersistentHistoryToken?, keepingNewest: Bool = false) throws -> Int {
+    public func deleteHistory(
+        before token: PersistentHistoryToken?, keepingNewestUpTo kept: PersistentHistoryToken? = nil
+    ) throws -> Int {
         let stores = coordinator.persistentStores.filter(\.tracksHistory)
         return try wrapStoreErrors(.saveFailed, "cannot delete the stores' history") {
             var deleted = 0
@@ -208,21 +210,24 @@ extension ManagedObjectContext {
                 var rows: [StoredRowKey] = []
                 for store in stores {
                     let limit = token.map { $0.transactionNumbers[store.identifier] ?? 0 } ?? Int64.max
-                    let newest = try Int64.fetchOne(
-                        db, sql: "SELECT MAX(Z_PK) FROM \(store.qualified("ATRANSACTION")) WHERE Z_PK <= ?",
-                        arguments: [limit])
-                    // The last transaction deleted: the newest up to the token stays when asked.
-                    let lastDeleted = keepingNewest ? newest.map { $0 - 1 } ?? limit : limit
+                    let newest = try kept.flatMap { kept in
+                        try Int64.fetchOne(
+                            db, sql: "SELECT MAX(Z_PK) FROM \(store.qualified("ATRANSACTION")) WHERE Z_PK <= ?",
+                            arguments: [min(limit, kept.transactionNumbers[store.identifier] ?? 0)])
+                    }
                     // The names only deleted transactions use go too: one is interned per saving
                     // process, and a history kept since the last sync should not keep them all.
                     let kept = PersistentHistoryTables.stringColumns.map {
-                        "SELECT \($0) FROM \(store.qualified("ATRANSACTION")) WHERE Z_PK > ? AND \($0) IS NOT NULL"
+                        "SELECT \($0) FROM \(store.qualified("ATRANSACTION")) WHERE (Z_PK > ? OR Z_PK = ?) "
+                            + "AND \($0) IS NOT NULL"
                     }.joined(separator: " UNION ")
+                    let keptRow = newest ?? 0
                     let selections = [
                         ("ACHANGE", "WHERE ZTRANSACTIONID <= ?", [limit]),
-                        ("ATRANSACTION", "WHERE Z_PK <= ?", [lastDeleted]),
+                        ("ATRANSACTION", "WHERE Z_PK <= ? AND Z_PK != ?", [limit, keptRow]),
                         ("ATRANSACTIONSTRING", "WHERE Z_PK NOT IN (\(kept))",
-                         Array(repeating: lastDeleted, count: PersistentHistoryTables.stringColumns.count)),
+                         Array(repeating: [limit, keptRow], count: PersistentHistoryTables.stringColumns.count)
+                            .flatMap { $0 }),
                     ]
                     for (table, condition, arguments) in selections {
                         let keys = try Int64.fetchAll(
