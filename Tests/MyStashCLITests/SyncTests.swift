@@ -550,6 +550,24 @@ final class SyncTests: CLITestCase {
         }
     }
 
+    /// An entry added with a password history on one machine and removed there before the other
+    /// synced: the other receives both at once, and the entry, its history with it, is neither
+    /// added nor a wedge (every later sync failed with "entry is required", exit 65).
+    func testAnEntryWithHistoryAddedAndRemovedBeforeTheOtherSyncsLeavesNothingBehind() throws {
+        try setUpTwoMachines()
+        try okB(["password", "add", "Brief"], stdin: "first")
+        try okB(["password", "edit", "Brief", "--new-password"], stdin: "second")
+        try okB(["sync"])
+        try okB(["password", "remove", "Brief", "--force"])
+        try okB(["sync"])
+        let received = try okA(["sync"])
+        XCTAssertTrue(received.stdout.contains("Nothing to send or receive"), received.stdout)
+        XCTAssertEqual(try entryNames(onA), ["GitHub"])
+        XCTAssertTrue(try okA(["check"]).stderr.contains("All is well."))
+        try okA(["password", "edit", "GitHub", "--user", "later"])
+        XCTAssertTrue(try okA(["sync"]).stdout.contains("changed entry 'GitHub' (user ID)"))
+    }
+
     func testNameClashIsRenamedAndReportedTheSameOnBothMachines() throws {
         try setUpTwoMachines()
         try okA(["password", "add", "Bank"], stdin: "a")

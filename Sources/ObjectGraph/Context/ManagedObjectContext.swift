@@ -255,9 +255,16 @@ public final class ManagedObjectContext {
             insertedSet.remove(object)
             // Changed since its insertion was announced, it is not announced as updated either.
             discardUnprocessed(object)
+            // Its cascade goes with it, as a saved object's would at the save: children inserted
+            // with it and required to have it were left parentless, and failed the save.
+            let cascaded = object.entity.relationships.filter { $0.deleteRule == .cascade }.flatMap { relationship in
+                relationship.isToMany
+                    ? object.toManyObjects(relationship) : object.toOneObject(relationship).map { [$0] } ?? []
+            }
             detachRelationships(of: object)
             object.managedObjectContext = nil
             object.isPendingInsert = false
+            for destination in cascaded where destination.managedObjectContext === self { markDeleted(destination) }
             return
         }
         guard deletedSet.insert(object) else { return }
