@@ -8,38 +8,28 @@ import XCTest
 /// deleted as faults when nothing needs their rows.
 final class CascadeDeleteTests: XCTestCase {
     /// An object inserted and deleted before any save takes its cascade with it: its children,
-    /// inserted too and required to have a parent, are deleted, not left parentless to fail the
-    /// save's validation (a sync receiving an entry with history and its deletion in one go).
+    /// inserted too, are deleted, not left parentless (where a child must have a parent, the save
+    /// failed: a sync receiving an entry with history and its deletion in one go).
     func testAnInsertedParentDeletedBeforeTheSaveCascadesToItsInsertedChildren() throws {
-        let parent = EntityDescription(
-            name: "Parent", attributes: [AttributeDescription(name: "name", type: .string)],
-            relationships: [RelationshipDescription(
-                name: "children", destination: "Child", inverse: "parent", isToMany: true, deleteRule: .cascade)])
-        let child = EntityDescription(
-            name: "Child", attributes: [AttributeDescription(name: "number", type: .integer64)],
-            relationships: [RelationshipDescription(name: "parent", destination: "Parent", inverse: "children",
-                                                    isOptional: false)])
-        let model = try ManagedObjectModel(entities: [parent, child])
-        let url = FileManager.default.temporaryDirectory.appendingPathComponent("cascade-\(UUID().uuidString).sqlite")
-        defer { try? FileManager.default.removeItem(at: url) }
-        let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
-        try coordinator.addPersistentStore(type: .sqlite, at: url)
-        let context = ManagedObjectContext(coordinator: coordinator)
-        let kept = context.insertNewObject(forEntityName: "Parent")
-        kept["name"] = "kept"
-        let family = context.insertNewObject(forEntityName: "Parent")
-        family["name"] = "gone"
-        let members = (0..<3).map { number in
+        let family = try CascadeFamily(children: 0, grandchildrenEach: 1, otherParent: false)
+        defer { try? FileManager.default.removeItem(at: family.url) }
+        let context = ManagedObjectContext(coordinator: family.coordinator)
+        let gone = context.insertNewObject(forEntityName: "Parent")
+        gone["name"] = "gone"
+        for number in 0..<3 {
             let member = context.insertNewObject(forEntityName: "Child")
             member["number"] = number
-            return member
+            member["parent"] = gone
+            context.insertNewObject(forEntityName: "Grandchild")["child"] = member
         }
-        family["children"] = members
-        context.delete(family)
+        context.delete(gone)
+        XCTAssertTrue(context.insertedObjects.isEmpty, "children and grandchildren go with it")
         try context.save()
-        XCTAssertEqual(try context.count(for: FetchRequest<ManagedObject>(entityName: "Child")), 0)
+        for entity in ["Child", "Grandchild"] {
+            XCTAssertEqual(try context.count(for: FetchRequest<ManagedObject>(entityName: entity)), 0, entity)
+        }
         XCTAssertEqual(try context.fetch(FetchRequest<ManagedObject>(entityName: "Parent")).map { $0["name"] as? String },
-                       ["kept"])
+                       ["big"])
     }
 
     func testACascadeLeavesTheChildrensValuesAsRead() throws {
