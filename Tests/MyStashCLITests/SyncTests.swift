@@ -457,6 +457,8 @@ final class SyncTests: CLITestCase {
         try setUpTwoMachines()
         let moved = home.appendingPathComponent("moved.git")
         try git(["init", "-q", "--bare", moved.path])
+        // A machine that never sent anything knows the log by what it read: another spelling of it syncs.
+        XCTAssertTrue(try okB(["sync", "--remote", remote.path + "/"]).stdout.contains("Nothing to send or receive"))
         try okA(["password", "add", "Bank"], stdin: "b")
         try okA(["password", "edit", "GitHub", "--user", "carol"])
         let first = try okA(["sync", "--remote", moved.path]).stdout
@@ -566,6 +568,25 @@ final class SyncTests: CLITestCase {
         XCTAssertTrue(try okA(["check"]).stderr.contains("All is well."))
         try okA(["password", "edit", "GitHub", "--user", "later"])
         XCTAssertTrue(try okA(["sync"]).stdout.contains("changed entry 'GitHub' (user ID)"))
+    }
+
+    /// A synced vault of the last release, its history pruned to nothing (as that release left
+    /// it): its first opening keeps a row at the token sync read, so the history's key counter put
+    /// back cannot number a new save where sync never looks (the save was never sent).
+    func testAnUpgradedVaultKeepsItsHistoryNumberingPastTheToken() throws {
+        try? FileManager.default.removeItem(at: vaultDirectory)
+        let password = try installFixtureVault("vault-v5-synced-idle")
+        let fixture = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("../MyStashKitTests/Fixtures/vault-v5-synced-idle/remote.tar").standardizedFileURL
+        let remoteCopy = home.appendingPathComponent("last-release")
+        try FileManager.default.createDirectory(at: remoteCopy, withIntermediateDirectories: true)
+        XCTAssertEqual(try shell("tar -xf \(shellQuoted(fixture.path)) -C \(shellQuoted(remoteCopy.path))").status, 0)
+        let lastRemote = remoteCopy.appendingPathComponent("remote.git").path
+        try okA(["password", "list"], environment: password)
+        _ = try sqlite("Passwords.sqlite", "update sqlite_sequence set seq = 0 where name = 'ATRANSACTION'")
+        try okA(["password", "edit", "GitHub", "--user", "after-upgrade"], environment: password)
+        let sent = try okA(["sync", "--remote", lastRemote], environment: password).stdout
+        XCTAssertTrue(sent.contains("changed entry 'GitHub' (user ID)"), sent)
     }
 
     func testNameClashIsRenamedAndReportedTheSameOnBothMachines() throws {

@@ -167,12 +167,18 @@ extension Vault {
     private func coverHistory(_ record: IntegrityRecord) throws {
         guard try Self.wrapErrors({ try coordinator.performRead { record.predatesHistory(in: $0) } }) else { return }
         var problems: [CheckProblem] = []
+        // The last release pruned all the history sync had read: a row at its token keeps the
+        // numbering past it (see `pruneSyncedHistory`).
+        // (A sync state that cannot be read is reported by the check below, not here.)
+        let token = (try? loadSyncState())?.state.token
         do {
             try Self.wrapErrors {
                 try coordinator.performWrite { transaction in
                     guard record.predatesHistory(in: transaction) else { return }
                     problems = self.problems(found: try Self.problems { try record.verify(in: transaction) })
-                    if problems.isEmpty { try record.create(in: transaction) }
+                    guard problems.isEmpty else { return }
+                    if let token { try coordinator.keepHistoryNumbered(after: token, in: transaction) }
+                    try record.create(in: transaction)
                 }
             }
         } catch let error as VaultError where error.isNotWritable {

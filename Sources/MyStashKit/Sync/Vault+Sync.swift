@@ -169,6 +169,9 @@ extension Vault {
     func verifyHistoryForRead() throws {
         try awaitPendingVerification()
         guard verifiesEachRead, let integrityRecord else { return }
+        // A record written before the history was covered (on a vault that could not be written
+        // at its opening) vouches for none of it: the whole vault is checked before anything is sent.
+        if try Self.wrapErrors({ try coordinator.performRead { integrityRecord.predatesHistory(in: $0) } }) { return }
         let authentication = integrityRecord.rows
         let found = problems(found: try Self.problems {
             try coordinator.performRead { transaction in

@@ -95,8 +95,14 @@ extension Vault {
         // begun elsewhere is joined by `clone`: machines resending their vaults there brought
         // back older master passwords and deleted items.
         let movesRemote = newLocation && paths.isEmpty
-        if newLocation, !paths.isEmpty,
-           !paths.contains(where: { $0.hasPrefix(SyncLayout.logFolder + state.device + "/") }) {
+        // This log: one holding this device's files, or a file this device read from it (the same
+        // contents: a device that moved starts a new log at 1 again).
+        let isThisLog = paths.contains { $0.hasPrefix(SyncLayout.logFolder + state.device + "/") }
+            || (loaded?.state.heads ?? [:]).contains { device, head in
+                let path = SyncLayout.logPath(device: device, sequence: head.sequence)
+                return paths.contains(path) && (head.version == nil || listing.versions[path] == head.version)
+            }
+        if newLocation, !paths.isEmpty, !isThisLog {
             throw VaultError.remote(withoutURLPasswords(location), .begunElsewhere)
         }
         if movesRemote {

@@ -148,6 +148,26 @@ extension PersistentStoreCoordinator {
     }
 }
 
+extension PersistentStoreCoordinator {
+    /// Gives each store that tracks history and holds no transaction up to `token` an empty one
+    /// numbered as `token` says, in `transaction`: SQLite numbers new transactions past the
+    /// largest it holds, so with that row under an integrity record the key counter cannot be put
+    /// back to number them at or below the token (as ``ManagedObjectContext/deleteHistory(before:keepingNewestUpTo:)``
+    /// keeps one when it prunes). For a history pruned before it kept one.
+    public func keepHistoryNumbered(after token: PersistentHistoryToken, in transaction: StoreTransaction) throws {
+        for store in persistentStores where store.tracksHistory {
+            guard let number = token.transactionNumbers[store.identifier], number > 0 else { continue }
+            let table = try transaction.qualified("ATRANSACTION", storeIdentifier: store.identifier)
+            guard try transaction.rows("SELECT 1 FROM \(table) WHERE Z_PK <= ? LIMIT 1", [.integer(number)]).isEmpty
+            else { continue }
+            try transaction.execute(
+                "INSERT INTO \(table) (Z_PK, Z_ENT, Z_OPT, ZTIMESTAMP) "
+                    + "VALUES (?, \(PersistentHistoryTables.transactionEntity), 1, ?)",
+                [.integer(number), .real(Date().timeIntervalSinceReferenceDate)])
+        }
+    }
+}
+
 extension ManagedObjectContext {
     // MARK: - Persistent history
 
