@@ -589,6 +589,25 @@ final class SyncTests: CLITestCase {
         XCTAssertTrue(sent.contains("changed entry 'GitHub' (user ID)"), sent)
     }
 
+    /// An entry and then its category removed on one machine reach the other in one sync: the
+    /// category goes too, not kept as still in use by the entry going with it (it came back to
+    /// the machine that removed it, as "restored").
+    func testACategoryRemovedAfterItsEntriesIsRemovedOnTheOtherMachineToo() throws {
+        try setUpTwoMachines()
+        try okB(["password", "add", "Trip", "--category", "Travel", "--create-category"], stdin: "t")
+        try okB(["sync"])
+        try okA(["sync"])
+        XCTAssertTrue(try categoryNames(onA).contains("Travel"))
+        try okB(["password", "remove", "Trip", "--force"])
+        try okB(["category", "remove", "Travel"])
+        try okB(["sync"])
+        let received = try okA(["sync"]).stdout
+        XCTAssertFalse(received.contains("conflict"), received)
+        XCTAssertFalse(try categoryNames(onA).contains("Travel"), received)
+        XCTAssertFalse(try okB(["sync"]).stdout.contains("Travel"))
+        XCTAssertFalse(try categoryNames(onB).contains("Travel"))
+    }
+
     func testNameClashIsRenamedAndReportedTheSameOnBothMachines() throws {
         try setUpTwoMachines()
         try okA(["password", "add", "Bank"], stdin: "a")

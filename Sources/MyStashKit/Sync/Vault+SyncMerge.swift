@@ -445,7 +445,10 @@ extension Vault {
             revivals[item.change.id, default: []].append((item.device, latest))
         }
         // Deletes: an item changed after what the deleting device had seen stays, and is sent whole.
-        for item in incoming where item.change.kind == .delete {
+        // Categories last: one whose entries the same files delete is no longer in use.
+        let deletions = incoming.filter { $0.change.kind == .delete }
+        for item in deletions.filter({ $0.change.entity != Category.entityName })
+            + deletions.filter({ $0.change.entity == Category.entityName }) {
             let change = item.change
             if let clock = change.clock { merge.observe(clock) }
             if let clock = change.clock,
@@ -470,7 +473,7 @@ extension Vault {
             let pendingClocks = (merge.outgoing[change.id]?.fields ?? [:]).values.map(\.clock)
             let latest = ([merge.state.latestClock(of: change.id)].compactMap { $0 } + pendingClocks).max()
             let changedSince = latest.map { latest in change.seen.map { latest > $0 } ?? true } ?? false
-            let inUse = (object as? Category).map { !$0.entries.isEmpty } ?? false
+            let inUse = (object as? Category).map { $0.entries.contains { !$0.isDeleted } } ?? false
             // Attachments are not synced: the deleting device never saw them, and they would go with the entry.
             let keepsFiles = (object as? PasswordEntry).map { !$0.attachments.isEmpty } ?? false
             if changedSince || inUse || keepsFiles {
