@@ -208,6 +208,7 @@ struct CommandFailure: Error, CustomStringConvertible {
             "run 'mystash sync --remote \(location)' on the machine that has the vault first"
         case .notASyncLog: "sync to an empty git repository or folder"
         case .anotherVault: "clone it with 'mystash clone \(location) --vault DIR', or sync to an empty remote"
+        case .changedSinceLastSync: "run 'mystash sync' first, then move"
         case .begunElsewhere:
             "sync this machine with its old remote first, then clone this one with 'mystash clone \(location) "
                 + "--vault DIR' (a clone does not carry changes that were never synced)"

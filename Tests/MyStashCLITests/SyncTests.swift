@@ -449,8 +449,8 @@ final class SyncTests: CLITestCase {
     }
 
     /// Moving to another remote: `sync --remote NEW` naming an empty remote starts a new log there
-    /// with the whole vault (the changes since the last sync listed, the rest counted), and a
-    /// clone of it holds everything. Another machine joins it by a clone, not by a sync (one
+    /// with the whole vault (the changes since the last sync listed, the rest counted), once this
+    /// machine has what the others sent to the old one, and a clone of it holds everything. Another machine joins it by a clone, not by a sync (one
     /// resending its vault there brought back older passwords and deleted items); the same log
     /// under another name is synced as always, and an older copy of it is refused as rolled back.
     func testAVaultMovesToAnEmptyRemoteAndTheOthersCloneIt() throws {
@@ -461,12 +461,19 @@ final class SyncTests: CLITestCase {
         XCTAssertTrue(try okB(["sync", "--remote", remote.path + "/"]).stdout.contains("Nothing to send or receive"))
         try okA(["password", "add", "Bank"], stdin: "b")
         try okA(["password", "edit", "GitHub", "--user", "carol"])
+        // What another machine sent to the old remote since this one's last sync would be left behind.
+        try okB(["note", "add", "From B"], stdin: "b's note")
+        try okB(["sync"])
+        let behind = try onA(["sync", "--remote", moved.path])
+        XCTAssertEqual(behind.status, 64, behind.stderr)
+        XCTAssertTrue(behind.stderr.contains("holds changes this machine has not synced yet"), behind.stderr)
+        XCTAssertTrue(try okA(["sync"]).stdout.contains("added note 'From B' from desktop"))
+        try okA(["password", "edit", "GitHub", "--user", "dave"])
         let first = try okA(["sync", "--remote", moved.path]).stdout
-        XCTAssertTrue(first.contains("Sent 2 changes to \(moved.path):"), first)
-        XCTAssertTrue(first.contains("changed entry 'GitHub' (user ID)\n"), first)
-        XCTAssertTrue(first.contains("Also sent 1 item unchanged since the last sync"), first)
+        XCTAssertTrue(first.contains("Sent 1 change to \(moved.path):\n  changed entry 'GitHub' (user ID)\n"), first)
+        XCTAssertTrue(first.contains("Also sent 3 items unchanged since the last sync"), first)
         let joined = try onB(["sync", "--remote", moved.path])
-        XCTAssertEqual(joined.status, 65, joined.stderr)
+        XCTAssertEqual(joined.status, 64, joined.stderr)
         XCTAssertTrue(joined.stderr.contains("holds a sync log begun on another machine"), joined.stderr)
         XCTAssertTrue(joined.stderr.contains("mystash clone \(moved.path)"), joined.stderr)
         let homeC = home.appendingPathComponent("machine-c")
@@ -476,7 +483,9 @@ final class SyncTests: CLITestCase {
         }
         XCTAssertEqual(try entryNames(onC), try entryNames(onA))
         XCTAssertEqual(try okA(["password", "show", "GitHub", "--field", "user"], environment: ["HOME": homeC.path])
-            .stdout, "carol\n")
+            .stdout, "dave\n")
+        XCTAssertEqual(try okA(["note", "show", "From B"], environment: ["HOME": homeC.path]).stdout,
+                       "# From B\n\nb's note\n")
         XCTAssertEqual(try okA(["note", "show", "Wi-Fi"], environment: ["HOME": homeC.path]).stdout,
                        try okA(["note", "show", "Wi-Fi"]).stdout)
         // The same log under another name, then an older copy of it at a third place.
@@ -506,7 +515,7 @@ final class SyncTests: CLITestCase {
             .split(separator: "\n")
         XCTAssertEqual(wraps.count, 1, "the new sync key wrapped under the new data key alone")
         let refused = try onB(["sync", "--remote", moved.path])
-        XCTAssertEqual(refused.status, 65, refused.stderr)
+        XCTAssertEqual(refused.status, 64, refused.stderr)
         XCTAssertTrue(refused.stderr.contains("holds a sync log begun on another machine"), refused.stderr)
         // Not even a clone with the old data key's password opens it.
         let oldClone = try onA(["clone", moved.path], environment: ["HOME": home.appendingPathComponent("old").path])

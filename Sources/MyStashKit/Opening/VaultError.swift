@@ -114,6 +114,8 @@ public enum VaultError: Error, Equatable, Sendable, CustomStringConvertible {
         case anotherVault
         /// A log this device never wrote to, at a location it was told to move to.
         case begunElsewhere
+        /// The remote being left holds what this device has not synced yet.
+        case changedSinceLastSync
         /// A file is missing, changed, out of order or replayed: `file` and what is wrong with it.
         case tampered(file: String, problem: String)
         case keySlotDamaged
@@ -246,6 +248,8 @@ public enum VaultError: Error, Equatable, Sendable, CustomStringConvertible {
             switch problem {
             case .missing: return .notFound
             case .unreachable, .keptChanging: return .busy
+            // Not the remote's fault: another way (a clone, a sync first) does it.
+            case .begunElsewhere, .changedSinceLastSync: return .invalidRequest
             default: return .invalidData
             }
         case .locked, .wrongPassword, .wrongPassphrase:
@@ -496,6 +500,8 @@ extension VaultError.RemoteProblem {
         case .missing: "the sync remote '\(location)' does not exist"
         case .notASyncLog(let missing):
             "'\(location)' is not a MyStash sync remote (it has no \(missing.joined(separator: " or ")))"
+        case .changedSinceLastSync:
+            "'\(location)' holds changes this machine has not synced yet; a move would leave them behind"
         case .begunElsewhere:
             "'\(location)' holds a sync log begun on another machine; this one joins it by a clone"
         case .anotherVault:

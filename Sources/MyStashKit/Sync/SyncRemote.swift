@@ -154,6 +154,15 @@ struct GitRemote: SyncRemote {
         return String(decoding: result.output, as: UTF8.self).split(separator: "\t").first.map(String.init)
     }
 
+    /// Whether the remote's branch moved since this cache last fetched or pushed it: nil when
+    /// that cannot be told (never fetched, or the remote cannot be reached).
+    func movedSinceLastSeen() -> Bool? {
+        guard let seen = try? gitResult(["rev-parse", "--verify", "-q", Self.trackingRef]), seen.status == 0,
+              let head = try? remoteHead()
+        else { return nil }
+        return String(decoding: seen.output, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines) != head
+    }
+
     func fetch() throws -> RemoteListing {
         guard try remoteHead() != nil else {
             _ = try? gitResult(["update-ref", "-d", Self.trackingRef])

@@ -81,12 +81,19 @@ extension Vault {
         guard let location = state.remote else {
             throw VaultError.noRemote
         }
+        // A move carries this machine's view: what the others sent to the old remote since its last
+        // sync there would be left behind (a git remote tells; a folder's state is not kept).
+        let cache = directory.appendingPathComponent(Self.syncCacheName)
+        let hasCache = FileManager.default.fileExists(atPath: cache.appendingPathComponent("HEAD").path)
+        let oldRemoteMoved = newLocation && hasCache
+            ? loaded.flatMap { $0.state.remote }.flatMap { old in
+                (try? GitRemote(url: old, cache: cache))?.movedSinceLastSeen()
+            } : nil
         // Changes to send: the whole vault is checked on a second connection while the remote is fetched.
         let sendsLocalChanges = try everything || newLocation || clone != nil
             || hasUnsyncedHistory(after: state.token)
         if sendsLocalChanges { startWholeVaultCheck() }
-        let store = try makeSyncRemote(location, cache: directory.appendingPathComponent(Self.syncCacheName),
-                                       tipOnly: clone != nil)
+        let store = try makeSyncRemote(location, cache: cache, tipOnly: clone != nil)
         let listing = try store.fetch()
         let paths = listing.paths
         // An empty remote at a new location starts a new log: with a new sync key (so a data key
@@ -106,6 +113,9 @@ extension Vault {
             throw VaultError.remote(withoutURLPasswords(location), .begunElsewhere)
         }
         if movesRemote {
+            if oldRemoteMoved == true, let old = loaded?.state.remote {
+                throw VaultError.remote(withoutURLPasswords(old), .changedSinceLastSync)
+            }
             state.heads = [:]
             syncKey = nil
         }
