@@ -6,15 +6,27 @@ import XCTest
 @_silgen_name("malloc_usable_size")
 private func mallocUsableSize(_ pointer: UnsafeMutableRawPointer) -> Int
 
-/// An object keeps its entity in its ID scope and its row version, pending key and flags in one
-/// word: five words, malloc's 64-byte chunks, where it took 80 (16 bytes of every object fetched
-/// or inserted).
+/// An object keeps its entity in its ID scope, its ID's number, row version, pending key and flags
+/// in one word, and its values with what it tracks in another: three words, malloc's 48-byte
+/// chunks, where it took 64 (16 bytes of every object fetched or inserted).
 final class ObjectLayoutTests: BoardTestCase {
-    func testAnObjectFitsInSixtyFourBytes() throws {
+    /// The smallest chunk of each kind of object: malloc may hand out a larger free chunk than
+    /// asked for, never a smaller one.
+    func testAnObjectFitsInFortyEightBytes() throws {
         let context = try makeBoard(.sqlite, name: "layout")
-        let object = context.insertNewObject(forEntityName: "Item")
-        let usable = mallocUsableSize(Unmanaged.passUnretained(object).toOpaque())
-        XCTAssertLessThanOrEqual(usable, 56, "an object's malloc chunk is 64 bytes with its header")
+        let saved = (0..<50).map { number in
+            let object = context.insertNewObject(forEntityName: "Item")
+            object["name"] = "item \(number)"
+            return object
+        }
+        try context.save()
+        let inserted = (0..<50).map { _ in context.insertNewObject(forEntityName: "Item") }
+        let fetched = try ManagedObjectContext(coordinator: context.coordinator)
+            .fetch(FetchRequest<ManagedObject>(entityName: "Item"))
+        for (kind, objects) in [("saved", saved), ("inserted", inserted), ("fetched", fetched)] {
+            let smallest = objects.map { mallocUsableSize(Unmanaged.passUnretained($0).toOpaque()) }.min()
+            XCTAssertLessThanOrEqual(try XCTUnwrap(smallest), 40, "\(kind): malloc's 48-byte chunk with its header")
+        }
     }
 
     /// The version, the pending key and every flag in random orders, against plain variables.
@@ -25,14 +37,32 @@ final class ObjectLayoutTests: BoardTestCase {
         var generator = SystemRandomNumberGenerator()
         var version: Int64 = 0, pendingKey: Int64?, isFault = false, isPendingInsert = false
         var isPrepared = false, hasJoined = false, memberships: ObjectSet.Membership = []
+        var objectID = object.objectID
         let largest = ManagedObject.largestRowNumber
-        let edges: [Int64] = [-largest - 1, -largest, -1, 0, 1, 2, largest - 1, largest]
+        // Both ends of what the shared word holds in place, and of what it holds at all.
+        let edges: [Int64] = [-largest - 1, -largest, -1, 0, 1, 2, 1 << 23 - 1, 1 << 23, 1 << 30 - 2, 1 << 30 - 1,
+                              1 << 30, largest - 1, largest]
         for step in 0..<20_000 {
-            let number = Bool.random(using: &generator)
-                ? edges.randomElement(using: &generator)! : Int64.random(in: -largest - 1...largest)
+            let number = switch Int.random(in: 0..<3, using: &generator) {
+            case 0: edges.randomElement(using: &generator)!
+            case 1: Int64.random(in: 0..<1 << 31, using: &generator)
+            default: Int64.random(in: -largest - 1...largest, using: &generator)
+            }
             switch Int.random(in: 0..<8, using: &generator) {
+            case 0 where step % 2 == 0:
+                // The ID's number shares the word: a key or a temporary number, in range or not.
+                let identity = Bool.random(using: &generator)
+                    ? ObjectID(entityName: "Thing", storeIdentifier: "S", primaryKey: number & Int64.max,
+                               temporaryNumber: nil)
+                    : ObjectID(entityName: "Thing", storeIdentifier: nil, primaryKey: nil,
+                               temporaryNumber: Int(number & Int64.max))
+                (object.pendingPrimaryKey, pendingKey, version) = (nil, nil, 0)
+                (object.objectID, objectID) = (identity, identity)
             case 0: (object.version, version, pendingKey) = (number, number, nil)
-            case 1: (object.pendingPrimaryKey, pendingKey) = (number & largest, number & largest)
+            case 1:
+                // A permanent ID's pending key is its own.
+                let key = objectID.primaryKey ?? number & largest
+                (object.pendingPrimaryKey, pendingKey) = (key, key)
             case 2: (object.pendingPrimaryKey, pendingKey, version) = (nil, nil, 0)  // the word held no version
             case 3: isFault.toggle(); object.isFault = isFault
             case 4: isPendingInsert.toggle(); object.isPendingInsert = isPendingInsert
@@ -50,8 +80,71 @@ final class ObjectLayoutTests: BoardTestCase {
             XCTAssertEqual(object.isPreparedForDeletion, isPrepared, "step \(step)")
             XCTAssertEqual(object.hasJoinedToMany, hasJoined, "step \(step)")
             XCTAssertEqual(object.memberships, memberships, "step \(step)")
+            XCTAssertEqual(object.objectID, objectID, "step \(step)")
+            XCTAssertEqual(object.objectID.primaryKey, objectID.primaryKey, "step \(step)")
             XCTAssertTrue(object.entity === entity)
             if object.version != version { break }
+        }
+    }
+
+    /// The values and what the object tracks in random orders, against plain variables: the
+    /// committed values stay what was last given, whatever one buffer the object keeps for both.
+    func testTheValuesAndWhatIsTrackedKeepEachPartApart() throws {
+        let entity = EntityDescription(name: "Thing", attributes: [AttributeDescription(name: "n", type: .integer64)])
+        _ = try ManagedObjectModel(entities: [entity])
+        let object = ManagedObject(entity: entity)
+        var generator = SystemRandomNumberGenerator()
+        var values: Int?, committed: Int?, committedUnwritten = true
+        var loaded: Set<String> = [], changed: Set<String> = []
+        let place = ValuePlace(attribute: .init(storeIdentifier: "S", entityName: "Thing", attributeName: "n"),
+                               primaryKey: 1)
+        for step in 0..<20_000 {
+            let number = Int.random(in: 0..<4, using: &generator)
+            switch Int.random(in: 0..<10, using: &generator) {
+            case 0: (object.values["n"], values) = (number, number)
+            case 1: (object.committedValues["n"], committed, committedUnwritten) = (number, number, false)
+            case 2:
+                (object.committedValues, committed) = (object.values, values)
+                committedUnwritten = object.values.isUnwritten
+            case 3: (object.committedValues, committed, committedUnwritten) = (PropertyValues(), nil, true)
+            case 4:
+                var stored = PropertyValues(layout: entity.propertyLayout)
+                stored["n"] = number
+                object.setStoredValues(stored)
+                (values, committed, committedUnwritten) = (number, number, false)
+            case 5:
+                // As a read decodes a value: in the committed values too when they hold it encoded.
+                let encoded = EncodedValue(data: Data([UInt8(number)]), place: place)
+                if Bool.random(using: &generator) {
+                    object.values["n"] = encoded
+                } else {
+                    var stored = PropertyValues(layout: entity.propertyLayout)
+                    stored["n"] = encoded
+                    object.setStoredValues(stored)
+                    (committed, committedUnwritten) = (number, false)
+                }
+                object.replaceEncoded("n", with: number)
+                values = number
+            case 6: (object.values, values) = (object.committedValues, committed)
+            case 7:
+                let key = ["a", "b"].randomElement(using: &generator)!
+                if loaded.remove(key) == nil { loaded.insert(key) }
+                object.loadedToMany = loaded
+            case 8:
+                let key = ["a", "b"].randomElement(using: &generator)!
+                if changed.remove(key) == nil { changed.insert(key) }
+                object.changedKeys.formSymmetricDifference([key])
+            default:
+                let version = Int64.random(in: 0..<1 << 24, using: &generator)
+                object.version = version
+                XCTAssertEqual(object.version, version, "step \(step)")
+            }
+            XCTAssertEqual(object.values["n"] as? Int, values, "step \(step)")
+            XCTAssertEqual(object.committedValues["n"] as? Int, committed, "step \(step)")
+            XCTAssertEqual(object.committedValues.isUnwritten, committedUnwritten, "step \(step)")
+            XCTAssertEqual(object.loadedToMany, loaded, "step \(step)")
+            XCTAssertEqual(object.changedKeys, changed, "step \(step)")
+            if object.values["n"] as? Int != values { break }
         }
     }
 

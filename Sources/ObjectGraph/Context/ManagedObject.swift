@@ -201,7 +201,10 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     }
     /// A shared scope of kind `.none` until the object is first given an ID or a context.
     private var identityScope: ObjectIDScope
-    private var identityNumber: Int64 = 0
+    private var identityNumber: Int64 {
+        get { numbers.identity }
+        set { numbers = (newValue, numbers.stored) }
+    }
     /// The primary key a registered object is registered under (its permanent ID's number),
     /// read without building an ``ObjectID``.
     var registeredPrimaryKey: Int64 { identityNumber }
@@ -243,81 +246,206 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     }
 
     /// Current values: attributes, to-one destinations (object or fault), loaded to-many arrays.
-    var values = PropertyValues()
+    var values: PropertyValues {
+        _read {
+            switch state {
+            case .fresh(let values), .clean(let values): yield values
+            case .tracked(let tracking): yield tracking.values
+            }
+        }
+        set {
+            switch state {
+            case .fresh: state = .fresh(newValue)
+            case .clean(let committed):
+                state = newValue.sharesStorage(with: committed)
+                    ? .clean(newValue) : .tracked(Tracking(values: newValue, committedValues: committed))
+            case .tracked(let tracking):
+                tracking.values = newValue
+                settle(tracking)
+            }
+        }
+        _modify {
+            // Two calls, not a switch here: the coroutine's frame stays small enough not to be
+            // allocated for each write.
+            var values = takeValuesForWrite()
+            defer { putWrittenValues(&values) }
+            yield &values
+        }
+    }
+    /// The current values, moved out where nothing else needs them, so a write changes the
+    /// buffer in place when nothing else holds it.
+    private func takeValuesForWrite() -> PropertyValues {
+        // Swapped out, then taken apart: no copy of the buffer's reference to count.
+        var taken = State.fresh(PropertyValues())
+        swap(&taken, &state)
+        switch consume taken {
+        case .fresh(let values):
+            return values
+        case .clean(let values):
+            // Shared with the committed values: a write copies, and the copy is the current one.
+            state = .clean(values)
+            return values
+        case .tracked(let tracking):
+            state = .tracked(tracking)
+            var values = PropertyValues()
+            swap(&values, &tracking.values)
+            return values
+        }
+    }
+    private func putWrittenValues(_ written: inout PropertyValues) {
+        var values = PropertyValues()
+        swap(&values, &written)
+        switch state {
+        case .fresh: state = .fresh(values)
+        case .clean(let committed):
+            if !values.sharesStorage(with: committed) {
+                state = .tracked(Tracking(values: values, committedValues: committed))
+            }
+        case .tracked(let tracking):
+            tracking.values = values
+            settle(tracking)
+        }
+    }
     /// Attribute and to-one values as last read from or written to the store.
     var committedValues: PropertyValues {
         get {
-            switch bookkeeping {
-            case .committed(let values): return values
+            switch state {
+            case .fresh: return PropertyValues()
+            case .clean(let values): return values
             case .tracked(let tracking): return tracking.committedValues
             }
         }
         set {
-            switch bookkeeping {
-            case .committed: bookkeeping = .committed(newValue)
-            case .tracked(let tracking): tracking.committedValues = newValue
+            switch state {
+            case .fresh(let values), .clean(let values):
+                if newValue.sharesStorage(with: values) {
+                    state = .clean(values)
+                } else if newValue.isUnwritten {
+                    state = .fresh(values)
+                } else {
+                    state = .tracked(Tracking(values: values, committedValues: newValue))
+                }
+            case .tracked(let tracking):
+                tracking.committedValues = newValue
+                settle(tracking)
             }
         }
         _modify {
-            switch bookkeeping {
-            case .committed(var values):
-                // Moved out, so a write changes the buffer in place when nothing else holds it.
-                bookkeeping = .committed(PropertyValues())
-                defer { bookkeeping = .committed(values) }
-                yield &values
-            case .tracked(let tracking):
-                yield &tracking.committedValues
-            }
+            var committed = committedValues
+            defer { committedValues = committed }
+            yield &committed
         }
+    }
+    /// Sets the current and the committed values to one buffer, as a read of the row does.
+    func setStoredValues(_ stored: PropertyValues) {
+        if case .tracked(let tracking) = state {
+            (tracking.values, tracking.committedValues) = (stored, stored)
+            settle(tracking)
+        } else {
+            state = .clean(stored)
+        }
+    }
+    /// Replaces an encoded value by its decoded one, in the committed values too where they hold
+    /// it still encoded: in one buffer when both are one.
+    func replaceEncoded(_ key: String, with decoded: Any?) {
+        if case .clean(var stored) = state, stored[key] is EncodedValue {
+            // Moved out, so the write changes the buffer in place when nothing else holds it.
+            state = .fresh(PropertyValues())
+            stored[key] = decoded
+            state = .clean(stored)
+            return
+        }
+        values[key] = decoded
+        if committedValues[key] is EncodedValue { committedValues[key] = decoded }
     }
     /// To-many relationships whose destinations are loaded.
     var loadedToMany: Set<String> {
         get { tracking?.loadedToMany ?? [] }
         set { setTracked(\.loadedToMany, newValue) }
-        _modify { yield &makeTracking().loadedToMany }
+        _modify {
+            let tracking = makeTracking()
+            defer { settle(tracking) }
+            yield &tracking.loadedToMany
+        }
     }
     /// Properties changed since the last save or fetch.
     var changedKeys: Set<String> {
         get { tracking?.changedKeys ?? [] }
         set { setTracked(\.changedKeys, newValue) }
-        _modify { yield &makeTracking().changedKeys }
+        _modify {
+            let tracking = makeTracking()
+            defer { settle(tracking) }
+            yield &tracking.changedKeys
+        }
     }
-    /// Committed values alone, or with what a changed object tracks, in one word: most objects
-    /// (fetched, or inserted and not saved yet) track nothing, and a word more per object made
-    /// every object a size class larger.
-    private enum Bookkeeping {
-        case committed(PropertyValues)
+    /// The values and what the object tracks, in one word. Most objects track nothing: one
+    /// inserted and not saved yet has no committed values (``State/fresh``), one read and not
+    /// changed since has its values committed (``State/clean``). Only the others keep a
+    /// ``Tracking``: two words more per object made every object a size class larger.
+    private enum State {
+        /// No committed values (an empty buffer).
+        case fresh(PropertyValues)
+        /// The committed values are the current ones, one buffer.
+        case clean(PropertyValues)
         case tracked(Tracking)
     }
     private final class Tracking {
+        var values: PropertyValues
         var committedValues: PropertyValues
         var loadedToMany: Set<String> = []
         var changedKeys: Set<String> = []
-        init(committedValues: PropertyValues) { self.committedValues = committedValues }
+        /// The numbers, when one is out of what ``numbersAndFlags`` holds.
+        var wideNumbers: WideNumbers?
+        init(values: PropertyValues, committedValues: PropertyValues) {
+            self.values = values
+            self.committedValues = committedValues
+        }
     }
-    private var bookkeeping = Bookkeeping.committed(PropertyValues())
+    /// Boxed, so that a tracking takes a word for what almost no object has.
+    private final class WideNumbers {
+        let identity: Int64
+        let stored: Int64
+        init(identity: Int64, stored: Int64) { (self.identity, self.stored) = (identity, stored) }
+    }
+    private var state: State
     private var tracking: Tracking? {
-        if case .tracked(let tracking) = bookkeeping { return tracking }
+        if case .tracked(let tracking) = state { return tracking }
         return nil
     }
     private func setTracked(_ set: ReferenceWritableKeyPath<Tracking, Set<String>>, _ value: Set<String>) {
         if tracking == nil, value.isEmpty { return }
-        makeTracking()[keyPath: set] = value
+        let tracking = makeTracking()
+        tracking[keyPath: set] = value
+        settle(tracking)
     }
     private func makeTracking() -> Tracking {
-        switch bookkeeping {
+        switch state {
         case .tracked(let tracking): return tracking
-        case .committed(let values):
-            let made = Tracking(committedValues: values)
-            bookkeeping = .tracked(made)
+        case .fresh(let values):
+            let made = Tracking(values: values, committedValues: PropertyValues())
+            state = .tracked(made)
             return made
+        case .clean(let values):
+            let made = Tracking(values: values, committedValues: values)
+            state = .tracked(made)
+            return made
+        }
+    }
+    /// Lets go of a tracking that holds nothing the states without one cannot say.
+    private func settle(_ tracking: Tracking) {
+        guard tracking.wideNumbers == nil, tracking.loadedToMany.isEmpty, tracking.changedKeys.isEmpty,
+              case .tracked(let current) = state, current === tracking else { return }
+        if tracking.committedValues.sharesStorage(with: tracking.values) {
+            state = .clean(tracking.values)
+        } else if tracking.committedValues.isUnwritten {
+            state = .fresh(tracking.values)
         }
     }
     /// `Z_OPT` of the row as this object last saw it.
     var version: Int64 {
         get { hasFlag(Self.pendingKeyFlag) ? 0 : storedNumber }
         set {
-            versionAndFlags &= ~Self.pendingKeyFlag
+            numbersAndFlags &= ~Self.pendingKeyFlag
             storedNumber = newValue
         }
     }
@@ -346,18 +474,43 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// The row versions an object keeps as they are; a store's version out of them (only a
     /// damaged store holds one) is kept as ``largestRowNumber``.
     static let rowVersions = -largestRowNumber - 1 ... largestRowNumber - 1
-    /// The row version, or the pending key of an object waiting for its first row (which has no
-    /// version yet), as a signed number in the low 53 bits, and the object's flags in the high
-    /// 11: with the entity read through the ID scope, an object takes five words, malloc's
-    /// 64-byte chunks (it took 80).
-    private var versionAndFlags: UInt64 = 0
-    private static let numberMask: UInt64 = 1 << 53 - 1
+    /// The ID's number (30 bits), the row version or the pending key of an object waiting for its
+    /// first row (which has no version yet; 23 bits), and the object's flags (the high 11), in one
+    /// word: with the values and what the object tracks in another (``State``) and the entity read
+    /// through the ID scope, an object takes three words, malloc's 48-byte chunks (it took 64).
+    /// Numbers out of those ranges (a store of more than a billion rows, a row saved eight million
+    /// times, a damaged store's) are kept in the object's tracking, and the bits say so.
+    private var numbersAndFlags: UInt64 = 0
+    private static let identityBits: UInt64 = 30
+    private static let identityLimit: Int64 = 1 << 30 - 1
+    private static let storedLimit: Int64 = 1 << 23
+    /// The 53 bits of both numbers; all set (an identity of `identityLimit`, never packed): kept wide.
+    private static let numbersMask: UInt64 = 1 << 53 - 1
+    private var numbers: (identity: Int64, stored: Int64) {
+        get {
+            let packed = numbersAndFlags & Self.numbersMask
+            if packed == Self.numbersMask, let wide = tracking?.wideNumbers { return (wide.identity, wide.stored) }
+            return (Int64(packed & (1 << Self.identityBits - 1)), Int64(packed >> Self.identityBits))
+        }
+        set {
+            if (0..<Self.identityLimit).contains(newValue.identity), (0..<Self.storedLimit).contains(newValue.stored) {
+                numbersAndFlags = numbersAndFlags & ~Self.numbersMask
+                    | UInt64(newValue.stored) << Self.identityBits | UInt64(newValue.identity)
+                if let tracking, tracking.wideNumbers != nil {
+                    tracking.wideNumbers = nil
+                    settle(tracking)
+                }
+            } else {
+                makeTracking().wideNumbers = WideNumbers(identity: newValue.identity, stored: newValue.stored)
+                numbersAndFlags |= Self.numbersMask
+            }
+        }
+    }
     private var storedNumber: Int64 {
-        // Shifted up and back to extend the sign.
-        get { Int64(bitPattern: versionAndFlags << 11) >> 11 }
+        get { numbers.stored }
         set {
             precondition((-Self.largestRowNumber - 1...Self.largestRowNumber).contains(newValue), "53 bits")
-            versionAndFlags = versionAndFlags & ~Self.numberMask | UInt64(bitPattern: newValue) & Self.numberMask
+            numbers = (numbers.identity, newValue)
         }
     }
     private static let membershipShift: UInt64 = 53
@@ -368,10 +521,10 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     private static let faultFlag: UInt64 = 1 << 62
     private static let preparedForDeletionFlag: UInt64 = 1 << 63
     @inline(__always)
-    private func hasFlag(_ flag: UInt64) -> Bool { versionAndFlags & flag != 0 }
+    private func hasFlag(_ flag: UInt64) -> Bool { numbersAndFlags & flag != 0 }
     @inline(__always)
     private func setFlag(_ flag: UInt64, _ isOn: Bool) {
-        versionAndFlags = isOn ? versionAndFlags | flag : versionAndFlags & ~flag
+        numbersAndFlags = isOn ? numbersAndFlags | flag : numbersAndFlags & ~flag
     }
     /// True from insertion until the first save: such an object needs no change tracking.
     var isPendingInsert: Bool {
@@ -417,17 +570,17 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     var memberships: ObjectSet.Membership {
         get {
             ObjectSet.Membership(
-                rawValue: UInt8(truncatingIfNeeded: (versionAndFlags & Self.membershipMask) >> Self.membershipShift))
+                rawValue: UInt8(truncatingIfNeeded: (numbersAndFlags & Self.membershipMask) >> Self.membershipShift))
         }
         set {
-            versionAndFlags = versionAndFlags & ~Self.membershipMask
+            numbersAndFlags = numbersAndFlags & ~Self.membershipMask
                 | UInt64(newValue.rawValue) << Self.membershipShift & Self.membershipMask
         }
     }
 
     public required init(entity: EntityDescription) {
         identityScope = .unassigned(entity)
-        values = entity.emptyValues
+        state = .fresh(entity.emptyValues)
     }
 
     /// Creates an object and inserts it into `context` (when given).
@@ -475,6 +628,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     public func value(forKey key: String) -> Any? {
         fireFault()
         if let index = entity.attributeNames.firstIndex(of: key) {
+            let values = values
             let value = values.layout === entity.propertyLayout ? values[slot: index] : values[key]
             guard entity.attributeTypeList[index] == .transformable, let encoded = value as? EncodedValue else {
                 return value
@@ -496,11 +650,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
             let normalized = StoredValues.normalized(
                 value, type: entity.attributeTypeList[index], key: key, entity: entity.name)
             registerUndo(forKey: key)
-            if values.layout === entity.propertyLayout {
-                values[slot: index] = normalized
-            } else {
-                values[key] = normalized
-            }
+            values.setValue(normalized, forKey: key, at: index, ifLayoutIs: entity.propertyLayout)
             markChanged(key)
             return
         }
@@ -772,8 +922,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
             guard let context = managedObjectContext else { return nil }
             let value = try context.decode(
                 encoded, transformerName: entity.attributesByName[key]?.valueTransformerName, entity: entity, key: key)
-            values[key] = value
-            if committedValues[key] is EncodedValue { committedValues[key] = value }
+            replaceEncoded(key, with: value)
             return value
         }
         guard let relationship = entity.relationshipsByName[key] else {

@@ -394,8 +394,9 @@ extension ManagedObjectContext {
     /// The stored value of an attribute: encoded by its transformer when Transformable.
     func storedValue(of object: ManagedObject, _ column: StoredColumn, slot: Int, store: PersistentStore,
                              primaryKey: Int64) throws -> DatabaseValue {
-        if object.values.layout === object.entity.propertyLayout {
-            switch (object.values.slot(slot), column.type) {
+        let values = object.values
+        if values.layout === object.entity.propertyLayout {
+            switch (values.slot(slot), column.type) {
             case (.absent, _): return .null
             case (.int(let number), .integer16), (.int(let number), .integer32), (.int(let number), .integer64):
                 return number.databaseValue
@@ -404,9 +405,9 @@ extension ManagedObjectContext {
             }
         }
         guard column.type == .transformable else {
-            return StoredValues.databaseValue(object.values[column.name], type: column.type)
+            return StoredValues.databaseValue(values[column.name], type: column.type)
         }
-        guard let value = object.values[column.name] else { return .null }
+        guard let value = values[column.name] else { return .null }
         if let encoded = value as? EncodedValue { return encoded.data.databaseValue }
         let place = ValuePlace(
             storeIdentifier: store.identifier, entityName: object.entity.name, attributeName: column.name,

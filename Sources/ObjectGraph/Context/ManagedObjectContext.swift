@@ -606,8 +606,7 @@ public final class ManagedObjectContext {
             }
         }
         for (name, value) in transients { values[name] = value }
-        object.values = values
-        object.committedValues = values
+        object.setStoredValues(values)
         object.loadedToMany = []
         object.changedKeys = []
         object.version = try Self.rowVersion(row, root: root, store: store)
@@ -680,8 +679,7 @@ public final class ManagedObjectContext {
             }
             let decoded = try decode(
                 encoded, transformerName: attribute.valueTransformerName, entity: object.entity, key: key)
-            object.values[key] = decoded
-            if object.committedValues[key] is EncodedValue { object.committedValues[key] = decoded }
+            object.replaceEncoded(key, with: decoded)
         }
     }
 

@@ -140,6 +140,11 @@ struct PropertyValues: Sequence {
 
     private var count: Int { storage.header.count }
 
+    /// Whether both are one buffer (so one holds what the other does, whatever they hold).
+    func sharesStorage(with other: PropertyValues) -> Bool { storage === other.storage }
+    /// Whether this is ``init()``'s buffer, never written.
+    var isUnwritten: Bool { storage === PropertyStorage.empty }
+
     /// Makes the buffer this value's own.
     private mutating func prepareForWrite() {
         if isKnownUniquelyReferenced(&storage) { return }
@@ -177,6 +182,16 @@ struct PropertyValues: Sequence {
     subscript(slot index: Int) -> Any? {
         get { slot(index).value }
         set { setSlot(index, newValue.map(PropertySlot.init) ?? .absent) }
+    }
+
+    /// Sets a value by its position when the values have `layout`, by its key otherwise: one
+    /// access for an object's write.
+    mutating func setValue(_ value: Any?, forKey key: String, at index: Int, ifLayoutIs layout: PropertyLayout) {
+        if self.layout === layout {
+            self[slot: index] = value
+        } else {
+            self[key] = value
+        }
     }
 
     /// The slot at a position of `layout`, read without building an `Any`.
