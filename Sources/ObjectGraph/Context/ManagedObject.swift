@@ -190,7 +190,7 @@ public protocol ManagedEntity: ManagedObject {
 open class ManagedObject: Hashable, CustomStringConvertible {
     /// Read through the object's ID scope, which names it: a word less in every object.
     public var entity: EntityDescription { identityScope.entity! }
-    /// The object's identity: its scope and number, 16 bytes kept per object.
+    /// The object's identity: its scope, and its number (kept in `numbersAndFlags`).
     public internal(set) var objectID: ObjectID {
         get { ObjectID(scope: identityScope, number: identityNumber) }
         set {
