@@ -40,8 +40,8 @@ final class ObjectLayoutTests: BoardTestCase {
         var objectID = object.objectID
         let largest = ManagedObject.largestRowNumber
         // Both ends of what the shared word holds in place, and of what it holds at all.
-        let edges: [Int64] = [-largest - 1, -largest, -1, 0, 1, 2, 1 << 23 - 1, 1 << 23, 1 << 30 - 2, 1 << 30 - 1,
-                              1 << 30, largest - 1, largest]
+        let edges: [Int64] = [-largest - 1, -largest, -1, 0, 1, 2, 1 << 23 - 1, 1 << 23, 1 << 29 - 2, 1 << 29 - 1,
+                              1 << 29, largest - 1, largest]
         for step in 0..<20_000 {
             let number = switch Int.random(in: 0..<3, using: &generator) {
             case 0: edges.randomElement(using: &generator)!

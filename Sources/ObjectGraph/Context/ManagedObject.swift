@@ -248,12 +248,14 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// Current values: attributes, to-one destinations (object or fault), loaded to-many arrays.
     var values: PropertyValues {
         _read {
+            checkNotWritingValues()
             switch state {
             case .fresh(let values), .clean(let values): yield values
             case .tracked(let tracking): yield tracking.values
             }
         }
         set {
+            checkNotWritingValues()
             switch state {
             case .fresh: state = .fresh(newValue)
             case .clean(let committed):
@@ -275,6 +277,8 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// The current values, moved out where nothing else needs them, so a write changes the
     /// buffer in place when nothing else holds it.
     private func takeValuesForWrite() -> PropertyValues {
+        checkNotWritingValues()
+        setFlag(Self.writingValuesFlag, true)
         // Swapped out, then taken apart: no copy of the buffer's reference to count.
         var taken = State.fresh(PropertyValues())
         swap(&taken, &state)
@@ -293,6 +297,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         }
     }
     private func putWrittenValues(_ written: inout PropertyValues) {
+        setFlag(Self.writingValuesFlag, false)
         var values = PropertyValues()
         swap(&values, &written)
         switch state {
@@ -304,6 +309,11 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         case .tracked(let tracking):
             tracking.values = values
             settle(tracking)
+        }
+    }
+    private func checkNotWritingValues() {
+        if hasFlag(Self.writingValuesFlag) {
+            preconditionFailure("An object's values were accessed while being written (simultaneous accesses)")
         }
     }
     /// Attribute and to-one values as last read from or written to the store.
@@ -331,13 +341,21 @@ open class ManagedObject: Hashable, CustomStringConvertible {
             }
         }
         _modify {
-            var committed = committedValues
-            defer { committedValues = committed }
-            yield &committed
+            if case .tracked(let tracking) = state {
+                // In place: the committed values are the tracking's own.
+                defer { settle(tracking) }
+                yield &tracking.committedValues
+            } else {
+                // Another buffer for them either way (none yet, or the values' own).
+                var committed = committedValues
+                defer { committedValues = committed }
+                yield &committed
+            }
         }
     }
     /// Sets the current and the committed values to one buffer, as a read of the row does.
     func setStoredValues(_ stored: PropertyValues) {
+        checkNotWritingValues()
         if case .tracked(let tracking) = state {
             (tracking.values, tracking.committedValues) = (stored, stored)
             settle(tracking)
@@ -348,6 +366,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// Replaces an encoded value by its decoded one, in the committed values too where they hold
     /// it still encoded: in one buffer when both are one.
     func replaceEncoded(_ key: String, with decoded: Any?) {
+        checkNotWritingValues()
         if case .clean(var stored) = state, stored[key] is EncodedValue {
             // Moved out, so the write changes the buffer in place when nothing else holds it.
             state = .fresh(PropertyValues())
@@ -474,18 +493,22 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// The row versions an object keeps as they are; a store's version out of them (only a
     /// damaged store holds one) is kept as ``largestRowNumber``.
     static let rowVersions = -largestRowNumber - 1 ... largestRowNumber - 1
-    /// The ID's number (30 bits), the row version or the pending key of an object waiting for its
-    /// first row (which has no version yet; 23 bits), and the object's flags (the high 11), in one
+    /// The ID's number (29 bits), the row version or the pending key of an object waiting for its
+    /// first row (which has no version yet; 23 bits), and the object's flags (the high 12), in one
     /// word: with the values and what the object tracks in another (``State``) and the entity read
     /// through the ID scope, an object takes three words, malloc's 48-byte chunks (it took 64).
-    /// Numbers out of those ranges (a store of more than a billion rows, a row saved eight million
+    /// Numbers out of those ranges (a store of more than half a billion rows, a row saved eight million
     /// times, a damaged store's) are kept in the object's tracking, and the bits say so.
     private var numbersAndFlags: UInt64 = 0
-    private static let identityBits: UInt64 = 30
-    private static let identityLimit: Int64 = 1 << 30 - 1
+    private static let identityBits: UInt64 = 29
+    private static let identityLimit: Int64 = 1 << 29 - 1
     private static let storedLimit: Int64 = 1 << 23
-    /// The 53 bits of both numbers; all set (an identity of `identityLimit`, never packed): kept wide.
-    private static let numbersMask: UInt64 = 1 << 53 - 1
+    /// The 52 bits of both numbers; all set (an identity of `identityLimit`, never packed): kept wide.
+    private static let numbersMask: UInt64 = 1 << 52 - 1
+    /// Set while the values are moved out for a write: an access to them then (from a `deinit` or
+    /// a hook the write runs) stops the process, as Swift's exclusivity check did when they were a
+    /// stored property, instead of reading them as empty or losing a write.
+    private static let writingValuesFlag: UInt64 = 1 << 52
     private var numbers: (identity: Int64, stored: Int64) {
         get {
             let packed = numbersAndFlags & Self.numbersMask
