@@ -201,6 +201,33 @@ final class ContextQueueTests: BoardTestCase, @unchecked Sendable {
         parent.performAndWait { XCTAssertFalse(parent.hasChanges, "nothing half-pushed") }
     }
 
+    /// A parent's unsaved insert deleted in a child and saved into the parent leaves the child
+    /// with it: it was still listed among the child's registered objects, without a context, and
+    /// deleting it there stopped the process (found by a fuzzer of the object layout's review).
+    func testAParentsInsertDeletedInAChildLeavesTheChild() throws {
+        let parent = try makeContext(.sqlite)
+        parent.performAndWait {
+            item(parent, "kept", group: nil)
+            item(parent, "gone", group: nil)
+        }
+        let child = ManagedObjectContext(parent: parent)
+        try child.performAndWait {
+            let gone = try XCTUnwrap(try child.objects("Item").first { $0["name"] as? String == "gone" })
+            child.delete(gone)
+            try child.save()
+            XCTAssertNil(gone.managedObjectContext)
+            XCTAssertFalse(child.registeredObjects.contains { $0 === gone }, "the deleted object left the child")
+            XCTAssertTrue(child.registeredObjects.allSatisfy { $0.managedObjectContext === child })
+            XCTAssertEqual(try child.objects("Item").map { $0["name"] as? String }, ["kept"])
+        }
+        try parent.performAndWait {
+            XCTAssertEqual(parent.insertedObjects.map { $0["name"] as? String }, ["kept"])
+            try parent.save()
+        }
+        let stored = try ManagedObjectContext(coordinator: parent.coordinator).objects("Item")
+        XCTAssertEqual(stored.map { $0["name"] as? String }, ["kept"])
+    }
+
     func testAChildSeesItsParentsUnsavedChangesToSavedObjects() throws {
         let parent = try makeContext(.sqlite)
         try parent.performAndWait {

@@ -735,6 +735,11 @@ extension ManagedObjectContext {
                 registered[ObjectKey(rootEntityNumber: root.entityNumber, primaryKey: primaryKey)] = nil
             }
         }
+        // A parent's unsaved insert, deleted here and saved into the parent, is gone from both.
+        for object in deleted where !parentInserted.isEmpty && object.objectID.isTemporaryID
+            && parentInserted[object.objectID] === object {
+            parentInserted[object.objectID] = nil
+        }
         var sharedScopes: [ObjectIdentifier: ObjectIDScope] = [:]
         for object in deleted { object.leaveContext(sharedScopes: &sharedScopes) }
         insertedSet.removeAll()
